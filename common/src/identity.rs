@@ -1,0 +1,104 @@
+//! The cluster an mTLS client certificate speaks for. The hub derives the
+//! reporting cluster from the certificate (never from what the agent says),
+//! and the agent checks its own certificate with the same rule, so both
+//! sides agree before a byte is sent.
+//!
+//! Rule: the first SAN URI of the form `spiffe://gwhub/cluster/<name>`
+//! wins; without one, the subject's Common Name. Anything else has no
+//! identity.
+
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+/// SAN URI prefix naming a cluster: `spiffe://gwhub/cluster/<name>`.
+pub const SPIFFE_CLUSTER_PREFIX: &str = "spiffe://gwhub/cluster/";
+
+/// Where a certificate's identity came from (for logs and messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdentitySource {
+    SanUri,
+    CommonName,
+}
+
+/// A cluster name taken from a certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterIdentity {
+    pub cluster: String,
+    pub source: IdentitySource,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IdentityError {
+    #[error("not a valid X.509 certificate: {0}")]
+    Parse(String),
+    #[error(
+        "the certificate names no cluster: no SAN URI {SPIFFE_CLUSTER_PREFIX}<name> and no subject CN"
+    )]
+    Missing,
+    #[error("the certificate's cluster name {0:?} is not valid: {1}")]
+    Invalid(String, &'static str),
+}
+
+/// The cluster named by a DER certificate (the leaf of a chain).
+pub fn cluster_from_der(der: &[u8]) -> Result<ClusterIdentity, IdentityError> {
+    let (_, cert) =
+        X509Certificate::from_der(der).map_err(|e| IdentityError::Parse(e.to_string()))?;
+    let san = cert
+        .subject_alternative_name()
+        .map_err(|e| IdentityError::Parse(e.to_string()))?;
+    let uri = san
+        .into_iter()
+        .flat_map(|ext| ext.value.general_names.iter())
+        .find_map(|n| match n {
+            GeneralName::URI(u) => u.strip_prefix(SPIFFE_CLUSTER_PREFIX),
+            _ => None,
+        });
+    let (cluster, source) = match uri {
+        Some(name) => (name.to_owned(), IdentitySource::SanUri),
+        None => {
+            let cn = cert
+                .subject()
+                .iter_common_name()
+                .next()
+                .ok_or(IdentityError::Missing)?;
+            let cn = cn
+                .as_str()
+                .map_err(|_| IdentityError::Invalid(String::new(), "the CN is not a string"))?;
+            (cn.to_owned(), IdentitySource::CommonName)
+        }
+    };
+    validate(&cluster)?;
+    Ok(ClusterIdentity { cluster, source })
+}
+
+/// The cluster named by the first certificate of a PEM file's contents.
+pub fn cluster_from_pem(pem: &[u8]) -> Result<ClusterIdentity, IdentityError> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem)
+        .map_err(|e| IdentityError::Parse(format!("not PEM: {e}")))?;
+    if pem.label != "CERTIFICATE" {
+        return Err(IdentityError::Parse(format!(
+            "expected a CERTIFICATE PEM block, found {:?}",
+            pem.label
+        )));
+    }
+    cluster_from_der(&pem.contents)
+}
+
+/// Names usable as a cluster: 1..=253 characters of `[A-Za-z0-9._-]`, so
+/// they are safe in logs, labels and URIs.
+fn validate(name: &str) -> Result<(), IdentityError> {
+    let bad = |why| Err(IdentityError::Invalid(name.to_owned(), why));
+    if name.is_empty() {
+        return bad("empty");
+    }
+    if name.len() > 253 {
+        return bad("longer than 253 characters");
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return bad("only letters, digits, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}

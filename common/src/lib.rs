@@ -1,0 +1,18 @@
+#![forbid(unsafe_code)]
+//! Plumbing shared by the agent and the hub: reading Kubernetes manifests the
+//! way `kubectl` writes them, printing results the same way, and the one
+//! implementation of condition bookkeeping (transition times, no-op compare).
+//!
+//! Nothing here talks to a cluster or the network: data in, data out.
+
+pub mod conditions;
+pub mod identity;
+pub mod key;
+pub mod manifest;
+pub mod output;
+pub mod time;
+
+pub use conditions::{Condition, MAX_CONDITIONS};
+pub use key::GatewayKey;
+pub use manifest::{ManifestError, Object, read_paths};
+pub use output::{OutputFormat, render_list};

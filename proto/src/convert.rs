@@ -1,0 +1,471 @@
+//! Wire types <-> Gateway API types, validating on the way in.
+//!
+//! Decoding takes messages by value so strings move instead of being copied
+//! (ingest speed). Empty and absent lists are the same on the wire; decoding
+//! yields `None` for an empty optional list, so a re-report of the same
+//! status compares equal.
+
+use std::fmt;
+
+use gateway_api::apis::standard::gateways as api;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::limits::*;
+use crate::v1;
+
+/// Why a message was refused: the field path and the rule it broke.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct Invalid {
+    /// E.g. `listeners[2].conditions[0].message`; prefixed by callers.
+    pub path: String,
+    pub problem: Problem,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    Empty,
+    TooLong {
+        len: usize,
+        max: usize,
+    },
+    TooMany {
+        len: usize,
+        max: usize,
+    },
+    /// A condition status other than True, False or Unknown.
+    BadConditionStatus(String),
+    BadTime(i64),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Empty => f.write_str("must not be empty"),
+            Problem::TooLong { len, max } => {
+                write!(f, "{len} bytes long, the limit is {max}")
+            }
+            Problem::TooMany { len, max } => write!(f, "{len} entries, the limit is {max}"),
+            Problem::BadConditionStatus(s) => {
+                write!(f, "condition status {s:?} is not True, False or Unknown")
+            }
+            Problem::BadTime(s) => write!(f, "{s} is not a valid unix time"),
+        }
+    }
+}
+
+impl Invalid {
+    pub fn new(path: impl Into<String>, problem: Problem) -> Self {
+        Invalid {
+            path: path.into(),
+            problem,
+        }
+    }
+
+    /// Prefixes the path with the enclosing field (only built on error).
+    pub fn within(mut self, outer: impl fmt::Display) -> Self {
+        self.path = if self.path.is_empty() {
+            outer.to_string()
+        } else {
+            format!("{outer}.{}", self.path)
+        };
+        self
+    }
+}
+
+type Result<T> = std::result::Result<T, Invalid>;
+
+/// Checks a string's length (in bytes) and, if `required`, that it is set.
+pub fn check_str(field: &str, s: &str, max: usize, required: bool) -> Result<()> {
+    if required && s.is_empty() {
+        return Err(Invalid::new(field, Problem::Empty));
+    }
+    if s.len() > max {
+        return Err(Invalid::new(field, Problem::TooLong { len: s.len(), max }));
+    }
+    Ok(())
+}
+
+/// Checks a list's length.
+pub fn check_count(field: &str, len: usize, max: usize) -> Result<()> {
+    if len > max {
+        return Err(Invalid::new(field, Problem::TooMany { len, max }));
+    }
+    Ok(())
+}
+
+/// A cluster's Gateway, decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub status: api::GatewayStatus,
+}
+
+/// Decodes and validates one reported Gateway. Errors name the Gateway.
+pub fn report_from_proto(r: v1::GatewayReport) -> Result<Report> {
+    check_str("namespace", &r.namespace, MAX_NAME_LEN, true)?;
+    check_str("name", &r.name, MAX_NAME_LEN, true)?;
+    let who = || format!("Gateway {}/{}", r.namespace, r.name);
+    check_str("uid", &r.uid, MAX_UID_LEN, false).map_err(|e| e.within(who()))?;
+    let status = match r.status {
+        Some(s) => status_from_proto(s).map_err(|e| e.within(format!("{}: status", who())))?,
+        None => api::GatewayStatus::default(),
+    };
+    Ok(Report {
+        namespace: r.namespace,
+        name: r.name,
+        uid: r.uid,
+        generation: r.generation,
+        status,
+    })
+}
+
+/// Decodes and validates a [`v1::GatewayRef`] (a delete).
+pub fn ref_from_proto(r: v1::GatewayRef) -> Result<(String, String)> {
+    check_str("namespace", &r.namespace, MAX_NAME_LEN, true)?;
+    check_str("name", &r.name, MAX_NAME_LEN, true)?;
+    Ok((r.namespace, r.name))
+}
+
+/// Encodes one Gateway for the wire.
+pub fn report_to_proto(
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    generation: i64,
+    status: &api::GatewayStatus,
+) -> Result<v1::GatewayReport> {
+    Ok(v1::GatewayReport {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: uid.to_owned(),
+        generation,
+        status: Some(status_to_proto(status)?),
+    })
+}
+
+fn none_if_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
+    if v.is_empty() { None } else { Some(v) }
+}
+
+/// Decodes and validates a status.
+pub fn status_from_proto(s: v1::GatewayStatus) -> Result<api::GatewayStatus> {
+    check_count("conditions", s.conditions.len(), MAX_CONDITIONS)?;
+    check_count("addresses", s.addresses.len(), MAX_ADDRESSES)?;
+    check_count("listeners", s.listeners.len(), MAX_LISTENERS)?;
+    Ok(api::GatewayStatus {
+        conditions: none_if_empty(conditions_from_proto(s.conditions)?),
+        addresses: none_if_empty(
+            s.addresses
+                .into_iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    address_from_proto(a).map_err(|e| e.within(format!("addresses[{i}]")))
+                })
+                .collect::<Result<_>>()?,
+        ),
+        listeners: none_if_empty(
+            s.listeners
+                .into_iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    listener_from_proto(l).map_err(|e| e.within(format!("listeners[{i}]")))
+                })
+                .collect::<Result<_>>()?,
+        ),
+        attached_listener_sets: s.attached_listener_sets,
+    })
+}
+
+/// Encodes a status; fails only on a condition status the API would reject.
+pub fn status_to_proto(s: &api::GatewayStatus) -> Result<v1::GatewayStatus> {
+    Ok(v1::GatewayStatus {
+        conditions: conditions_to_proto(s.conditions.as_deref().unwrap_or_default())?,
+        addresses: s
+            .addresses
+            .iter()
+            .flatten()
+            .map(|a| v1::GatewayAddress {
+                r#type: a.r#type.clone(),
+                value: a.value.clone(),
+            })
+            .collect(),
+        listeners: s
+            .listeners
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, l)| {
+                Ok(v1::ListenerStatus {
+                    name: l.name.clone(),
+                    attached_routes: l.attached_routes,
+                    supported_kinds: l
+                        .supported_kinds
+                        .iter()
+                        .flatten()
+                        .map(|k| v1::RouteGroupKind {
+                            group: k.group.clone(),
+                            kind: k.kind.clone(),
+                        })
+                        .collect(),
+                    conditions: conditions_to_proto(&l.conditions)
+                        .map_err(|e| e.within(format!("listeners[{i}]")))?,
+                })
+            })
+            .collect::<Result<_>>()?,
+        attached_listener_sets: s.attached_listener_sets,
+    })
+}
+
+fn address_from_proto(a: v1::GatewayAddress) -> Result<api::GatewayStatusAddresses> {
+    if let Some(t) = &a.r#type {
+        check_str("type", t, MAX_ADDRESS_TYPE_LEN, true)?;
+    }
+    check_str("value", &a.value, MAX_NAME_LEN, true)?;
+    Ok(api::GatewayStatusAddresses {
+        r#type: a.r#type,
+        value: a.value,
+    })
+}
+
+fn listener_from_proto(l: v1::ListenerStatus) -> Result<api::GatewayStatusListeners> {
+    check_str("name", &l.name, MAX_NAME_LEN, true)?;
+    check_count(
+        "supportedKinds",
+        l.supported_kinds.len(),
+        MAX_SUPPORTED_KINDS,
+    )?;
+    check_count("conditions", l.conditions.len(), MAX_CONDITIONS)?;
+    let supported_kinds = l
+        .supported_kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let at = || format!("supportedKinds[{i}]");
+            if let Some(g) = &k.group {
+                check_str("group", g, MAX_NAME_LEN, false).map_err(|e| e.within(at()))?;
+            }
+            check_str("kind", &k.kind, MAX_KIND_LEN, true).map_err(|e| e.within(at()))?;
+            Ok(api::GatewayStatusListenersSupportedKinds {
+                group: k.group,
+                kind: k.kind,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(api::GatewayStatusListeners {
+        name: l.name,
+        attached_routes: l.attached_routes,
+        supported_kinds: none_if_empty(supported_kinds),
+        conditions: conditions_from_proto(l.conditions)?,
+    })
+}
+
+/// Decodes and validates a condition list (its count is checked by callers).
+pub fn conditions_from_proto(list: Vec<v1::Condition>) -> Result<Vec<Condition>> {
+    list.into_iter()
+        .enumerate()
+        .map(|(i, c)| condition_from_proto(c).map_err(|e| e.within(format!("conditions[{i}]"))))
+        .collect()
+}
+
+/// Encodes a condition list.
+pub fn conditions_to_proto(list: &[Condition]) -> Result<Vec<v1::Condition>> {
+    list.iter()
+        .enumerate()
+        .map(|(i, c)| condition_to_proto(c).map_err(|e| e.within(format!("conditions[{i}]"))))
+        .collect()
+}
+
+/// Decodes and validates one condition.
+pub fn condition_from_proto(c: v1::Condition) -> Result<Condition> {
+    check_str("type", &c.r#type, MAX_CONDITION_TYPE_LEN, true)?;
+    check_str("reason", &c.reason, MAX_REASON_LEN, false)?;
+    check_str("message", &c.message, MAX_CONDITION_MESSAGE_LEN, false)?;
+    let status = match v1::ConditionStatus::try_from(c.status) {
+        Ok(v1::ConditionStatus::True) => "True",
+        Ok(v1::ConditionStatus::False) => "False",
+        Ok(v1::ConditionStatus::Unknown) => "Unknown",
+        _ => {
+            return Err(Invalid::new(
+                "status",
+                Problem::BadConditionStatus(format!("enum value {}", c.status)),
+            ));
+        }
+    };
+    let time = Timestamp::from_second(c.last_transition_time).map_err(|_| {
+        Invalid::new(
+            "lastTransitionTime",
+            Problem::BadTime(c.last_transition_time),
+        )
+    })?;
+    Ok(Condition {
+        type_: c.r#type,
+        status: status.to_owned(),
+        reason: c.reason,
+        message: c.message,
+        observed_generation: c.observed_generation,
+        last_transition_time: Time(time),
+    })
+}
+
+/// Encodes one condition (sub-second precision is dropped, as the API does).
+pub fn condition_to_proto(c: &Condition) -> Result<v1::Condition> {
+    let status = match c.status.as_str() {
+        "True" => v1::ConditionStatus::True,
+        "False" => v1::ConditionStatus::False,
+        "Unknown" => v1::ConditionStatus::Unknown,
+        other => {
+            return Err(Invalid::new(
+                "status",
+                Problem::BadConditionStatus(other.to_owned()),
+            ));
+        }
+    };
+    Ok(v1::Condition {
+        r#type: c.type_.clone(),
+        status: status as i32,
+        reason: c.reason.clone(),
+        message: c.message.clone(),
+        observed_generation: c.observed_generation,
+        last_transition_time: c.last_transition_time.0.as_second(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(t: &str, s: &str, secs: i64) -> Condition {
+        Condition {
+            type_: t.into(),
+            status: s.into(),
+            reason: "R".into(),
+            message: format!("{t} is {s}"),
+            observed_generation: Some(3),
+            last_transition_time: Time(Timestamp::from_second(secs).unwrap()),
+        }
+    }
+
+    fn sample() -> api::GatewayStatus {
+        api::GatewayStatus {
+            addresses: Some(vec![
+                api::GatewayStatusAddresses {
+                    r#type: Some("IPAddress".into()),
+                    value: "10.0.0.1".into(),
+                },
+                api::GatewayStatusAddresses {
+                    r#type: None,
+                    value: "10.0.0.2".into(),
+                },
+            ]),
+            attached_listener_sets: Some(2),
+            conditions: Some(vec![
+                cond("Accepted", "True", 100),
+                cond("Programmed", "False", 200),
+                cond("LoadBalancerReady", "Unknown", 300),
+            ]),
+            listeners: Some(vec![api::GatewayStatusListeners {
+                attached_routes: 4,
+                conditions: vec![cond("DNSReady", "True", 400)],
+                name: "https".into(),
+                supported_kinds: Some(vec![api::GatewayStatusListenersSupportedKinds {
+                    group: Some("gateway.networking.k8s.io".into()),
+                    kind: "HTTPRoute".into(),
+                }]),
+            }]),
+        }
+    }
+
+    #[test]
+    fn status_round_trips() {
+        let s = sample();
+        let p = status_to_proto(&s).unwrap();
+        assert_eq!(status_from_proto(p.clone()).unwrap(), s);
+        assert_eq!(
+            status_to_proto(&status_from_proto(p.clone()).unwrap()).unwrap(),
+            p
+        );
+    }
+
+    #[test]
+    fn empty_lists_decode_as_absent() {
+        let s = api::GatewayStatus {
+            addresses: Some(vec![]),
+            conditions: Some(vec![]),
+            listeners: Some(vec![api::GatewayStatusListeners {
+                name: "http".into(),
+                supported_kinds: Some(vec![]),
+                ..Default::default()
+            }]),
+            attached_listener_sets: None,
+        };
+        let back = status_from_proto(status_to_proto(&s).unwrap()).unwrap();
+        assert_eq!(back.addresses, None);
+        assert_eq!(back.conditions, None);
+        assert_eq!(back.listeners.unwrap()[0].supported_kinds, None);
+    }
+
+    #[test]
+    fn report_round_trips() {
+        let p = report_to_proto("ns", "gw", "uid-1", 7, &sample()).unwrap();
+        let r = report_from_proto(p).unwrap();
+        assert_eq!(
+            (r.namespace.as_str(), r.name.as_str(), r.uid.as_str()),
+            ("ns", "gw", "uid-1")
+        );
+        assert_eq!(r.generation, 7);
+        assert_eq!(r.status, sample());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let mut p = report_to_proto("ns", "gw", "", 1, &sample()).unwrap();
+        p.status.as_mut().unwrap().listeners[0].conditions[0].message = "x".repeat(40_000);
+        let e = report_from_proto(p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Gateway ns/gw: status.listeners[0].conditions[0].message: 40000 bytes long, the limit is 32768"
+        );
+
+        let mut p = report_to_proto("ns", "gw", "", 1, &sample()).unwrap();
+        let c = p.status.as_ref().unwrap().conditions[0].clone();
+        p.status.as_mut().unwrap().conditions = vec![c; 9];
+        let e = report_from_proto(p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Gateway ns/gw: status.conditions: 9 entries, the limit is 8"
+        );
+
+        let mut p = report_to_proto("ns", "gw", "", 1, &sample()).unwrap();
+        p.status.as_mut().unwrap().conditions[1].status = 42;
+        assert!(
+            report_from_proto(p)
+                .unwrap_err()
+                .to_string()
+                .contains("status.conditions[1].status")
+        );
+
+        let p = report_to_proto("", "gw", "", 1, &sample()).unwrap();
+        assert_eq!(
+            report_from_proto(p).unwrap_err().to_string(),
+            "namespace: must not be empty"
+        );
+    }
+
+    #[test]
+    fn bad_status_string_is_refused_on_encode() {
+        let mut s = sample();
+        s.conditions.as_mut().unwrap()[0].status = "Maybe".into();
+        let e = status_to_proto(&s).unwrap_err();
+        assert!(e.to_string().contains("conditions[0].status"), "{e}");
+    }
+
+    #[test]
+    fn descriptor_set_is_embedded() {
+        assert!(!crate::v1::FILE_DESCRIPTOR_SET.is_empty());
+    }
+}
