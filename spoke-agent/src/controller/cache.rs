@@ -1,0 +1,321 @@
+//! Typed caches fed by watches, and the set of Gateways a change touched.
+//!
+//! Watches are untyped (`DynamicObject`) and every object is parsed on its
+//! own: with a typed watch, one object that does not parse fails the whole
+//! list and blocks its kind forever. Here it is logged, counted and skipped,
+//! and the rest of the kind stays current.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped kinds.
+pub type Key = (String, String);
+
+/// The live objects of one kind, `managedFields` stripped.
+pub struct Cache<K> {
+    map: RwLock<BTreeMap<Key, Arc<K>>>,
+}
+
+impl<K> Default for Cache<K> {
+    fn default() -> Self {
+        Self {
+            map: RwLock::new(BTreeMap::new()),
+        }
+    }
+}
+
+impl<K: Resource> Cache<K> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Key, Arc<K>>> {
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Key, Arc<K>>> {
+        self.map.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The object called `name` in `namespace` (`""` for cluster-scoped).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<K>> {
+        self.read()
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Every object, in key order.
+    pub fn all(&self) -> Vec<Arc<K>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// The objects `keep` accepts, in key order.
+    pub fn filtered(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        self.read().values().filter(|o| keep(o)).cloned().collect()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn key_of<K: Resource>(obj: &K) -> Key {
+    (
+        obj.meta().namespace.clone().unwrap_or_default(),
+        obj.meta().name.clone().unwrap_or_default(),
+    )
+}
+
+/// Which Gateways (by name, in the scoped namespace) a change concerns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Touch {
+    Nothing,
+    Gateway(String),
+    All,
+}
+
+#[derive(Default)]
+struct DirtyInner {
+    all: bool,
+    names: BTreeSet<String>,
+    synced: BTreeSet<&'static str>,
+}
+
+/// Gateways waiting to be re-evaluated: one entry per Gateway however many
+/// changes touched it, so a burst costs one evaluation (and at most one write).
+#[derive(Default)]
+pub struct Dirty {
+    inner: Mutex<DirtyInner>,
+    notify: Notify,
+}
+
+/// What the reconciler takes from [`Dirty`] in one go.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    pub all: bool,
+    pub names: BTreeSet<String>,
+}
+
+impl Dirty {
+    fn lock(&self) -> MutexGuard<'_, DirtyInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks what `touch` names for re-evaluation.
+    pub fn touch(&self, touch: Touch) {
+        {
+            let mut d = self.lock();
+            match touch {
+                Touch::Nothing => return,
+                Touch::Gateway(name) => {
+                    d.names.insert(name);
+                }
+                Touch::All => d.all = true,
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    /// Records that `kind`'s first list is in its cache.
+    pub fn synced(&self, kind: &'static str) {
+        let mut d = self.lock();
+        d.synced.insert(kind);
+        d.all = true;
+        drop(d);
+        self.notify.notify_one();
+    }
+
+    /// How many kinds have been listed once.
+    pub fn synced_count(&self) -> usize {
+        self.lock().synced.len()
+    }
+
+    /// Takes everything marked so far.
+    pub fn take(&self) -> Batch {
+        let mut d = self.lock();
+        Batch {
+            all: std::mem::take(&mut d.all),
+            names: std::mem::take(&mut d.names),
+        }
+    }
+
+    /// Resolves when something was marked since the last call.
+    pub async fn changed(&self) {
+        self.notify.notified().await
+    }
+}
+
+/// What a watch needs besides its API: where to report and what it touches.
+pub(crate) struct Follow<K> {
+    pub kind: &'static str,
+    pub cache: Arc<Cache<K>>,
+    pub dirty: Arc<Dirty>,
+    pub metrics: Arc<Metrics>,
+    /// The Gateways an object concerns (called for the old and new version).
+    pub touches: Box<dyn Fn(&K) -> Touch + Send + Sync>,
+}
+
+/// An untyped API for `K`'s resource, namespaced when `namespace` is given.
+pub(crate) fn dynamic_api<K>(client: kube::Client, namespace: Option<&str>) -> Api<DynamicObject>
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    let ar = ApiResource::erase::<K>(&K::DynamicType::default());
+    match namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &ar),
+        None => Api::all_with(client, &ar),
+    }
+}
+
+impl<K> Follow<K>
+where
+    K: Resource + DeserializeOwned + Clone + Debug + Send + Sync + 'static,
+{
+    /// Follows `api` (filtered by `config`) into the cache until `shutdown`.
+    /// Watch errors are logged and counted; the watcher backs off and
+    /// re-lists, so nothing here ever stops for good.
+    pub async fn run(
+        self,
+        api: Api<DynamicObject>,
+        config: watcher::Config,
+        shutdown: CancellationToken,
+    ) {
+        let stream = watch::watcher(api, config)
+            .default_backoff()
+            .modify(|o| o.managed_fields_mut().clear());
+        let mut stream = std::pin::pin!(stream);
+        let mut buffer: Option<BTreeMap<Key, Arc<K>>> = None;
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                next = stream.next() => next,
+            };
+            let event = match next {
+                None => return,
+                Some(Ok(event)) => event,
+                Some(Err(e)) => {
+                    Metrics::bump(&self.metrics.watch_errors);
+                    tracing::warn!(kind = self.kind, error = %e, "watch failed; retrying with backoff");
+                    continue;
+                }
+            };
+            match event {
+                Event::Init => buffer = Some(BTreeMap::new()),
+                Event::InitApply(obj) => {
+                    if let Some(k) = self.parse(obj) {
+                        buffer
+                            .get_or_insert_default()
+                            .insert(key_of(&k), Arc::new(k));
+                    }
+                }
+                Event::InitDone => {
+                    let fresh = buffer.take().unwrap_or_default();
+                    *self.cache.write() = fresh;
+                    // A re-list may have missed deletes and changes: every
+                    // Gateway is re-evaluated (and the first one makes the
+                    // kind count as synced).
+                    self.dirty.synced(self.kind);
+                }
+                Event::Apply(obj) => {
+                    if let Some(k) = self.parse(obj) {
+                        let new = (self.touches)(&k);
+                        let old = self.cache.write().insert(key_of(&k), Arc::new(k));
+                        self.touch_both(old.as_deref(), new);
+                    }
+                }
+                Event::Delete(obj) => {
+                    let key = (
+                        obj.metadata.namespace.clone().unwrap_or_default(),
+                        obj.metadata.name.clone().unwrap_or_default(),
+                    );
+                    let old = self.cache.write().remove(&key);
+                    match old {
+                        Some(old) => self.dirty.touch((self.touches)(&old)),
+                        // Never parsed: whatever it touched, look again.
+                        None => self.dirty.touch(Touch::All),
+                    }
+                }
+            }
+        }
+    }
+
+    fn touch_both(&self, old: Option<&K>, new: Touch) {
+        if let Some(old) = old {
+            let before = (self.touches)(old);
+            if before != new {
+                self.dirty.touch(before);
+            }
+        }
+        self.dirty.touch(new);
+    }
+
+    fn parse(&self, obj: DynamicObject) -> Option<K> {
+        let name = format!(
+            "{}/{}",
+            obj.metadata.namespace.as_deref().unwrap_or_default(),
+            obj.metadata.name.as_deref().unwrap_or_default()
+        );
+        match obj.try_parse::<K>() {
+            Ok(k) => Some(k),
+            Err(e) => {
+                Metrics::bump(&self.metrics.parse_errors);
+                tracing::warn!(kind = self.kind, object = %name, error = %e, "object does not parse; skipped");
+                None
+            }
+        }
+    }
+}
+
+/// [`dynamic_api`] for the kind of `cache` (lets a macro name the kind once).
+pub(crate) fn dynamic_api_for<K>(
+    _cache: &Arc<Cache<K>>,
+    client: kube::Client,
+    namespace: Option<&str>,
+) -> Api<DynamicObject>
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    dynamic_api::<K>(client, namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_is_one_entry_per_gateway() {
+        let d = Dirty::default();
+        for _ in 0..100 {
+            d.touch(Touch::Gateway("a".into()));
+            d.touch(Touch::Gateway("b".into()));
+        }
+        d.touch(Touch::Nothing);
+        tokio::time::timeout(std::time::Duration::from_secs(1), d.changed())
+            .await
+            .expect("a touch before the wait is not lost");
+        let batch = d.take();
+        assert!(!batch.all);
+        assert_eq!(batch.names.into_iter().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(d.take(), Batch::default());
+        d.synced("Gateway");
+        d.synced("Gateway");
+        assert_eq!(d.synced_count(), 1);
+        assert!(d.take().all, "a (re-)list re-evaluates everything");
+    }
+}

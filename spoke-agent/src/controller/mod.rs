@@ -1,0 +1,514 @@
+//! Kubernetes mode of the agent (`gwhub-agent run` without `--from-dir`):
+//! watches the cluster's API server, evaluates the in-scope Gateways with the
+//! same [`crate::engine`] as everywhere else, server-side applies our three
+//! conditions onto each Gateway's status and feeds the [`GatewayStore`] the
+//! hub client streams from.
+//!
+//! Tasks: one watch per input kind ([`cache`]) marking the Gateways a change
+//! touches; one reconcile loop that debounces, evaluates and queues; one
+//! [`writer`]. A failing watch, an object that does not parse or a rejected
+//! write is logged and counted, never fatal.
+
+pub mod cache;
+mod events;
+pub mod metrics;
+mod writer;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::Client;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::conditions::load_balancer::{SYNC_LOAD_BALANCER_FAILED, is_provisioned};
+use crate::engine::evaluate;
+use crate::openshift::{CLUSTER_CONFIG_NAME, DNS, DNSRecord, GATEWAY_NAME_LABEL, Infrastructure};
+use crate::runtime::{GatewayKey, GatewayStore, HubConfig, run_agent};
+use crate::scope::{self, Options};
+use crate::snapshot::Snapshot;
+
+pub use cache::{Cache, Dirty, Touch};
+use events::Notices;
+pub use events::{CLUSTER_CONFIG_MISSING, CONDITION_LIMIT_REACHED, DUPLICATE_DNS_RECORDS};
+pub use metrics::Metrics;
+use writer::{Pending, WriteQueue, Writer};
+
+/// The field manager of our status applies and the reporting controller of
+/// our Events.
+pub const FIELD_MANAGER: &str = "gwhub-agent";
+
+/// Why the controller could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("--kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
+        "no Kubernetes config: neither KUBECONFIG/~/.kube/config nor an in-cluster service account ({0})"
+    )]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("--metrics-listen {addr}: {source}")]
+    MetricsListen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A client from `kubeconfig`, else inferred (`KUBECONFIG`, `~/.kube/config`,
+/// then the in-cluster service account).
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
+                path: path.to_owned(),
+                source,
+            })?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| Error::Kubeconfig {
+                    path: path.to_owned(),
+                    source,
+                })?
+        }
+        None => kube::Config::infer().await.map_err(Error::Infer)?,
+    };
+    Client::try_from(config).map_err(Error::Client)
+}
+
+/// How the controller behaves.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub scope: Options,
+    /// `--write-local-status`: apply our conditions to the Gateways (else
+    /// compute and stream only).
+    pub write_local_status: bool,
+    /// How long changes are gathered before evaluating, so a burst of
+    /// changes gives one evaluation and at most one write per Gateway.
+    pub debounce: Duration,
+    /// How often every Gateway is re-evaluated regardless of changes.
+    pub resync: Duration,
+    /// Delay before retrying a Gateway whose write or Event list failed.
+    pub retry: Duration,
+}
+
+impl Settings {
+    pub fn new(scope: Options) -> Self {
+        Self {
+            scope,
+            write_local_status: true,
+            debounce: Duration::from_millis(100),
+            resync: Duration::from_secs(300),
+            retry: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The number of watched kinds; evaluation starts once all were listed.
+const KINDS: usize = 7;
+
+/// Watches, evaluates and writes until `shutdown`, keeping `store` equal to
+/// the in-scope Gateways with their merged status. Marks `store` ready after
+/// the first evaluation of everything listed.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    store: Arc<GatewayStore>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let ns = settings.scope.namespace.clone();
+    let dirty = Arc::new(Dirty::default());
+    let gateways = Arc::new(Cache::<Gateway>::default());
+    let classes = Arc::new(Cache::<GatewayClass>::default());
+    let services = Arc::new(Cache::<Service>::default());
+    let records = Arc::new(Cache::<DNSRecord>::default());
+    let dnses = Arc::new(Cache::<DNS>::default());
+    let infras = Arc::new(Cache::<Infrastructure>::default());
+    let lb_events = Arc::new(Cache::<Event>::default());
+
+    let labelled = watcher::Config::default().labels(GATEWAY_NAME_LABEL);
+    let singleton =
+        watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}"));
+    let mut tasks = tokio::task::JoinSet::new();
+    macro_rules! follow {
+        ($kind:literal, $cache:expr, $ns:expr, $config:expr, $touches:expr) => {{
+            let f = cache::Follow {
+                kind: $kind,
+                cache: $cache.clone(),
+                dirty: dirty.clone(),
+                metrics: metrics.clone(),
+                touches: Box::new($touches),
+            };
+            let api = cache::dynamic_api_for(&$cache, client.clone(), $ns);
+            tasks.spawn(f.run(api, $config, shutdown.clone()));
+        }};
+    }
+    follow!(
+        "Gateway",
+        gateways,
+        Some(&ns),
+        watcher::Config::default(),
+        |g: &Gateway| { Touch::Gateway(g.metadata.name.clone().unwrap_or_default()) }
+    );
+    follow!(
+        "GatewayClass",
+        classes,
+        None,
+        watcher::Config::default(),
+        |_: &GatewayClass| Touch::All
+    );
+    follow!(
+        "Service",
+        services,
+        Some(&ns),
+        labelled.clone(),
+        |s: &Service| { label_touch(&s.metadata) }
+    );
+    follow!(
+        "DNSRecord",
+        records,
+        Some(&ns),
+        labelled,
+        |r: &DNSRecord| label_touch(&r.metadata)
+    );
+    follow!("DNS", dnses, None, singleton.clone(), |_: &DNS| Touch::All);
+    follow!(
+        "Infrastructure",
+        infras,
+        None,
+        singleton,
+        |_: &Infrastructure| Touch::All
+    );
+    // Only a trigger: a service-controller failure changes no Service, so
+    // without this the Gateway would wait for the resync. The evaluation
+    // still lists the Service's Events fresh.
+    let failures = watcher::Config::default().fields(&format!(
+        "involvedObject.kind=Service,reason={SYNC_LOAD_BALANCER_FAILED}"
+    ));
+    let svcs = services.clone();
+    follow!("Event", lb_events, Some(&ns), failures, move |e: &Event| {
+        let svc = e.involved_object.name.as_deref().unwrap_or_default();
+        svcs.filtered(|s| s.metadata.name.as_deref() == Some(svc))
+            .first()
+            .map_or(Touch::Nothing, |s| label_touch(&s.metadata))
+    });
+
+    let queue = Arc::new(WriteQueue::default());
+    tasks.spawn(
+        Writer {
+            api: Api::namespaced(client.clone(), &ns),
+            namespace: ns.clone(),
+            queue: queue.clone(),
+            gateways: gateways.clone(),
+            dirty: dirty.clone(),
+            metrics: metrics.clone(),
+            retry: settings.retry,
+        }
+        .run(shutdown.clone()),
+    );
+
+    let reconciler = Reconciler {
+        events: Api::namespaced(client.clone(), &ns),
+        notices: Notices::new(client, metrics.clone()),
+        settings,
+        gateways,
+        classes,
+        services,
+        records,
+        dnses,
+        infras,
+        dirty,
+        metrics,
+        store,
+        queue,
+        streamed: Default::default(),
+        shutdown: shutdown.clone(),
+    };
+    reconciler.run().await;
+    shutdown.cancel();
+    while tasks.join_next().await.is_some() {}
+}
+
+/// An agent against a Kubernetes API server: the controller feeding a store
+/// and the hub client streaming it, until `shutdown`.
+pub async fn run_kube_agent(
+    hub: HubConfig,
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let store = Arc::new(GatewayStore::default());
+    let controller = tokio::spawn(run(
+        client,
+        settings,
+        store.clone(),
+        metrics,
+        shutdown.clone(),
+    ));
+    run_agent(hub, store, shutdown).await;
+    // The controller stops on the same token; a panic there is already logged.
+    let _ = controller.await;
+}
+
+fn label_touch(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Touch {
+    match meta.labels.as_ref().and_then(|l| l.get(GATEWAY_NAME_LABEL)) {
+        Some(name) if !name.is_empty() => Touch::Gateway(name.clone()),
+        _ => Touch::Nothing,
+    }
+}
+
+struct Reconciler {
+    events: Api<Event>,
+    notices: Notices,
+    settings: Settings,
+    gateways: Arc<Cache<Gateway>>,
+    classes: Arc<Cache<GatewayClass>>,
+    services: Arc<Cache<Service>>,
+    records: Arc<Cache<DNSRecord>>,
+    dnses: Arc<Cache<DNS>>,
+    infras: Arc<Cache<Infrastructure>>,
+    dirty: Arc<Dirty>,
+    metrics: Arc<Metrics>,
+    store: Arc<GatewayStore>,
+    queue: Arc<WriteQueue>,
+    /// Names of the Gateways in `store`, so a re-list can drop the gone ones.
+    streamed: std::sync::Mutex<BTreeSet<String>>,
+    shutdown: CancellationToken,
+}
+
+impl Reconciler {
+    async fn run(self) {
+        let mut resync = tokio::time::interval(self.settings.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        resync.tick().await;
+        loop {
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = self.dirty.changed() => {}
+                _ = resync.tick() => self.dirty.touch(Touch::All),
+            }
+            if self.dirty.synced_count() < KINDS {
+                continue;
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(self.settings.debounce) => {}
+            }
+            let batch = self.dirty.take();
+            let names: BTreeSet<String> = if batch.all {
+                let streamed = self
+                    .streamed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                self.gateways
+                    .all()
+                    .iter()
+                    .filter_map(|g| g.metadata.name.clone())
+                    .chain(streamed)
+                    .collect()
+            } else {
+                batch.names
+            };
+            for name in names {
+                if self.shutdown.is_cancelled() {
+                    return;
+                }
+                self.reconcile(&name).await;
+            }
+            self.store.mark_ready();
+        }
+    }
+
+    /// Evaluates one Gateway and queues its write if anything but time changed.
+    async fn reconcile(&self, name: &str) {
+        Metrics::bump(&self.metrics.reconciles);
+        let opts = &self.settings.scope;
+        let key = GatewayKey::new(&opts.namespace, name);
+        let classes: Vec<GatewayClass> = self.classes.all().iter().map(|c| (**c).clone()).collect();
+        let gw = match self.gateways.get(&opts.namespace, name) {
+            Some(gw) if scope::in_scope(&gw, &classes, opts) => gw,
+            _ => {
+                self.store.delete(&key);
+                self.set_streamed(name, false);
+                self.queue.forget(name);
+                self.notices.forget(name);
+                return;
+            }
+        };
+        let mine = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            label_touch(meta) == Touch::Gateway(name.to_owned())
+        };
+        let mut snapshot = Snapshot {
+            gateways: vec![(*gw).clone()],
+            gateway_classes: classes,
+            services: owned(self.services.filtered(|s| mine(&s.metadata))),
+            dns_records: owned(self.records.filtered(|r| mine(&r.metadata))),
+            events: Vec::new(),
+            dns: self
+                .dnses
+                .get("", CLUSTER_CONFIG_NAME)
+                .map(|d| (*d).clone()),
+            infrastructure: self
+                .infras
+                .get("", CLUSTER_CONFIG_NAME)
+                .map(|i| (*i).clone()),
+        };
+        if let Some(svc) = scope::service_for(&gw, &snapshot.services)
+            && !is_provisioned(svc)
+        {
+            let svc_name = svc.metadata.name.clone().unwrap_or_default();
+            match self.fresh_events(&svc_name).await {
+                Ok(events) => snapshot.events = events,
+                Err(e) => {
+                    Metrics::bump(&self.metrics.event_list_errors);
+                    tracing::warn!(gateway = %key, service = %svc_name, error = %e, "cannot list the Service's Events; retrying");
+                    self.retry_later(name);
+                    return;
+                }
+            }
+        }
+        let evaluation = match evaluate(&snapshot, opts, Timestamp::now()) {
+            Ok(mut evals) if !evals.is_empty() => evals.remove(0),
+            Ok(_) => return,
+            Err(e) => {
+                // No guess: nothing is written; the hub gets the Gateway as
+                // it is, and the config's watch re-evaluates when it appears.
+                self.notices.config_error(&gw, &e).await;
+                self.store.upsert((*gw).clone());
+                self.set_streamed(name, true);
+                return;
+            }
+        };
+        self.notices.config_ok(&gw);
+        self.notices.problems(&gw, &evaluation.problems).await;
+        self.store.upsert(evaluation.merged_gateway());
+        self.set_streamed(name, true);
+        if !self.settings.write_local_status {
+            return;
+        }
+        if evaluation.needs_write() {
+            self.queue.push(
+                name.to_owned(),
+                Pending {
+                    patch: evaluation.apply_patch(),
+                    desired: evaluation.status,
+                },
+            );
+        } else {
+            Metrics::bump(&self.metrics.skipped_writes);
+        }
+    }
+
+    /// The Service's Events, listed from the API server now (a cache could
+    /// be behind the controller that just reported the failure).
+    async fn fresh_events(&self, service: &str) -> kube::Result<Vec<Event>> {
+        let lp = ListParams::default().fields(&format!(
+            "involvedObject.kind=Service,involvedObject.name={service}"
+        ));
+        Ok(self.events.list(&lp).await?.items)
+    }
+
+    fn set_streamed(&self, name: &str, present: bool) {
+        let mut s = self.streamed.lock().unwrap_or_else(|e| e.into_inner());
+        if present {
+            s.insert(name.to_owned());
+        } else {
+            s.remove(name);
+        }
+    }
+
+    fn retry_later(&self, name: &str) {
+        let (dirty, name, delay, shutdown) = (
+            self.dirty.clone(),
+            name.to_owned(),
+            self.settings.retry,
+            self.shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => dirty.touch(Touch::Gateway(name)),
+            }
+        });
+    }
+}
+
+fn owned<K: Clone>(v: Vec<Arc<K>>) -> Vec<K> {
+    v.into_iter().map(|o| (*o).clone()).collect()
+}
+
+/// Serves `metrics` as Prometheus text on `addr` (`GET /metrics`) until
+/// `shutdown`. Hand-rolled HTTP/1.0-style responses: one tiny endpoint does
+/// not justify a web framework.
+pub async fn serve_metrics(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::MetricsListen { addr, source })?;
+    tracing::info!(%addr, "serving metrics on /metrics");
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            let Ok((mut sock, _)) = accepted else {
+                continue;
+            };
+            let metrics = metrics.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut len = 0;
+                // Read the request head (bounded); the body is never needed.
+                while len < buf.len() {
+                    match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf[len..]))
+                        .await
+                    {
+                        Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+                        Ok(Ok(n)) => len += n,
+                    }
+                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf[..len]);
+                let (status, body) = if head.starts_with("GET /metrics ") {
+                    ("200 OK", metrics.render())
+                } else {
+                    ("404 Not Found", "not found; try /metrics\n".to_owned())
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(response.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! The one status writer: a queue with one entry per Gateway (the newest
+//! result wins, so it is bounded by the number of Gateways) drained by a
+//! single task that server-side applies our conditions.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::Value;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::FIELD_MANAGER;
+use super::cache::{Cache, Dirty, Touch};
+use super::metrics::Metrics;
+use crate::status;
+
+/// A computed status waiting to be applied.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// The merged status we expect the Gateway to have after the apply.
+    pub desired: GatewayStatus,
+    /// The apply body ([`status::apply_patch`]).
+    pub patch: Value,
+}
+
+/// Gateways (by name) with a status to write.
+#[derive(Default)]
+pub(crate) struct WriteQueue {
+    pending: Mutex<BTreeMap<String, Pending>>,
+    notify: Notify,
+}
+
+impl WriteQueue {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `pending` for `name`, replacing an older entry.
+    pub fn push(&self, name: String, pending: Pending) {
+        self.lock().insert(name, pending);
+        self.notify.notify_one();
+    }
+
+    /// Drops a queued write (the Gateway left scope or was deleted).
+    pub fn forget(&self, name: &str) {
+        self.lock().remove(name);
+    }
+
+    fn pop(&self) -> Option<(String, Pending)> {
+        self.lock().pop_first()
+    }
+}
+
+/// What the writer needs.
+pub(crate) struct Writer {
+    pub api: Api<Gateway>,
+    pub namespace: String,
+    pub queue: Arc<WriteQueue>,
+    pub gateways: Arc<Cache<Gateway>>,
+    pub dirty: Arc<Dirty>,
+    pub metrics: Arc<Metrics>,
+    /// Delay before a failed write's Gateway is evaluated again.
+    pub retry: Duration,
+}
+
+impl Writer {
+    /// Writes queued statuses until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        loop {
+            while let Some((name, pending)) = self.queue.pop() {
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                self.write(&name, pending, &shutdown).await;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.queue.notify.notified() => {}
+            }
+        }
+    }
+
+    async fn write(&self, name: &str, pending: Pending, shutdown: &CancellationToken) {
+        // The live object may already carry this result (our previous write
+        // came back through the watch after the evaluation was queued).
+        let Some(live) = self.gateways.get(&self.namespace, name) else {
+            return;
+        };
+        let current = live.status.clone().unwrap_or_default();
+        if !status::needs_write(&current, &pending.desired) {
+            Metrics::bump(&self.metrics.skipped_writes);
+            return;
+        }
+        // Not forced: a conflict means another manager changed a field we
+        // co-own (attachedRoutes); we re-evaluate from the fresh object.
+        let params = PatchParams::apply(FIELD_MANAGER);
+        match self
+            .api
+            .patch_status(name, &params, &Patch::Apply(&pending.patch))
+            .await
+        {
+            Ok(_) => {
+                Metrics::bump(&self.metrics.writes);
+                tracing::debug!(gateway = %format!("{}/{name}", self.namespace), "status applied");
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                Metrics::bump(&self.metrics.write_conflicts);
+                tracing::info!(
+                    gateway = %format!("{}/{name}", self.namespace),
+                    message = %s.message,
+                    "status apply conflicted with another writer; re-evaluating from the fresh object"
+                );
+                self.retry_later(name, shutdown);
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                tracing::debug!(gateway = %format!("{}/{name}", self.namespace), "Gateway gone before its status was written");
+            }
+            Err(e) => {
+                Metrics::bump(&self.metrics.write_errors);
+                tracing::warn!(
+                    gateway = %format!("{}/{name}", self.namespace),
+                    error = %e,
+                    "status apply failed; retrying"
+                );
+                self.retry_later(name, shutdown);
+            }
+        }
+    }
+
+    fn retry_later(&self, name: &str, shutdown: &CancellationToken) {
+        let (dirty, name, delay, shutdown) = (
+            self.dirty.clone(),
+            name.to_owned(),
+            self.retry,
+            shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => dirty.touch(Touch::Gateway(name)),
+            }
+        });
+    }
+}

@@ -1,0 +1,408 @@
+//! What the agent currently knows (every in-scope Gateway with its status)
+//! and what the hub has not heard yet, kept under one lock so a snapshot
+//! and the deltas after it can never disagree.
+//!
+//! Sources (a directory, the Kubernetes API, a demo's simulation) write here;
+//! the hub client reads: a full snapshot on (re)connect or resync, which
+//! clears the outbox, and deltas from the outbox after that.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_common::conditions;
+use tokio::sync::{Notify, watch};
+
+use super::outbox::{Change, Outbox, Pushed};
+
+pub use gwhub_common::GatewayKey;
+
+/// A pending change as the hub client sends it.
+pub type GatewayChange = Change<Arc<Gateway>>;
+
+/// What the hub client should send next.
+#[derive(Debug)]
+pub enum Next {
+    /// Deltas, oldest first.
+    Deltas(Vec<(GatewayKey, GatewayChange)>),
+    /// The outbox overflowed: only a full snapshot brings the hub up to date.
+    Snapshot,
+}
+
+/// How many changes a diff produced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Diff {
+    pub upserts: usize,
+    pub deletes: usize,
+}
+
+impl Diff {
+    pub fn is_empty(&self) -> bool {
+        self.upserts == 0 && self.deletes == 0
+    }
+}
+
+struct Inner {
+    current: BTreeMap<GatewayKey, Arc<Gateway>>,
+    outbox: Outbox<GatewayKey, Arc<Gateway>>,
+}
+
+impl Inner {
+    fn upsert(&mut self, key: GatewayKey, gw: Gateway) -> bool {
+        if let Some(old) = self.current.get(&key)
+            && same_ignoring_time(old, &gw)
+        {
+            return false;
+        }
+        let gw = Arc::new(gw);
+        self.current.insert(key.clone(), gw.clone());
+        self.queue(key, Change::Upsert(gw));
+        true
+    }
+
+    fn delete(&mut self, key: &GatewayKey) -> bool {
+        if self.current.remove(key).is_none() {
+            return false;
+        }
+        self.queue(key.clone(), Change::Delete);
+        true
+    }
+
+    fn queue(&mut self, key: GatewayKey, change: GatewayChange) {
+        if self.outbox.push(key, change) == Pushed::Overflow {
+            tracing::debug!("outbox overflowed; the hub gets a full snapshot instead");
+        }
+    }
+}
+
+/// The agent's Gateways and its outbox; cheap to share (`Arc`).
+pub struct GatewayStore {
+    inner: Mutex<Inner>,
+    changed: Notify,
+    ready: watch::Sender<bool>,
+}
+
+impl fmt::Debug for GatewayStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("GatewayStore")
+            .field("gateways", &inner.current.len())
+            .field("pending", &inner.outbox.len())
+            .finish()
+    }
+}
+
+/// Default outbox capacity: far above a cluster's Gateway count (the spec
+/// plans for ~100), so overflow means something is badly wrong.
+pub const DEFAULT_MAX_PENDING: usize = 100_000;
+
+impl Default for GatewayStore {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_PENDING)
+    }
+}
+
+impl GatewayStore {
+    /// An empty store whose outbox holds at most `max_pending` Gateways.
+    pub fn new(max_pending: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                current: BTreeMap::new(),
+                outbox: Outbox::new(max_pending),
+            }),
+            changed: Notify::new(),
+            ready: watch::Sender::new(false),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent data (every
+        // mutation is a single map operation), so poisoning is ignored.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets one Gateway; returns whether the hub has to hear about it
+    /// (a change of timestamps only is not a change).
+    pub fn upsert(&self, gw: Gateway) -> bool {
+        let changed = self.lock().upsert(GatewayKey::of(&gw), gw);
+        if changed {
+            self.changed.notify_one();
+        }
+        changed
+    }
+
+    /// Removes one Gateway; returns whether it was there.
+    pub fn delete(&self, key: &GatewayKey) -> bool {
+        let changed = self.lock().delete(key);
+        if changed {
+            self.changed.notify_one();
+        }
+        changed
+    }
+
+    /// Makes `gateways` the complete set: upserts what changed, deletes
+    /// what is gone.
+    pub fn replace_all(&self, gateways: impl IntoIterator<Item = Gateway>) -> Diff {
+        let next: BTreeMap<GatewayKey, Gateway> = gateways
+            .into_iter()
+            .map(|gw| (GatewayKey::of(&gw), gw))
+            .collect();
+        let mut diff = Diff::default();
+        {
+            let mut inner = self.lock();
+            let gone: Vec<GatewayKey> = inner
+                .current
+                .keys()
+                .filter(|k| !next.contains_key(k))
+                .cloned()
+                .collect();
+            for key in gone {
+                if inner.delete(&key) {
+                    diff.deletes += 1;
+                }
+            }
+            for (key, gw) in next {
+                if inner.upsert(key, gw) {
+                    diff.upserts += 1;
+                }
+            }
+        }
+        if !diff.is_empty() {
+            self.changed.notify_one();
+        }
+        diff
+    }
+
+    /// Every Gateway, in key order, for a full snapshot; clears the outbox,
+    /// since the snapshot carries everything pending.
+    pub fn snapshot(&self) -> Vec<Arc<Gateway>> {
+        let mut inner = self.lock();
+        inner.outbox.clear();
+        inner.current.values().cloned().collect()
+    }
+
+    /// Up to `max` pending deltas (possibly none), or a demand for a snapshot.
+    pub fn next(&self, max: usize) -> Next {
+        let mut inner = self.lock();
+        if inner.outbox.overflowed() {
+            Next::Snapshot
+        } else {
+            Next::Deltas(inner.outbox.drain(max))
+        }
+    }
+
+    /// Resolves when something may have changed since the last call
+    /// (single consumer; a change before the call is not lost).
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    /// Declares the store complete: the source has read its first full
+    /// state. Until then the hub gets no snapshot, since an empty or partial
+    /// one would tell it Gateways were deleted.
+    pub fn mark_ready(&self) {
+        self.ready.send_if_modified(|r| !std::mem::replace(r, true));
+    }
+
+    /// Whether [`mark_ready`](Self::mark_ready) was called.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Resolves once the store is ready.
+    pub async fn wait_ready(&self) {
+        let mut rx = self.ready.subscribe();
+        // The sender lives in `self`, so this cannot fail while we wait.
+        let _ = rx.wait_for(|r| *r).await;
+    }
+
+    /// The current Gateway of `key`.
+    pub fn get(&self, key: &GatewayKey) -> Option<Arc<Gateway>> {
+        self.lock().current.get(key).cloned()
+    }
+
+    /// Number of Gateways known.
+    pub fn len(&self) -> usize {
+        self.lock().current.len()
+    }
+
+    /// Whether no Gateway is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of Gateways with a change the hub has not been sent.
+    pub fn pending(&self) -> usize {
+        self.lock().outbox.len()
+    }
+}
+
+/// Whether two Gateways report the same thing to the hub: identity,
+/// generation and status, ignoring condition transition times. Walks both
+/// without cloning: it runs on every change of every Gateway.
+pub fn same_ignoring_time(a: &Gateway, b: &Gateway) -> bool {
+    let (ma, mb) = (&a.metadata, &b.metadata);
+    ma.namespace == mb.namespace
+        && ma.name == mb.name
+        && ma.uid == mb.uid
+        && ma.generation == mb.generation
+        && match (&a.status, &b.status) {
+            (None, None) => true,
+            (Some(x), Some(y)) => same_status(x, y),
+            _ => false,
+        }
+}
+
+fn same_status(x: &GatewayStatus, y: &GatewayStatus) -> bool {
+    conditions::same_ignoring_time(or_empty(&x.conditions), or_empty(&y.conditions))
+        && or_empty(&x.addresses) == or_empty(&y.addresses)
+        && x.attached_listener_sets == y.attached_listener_sets
+        && match (&x.listeners, &y.listeners) {
+            (Some(lx), Some(ly)) => {
+                lx.len() == ly.len()
+                    && lx.iter().zip(ly).all(|(l, m)| {
+                        l.name == m.name
+                            && l.attached_routes == m.attached_routes
+                            && or_empty(&l.supported_kinds) == or_empty(&m.supported_kinds)
+                            && conditions::same_ignoring_time(&l.conditions, &m.conditions)
+                    })
+            }
+            (lx, ly) => or_empty(lx).is_empty() && or_empty(ly).is_empty(),
+        }
+}
+
+fn or_empty<T>(list: &Option<Vec<T>>) -> &[T] {
+    list.as_deref().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gw(name: &str, reason: &str, at: i64) -> Gateway {
+        let mut g = Gateway::default();
+        g.metadata.namespace = Some("openshift-ingress".into());
+        g.metadata.name = Some(name.into());
+        g.metadata.generation = Some(1);
+        let t = jiff::Timestamp::from_second(at).unwrap();
+        g.status = Some(GatewayStatus {
+            conditions: Some(vec![conditions::new(
+                "LoadBalancerReady",
+                "False",
+                reason,
+                "m",
+                Some(1),
+                t,
+            )]),
+            ..Default::default()
+        });
+        g
+    }
+
+    fn keys(next: Next) -> Vec<String> {
+        match next {
+            Next::Deltas(d) => d
+                .into_iter()
+                .map(|(k, c)| match c {
+                    Change::Upsert(_) => format!("+{k}"),
+                    Change::Delete => format!("-{k}"),
+                })
+                .collect(),
+            Next::Snapshot => vec!["snapshot".into()],
+        }
+    }
+
+    #[test]
+    fn time_only_change_is_not_a_change() {
+        let s = GatewayStore::default();
+        assert!(s.upsert(gw("a", "Pending", 1)));
+        s.snapshot();
+        assert!(!s.upsert(gw("a", "Pending", 2)));
+        assert_eq!(s.pending(), 0);
+        assert!(s.upsert(gw("a", "Failed", 2)));
+        assert_eq!(keys(s.next(10)), ["+openshift-ingress/a"]);
+    }
+
+    #[test]
+    fn listener_condition_times_are_ignored_but_content_is_not() {
+        use gateway_api::apis::standard::gateways::GatewayStatusListeners;
+        let with_listener = |at: i64, reason: &str| {
+            let mut g = gw("a", "x", 1);
+            g.status.as_mut().unwrap().listeners = Some(vec![GatewayStatusListeners {
+                name: "https".into(),
+                conditions: vec![conditions::new(
+                    "DNSReady",
+                    "True",
+                    reason,
+                    "",
+                    Some(1),
+                    jiff::Timestamp::from_second(at).unwrap(),
+                )],
+                ..Default::default()
+            }]);
+            g
+        };
+        assert!(same_ignoring_time(
+            &with_listener(1, "R"),
+            &with_listener(2, "R")
+        ));
+        assert!(!same_ignoring_time(
+            &with_listener(1, "R"),
+            &with_listener(1, "S")
+        ));
+        assert!(!same_ignoring_time(
+            &with_listener(1, "R"),
+            &gw("a", "x", 1)
+        ));
+        let mut other_uid = gw("a", "x", 1);
+        other_uid.metadata.uid = Some("new".into());
+        assert!(!same_ignoring_time(&other_uid, &gw("a", "x", 1)));
+    }
+
+    #[test]
+    fn replace_all_diffs() {
+        let s = GatewayStore::default();
+        let d = s.replace_all([gw("a", "x", 1), gw("b", "x", 1)]);
+        assert_eq!(
+            d,
+            Diff {
+                upserts: 2,
+                deletes: 0
+            }
+        );
+        assert_eq!(s.snapshot().len(), 2);
+        let d = s.replace_all([gw("b", "x", 5), gw("c", "x", 1)]);
+        assert_eq!(
+            d,
+            Diff {
+                upserts: 1,
+                deletes: 1
+            }
+        );
+        assert_eq!(
+            keys(s.next(10)),
+            ["-openshift-ingress/a", "+openshift-ingress/c"]
+        );
+        assert!(s.replace_all([gw("b", "x", 9), gw("c", "x", 9)]).is_empty());
+    }
+
+    #[test]
+    fn snapshot_clears_pending_and_overflow() {
+        let s = GatewayStore::new(1);
+        s.upsert(gw("a", "x", 1));
+        s.upsert(gw("b", "x", 1));
+        assert!(matches!(s.next(10), Next::Snapshot));
+        assert_eq!(s.snapshot().len(), 2);
+        assert_eq!(keys(s.next(10)), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn change_before_wait_is_not_lost() {
+        let s = GatewayStore::default();
+        s.upsert(gw("a", "x", 1));
+        tokio::time::timeout(std::time::Duration::from_secs(1), s.changed())
+            .await
+            .expect("notified");
+    }
+}

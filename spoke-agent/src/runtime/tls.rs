@@ -1,0 +1,115 @@
+//! The agent's side of mTLS: its client identity, the CA it trusts for the
+//! hub, and the cluster name its certificate carries. The hub takes the
+//! cluster from the certificate, so the agent reads it with the same rule
+//! ([`gwhub_common::identity`]) and fails fast when `--cluster` disagrees,
+//! instead of being refused by the hub on every reconnect.
+
+use std::path::Path;
+
+use gwhub_common::identity;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+
+/// TLS for the hub connection plus the cluster the certificate names.
+#[derive(Clone, Debug)]
+pub struct ClientTls {
+    pub config: ClientTlsConfig,
+    pub cluster: String,
+}
+
+fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
+impl ClientTls {
+    /// From PEM bytes. `cluster`, when given, must equal the certificate's.
+    pub fn from_pem(
+        cert: &[u8],
+        key: &[u8],
+        ca: &[u8],
+        cluster: Option<&str>,
+    ) -> Result<Self, String> {
+        let id = identity::cluster_from_pem(cert).map_err(|e| format!("--tls-cert: {e}"))?;
+        if let Some(claimed) = cluster
+            && claimed != id.cluster
+        {
+            return Err(format!(
+                "--cluster {claimed:?} does not match the client certificate, which is for \
+                 cluster {:?}; drop --cluster (the certificate names the cluster) or use \
+                 that cluster's certificate",
+                id.cluster
+            ));
+        }
+        if !String::from_utf8_lossy(ca).contains("-----BEGIN CERTIFICATE") {
+            return Err("--ca: no PEM certificate found".to_owned());
+        }
+        if !String::from_utf8_lossy(key).contains("PRIVATE KEY-----") {
+            return Err("--tls-key: no PEM private key found".to_owned());
+        }
+        Ok(ClientTls {
+            config: ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(ca))
+                .identity(Identity::from_pem(cert, key)),
+            cluster: id.cluster,
+        })
+    }
+
+    /// Reads `--tls-cert`, `--tls-key` and `--ca`.
+    pub fn load(cert: &Path, key: &Path, ca: &Path, cluster: Option<&str>) -> Result<Self, String> {
+        let cert_pem = read("--tls-cert", cert)?;
+        let key_pem = read("--tls-key", key)?;
+        let ca_pem = read("--ca", ca)?;
+        Self::from_pem(&cert_pem, &key_pem, &ca_pem, cluster)
+            .map_err(|e| e.replacen("--tls-cert", &format!("--tls-cert {}", cert.display()), 1))
+    }
+}
+
+/// `gwhub-agent run`'s hub connection flags → the cluster to report and
+/// the TLS config (`None` with `--insecure`). Every error says what to do.
+pub fn hub_connection(
+    hub: &str,
+    insecure: bool,
+    cluster: Option<&str>,
+    cert: Option<&Path>,
+    key: Option<&Path>,
+    ca: Option<&Path>,
+) -> Result<(String, Option<ClientTlsConfig>), String> {
+    let cluster = cluster.map(str::trim).filter(|c| !c.is_empty());
+    let url = || {
+        tonic::transport::Endpoint::from_shared(hub.to_owned())
+            .map(|_| ())
+            .map_err(|e| format!("--hub {hub:?}: not a valid URL: {e}"))
+    };
+    if let (Some(cert), Some(key), Some(ca)) = (cert, key, ca) {
+        let tls = ClientTls::load(cert, key, ca, cluster)?;
+        url()?;
+        if !hub.starts_with("https://") {
+            return Err(format!(
+                "--hub {hub:?}: with mTLS the URL must start with https://"
+            ));
+        }
+        return Ok((tls.cluster, Some(tls.config)));
+    }
+    if !insecure {
+        return Err(
+            "refusing to start: no TLS material (--tls-cert, --tls-key, --ca) and \
+             no --insecure. Without TLS anyone on the network could read the stream \
+             and the hub could not verify this cluster's identity; pass --insecure \
+             (with --cluster NAME) to run unauthenticated anyway"
+                .into(),
+        );
+    }
+    let Some(cluster) = cluster else {
+        return Err(
+            "--cluster NAME is required with --insecure (the hub takes the \
+             cluster's name from it)"
+                .into(),
+        );
+    };
+    url()?;
+    if !hub.starts_with("http://") {
+        return Err(format!(
+            "--hub {hub:?}: with --insecure the URL must start with http://"
+        ));
+    }
+    Ok((cluster.to_owned(), None))
+}
