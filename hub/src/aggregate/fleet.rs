@@ -1,0 +1,194 @@
+//! The hub's index of every cluster's latest report, shaped so a change
+//! touches only the Gateways it affects: every operation returns the keys to
+//! re-aggregate, and reading one Gateway's reports costs linear in its
+//! clusters. Pure data; the runtime wraps it in a lock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use jiff::Timestamp;
+
+use super::{AggregateError, Aggregation, ClusterReport, Freshness, HubGateway, Options};
+
+pub use gwhub_common::GatewayKey;
+
+/// Keys whose aggregated status may have changed.
+pub type Affected = BTreeSet<GatewayKey>;
+
+#[derive(Clone, Debug, PartialEq)]
+struct Entry {
+    status: GatewayStatus,
+    freshness: Freshness,
+}
+
+#[derive(Clone, Debug)]
+struct ClusterState {
+    freshness: Freshness,
+    gateways: BTreeSet<GatewayKey>,
+}
+
+/// Per hub Gateway, per cluster (in name order), the latest report.
+#[derive(Clone, Debug, Default)]
+pub struct Fleet {
+    gateways: BTreeMap<GatewayKey, BTreeMap<String, Entry>>,
+    clusters: BTreeMap<String, ClusterState>,
+}
+
+impl Fleet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn cluster_mut(&mut self, cluster: &str) -> &mut ClusterState {
+        self.clusters
+            .entry(cluster.to_owned())
+            .or_insert_with(|| ClusterState {
+                freshness: Freshness::Fresh,
+                gateways: BTreeSet::new(),
+            })
+    }
+
+    /// Records `cluster`'s status of `key` (registering the cluster if new).
+    /// Affects `key` unless the status is unchanged.
+    pub fn upsert(&mut self, cluster: &str, key: GatewayKey, status: GatewayStatus) -> Affected {
+        let state = self.cluster_mut(cluster);
+        let freshness = state.freshness;
+        state.gateways.insert(key.clone());
+        let per_cluster = self.gateways.entry(key.clone()).or_default();
+        let next = Entry { status, freshness };
+        if per_cluster.get(cluster) == Some(&next) {
+            return Affected::new();
+        }
+        per_cluster.insert(cluster.to_owned(), next);
+        Affected::from([key])
+    }
+
+    /// `cluster` no longer has Gateway `key`.
+    pub fn delete(&mut self, cluster: &str, key: &GatewayKey) -> Affected {
+        let Some(state) = self.clusters.get_mut(cluster) else {
+            return Affected::new();
+        };
+        if !state.gateways.remove(key) {
+            return Affected::new();
+        }
+        if let Some(per_cluster) = self.gateways.get_mut(key) {
+            per_cluster.remove(cluster);
+            if per_cluster.is_empty() {
+                self.gateways.remove(key);
+            }
+        }
+        Affected::from([key.clone()])
+    }
+
+    /// Replaces everything `cluster` reports with a complete snapshot:
+    /// Gateways missing from it are deleted. Affects only what changed.
+    pub fn replace_snapshot(
+        &mut self,
+        cluster: &str,
+        snapshot: impl IntoIterator<Item = (GatewayKey, GatewayStatus)>,
+    ) -> Affected {
+        let snapshot: BTreeMap<GatewayKey, GatewayStatus> = snapshot.into_iter().collect();
+        let old: Vec<GatewayKey> = self
+            .clusters
+            .get(cluster)
+            .map(|s| {
+                s.gateways
+                    .iter()
+                    .filter(|k| !snapshot.contains_key(k))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut affected = Affected::new();
+        for key in old {
+            affected.extend(self.delete(cluster, &key));
+        }
+        self.cluster_mut(cluster);
+        for (key, status) in snapshot {
+            affected.extend(self.upsert(cluster, key, status));
+        }
+        affected
+    }
+
+    /// Forgets `cluster` entirely; its Gateways drop out of the aggregation.
+    pub fn deregister(&mut self, cluster: &str) -> Affected {
+        let Some(state) = self.clusters.remove(cluster) else {
+            return Affected::new();
+        };
+        for key in &state.gateways {
+            if let Some(per_cluster) = self.gateways.get_mut(key) {
+                per_cluster.remove(cluster);
+                if per_cluster.is_empty() {
+                    self.gateways.remove(key);
+                }
+            }
+        }
+        state.gateways
+    }
+
+    /// Marks `cluster` stale since `last_report` (or fresh again); affects its
+    /// Gateways when the freshness changed.
+    pub fn set_freshness(&mut self, cluster: &str, freshness: Freshness) -> Affected {
+        let state = self.cluster_mut(cluster);
+        if state.freshness == freshness {
+            return Affected::new();
+        }
+        state.freshness = freshness;
+        let keys = state.gateways.clone();
+        for key in &keys {
+            if let Some(e) = self.gateways.get_mut(key).and_then(|m| m.get_mut(cluster)) {
+                e.freshness = freshness;
+            }
+        }
+        keys
+    }
+
+    /// Shorthand for [`Fleet::set_freshness`] with [`Freshness::Stale`].
+    pub fn mark_stale(&mut self, cluster: &str, last_report: Timestamp) -> Affected {
+        self.set_freshness(cluster, Freshness::Stale { last_report })
+    }
+
+    /// Shorthand for [`Fleet::set_freshness`] with [`Freshness::Fresh`].
+    pub fn mark_fresh(&mut self, cluster: &str) -> Affected {
+        self.set_freshness(cluster, Freshness::Fresh)
+    }
+
+    /// The reports of `key`'s clusters, in cluster name order.
+    pub fn reports(&self, key: &GatewayKey) -> Vec<ClusterReport<'_>> {
+        self.gateways
+            .get(key)
+            .map(|m| {
+                m.iter()
+                    .map(|(cluster, e)| ClusterReport {
+                        cluster,
+                        status: &e.status,
+                        freshness: e.freshness,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Aggregates one hub Gateway from its clusters' reports.
+    pub fn aggregate(
+        &self,
+        key: &GatewayKey,
+        hub: &HubGateway,
+        options: &Options,
+        now: Timestamp,
+    ) -> Result<Aggregation, AggregateError> {
+        super::aggregate(hub, &self.reports(key), options, now)
+    }
+
+    /// Every Gateway some cluster reports.
+    pub fn gateway_keys(&self) -> impl Iterator<Item = &GatewayKey> {
+        self.gateways.keys()
+    }
+
+    /// Every known cluster with its freshness and number of Gateways.
+    pub fn clusters(&self) -> impl Iterator<Item = (&str, Freshness, usize)> {
+        self.clusters
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.freshness, s.gateways.len()))
+    }
+}

@@ -1,0 +1,277 @@
+//! Every rule of the Gateway CRD's status schema (gateway-api v1.5.1) that the
+//! hub's output must meet, in one place, so the hub never sends a status the
+//! API server rejects. Patterns are matched by hand (no regex engine) and
+//! checked against the CRD's own regular expressions by the test suite.
+
+use gateway_api::apis::standard::gateways::GatewayStatusListenersSupportedKinds;
+use gwhub_common::Condition;
+
+/// `status.addresses` `maxItems`.
+pub const MAX_ADDRESSES: usize = 16;
+/// `status.listeners` `maxItems`.
+pub const MAX_LISTENERS: usize = 64;
+/// `maxItems` of every condition list.
+pub const MAX_CONDITIONS: usize = gwhub_common::MAX_CONDITIONS;
+/// `status.listeners[].supportedKinds` `maxItems`.
+pub const MAX_SUPPORTED_KINDS: usize = 8;
+/// Address `type` and `value` `maxLength`.
+pub const MAX_ADDRESS_LEN: usize = 253;
+/// SectionName (listener name) `maxLength`.
+pub const MAX_SECTION_NAME: usize = 253;
+/// Condition `type` `maxLength`.
+pub const MAX_CONDITION_TYPE: usize = 316;
+/// Condition `reason` `maxLength`.
+pub const MAX_REASON: usize = 1024;
+/// Condition `message` `maxLength`.
+pub const MAX_MESSAGE: usize = 32768;
+/// RouteGroupKind `group` `maxLength`.
+pub const MAX_GROUP: usize = 253;
+/// RouteGroupKind `kind` `maxLength`.
+pub const MAX_KIND: usize = 63;
+/// A DNS label (RFC 1123), the form a cluster name needs for listener names.
+pub const MAX_DNS_LABEL: usize = 63;
+
+fn lower_alnum(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// One label of `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (no length limit: the CRD's
+/// patterns have none per label).
+fn is_label_pattern(s: &str) -> bool {
+    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
+        return false;
+    };
+    lower_alnum(first) && lower_alnum(last) && s.chars().all(|c| lower_alnum(c) || c == '-')
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`, the
+/// pattern of SectionName, route groups and condition type prefixes.
+pub fn is_subdomain_pattern(s: &str) -> bool {
+    s.split('.').all(is_label_pattern)
+}
+
+/// A cluster name whose listeners can be written: consumers split the listener
+/// name at the first `.`, so the cluster part must be one DNS label.
+pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= MAX_DNS_LABEL && is_label_pattern(s)
+}
+
+/// A cluster name that can prefix an address value: consumers split at the
+/// first `/`.
+pub fn is_address_prefix(s: &str) -> bool {
+    !s.is_empty() && !s.contains('/')
+}
+
+/// SectionName: pattern and at most 253 characters.
+pub fn is_section_name(s: &str) -> bool {
+    s.len() <= MAX_SECTION_NAME && is_subdomain_pattern(s)
+}
+
+/// A domain-prefixed address type (`example.com/Name`), the only kind the hub
+/// writes: it matches the CRD's type pattern and none of the core types whose
+/// values have extra validation.
+pub fn is_multi_cluster_address_type(s: &str) -> bool {
+    const EXTRA: &str = "/-._~%!$&'()*+,;=:";
+    let Some((domain, rest)) = s.split_once('/') else {
+        return false;
+    };
+    s.len() <= MAX_ADDRESS_LEN
+        && is_subdomain_pattern(domain)
+        && !rest.is_empty()
+        && rest
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || EXTRA.contains(c))
+}
+
+/// metav1.Condition `type`: optional DNS-subdomain prefix and `/`, then a
+/// name; at most 316 characters.
+pub fn is_condition_type(s: &str) -> bool {
+    if s.len() > MAX_CONDITION_TYPE {
+        return false;
+    }
+    let name = match s.split_once('/') {
+        Some((prefix, name)) => {
+            if !is_subdomain_pattern(prefix) {
+                return false;
+            }
+            name
+        }
+        None => s,
+    };
+    let (Some(first), Some(last)) = (name.chars().next(), name.chars().last()) else {
+        return false;
+    };
+    first.is_ascii_alphanumeric()
+        && last.is_ascii_alphanumeric()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// metav1.Condition `reason`: `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`,
+/// 1 to 1024 characters.
+pub fn is_condition_reason(s: &str) -> bool {
+    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
+        return false;
+    };
+    s.len() <= MAX_REASON
+        && first.is_ascii_alphabetic()
+        && (last.is_ascii_alphanumeric() || last == '_')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
+}
+
+/// metav1.Condition `status` enum.
+pub fn is_condition_status(s: &str) -> bool {
+    matches!(s, "True" | "False" | "Unknown")
+}
+
+/// Length in characters, the unit of the CRD's `maxLength`.
+pub fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Why a condition would be rejected, or `None` when it is valid.
+pub fn condition_problem(c: &Condition) -> Option<String> {
+    if !is_condition_type(&c.type_) {
+        return Some(format!(
+            "type does not match the condition type pattern or is longer than {MAX_CONDITION_TYPE} characters"
+        ));
+    }
+    if !is_condition_status(&c.status) {
+        return Some(format!(
+            "status {:?} is not True, False or Unknown",
+            c.status
+        ));
+    }
+    if !is_condition_reason(&c.reason) {
+        return Some(format!(
+            "reason {:?} does not match the reason pattern or is not 1 to {MAX_REASON} characters",
+            truncate(&c.reason, 64)
+        ));
+    }
+    if char_len(&c.message) > MAX_MESSAGE {
+        return Some(format!("message is longer than {MAX_MESSAGE} characters"));
+    }
+    if c.observed_generation.is_some_and(|g| g < 0) {
+        return Some("observedGeneration is negative".to_owned());
+    }
+    None
+}
+
+/// Why a supported kind would be rejected, or `None` when it is valid.
+pub fn supported_kind_problem(k: &GatewayStatusListenersSupportedKinds) -> Option<String> {
+    if let Some(group) = &k.group
+        && !(group.is_empty() || (group.len() <= MAX_GROUP && is_subdomain_pattern(group)))
+    {
+        return Some(format!(
+            "group does not match the group pattern or is longer than {MAX_GROUP} characters"
+        ));
+    }
+    let kind = &k.kind;
+    let ok = kind.len() <= MAX_KIND
+        && kind.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && kind
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && kind.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if !ok {
+        return Some(format!(
+            "kind does not match the kind pattern or is not 1 to {MAX_KIND} characters"
+        ));
+    }
+    None
+}
+
+/// Shortens `s` to at most `max` characters for quoting in messages.
+pub fn truncate(s: &str, max: usize) -> String {
+    if char_len(s) <= max {
+        s.to_owned()
+    } else {
+        let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
+        out.push_str("...");
+        out
+    }
+}
+
+/// Chooses at most `limit` entries from per-cluster lists, round-robin: every
+/// cluster's first entry before any cluster's second, so each cluster keeps
+/// one while there is room. Returns, per cluster, how many of its leading
+/// entries are kept (entries keep their order within a cluster).
+pub fn round_robin(lens: &[usize], limit: usize) -> Vec<usize> {
+    let mut kept = vec![0; lens.len()];
+    let mut left = limit;
+    let mut round = 0;
+    while left > 0 {
+        let mut progressed = false;
+        for (i, &len) in lens.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            if len > round {
+                kept[i] += 1;
+                left -= 1;
+                progressed = true;
+            }
+        }
+        if !progressed {
+            break;
+        }
+        round += 1;
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(is_dns_label("east-1"));
+        for bad in ["", "cluster_1", "UPPER", "a.b", "-a", "a-", &"a".repeat(64)] {
+            assert!(!is_dns_label(bad), "{bad}");
+        }
+        assert!(is_section_name("east.http"));
+        assert!(is_section_name("east.a.b-c"));
+        assert!(!is_section_name("east..http"));
+        assert!(!is_section_name(&format!("a.{}", "b".repeat(252))));
+        assert!(is_address_prefix("cluster_1"));
+        assert!(!is_address_prefix("a/b"));
+        assert!(!is_address_prefix(""));
+    }
+
+    #[test]
+    fn condition_fields() {
+        assert!(is_condition_type("Accepted"));
+        assert!(is_condition_type("kuadrant.io/MultiClusterAggregated"));
+        assert!(is_condition_type("a_b.c-d"));
+        for bad in ["", "bad type", "Foo/", "/Foo", "UP.io/Foo", "x/y/z", "_a"] {
+            assert!(!is_condition_type(bad), "{bad}");
+        }
+        assert!(!is_condition_type(&"A".repeat(317)));
+        assert!(is_condition_reason("A"));
+        assert!(is_condition_reason("Not_True,In:All_"));
+        for bad in ["", "1A", "A:", "A B", "A-B"] {
+            assert!(!is_condition_reason(bad), "{bad}");
+        }
+        assert!(!is_condition_reason(&"A".repeat(1025)));
+        assert!(is_multi_cluster_address_type(
+            "kuadrant.io/MultiClusterHostname"
+        ));
+        assert!(!is_multi_cluster_address_type("IPAddress"));
+        assert!(!is_multi_cluster_address_type("Hostname"));
+        assert!(!is_multi_cluster_address_type("Kuadrant.io/X"));
+        assert!(!is_multi_cluster_address_type("kuadrant.io/"));
+    }
+
+    #[test]
+    fn round_robin_takes_firsts_first() {
+        assert_eq!(round_robin(&[3, 1, 2], 10), vec![3, 1, 2]);
+        assert_eq!(round_robin(&[3, 1, 2], 4), vec![2, 1, 1]);
+        assert_eq!(round_robin(&[3, 1, 2], 2), vec![1, 1, 0]);
+        assert_eq!(round_robin(&[5, 0, 5], 3), vec![2, 0, 1]);
+        assert_eq!(round_robin(&[], 3), Vec::<usize>::new());
+    }
+}

@@ -1,0 +1,38 @@
+//! The `gwhub` command line. Subcommands live in their own modules.
+
+pub mod aggregate;
+pub mod certs;
+pub mod demo;
+pub mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// gwhub: one view of Gateway API Gateways across many clusters.
+#[derive(Debug, Parser)]
+#[command(name = "gwhub", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print hub Gateways with the status aggregated from per-cluster Gateway files.
+    Aggregate(aggregate::Args),
+    /// Run the hub: agents stream to --listen, dashboards read --dashboard-listen.
+    Serve(serve::Args),
+    /// A hub and simulated clusters in one process over loopback gRPC, shown live.
+    Demo(demo::Args),
+    /// Create a development CA, a hub certificate and per-cluster client certificates for mTLS.
+    Certs(certs::Args),
+}
+
+/// Runs the parsed command; the error is printed as `error: <msg>`.
+pub fn run(cli: Cli) -> Result<String, String> {
+    match cli.command {
+        Command::Aggregate(args) => aggregate::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Certs(args) => certs::run(&args),
+    }
+}

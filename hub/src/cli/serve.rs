@@ -1,0 +1,149 @@
+//! `gwhub serve`: flag checks, logging, and a runtime around
+//! [`crate::serve::Hub`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::aggregate::Options;
+use crate::serve::{Hub, HubConfig, shutdown_signal};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address agents connect to (gwhub.v1.Ingest).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Address of the read-only Dashboard API (gwhub.v1.Dashboard).
+    #[arg(long, value_name = "ADDR")]
+    pub dashboard_listen: SocketAddr,
+    /// Keep reports in memory instead of on the management cluster.
+    #[arg(long)]
+    pub no_kube: bool,
+    /// Kubeconfig of the management cluster (default: KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_kube")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the hub's ClusterReports and leader Lease (its own).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "POD_NAMESPACE",
+        default_value = "gwhub-system"
+    )]
+    pub namespace: String,
+    /// Manage only the hub Gateways in this namespace (default: all).
+    #[arg(long, value_name = "NS", conflicts_with = "no_kube")]
+    pub gateway_namespace: Option<String>,
+    /// Write without a leader Lease: for exactly one replica.
+    #[arg(long, conflicts_with = "no_kube")]
+    pub no_leader_election: bool,
+    /// Accept plaintext agents whose Hello names their cluster (development only).
+    #[arg(long)]
+    pub insecure: bool,
+    /// A cluster with no report or heartbeat for this long is stale (e.g. 60s, 2m).
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
+    pub stale_after: Duration,
+    /// Server certificate (PEM) for mTLS.
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// Server private key (PEM) for mTLS.
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that signs agents' client certificates.
+    #[arg(long, value_name = "PATH")]
+    pub client_ca: Option<PathBuf>,
+    /// Require Dashboard clients to present a certificate signed by this CA (PEM).
+    #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
+    pub dashboard_client_ca: Option<PathBuf>,
+    /// Require `authorization: Bearer <token>` on Dashboard calls; the file holds the token.
+    #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
+    pub dashboard_token_file: Option<PathBuf>,
+    /// Address type written for cluster Hostname addresses.
+    #[arg(long, value_name = "TYPE", default_value = crate::aggregate::HOSTNAME_ADDRESS_TYPE)]
+    pub hostname_address_type: String,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 60s, 2m)"))?;
+    if d.is_zero() {
+        return Err("must be longer than zero".to_owned());
+    }
+    Ok(d)
+}
+
+/// Checks the flags' combination; the error says why the hub will not start.
+pub fn config(args: &Args) -> Result<HubConfig, String> {
+    let tls = [&args.tls_cert, &args.tls_key, &args.client_ca];
+    let given = tls.iter().filter(|p| p.is_some()).count();
+    if given == 0 && !args.insecure {
+        return Err("refusing to start: no TLS material (--tls-cert, --tls-key, --client-ca) and no --insecure; \
+             without either, any agent could report for any cluster. Pass --insecure to accept plaintext agents \
+             that name their cluster in Hello (development only)"
+            .to_owned());
+    }
+    if given > 0 && args.insecure {
+        return Err(
+            "--insecure cannot be combined with --tls-cert, --tls-key or --client-ca".to_owned(),
+        );
+    }
+    let options = Options::with_hostname_address_type(&args.hostname_address_type)
+        .map_err(|e| e.to_string())?;
+    Ok(HubConfig {
+        listen: args.listen,
+        dashboard_listen: args.dashboard_listen,
+        insecure: args.insecure,
+        stale_after: args.stale_after,
+        options,
+    })
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default `info`.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+/// Runs the hub until SIGINT or SIGTERM.
+pub fn run(args: &Args) -> Result<String, String> {
+    let config = config(args)?;
+    let tls = crate::tls::HubTls::load(&crate::tls::TlsPaths {
+        cert: args.tls_cert.as_deref(),
+        key: args.tls_key.as_deref(),
+        client_ca: args.client_ca.as_deref(),
+        dashboard_client_ca: args.dashboard_client_ca.as_deref(),
+        dashboard_token_file: args.dashboard_token_file.as_deref(),
+    })?;
+    init_logging();
+    if config.insecure {
+        tracing::warn!(
+            "--insecure: agents are not authenticated and name their own cluster; use only on a trusted network"
+        );
+    }
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
+        // Before listening: a hub that cannot reach its store should not serve.
+        let kube = match args.no_kube {
+            true => None,
+            false => Some(
+                crate::kube::connect(args)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        let hub = Hub::start_with_tls(config, tls)
+            .await
+            .map_err(|e| e.to_string())?;
+        match kube {
+            None => hub.run_until(shutdown_signal()).await,
+            Some(kube) => kube.attach(hub).run_until(shutdown_signal()).await,
+        }
+        .map_err(|e| e.to_string())
+    })?;
+    Ok(String::new())
+}

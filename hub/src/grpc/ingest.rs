@@ -1,0 +1,495 @@
+//! The agent stream (`gwhub.v1.Ingest/Report`): identity, snapshot assembly,
+//! sequence checking, acks and heartbeats. Each stream runs in its own task;
+//! a bad message ends only that stream, with a status naming the problem.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::{FutureExt, Stream, StreamExt};
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_proto::convert::{self, check_count, check_str};
+use gwhub_proto::limits::*;
+use gwhub_proto::v1::{self, agent_message, change, hub_message};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::aggregate::GatewayKey;
+use crate::index::{Change, Index, Session};
+
+/// Messages handled before the hub acks and yields, so a fast agent gets
+/// coalesced acks and cannot starve the other streams.
+const BATCH: usize = 256;
+/// Outbound messages queued per stream; a full queue stops reading
+/// inbound, so HTTP/2 flow control slows the agent instead of the hub
+/// buffering.
+const OUTBOUND_QUEUE: usize = 16;
+
+/// How the ingest endpoint behaves.
+#[derive(Clone, Debug)]
+pub struct IngestConfig {
+    /// Take the cluster from Hello (no client certificates).
+    pub insecure: bool,
+    /// How often the hub heartbeats, and asks agents to.
+    pub heartbeat_interval: Duration,
+    /// How long a new stream may take to send Hello.
+    pub hello_timeout: Duration,
+}
+
+impl IngestConfig {
+    /// Heartbeats three times per staleness window, so one lost heartbeat
+    /// never makes a cluster stale.
+    pub fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
+        IngestConfig {
+            insecure,
+            heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
+            hello_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct IngestService {
+    index: Index,
+    config: IngestConfig,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl IngestService {
+    /// `shutdown` turning true ends every stream with UNAVAILABLE.
+    pub fn new(index: Index, config: IngestConfig, shutdown: watch::Receiver<bool>) -> Self {
+        IngestService {
+            index,
+            config,
+            shutdown,
+        }
+    }
+
+    /// The tonic service with the hub's message size limit.
+    pub fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
+        v1::ingest_server::IngestServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+type Outbound = mpsc::Sender<Result<v1::HubMessage, Status>>;
+
+#[tonic::async_trait]
+impl v1::ingest_server::Ingest for IngestService {
+    type ReportStream =
+        Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
+
+    async fn report(
+        &self,
+        request: Request<Streaming<v1::AgentMessage>>,
+    ) -> Result<Response<Self::ReportStream>, Status> {
+        let peer = request.remote_addr();
+        // With mTLS the certificate, not Hello, names the cluster.
+        let identity = match self.config.insecure {
+            true => None,
+            false => Some(crate::tls::peer_cluster(&request).inspect_err(|status| {
+                tracing::warn!(?peer, message = status.message(), "agent refused");
+            })?),
+        };
+        let inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let index = self.index.clone();
+        let config = self.config.clone();
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let mut stream = AgentStream::new(index, config, tx.clone(), shutdown);
+            stream.identity = identity;
+            let result = stream.run(inbound).await;
+            if let Some(session) = &stream.session {
+                stream.index.disconnect(session);
+            }
+            let cluster = stream.session.as_ref().map(|s| s.cluster().to_owned());
+            match result {
+                Ok(()) => tracing::info!(?peer, ?cluster, "agent stream closed"),
+                Err(status) => {
+                    tracing::warn!(?peer, ?cluster, code = ?status.code(), message = status.message(), "agent stream ended");
+                    let _ = tx.send(Err(status)).await;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+struct Partial {
+    id: u64,
+    next_chunk: u32,
+    gateways: BTreeMap<GatewayKey, GatewayStatus>,
+}
+
+struct AgentStream {
+    index: Index,
+    config: IngestConfig,
+    tx: Outbound,
+    shutdown: watch::Receiver<bool>,
+    session: Option<Session>,
+    /// The cluster the client certificate names (mTLS only).
+    identity: Option<String>,
+    /// The last sequence number applied; `None` until a complete snapshot
+    /// on this stream (and again after a gap).
+    applied: Option<u64>,
+    acked: Option<u64>,
+    /// A ResyncRequest is outstanding; deltas are dropped silently meanwhile.
+    resync_requested: bool,
+    partial: Option<Partial>,
+    pending: Vec<v1::HubMessage>,
+}
+
+fn hub_msg(m: hub_message::Message) -> v1::HubMessage {
+    v1::HubMessage { message: Some(m) }
+}
+
+/// Maps errors tonic raised while decoding into statuses naming the problem.
+fn inbound_error(status: Status) -> Status {
+    match status.code() {
+        tonic::Code::OutOfRange if status.message().contains("too large") => {
+            Status::resource_exhausted(format!(
+                "message too large: the hub accepts at most {MAX_MESSAGE_BYTES} bytes per message ({})",
+                status.message()
+            ))
+        }
+        tonic::Code::Internal if status.message().contains("decode") => {
+            Status::invalid_argument(format!("malformed message: {}", status.message()))
+        }
+        _ => status,
+    }
+}
+
+fn valid_cluster_name(name: &str) -> Result<(), Status> {
+    check_str("Hello.cluster", name, MAX_CLUSTER_NAME_LEN, true)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Status::invalid_argument(format!(
+            "Hello.cluster: {name:?} contains whitespace or control characters"
+        )));
+    }
+    Ok(())
+}
+
+fn check_hello(hello: &v1::Hello) -> Result<(), Status> {
+    let invalid = |e: convert::Invalid| Status::invalid_argument(format!("Hello.{e}"));
+    check_str(
+        "agent_version",
+        &hello.agent_version,
+        MAX_AGENT_VERSION_LEN,
+        false,
+    )
+    .map_err(invalid)?;
+    check_count("capabilities", hello.capabilities.len(), MAX_CAPABILITIES).map_err(invalid)?;
+    for (i, c) in hello.capabilities.iter().enumerate() {
+        check_str(&format!("capabilities[{i}]"), c, MAX_CAPABILITY_LEN, false).map_err(invalid)?;
+    }
+    Ok(())
+}
+
+impl AgentStream {
+    fn new(
+        index: Index,
+        config: IngestConfig,
+        tx: Outbound,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        AgentStream {
+            index,
+            config,
+            tx,
+            shutdown,
+            session: None,
+            identity: None,
+            applied: None,
+            acked: None,
+            resync_requested: false,
+            partial: None,
+            pending: Vec::new(),
+        }
+    }
+
+    /// `Ok` when the agent closed the stream (or went away).
+    async fn run(&mut self, mut inbound: Streaming<v1::AgentMessage>) -> Result<(), Status> {
+        let hello = match tokio::time::timeout(self.config.hello_timeout, inbound.next()).await {
+            Err(_) => {
+                return Err(Status::deadline_exceeded(format!(
+                    "no Hello within {:?}",
+                    self.config.hello_timeout
+                )));
+            }
+            Ok(None) => return Ok(()),
+            Ok(Some(m)) => m.map_err(inbound_error)?,
+        };
+        let Some(agent_message::Message::Hello(hello)) = hello.message else {
+            return Err(Status::invalid_argument("the first message must be Hello"));
+        };
+        check_hello(&hello)?;
+        let cluster = if self.config.insecure {
+            valid_cluster_name(&hello.cluster)?;
+            hello.cluster.clone()
+        } else {
+            let Some(certified) = self.identity.clone() else {
+                return Err(Status::unauthenticated(
+                    "no client certificate identity: the hub needs mTLS (or --insecure)",
+                ));
+            };
+            valid_cluster_name(&certified)?;
+            crate::tls::check_claim(&certified, &hello.cluster)?;
+            certified
+        };
+        let session = self.index.connect(&cluster, &hello.agent_version);
+        tracing::info!(
+            cluster,
+            agent_version = hello.agent_version,
+            "agent connected"
+        );
+        self.session = Some(session);
+        self.pending
+            .push(hub_msg(hub_message::Message::Hello(v1::HubHello {
+                hub_version: env!("CARGO_PKG_VERSION").to_owned(),
+                capabilities: Vec::new(),
+                cluster,
+                max_message_bytes: MAX_MESSAGE_BYTES as u32,
+                max_gateways: MAX_GATEWAYS as u32,
+                heartbeat_interval_millis: u32::try_from(
+                    self.config.heartbeat_interval.as_millis(),
+                )
+                .unwrap_or(u32::MAX),
+            })));
+        self.request_resync(
+            v1::ResyncReason::NewConnection,
+            "new connection: send a full snapshot".to_owned(),
+        );
+        if !self.flush().await {
+            return Ok(());
+        }
+
+        let period = self.config.heartbeat_interval;
+        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = crate::grpc::shutting_down(&mut shutdown) => {
+                    return Err(Status::unavailable("the hub is shutting down; reconnect"));
+                }
+                m = inbound.next() => m,
+                _ = heartbeat.tick() => {
+                    self.pending.push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
+                        sent_unix_millis: jiff::Timestamp::now().as_millisecond(),
+                    })));
+                    if !self.flush().await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let Some(first) = first else { return Ok(()) };
+            if let Some(session) = &self.session {
+                self.index.touch(session);
+            }
+            self.handle(first)?;
+            let mut closed = false;
+            for _ in 1..BATCH {
+                match inbound.next().now_or_never() {
+                    Some(Some(m)) => self.handle(m)?,
+                    Some(None) => {
+                        closed = true;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            if !self.flush().await || closed {
+                return Ok(());
+            }
+        }
+    }
+
+    fn session(&self) -> &Session {
+        self.session.as_ref().expect("set after Hello")
+    }
+
+    fn request_resync(&mut self, reason: v1::ResyncReason, message: String) {
+        self.applied = None;
+        self.partial = None;
+        self.resync_requested = true;
+        tracing::debug!(
+            cluster = self.session().cluster(),
+            ?reason,
+            message,
+            "requesting resync"
+        );
+        self.pending
+            .push(hub_msg(hub_message::Message::Resync(v1::ResyncRequest {
+                reason: reason as i32,
+                message,
+            })));
+    }
+
+    /// Sends what is queued plus an ack; `false` if the agent went away.
+    async fn flush(&mut self) -> bool {
+        if self.applied.is_some() && self.applied != self.acked {
+            self.acked = self.applied;
+            let seq = self.applied.unwrap_or_default();
+            self.pending
+                .push(hub_msg(hub_message::Message::Ack(v1::Ack { seq })));
+        }
+        for m in self.pending.drain(..) {
+            if self.tx.send(Ok(m)).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn handle(&mut self, message: Result<v1::AgentMessage, Status>) -> Result<(), Status> {
+        let message = message.map_err(inbound_error)?;
+        match message.message {
+            // A message kind from a newer agent: ignored, as the versioning
+            // rules promise.
+            None => Ok(()),
+            Some(agent_message::Message::Hello(_)) => {
+                Err(Status::invalid_argument("Hello sent twice on one stream"))
+            }
+            Some(agent_message::Message::Heartbeat(_)) => Ok(()),
+            Some(agent_message::Message::Snapshot(chunk)) => self.snapshot(chunk),
+            Some(agent_message::Message::Delta(delta)) => self.delta(delta),
+        }
+    }
+
+    fn snapshot(&mut self, chunk: v1::SnapshotChunk) -> Result<(), Status> {
+        let in_order = match &self.partial {
+            // A new snapshot may start at any time (it replaces a partial one).
+            _ if chunk.chunk == 0 => true,
+            Some(p) => p.id == chunk.snapshot_id && p.next_chunk == chunk.chunk,
+            None => false,
+        };
+        if !in_order {
+            let expected = match &self.partial {
+                Some(p) => format!("chunk {} of snapshot {}", p.next_chunk, p.id),
+                None => "chunk 0 of a new snapshot".to_owned(),
+            };
+            self.request_resync(
+                v1::ResyncReason::BadChunkOrder,
+                format!(
+                    "expected {expected}, got chunk {} of snapshot {}",
+                    chunk.chunk, chunk.snapshot_id
+                ),
+            );
+            return Ok(());
+        }
+        let mut partial = match self.partial.take() {
+            Some(p) if chunk.chunk != 0 => p,
+            _ => Partial {
+                id: chunk.snapshot_id,
+                next_chunk: 0,
+                gateways: BTreeMap::new(),
+            },
+        };
+        let total = partial.gateways.len() + chunk.gateways.len();
+        if total > MAX_GATEWAYS {
+            return Err(Status::resource_exhausted(format!(
+                "snapshot {}: more than {MAX_GATEWAYS} Gateways (got {total} by chunk {})",
+                chunk.snapshot_id, chunk.chunk
+            )));
+        }
+        for (i, report) in chunk.gateways.into_iter().enumerate() {
+            let r = convert::report_from_proto(report).map_err(|e| {
+                Status::invalid_argument(format!(
+                    "snapshot {} chunk {}: gateways[{i}]: {e}",
+                    chunk.snapshot_id, chunk.chunk
+                ))
+            })?;
+            let key = GatewayKey::new(r.namespace, r.name);
+            if partial.gateways.contains_key(&key) {
+                return Err(Status::invalid_argument(format!(
+                    "snapshot {}: Gateway {key} reported twice",
+                    chunk.snapshot_id
+                )));
+            }
+            partial.gateways.insert(key, r.status);
+        }
+        partial.next_chunk = chunk.chunk.saturating_add(1);
+        if !chunk.r#final {
+            self.partial = Some(partial);
+            return Ok(());
+        }
+        let session = self.session().clone();
+        self.index
+            .replace_snapshot(&session, partial.gateways)
+            .map_err(|e| Status::aborted(e.to_string()))?;
+        self.applied = Some(chunk.seq);
+        // Acks restart from the snapshot's seq even if it went backwards
+        // (an agent that restarted).
+        self.acked = None;
+        self.resync_requested = false;
+        Ok(())
+    }
+
+    fn delta(&mut self, delta: v1::Delta) -> Result<(), Status> {
+        if let Some(p) = &self.partial {
+            let message = format!(
+                "delta {} in the middle of snapshot {} (before chunk {})",
+                delta.seq, p.id, p.next_chunk
+            );
+            self.request_resync(v1::ResyncReason::BadChunkOrder, message);
+            return Ok(());
+        }
+        let Some(applied) = self.applied else {
+            if !self.resync_requested {
+                self.request_resync(
+                    v1::ResyncReason::NoSnapshot,
+                    format!("delta {} before any snapshot on this stream", delta.seq),
+                );
+            }
+            return Ok(());
+        };
+        if Some(delta.seq) != applied.checked_add(1) {
+            self.request_resync(
+                v1::ResyncReason::SequenceGap,
+                format!(
+                    "expected seq {}, got {}",
+                    applied.wrapping_add(1),
+                    delta.seq
+                ),
+            );
+            return Ok(());
+        }
+        check_count("changes", delta.changes.len(), MAX_GATEWAYS)
+            .map_err(|e| Status::resource_exhausted(format!("delta {}: {e}", delta.seq)))?;
+        let mut changes = Vec::with_capacity(delta.changes.len());
+        for (i, c) in delta.changes.into_iter().enumerate() {
+            let at = |e: convert::Invalid| {
+                Status::invalid_argument(format!("delta {} changes[{i}]: {e}", delta.seq))
+            };
+            match c.change {
+                Some(change::Change::Upsert(report)) => {
+                    let r = convert::report_from_proto(report).map_err(at)?;
+                    changes.push(Change::Upsert(
+                        GatewayKey::new(r.namespace, r.name),
+                        r.status,
+                    ));
+                }
+                Some(change::Change::Delete(r)) => {
+                    let (namespace, name) = convert::ref_from_proto(r).map_err(at)?;
+                    changes.push(Change::Delete(GatewayKey::new(namespace, name)));
+                }
+                None => {
+                    return Err(Status::invalid_argument(format!(
+                        "delta {} changes[{i}]: neither upsert nor delete",
+                        delta.seq
+                    )));
+                }
+            }
+        }
+        let session = self.session().clone();
+        self.index
+            .apply(&session, changes)
+            .map_err(|e| Status::aborted(e.to_string()))?;
+        self.applied = Some(delta.seq);
+        Ok(())
+    }
+}

@@ -1,0 +1,642 @@
+//! The hub's live state: every cluster's latest report (the engine's
+//! [`Fleet`]), per-cluster connection bookkeeping, and the aggregated hub
+//! Gateways published through a `watch` channel.
+//!
+//! Ingest only updates the fleet under a short write lock and marks the
+//! affected Gateways dirty; one aggregator task re-aggregates each dirty
+//! Gateway once, however many reports touched it meanwhile, and wakes
+//! watchers only when an aggregated Gateway really changed. No lock is ever
+//! held across an `.await`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_proto::{convert, v1};
+use jiff::Timestamp;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{Notify, watch};
+
+use crate::aggregate::{
+    Aggregation, ClusterReport, Fleet, Freshness, GatewayKey, HubGateway, Item, Omission, Options,
+};
+
+/// Generation the hub Gateways get without Kubernetes (like `gwhub
+/// aggregate` with no hub file).
+const NO_KUBE_GENERATION: i64 = 1;
+
+/// One aggregated hub Gateway as the Dashboard serves it.
+#[derive(Debug)]
+pub struct GatewayView {
+    pub key: GatewayKey,
+    pub aggregation: Aggregation,
+    /// Its clusters, in name order.
+    pub clusters: Vec<String>,
+    /// Encoded once per change, so every Dashboard read is a clone.
+    pub proto: v1::AggregatedGateway,
+}
+
+impl GatewayView {
+    pub fn revision(&self) -> u64 {
+        self.proto.revision
+    }
+}
+
+/// Every hub Gateway some cluster reports.
+#[derive(Debug, Default)]
+pub struct Views {
+    pub gateways: BTreeMap<GatewayKey, Arc<GatewayView>>,
+    /// Bumped on every change; also each changed view's revision.
+    pub revision: u64,
+}
+
+/// A cluster's connection and liveness, shared with its stream so the hot
+/// path (touching liveness) takes no lock.
+#[derive(Debug)]
+struct ClusterLive {
+    name: String,
+    /// The current stream's id; an older stream sees a mismatch and ends.
+    session: AtomicU64,
+    connected: AtomicBool,
+    stale: AtomicBool,
+    /// Unix milliseconds of the last message of any kind; 0 if never.
+    last_seen: AtomicI64,
+    /// Unix milliseconds of the last snapshot or delta applied; 0 if never.
+    last_report: AtomicI64,
+    agent_version: Mutex<String>,
+    /// Bumped on every applied snapshot or delta, so persistence can tell
+    /// which clusters changed without comparing everything.
+    report_rev: AtomicU64,
+}
+
+impl ClusterLive {
+    fn new(name: &str) -> Self {
+        ClusterLive {
+            name: name.to_owned(),
+            session: AtomicU64::new(0),
+            connected: AtomicBool::new(false),
+            stale: AtomicBool::new(false),
+            last_seen: AtomicI64::new(0),
+            last_report: AtomicI64::new(0),
+            agent_version: Mutex::new(String::new()),
+            report_rev: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What a stream holds to act for its cluster.
+#[derive(Clone, Debug)]
+pub struct Session {
+    live: Arc<ClusterLive>,
+    id: u64,
+}
+
+impl Session {
+    pub fn cluster(&self) -> &str {
+        &self.live.name
+    }
+
+    /// Whether a newer stream for the same cluster took over.
+    pub fn is_superseded(&self) -> bool {
+        self.live.session.load(Ordering::SeqCst) != self.id
+    }
+}
+
+/// A newer stream for the same cluster took over; the older one must end.
+#[derive(Debug, thiserror::Error)]
+#[error("a newer stream for cluster {0:?} took over")]
+pub struct Superseded(pub String);
+
+/// One change of a delta, decoded.
+#[derive(Debug)]
+pub enum Change {
+    Upsert(GatewayKey, GatewayStatus),
+    Delete(GatewayKey),
+}
+
+/// A cluster as `ListClusters` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSummary {
+    pub name: String,
+    pub connected: bool,
+    pub stale: bool,
+    pub last_report_millis: i64,
+    pub last_seen_millis: i64,
+    pub gateway_count: usize,
+    pub agent_version: String,
+}
+
+/// Everything one cluster reports, as persistence stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterRecord {
+    pub cluster: String,
+    pub gateways: BTreeMap<GatewayKey, GatewayStatus>,
+    pub last_report_millis: i64,
+    pub last_seen_millis: i64,
+    /// Whether the cluster streams to this hub right now.
+    pub connected: bool,
+    /// See [`Index::subscribe_reports`]; unchanged means nothing to persist.
+    pub report_rev: u64,
+}
+
+/// One cluster's report of a Gateway, for `GetGateway`.
+#[derive(Clone, Debug)]
+pub struct ClusterGateway {
+    pub cluster: String,
+    pub stale: bool,
+    pub last_seen_millis: i64,
+    pub status: v1::GatewayStatus,
+}
+
+struct Inner {
+    fleet: RwLock<Fleet>,
+    clusters: Mutex<BTreeMap<String, Arc<ClusterLive>>>,
+    dirty: Mutex<BTreeSet<GatewayKey>>,
+    dirty_notify: Notify,
+    views: watch::Sender<Views>,
+    /// Bumped whenever some cluster's reports were applied.
+    reports: watch::Sender<u64>,
+    options: Options,
+    stale_after: Duration,
+}
+
+/// A fresh aggregation and its clusters; `None` in its place means no
+/// cluster reports the Gateway any more.
+type Aggregated = (Aggregation, Vec<String>);
+
+/// Cheap to clone; every clone shares the same state.
+#[derive(Clone)]
+pub struct Index {
+    inner: Arc<Inner>,
+}
+
+fn now_millis() -> i64 {
+    Timestamp::now().as_millisecond()
+}
+
+impl Index {
+    pub fn new(options: Options, stale_after: Duration) -> Self {
+        let (views, _) = watch::channel(Views::default());
+        let (reports, _) = watch::channel(0);
+        Index {
+            inner: Arc::new(Inner {
+                fleet: RwLock::new(Fleet::new()),
+                clusters: Mutex::new(BTreeMap::new()),
+                dirty: Mutex::new(BTreeSet::new()),
+                dirty_notify: Notify::new(),
+                views,
+                reports,
+                options,
+                stale_after,
+            }),
+        }
+    }
+
+    pub fn stale_after(&self) -> Duration {
+        self.inner.stale_after
+    }
+
+    /// Aggregated hub Gateways; `changed()` fires only on real change.
+    pub fn subscribe(&self) -> watch::Receiver<Views> {
+        self.inner.views.subscribe()
+    }
+
+    /// Registers a new stream for `cluster`, superseding any older one. The
+    /// cluster's reports stay as they are until its next snapshot, so a
+    /// reconnect does not flap the aggregate.
+    pub fn connect(&self, cluster: &str, agent_version: &str) -> Session {
+        let live = {
+            let mut clusters = self.inner.clusters.lock();
+            clusters
+                .entry(cluster.to_owned())
+                .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
+                .clone()
+        };
+        let id = live.session.fetch_add(1, Ordering::SeqCst) + 1;
+        live.connected.store(true, Ordering::SeqCst);
+        *live.agent_version.lock() = agent_version.to_owned();
+        let session = Session { live, id };
+        self.touch(&session);
+        session
+    }
+
+    /// The stream ended; its cluster's reports stay (and go stale in time).
+    pub fn disconnect(&self, session: &Session) {
+        if !session.is_superseded() {
+            session.live.connected.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Records that the cluster is alive; a stale cluster turns fresh.
+    pub fn touch(&self, session: &Session) {
+        let live = &session.live;
+        live.last_seen.store(now_millis(), Ordering::SeqCst);
+        // Pairs with the re-check in `sweep_stale` (both SeqCst): either the
+        // sweep sees this time, or this sees its `stale` flag.
+        if live.stale.load(Ordering::SeqCst) {
+            let _clusters = self.inner.clusters.lock();
+            if live.stale.swap(false, Ordering::SeqCst) {
+                let affected = self.inner.fleet.write().mark_fresh(&live.name);
+                self.mark_dirty(affected);
+            }
+        }
+    }
+
+    /// Replaces everything the session's cluster reports, atomically.
+    pub fn replace_snapshot(
+        &self,
+        session: &Session,
+        gateways: BTreeMap<GatewayKey, GatewayStatus>,
+    ) -> Result<(), Superseded> {
+        let affected = {
+            let mut fleet = self.inner.fleet.write();
+            if session.is_superseded() {
+                return Err(Superseded(session.cluster().to_owned()));
+            }
+            let affected = fleet.replace_snapshot(session.cluster(), gateways);
+            // Under the fleet lock, so `import_cluster` never overwrites it.
+            session.live.report_rev.fetch_add(1, Ordering::SeqCst);
+            affected
+        };
+        session
+            .live
+            .last_report
+            .store(now_millis(), Ordering::SeqCst);
+        self.inner.reports.send_modify(|r| *r += 1);
+        self.mark_dirty(affected);
+        Ok(())
+    }
+
+    /// Applies one delta's changes, in order, under one lock.
+    pub fn apply(&self, session: &Session, changes: Vec<Change>) -> Result<(), Superseded> {
+        let mut affected = BTreeSet::new();
+        {
+            let mut fleet = self.inner.fleet.write();
+            if session.is_superseded() {
+                return Err(Superseded(session.cluster().to_owned()));
+            }
+            for change in changes {
+                let a = match change {
+                    Change::Upsert(key, status) => fleet.upsert(session.cluster(), key, status),
+                    Change::Delete(key) => fleet.delete(session.cluster(), &key),
+                };
+                affected.extend(a);
+            }
+            session.live.report_rev.fetch_add(1, Ordering::SeqCst);
+        }
+        session
+            .live
+            .last_report
+            .store(now_millis(), Ordering::SeqCst);
+        self.inner.reports.send_modify(|r| *r += 1);
+        self.mark_dirty(affected);
+        Ok(())
+    }
+
+    /// Fires whenever some cluster's reports were applied (see
+    /// [`Index::cluster_record`]).
+    pub fn subscribe_reports(&self) -> watch::Receiver<u64> {
+        self.inner.reports.subscribe()
+    }
+
+    /// Everything `cluster` reports, for persistence; `None` if unknown.
+    pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
+        let live = self.inner.clusters.lock().get(cluster).cloned()?;
+        let (report_rev, gateways) = {
+            let fleet = self.inner.fleet.read();
+            // Bumped under the fleet lock, so it matches what is read here.
+            let report_rev = live.report_rev.load(Ordering::SeqCst);
+            let gateways = fleet
+                .gateway_keys()
+                .filter_map(|key| {
+                    fleet
+                        .reports(key)
+                        .into_iter()
+                        .find(|r| r.cluster == cluster)
+                        .map(|r| (key.clone(), r.status.clone()))
+                })
+                .collect();
+            (report_rev, gateways)
+        };
+        Some(ClusterRecord {
+            cluster: cluster.to_owned(),
+            gateways,
+            last_report_millis: live.last_report.load(Ordering::SeqCst),
+            last_seen_millis: live.last_seen.load(Ordering::SeqCst),
+            connected: live.connected.load(Ordering::SeqCst),
+            report_rev,
+        })
+    }
+
+    /// Takes a cluster's reports from the store (a restart, or another hub
+    /// replica the agent streams to), unless the cluster's live stream to
+    /// this hub has already reported, which is newer. Liveness continues from the stored
+    /// times, so a cluster silent for `stale_after` is stale at once and a
+    /// live one does not flap. Returns whether it was taken.
+    pub fn import_cluster(
+        &self,
+        cluster: &str,
+        gateways: BTreeMap<GatewayKey, GatewayStatus>,
+        last_report_millis: i64,
+        last_seen_millis: i64,
+    ) -> bool {
+        let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let mut clusters = self.inner.clusters.lock();
+        let live = clusters
+            .entry(cluster.to_owned())
+            .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
+            .clone();
+        let mut fleet = self.inner.fleet.write();
+        if live.connected.load(Ordering::SeqCst) && live.report_rev.load(Ordering::SeqCst) > 0 {
+            return false;
+        }
+        let seen = last_seen_millis.max(live.last_seen.load(Ordering::SeqCst));
+        live.last_seen.store(seen, Ordering::SeqCst);
+        live.last_report.store(
+            last_report_millis.max(live.last_report.load(Ordering::SeqCst)),
+            Ordering::SeqCst,
+        );
+        let stale = now_millis().saturating_sub(seen) >= limit;
+        live.stale.store(stale, Ordering::SeqCst);
+        let mut affected = fleet.replace_snapshot(cluster, gateways);
+        affected.extend(if stale {
+            let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
+            fleet.mark_stale(cluster, last)
+        } else {
+            fleet.mark_fresh(cluster)
+        });
+        drop(fleet);
+        drop(clusters);
+        self.mark_dirty(affected);
+        true
+    }
+
+    /// Forgets a cluster that is not streaming to this hub (its stored
+    /// report was deleted: the operator deregistered it). Returns whether it
+    /// was forgotten.
+    pub fn deregister(&self, cluster: &str) -> bool {
+        let mut clusters = self.inner.clusters.lock();
+        match clusters.get(cluster) {
+            Some(live) if live.connected.load(Ordering::SeqCst) => return false,
+            Some(_) => {
+                clusters.remove(cluster);
+            }
+            None => return false,
+        }
+        let affected = self.inner.fleet.write().deregister(cluster);
+        drop(clusters);
+        tracing::info!(cluster, "cluster deregistered");
+        self.mark_dirty(affected);
+        true
+    }
+
+    /// Runs `f` over the reports of `key` (in cluster name order) under the
+    /// read lock, so the Kubernetes status writer can aggregate with the live
+    /// hub Gateway's generation and other writers' conditions.
+    pub fn with_reports<R>(
+        &self,
+        key: &GatewayKey,
+        f: impl FnOnce(&[ClusterReport<'_>]) -> R,
+    ) -> R {
+        let fleet = self.inner.fleet.read();
+        f(&fleet.reports(key))
+    }
+
+    /// Marks clusters silent for longer than `stale_after` stale.
+    pub fn sweep_stale(&self) {
+        let now = now_millis();
+        let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let clusters = self.inner.clusters.lock();
+        for live in clusters.values() {
+            if live.stale.load(Ordering::SeqCst) {
+                continue;
+            }
+            let seen = live.last_seen.load(Ordering::SeqCst);
+            if now.saturating_sub(seen) < limit {
+                continue;
+            }
+            live.stale.store(true, Ordering::SeqCst);
+            let seen = live.last_seen.load(Ordering::SeqCst);
+            if now.saturating_sub(seen) < limit {
+                // A message arrived meanwhile (see `touch`).
+                live.stale.store(false, Ordering::SeqCst);
+                continue;
+            }
+            let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
+            tracing::info!(cluster = %live.name, last_seen = %last, "cluster is stale");
+            let affected = self.inner.fleet.write().mark_stale(&live.name, last);
+            self.mark_dirty(affected);
+        }
+    }
+
+    /// Runs the staleness sweep until the returned future is dropped.
+    pub async fn run_staleness(self) {
+        let period =
+            (self.inner.stale_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.sweep_stale();
+        }
+    }
+
+    fn mark_dirty(&self, affected: BTreeSet<GatewayKey>) {
+        if affected.is_empty() {
+            return;
+        }
+        self.inner.dirty.lock().extend(affected);
+        self.inner.dirty_notify.notify_one();
+    }
+
+    /// Re-aggregates dirty Gateways until the returned future is dropped.
+    pub async fn run_aggregator(self) {
+        loop {
+            self.inner.dirty_notify.notified().await;
+            self.aggregate_dirty();
+            // Let ingest run between passes on a busy hub.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// One aggregation pass over the dirty Gateways; publishes only if some
+    /// aggregated Gateway changed. Returns whether one did.
+    pub fn aggregate_dirty(&self) -> bool {
+        let keys = std::mem::take(&mut *self.inner.dirty.lock());
+        if keys.is_empty() {
+            return false;
+        }
+        let now = Timestamp::now();
+        let mut results: Vec<(GatewayKey, Option<Aggregated>)> = Vec::with_capacity(keys.len());
+        for key in keys {
+            let previous = self
+                .inner
+                .views
+                .borrow()
+                .gateways
+                .get(&key)
+                .and_then(|v| v.aggregation.status.conditions.clone())
+                .unwrap_or_default();
+            let hub = HubGateway {
+                generation: NO_KUBE_GENERATION,
+                previous,
+                foreign: Vec::new(),
+            };
+            let result = {
+                let fleet = self.inner.fleet.read();
+                let reports = fleet.reports(&key);
+                if reports.is_empty() {
+                    None
+                } else {
+                    let clusters = reports.iter().map(|r| r.cluster.to_owned()).collect();
+                    match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
+                        Ok(a) => Some((a, clusters)),
+                        Err(e) => {
+                            // The fleet holds one report per cluster, so this
+                            // cannot happen; keep the last good view.
+                            tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                            continue;
+                        }
+                    }
+                }
+            };
+            results.push((key, result));
+        }
+        self.inner.views.send_if_modified(|views| {
+            let mut changed = false;
+            for (key, result) in results {
+                match result {
+                    None => changed |= views.gateways.remove(&key).is_some(),
+                    Some((aggregation, clusters)) => {
+                        if let Some(old) = views.gateways.get(&key)
+                            && old.aggregation == aggregation
+                            && old.clusters == clusters
+                        {
+                            continue;
+                        }
+                        views.revision += 1;
+                        let view = build_view(key.clone(), aggregation, clusters, views.revision);
+                        views.gateways.insert(key, Arc::new(view));
+                        changed = true;
+                    }
+                }
+            }
+            if changed {
+                views.revision += 1;
+            }
+            changed
+        })
+    }
+
+    /// Every cluster, in name order.
+    pub fn clusters(&self) -> Vec<ClusterSummary> {
+        let counts: BTreeMap<String, usize> = self
+            .inner
+            .fleet
+            .read()
+            .clusters()
+            .map(|(n, _, count)| (n.to_owned(), count))
+            .collect();
+        let clusters = self.inner.clusters.lock();
+        clusters
+            .values()
+            .map(|l| ClusterSummary {
+                name: l.name.clone(),
+                connected: l.connected.load(Ordering::SeqCst),
+                stale: l.stale.load(Ordering::SeqCst),
+                last_report_millis: l.last_report.load(Ordering::SeqCst),
+                last_seen_millis: l.last_seen.load(Ordering::SeqCst),
+                gateway_count: counts.get(&l.name).copied().unwrap_or(0),
+                agent_version: l.agent_version.lock().clone(),
+            })
+            .collect()
+    }
+
+    /// Each cluster's report of `key`, in cluster name order.
+    pub fn cluster_reports(&self, key: &GatewayKey) -> Vec<ClusterGateway> {
+        let seen: BTreeMap<String, i64> = self
+            .inner
+            .clusters
+            .lock()
+            .values()
+            .map(|l| (l.name.clone(), l.last_seen.load(Ordering::SeqCst)))
+            .collect();
+        let fleet = self.inner.fleet.read();
+        fleet
+            .reports(key)
+            .into_iter()
+            .map(|r| ClusterGateway {
+                cluster: r.cluster.to_owned(),
+                stale: matches!(r.freshness, Freshness::Stale { .. }),
+                last_seen_millis: seen.get(r.cluster).copied().unwrap_or(0),
+                // Validated on the way in, so this encodes.
+                status: convert::status_to_proto(r.status).unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+fn build_view(
+    key: GatewayKey,
+    aggregation: Aggregation,
+    clusters: Vec<String>,
+    revision: u64,
+) -> GatewayView {
+    let status = convert::status_to_proto(&aggregation.status).unwrap_or_else(|e| {
+        tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
+        v1::GatewayStatus::default()
+    });
+    let proto = v1::AggregatedGateway {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        status: Some(status),
+        clusters: clusters.clone(),
+        omissions: aggregation
+            .omissions
+            .iter()
+            .map(omission_to_proto)
+            .collect(),
+        revision,
+    };
+    GatewayView {
+        key,
+        aggregation,
+        clusters,
+        proto,
+    }
+}
+
+/// The engine's omission as the Dashboard API spells it.
+pub fn omission_to_proto(o: &Omission) -> v1::Omission {
+    let item = match o.item {
+        Item::Address => "address",
+        Item::Listener => "listener",
+        Item::ListenerCondition => "listener_condition",
+        Item::SupportedKind => "supported_kind",
+        Item::Condition => "condition",
+        Item::ForeignCondition => "foreign_condition",
+    };
+    // From the variant's name, so a rule the engine adds later still maps.
+    let debug = format!("{:?}", o.rule);
+    let variant = debug.split(['(', ' ', '{']).next().unwrap_or_default();
+    let mut rule = String::with_capacity(variant.len() + 4);
+    for (i, ch) in variant.chars().enumerate() {
+        if ch.is_ascii_uppercase() {
+            if i > 0 {
+                rule.push('_');
+            }
+            rule.push(ch.to_ascii_lowercase());
+        } else {
+            rule.push(ch);
+        }
+    }
+    v1::Omission {
+        cluster: o.cluster.clone().unwrap_or_default(),
+        item: item.to_owned(),
+        names: o.names.clone(),
+        rule,
+        message: o.to_string(),
+    }
+}

@@ -1,0 +1,195 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease, so two hub
+//! replicas never both write hub Gateway status. Every change of the Lease
+//! is a replace guarded by its resourceVersion, so two candidates cannot
+//! both win. Expiry is judged by this replica's own clock from when it last
+//! saw the Lease change (as client-go does), so clock skew between replicas
+//! does not matter. A leader that cannot renew steps down before its Lease
+//! could expire for others.
+
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+
+/// The Lease's timing and who this replica is.
+#[derive(Clone, Debug)]
+pub struct LeaseConfig {
+    pub name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_every: Duration,
+}
+
+impl LeaseConfig {
+    /// Lease `gwhub-hub`, 15s, renewed every 5s; identity from the pod name
+    /// (`POD_NAME`, else `HOSTNAME`) plus the process id.
+    pub fn new(identity: String) -> Self {
+        LeaseConfig {
+            name: "gwhub-hub".to_owned(),
+            identity,
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+        }
+    }
+}
+
+/// `POD_NAME` or `HOSTNAME` (else "gwhub") plus the process id.
+pub fn default_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "gwhub".to_owned());
+    format!("{host}_{}", std::process::id())
+}
+
+fn now() -> MicroTime {
+    MicroTime(Timestamp::now())
+}
+
+/// What this replica last saw of someone else's Lease.
+struct Observed {
+    resource_version: Option<String>,
+    at: Instant,
+}
+
+/// Campaigns and renews until `shutdown`, publishing leadership on
+/// `leader`; releases the Lease on the way out so a successor need not wait.
+pub async fn run(
+    api: Api<Lease>,
+    config: LeaseConfig,
+    leader: watch::Sender<bool>,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut observed: Option<Observed> = None;
+    let mut last_renew: Option<Instant> = None;
+    // Step down well before others may take over.
+    let step_down_after = config.lease_duration * 2 / 3;
+    loop {
+        let held = match try_acquire_or_renew(&api, &config, &mut observed).await {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::warn!(error = %e, lease = %config.name, "lease request failed");
+                false
+            }
+        };
+        if held {
+            last_renew = Some(Instant::now());
+        }
+        let leading = last_renew.is_some_and(|t| t.elapsed() < step_down_after);
+        if leading != *leader.borrow() {
+            if leading {
+                Metrics::bump(&metrics.leader_transitions);
+                tracing::info!(identity = %config.identity, lease = %config.name, "became leader: writing hub Gateway status");
+            } else {
+                tracing::info!(identity = %config.identity, lease = %config.name, "not leader: passive (ingest and Dashboard only)");
+            }
+            leader.send_replace(leading);
+        }
+        let wait = if leading {
+            config.renew_every
+        } else {
+            // Candidates poll a bit faster than the renew period.
+            config.renew_every.min(Duration::from_secs(2))
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    if *leader.borrow() {
+        leader.send_replace(false);
+        if let Err(e) = release(&api, &config).await {
+            tracing::debug!(error = %e, "could not release the lease");
+        }
+    }
+}
+
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Option<Observed>,
+) -> kube::Result<bool> {
+    let secs = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(config.name.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(config.identity.clone()),
+                lease_duration_seconds: Some(secs),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        return match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        };
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    let holder = spec.holder_identity.clone().unwrap_or_default();
+    if holder != config.identity {
+        let rv = lease.metadata.resource_version.clone();
+        let duration = spec
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
+            .unwrap_or(config.lease_duration);
+        let changed = observed.as_ref().is_none_or(|o| o.resource_version != rv);
+        if changed {
+            *observed = Some(Observed {
+                resource_version: rv,
+                at: Instant::now(),
+            });
+        }
+        let expired = holder.is_empty()
+            || observed
+                .as_ref()
+                .is_some_and(|o| o.at.elapsed() >= duration);
+        if !expired {
+            return Ok(false);
+        }
+        spec.holder_identity = Some(config.identity.clone());
+        spec.acquire_time = Some(now());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    }
+    spec.lease_duration_seconds = Some(secs);
+    spec.renew_time = Some(now());
+    // Carries the resourceVersion read above: a concurrent change wins.
+    match api
+        .replace(&config.name, &PostParams::default(), &lease)
+        .await
+    {
+        Ok(_) => {
+            *observed = None;
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()> {
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
+        return Ok(());
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    spec.renew_time = Some(now());
+    api.replace(&config.name, &PostParams::default(), &lease)
+        .await
+        .map(|_| ())
+}

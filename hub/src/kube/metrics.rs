@@ -1,0 +1,28 @@
+//! Counters of the hub's Kubernetes mode, readable by tests and logs.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Hub Gateway status applies the API server accepted.
+    pub status_writes: AtomicU64,
+    /// Status applies skipped because the live status already matched
+    /// (ignoring times).
+    pub status_writes_skipped: AtomicU64,
+    pub status_write_errors: AtomicU64,
+    pub report_writes: AtomicU64,
+    pub report_writes_skipped: AtomicU64,
+    pub report_write_errors: AtomicU64,
+    /// Times this replica became leader.
+    pub leader_transitions: AtomicU64,
+}
+
+impl Metrics {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,345 @@
+//! The hub's Kubernetes mode (`gwhub serve` without `--no-kube`): the
+//! in-memory hub of [`crate::serve`] plus
+//! - [`reports`]: every cluster's report stored as a `ClusterReport` object
+//!   and imported back, so a restarted hub (or a new leader) resumes
+//!   without flapping or forgetting;
+//! - [`status_writer`]: the aggregate server-side applied onto each hub
+//!   Gateway `ns/name` (field manager `gwhub`), through one coalescing
+//!   queue, skipping writes that would change only times;
+//! - [`leader`]: a Lease, so only one replica writes status; the others keep
+//!   ingesting (and storing their agents' reports) and serve the Dashboard.
+
+pub mod leader;
+pub mod metrics;
+pub mod reports;
+pub mod status_writer;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::aggregate::Options;
+use crate::serve::{Hub, HubConfig, ServeError};
+use leader::LeaseConfig;
+use metrics::Metrics;
+use reports::{ClusterReport, ReportWriter};
+use status_writer::{Cache, Queue, StatusWriter};
+
+/// The field manager of everything the hub writes.
+pub const FIELD_MANAGER: &str = "gwhub";
+
+/// Where and how the hub works on the management cluster.
+#[derive(Clone, Debug)]
+pub struct KubeOptions {
+    /// Namespace of the `ClusterReport` objects and the Lease (the hub's own).
+    pub namespace: String,
+    /// Only hub Gateways in this namespace; all namespaces when `None`.
+    pub gateway_namespace: Option<String>,
+    /// `None`: no election, this replica always writes (one replica only).
+    pub lease: Option<LeaseConfig>,
+    /// Wait after a change so a burst of reports becomes one write.
+    pub debounce: Duration,
+}
+
+impl KubeOptions {
+    pub fn new(namespace: impl Into<String>) -> Self {
+        KubeOptions {
+            namespace: namespace.into(),
+            gateway_namespace: None,
+            lease: Some(LeaseConfig::new(leader::default_identity())),
+            debounce: Duration::from_millis(50),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error("Kubernetes client configuration: {0}")]
+    Config(String),
+    #[error(
+        "cannot list ClusterReports in namespace {namespace:?} ({source}); is the CRD from manifests/ installed and may the hub read it?"
+    )]
+    Store {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// A client from `--kubeconfig`, else `KUBECONFIG` / `~/.kube/config`, else
+/// the in-cluster service account.
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, KubeError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?
+        }
+        None => Config::infer()
+            .await
+            .map_err(|e| KubeError::Config(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| KubeError::Config(e.to_string()))
+}
+
+/// A running hub in Kubernetes mode.
+pub struct KubeHub {
+    pub hub: Hub,
+    pub metrics: Arc<Metrics>,
+    /// Whether this replica currently writes hub Gateway status.
+    pub leader: watch::Receiver<bool>,
+    /// True once the stored reports and the hub Gateways are loaded.
+    pub ready: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+/// A management cluster reached and its store checked, ready to attach to
+/// a running [`Hub`].
+pub struct Connected {
+    pub client: Client,
+    pub options: KubeOptions,
+    /// The aggregation options the hub runs with.
+    pub aggregate: Options,
+}
+
+/// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
+/// that the store is usable, before the hub listens.
+pub async fn connect(args: &crate::cli::serve::Args) -> Result<Connected, KubeError> {
+    let client = client(args.kubeconfig.as_deref()).await?;
+    let mut options = KubeOptions::new(args.namespace.clone());
+    options.gateway_namespace = args.gateway_namespace.clone();
+    if args.no_leader_election {
+        options.lease = None;
+    }
+    let aggregate = Options::with_hostname_address_type(&args.hostname_address_type)
+        .map_err(|e| KubeError::Config(e.to_string()))?;
+    Connected::new(client, options, aggregate).await
+}
+
+impl Connected {
+    /// Checks that the hub can list its `ClusterReport`s (the CRD from
+    /// `manifests/` is installed and RBAC allows it): fail fast, with a hint.
+    pub async fn new(
+        client: Client,
+        options: KubeOptions,
+        aggregate: Options,
+    ) -> Result<Connected, KubeError> {
+        let api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
+        api.list(&ListParams::default().limit(1))
+            .await
+            .map_err(|source| KubeError::Store {
+                namespace: options.namespace.clone(),
+                source,
+            })?;
+        Ok(Connected {
+            client,
+            options,
+            aggregate,
+        })
+    }
+
+    /// Adds the Kubernetes side to a running hub. Ingest already serves:
+    /// stored reports are imported for every cluster that has not reported
+    /// to this process yet (a live report is newer), and status is written
+    /// only once they and the hub Gateways are loaded.
+    pub fn attach(self, hub: Hub) -> KubeHub {
+        let Connected {
+            client,
+            options,
+            aggregate,
+        } = self;
+        let index = hub.index.clone();
+        let stale_after = index.stale_after();
+        let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
+        let metrics = Arc::new(Metrics::default());
+        let shutdown = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        let (restored_tx, mut restored) = watch::channel(false);
+        let (forget_tx, forget_rx) = mpsc::channel(64);
+        tasks.spawn(reports::run_importer(
+            reports_api.clone(),
+            index.clone(),
+            restored_tx,
+            forget_tx,
+            shutdown.clone(),
+        ));
+        tasks.spawn(
+            ReportWriter {
+                api: reports_api,
+                index: index.clone(),
+                metrics: metrics.clone(),
+                refresh: (stale_after / 2).max(Duration::from_millis(500)),
+                debounce: options.debounce,
+            }
+            .run(forget_rx, shutdown.clone()),
+        );
+
+        let gateways: Api<Gateway> = match &options.gateway_namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let cache = Arc::new(Cache::default());
+        let queue = Arc::new(Queue::default());
+        let (synced_tx, mut synced) = watch::channel(false);
+        tasks.spawn(status_writer::run_gateway_watch(
+            gateways,
+            cache.clone(),
+            queue.clone(),
+            synced_tx,
+            shutdown.clone(),
+        ));
+        tasks.spawn(status_writer::run_index_watch(
+            index.clone(),
+            queue.clone(),
+            shutdown.clone(),
+        ));
+
+        let (ready_tx, ready) = watch::channel(false);
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            let both = async {
+                restored.wait_for(|r| *r).await.is_ok() && synced.wait_for(|s| *s).await.is_ok()
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                ok = both => if !ok { return },
+            }
+            ready_tx.send_replace(true);
+            // Keep the channel open for the writer.
+            stop.cancelled().await;
+        });
+
+        let (leader_tx, leader) = watch::channel(options.lease.is_none());
+        if let Some(lease) = options.lease.clone() {
+            let api: Api<Lease> = Api::namespaced(client.clone(), &options.namespace);
+            tasks.spawn(leader::run(
+                api,
+                lease,
+                leader_tx,
+                metrics.clone(),
+                shutdown.clone(),
+            ));
+        } else {
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                let _keep = leader_tx;
+                stop.cancelled().await;
+            });
+        }
+        tasks.spawn(
+            StatusWriter {
+                client,
+                index,
+                options: aggregate,
+                cache,
+                queue,
+                metrics: metrics.clone(),
+                debounce: options.debounce,
+                retry: Duration::from_secs(1),
+            }
+            .run(leader.clone(), ready.clone(), shutdown.clone()),
+        );
+        tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), "hub Kubernetes mode started");
+        KubeHub {
+            hub,
+            metrics,
+            leader,
+            ready,
+            shutdown,
+            tasks,
+        }
+    }
+}
+
+impl KubeHub {
+    /// [`Hub::start`] plus [`Connected::attach`]: the in-process entry
+    /// point for tests.
+    pub async fn start(
+        config: HubConfig,
+        options: KubeOptions,
+        client: Client,
+    ) -> Result<KubeHub, KubeError> {
+        let connected = Connected::new(client, options, config.options.clone()).await?;
+        let hub = Hub::start(config).await?;
+        Ok(connected.attach(hub))
+    }
+
+    /// Stops writing (releasing the Lease), then shuts the hub down.
+    pub async fn shutdown(mut self) -> Result<(), ServeError> {
+        self.shutdown.cancel();
+        let stop = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(5), stop)
+            .await
+            .is_err()
+        {
+            self.tasks.shutdown().await;
+        }
+        self.hub.shutdown().await
+    }
+
+    /// Serves until `signal` resolves, then shuts down.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
+        signal.await;
+        tracing::info!("shutting down: releasing the lease, draining streams");
+        self.shutdown().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+    use jiff::Timestamp;
+
+    use crate::aggregate::{GatewayKey, Options};
+    use crate::index::Index;
+
+    fn one(ip: &str) -> BTreeMap<GatewayKey, GatewayStatus> {
+        let status: GatewayStatus = serde_json::from_value(serde_json::json!({
+            "addresses": [{"type": "IPAddress", "value": ip}]
+        }))
+        .unwrap();
+        BTreeMap::from([(GatewayKey::new("ns", "gw"), status)])
+    }
+
+    /// A stored report never overwrites what the cluster's own stream said;
+    /// one silent for longer than stale_after is stale at once; a deleted
+    /// store object deregisters only a cluster that is not streaming here.
+    #[test]
+    fn import_respects_live_streams_and_staleness() {
+        let index = Index::new(Options::default(), std::time::Duration::from_secs(60));
+        let now = Timestamp::now().as_millisecond();
+        assert!(index.import_cluster("old", one("10.0.0.1"), now - 120_000, now - 120_000));
+        assert!(index.import_cluster("recent", one("10.0.0.2"), now - 1_000, now - 1_000));
+        let by_name = |n: &str| index.clusters().into_iter().find(|c| c.name == n).unwrap();
+        assert!(by_name("old").stale);
+        assert!(!by_name("recent").stale);
+
+        let session = index.connect("live", "test");
+        // Connected but not yet reported: the store fills the gap.
+        assert!(index.import_cluster("live", one("10.0.0.3"), now, now));
+        index.replace_snapshot(&session, one("10.0.0.4")).unwrap();
+        assert!(!index.import_cluster("live", one("10.0.0.5"), now, now));
+        let rec = index.cluster_record("live").unwrap();
+        assert_eq!(rec.gateways, one("10.0.0.4"));
+        assert!(rec.connected && rec.report_rev > 0);
+
+        assert!(!index.deregister("live"));
+        assert!(index.deregister("old"));
+        assert!(index.cluster_record("old").is_none());
+    }
+}

@@ -1,0 +1,366 @@
+//! Writes the aggregate onto the hub Gateways: a watch of the hub Gateways
+//! (kept as the little the writer needs, managedFields read then dropped),
+//! one queue with one entry per Gateway (so it is bounded and a burst of
+//! reports becomes one write), and one task that server-side applies the
+//! hub's fields — only while this replica leads, and only when something but
+//! time differs from the live status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatusListeners};
+use gwhub_common::Condition;
+use gwhub_common::conditions::same_ignoring_time;
+use jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::FIELD_MANAGER;
+use super::metrics::Metrics;
+use crate::aggregate::{self, ClusterReport, GatewayKey, HubGateway, Options};
+use crate::index::Index;
+
+/// What the writer keeps of a live hub Gateway.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveHub {
+    pub generation: i64,
+    pub status: GatewayStatus,
+    /// Condition types field manager `gwhub` owns.
+    pub owned: BTreeSet<String>,
+    /// Condition types another manager set through the status subresource
+    /// (a deliberate writer, unlike the CRD's creation-time defaults).
+    pub others: BTreeSet<String>,
+}
+
+impl LiveHub {
+    pub fn from_gateway(gw: &Gateway) -> Self {
+        let mut owned = BTreeSet::new();
+        let mut others = BTreeSet::new();
+        for entry in gw.metadata.managed_fields.iter().flatten() {
+            let types = owned_condition_types(entry.fields_v1.as_ref().map(|f| &f.0));
+            if entry.manager.as_deref() == Some(FIELD_MANAGER) {
+                owned.extend(types);
+            } else if entry.subresource.as_deref() == Some("status") {
+                others.extend(types);
+            }
+        }
+        LiveHub {
+            generation: gw.metadata.generation.unwrap_or(0),
+            status: gw.status.clone().unwrap_or_default(),
+            owned,
+            others,
+        }
+    }
+
+    /// Splits the live conditions into the hub's (for lastTransitionTime)
+    /// and other writers' (kept, counted toward the 8). The managedFields
+    /// decide where they can; otherwise the engine's rule for unknown
+    /// ownership (`HubGateway::from_existing`).
+    pub fn hub_gateway(&self, reports: &[ClusterReport<'_>]) -> HubGateway {
+        let existing = self.status.conditions.clone().unwrap_or_default();
+        let guess = HubGateway::from_existing(self.generation, &existing, reports);
+        let guessed_ours: BTreeSet<&str> =
+            guess.previous.iter().map(|c| c.type_.as_str()).collect();
+        let (previous, foreign) = existing.into_iter().partition(|c: &Condition| {
+            self.owned.contains(&c.type_)
+                || (guessed_ours.contains(c.type_.as_str()) && !self.others.contains(&c.type_))
+        });
+        HubGateway {
+            generation: self.generation,
+            previous,
+            foreign,
+        }
+    }
+}
+
+/// The condition types a managedFields entry's fieldsV1 holds under
+/// `status.conditions` (keys like `k:{"type":"Accepted"}`).
+fn owned_condition_types(fields: Option<&Value>) -> Vec<String> {
+    let Some(conds) = fields
+        .and_then(|f| f.get("f:status"))
+        .and_then(|s| s.get("f:conditions"))
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    conds
+        .keys()
+        .filter_map(|k| k.strip_prefix("k:"))
+        .filter_map(|k| serde_json::from_str::<Value>(k).ok())
+        .filter_map(|k| k.get("type").and_then(Value::as_str).map(str::to_owned))
+        .collect()
+}
+
+fn sorted_conditions(list: Option<&Vec<Condition>>) -> Vec<Condition> {
+    let mut v = list.cloned().unwrap_or_default();
+    v.sort_by(|a, b| a.type_.cmp(&b.type_));
+    v
+}
+
+fn same_listeners(
+    a: Option<&Vec<GatewayStatusListeners>>,
+    b: Option<&Vec<GatewayStatusListeners>>,
+) -> bool {
+    let a = a.map(Vec::as_slice).unwrap_or_default();
+    let b = b.map(Vec::as_slice).unwrap_or_default();
+    let by_name = |l: &[GatewayStatusListeners]| -> BTreeMap<String, GatewayStatusListeners> {
+        l.iter().map(|x| (x.name.clone(), x.clone())).collect()
+    };
+    let (a, b) = (by_name(a), by_name(b));
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|((na, la), (nb, lb))| {
+            na == nb
+                && la.attached_routes == lb.attached_routes
+                && la.supported_kinds.as_deref().unwrap_or_default()
+                    == lb.supported_kinds.as_deref().unwrap_or_default()
+                && same_ignoring_time(
+                    &sorted_conditions(Some(&la.conditions)),
+                    &sorted_conditions(Some(&lb.conditions)),
+                )
+        })
+}
+
+/// Whether writing `want` over `live` would change anything but times.
+pub fn same_status(live: &GatewayStatus, want: &GatewayStatus) -> bool {
+    live.addresses.as_deref().unwrap_or_default() == want.addresses.as_deref().unwrap_or_default()
+        && same_listeners(live.listeners.as_ref(), want.listeners.as_ref())
+        && same_ignoring_time(
+            &sorted_conditions(live.conditions.as_ref()),
+            &sorted_conditions(want.conditions.as_ref()),
+        )
+}
+
+/// Hub Gateways waiting for a write; one entry per Gateway.
+#[derive(Default)]
+pub struct Queue {
+    dirty: Mutex<BTreeSet<GatewayKey>>,
+    notify: Notify,
+}
+
+impl Queue {
+    pub fn push(&self, key: GatewayKey) {
+        self.dirty.lock().insert(key);
+        self.notify.notify_one();
+    }
+
+    fn extend(&self, keys: impl IntoIterator<Item = GatewayKey>) {
+        self.dirty.lock().extend(keys);
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> BTreeSet<GatewayKey> {
+        std::mem::take(&mut *self.dirty.lock())
+    }
+}
+
+/// The live hub Gateways, by key.
+pub type Cache = Mutex<BTreeMap<GatewayKey, LiveHub>>;
+
+/// Keeps [`Cache`] current and queues every Gateway that changed. `synced`
+/// turns true once the first full list is in.
+pub async fn run_gateway_watch(
+    api: Api<Gateway>,
+    cache: Arc<Cache>,
+    queue: Arc<Queue>,
+    synced: watch::Sender<bool>,
+    shutdown: CancellationToken,
+) {
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed()
+        .take_until(shutdown.cancelled_owned())
+        .boxed();
+    let mut listing: BTreeMap<GatewayKey, LiveHub> = BTreeMap::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => listing.clear(),
+            Ok(Event::InitApply(gw)) => {
+                listing.insert(GatewayKey::of(&gw), LiveHub::from_gateway(&gw));
+            }
+            Ok(Event::InitDone) => {
+                let keys: Vec<GatewayKey> = listing.keys().cloned().collect();
+                *cache.lock() = std::mem::take(&mut listing);
+                queue.extend(keys);
+                synced.send_replace(true);
+            }
+            Ok(Event::Apply(gw)) => {
+                let key = GatewayKey::of(&gw);
+                let live = LiveHub::from_gateway(&gw);
+                let changed = cache.lock().insert(key.clone(), live.clone()) != Some(live);
+                if changed {
+                    queue.push(key);
+                }
+            }
+            Ok(Event::Delete(gw)) => {
+                cache.lock().remove(&GatewayKey::of(&gw));
+            }
+            Err(e) => tracing::warn!(error = %e, "watching hub Gateways failed; retrying"),
+        }
+    }
+}
+
+/// Queues every hub Gateway whose aggregate the index changed.
+pub async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: CancellationToken) {
+    let mut views = index.subscribe();
+    let mut seen: BTreeMap<GatewayKey, u64> = BTreeMap::new();
+    loop {
+        let changed: Vec<GatewayKey> = {
+            let views = views.borrow_and_update();
+            let mut changed: Vec<GatewayKey> = seen
+                .keys()
+                .filter(|k| !views.gateways.contains_key(*k))
+                .cloned()
+                .collect();
+            for (k, v) in &views.gateways {
+                if seen.get(k) != Some(&v.revision()) {
+                    changed.push(k.clone());
+                }
+            }
+            seen = views
+                .gateways
+                .iter()
+                .map(|(k, v)| (k.clone(), v.revision()))
+                .collect();
+            changed
+        };
+        if !changed.is_empty() {
+            queue.extend(changed);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = views.changed() => if r.is_err() { return },
+        }
+    }
+}
+
+/// The writer task.
+pub struct StatusWriter {
+    pub client: Client,
+    pub index: Index,
+    pub options: Options,
+    pub cache: Arc<Cache>,
+    pub queue: Arc<Queue>,
+    pub metrics: Arc<Metrics>,
+    /// Wait after the first change so a burst becomes one write.
+    pub debounce: Duration,
+    /// Delay before a failed write is tried again.
+    pub retry: Duration,
+}
+
+impl StatusWriter {
+    /// Writes while `leader` is true and the hub Gateways and stored
+    /// reports are loaded, until `shutdown`.
+    pub async fn run(
+        self,
+        mut leader: watch::Receiver<bool>,
+        mut ready: watch::Receiver<bool>,
+        shutdown: CancellationToken,
+    ) {
+        loop {
+            let active = *leader.borrow_and_update() && *ready.borrow_and_update();
+            if active {
+                tokio::time::sleep(self.debounce).await;
+                for key in self.queue.take() {
+                    if shutdown.is_cancelled() {
+                        return;
+                    }
+                    if !*leader.borrow() {
+                        // Lost the lease mid-pass; the next leader writes.
+                        self.queue.push(key);
+                        continue;
+                    }
+                    self.write(key, &shutdown).await;
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.queue.notify.notified(), if active => {}
+                r = leader.changed() => {
+                    if r.is_err() { return }
+                    if *leader.borrow() {
+                        // A new leader checks every hub Gateway once.
+                        let keys: Vec<GatewayKey> = self.cache.lock().keys().cloned().collect();
+                        self.queue.extend(keys);
+                    }
+                }
+                r = ready.changed() => if r.is_err() { return },
+            }
+        }
+    }
+
+    async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) {
+        let Some(live) = self.cache.lock().get(&key).cloned() else {
+            // Not a hub Gateway (or not in scope): nothing to write on.
+            return;
+        };
+        let now = Timestamp::now();
+        let result = self.index.with_reports(&key, |reports| {
+            let hub = live.hub_gateway(reports);
+            let foreign: BTreeSet<String> = hub.foreign.iter().map(|c| c.type_.clone()).collect();
+            aggregate::aggregate(&hub, reports, &self.options, now).map(|a| (a, foreign))
+        });
+        let (aggregation, foreign) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                return;
+            }
+        };
+        if same_status(&live.status, &aggregation.status) {
+            Metrics::bump(&self.metrics.status_writes_skipped);
+            return;
+        }
+        let status = aggregation.status;
+        let own: Vec<&Condition> = status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| !foreign.contains(&c.type_))
+            .collect();
+        let patch = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "status": {
+                "addresses": status.addresses.unwrap_or_default(),
+                "listeners": status.listeners.unwrap_or_default(),
+                "conditions": own,
+            }
+        });
+        let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
+        // Forced: these fields are the hub's alone (a CRD default or an
+        // earlier owner loses them); other writers' conditions are not sent.
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match api
+            .patch_status(&key.name, &params, &Patch::Apply(&patch))
+            .await
+        {
+            Ok(gw) => {
+                Metrics::bump(&self.metrics.status_writes);
+                tracing::debug!(gateway = %key, rv = ?gw.resource_version(), "hub Gateway status applied");
+                self.cache.lock().insert(key, LiveHub::from_gateway(&gw));
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                tracing::debug!(gateway = %key, "hub Gateway gone before its status was written");
+            }
+            Err(e) => {
+                Metrics::bump(&self.metrics.status_write_errors);
+                tracing::warn!(gateway = %key, error = %e, "hub Gateway status apply failed; retrying");
+                let (queue, retry, shutdown) = (self.queue.clone(), self.retry, shutdown.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = tokio::time::sleep(retry) => queue.push(key),
+                    }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! `gwhub serve`: the ingest and Dashboard listeners, the aggregator and the
+//! staleness sweep, with graceful shutdown that ends every stream with
+//! UNAVAILABLE (agents reconnect elsewhere) before the servers drain.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use gwhub_proto::v1;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+use crate::aggregate::Options;
+use crate::grpc::dashboard::DashboardService;
+use crate::grpc::ingest::{IngestConfig, IngestService};
+use crate::index::Index;
+use crate::tls::HubTls;
+
+/// How long shutdown waits for connections to close.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything `gwhub serve` needs (flags already checked).
+#[derive(Clone, Debug)]
+pub struct HubConfig {
+    pub listen: SocketAddr,
+    pub dashboard_listen: SocketAddr,
+    pub insecure: bool,
+    pub stale_after: Duration,
+    pub options: Options,
+}
+
+impl HubConfig {
+    /// Both listeners on loopback ports the OS picks; for tests and demos.
+    pub fn loopback(stale_after: Duration) -> Self {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        HubConfig {
+            listen: any,
+            dashboard_listen: any,
+            insecure: true,
+            stale_after,
+            options: Options::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("gRPC server failed: {0}")]
+    Server(#[from] tonic::transport::Error),
+    #[error("connections did not drain within {0:?}")]
+    DrainTimeout(Duration),
+}
+
+/// A running hub.
+pub struct Hub {
+    pub ingest_addr: SocketAddr,
+    pub dashboard_addr: SocketAddr,
+    pub index: Index,
+    shutdown: watch::Sender<bool>,
+    servers: JoinSet<Result<(), tonic::transport::Error>>,
+    background: JoinSet<()>,
+}
+
+fn reflection() -> tonic_reflection::server::v1::ServerReflectionServer<
+    impl tonic_reflection::server::v1::ServerReflection,
+> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(v1::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("the embedded descriptor sets are valid")
+}
+
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    Ok((listener, local))
+}
+
+fn builder() -> Server {
+    Server::builder()
+        .tcp_nodelay(true)
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+}
+
+/// [`builder`] with TLS when the hub has it.
+fn builder_tls(tls: Option<tonic::transport::ServerTlsConfig>) -> Result<Server, ServeError> {
+    match tls {
+        Some(tls) => Ok(builder().tls_config(tls)?),
+        None => Ok(builder()),
+    }
+}
+
+impl Hub {
+    /// Binds both listeners and starts serving (plaintext).
+    pub async fn start(config: HubConfig) -> Result<Hub, ServeError> {
+        Self::start_with_tls(config, None).await
+    }
+
+    /// Binds both listeners and starts serving; with `tls`, agents must
+    /// present client certificates and are identified by them.
+    pub async fn start_with_tls(config: HubConfig, tls: Option<HubTls>) -> Result<Hub, ServeError> {
+        let (ingest_listener, ingest_addr) = bind(config.listen).await?;
+        let (dashboard_listener, dashboard_addr) = bind(config.dashboard_listen).await?;
+        let index = Index::new(config.options.clone(), config.stale_after);
+        let (shutdown, shutdown_rx) = watch::channel(false);
+
+        let mut background = JoinSet::new();
+        background.spawn(index.clone().run_aggregator());
+        background.spawn(index.clone().run_staleness());
+
+        let ingest = IngestService::new(
+            index.clone(),
+            IngestConfig::for_stale_after(config.insecure, config.stale_after),
+            shutdown_rx.clone(),
+        );
+        let dashboard = DashboardService::new(index.clone(), shutdown_rx.clone());
+
+        let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
+        ingest_health
+            .set_serving::<v1::ingest_server::IngestServer<IngestService>>()
+            .await;
+        let (dash_health, dash_health_svc) = tonic_health::server::health_reporter();
+        dash_health
+            .set_serving::<v1::dashboard_server::DashboardServer<DashboardService>>()
+            .await;
+
+        let signal = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let mut servers = JoinSet::new();
+        servers.spawn(
+            builder_tls(tls.as_ref().map(HubTls::ingest))?
+                .add_service(ingest_health_svc)
+                .add_service(reflection())
+                .add_service(ingest.into_server())
+                .serve_with_incoming_shutdown(
+                    TcpIncoming::from(ingest_listener).with_nodelay(Some(true)),
+                    signal(shutdown_rx.clone()),
+                ),
+        );
+        servers.spawn(
+            builder_tls(tls.as_ref().map(HubTls::dashboard))?
+                .add_service(dash_health_svc)
+                .add_service(reflection())
+                .add_service(tonic::service::interceptor::InterceptedService::new(
+                    dashboard.into_server(),
+                    tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
+                ))
+                .serve_with_incoming_shutdown(
+                    TcpIncoming::from(dashboard_listener).with_nodelay(Some(true)),
+                    signal(shutdown_rx),
+                ),
+        );
+        tracing::info!(%ingest_addr, %dashboard_addr, insecure = config.insecure, mtls = tls.is_some(), stale_after = ?config.stale_after, "hub serving");
+        Ok(Hub {
+            ingest_addr,
+            dashboard_addr,
+            index,
+            shutdown,
+            servers,
+            background,
+        })
+    }
+
+    /// Ends every stream, waits for the servers to drain, stops the tasks.
+    pub async fn shutdown(mut self) -> Result<(), ServeError> {
+        let _ = self.shutdown.send(true);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while let Some(r) = self.servers.join_next().await {
+                if let Ok(Err(e)) = r {
+                    return Err(ServeError::Server(e));
+                }
+            }
+            Ok(())
+        })
+        .await;
+        self.background.shutdown().await;
+        match drained {
+            Ok(r) => r,
+            Err(_) => {
+                self.servers.shutdown().await;
+                Err(ServeError::DrainTimeout(DRAIN_TIMEOUT))
+            }
+        }
+    }
+
+    /// Serves until `signal` resolves or a server fails, then shuts down.
+    pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
+        tokio::select! {
+            _ = signal => {
+                tracing::info!("shutting down: draining streams");
+                self.shutdown().await
+            }
+            Some(r) = self.servers.join_next() => {
+                let err = match r {
+                    Ok(Err(e)) => Some(e),
+                    _ => None,
+                };
+                let _ = self.shutdown().await;
+                match err {
+                    Some(e) => Err(ServeError::Server(e)),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -1,0 +1,273 @@
+//! mTLS for `gwhub serve`: the server certificate both listeners present,
+//! the CA agents' client certificates must chain to, and the Dashboard's
+//! optional client-certificate or bearer-token gate.
+//!
+//! Identity = cluster: on the ingest listener the reporting cluster is the
+//! one named by the agent's certificate (see [`gwhub_common::identity`]),
+//! so a compromised agent for cluster A can never speak for cluster B.
+//! Hello's `cluster` is only a claim, checked against the certificate.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use gwhub_common::identity::{self, IdentitySource};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use tonic::{Request, Status};
+
+/// TLS material for both listeners, loaded and checked at start-up.
+#[derive(Clone, Debug)]
+pub struct HubTls {
+    identity: Identity,
+    client_ca: Certificate,
+    dashboard_client_ca: Option<Certificate>,
+    dashboard_token: Option<Arc<str>>,
+}
+
+/// What `gwhub serve` was given for TLS (paths as on the command line).
+#[derive(Clone, Debug, Default)]
+pub struct TlsPaths<'a> {
+    pub cert: Option<&'a Path>,
+    pub key: Option<&'a Path>,
+    pub client_ca: Option<&'a Path>,
+    pub dashboard_client_ca: Option<&'a Path>,
+    pub dashboard_token_file: Option<&'a Path>,
+}
+
+fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
+/// PEM text with at least one block labelled `label` (a cheap early check,
+/// so a swapped flag fails at start-up, naming the flag).
+fn pem(flag: &str, path: &Path, label: &str) -> Result<Vec<u8>, String> {
+    let bytes = read(flag, path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    if !text.contains(&format!("-----BEGIN {label}")) {
+        return Err(format!(
+            "{flag} {}: no PEM block \"BEGIN {label}\" found",
+            path.display()
+        ));
+    }
+    Ok(bytes)
+}
+
+impl HubTls {
+    /// From PEM bytes: server certificate chain, its key, the agents' CA.
+    pub fn from_pem(cert: &[u8], key: &[u8], client_ca: &[u8]) -> Self {
+        HubTls {
+            identity: Identity::from_pem(cert, key),
+            client_ca: Certificate::from_pem(client_ca),
+            dashboard_client_ca: None,
+            dashboard_token: None,
+        }
+    }
+
+    /// Dashboard clients must present a certificate signed by this CA.
+    pub fn with_dashboard_client_ca(mut self, ca: &[u8]) -> Self {
+        self.dashboard_client_ca = Some(Certificate::from_pem(ca));
+        self
+    }
+
+    /// Dashboard calls must carry `authorization: Bearer <token>`.
+    pub fn with_dashboard_token(mut self, token: &str) -> Self {
+        self.dashboard_token = Some(token.into());
+        self
+    }
+
+    /// `None` when no TLS flag is given; an error names the missing or
+    /// unreadable one.
+    pub fn load(paths: &TlsPaths<'_>) -> Result<Option<HubTls>, String> {
+        let (cert, key, ca) = match (paths.cert, paths.key, paths.client_ca) {
+            (None, None, None) => {
+                if paths.dashboard_client_ca.is_some() || paths.dashboard_token_file.is_some() {
+                    return Err("--dashboard-client-ca and --dashboard-token-file need TLS \
+                         (--tls-cert, --tls-key, --client-ca): a token or client \
+                         certificate over plaintext protects nothing"
+                        .to_owned());
+                }
+                return Ok(None);
+            }
+            (Some(c), Some(k), Some(a)) => (c, k, a),
+            _ => {
+                let missing: Vec<&str> = [
+                    ("--tls-cert", paths.cert),
+                    ("--tls-key", paths.key),
+                    ("--client-ca", paths.client_ca),
+                ]
+                .iter()
+                .filter(|(_, p)| p.is_none())
+                .map(|(f, _)| *f)
+                .collect();
+                return Err(format!(
+                    "mTLS needs --tls-cert, --tls-key and --client-ca together; missing {}",
+                    missing.join(", ")
+                ));
+            }
+        };
+        let mut tls = HubTls::from_pem(
+            &pem("--tls-cert", cert, "CERTIFICATE")?,
+            &pem("--tls-key", key, "")?,
+            &pem("--client-ca", ca, "CERTIFICATE")?,
+        );
+        if let Some(p) = paths.dashboard_client_ca {
+            tls = tls.with_dashboard_client_ca(&pem("--dashboard-client-ca", p, "CERTIFICATE")?);
+        }
+        if let Some(p) = paths.dashboard_token_file {
+            let bytes = read("--dashboard-token-file", p)?;
+            let token = std::str::from_utf8(&bytes)
+                .map_err(|_| format!("--dashboard-token-file {}: not UTF-8", p.display()))?
+                .trim();
+            if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(format!(
+                    "--dashboard-token-file {}: the token must be one non-empty word",
+                    p.display()
+                ));
+            }
+            tls = tls.with_dashboard_token(token);
+        }
+        // Builds the rustls configs now, so a bad key or certificate stops
+        // start-up with a message rather than failing the first handshake.
+        for (flags, config) in [
+            ("--tls-cert/--tls-key/--client-ca", tls.ingest()),
+            ("--dashboard-client-ca", tls.dashboard()),
+        ] {
+            tonic::transport::Server::builder()
+                .tls_config(config)
+                .map_err(|e| format!("{flags}: {}", error_chain(&e)))?;
+        }
+        Ok(Some(tls))
+    }
+
+    /// The ingest listener: client certificates signed by the CA required.
+    pub fn ingest(&self) -> ServerTlsConfig {
+        ServerTlsConfig::new()
+            .identity(self.identity.clone())
+            .client_ca_root(self.client_ca.clone())
+    }
+
+    /// The Dashboard listener: the same server certificate; a client
+    /// certificate only with `--dashboard-client-ca`.
+    pub fn dashboard(&self) -> ServerTlsConfig {
+        let config = ServerTlsConfig::new().identity(self.identity.clone());
+        match &self.dashboard_client_ca {
+            Some(ca) => config.client_ca_root(ca.clone()),
+            None => config,
+        }
+    }
+
+    /// The Dashboard's bearer-token check (a no-op without a token).
+    pub fn dashboard_auth(&self) -> DashboardAuth {
+        DashboardAuth {
+            token: self.dashboard_token.clone(),
+        }
+    }
+}
+
+/// Interceptor requiring `authorization: Bearer <token>` on Dashboard calls
+/// when a token is configured. The token is never logged.
+#[derive(Clone, Debug, Default)]
+pub struct DashboardAuth {
+    token: Option<Arc<str>>,
+}
+
+impl tonic::service::Interceptor for DashboardAuth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(token) = &self.token else {
+            return Ok(request);
+        };
+        let given = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match given {
+            Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => Ok(request),
+            Some(_) => Err(Status::unauthenticated("invalid bearer token")),
+            None => Err(Status::unauthenticated(
+                "the Dashboard API requires an `authorization: Bearer <token>` header",
+            )),
+        }
+    }
+}
+
+/// Compares without an early exit, so timing does not reveal a prefix.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The cluster the stream's client certificate names; `Unauthenticated`
+/// when there is no certificate or it names no usable cluster.
+pub fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
+    let certs = request
+        .peer_certs()
+        .ok_or_else(|| Status::unauthenticated("no client certificate: the hub requires mTLS"))?;
+    let leaf = certs
+        .first()
+        .ok_or_else(|| Status::unauthenticated("no client certificate: the hub requires mTLS"))?;
+    let id = identity::cluster_from_der(leaf)
+        .map_err(|e| Status::unauthenticated(format!("client certificate: {e}")))?;
+    if id.source == IdentitySource::CommonName {
+        tracing::debug!(
+            cluster = id.cluster,
+            "cluster identity from the certificate CN"
+        );
+    }
+    Ok(id.cluster)
+}
+
+/// A Hello naming another cluster than the certificate is refused (an
+/// empty claim defers to the certificate).
+pub fn check_claim(certified: &str, claimed: &str) -> Result<(), Status> {
+    if claimed.is_empty() || claimed == certified {
+        return Ok(());
+    }
+    Err(Status::permission_denied(format!(
+        "Hello names cluster {claimed:?} but the client certificate is for cluster {certified:?}"
+    )))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims() {
+        assert!(check_claim("east", "").is_ok());
+        assert!(check_claim("east", "east").is_ok());
+        let e = check_claim("east", "west").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.message().contains("\"west\"") && e.message().contains("\"east\""));
+    }
+
+    #[test]
+    fn token() {
+        use tonic::service::Interceptor;
+        let mut auth = DashboardAuth {
+            token: Some("s3cret".into()),
+        };
+        let mut req = Request::new(());
+        assert_eq!(
+            auth.call(Request::new(())).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        req.metadata_mut()
+            .insert("authorization", "Bearer s3cret".parse().unwrap());
+        assert!(auth.call(req).is_ok());
+        let mut req = Request::new(());
+        req.metadata_mut()
+            .insert("authorization", "Bearer s3cre".parse().unwrap());
+        assert!(auth.call(req).is_err());
+        assert!(DashboardAuth::default().call(Request::new(())).is_ok());
+    }
+}

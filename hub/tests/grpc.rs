@@ -1,0 +1,874 @@
+//! The hub over real loopback TCP: a tiny test agent built on the generated
+//! client streams to `Ingest`, and the results are read back through the
+//! Dashboard API, health and reflection.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use gwhub::serve::{Hub, HubConfig};
+use gwhub_proto::v1::{
+    self, agent_message, change, dashboard_client::DashboardClient, hub_message,
+    ingest_client::IngestClient,
+};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+// ---- a tiny agent ---------------------------------------------------------
+
+struct Agent {
+    tx: mpsc::Sender<v1::AgentMessage>,
+    rx: tonic::Streaming<v1::HubMessage>,
+}
+
+fn msg(m: agent_message::Message) -> v1::AgentMessage {
+    v1::AgentMessage { message: Some(m) }
+}
+
+impl Agent {
+    /// Connects, says Hello and checks the hub's greeting.
+    async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
+        let mut client = IngestClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap()
+            .max_encoding_message_size(64 * 1024 * 1024);
+        let (tx, rx) = mpsc::channel(64);
+        tx.send(msg(agent_message::Message::Hello(v1::Hello {
+            agent_version: "test".into(),
+            capabilities: vec![],
+            cluster: cluster.into(),
+        })))
+        .await
+        .unwrap();
+        let rx = client
+            .report(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut agent = Agent { tx, rx };
+        match agent.recv().await {
+            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
+            other => panic!("expected HubHello, got {other:?}"),
+        }
+        let r = agent.expect_resync().await;
+        assert_eq!(r.reason, v1::ResyncReason::NewConnection as i32);
+        agent
+    }
+
+    async fn send(&self, m: agent_message::Message) {
+        self.tx.send(msg(m)).await.unwrap();
+    }
+
+    /// The next hub message other than a heartbeat.
+    async fn recv(&mut self) -> hub_message::Message {
+        self.try_recv().await.expect("hub message")
+    }
+
+    async fn try_recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
+        loop {
+            let m = tokio::time::timeout(WAIT, self.rx.next())
+                .await
+                .expect("hub answered in time")
+                .expect("stream still open")?;
+            match m.message {
+                Some(hub_message::Message::Heartbeat(_)) => continue,
+                Some(m) => return Ok(m),
+                None => panic!("empty hub message"),
+            }
+        }
+    }
+
+    /// The status the hub ended the stream with.
+    async fn expect_error(&mut self) -> tonic::Status {
+        loop {
+            match self.try_recv().await {
+                Ok(hub_message::Message::Ack(_)) => continue,
+                Ok(other) => panic!("expected an error, got {other:?}"),
+                Err(status) => return status,
+            }
+        }
+    }
+
+    async fn expect_ack(&mut self, seq: u64) {
+        match self.recv().await {
+            hub_message::Message::Ack(a) => assert_eq!(a.seq, seq),
+            other => panic!("expected ack {seq}, got {other:?}"),
+        }
+    }
+
+    async fn expect_resync(&mut self) -> v1::ResyncRequest {
+        match self.recv().await {
+            hub_message::Message::Resync(r) => r,
+            other => panic!("expected a resync request, got {other:?}"),
+        }
+    }
+
+    async fn snapshot(&mut self, id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) {
+        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+            snapshot_id: id,
+            chunk: 0,
+            r#final: true,
+            seq,
+            gateways,
+        }))
+        .await;
+        self.expect_ack(seq).await;
+    }
+
+    async fn upsert(&self, seq: u64, report: v1::GatewayReport) {
+        self.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes: vec![v1::Change {
+                change: Some(change::Change::Upsert(report)),
+            }],
+        }))
+        .await;
+    }
+
+    async fn delete(&self, seq: u64, namespace: &str, name: &str) {
+        self.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes: vec![v1::Change {
+                change: Some(change::Change::Delete(v1::GatewayRef {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                })),
+            }],
+        }))
+        .await;
+    }
+
+    async fn heartbeat(&self) {
+        self.send(agent_message::Message::Heartbeat(v1::Heartbeat {
+            sent_unix_millis: 0,
+        }))
+        .await;
+    }
+}
+
+// ---- fixtures -------------------------------------------------------------
+
+fn condition(type_: &str, ok: bool, message: &str) -> v1::Condition {
+    v1::Condition {
+        r#type: type_.into(),
+        status: if ok {
+            v1::ConditionStatus::True
+        } else {
+            v1::ConditionStatus::False
+        } as i32,
+        reason: if ok { "Ok" } else { "NotOk" }.into(),
+        message: message.into(),
+        observed_generation: Some(1),
+        last_transition_time: 1_700_000_000,
+    }
+}
+
+fn report(name: &str, programmed: bool, ip: &str) -> v1::GatewayReport {
+    v1::GatewayReport {
+        namespace: "openshift-ingress".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        generation: 1,
+        status: Some(v1::GatewayStatus {
+            conditions: vec![
+                condition("Accepted", true, ""),
+                condition(
+                    "Programmed",
+                    programmed,
+                    if programmed { "" } else { "Address pending" },
+                ),
+            ],
+            addresses: vec![v1::GatewayAddress {
+                r#type: Some("IPAddress".into()),
+                value: ip.into(),
+            }],
+            listeners: vec![v1::ListenerStatus {
+                name: "http".into(),
+                attached_routes: 1,
+                supported_kinds: vec![v1::RouteGroupKind {
+                    group: None,
+                    kind: "HTTPRoute".into(),
+                }],
+                conditions: vec![condition("DNSReady", true, "")],
+            }],
+            attached_listener_sets: None,
+        }),
+    }
+}
+
+async fn start(stale_after: Duration) -> Hub {
+    Hub::start(HubConfig::loopback(stale_after)).await.unwrap()
+}
+
+async fn dashboard(hub: &Hub) -> DashboardClient<Channel> {
+    DashboardClient::connect(format!("http://{}", hub.dashboard_addr))
+        .await
+        .unwrap()
+}
+
+async fn list(d: &mut DashboardClient<Channel>) -> Vec<v1::AggregatedGateway> {
+    d.list_gateways(v1::ListGatewaysRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .gateways
+}
+
+fn condition_of<'a>(g: &'a v1::AggregatedGateway, type_: &str) -> Option<&'a v1::Condition> {
+    g.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == type_)
+}
+
+/// Polls the Dashboard until `check` holds for the Gateway `name`.
+async fn eventually(
+    d: &mut DashboardClient<Channel>,
+    name: &str,
+    check: impl Fn(&v1::AggregatedGateway) -> bool,
+) -> v1::AggregatedGateway {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let gateways = list(d).await;
+        if let Some(g) = gateways.iter().find(|g| g.name == name)
+            && check(g)
+        {
+            return g.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition never held for {name}: {gateways:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn programmed(g: &v1::AggregatedGateway) -> Option<bool> {
+    condition_of(g, "Programmed").map(|c| c.status == v1::ConditionStatus::True as i32)
+}
+
+// ---- tests ----------------------------------------------------------------
+
+#[tokio::test]
+async fn snapshot_is_aggregated_and_deltas_apply() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut d = dashboard(&hub).await;
+
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(1, 10, vec![report("gw", true, "10.0.0.1")])
+        .await;
+    let g = eventually(&mut d, "gw", |g| g.clusters == ["east"]).await;
+    assert_eq!(programmed(&g), Some(true));
+    let addresses = &g.status.as_ref().unwrap().addresses;
+    assert_eq!(addresses[0].value, "east/10.0.0.1");
+    assert_eq!(
+        addresses[0].r#type.as_deref(),
+        Some("kuadrant.io/MultiClusterIPAddress")
+    );
+
+    let mut west = Agent::connect(hub.ingest_addr, "west").await;
+    west.snapshot(1, 0, vec![report("gw", false, "10.0.1.1")])
+        .await;
+    let g = eventually(&mut d, "gw", |g| g.clusters == ["east", "west"]).await;
+    let c = condition_of(&g, "Programmed").unwrap();
+    assert_eq!(c.status, v1::ConditionStatus::False as i32);
+    assert_eq!(c.reason, "NotTrueInSomeClusters");
+    assert_eq!(c.message, "west Address pending");
+
+    // Delta: west becomes programmed.
+    west.upsert(1, report("gw", true, "10.0.1.1")).await;
+    west.expect_ack(1).await;
+    eventually(&mut d, "gw", |g| programmed(g) == Some(true)).await;
+
+    // Delta: east deletes it.
+    east.delete(11, "openshift-ingress", "gw").await;
+    east.expect_ack(11).await;
+    eventually(&mut d, "gw", |g| g.clusters == ["west"]).await;
+
+    // Per-cluster breakdown.
+    let got = d
+        .get_gateway(v1::GetGatewayRequest {
+            namespace: "openshift-ingress".into(),
+            name: "gw".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.clusters.len(), 1);
+    assert_eq!(got.clusters[0].cluster, "west");
+    assert!(!got.clusters[0].stale);
+    assert!(got.clusters[0].last_report_time > 0);
+    let missing = d
+        .get_gateway(v1::GetGatewayRequest {
+            namespace: "openshift-ingress".into(),
+            name: "nope".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+
+    let clusters = d
+        .list_clusters(v1::ListClustersRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .clusters;
+    let names: Vec<_> = clusters
+        .iter()
+        .map(|c| (c.name.as_str(), c.connected, c.stale, c.gateway_count))
+        .collect();
+    assert_eq!(names, [("east", true, false, 0), ("west", true, false, 1)]);
+    assert!(clusters.iter().all(|c| c.last_report_time > 0));
+
+    // A new snapshot replaces everything the cluster reported.
+    west.snapshot(2, 5, vec![report("other", true, "10.0.1.2")])
+        .await;
+    eventually(&mut d, "other", |g| g.clusters == ["west"]).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while list(&mut d).await.iter().any(|g| g.name == "gw") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gw never dropped out"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn omissions_are_visible() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut d = dashboard(&hub).await;
+    let mut bad = Agent::connect(hub.ingest_addr, "cluster_1").await;
+    bad.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+    let g = eventually(&mut d, "gw", |g| !g.omissions.is_empty()).await;
+    let o = &g.omissions[0];
+    assert_eq!(o.cluster, "cluster_1");
+    assert_eq!(o.item, "listener");
+    assert_eq!(o.rule, "cluster_name_not_dns_label");
+    assert!(o.message.contains("not a DNS label"), "{}", o.message);
+    let own = condition_of(&g, "kuadrant.io/MultiClusterAggregated").unwrap();
+    assert_eq!(own.reason, "ValidationFailed");
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn gaps_and_bad_chunk_order_trigger_resync() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut d = dashboard(&hub).await;
+    let mut a = Agent::connect(hub.ingest_addr, "east").await;
+
+    // Deltas before any snapshot are not applied (resync already asked).
+    a.upsert(1, report("early", true, "10.0.0.9")).await;
+
+    // A snapshot in two chunks applies when the final one arrives.
+    a.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 7,
+        chunk: 0,
+        r#final: false,
+        seq: 0,
+        gateways: vec![report("a", true, "10.0.0.1")],
+    }))
+    .await;
+    a.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 7,
+        chunk: 1,
+        r#final: true,
+        seq: 5,
+        gateways: vec![report("b", true, "10.0.0.2")],
+    }))
+    .await;
+    a.expect_ack(5).await;
+    eventually(&mut d, "b", |_| true).await;
+    let names: Vec<_> = list(&mut d).await.into_iter().map(|g| g.name).collect();
+    assert_eq!(names, ["a", "b"]);
+
+    // Gap: 6 expected, 8 sent.
+    a.upsert(8, report("a", false, "10.0.0.1")).await;
+    let r = a.expect_resync().await;
+    assert_eq!(r.reason, v1::ResyncReason::SequenceGap as i32);
+    assert_eq!(r.message, "expected seq 6, got 8");
+    // Further deltas are ignored until the next snapshot (no ack, no
+    // second resync): the next message is the snapshot's ack.
+    a.upsert(9, report("a", false, "10.0.0.1")).await;
+    a.snapshot(8, 9, vec![report("a", true, "10.0.0.1")]).await;
+    a.upsert(10, report("a", false, "10.0.0.1")).await;
+    a.expect_ack(10).await;
+    eventually(&mut d, "a", |g| programmed(g) == Some(false)).await;
+
+    // Chunks out of order.
+    a.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 9,
+        chunk: 1,
+        r#final: true,
+        seq: 11,
+        gateways: vec![],
+    }))
+    .await;
+    let r = a.expect_resync().await;
+    assert_eq!(r.reason, v1::ResyncReason::BadChunkOrder as i32);
+    assert!(r.message.contains("expected chunk 0"), "{}", r.message);
+
+    // A delta in the middle of a snapshot.
+    a.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 10,
+        chunk: 0,
+        r#final: false,
+        seq: 0,
+        gateways: vec![],
+    }))
+    .await;
+    a.upsert(12, report("a", true, "10.0.0.1")).await;
+    let r = a.expect_resync().await;
+    assert_eq!(r.reason, v1::ResyncReason::BadChunkOrder as i32);
+    // The partial (empty) snapshot was never applied; snapshot 8 left "a".
+    let names: Vec<_> = list(&mut d).await.into_iter().map(|g| g.name).collect();
+    assert_eq!(names, ["a"]);
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_messages_end_only_their_stream() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut d = dashboard(&hub).await;
+    let mut good = Agent::connect(hub.ingest_addr, "good").await;
+    good.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+
+    // Oversized: 5 MiB in one message.
+    let mut big = Agent::connect(hub.ingest_addr, "big").await;
+    let mut r = report("gw", true, "10.0.0.2");
+    r.uid = "x".repeat(5 * 1024 * 1024);
+    big.snapshot_no_ack(r).await;
+    let status = big.expect_error().await;
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("too large"), "{status:?}");
+
+    // Invalid: a condition message past the limit, named precisely.
+    let mut bad = Agent::connect(hub.ingest_addr, "bad").await;
+    let mut r = report("gw", true, "10.0.0.3");
+    r.status.as_mut().unwrap().listeners[0].conditions[0].message = "m".repeat(40_000);
+    bad.snapshot_no_ack(r).await;
+    let status = bad.expect_error().await;
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        status.message(),
+        "snapshot 1 chunk 0: gateways[0]: Gateway openshift-ingress/gw: status.listeners[0].conditions[0].message: 40000 bytes long, the limit is 32768"
+    );
+
+    // Too many conditions.
+    let mut many = Agent::connect(hub.ingest_addr, "many").await;
+    let mut r = report("gw", true, "10.0.0.4");
+    let c = r.status.as_ref().unwrap().conditions[0].clone();
+    r.status.as_mut().unwrap().conditions = vec![c; 9];
+    many.snapshot_no_ack(r).await;
+    let status = many.expect_error().await;
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status
+            .message()
+            .ends_with("status.conditions: 9 entries, the limit is 8"),
+        "{status:?}"
+    );
+
+    // Hello first, once.
+    let mut client = IngestClient::connect(format!("http://{}", hub.ingest_addr))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(msg(agent_message::Message::Heartbeat(
+        v1::Heartbeat::default(),
+    )))
+    .await
+    .unwrap();
+    let mut s = client
+        .report(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let status = s.next().await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(status.message(), "the first message must be Hello");
+
+    // The good stream never noticed.
+    good.upsert(1, report("gw", false, "10.0.0.1")).await;
+    good.expect_ack(1).await;
+    let g = eventually(&mut d, "gw", |g| programmed(g) == Some(false)).await;
+    assert_eq!(g.clusters, ["good"]);
+    hub.shutdown().await.unwrap();
+}
+
+impl Agent {
+    async fn snapshot_no_ack(&self, r: v1::GatewayReport) {
+        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+            snapshot_id: 1,
+            chunk: 0,
+            r#final: true,
+            seq: 0,
+            gateways: vec![r],
+        }))
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn a_newer_stream_supersedes_an_older_one() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut old = Agent::connect(hub.ingest_addr, "east").await;
+    old.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+    let mut new = Agent::connect(hub.ingest_addr, "east").await;
+    new.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+    old.upsert(1, report("gw", false, "10.0.0.1")).await;
+    let status = old.expect_error().await;
+    assert_eq!(status.code(), tonic::Code::Aborted);
+    assert!(status.message().contains("newer stream"), "{status:?}");
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_silent_cluster_goes_stale_and_recovers() {
+    let hub = start(Duration::from_secs(1)).await;
+    let mut d = dashboard(&hub).await;
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    // East's last message is sent after this instant.
+    let started = tokio::time::Instant::now();
+    east.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+    let mut west = Agent::connect(hub.ingest_addr, "west").await;
+    west.snapshot(1, 0, vec![report("gw", true, "10.0.1.1")])
+        .await;
+    eventually(&mut d, "gw", |g| {
+        g.clusters.len() == 2 && programmed(g) == Some(true)
+    })
+    .await;
+
+    // West keeps heartbeating; east goes silent with its stream open.
+    let beat = {
+        let tx = west.tx.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                if tx
+                    .send(msg(agent_message::Message::Heartbeat(
+                        v1::Heartbeat::default(),
+                    )))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        })
+    };
+    let g = eventually(&mut d, "gw", |g| programmed(g) == Some(false)).await;
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let c = condition_of(&g, "Programmed").unwrap();
+    assert!(
+        c.message
+            .starts_with("east status is stale: no report since "),
+        "{}",
+        c.message
+    );
+    // Its addresses stay.
+    assert_eq!(g.status.as_ref().unwrap().addresses.len(), 2);
+    let clusters = d
+        .list_clusters(v1::ListClustersRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .clusters;
+    let stale: Vec<_> = clusters
+        .iter()
+        .map(|c| (c.name.as_str(), c.stale))
+        .collect();
+    assert_eq!(stale, [("east", true), ("west", false)]);
+
+    // A heartbeat makes it fresh again.
+    east.heartbeat().await;
+    eventually(&mut d, "gw", |g| programmed(g) == Some(true)).await;
+
+    // A disconnected cluster goes stale too, and shows as not connected.
+    drop(east);
+    eventually(&mut d, "gw", |g| programmed(g) == Some(false)).await;
+    let clusters = d
+        .list_clusters(v1::ListClustersRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .clusters;
+    assert!(!clusters[0].connected && clusters[0].stale);
+    beat.abort();
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_watch_sees_exactly_the_changes() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut d = dashboard(&hub).await;
+    let mut a = Agent::connect(hub.ingest_addr, "east").await;
+    a.snapshot(1, 0, vec![report("one", true, "10.0.0.1")])
+        .await;
+    eventually(&mut d, "one", |_| true).await;
+
+    let mut watch = d
+        .watch_gateways(v1::WatchGatewaysRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let mut next = async || {
+        tokio::time::timeout(WAIT, watch.next())
+            .await
+            .expect("watch message in time")
+            .unwrap()
+            .unwrap()
+    };
+    let first = next().await;
+    assert!(first.snapshot);
+    assert_eq!(first.upserted.len(), 1);
+    assert_eq!(first.upserted[0].name, "one");
+
+    // No-op re-reports (same status in a delta and in a snapshot) change
+    // nothing; then one real change.
+    a.upsert(1, report("one", true, "10.0.0.1")).await;
+    a.expect_ack(1).await;
+    a.snapshot(2, 2, vec![report("one", true, "10.0.0.1")])
+        .await;
+    a.upsert(3, report("one", false, "10.0.0.1")).await;
+    a.expect_ack(3).await;
+    let m = next().await;
+    assert!(!m.snapshot);
+    assert_eq!(m.upserted.len(), 1);
+    assert_eq!(programmed(&m.upserted[0]), Some(false));
+    assert!(m.upserted[0].revision > first.upserted[0].revision);
+
+    // A new Gateway, then a removal.
+    a.upsert(4, report("two", true, "10.0.0.2")).await;
+    a.expect_ack(4).await;
+    let m = next().await;
+    let names: Vec<_> = m.upserted.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["two"]);
+    assert!(m.deleted.is_empty());
+    a.delete(5, "openshift-ingress", "one").await;
+    a.expect_ack(5).await;
+    let m = next().await;
+    assert!(m.upserted.is_empty());
+    assert_eq!(m.deleted.len(), 1);
+    assert_eq!(m.deleted[0].name, "one");
+
+    // Nothing else is pending.
+    a.heartbeat().await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), watch.next())
+            .await
+            .is_err(),
+        "unexpected watch message"
+    );
+
+    // Shutdown ends the watch with UNAVAILABLE.
+    hub.shutdown().await.unwrap();
+    let end = tokio::time::timeout(WAIT, watch.next()).await.unwrap();
+    if let Some(Err(status)) = end {
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+    }
+}
+
+#[tokio::test]
+async fn shutdown_ends_agent_streams_with_unavailable() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut a = Agent::connect(hub.ingest_addr, "east").await;
+    a.snapshot(1, 0, vec![]).await;
+    let shutdown = tokio::spawn(hub.shutdown());
+    let status = a.expect_error().await;
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    shutdown.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn health_and_reflection_answer_on_both_listeners() {
+    use tonic_health::pb::{
+        HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
+    };
+    use tonic_reflection::pb::v1::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+    };
+
+    let hub = start(Duration::from_secs(60)).await;
+    for (addr, service) in [
+        (hub.ingest_addr, "gwhub.v1.Ingest"),
+        (hub.dashboard_addr, "gwhub.v1.Dashboard"),
+    ] {
+        let url = format!("http://{addr}");
+        let channel = tonic::transport::Endpoint::from_shared(url)
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut health = HealthClient::new(channel.clone());
+        for name in ["", service] {
+            let s = health
+                .check(HealthCheckRequest {
+                    service: name.into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(
+                s.status,
+                ServingStatus::Serving as i32,
+                "{name:?} on {addr}"
+            );
+        }
+
+        let mut reflection = ServerReflectionClient::new(channel);
+        let requests = tokio_stream::iter([
+            ServerReflectionRequest {
+                host: String::new(),
+                message_request: Some(MessageRequest::ListServices(String::new())),
+            },
+            ServerReflectionRequest {
+                host: String::new(),
+                message_request: Some(MessageRequest::FileContainingSymbol(
+                    "gwhub.v1.Dashboard".into(),
+                )),
+            },
+        ]);
+        let mut responses = reflection
+            .server_reflection_info(requests)
+            .await
+            .unwrap()
+            .into_inner();
+        let Some(MessageResponse::ListServicesResponse(list)) =
+            responses.next().await.unwrap().unwrap().message_response
+        else {
+            panic!("expected a service list");
+        };
+        let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+        assert!(names.contains(&service), "{names:?}");
+        assert!(names.contains(&"grpc.health.v1.Health"), "{names:?}");
+        let Some(MessageResponse::FileDescriptorResponse(files)) =
+            responses.next().await.unwrap().unwrap().message_response
+        else {
+            panic!("expected file descriptors");
+        };
+        assert!(!files.file_descriptor_proto.is_empty());
+    }
+    hub.shutdown().await.unwrap();
+}
+
+#[test]
+fn serve_refuses_to_start_without_tls_or_insecure() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dashboard-listen",
+            "127.0.0.1:0",
+            "--no-kube",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to start: no TLS material"), "{err}");
+    assert!(err.contains("--insecure"), "{err}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dashboard-listen",
+            "127.0.0.1:0",
+            "--insecure",
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dashboard-listen",
+            "127.0.0.1:0",
+            "--no-kube",
+            "--insecure",
+            "--stale-after",
+            "soon",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--stale-after"), "{err}");
+}
+
+async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
+        .arg("--server")
+        .arg(format!("http://{}", hub.dashboard_addr))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gwhubctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn gwhubctl_reads_the_dashboard() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut d = dashboard(&hub).await;
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+    let mut west = Agent::connect(hub.ingest_addr, "west").await;
+    west.snapshot(1, 0, vec![report("gw", false, "10.0.1.1")])
+        .await;
+    eventually(&mut d, "gw", |g| g.clusters.len() == 2).await;
+
+    let table = gwhubctl(&hub, &["get", "gateways"]).await;
+    let lines: Vec<_> = table.lines().collect();
+    assert_eq!(
+        lines[0],
+        "NAMESPACE           NAME   CLUSTERS   ACCEPTED   PROGRAMMED   AGGREGATED"
+    );
+    assert_eq!(
+        lines[1],
+        "openshift-ingress   gw     2          True       False        Aggregated"
+    );
+    let wide = gwhubctl(&hub, &["get", "gateways", "-o", "wide"]).await;
+    assert!(wide.contains("east,west"), "{wide}");
+
+    let json = gwhubctl(&hub, &["get", "clusters", "-o", "json"]).await;
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["kind"], "List");
+    assert_eq!(v["items"][0]["name"], "east");
+    assert_eq!(v["items"][1]["gatewayCount"], 1);
+    let yaml = gwhubctl(&hub, &["get", "gateways", "-o", "yaml"]).await;
+    assert!(yaml.contains("value: east/10.0.0.1"), "{yaml}");
+
+    let text = gwhubctl(&hub, &["describe", "gateway", "openshift-ingress/gw"]).await;
+    assert!(text.contains("Clusters:   east, west"), "{text}");
+    assert!(text.contains("  west (fresh, last report "), "{text}");
+    assert!(text.contains("west Address pending"), "{text}");
+    hub.shutdown().await.unwrap();
+}
