@@ -1,0 +1,350 @@
+//! Starts one etcd and N kube-apiservers on loopback, each API server its own
+//! "cluster" separated by `--etcd-prefix`. Processes are killed when the
+//! [`Fleet`] is dropped, so a failing test leaves nothing behind.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Why a fleet could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error(
+        "kube-apiserver/etcd not found in {0}: run scripts/kube-assets.sh (or set GWHUB_KUBE_ASSETS)"
+    )]
+    NoAssets(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Start(String),
+    #[error("kube: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+}
+
+type Result<T, E = FleetError> = std::result::Result<T, E>;
+
+const TOKEN: &str = "gwhub-e2e-token";
+
+/// Where the built assets live: `GWHUB_KUBE_ASSETS`, else the cache
+/// `scripts/kube-assets.sh` fills.
+pub fn assets_dir() -> PathBuf {
+    std::env::var_os("GWHUB_KUBE_ASSETS")
+        .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS"))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/gwhub-kube-assets"))
+}
+
+/// True when the real API server can run here. Tests that need it call
+/// [`require_assets`]: under CI (`CI=true` or `GWHUB_REQUIRE_KUBE=1`) a missing
+/// server is a failure, elsewhere the test says it was skipped.
+pub fn assets_present() -> bool {
+    let d = assets_dir();
+    d.join("kube-apiserver").exists() && d.join("etcd").exists()
+}
+
+/// Returns false (after saying so) when the test should be skipped; panics
+/// under CI, where skipping would hide a broken set-up.
+pub fn require_assets(test: &str) -> bool {
+    if assets_present() {
+        return true;
+    }
+    let strict = std::env::var("GWHUB_REQUIRE_KUBE").is_ok_and(|v| v == "1")
+        || std::env::var("CI").is_ok_and(|v| v == "true");
+    let msg = FleetError::NoAssets(assets_dir().display().to_string());
+    assert!(!strict, "{test}: {msg}");
+    eprintln!("SKIPPED {test}: {msg}");
+    false
+}
+
+/// One simulated cluster: an API server and a kubeconfig for it.
+pub struct Cluster {
+    pub name: String,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    process: Child,
+}
+
+impl Cluster {
+    /// A client for this cluster.
+    pub async fn client(&self) -> Result<Client> {
+        let kc = Kubeconfig::read_from(&self.kubeconfig)?;
+        let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        Ok(Client::try_from(cfg)?)
+    }
+
+    /// Kills the API server (as `kill -9` would) to test recovery.
+    pub fn kill(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// etcd plus one API server per cluster name.
+pub struct Fleet {
+    pub dir: PathBuf,
+    pub clusters: Vec<Cluster>,
+    etcd: Child,
+    _tmp: Option<TempDir>,
+}
+
+impl Fleet {
+    /// Starts the fleet and installs the CRDs into every cluster.
+    pub async fn start(names: &[&str]) -> Result<Self> {
+        let assets = assets_dir();
+        if !assets_present() {
+            return Err(FleetError::NoAssets(assets.display().to_string()));
+        }
+        let tmp = TempDir::new("gwhub-e2e")?;
+        let dir = tmp.path().to_path_buf();
+        let etcd_port = free_port()?;
+        let peer_port = free_port()?;
+        let etcd = spawn(
+            Command::new(assets.join("etcd"))
+                .arg("--data-dir")
+                .arg(dir.join("etcd"))
+                .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
+                .arg(format!(
+                    "--advertise-client-urls=http://127.0.0.1:{etcd_port}"
+                ))
+                .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
+                .arg(format!(
+                    "--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"
+                ))
+                .arg(format!(
+                    "--initial-cluster=default=http://127.0.0.1:{peer_port}"
+                )),
+            &dir.join("etcd.log"),
+        )?;
+        run(Command::new("openssl")
+            .args(["genrsa", "-out"])
+            .arg(dir.join("sa.key"))
+            .arg("2048"))?;
+        run(Command::new("openssl")
+            .args(["rsa", "-in"])
+            .arg(dir.join("sa.key"))
+            .arg("-pubout")
+            .arg("-out")
+            .arg(dir.join("sa.pub")))?;
+        write(
+            &dir.join("tokens.csv"),
+            &format!("{TOKEN},admin,admin,system:masters\n"),
+        )?;
+        let mut fleet = Fleet {
+            dir: dir.clone(),
+            clusters: Vec::new(),
+            etcd,
+            _tmp: Some(tmp),
+        };
+        for name in names {
+            let c = fleet.spawn_apiserver(name, etcd_port)?;
+            fleet.clusters.push(c);
+        }
+        for c in &fleet.clusters {
+            let client = wait_ready(c).await?;
+            crate::crds::install(&client).await?;
+            create_namespaces(&client, &["default", "openshift-ingress"]).await?;
+        }
+        Ok(fleet)
+    }
+
+    fn spawn_apiserver(&self, name: &str, etcd_port: u16) -> Result<Cluster> {
+        let port = free_port()?;
+        let dir = &self.dir;
+        let process = spawn(
+            Command::new(assets_dir().join("kube-apiserver"))
+                .arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
+                .arg(format!("--etcd-prefix=/{name}"))
+                .arg("--bind-address=127.0.0.1")
+                .arg(format!("--secure-port={port}"))
+                .arg(format!(
+                    "--cert-dir={}",
+                    dir.join(format!("{name}-certs")).display()
+                ))
+                .arg(format!(
+                    "--token-auth-file={}",
+                    dir.join("tokens.csv").display()
+                ))
+                .arg("--authorization-mode=RBAC")
+                .arg("--service-account-issuer=https://kubernetes.default.svc")
+                .arg(format!(
+                    "--service-account-key-file={}",
+                    dir.join("sa.pub").display()
+                ))
+                .arg(format!(
+                    "--service-account-signing-key-file={}",
+                    dir.join("sa.key").display()
+                ))
+                .arg("--service-cluster-ip-range=10.0.0.0/24")
+                .arg("--advertise-address=127.0.0.1"),
+            &dir.join(format!("{name}.log")),
+        )?;
+        let kubeconfig = dir.join(format!("{name}.kubeconfig"));
+        write(
+            &kubeconfig,
+            &format!(
+                "apiVersion: v1\nkind: Config\n\
+                 clusters: [{{name: {name}, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]\n\
+                 users: [{{name: admin, user: {{token: {TOKEN}}}}}]\n\
+                 contexts: [{{name: {name}, context: {{cluster: {name}, user: admin}}}}]\n\
+                 current-context: {name}\n"
+            ),
+        )?;
+        Ok(Cluster {
+            name: name.to_owned(),
+            port,
+            kubeconfig,
+            process,
+        })
+    }
+
+    /// The cluster called `name`.
+    pub fn cluster(&self, name: &str) -> &Cluster {
+        self.clusters
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no cluster {name} in this fleet"))
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for c in &mut self.clusters {
+            c.kill();
+        }
+        let _ = self.etcd.kill();
+        let _ = self.etcd.wait();
+        if std::thread::panicking() {
+            // Keep the logs of a failed test for a post-mortem.
+            if let Some(tmp) = self._tmp.take() {
+                eprintln!("e2e logs kept in {}", tmp.keep().display());
+            }
+        }
+    }
+}
+
+async fn wait_ready(c: &Cluster) -> Result<Client> {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let attempt = async {
+            let client = c.client().await?;
+            client.apiserver_version().await?;
+            Ok::<_, FleetError>(client)
+        };
+        match attempt.await {
+            Ok(client) => return Ok(client),
+            Err(e) if Instant::now() > deadline => {
+                return Err(FleetError::Start(format!(
+                    "API server {} not ready after 90s: {e}",
+                    c.name
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// There is no controller-manager to create `default`; tests need it and the
+/// namespace OpenShift Gateways live in.
+pub async fn create_namespaces(client: &Client, names: &[&str]) -> Result<()> {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        api.patch(name, &PatchParams::apply("gwhub-tests"), &Patch::Apply(&ns))
+            .await?;
+    }
+    Ok(())
+}
+
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| FleetError::Io {
+        what: "bind a free port".into(),
+        source,
+    })?;
+    Ok(l.local_addr().map(|a| a.port()).unwrap_or(0))
+}
+
+fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
+    let out = std::fs::File::create(log).map_err(|source| FleetError::Io {
+        what: format!("create {}", log.display()),
+        source,
+    })?;
+    let err = out.try_clone().map_err(|source| FleetError::Io {
+        what: "dup log".into(),
+        source,
+    })?;
+    cmd.stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|source| FleetError::Io {
+            what: format!("spawn {:?}", cmd.get_program()),
+            source,
+        })
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.output().map_err(|source| FleetError::Io {
+        what: format!("run {:?}", cmd.get_program()),
+        source,
+    })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(FleetError::Start(format!(
+            "{:?} failed: {}",
+            cmd.get_program(),
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|source| FleetError::Io {
+        what: format!("write {}", path.display()),
+        source,
+    })
+}
+
+/// A temporary directory removed on drop (unless kept for a post-mortem).
+struct TempDir(Option<PathBuf>);
+
+impl TempDir {
+    fn new(prefix: &str) -> Result<Self> {
+        let base = std::env::temp_dir();
+        for n in 0..1000u32 {
+            let p = base.join(format!("{prefix}-{}-{n}", std::process::id()));
+            if std::fs::create_dir(&p).is_ok() {
+                return Ok(TempDir(Some(p)));
+            }
+        }
+        Err(FleetError::Start(
+            "could not create a temporary directory".into(),
+        ))
+    }
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new("/nonexistent"))
+    }
+    fn keep(mut self) -> PathBuf {
+        self.0.take().unwrap_or_default()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}

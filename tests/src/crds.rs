@@ -1,0 +1,217 @@
+//! The CRDs the tests run against: the upstream files in `../shared/crds`
+//! when they are there (Gateway API v1.5.1, OpenShift), made loadable by API
+//! server 1.20 (no CEL, no empty-string defaults); otherwise CRDs generated
+//! from the Rust types with the upstream limits added in code.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::Value;
+
+use crate::apiserver::FleetError;
+
+/// `GWHUB_CRDS_DIR`, else `../shared/crds` beside the project.
+pub fn upstream_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("GWHUB_CRDS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/crds"))
+        });
+    dir.is_dir().then_some(dir)
+}
+
+/// Every CRD the tests need, ready for API server 1.20.
+pub fn load() -> Result<Vec<Value>, FleetError> {
+    let mut crds = match upstream_dir() {
+        Some(dir) => {
+            let objs =
+                gwhub_common::read_paths(&[dir.join("gateway-api-v1.5.1"), dir.join("openshift")])
+                    .map_err(|e| FleetError::Start(e.to_string()))?;
+            objs.into_iter()
+                .filter(|o| o.kind == "CustomResourceDefinition")
+                .map(|o| o.value)
+                .collect()
+        }
+        None => generated(),
+    };
+    for crd in &mut crds {
+        sanitize(crd);
+    }
+    Ok(crds)
+}
+
+/// Removes what API server 1.20 cannot load: CEL rules and `default: ""`.
+pub fn sanitize(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            map.remove("x-kubernetes-validations");
+            if map.get("default") == Some(&Value::String(String::new())) {
+                map.remove("default");
+            }
+            map.values_mut().for_each(sanitize);
+        }
+        Value::Array(items) => items.iter_mut().for_each(sanitize),
+        _ => {}
+    }
+}
+
+/// CRDs from the Rust types, for a clone without `../shared`. The crate's
+/// schema lacks the upstream limits and list markers, so they are added here.
+pub fn generated() -> Vec<Value> {
+    use gateway_api::apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway};
+    let mut gateway = serde_json::to_value(Gateway::crd()).unwrap_or_default();
+    if let Some(status) =
+        gateway.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/status/properties")
+    {
+        set_list(status, "addresses", 16, None);
+        set_list(status, "conditions", 8, Some("type"));
+        set_list(status, "listeners", 64, Some("name"));
+        limit_conditions(status.pointer_mut("/conditions/items/properties"));
+        if let Some(value) = status
+            .pointer_mut("/addresses/items/properties/value")
+            .and_then(Value::as_object_mut)
+        {
+            value.insert("minLength".into(), 1.into());
+            value.insert("maxLength".into(), 253.into());
+        }
+        if let Some(items) = status.pointer_mut("/listeners/items/properties") {
+            set_list(items, "conditions", 8, Some("type"));
+            limit_conditions(items.pointer_mut("/conditions/items/properties"));
+            set_list(items, "supportedKinds", 8, None);
+            if let Some(name) = items.get_mut("name").and_then(Value::as_object_mut) {
+                name.insert("maxLength".into(), 253.into());
+                name.insert(
+                    "pattern".into(),
+                    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$".into(),
+                );
+            }
+        }
+    }
+    let mut class = serde_json::to_value(GatewayClass::crd()).unwrap_or_default();
+    use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
+    let mut openshift: Vec<Value> = [DNSRecord::crd(), DNS::crd(), Infrastructure::crd()]
+        .into_iter()
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .collect();
+    for crd in openshift.iter_mut() {
+        drop_null_enum_values(crd);
+        // openshift.io groups also require the approval annotation.
+        crd["metadata"]["annotations"] = serde_json::json!({
+            "api-approved.openshift.io": "https://github.com/openshift/api/pull/1"
+        });
+    }
+    for crd in [&mut gateway, &mut class] {
+        drop_null_enum_values(crd);
+        // Groups under k8s.io must carry the approval annotation upstream uses.
+        crd["metadata"]["annotations"] = serde_json::json!({
+            "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/3328"
+        });
+    }
+    let mut all = vec![gateway, class];
+    all.extend(openshift);
+    all
+}
+
+/// schemars lists `null` among the values of an optional enum; structural
+/// schemas express that with `nullable` instead, and API servers reject `null`.
+fn drop_null_enum_values(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            if let Some(Value::Array(values)) = map.get_mut("enum")
+                && values.iter().any(Value::is_null)
+            {
+                values.retain(|v| !v.is_null());
+                map.insert("nullable".into(), true.into());
+            }
+            map.values_mut().for_each(drop_null_enum_values);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_enum_values),
+        _ => {}
+    }
+}
+
+/// metav1.Condition's validation, as every upstream CRD carries it.
+fn limit_conditions(props: Option<&mut Value>) {
+    let Some(props) = props else { return };
+    let mut set = |field: &str, rules: Value| {
+        if let (Some(target), Value::Object(rules)) =
+            (props.get_mut(field).and_then(Value::as_object_mut), rules)
+        {
+            target.extend(rules);
+        }
+    };
+    set("message", serde_json::json!({"maxLength": 32768}));
+    set(
+        "reason",
+        serde_json::json!({"minLength": 1, "maxLength": 1024,
+            "pattern": "^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"}),
+    );
+    set(
+        "type",
+        serde_json::json!({"maxLength": 316,
+            "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"}),
+    );
+    set(
+        "status",
+        serde_json::json!({"enum": ["True", "False", "Unknown"]}),
+    );
+    set("observedGeneration", serde_json::json!({"minimum": 0}));
+}
+
+fn set_list(props: &mut Value, field: &str, max: u64, key: Option<&str>) {
+    let Some(list) = props.get_mut(field).and_then(Value::as_object_mut) else {
+        return;
+    };
+    list.insert("maxItems".into(), max.into());
+    match key {
+        Some(k) => {
+            list.insert("x-kubernetes-list-type".into(), "map".into());
+            list.insert("x-kubernetes-list-map-keys".into(), vec![k].into());
+        }
+        None => {
+            list.insert("x-kubernetes-list-type".into(), "atomic".into());
+        }
+    }
+}
+
+/// Applies the CRDs and waits until each is established and served.
+pub async fn install(client: &Client) -> Result<(), FleetError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply("gwhub-tests").force();
+    let mut names = Vec::new();
+    for crd in load()? {
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        api.patch(&name, &pp, &Patch::Apply(&crd)).await?;
+        names.push(name);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for name in names {
+        loop {
+            let crd = api.get(&name).await?;
+            let established = crd
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(FleetError::Start(format!(
+                    "CRD {name} not established after 60s"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,9 @@
+#![forbid(unsafe_code)]
+//! End-to-end test support: real etcd and kube-apiserver processes (one API
+//! server per simulated cluster, all on one etcd), the upstream CRDs installed
+//! into them, and clients for the tests. Nothing here is mocked.
+
+pub mod apiserver;
+pub mod crds;
+
+pub use apiserver::{Fleet, FleetError};

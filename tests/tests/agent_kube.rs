@@ -1,0 +1,886 @@
+//! Issue #6, agent side: `gwhub-agent` in Kubernetes mode against real API
+//! servers. The other actors are simulated with their own field managers: an
+//! Istio-like Gateway controller, a load balancer controller patching the
+//! Service status, a DNS controller patching DNSRecord status, and the
+//! service-controller's `SyncLoadBalancerFailed` Events.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gateway_api::apis::standard::gatewayclasses::GatewayClass;
+use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_agent::controller::{self, Metrics, Settings};
+use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
+use gwhub_agent::runtime::{GatewayKey, GatewayStore};
+use gwhub_agent::scope::Options;
+use gwhub_tests::apiserver::{Fleet, require_assets};
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "openshift-ingress";
+const CONTROLLER: &str = "openshift.io/gateway-controller/v1";
+const CLASS: &str = "openshift-default";
+const HOST: &str = "*.apps.example.com";
+/// Bound on every wait for the agent to react.
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------- actors
+
+fn tests_manager() -> PatchParams {
+    PatchParams::apply("gwhub-tests").force()
+}
+
+async fn apply<K>(api: &Api<K>, name: &str, body: Value)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + serde::Serialize,
+{
+    api.patch(name, &tests_manager(), &Patch::Apply(&body))
+        .await
+        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+}
+
+/// A status apply by another controller (its own field manager, forced as a
+/// controller owning those fields would).
+async fn apply_status<K>(api: &Api<K>, manager: &str, name: &str, body: Value)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(
+        name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{manager} status apply {name}: {e}"));
+}
+
+async fn gateway_class(client: &Client, name: &str, controller_name: &str) {
+    apply(
+        &Api::<GatewayClass>::all(client.clone()),
+        name,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+               "metadata": {"name": name}, "spec": {"controllerName": controller_name}}),
+    )
+    .await;
+}
+
+async fn gateway(client: &Client, ns: &str, name: &str, class: &str, extra_port: Option<i32>) {
+    let mut listeners = vec![
+        json!({"name": "https", "hostname": HOST, "port": 443, "protocol": "HTTP"}),
+        json!({"name": "plain", "port": 8080, "protocol": "HTTP"}),
+    ];
+    if let Some(p) = extra_port {
+        listeners.push(json!({"name": "extra", "port": p, "protocol": "HTTP"}));
+    }
+    apply(
+        &Api::<Gateway>::namespaced(client.clone(), ns),
+        name,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"gatewayClassName": class, "listeners": listeners}}),
+    )
+    .await;
+}
+
+async fn dns_config(client: &Client, zones: bool) {
+    let api = Api::<DNS>::all(client.clone());
+    if zones {
+        apply(
+            &api,
+            "cluster",
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS",
+                   "metadata": {"name": "cluster"},
+                   "spec": {"baseDomain": "example.com", "publicZone": {"id": "Z1"}}}),
+        )
+        .await;
+    } else {
+        // API server 1.20 turns a field dropped from an apply into a null
+        // this CRD rejects; a merge patch removes it.
+        api.patch(
+            "cluster",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"publicZone": null, "privateZone": null}})),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+async fn infrastructure(client: &Client, platform: &str) {
+    let api = Api::<Infrastructure>::all(client.clone());
+    apply(
+        &api,
+        "cluster",
+        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+               "metadata": {"name": "cluster"}, "spec": {}}),
+    )
+    .await;
+    apply_status(
+        &api,
+        "installer",
+        "cluster",
+        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+               "metadata": {"name": "cluster"},
+               "status": {"platform": platform, "platformStatus": {"type": platform}}}),
+    )
+    .await;
+}
+
+async fn service(client: &Client, gw: &str) -> Service {
+    let api = Api::<Service>::namespaced(client.clone(), NS);
+    let name = format!("{gw}-lb");
+    apply(
+        &api,
+        &name,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": NS,
+                            "labels": {"gateway.networking.k8s.io/gateway-name": gw}},
+               "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}),
+    )
+    .await;
+    api.get(&name).await.unwrap()
+}
+
+/// The load balancer controller provisions the Service's address.
+async fn provision(client: &Client, svc: &str) {
+    apply_status(
+        &Api::<Service>::namespaced(client.clone(), NS),
+        "lb-controller",
+        svc,
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc},
+               "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}}),
+    )
+    .await;
+}
+
+/// The service-controller reports a provisioning failure.
+async fn sync_failed_event(client: &Client, svc: &Service, message: &str) {
+    let name = svc.metadata.name.clone().unwrap();
+    let ev: Event = serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}.sync-failed"), "namespace": NS},
+        "involvedObject": {"kind": "Service", "apiVersion": "v1", "namespace": NS,
+                           "name": name, "uid": svc.metadata.uid},
+        "reason": "SyncLoadBalancerFailed", "message": message, "type": "Warning",
+        "source": {"component": "service-controller"},
+        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
+        "count": 1
+    }))
+    .unwrap();
+    Api::<Event>::namespaced(client.clone(), NS)
+        .create(&PostParams::default(), &ev)
+        .await
+        .unwrap();
+}
+
+async fn dns_record(client: &Client, gw: &str, policy: &str) {
+    let name = format!("{gw}-wildcard");
+    apply(
+        &Api::<DNSRecord>::namespaced(client.clone(), NS),
+        &name,
+        json!({"apiVersion": "ingress.operator.openshift.io/v1", "kind": "DNSRecord",
+               "metadata": {"name": name, "namespace": NS,
+                            "labels": {"gateway.networking.k8s.io/gateway-name": gw}},
+               "spec": {"dnsName": format!("{HOST}."), "recordType": "CNAME", "recordTTL": 30,
+                        "targets": ["lb.example.com"], "dnsManagementPolicy": policy}}),
+    )
+    .await;
+}
+
+/// The DNS controller reports the record's state in zone Z1.
+async fn publish(client: &Client, gw: &str, status: &str, message: &str) {
+    let name = format!("{gw}-wildcard");
+    apply_status(
+        &Api::<DNSRecord>::namespaced(client.clone(), NS),
+        "dns-controller",
+        &name,
+        json!({"apiVersion": "ingress.operator.openshift.io/v1", "kind": "DNSRecord",
+               "metadata": {"name": name},
+               "status": {"zones": [{"dnsZone": {"id": "Z1"}, "conditions": [
+                   {"type": "Published", "status": status, "reason": "ProviderSaid",
+                    "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}}),
+    )
+    .await;
+}
+
+/// What the Istio-like controller writes (manager `istio`): Accepted and
+/// Programmed, every listener with attachedRoutes, supportedKinds and its
+/// own conditions, and the addresses.
+fn istio_status(routes: i32, programmed_message: &str) -> Value {
+    let c = |t: &str, msg: &str| {
+        json!({"type": t, "status": "True", "reason": t, "message": msg,
+               "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    };
+    let listener = |name: &str| {
+        json!({"name": name, "attachedRoutes": routes,
+               "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+               "conditions": [c("Accepted", ""), c("Programmed", ""), c("ResolvedRefs", "")]})
+    };
+    json!({"conditions": [c("Accepted", "istio accepted"), c("Programmed", programmed_message)],
+           "listeners": [listener("https"), listener("plain")],
+           "addresses": [{"type": "IPAddress", "value": "192.0.2.10"},
+                         {"type": "Hostname", "value": "lb.example.com"}]})
+}
+
+async fn istio_writes(client: &Client, gw: &str, routes: i32, programmed_message: &str) {
+    apply_status(
+        &Api::<Gateway>::namespaced(client.clone(), NS),
+        "istio",
+        gw,
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": gw}, "status": istio_status(routes, programmed_message)}),
+    )
+    .await;
+}
+
+// ---------------------------------------------------------------- reading
+
+/// `(status, reason, observedGeneration, message)` of a condition.
+type Seen = (String, String, Option<i64>, String);
+
+fn find(list: &[Value], t: &str) -> Option<Seen> {
+    list.iter().find(|c| c["type"] == t).map(|c| {
+        (
+            c["status"].as_str().unwrap_or_default().to_owned(),
+            c["reason"].as_str().unwrap_or_default().to_owned(),
+            c["observedGeneration"].as_i64(),
+            c["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    })
+}
+
+fn status_of(gw: &Gateway) -> Value {
+    serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap()
+}
+
+fn gw_cond(gw: &Gateway, t: &str) -> Option<Seen> {
+    find(status_of(gw)["conditions"].as_array()?, t)
+}
+
+fn listener_cond(gw: &Gateway, listener: &str, t: &str) -> Option<Seen> {
+    let status = status_of(gw);
+    let l = status["listeners"]
+        .as_array()?
+        .iter()
+        .find(|l| l["name"] == listener)?
+        .clone();
+    find(l["conditions"].as_array()?, t)
+}
+
+fn sr(seen: &Option<Seen>) -> Option<(&str, &str)> {
+    seen.as_ref().map(|(s, r, _, _)| (s.as_str(), r.as_str()))
+}
+
+/// Polls the Gateway until `ok` holds, for at most [`WAIT`].
+async fn wait_gw(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    ok: impl Fn(&Gateway) -> bool,
+) -> Gateway {
+    let api = Api::<Gateway>::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let gw = api.get(name).await.unwrap();
+        if ok(&gw) {
+            return gw;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{ns}/{name}: timed out waiting for {what}; status:\n{}",
+            serde_json::to_string_pretty(&status_of(&gw)).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_lb(client: &Client, gw: &str, reason: &str) -> Gateway {
+    wait_gw(
+        client,
+        NS,
+        gw,
+        &format!("LoadBalancerReady {reason}"),
+        |g| sr(&gw_cond(g, "LoadBalancerReady")).is_some_and(|(_, r)| r == reason),
+    )
+    .await
+}
+
+async fn wait_dns(
+    client: &Client,
+    gw: &str,
+    managed: (&str, &str),
+    ready: (&str, &str),
+) -> Gateway {
+    wait_gw(
+        client,
+        NS,
+        gw,
+        &format!("DNSManaged {managed:?}, DNSReady {ready:?}"),
+        |g| {
+            sr(&listener_cond(g, "https", "DNSManaged")) == Some(managed)
+                && sr(&listener_cond(g, "https", "DNSReady")) == Some(ready)
+        },
+    )
+    .await
+}
+
+/// The agent's three condition types nowhere in the Gateway's status.
+fn none_of_ours(gw: &Gateway) -> bool {
+    let text = serde_json::to_string(&status_of(gw)).unwrap();
+    !["LoadBalancerReady", "DNSManaged", "DNSReady"]
+        .iter()
+        .any(|t| text.contains(t))
+}
+
+// ---------------------------------------------------------------- agents
+
+/// The controller in-process, feeding a store as the hub client would read it.
+struct Agent {
+    store: Arc<GatewayStore>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Agent {
+    fn start(client: &Client, write: bool) -> Self {
+        let mut settings = Settings::new(Options::default());
+        settings.write_local_status = write;
+        let (store, metrics, stop) = (
+            Arc::new(GatewayStore::default()),
+            Arc::new(Metrics::default()),
+            CancellationToken::new(),
+        );
+        let task = tokio::spawn(controller::run(
+            client.clone(),
+            settings,
+            store.clone(),
+            metrics.clone(),
+            stop.clone(),
+        ));
+        Agent {
+            store,
+            metrics,
+            stop,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("controller stops on shutdown")
+            .unwrap();
+    }
+}
+
+async fn cluster(name: &str) -> (Fleet, Client) {
+    let fleet = Fleet::start(&[name]).await.expect("start fleet");
+    let client = fleet.cluster(name).client().await.unwrap();
+    (fleet, client)
+}
+
+/// A cluster with our GatewayClass, DNS config with zone Z1 and an AWS
+/// Infrastructure.
+async fn aws_cluster(name: &str) -> (Fleet, Client) {
+    let (fleet, client) = cluster(name).await;
+    gateway_class(&client, CLASS, CONTROLLER).await;
+    dns_config(&client, true).await;
+    infrastructure(&client, "AWS").await;
+    (fleet, client)
+}
+
+// ---------------------------------------------------------------- tests
+
+/// Every LoadBalancerReady and DNS reason, driven by the simulated
+/// controllers, reaches the Gateway on a real API server.
+#[tokio::test]
+async fn every_reason_end_to_end() {
+    if !require_assets("every_reason_end_to_end") {
+        return;
+    }
+    let (_fleet, client) = aws_cluster("reasons").await;
+    let agent = Agent::start(&client, true);
+    gateway(&client, NS, "gw", CLASS, None).await;
+
+    let g = wait_lb(&client, "gw", "ServiceNotFound").await;
+    let g2 = wait_dns(
+        &client,
+        "gw",
+        ("True", "Normal"),
+        ("False", "RecordNotFound"),
+    )
+    .await;
+    assert!(
+        listener_cond(&g2, "plain", "DNSReady").is_none(),
+        "no hostname, no DNS conditions"
+    );
+    assert_eq!(gw_cond(&g, "LoadBalancerReady").unwrap().2, Some(1));
+
+    let svc = service(&client, "gw").await;
+    wait_lb(&client, "gw", "LoadBalancerPending").await;
+    sync_failed_event(&client, &svc, "quota exceeded").await;
+    let g = wait_lb(&client, "gw", "SyncLoadBalancerFailed").await;
+    let msg = gw_cond(&g, "LoadBalancerReady").unwrap().3;
+    assert!(
+        msg.contains("quota exceeded") && msg.contains("cloud-controller-manager"),
+        "{msg}"
+    );
+    provision(&client, "gw-lb").await;
+    let g = wait_lb(&client, "gw", "LoadBalancerProvisioned").await;
+    assert_eq!(
+        sr(&gw_cond(&g, "LoadBalancerReady")),
+        Some(("True", "LoadBalancerProvisioned"))
+    );
+
+    dns_record(&client, "gw", "Managed").await;
+    wait_dns(&client, "gw", ("True", "Normal"), ("False", "NoZones")).await;
+    publish(&client, "gw", "Unknown", "").await;
+    wait_dns(&client, "gw", ("True", "Normal"), ("False", "UnknownZones")).await;
+    publish(&client, "gw", "False", "throttled by provider").await;
+    let g = wait_dns(&client, "gw", ("True", "Normal"), ("False", "FailedZones")).await;
+    let msg = listener_cond(&g, "https", "DNSReady").unwrap().3;
+    assert!(
+        msg.contains("Z1") && msg.contains("throttled by provider"),
+        "{msg}"
+    );
+    publish(&client, "gw", "True", "").await;
+    wait_dns(&client, "gw", ("True", "Normal"), ("True", "NoFailedZones")).await;
+    dns_record(&client, "gw", "Unmanaged").await;
+    wait_dns(
+        &client,
+        "gw",
+        ("True", "Normal"),
+        ("Unknown", "UnmanagedDNS"),
+    )
+    .await;
+
+    dns_config(&client, false).await;
+    wait_dns(
+        &client,
+        "gw",
+        ("False", "NoDNSZones"),
+        ("False", "NoDNSZones"),
+    )
+    .await;
+    infrastructure(&client, "None").await;
+    wait_dns(
+        &client,
+        "gw",
+        ("False", "UnsupportedPlatform"),
+        ("False", "UnsupportedPlatform"),
+    )
+    .await;
+
+    // The store the hub client streams holds the status as written.
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    let streamed = agent
+        .store
+        .get(&GatewayKey::new(NS, "gw"))
+        .expect("streamed");
+    assert!(agent.store.is_ready());
+    assert_eq!(
+        sr(&listener_cond(&streamed, "https", "DNSReady")),
+        sr(&listener_cond(&live, "https", "DNSReady"))
+    );
+    assert!(Metrics::get(&agent.metrics.writes) >= 10);
+    agent.stop().await;
+}
+
+/// An Istio-like writer (manager `istio`) and the agent write the same
+/// Gateways, in both orders and then concurrently; afterwards every Istio
+/// field is as Istio last wrote it and our conditions are there.
+#[tokio::test]
+async fn istio_writer_and_agent_keep_each_others_fields() {
+    if !require_assets("istio_writer_and_agent_keep_each_others_fields") {
+        return;
+    }
+    let (_fleet, client) = aws_cluster("coexist").await;
+    for gw in ["istio-first", "agent-first"] {
+        service(&client, gw).await;
+        provision(&client, &format!("{gw}-lb")).await;
+        dns_record(&client, gw, "Managed").await;
+        publish(&client, gw, "True", "").await;
+    }
+    // Order 1: Istio has written before the agent starts.
+    gateway(&client, NS, "istio-first", CLASS, None).await;
+    istio_writes(&client, "istio-first", 1, "istio programmed").await;
+    let agent = Agent::start(&client, true);
+    wait_dns(
+        &client,
+        "istio-first",
+        ("True", "Normal"),
+        ("True", "NoFailedZones"),
+    )
+    .await;
+    // Order 2: the agent writes first, Istio after.
+    gateway(&client, NS, "agent-first", CLASS, None).await;
+    wait_dns(
+        &client,
+        "agent-first",
+        ("True", "Normal"),
+        ("True", "NoFailedZones"),
+    )
+    .await;
+    istio_writes(&client, "agent-first", 1, "istio programmed").await;
+
+    // Concurrently: Istio keeps rewriting (routes and message change) while
+    // the DNS controller flips the record, so the agent keeps writing too.
+    let istio = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            for i in 0..15 {
+                for gw in ["istio-first", "agent-first"] {
+                    istio_writes(&client, gw, 2 + i % 3, &format!("istio round {i}")).await;
+                }
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            for gw in ["istio-first", "agent-first"] {
+                istio_writes(&client, gw, 7, "istio final").await;
+            }
+        })
+    };
+    for i in 0..10 {
+        for gw in ["istio-first", "agent-first"] {
+            let status = if i % 2 == 0 { "False" } else { "True" };
+            publish(&client, gw, status, &format!("round {i}")).await;
+        }
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    istio.await.unwrap();
+    for gw in ["istio-first", "agent-first"] {
+        publish(&client, gw, "True", "").await;
+    }
+
+    let want = istio_status(7, "istio final");
+    for gw in ["istio-first", "agent-first"] {
+        wait_dns(&client, gw, ("True", "Normal"), ("True", "NoFailedZones")).await;
+        let g = wait_gw(&client, NS, gw, "LoadBalancerReady", |g| {
+            sr(&gw_cond(g, "LoadBalancerReady")) == Some(("True", "LoadBalancerProvisioned"))
+        })
+        .await;
+        let have = status_of(&g);
+        assert_eq!(have["addresses"], want["addresses"], "{gw}: addresses");
+        for t in ["Accepted", "Programmed"] {
+            assert_eq!(
+                find(have["conditions"].as_array().unwrap(), t),
+                find(want["conditions"].as_array().unwrap(), t),
+                "{gw}: {t}"
+            );
+        }
+        for (l, wl) in ["https", "plain"]
+            .iter()
+            .zip(want["listeners"].as_array().unwrap())
+        {
+            let hl = have["listeners"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == *l)
+                .unwrap_or_else(|| panic!("{gw}: listener {l} gone"));
+            assert_eq!(
+                hl["attachedRoutes"], wl["attachedRoutes"],
+                "{gw}/{l}: attachedRoutes"
+            );
+            assert_eq!(
+                hl["supportedKinds"], wl["supportedKinds"],
+                "{gw}/{l}: supportedKinds"
+            );
+            for t in ["Accepted", "Programmed", "ResolvedRefs"] {
+                assert_eq!(
+                    find(hl["conditions"].as_array().unwrap(), t),
+                    find(wl["conditions"].as_array().unwrap(), t),
+                    "{gw}/{l}: {t}"
+                );
+            }
+        }
+        assert!(listener_cond(&g, "plain", "DNSReady").is_none());
+        // Istio's fields stayed Istio's: our manager owns none of them.
+        let managed = g.metadata.managed_fields.clone().unwrap_or_default();
+        let ours = managed
+            .iter()
+            .find(|m| m.manager.as_deref() == Some("gwhub-agent"))
+            .expect("gwhub-agent manages some fields");
+        let owned = serde_json::to_string(&ours.fields_v1).unwrap();
+        assert!(
+            !owned.contains("addresses") && !owned.contains("supportedKinds"),
+            "{owned}"
+        );
+        assert!(
+            !owned.contains("Programmed") && !owned.contains("Accepted"),
+            "{owned}"
+        );
+    }
+    agent.stop().await;
+}
+
+/// With `--write-local-status=false` the agent computes and streams but
+/// never writes; with too many conditions already there it skips and says so.
+#[tokio::test]
+async fn read_only_mode_and_condition_limit() {
+    if !require_assets("read_only_mode_and_condition_limit") {
+        return;
+    }
+    let (_fleet, client) = aws_cluster("readonly").await;
+    gateway(&client, NS, "gw", CLASS, None).await;
+    let agent = Agent::start(&client, false);
+    let key = GatewayKey::new(NS, "gw");
+    let deadline = Instant::now() + WAIT;
+    while agent
+        .store
+        .get(&key)
+        .is_none_or(|g| gw_cond(&g, "LoadBalancerReady").is_none())
+    {
+        assert!(Instant::now() < deadline, "nothing streamed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let streamed = agent.store.get(&key).unwrap();
+    assert_eq!(
+        sr(&gw_cond(&streamed, "LoadBalancerReady")),
+        Some(("False", "ServiceNotFound"))
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert!(none_of_ours(&live), "read-only mode wrote the Gateway");
+    assert_eq!(Metrics::get(&agent.metrics.writes), 0);
+    agent.stop().await;
+
+    // Eight conditions of other writers (the CRD defaults Accepted and
+    // Programmed on create, plus six): ours has no room.
+    gateway(&client, NS, "full", CLASS, None).await;
+    let conds: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({"type": format!("Vendor{i}"), "status": "True", "reason": "R", "message": "",
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"})
+        })
+        .collect();
+    apply_status(
+        &Api::<Gateway>::namespaced(client.clone(), NS),
+        "istio",
+        "full",
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "full"}, "status": {"conditions": conds}}),
+    )
+    .await;
+    let agent = Agent::start(&client, true);
+    // Its listeners still get DNS conditions; the Gateway list has no room.
+    let g = wait_dns(
+        &client,
+        "full",
+        ("True", "Normal"),
+        ("False", "RecordNotFound"),
+    )
+    .await;
+    assert!(gw_cond(&g, "LoadBalancerReady").is_none());
+    let events = wait_event(&client, "full", "ConditionLimitReached").await;
+    assert!(events.contains("LoadBalancerReady"), "{events}");
+    assert!(Metrics::get(&agent.metrics.condition_limit) >= 1);
+    agent.stop().await;
+}
+
+/// Messages of the Events (either API) about Gateway `name` with `reason`,
+/// waited for up to [`WAIT`].
+async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
+    let api = Api::<Event>::namespaced(client.clone(), NS);
+    let lp = ListParams::default().fields(&format!("involvedObject.name={name},reason={reason}"));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let items = api.list(&lp).await.unwrap().items;
+        if let Some(e) = items.iter().find(|e| {
+            e.reporting_component.as_deref() == Some("gwhub-agent")
+                && e.involved_object.kind.as_deref() == Some("Gateway")
+        }) {
+            return e.message.clone().unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "no {reason} Event on {name}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+// ---------------------------------------------------------------- binary
+
+/// The `gwhub-agent` binary, built if needed (a test crate cannot depend on
+/// another package's binary). `GWHUB_AGENT_BIN` overrides.
+fn agent_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("GWHUB_AGENT_BIN") {
+        return PathBuf::from(p);
+    }
+    let workspace = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .current_dir(&workspace)
+        .args(["build", "-q", "-p", "gwhub-agent", "--bin", "gwhub-agent"])
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build -p gwhub-agent failed");
+    // target/debug/deps/agent_kube-* -> target/debug/gwhub-agent
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("gwhub-agent"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| panic!("gwhub-agent not found beside {}", exe.display()))
+}
+
+struct Process(std::process::Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn scrape(port: u16) -> BTreeMap<String, u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text.lines()
+        .filter(|l| l.starts_with("gwhub_agent_"))
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_owned(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The real binary against a real API server: the missing DNS config is an
+/// error (Event, no DNS condition) until it appears; only in-scope Gateways
+/// are written; observedGeneration follows the spec; a quiet cluster (or a
+/// change that changes nothing) gets no write.
+#[tokio::test]
+async fn binary_scope_generation_quiet_and_missing_config() {
+    if !require_assets("binary_scope_generation_quiet_and_missing_config") {
+        return;
+    }
+    let bin = agent_binary();
+    let (fleet, client) = cluster("bin").await;
+    gateway_class(&client, CLASS, CONTROLLER).await;
+    gateway_class(&client, "other", "example.com/other-controller").await;
+    infrastructure(&client, "AWS").await;
+    gateway(&client, NS, "in", CLASS, None).await;
+    gateway(&client, NS, "other-class", "other", None).await;
+    gateway(&client, "default", "elsewhere", CLASS, None).await;
+    service(&client, "in").await;
+    provision(&client, "in-lb").await;
+
+    let metrics_port = free_port();
+    let _agent = Process(
+        std::process::Command::new(&bin)
+            .args([
+                "run",
+                "--insecure",
+                "--cluster",
+                "bin",
+                "--hub",
+                "http://127.0.0.1:1",
+            ])
+            .arg("--kubeconfig")
+            .arg(&fleet.cluster("bin").kubeconfig)
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(fleet.dir.join("gwhub-agent.log")).unwrap())
+            .spawn()
+            .expect("start gwhub-agent"),
+    );
+
+    // No DNS config: an Event says so and nothing is written.
+    let note = wait_event(&client, "in", "ClusterConfigMissing").await;
+    assert!(note.contains("dnses.config.openshift.io/cluster"), "{note}");
+    let gws = Api::<Gateway>::namespaced(client.clone(), NS);
+    assert!(none_of_ours(&gws.get("in").await.unwrap()));
+    assert!(scrape(metrics_port).await["gwhub_agent_cluster_config_errors_total"] >= 1);
+
+    // The config appears: conditions follow.
+    dns_config(&client, true).await;
+    wait_lb(&client, "in", "LoadBalancerProvisioned").await;
+    let g = wait_dns(
+        &client,
+        "in",
+        ("True", "Normal"),
+        ("False", "RecordNotFound"),
+    )
+    .await;
+    assert_eq!(g.metadata.generation, Some(1));
+
+    // Generation bump: every condition of ours follows.
+    gateway(&client, NS, "in", CLASS, Some(9090)).await;
+    let g = wait_gw(&client, NS, "in", "observedGeneration 2", |g| {
+        gw_cond(g, "LoadBalancerReady").is_some_and(|c| c.2 == Some(2))
+            && listener_cond(g, "https", "DNSReady").is_some_and(|c| c.2 == Some(2))
+            && listener_cond(g, "https", "DNSManaged").is_some_and(|c| c.2 == Some(2))
+    })
+    .await;
+    assert_eq!(g.metadata.generation, Some(2));
+    assert!(listener_cond(&g, "extra", "DNSReady").is_none());
+
+    // Quiet: nothing changes for a while, and a change that does not change
+    // our result (an annotation on the Service) writes nothing either.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rv = gws.get("in").await.unwrap().metadata.resource_version;
+    let before = scrape(metrics_port).await;
+    Api::<Service>::namespaced(client.clone(), NS)
+        .patch(
+            "in-lb",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = scrape(metrics_port).await;
+    assert_eq!(
+        gws.get("in").await.unwrap().metadata.resource_version,
+        rv,
+        "a no-op was written"
+    );
+    assert_eq!(
+        before["gwhub_agent_status_writes_total"],
+        after["gwhub_agent_status_writes_total"]
+    );
+    assert!(
+        after["gwhub_agent_reconciles_total"] > before["gwhub_agent_reconciles_total"],
+        "the Service change was evaluated"
+    );
+    assert!(
+        after["gwhub_agent_status_writes_skipped_total"]
+            > before["gwhub_agent_status_writes_skipped_total"]
+    );
+
+    // Out of scope: other controller, other namespace.
+    assert!(none_of_ours(&gws.get("other-class").await.unwrap()));
+    let elsewhere = Api::<Gateway>::namespaced(client.clone(), "default")
+        .get("elsewhere")
+        .await
+        .unwrap();
+    assert!(none_of_ours(&elsewhere));
+}

@@ -1,0 +1,774 @@
+//! Issue #6, hub side: `gwhub serve` in Kubernetes mode against a real
+//! kube-apiserver. A tiny test agent streams reports over loopback gRPC; the
+//! tests check what the API server holds: the hub Gateways' status (accepted,
+//! aggregated, other writers' conditions kept), the `ClusterReport` store, a
+//! restart that restores from the store without a wrong intermediate status,
+//! and a second replica that stays passive.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::{
+    Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+    GatewayStatusListenersSupportedKinds,
+};
+use gwhub::kube::leader::LeaseConfig;
+use gwhub::kube::metrics::Metrics;
+use gwhub::kube::reports::{ClusterReport, object_name};
+use gwhub::kube::status_writer::same_status;
+use gwhub::kube::{KubeHub, KubeOptions};
+use gwhub::serve::HubConfig;
+use gwhub_common::conditions::{Condition, new};
+use gwhub_proto::convert::status_to_proto;
+use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
+use gwhub_tests::apiserver::{Fleet, require_assets};
+use jiff::Timestamp;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+const NS: &str = "default";
+const OWN: &str = "kuadrant.io/MultiClusterAggregated";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn manifests() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"))
+}
+
+// ---- a tiny agent ---------------------------------------------------------
+
+struct Agent {
+    tx: mpsc::Sender<v1::AgentMessage>,
+    rx: tonic::Streaming<v1::HubMessage>,
+    seq: u64,
+}
+
+fn msg(m: agent_message::Message) -> v1::AgentMessage {
+    v1::AgentMessage { message: Some(m) }
+}
+
+impl Agent {
+    async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
+        let mut client = IngestClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(msg(agent_message::Message::Hello(v1::Hello {
+            agent_version: "hub-kube-test".into(),
+            capabilities: vec![],
+            cluster: cluster.into(),
+        })))
+        .await
+        .unwrap();
+        let rx = client
+            .report(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut agent = Agent { tx, rx, seq: 0 };
+        assert!(matches!(agent.recv().await, hub_message::Message::Hello(_)));
+        assert!(matches!(
+            agent.recv().await,
+            hub_message::Message::Resync(_)
+        ));
+        agent
+    }
+
+    async fn recv(&mut self) -> hub_message::Message {
+        loop {
+            let m = tokio::time::timeout(WAIT, self.rx.next())
+                .await
+                .expect("hub answered in time")
+                .expect("stream open")
+                .expect("no error");
+            match m.message {
+                Some(hub_message::Message::Heartbeat(_)) => continue,
+                Some(m) => return m,
+                None => panic!("empty hub message"),
+            }
+        }
+    }
+
+    /// A full snapshot of `(namespace, name, status)`; waits for the ack.
+    async fn snapshot(&mut self, gateways: &[(&str, &str, GatewayStatus)]) {
+        self.seq += 1;
+        let gateways = gateways
+            .iter()
+            .map(|(ns, name, status)| v1::GatewayReport {
+                namespace: (*ns).into(),
+                name: (*name).into(),
+                uid: format!("uid-{name}"),
+                generation: 1,
+                status: Some(status_to_proto(status).unwrap()),
+            })
+            .collect();
+        self.tx
+            .send(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: self.seq,
+                chunk: 0,
+                r#final: true,
+                seq: self.seq,
+                gateways,
+            })))
+            .await
+            .unwrap();
+        loop {
+            if let hub_message::Message::Ack(a) = self.recv().await
+                && a.seq == self.seq
+            {
+                return;
+            }
+        }
+    }
+}
+
+// ---- fixtures -------------------------------------------------------------
+
+fn t0() -> Timestamp {
+    "2026-11-23T10:00:00Z".parse().unwrap()
+}
+
+fn cond(t: &str, status: &str, reason: &str, message: &str) -> Condition {
+    new(t, status, reason, message, Some(1), t0())
+}
+
+fn cluster_status(ips: &[&str], programmed: bool) -> GatewayStatus {
+    GatewayStatus {
+        addresses: Some(
+            ips.iter()
+                .map(|ip| GatewayStatusAddresses {
+                    r#type: Some("IPAddress".into()),
+                    value: (*ip).into(),
+                })
+                .collect(),
+        ),
+        conditions: Some(vec![
+            cond("Accepted", "True", "Accepted", ""),
+            if programmed {
+                cond("Programmed", "True", "Programmed", "")
+            } else {
+                cond(
+                    "Programmed",
+                    "False",
+                    "AddressNotAssigned",
+                    "Address pending",
+                )
+            },
+        ]),
+        listeners: Some(vec![GatewayStatusListeners {
+            name: "http".into(),
+            attached_routes: 1,
+            supported_kinds: Some(vec![GatewayStatusListenersSupportedKinds {
+                group: Some("gateway.networking.k8s.io".into()),
+                kind: "HTTPRoute".into(),
+            }]),
+            conditions: vec![cond("Accepted", "True", "Accepted", "")],
+        }]),
+        attached_listener_sets: None,
+    }
+}
+
+async fn install_project_crd(client: &Client) {
+    let objs = gwhub_common::read_paths(&[manifests().join("crd-clusterreports.yaml")]).unwrap();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for o in objs {
+        api.patch(
+            &o.name(),
+            &PatchParams::apply("gwhub-tests").force(),
+            &Patch::Apply(&o.value),
+        )
+        .await
+        .expect("the API server takes the project's CRD");
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let crd = api.get("clusterreports.gwhub.io").await.unwrap();
+        let established = crd.status.and_then(|s| s.conditions).is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
+        if established {
+            break;
+        }
+        assert!(Instant::now() < deadline, "CRD not established");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Established can precede discovery by a moment.
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    while reports.list(&Default::default()).await.is_err() {
+        assert!(Instant::now() < deadline, "ClusterReports not served");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn create_hub_gateway(api: &Api<Gateway>, name: &str) {
+    let gw: Gateway = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &gw).await.unwrap();
+}
+
+fn options(identity: &str) -> KubeOptions {
+    let mut o = KubeOptions::new(NS);
+    o.lease = Some(LeaseConfig {
+        name: "gwhub-hub".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(4),
+        renew_every: Duration::from_millis(500),
+    });
+    o
+}
+
+async fn start_hub(client: &Client, identity: &str) -> KubeHub {
+    KubeHub::start(
+        HubConfig::loopback(Duration::from_secs(60)),
+        options(identity),
+        client.clone(),
+    )
+    .await
+    .expect("hub starts in Kubernetes mode")
+}
+
+fn own(status: &GatewayStatus) -> Option<&Condition> {
+    status.conditions.iter().flatten().find(|c| c.type_ == OWN)
+}
+
+fn find<'a>(status: &'a GatewayStatus, type_: &str) -> Option<&'a Condition> {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_)
+}
+
+/// Polls `name` until `pred` holds on its status; returns it.
+async fn wait_status(
+    api: &Api<Gateway>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&GatewayStatus) -> bool,
+) -> Gateway {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let gw = api.get(name).await.unwrap();
+        if pred(gw.status.as_ref().unwrap_or(&GatewayStatus::default())) {
+            return gw;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: {what}; last status: {:#?}",
+            gw.status
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn aggregated(n: usize) -> impl Fn(&GatewayStatus) -> bool {
+    move |s| {
+        own(s).is_some_and(|c| {
+            c.status == "True" && c.message == format!("Aggregated the status of {n} clusters")
+        })
+    }
+}
+
+// ---- tests ----------------------------------------------------------------
+
+/// Every manifest parses with the project's own reader, every kustomization
+/// names files that exist, and the API server takes them all.
+#[tokio::test]
+async fn manifests_parse_and_the_api_server_takes_them() {
+    let dirs = [
+        manifests(),
+        manifests().join("hub"),
+        manifests().join("agent"),
+    ];
+    let mut all = Vec::new();
+    for dir in &dirs {
+        let objs = gwhub_common::read_paths(std::slice::from_ref(dir))
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for o in &objs {
+            if o.kind == "Kustomization" {
+                for r in o.value["resources"].as_array().unwrap() {
+                    let p = dir.join(r.as_str().unwrap());
+                    assert!(p.exists(), "{}: {} missing", dir.display(), p.display());
+                }
+            }
+        }
+        all.extend(objs.into_iter().filter(|o| o.kind != "Kustomization"));
+    }
+    let kinds: BTreeSet<&str> = all.iter().map(|o| o.kind.as_str()).collect();
+    for k in [
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "Role",
+        "Deployment",
+        "Service",
+        "ServiceAccount",
+    ] {
+        assert!(kinds.contains(k), "no {k} in manifests/");
+    }
+
+    if !require_assets("manifests_parse_and_the_api_server_takes_them") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let client = fleet.cluster("mgmt").client().await.unwrap();
+    install_project_crd(&client).await;
+    // Namespaces first, then everything else, as `kubectl apply -k` orders them.
+    all.sort_by_key(|o| o.kind != "Namespace");
+    for o in &all {
+        let gvk = GroupVersionKind::try_from(&kube::core::TypeMeta {
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+        })
+        .unwrap();
+        let (ar, caps) = kube::discovery::pinned_kind(&client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{} {}: {e}", o.kind, o.name()));
+        let ns = o.value["metadata"]["namespace"].as_str();
+        let api: Api<DynamicObject> = match (caps.scope, ns) {
+            (kube::discovery::Scope::Namespaced, Some(ns)) => {
+                Api::namespaced_with(client.clone(), ns, &ar)
+            }
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        let name = o.value["metadata"]["name"].as_str().unwrap();
+        api.patch(
+            name,
+            &PatchParams::apply("gwhub-tests").force(),
+            &Patch::Apply(&o.value),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{} {}: {e}", o.kind, o.name()));
+    }
+
+    // The real binary in Kubernetes mode, in the namespace just installed:
+    // it takes the Lease and marks a Gateway no cluster reports NoClusters.
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "bin").await;
+    let mut child = std::process::Command::new(gwhub_binary())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--dashboard-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--insecure", "--namespace", "gwhub-system", "--kubeconfig"])
+        .arg(&fleet.cluster("mgmt").kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start gwhub");
+    wait_status(&gateways, "bin", "NoClusters from the binary", |s| {
+        own(s).is_some_and(|c| c.reason == "NoClusters")
+    })
+    .await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "gwhub-system");
+    let lease = leases.get("gwhub-hub").await.unwrap();
+    assert!(lease.spec.unwrap().holder_identity.is_some());
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Builds and finds `target/debug/gwhub` (beside this test's deps dir).
+fn gwhub_binary() -> PathBuf {
+    let workspace = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .current_dir(&workspace)
+        .args(["build", "-q", "-p", "gwhub", "--bin", "gwhub"])
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build -p gwhub failed");
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .and_then(|d| d.parent())
+        .map(|d| d.join("gwhub"))
+        .filter(|p| p.exists())
+        .unwrap_or_else(|| panic!("gwhub not found beside {}", exe.display()))
+}
+
+/// The aggregate lands on the hub Gateways: accepted by the API server,
+/// with other writers' conditions kept, invalid names and more than 16
+/// addresses left out and reported, Gateways no cluster reports marked
+/// NoClusters; reports stored as ClusterReports; unchanged input writes
+/// nothing; a generation bump is observed.
+#[tokio::test]
+async fn hub_writes_the_aggregate_onto_hub_gateways() {
+    if !require_assets("hub_writes_the_aggregate_onto_hub_gateways") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let client = fleet.cluster("mgmt").client().await.unwrap();
+    install_project_crd(&client).await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    for name in ["web", "many", "lonely"] {
+        create_hub_gateway(&gateways, name).await;
+    }
+    // Another writer's condition, there before the hub starts.
+    let foreign = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "status": {"conditions": [{
+            "type": "example.com/PolicyAffected", "status": "True", "reason": "Attached",
+            "message": "a policy targets this Gateway", "observedGeneration": 1,
+            "lastTransitionTime": "2026-11-23T09:00:00Z"
+        }]}
+    });
+    gateways
+        .patch_status(
+            "web",
+            &PatchParams::apply("policy-controller"),
+            &Patch::Apply(&foreign),
+        )
+        .await
+        .unwrap();
+
+    let hub = start_hub(&client, "hub-1").await;
+    let addr = hub.hub.ingest_addr;
+    let mut a = Agent::connect(addr, "cluster-a").await;
+    let mut b = Agent::connect(addr, "cluster_1").await;
+    let many_ips: Vec<Vec<String>> = (0..3)
+        .map(|c| (0..6).map(|i| format!("10.{c}.0.{i}")).collect())
+        .collect();
+    let ips = |c: usize| many_ips[c].iter().map(String::as_str).collect::<Vec<_>>();
+    a.snapshot(&[
+        (NS, "web", cluster_status(&["10.0.0.1"], true)),
+        (NS, "many", cluster_status(&ips(0), true)),
+    ])
+    .await;
+    b.snapshot(&[
+        (NS, "web", cluster_status(&["10.0.1.1"], true)),
+        (NS, "many", cluster_status(&ips(1), true)),
+    ])
+    .await;
+    let mut c = Agent::connect(addr, "cluster-c").await;
+    c.snapshot(&[(NS, "many", cluster_status(&ips(2), true))])
+        .await;
+
+    // web: cluster_1's listener cannot be written -> ValidationFailed, yet
+    // the status is accepted and Accepted/Programmed are aggregated.
+    let web = wait_status(&gateways, "web", "ValidationFailed naming cluster_1", |s| {
+        own(s).is_some_and(|c| c.reason == "ValidationFailed" && c.message.contains("cluster_1"))
+            && find(s, "Accepted").is_some_and(|c| c.reason == "TrueInAllClusters")
+    })
+    .await;
+    let st = web.status.clone().unwrap();
+    let values: Vec<&str> = st
+        .addresses
+        .iter()
+        .flatten()
+        .map(|a| a.value.as_str())
+        .collect();
+    assert_eq!(values, ["cluster-a/10.0.0.1", "cluster_1/10.0.1.1"]);
+    let listeners: Vec<&str> = st
+        .listeners
+        .iter()
+        .flatten()
+        .map(|l| l.name.as_str())
+        .collect();
+    assert_eq!(listeners, ["cluster-a.http"]);
+    let policy = find(&st, "example.com/PolicyAffected").expect("foreign condition kept");
+    assert_eq!(policy.message, "a policy targets this Gateway");
+    assert_eq!(find(&st, "Programmed").unwrap().status, "True");
+    for cond in st
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.type_ != "example.com/PolicyAffected")
+    {
+        assert_eq!(
+            cond.observed_generation, web.metadata.generation,
+            "{cond:?}"
+        );
+    }
+    // The foreign condition still belongs to its writer.
+    let owners: Vec<String> = web
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains("example.com/PolicyAffected"))
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(owners, ["policy-controller"]);
+
+    // many: 18 addresses reported, 16 written, round-robin over clusters.
+    let many = wait_status(
+        &gateways,
+        "many",
+        "16 addresses and ValidationFailed",
+        |s| {
+            own(s).is_some_and(|c| c.reason == "ValidationFailed")
+                && s.addresses.as_ref().is_some_and(|a| a.len() == 16)
+        },
+    )
+    .await;
+    let st = many.status.unwrap();
+    let per_cluster = |p: &str| {
+        st.addresses
+            .iter()
+            .flatten()
+            .filter(|a| a.value.starts_with(p))
+            .count()
+    };
+    assert!(per_cluster("cluster-a/") >= 5 && per_cluster("cluster-c/") >= 5);
+    assert!(own(&st).unwrap().message.contains("16"), "{:?}", own(&st));
+
+    // lonely: no cluster reports it.
+    wait_status(&gateways, "lonely", "NoClusters", |s| {
+        own(s).is_some_and(|c| c.reason == "NoClusters" && c.status == "False")
+    })
+    .await;
+
+    // The store: one ClusterReport per cluster, object names valid.
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + WAIT;
+    let stored = loop {
+        let list = reports.list(&Default::default()).await.unwrap();
+        if list.items.len() == 3 {
+            break list.items;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} ClusterReports",
+            list.items.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut clusters: Vec<(String, String, u32)> = stored
+        .iter()
+        .map(|r| (r.name_any(), r.spec.cluster.clone(), r.spec.gateway_count))
+        .collect();
+    clusters.sort();
+    assert_eq!(
+        clusters[0],
+        (object_name("cluster_1"), "cluster_1".to_owned(), 2)
+    );
+    assert!(clusters[0].0.starts_with("cluster-1-"), "{clusters:?}");
+    assert_eq!(
+        clusters[1],
+        ("cluster-a".to_owned(), "cluster-a".to_owned(), 2)
+    );
+    assert_eq!(
+        clusters[2],
+        ("cluster-c".to_owned(), "cluster-c".to_owned(), 1)
+    );
+    assert!(stored.iter().all(|r| r.spec.last_report_time.is_some()));
+
+    // Same input again: no write to the Gateway, no write to the store.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rv = gateways.get("web").await.unwrap().resource_version();
+    let writes = Metrics::get(&hub.metrics.status_writes);
+    let report_writes = Metrics::get(&hub.metrics.report_writes);
+    a.snapshot(&[
+        (NS, "web", cluster_status(&["10.0.0.1"], true)),
+        (NS, "many", cluster_status(&ips(0), true)),
+    ])
+    .await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(gateways.get("web").await.unwrap().resource_version(), rv);
+    assert_eq!(Metrics::get(&hub.metrics.status_writes), writes);
+    assert_eq!(Metrics::get(&hub.metrics.report_writes), report_writes);
+
+    // A change on a cluster reaches the hub Gateway.
+    a.snapshot(&[
+        (NS, "web", cluster_status(&["10.0.0.1"], false)),
+        (NS, "many", cluster_status(&ips(0), true)),
+    ])
+    .await;
+    wait_status(&gateways, "web", "Programmed False naming cluster-a", |s| {
+        find(s, "Programmed")
+            .is_some_and(|c| c.status == "False" && c.message.contains("cluster-a Address pending"))
+    })
+    .await;
+
+    // A spec change bumps the generation; the hub observes it.
+    gateways
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"listeners": [{"name": "http", "port": 8080, "protocol": "HTTP"}]}})),
+        )
+        .await
+        .unwrap();
+    let web = wait_status(&gateways, "web", "observedGeneration 2", |s| {
+        own(s).is_some_and(|c| c.observed_generation == Some(2))
+    })
+    .await;
+    assert!(find(web.status.as_ref().unwrap(), "example.com/PolicyAffected").is_some());
+    assert_eq!(Metrics::get(&hub.metrics.status_write_errors), 0);
+    hub.shutdown().await.unwrap();
+}
+
+/// Records every status the API server holds for `name` (through a watch).
+fn record_statuses(
+    api: Api<Gateway>,
+    name: &str,
+) -> (Arc<Mutex<Vec<GatewayStatus>>>, tokio::task::JoinHandle<()>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let task = tokio::spawn(async move {
+        let mut stream = watcher::watcher(api, cfg).boxed();
+        while let Some(ev) = stream.next().await {
+            if let Ok(watcher::Event::Apply(gw) | watcher::Event::InitApply(gw)) = ev {
+                sink.lock().unwrap().push(gw.status.unwrap_or_default());
+            }
+        }
+    });
+    (seen, task)
+}
+
+/// A second replica imports the store but never writes; a restarted hub
+/// restores from the store and the hub Gateway never shows a wrong status
+/// on the way, though the agents come back only later.
+#[tokio::test]
+async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() {
+    if !require_assets("restart_restores_without_flapping_and_a_second_replica_stays_passive") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let client = fleet.cluster("mgmt").client().await.unwrap();
+    install_project_crd(&client).await;
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "web").await;
+
+    let first = start_hub(&client, "hub-1").await;
+    let addr = first.hub.ingest_addr;
+    let mut a = Agent::connect(addr, "cluster-a").await;
+    let mut b = Agent::connect(addr, "cluster-b").await;
+    a.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    b.snapshot(&[(NS, "web", cluster_status(&["10.0.1.1"], true))])
+        .await;
+    let settled = wait_status(
+        &gateways,
+        "web",
+        "aggregated over 2 clusters",
+        aggregated(2),
+    )
+    .await;
+    let settled = settled.status.unwrap();
+    assert!(*first.leader.borrow());
+
+    // A second replica: imports both clusters from the store, writes nothing.
+    let second = start_hub(&client, "hub-2").await;
+    let deadline = Instant::now() + WAIT;
+    while second.hub.index.clusters().len() < 2 || !*second.ready.borrow() {
+        assert!(
+            Instant::now() < deadline,
+            "second replica did not import the store"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.snapshot(&[(NS, "web", cluster_status(&["10.0.1.1"], false))])
+        .await;
+    wait_status(&gateways, "web", "Programmed False", |s| {
+        find(s, "Programmed").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    b.snapshot(&[(NS, "web", cluster_status(&["10.0.1.1"], true))])
+        .await;
+    wait_status(&gateways, "web", "Programmed True again", |s| {
+        find(s, "Programmed").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!*second.leader.borrow(), "second replica took the lease");
+    assert_eq!(
+        Metrics::get(&second.metrics.status_writes),
+        0,
+        "passive replica wrote"
+    );
+    assert_eq!(
+        Metrics::get(&second.metrics.report_writes),
+        0,
+        "passive replica stored"
+    );
+    assert!(Metrics::get(&first.metrics.status_writes) >= 3);
+    second.shutdown().await.unwrap();
+
+    // Restart: the hub goes away with its agents; a new process starts with
+    // nothing in memory and the agents return a while later.
+    let (seen, recorder) = record_statuses(gateways.clone(), "web");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop((a, b));
+    first.shutdown().await.unwrap();
+    let restarted = start_hub(&client, "hub-3").await;
+    let deadline = Instant::now() + WAIT;
+    while !*restarted.leader.borrow() || !*restarted.ready.borrow() {
+        assert!(Instant::now() < deadline, "restarted hub did not lead");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        restarted.hub.index.clusters().len(),
+        2,
+        "restored from the store"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let addr = restarted.hub.ingest_addr;
+    let mut a = Agent::connect(addr, "cluster-a").await;
+    let mut b = Agent::connect(addr, "cluster-b").await;
+    a.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    b.snapshot(&[(NS, "web", cluster_status(&["10.0.1.1"], true))])
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    recorder.abort();
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    for (i, s) in seen.iter().enumerate() {
+        assert!(
+            same_status(s, &settled),
+            "status #{i} during the restart differs from the settled one:\n{s:#?}\nsettled:\n{settled:#?}"
+        );
+        let own = own(s).unwrap();
+        assert_ne!(own.reason, "NoClusters");
+        assert!(!own.message.contains("stale"));
+    }
+    // lastTransitionTime survived the restart too.
+    let now = gateways.get("web").await.unwrap().status.unwrap();
+    assert_eq!(
+        own(&now).unwrap().last_transition_time,
+        own(&settled).unwrap().last_transition_time
+    );
+
+    // Deleting a cluster's stored report while it is away deregisters it.
+    drop(b);
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    reports
+        .delete("cluster-b", &Default::default())
+        .await
+        .unwrap();
+    wait_status(&gateways, "web", "aggregated over 1 cluster", |s| {
+        own(s).is_some_and(|c| c.message == "Aggregated the status of 1 cluster")
+    })
+    .await;
+    drop(a);
+    restarted.shutdown().await.unwrap();
+}
