@@ -6,6 +6,8 @@ use gwhub_common::{OutputFormat, render_list};
 use gwhub_proto::{convert, v1, v1::dashboard_client::DashboardClient};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::{Interceptor, interceptor::InterceptedService};
 use tonic::transport::Channel;
 
 /// gwhubctl: read the hub's aggregated Gateways and clusters.
@@ -29,6 +31,9 @@ pub struct Cli {
     /// Client private key (PEM) for --tls-cert.
     #[arg(long, global = true, value_name = "PATH", requires_all = ["tls_cert", "ca"])]
     pub tls_key: Option<std::path::PathBuf>,
+    /// File holding a bearer token, for a hub run with --dashboard-token-file.
+    #[arg(long, global = true, value_name = "PATH", env = "GWHUB_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -93,7 +98,47 @@ pub fn run(cli: Cli) -> Result<(), String> {
     })
 }
 
-async fn connect(cli: &Cli) -> Result<DashboardClient<Channel>, String> {
+/// A Dashboard client that sends the bearer token, if any, on every call.
+type Client = DashboardClient<InterceptedService<Channel, BearerToken>>;
+
+/// Adds `authorization: Bearer <token>` to each request.
+#[derive(Clone)]
+struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            req.metadata_mut().insert("authorization", token.clone());
+        }
+        Ok(req)
+    }
+}
+
+fn bearer_token(cli: &Cli) -> Result<BearerToken, String> {
+    let Some(path) = &cli.token_file else {
+        return Ok(BearerToken(None));
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!(
+            "--token-file {}: the file is empty",
+            path.display()
+        ));
+    }
+    MetadataValue::try_from(format!("Bearer {token}"))
+        .map(|v| BearerToken(Some(v)))
+        .map_err(|_| {
+            format!(
+                "--token-file {}: the token is not printable ASCII",
+                path.display()
+            )
+        })
+}
+
+async fn connect(cli: &Cli) -> Result<Client, String> {
+    let token = bearer_token(cli)?;
     let server = &cli.server;
     let mut endpoint = Channel::from_shared(server.to_owned())
         .map_err(|e| format!("invalid --server {server:?}: {e}"))?;
@@ -118,7 +163,7 @@ async fn connect(cli: &Cli) -> Result<DashboardClient<Channel>, String> {
         .connect()
         .await
         .map_err(|e| format!("cannot reach the hub at {server}: {e}"))?;
-    Ok(DashboardClient::new(channel))
+    Ok(DashboardClient::with_interceptor(channel, token))
 }
 
 fn status_error(s: tonic::Status) -> String {
@@ -256,11 +301,7 @@ fn format_of(output: Option<Output>) -> Option<OutputFormat> {
     }
 }
 
-async fn get(
-    client: &mut DashboardClient<Channel>,
-    what: What,
-    output: Option<Output>,
-) -> Result<String, String> {
+async fn get(client: &mut Client, what: What, output: Option<Output>) -> Result<String, String> {
     let wide = output == Some(Output::Wide);
     match what {
         What::Gateways => {
@@ -371,7 +412,7 @@ fn status_text(indent: &str, s: &v1::GatewayStatus) -> String {
     out
 }
 
-async fn describe(client: &mut DashboardClient<Channel>, name: &str) -> Result<String, String> {
+async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
     let Some((namespace, gw)) = name.split_once('/') else {
         return Err(format!("{name:?} is not NAMESPACE/NAME"));
     };
@@ -412,7 +453,7 @@ async fn describe(client: &mut DashboardClient<Channel>, name: &str) -> Result<S
     Ok(out)
 }
 
-async fn watch(client: &mut DashboardClient<Channel>, out: &mut impl Write) -> Result<(), String> {
+async fn watch(client: &mut Client, out: &mut impl Write) -> Result<(), String> {
     let mut stream = client
         .watch_gateways(v1::WatchGatewaysRequest {})
         .await

@@ -15,7 +15,8 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
 /// TLS material for both listeners, loaded and checked at start-up.
-#[derive(Clone, Debug)]
+/// Its `Debug` leaves out the private key and the token.
+#[derive(Clone)]
 pub struct HubTls {
     identity: Identity,
     client_ca: Certificate,
@@ -165,9 +166,29 @@ impl HubTls {
 
 /// Interceptor requiring `authorization: Bearer <token>` on Dashboard calls
 /// when a token is configured. The token is never logged.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct DashboardAuth {
     token: Option<Arc<str>>,
+}
+
+impl std::fmt::Debug for HubTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubTls")
+            .field("dashboard_client_ca", &self.dashboard_client_ca.is_some())
+            .field(
+                "dashboard_token",
+                &self.dashboard_token.as_ref().map(|_| "<redacted>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for DashboardAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DashboardAuth")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl tonic::service::Interceptor for DashboardAuth {
@@ -269,5 +290,6 @@ mod tests {
             .insert("authorization", "Bearer s3cre".parse().unwrap());
         assert!(auth.call(req).is_err());
         assert!(DashboardAuth::default().call(Request::new(())).is_ok());
+        assert!(!format!("{auth:?}").contains("s3cret"));
     }
 }

@@ -305,6 +305,26 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
     req.metadata_mut()
         .insert("authorization", "Bearer s3cret".parse().unwrap());
     DashboardClient::new(ch).list_clusters(req).await.unwrap();
+    // gwhubctl: refused without the token, reads with --token-file.
+    // (The hub runs on this test's runtime: run the client off it.)
+    let ctl = |token: Option<PathBuf>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gwhubctl"));
+        c.args(["--server", &format!("https://{}", hub.dashboard_addr)])
+            .arg("--ca")
+            .arg(&l.ca);
+        if let Some(t) = token {
+            c.arg("--token-file").arg(t);
+        }
+        c.args(["get", "clusters"]);
+        tokio::task::spawn_blocking(move || c.output().unwrap())
+    };
+    let o = ctl(None).await.unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Unauthenticated"));
+    let token = dir.0.join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let o = ctl(Some(token)).await.unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     hub.shutdown().await.unwrap();
 
     // Client CA: no certificate, no Dashboard; with one, it reads.

@@ -10,10 +10,19 @@ use gwhub_common::identity;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// TLS for the hub connection plus the cluster the certificate names.
-#[derive(Clone, Debug)]
+/// Its `Debug` shows only the cluster: the config holds the private key.
+#[derive(Clone)]
 pub struct ClientTls {
     pub config: ClientTlsConfig,
     pub cluster: String,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
 }
 
 fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
