@@ -763,57 +763,29 @@ async fn health_and_reflection_answer_on_both_listeners() {
     hub.shutdown().await.unwrap();
 }
 
-#[test]
-fn serve_refuses_to_start_without_tls_or_insecure() {
+/// `gwhub serve` with the given flags after the listeners: it must fail,
+/// and its stderr is returned.
+fn serve_fails(flags: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--dashboard-listen",
-            "127.0.0.1:0",
-            "--no-kube",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["--dashboard-listen", "127.0.0.1:0"])
+        .args(flags)
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "serve {flags:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn serve_refuses_to_start_without_tls_or_insecure() {
+    let err = serve_fails(&["--no-kube"]);
     assert!(err.contains("refusing to start: no TLS material"), "{err}");
     assert!(err.contains("--insecure"), "{err}");
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--dashboard-listen",
-            "127.0.0.1:0",
-            "--insecure",
-            "--kubeconfig",
-            "/nonexistent/kubeconfig",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_fails(&["--insecure", "--kubeconfig", "/nonexistent/kubeconfig"]);
     assert!(err.contains("/nonexistent/kubeconfig"), "{err}");
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--dashboard-listen",
-            "127.0.0.1:0",
-            "--no-kube",
-            "--insecure",
-            "--stale-after",
-            "soon",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_fails(&["--no-kube", "--insecure", "--stale-after", "soon"]);
     assert!(err.contains("--stale-after"), "{err}");
 }
 
