@@ -109,6 +109,46 @@ impl Session {
 #[error("a newer stream for cluster {0:?} took over")]
 pub struct Superseded(pub String);
 
+/// Why a delta was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Superseded(#[from] Superseded),
+    /// Deltas may not grow a cluster past what one snapshot may carry.
+    #[error(
+        "cluster {cluster:?} would report {count} Gateways after this delta, more than the limit of {max}"
+    )]
+    TooManyGateways {
+        cluster: String,
+        count: usize,
+        max: usize,
+    },
+}
+
+/// How many Gateways a cluster reporting `current` reports after `changes`.
+fn count_after(current: Option<&BTreeSet<GatewayKey>>, changes: &[Change]) -> usize {
+    let has = |k: &GatewayKey| current.is_some_and(|c| c.contains(k));
+    let mut added = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    for change in changes {
+        match change {
+            Change::Upsert(key, _) if has(key) => {
+                removed.remove(key);
+            }
+            Change::Upsert(key, _) => {
+                added.insert(key);
+            }
+            Change::Delete(key) if has(key) => {
+                removed.insert(key);
+            }
+            Change::Delete(key) => {
+                added.remove(key);
+            }
+        }
+    }
+    current.map_or(0, BTreeSet::len) + added.len() - removed.len()
+}
+
 /// One change of a delta, decoded.
 #[derive(Debug)]
 pub enum Change {
@@ -269,13 +309,24 @@ impl Index {
         Ok(())
     }
 
-    /// Applies one delta's changes, in order, under one lock.
-    pub fn apply(&self, session: &Session, changes: Vec<Change>) -> Result<(), Superseded> {
+    /// Applies one delta's changes, in order, under one lock; refuses the
+    /// whole delta if the cluster would then report more than
+    /// [`gwhub_proto::limits::MAX_GATEWAYS`] Gateways.
+    pub fn apply(&self, session: &Session, changes: Vec<Change>) -> Result<(), ApplyError> {
         let mut affected = BTreeSet::new();
         {
             let mut fleet = self.inner.fleet.write();
             if session.is_superseded() {
-                return Err(Superseded(session.cluster().to_owned()));
+                return Err(Superseded(session.cluster().to_owned()).into());
+            }
+            let count = count_after(fleet.cluster_gateways(session.cluster()), &changes);
+            let max = gwhub_proto::limits::MAX_GATEWAYS;
+            if count > max {
+                return Err(ApplyError::TooManyGateways {
+                    cluster: session.cluster().to_owned(),
+                    count,
+                    max,
+                });
             }
             for change in changes {
                 let a = match change {
@@ -638,5 +689,29 @@ pub fn omission_to_proto(o: &Omission) -> v1::Omission {
         names: o.names.clone(),
         rule,
         message: o.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: &str) -> GatewayKey {
+        GatewayKey::new("ns", n)
+    }
+
+    #[test]
+    fn count_after_follows_the_changes_in_order() {
+        let current: BTreeSet<GatewayKey> = [key("a"), key("b")].into();
+        let up = |n: &str| Change::Upsert(key(n), GatewayStatus::default());
+        let del = |n: &str| Change::Delete(key(n));
+        assert_eq!(count_after(None, &[]), 0);
+        assert_eq!(count_after(None, &[up("a"), up("a"), up("b")]), 2);
+        assert_eq!(count_after(Some(&current), &[up("a"), up("c")]), 3);
+        assert_eq!(count_after(Some(&current), &[del("a"), up("c")]), 2);
+        // Deleted, then reported again; added, then deleted; unknown deletes.
+        assert_eq!(count_after(Some(&current), &[del("a"), up("a")]), 2);
+        assert_eq!(count_after(Some(&current), &[up("c"), del("c")]), 2);
+        assert_eq!(count_after(Some(&current), &[del("x"), del("b")]), 1);
     }
 }

@@ -14,7 +14,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::aggregate::Options;
 use crate::grpc::dashboard::DashboardService;
-use crate::grpc::ingest::{IngestConfig, IngestService};
+use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::Index;
 use crate::tls::HubTls;
 
@@ -29,6 +29,8 @@ pub struct HubConfig {
     pub insecure: bool,
     pub stale_after: Duration,
     pub options: Options,
+    /// Per ingest stream; 0 means unlimited (see [`IngestConfig`]).
+    pub max_messages_per_second: u32,
 }
 
 impl HubConfig {
@@ -41,6 +43,7 @@ impl HubConfig {
             insecure: true,
             stale_after,
             options: Options::default(),
+            max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
         }
     }
 }
@@ -123,7 +126,10 @@ impl Hub {
 
         let ingest = IngestService::new(
             index.clone(),
-            IngestConfig::for_stale_after(config.insecure, config.stale_after),
+            IngestConfig {
+                max_messages_per_second: config.max_messages_per_second,
+                ..IngestConfig::for_stale_after(config.insecure, config.stale_after)
+            },
             shutdown_rx.clone(),
         );
         let dashboard = DashboardService::new(index.clone(), shutdown_rx.clone());

@@ -844,3 +844,155 @@ async fn gwhubctl_reads_the_dashboard() {
     assert!(text.contains("west Address pending"), "{text}");
     hub.shutdown().await.unwrap();
 }
+
+// ---- per-report and per-stream limits -------------------------------------
+
+/// Opens a stream whose Hello names `cluster` and returns how it ended.
+async fn hello_refused(addr: SocketAddr, cluster: &str) -> tonic::Status {
+    let mut client = IngestClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(4);
+    tx.send(msg(agent_message::Message::Hello(v1::Hello {
+        agent_version: "test".into(),
+        capabilities: vec![],
+        cluster: cluster.into(),
+    })))
+    .await
+    .unwrap();
+    let mut s = client
+        .report(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::timeout(WAIT, s.next())
+        .await
+        .expect("hub answered in time")
+        .expect("a status")
+        .expect_err("Hello refused")
+}
+
+fn small_report(i: usize) -> v1::GatewayReport {
+    v1::GatewayReport {
+        namespace: "ns".into(),
+        name: format!("g{i}"),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn bad_cluster_names_are_refused_with_the_rule() {
+    let hub = start(Duration::from_secs(60)).await;
+    let s = hello_refused(hub.ingest_addr, "").await;
+    assert_eq!(s.code(), tonic::Code::InvalidArgument);
+    assert_eq!(s.message(), "Hello.cluster: must not be empty");
+    let s = hello_refused(hub.ingest_addr, &"c".repeat(254)).await;
+    assert_eq!(s.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        s.message(),
+        "Hello.cluster: 254 bytes long, the limit is 253"
+    );
+    let s = hello_refused(hub.ingest_addr, "east west").await;
+    assert_eq!(s.code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        s.message(),
+        "Hello.cluster: \"east west\" contains whitespace or control characters"
+    );
+    assert!(hub.index.clusters().is_empty());
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn gateways_per_cluster_are_limited_in_snapshots_and_deltas() {
+    use gwhub_proto::limits::MAX_GATEWAYS;
+    let hub = start(Duration::from_secs(60)).await;
+
+    // One snapshot past the limit.
+    let mut over = Agent::connect(hub.ingest_addr, "over").await;
+    over.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 1,
+        chunk: 0,
+        r#final: true,
+        seq: 0,
+        gateways: (0..=MAX_GATEWAYS).map(small_report).collect(),
+    }))
+    .await;
+    let s = over.expect_error().await;
+    assert_eq!(s.code(), tonic::Code::ResourceExhausted, "{s:?}");
+    assert_eq!(
+        s.message(),
+        "snapshot 1: more than 10000 Gateways (got 10001 by chunk 0)"
+    );
+
+    // A full snapshot, then deltas: replacing and deleting is fine, growing
+    // past the limit is not.
+    let mut full = Agent::connect(hub.ingest_addr, "full").await;
+    full.snapshot(1, 0, (0..MAX_GATEWAYS).map(small_report).collect())
+        .await;
+    full.upsert(1, small_report(7)).await;
+    full.expect_ack(1).await;
+    full.send(agent_message::Message::Delta(v1::Delta {
+        seq: 2,
+        changes: vec![
+            v1::Change {
+                change: Some(change::Change::Delete(v1::GatewayRef {
+                    namespace: "ns".into(),
+                    name: "g0".into(),
+                })),
+            },
+            v1::Change {
+                change: Some(change::Change::Upsert(small_report(MAX_GATEWAYS))),
+            },
+        ],
+    }))
+    .await;
+    full.expect_ack(2).await;
+    full.upsert(3, small_report(MAX_GATEWAYS + 1)).await;
+    let s = full.expect_error().await;
+    assert_eq!(s.code(), tonic::Code::ResourceExhausted, "{s:?}");
+    assert_eq!(
+        s.message(),
+        "delta 3: cluster \"full\" would report 10001 Gateways after this delta, more than the limit of 10000"
+    );
+    let summary = hub
+        .index
+        .clusters()
+        .into_iter()
+        .find(|c| c.name == "full")
+        .unwrap();
+    assert_eq!(summary.gateway_count, MAX_GATEWAYS);
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stream_over_its_message_rate_is_ended() {
+    let hub = Hub::start(HubConfig {
+        max_messages_per_second: 5,
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let mut d = dashboard(&hub).await;
+    let mut polite = Agent::connect(hub.ingest_addr, "polite").await;
+    polite
+        .snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
+        .await;
+
+    let mut flood = Agent::connect(hub.ingest_addr, "flood").await;
+    for _ in 0..50 {
+        flood.heartbeat().await;
+    }
+    let s = flood.expect_error().await;
+    assert_eq!(s.code(), tonic::Code::ResourceExhausted, "{s:?}");
+    assert_eq!(
+        s.message(),
+        "rate limit: more than 5 messages per second on this stream; slow down (the hub's --max-messages-per-second)"
+    );
+
+    // The stream under its rate never noticed.
+    polite.upsert(1, report("gw", false, "10.0.0.1")).await;
+    polite.expect_ack(1).await;
+    let g = eventually(&mut d, "gw", |g| programmed(g) == Some(false)).await;
+    assert_eq!(g.clusters, ["polite"]);
+    hub.shutdown().await.unwrap();
+}

@@ -63,6 +63,11 @@ impl Fleet {
         Affected::from([key])
     }
 
+    /// The Gateways `cluster` reports, if it is known.
+    pub fn cluster_gateways(&self, cluster: &str) -> Option<&BTreeSet<GatewayKey>> {
+        self.clusters.get(cluster).map(|s| &s.gateways)
+    }
+
     /// `cluster` no longer has Gateway `key`.
     pub fn delete(&mut self, cluster: &str, key: &GatewayKey) -> Affected {
         let Some(state) = self.clusters.get_mut(cluster) else {

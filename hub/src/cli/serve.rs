@@ -43,6 +43,10 @@ pub struct Args {
     /// A cluster with no report or heartbeat for this long is stale (e.g. 60s, 2m).
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
     pub stale_after: Duration,
+    /// Messages per second one agent stream may send (bursts of one second's
+    /// worth); a faster stream is ended with RESOURCE_EXHAUSTED. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = crate::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
+    pub max_messages_per_second: u32,
     /// Server certificate (PEM) for mTLS.
     #[arg(long, value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
@@ -94,6 +98,7 @@ pub fn config(args: &Args) -> Result<HubConfig, String> {
         insecure: args.insecure,
         stale_after: args.stale_after,
         options,
+        max_messages_per_second: args.max_messages_per_second,
     })
 }
 

@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::aggregate::GatewayKey;
-use crate::index::{Change, Index, Session};
+use crate::index::{ApplyError, Change, Index, Session};
 
 /// Messages handled before the hub acks and yields, so a fast agent gets
 /// coalesced acks and cannot starve the other streams.
@@ -35,7 +35,17 @@ pub struct IngestConfig {
     pub heartbeat_interval: Duration,
     /// How long a new stream may take to send Hello.
     pub hello_timeout: Duration,
+    /// Messages per second one stream may send (token bucket, bursts of one
+    /// second's worth); past it the stream ends with RESOURCE_EXHAUSTED.
+    /// 0 turns the limit off.
+    pub max_messages_per_second: u32,
 }
+
+/// Default of `gwhub serve --max-messages-per-second`: far above what an
+/// agent sends (a snapshot in chunks, then one delta per change batch) and
+/// above the scale bench's per-stream rate, so only a runaway or hostile
+/// stream meets it.
+pub const DEFAULT_MAX_MESSAGES_PER_SECOND: u32 = 50_000;
 
 impl IngestConfig {
     /// Heartbeats three times per staleness window, so one lost heartbeat
@@ -45,6 +55,7 @@ impl IngestConfig {
             insecure,
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
             hello_timeout: Duration::from_secs(10),
+            max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
         }
     }
 }
@@ -123,6 +134,37 @@ struct Partial {
     gateways: BTreeMap<GatewayKey, GatewayStatus>,
 }
 
+/// A token bucket over one stream's messages: `rate` tokens a second, at
+/// most `rate` banked (a burst of one second's worth).
+#[derive(Debug)]
+struct RateLimit {
+    rate: f64,
+    tokens: f64,
+    last: tokio::time::Instant,
+}
+
+impl RateLimit {
+    fn new(per_second: u32) -> Option<Self> {
+        (per_second > 0).then(|| RateLimit {
+            rate: f64::from(per_second),
+            tokens: f64::from(per_second),
+            last: tokio::time::Instant::now(),
+        })
+    }
+
+    /// Takes one token; `false` when the stream is over its rate.
+    fn take(&mut self, now: tokio::time::Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
+        if self.tokens < 1.0 {
+            return false;
+        }
+        self.tokens -= 1.0;
+        true
+    }
+}
+
 struct AgentStream {
     index: Index,
     config: IngestConfig,
@@ -139,6 +181,7 @@ struct AgentStream {
     resync_requested: bool,
     partial: Option<Partial>,
     pending: Vec<v1::HubMessage>,
+    rate: Option<RateLimit>,
 }
 
 fn hub_msg(m: hub_message::Message) -> v1::HubMessage {
@@ -207,6 +250,7 @@ impl AgentStream {
             resync_requested: false,
             partial: None,
             pending: Vec::new(),
+            rate: None,
         }
     }
 
@@ -222,6 +266,62 @@ impl AgentStream {
             Ok(None) => return Ok(()),
             Ok(Some(m)) => m.map_err(inbound_error)?,
         };
+        self.accept_hello(hello)?;
+        self.rate = RateLimit::new(self.config.max_messages_per_second);
+        if !self.flush().await {
+            return Ok(());
+        }
+
+        let period = self.config.heartbeat_interval;
+        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = crate::grpc::shutting_down(&mut shutdown) => {
+                    return Err(Status::unavailable("the hub is shutting down; reconnect"));
+                }
+                m = inbound.next() => m,
+                _ = heartbeat.tick() => {
+                    self.pending.push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
+                        sent_unix_millis: jiff::Timestamp::now().as_millisecond(),
+                    })));
+                    if !self.flush().await {
+                        return Ok(());
+                    }
+                    continue;
+                }
+            };
+            let Some(first) = first else { return Ok(()) };
+            if let Some(session) = &self.session {
+                self.index.touch(session);
+            }
+            let now = tokio::time::Instant::now();
+            self.limit(now)?;
+            self.handle(first)?;
+            let mut closed = false;
+            for _ in 1..BATCH {
+                match inbound.next().now_or_never() {
+                    Some(Some(m)) => {
+                        self.limit(now)?;
+                        self.handle(m)?;
+                    }
+                    Some(None) => {
+                        closed = true;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            if !self.flush().await || closed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Checks the first message (it must be Hello), settles the cluster and
+    /// registers the session; queues the hub's Hello and a resync request.
+    fn accept_hello(&mut self, hello: v1::AgentMessage) -> Result<(), Status> {
         let Some(agent_message::Message::Hello(hello)) = hello.message else {
             return Err(Status::invalid_argument("the first message must be Hello"));
         };
@@ -262,50 +362,19 @@ impl AgentStream {
             v1::ResyncReason::NewConnection,
             "new connection: send a full snapshot".to_owned(),
         );
-        if !self.flush().await {
-            return Ok(());
-        }
+        Ok(())
+    }
 
-        let period = self.config.heartbeat_interval;
-        let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        let mut shutdown = self.shutdown.clone();
-        loop {
-            let first = tokio::select! {
-                biased;
-                _ = crate::grpc::shutting_down(&mut shutdown) => {
-                    return Err(Status::unavailable("the hub is shutting down; reconnect"));
-                }
-                m = inbound.next() => m,
-                _ = heartbeat.tick() => {
-                    self.pending.push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
-                        sent_unix_millis: jiff::Timestamp::now().as_millisecond(),
-                    })));
-                    if !self.flush().await {
-                        return Ok(());
-                    }
-                    continue;
-                }
-            };
-            let Some(first) = first else { return Ok(()) };
-            if let Some(session) = &self.session {
-                self.index.touch(session);
-            }
-            self.handle(first)?;
-            let mut closed = false;
-            for _ in 1..BATCH {
-                match inbound.next().now_or_never() {
-                    Some(Some(m)) => self.handle(m)?,
-                    Some(None) => {
-                        closed = true;
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            if !self.flush().await || closed {
-                return Ok(());
-            }
+    /// Counts one inbound message against the stream's rate limit.
+    fn limit(&mut self, now: tokio::time::Instant) -> Result<(), Status> {
+        let over = self.rate.as_mut().is_some_and(|rate| !rate.take(now));
+        if over {
+            return Err(Status::resource_exhausted(format!(
+                "rate limit: more than {} messages per second on this stream; slow down (the hub's --max-messages-per-second)",
+                self.config.max_messages_per_second
+            )));
         }
+        Ok(())
     }
 
     fn session(&self) -> &Session {
@@ -486,10 +555,40 @@ impl AgentStream {
             }
         }
         let session = self.session().clone();
-        self.index
-            .apply(&session, changes)
-            .map_err(|e| Status::aborted(e.to_string()))?;
+        self.index.apply(&session, changes).map_err(|e| match e {
+            ApplyError::Superseded(e) => Status::aborted(e.to_string()),
+            e @ ApplyError::TooManyGateways { .. } => {
+                Status::resource_exhausted(format!("delta {}: {e}", delta.seq))
+            }
+        })?;
         self.applied = Some(delta.seq);
         Ok(())
     }
+}
+
+/// Runs already-decoded agent messages through exactly what a plaintext
+/// (`--insecure`) stream does with them (Hello first and its checks, snapshot
+/// assembly, sequence checks and resyncs, validation against
+/// [`gwhub_proto::limits`], the index), without the network, timers or rate
+/// limit. For the fuzzers and tests. Returns the status the live stream would
+/// have ended with, or what the hub would have sent.
+pub fn replay(
+    index: &Index,
+    messages: impl IntoIterator<Item = v1::AgentMessage>,
+) -> Result<Vec<v1::HubMessage>, Status> {
+    let (tx, _rx) = mpsc::channel(1);
+    let (_shutdown_tx, shutdown) = watch::channel(false);
+    let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
+    let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
+    let mut messages = messages.into_iter();
+    let result = match messages.next() {
+        None => Ok(()),
+        Some(hello) => stream
+            .accept_hello(hello)
+            .and_then(|()| messages.try_for_each(|m| stream.handle(Ok(m)))),
+    };
+    if let Some(session) = &stream.session {
+        index.disconnect(session);
+    }
+    result.map(|()| stream.pending)
 }
