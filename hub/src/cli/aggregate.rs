@@ -55,17 +55,19 @@ pub struct Args {
 /// A Gateway as far as aggregation needs it; `spec` is not required, so
 /// status-only files work too.
 #[derive(Debug, Deserialize)]
-struct GatewayDoc {
+pub struct GatewayDoc {
     #[serde(default)]
-    metadata: ObjectMeta,
+    pub metadata: ObjectMeta,
     #[serde(default)]
-    status: Option<GatewayStatus>,
+    pub status: Option<GatewayStatus>,
 }
 
-struct Found {
-    object: Object,
-    key: GatewayKey,
-    doc: GatewayDoc,
+/// A Gateway read from the files, as the command uses it.
+#[derive(Debug)]
+pub struct Found {
+    pub object: Object,
+    pub key: GatewayKey,
+    pub doc: GatewayDoc,
 }
 
 /// Runs the command and returns what to print.
@@ -169,7 +171,12 @@ fn to_value(status: &GatewayStatus) -> Result<Value, String> {
 
 /// The Gateways in `path` (file or directory); other kinds are skipped.
 fn read_gateways(path: &Path) -> Result<Vec<Found>, String> {
-    let objects = read_paths(&[path]).map_err(|e| e.to_string())?;
+    gateways_from_objects(read_paths(&[path]).map_err(|e| e.to_string())?)
+}
+
+/// The Gateways among `objects` (other kinds are skipped), checked and
+/// typed as the command reads them.
+pub fn gateways_from_objects(objects: Vec<Object>) -> Result<Vec<Found>, String> {
     let mut out = Vec::new();
     for mut object in objects {
         if object.kind != "Gateway" || object.group() != GATEWAY_GROUP {
