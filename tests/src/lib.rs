@@ -5,5 +5,7 @@
 
 pub mod apiserver;
 pub mod crds;
+pub mod kube_objects;
+pub mod procs;
 
 pub use apiserver::{Fleet, FleetError};

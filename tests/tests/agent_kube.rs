@@ -5,338 +5,21 @@
 //! service-controller's `SyncLoadBalancerFailed` Events.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_agent::controller::{self, Metrics, Settings};
-use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
 use gwhub_agent::runtime::{GatewayKey, GatewayStore};
 use gwhub_agent::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_tests::kube_objects::*;
+use gwhub_tests::procs::{Process, agent_binary, free_port};
 use k8s_openapi::api::core::v1::{Event, Service};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-const NS: &str = "openshift-ingress";
-const CONTROLLER: &str = "openshift.io/gateway-controller/v1";
-const CLASS: &str = "openshift-default";
-const HOST: &str = "*.apps.example.com";
-/// Bound on every wait for the agent to react.
-const WAIT: Duration = Duration::from_secs(20);
-
-// ---------------------------------------------------------------- actors
-
-fn tests_manager() -> PatchParams {
-    PatchParams::apply("gwhub-tests").force()
-}
-
-async fn apply<K>(api: &Api<K>, name: &str, body: Value)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + serde::Serialize,
-{
-    api.patch(name, &tests_manager(), &Patch::Apply(&body))
-        .await
-        .unwrap_or_else(|e| panic!("apply {name}: {e}"));
-}
-
-/// A status apply by another controller (its own field manager, forced as a
-/// controller owning those fields would).
-async fn apply_status<K>(api: &Api<K>, manager: &str, name: &str, body: Value)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    api.patch_status(
-        name,
-        &PatchParams::apply(manager).force(),
-        &Patch::Apply(&body),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{manager} status apply {name}: {e}"));
-}
-
-async fn gateway_class(client: &Client, name: &str, controller_name: &str) {
-    apply(
-        &Api::<GatewayClass>::all(client.clone()),
-        name,
-        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-               "metadata": {"name": name}, "spec": {"controllerName": controller_name}}),
-    )
-    .await;
-}
-
-async fn gateway(client: &Client, ns: &str, name: &str, class: &str, extra_port: Option<i32>) {
-    let mut listeners = vec![
-        json!({"name": "https", "hostname": HOST, "port": 443, "protocol": "HTTP"}),
-        json!({"name": "plain", "port": 8080, "protocol": "HTTP"}),
-    ];
-    if let Some(p) = extra_port {
-        listeners.push(json!({"name": "extra", "port": p, "protocol": "HTTP"}));
-    }
-    apply(
-        &Api::<Gateway>::namespaced(client.clone(), ns),
-        name,
-        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-               "metadata": {"name": name, "namespace": ns},
-               "spec": {"gatewayClassName": class, "listeners": listeners}}),
-    )
-    .await;
-}
-
-async fn dns_config(client: &Client, zones: bool) {
-    let api = Api::<DNS>::all(client.clone());
-    if zones {
-        apply(
-            &api,
-            "cluster",
-            json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS",
-                   "metadata": {"name": "cluster"},
-                   "spec": {"baseDomain": "example.com", "publicZone": {"id": "Z1"}}}),
-        )
-        .await;
-    } else {
-        // API server 1.20 turns a field dropped from an apply into a null
-        // this CRD rejects; a merge patch removes it.
-        api.patch(
-            "cluster",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"publicZone": null, "privateZone": null}})),
-        )
-        .await
-        .unwrap();
-    }
-}
-
-async fn infrastructure(client: &Client, platform: &str) {
-    let api = Api::<Infrastructure>::all(client.clone());
-    apply(
-        &api,
-        "cluster",
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"}, "spec": {}}),
-    )
-    .await;
-    apply_status(
-        &api,
-        "installer",
-        "cluster",
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"},
-               "status": {"platform": platform, "platformStatus": {"type": platform}}}),
-    )
-    .await;
-}
-
-async fn service(client: &Client, gw: &str) -> Service {
-    let api = Api::<Service>::namespaced(client.clone(), NS);
-    let name = format!("{gw}-lb");
-    apply(
-        &api,
-        &name,
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": name, "namespace": NS,
-                            "labels": {"gateway.networking.k8s.io/gateway-name": gw}},
-               "spec": {"type": "LoadBalancer", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}}),
-    )
-    .await;
-    api.get(&name).await.unwrap()
-}
-
-/// The load balancer controller provisions the Service's address.
-async fn provision(client: &Client, svc: &str) {
-    apply_status(
-        &Api::<Service>::namespaced(client.clone(), NS),
-        "lb-controller",
-        svc,
-        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": svc},
-               "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}}),
-    )
-    .await;
-}
-
-/// The service-controller reports a provisioning failure.
-async fn sync_failed_event(client: &Client, svc: &Service, message: &str) {
-    let name = svc.metadata.name.clone().unwrap();
-    let ev: Event = serde_json::from_value(json!({
-        "metadata": {"name": format!("{name}.sync-failed"), "namespace": NS},
-        "involvedObject": {"kind": "Service", "apiVersion": "v1", "namespace": NS,
-                           "name": name, "uid": svc.metadata.uid},
-        "reason": "SyncLoadBalancerFailed", "message": message, "type": "Warning",
-        "source": {"component": "service-controller"},
-        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
-        "count": 1
-    }))
-    .unwrap();
-    Api::<Event>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &ev)
-        .await
-        .unwrap();
-}
-
-async fn dns_record(client: &Client, gw: &str, policy: &str) {
-    let name = format!("{gw}-wildcard");
-    apply(
-        &Api::<DNSRecord>::namespaced(client.clone(), NS),
-        &name,
-        json!({"apiVersion": "ingress.operator.openshift.io/v1", "kind": "DNSRecord",
-               "metadata": {"name": name, "namespace": NS,
-                            "labels": {"gateway.networking.k8s.io/gateway-name": gw}},
-               "spec": {"dnsName": format!("{HOST}."), "recordType": "CNAME", "recordTTL": 30,
-                        "targets": ["lb.example.com"], "dnsManagementPolicy": policy}}),
-    )
-    .await;
-}
-
-/// The DNS controller reports the record's state in zone Z1.
-async fn publish(client: &Client, gw: &str, status: &str, message: &str) {
-    let name = format!("{gw}-wildcard");
-    apply_status(
-        &Api::<DNSRecord>::namespaced(client.clone(), NS),
-        "dns-controller",
-        &name,
-        json!({"apiVersion": "ingress.operator.openshift.io/v1", "kind": "DNSRecord",
-               "metadata": {"name": name},
-               "status": {"zones": [{"dnsZone": {"id": "Z1"}, "conditions": [
-                   {"type": "Published", "status": status, "reason": "ProviderSaid",
-                    "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}}),
-    )
-    .await;
-}
-
-/// What the Istio-like controller writes (manager `istio`): Accepted and
-/// Programmed, every listener with attachedRoutes, supportedKinds and its
-/// own conditions, and the addresses.
-fn istio_status(routes: i32, programmed_message: &str) -> Value {
-    let c = |t: &str, msg: &str| {
-        json!({"type": t, "status": "True", "reason": t, "message": msg,
-               "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"})
-    };
-    let listener = |name: &str| {
-        json!({"name": name, "attachedRoutes": routes,
-               "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
-               "conditions": [c("Accepted", ""), c("Programmed", ""), c("ResolvedRefs", "")]})
-    };
-    json!({"conditions": [c("Accepted", "istio accepted"), c("Programmed", programmed_message)],
-           "listeners": [listener("https"), listener("plain")],
-           "addresses": [{"type": "IPAddress", "value": "192.0.2.10"},
-                         {"type": "Hostname", "value": "lb.example.com"}]})
-}
-
-async fn istio_writes(client: &Client, gw: &str, routes: i32, programmed_message: &str) {
-    apply_status(
-        &Api::<Gateway>::namespaced(client.clone(), NS),
-        "istio",
-        gw,
-        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-               "metadata": {"name": gw}, "status": istio_status(routes, programmed_message)}),
-    )
-    .await;
-}
-
-// ---------------------------------------------------------------- reading
-
-/// `(status, reason, observedGeneration, message)` of a condition.
-type Seen = (String, String, Option<i64>, String);
-
-fn find(list: &[Value], t: &str) -> Option<Seen> {
-    list.iter().find(|c| c["type"] == t).map(|c| {
-        (
-            c["status"].as_str().unwrap_or_default().to_owned(),
-            c["reason"].as_str().unwrap_or_default().to_owned(),
-            c["observedGeneration"].as_i64(),
-            c["message"].as_str().unwrap_or_default().to_owned(),
-        )
-    })
-}
-
-fn status_of(gw: &Gateway) -> Value {
-    serde_json::to_value(gw.status.clone().unwrap_or_default()).unwrap()
-}
-
-fn gw_cond(gw: &Gateway, t: &str) -> Option<Seen> {
-    find(status_of(gw)["conditions"].as_array()?, t)
-}
-
-fn listener_cond(gw: &Gateway, listener: &str, t: &str) -> Option<Seen> {
-    let status = status_of(gw);
-    let l = status["listeners"]
-        .as_array()?
-        .iter()
-        .find(|l| l["name"] == listener)?
-        .clone();
-    find(l["conditions"].as_array()?, t)
-}
-
-fn sr(seen: &Option<Seen>) -> Option<(&str, &str)> {
-    seen.as_ref().map(|(s, r, _, _)| (s.as_str(), r.as_str()))
-}
-
-/// Polls the Gateway until `ok` holds, for at most [`WAIT`].
-async fn wait_gw(
-    client: &Client,
-    ns: &str,
-    name: &str,
-    what: &str,
-    ok: impl Fn(&Gateway) -> bool,
-) -> Gateway {
-    let api = Api::<Gateway>::namespaced(client.clone(), ns);
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let gw = api.get(name).await.unwrap();
-        if ok(&gw) {
-            return gw;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{ns}/{name}: timed out waiting for {what}; status:\n{}",
-            serde_json::to_string_pretty(&status_of(&gw)).unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn wait_lb(client: &Client, gw: &str, reason: &str) -> Gateway {
-    wait_gw(
-        client,
-        NS,
-        gw,
-        &format!("LoadBalancerReady {reason}"),
-        |g| sr(&gw_cond(g, "LoadBalancerReady")).is_some_and(|(_, r)| r == reason),
-    )
-    .await
-}
-
-async fn wait_dns(
-    client: &Client,
-    gw: &str,
-    managed: (&str, &str),
-    ready: (&str, &str),
-) -> Gateway {
-    wait_gw(
-        client,
-        NS,
-        gw,
-        &format!("DNSManaged {managed:?}, DNSReady {ready:?}"),
-        |g| {
-            sr(&listener_cond(g, "https", "DNSManaged")) == Some(managed)
-                && sr(&listener_cond(g, "https", "DNSReady")) == Some(ready)
-        },
-    )
-    .await
-}
-
-/// The agent's three condition types nowhere in the Gateway's status.
-fn none_of_ours(gw: &Gateway) -> bool {
-    let text = serde_json::to_string(&status_of(gw)).unwrap();
-    !["LoadBalancerReady", "DNSManaged", "DNSReady"]
-        .iter()
-        .any(|t| text.contains(t))
-}
 
 // ---------------------------------------------------------------- agents
 
@@ -433,7 +116,7 @@ async fn every_reason_end_to_end() {
         msg.contains("quota exceeded") && msg.contains("cloud-controller-manager"),
         "{msg}"
     );
-    provision(&client, "gw-lb").await;
+    provision(&client, "gw-lb", "192.0.2.10").await;
     let g = wait_lb(&client, "gw", "LoadBalancerProvisioned").await;
     assert_eq!(
         sr(&gw_cond(&g, "LoadBalancerReady")),
@@ -508,7 +191,7 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
     let (_fleet, client) = aws_cluster("coexist").await;
     for gw in ["istio-first", "agent-first"] {
         service(&client, gw).await;
-        provision(&client, &format!("{gw}-lb")).await;
+        provision(&client, &format!("{gw}-lb"), "192.0.2.10").await;
         dns_record(&client, gw, "Managed").await;
         publish(&client, gw, "True", "").await;
     }
@@ -569,57 +252,8 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
             sr(&gw_cond(g, "LoadBalancerReady")) == Some(("True", "LoadBalancerProvisioned"))
         })
         .await;
-        let have = status_of(&g);
-        assert_eq!(have["addresses"], want["addresses"], "{gw}: addresses");
-        for t in ["Accepted", "Programmed"] {
-            assert_eq!(
-                find(have["conditions"].as_array().unwrap(), t),
-                find(want["conditions"].as_array().unwrap(), t),
-                "{gw}: {t}"
-            );
-        }
-        for (l, wl) in ["https", "plain"]
-            .iter()
-            .zip(want["listeners"].as_array().unwrap())
-        {
-            let hl = have["listeners"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|x| x["name"] == *l)
-                .unwrap_or_else(|| panic!("{gw}: listener {l} gone"));
-            assert_eq!(
-                hl["attachedRoutes"], wl["attachedRoutes"],
-                "{gw}/{l}: attachedRoutes"
-            );
-            assert_eq!(
-                hl["supportedKinds"], wl["supportedKinds"],
-                "{gw}/{l}: supportedKinds"
-            );
-            for t in ["Accepted", "Programmed", "ResolvedRefs"] {
-                assert_eq!(
-                    find(hl["conditions"].as_array().unwrap(), t),
-                    find(wl["conditions"].as_array().unwrap(), t),
-                    "{gw}/{l}: {t}"
-                );
-            }
-        }
+        assert_istio_kept(gw, &g, &want);
         assert!(listener_cond(&g, "plain", "DNSReady").is_none());
-        // Istio's fields stayed Istio's: our manager owns none of them.
-        let managed = g.metadata.managed_fields.clone().unwrap_or_default();
-        let ours = managed
-            .iter()
-            .find(|m| m.manager.as_deref() == Some("gwhub-agent"))
-            .expect("gwhub-agent manages some fields");
-        let owned = serde_json::to_string(&ours.fields_v1).unwrap();
-        assert!(
-            !owned.contains("addresses") && !owned.contains("supportedKinds"),
-            "{owned}"
-        );
-        assert!(
-            !owned.contains("Programmed") && !owned.contains("Accepted"),
-            "{owned}"
-        );
     }
     agent.stop().await;
 }
@@ -712,46 +346,6 @@ async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
 
 // ---------------------------------------------------------------- binary
 
-/// The `gwhub-agent` binary, built if needed (a test crate cannot depend on
-/// another package's binary). `GWHUB_AGENT_BIN` overrides.
-fn agent_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("GWHUB_AGENT_BIN") {
-        return PathBuf::from(p);
-    }
-    let workspace = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .current_dir(&workspace)
-        .args(["build", "-q", "-p", "gwhub-agent", "--bin", "gwhub-agent"])
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build -p gwhub-agent failed");
-    // target/debug/deps/agent_kube-* -> target/debug/gwhub-agent
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("gwhub-agent"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| panic!("gwhub-agent not found beside {}", exe.display()))
-}
-
-struct Process(std::process::Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn scrape(port: u16) -> BTreeMap<String, u64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -790,7 +384,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
     gateway(&client, NS, "other-class", "other", None).await;
     gateway(&client, "default", "elsewhere", CLASS, None).await;
     service(&client, "in").await;
-    provision(&client, "in-lb").await;
+    provision(&client, "in-lb", "192.0.2.10").await;
 
     let metrics_port = free_port();
     let _agent = Process(

@@ -7,8 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -26,11 +24,11 @@ use gwhub_common::conditions::{Condition, new};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
 use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_tests::kube_objects::{install_project_crd, manifests, record_statuses};
+use gwhub_tests::procs::gwhub_binary;
 use jiff::Timestamp;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -39,10 +37,6 @@ use tokio_stream::wrappers::ReceiverStream;
 const NS: &str = "default";
 const OWN: &str = "kuadrant.io/MultiClusterAggregated";
 const WAIT: Duration = Duration::from_secs(30);
-
-fn manifests() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"))
-}
 
 // ---- a tiny agent ---------------------------------------------------------
 
@@ -177,39 +171,6 @@ fn cluster_status(ips: &[&str], programmed: bool) -> GatewayStatus {
     }
 }
 
-async fn install_project_crd(client: &Client) {
-    let objs = gwhub_common::read_paths(&[manifests().join("crd-clusterreports.yaml")]).unwrap();
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for o in objs {
-        api.patch(
-            &o.name(),
-            &PatchParams::apply("gwhub-tests").force(),
-            &Patch::Apply(&o.value),
-        )
-        .await
-        .expect("the API server takes the project's CRD");
-    }
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let crd = api.get("clusterreports.gwhub.io").await.unwrap();
-        let established = crd.status.and_then(|s| s.conditions).is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-        });
-        if established {
-            break;
-        }
-        assert!(Instant::now() < deadline, "CRD not established");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // Established can precede discovery by a moment.
-    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
-    while reports.list(&Default::default()).await.is_err() {
-        assert!(Instant::now() < deadline, "ClusterReports not served");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn create_hub_gateway(api: &Api<Gateway>, name: &str) {
     let gw: Gateway = serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
@@ -329,7 +290,7 @@ async fn manifests_parse_and_the_api_server_takes_them() {
     }
     let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
     let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client).await;
+    install_project_crd(&client, NS).await;
     // Namespaces first, then everything else, as `kubectl apply -k` orders them.
     all.sort_by_key(|o| o.kind != "Namespace");
     for o in &all {
@@ -389,24 +350,6 @@ async fn manifests_parse_and_the_api_server_takes_them() {
     let _ = child.wait();
 }
 
-/// Builds and finds `target/debug/gwhub` (beside this test's deps dir).
-fn gwhub_binary() -> PathBuf {
-    let workspace = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .current_dir(&workspace)
-        .args(["build", "-q", "-p", "gwhub", "--bin", "gwhub"])
-        .status()
-        .expect("run cargo build");
-    assert!(status.success(), "cargo build -p gwhub failed");
-    let exe = std::env::current_exe().unwrap();
-    exe.parent()
-        .and_then(|d| d.parent())
-        .map(|d| d.join("gwhub"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| panic!("gwhub not found beside {}", exe.display()))
-}
-
 /// The aggregate lands on the hub Gateways: accepted by the API server,
 /// with other writers' conditions kept, invalid names and more than 16
 /// addresses left out and reported, Gateways no cluster reports marked
@@ -419,7 +362,7 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
     }
     let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
     let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client).await;
+    install_project_crd(&client, NS).await;
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     for name in ["web", "many", "lonely"] {
         create_hub_gateway(&gateways, name).await;
@@ -624,25 +567,6 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
     hub.shutdown().await.unwrap();
 }
 
-/// Records every status the API server holds for `name` (through a watch).
-fn record_statuses(
-    api: Api<Gateway>,
-    name: &str,
-) -> (Arc<Mutex<Vec<GatewayStatus>>>, tokio::task::JoinHandle<()>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let task = tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, cfg).boxed();
-        while let Some(ev) = stream.next().await {
-            if let Ok(watcher::Event::Apply(gw) | watcher::Event::InitApply(gw)) = ev {
-                sink.lock().unwrap().push(gw.status.unwrap_or_default());
-            }
-        }
-    });
-    (seen, task)
-}
-
 /// A second replica imports the store but never writes; a restarted hub
 /// restores from the store and the hub Gateway never shows a wrong status
 /// on the way, though the agents come back only later.
@@ -653,7 +577,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     }
     let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
     let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client).await;
+    install_project_crd(&client, NS).await;
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     create_hub_gateway(&gateways, "web").await;
 
