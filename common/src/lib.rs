@@ -10,9 +10,11 @@ pub mod identity;
 pub mod key;
 pub mod manifest;
 pub mod output;
+pub mod pace;
 pub mod time;
 
 pub use conditions::{Condition, MAX_CONDITIONS};
 pub use key::GatewayKey;
 pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list};
+pub use pace::Pacer;

@@ -46,7 +46,8 @@ pub struct KubeOptions {
     pub gateway_namespace: Option<String>,
     /// `None`: no election, this replica always writes (one replica only).
     pub lease: Option<LeaseConfig>,
-    /// Wait after a change so a burst of reports becomes one write.
+    /// Minimum spacing of the hub's write passes (status and reports), so
+    /// a burst of reports becomes one write per window.
     pub debounce: Duration,
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatusListeners};
@@ -249,7 +249,8 @@ pub struct StatusWriter {
     pub cache: Arc<Cache>,
     pub queue: Arc<Queue>,
     pub metrics: Arc<Metrics>,
-    /// Wait after the first change so a burst becomes one write.
+    /// Minimum spacing of write passes: a lone change is written at once,
+    /// a burst at most once per window ([`gwhub_common::Pacer`]).
     pub debounce: Duration,
     /// Delay before a failed write is tried again.
     pub retry: Duration,
@@ -264,10 +265,12 @@ impl StatusWriter {
         mut ready: watch::Receiver<bool>,
         shutdown: CancellationToken,
     ) {
+        let mut pacer = gwhub_common::Pacer::new(self.debounce);
         loop {
             let active = *leader.borrow_and_update() && *ready.borrow_and_update();
             if active {
-                tokio::time::sleep(self.debounce).await;
+                tokio::time::sleep(pacer.delay(Instant::now())).await;
+                pacer.started(Instant::now());
                 for key in self.queue.take() {
                     if shutdown.is_cancelled() {
                         return;

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
@@ -101,8 +101,9 @@ pub struct Settings {
     /// `--write-local-status`: apply our conditions to the Gateways (else
     /// compute and stream only).
     pub write_local_status: bool,
-    /// How long changes are gathered before evaluating, so a burst of
-    /// changes gives one evaluation and at most one write per Gateway.
+    /// Minimum spacing of evaluation passes: a lone change is evaluated at
+    /// once, a burst gives at most one evaluation and one write per Gateway
+    /// per window ([`gwhub_common::Pacer`]).
     pub debounce: Duration,
     /// How often every Gateway is re-evaluated regardless of changes.
     pub resync: Duration,
@@ -298,6 +299,7 @@ struct Reconciler {
 
 impl Reconciler {
     async fn run(self) {
+        let mut pacer = gwhub_common::Pacer::new(self.settings.debounce);
         let mut resync = tokio::time::interval(self.settings.resync);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resync.tick().await;
@@ -312,8 +314,9 @@ impl Reconciler {
             }
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(self.settings.debounce) => {}
+                _ = tokio::time::sleep(pacer.delay(Instant::now())) => {}
             }
+            pacer.started(Instant::now());
             let batch = self.dirty.take();
             let names: BTreeSet<String> = if batch.all {
                 let streamed = self
@@ -400,10 +403,11 @@ impl Reconciler {
                 return;
             }
         };
-        self.notices.config_ok(&gw);
-        self.notices.problems(&gw, &evaluation.problems).await;
+        // The hub first: Events are an API round trip it need not wait for.
         self.store.upsert(evaluation.merged_gateway());
         self.set_streamed(name, true);
+        self.notices.config_ok(&gw);
+        self.notices.problems(&gw, &evaluation.problems).await;
         if !self.settings.write_local_status {
             return;
         }
