@@ -94,6 +94,7 @@ pub struct Fleet {
     pub dir: PathBuf,
     pub clusters: Vec<Cluster>,
     etcd: Child,
+    etcd_port: u16,
     _tmp: Option<TempDir>,
 }
 
@@ -143,10 +144,11 @@ impl Fleet {
             dir: dir.clone(),
             clusters: Vec::new(),
             etcd,
+            etcd_port,
             _tmp: Some(tmp),
         };
         for name in names {
-            let c = fleet.spawn_apiserver(name, etcd_port)?;
+            let c = fleet.spawn_apiserver(name, free_port()?)?;
             fleet.clusters.push(c);
         }
         for c in &fleet.clusters {
@@ -157,8 +159,8 @@ impl Fleet {
         Ok(fleet)
     }
 
-    fn spawn_apiserver(&self, name: &str, etcd_port: u16) -> Result<Cluster> {
-        let port = free_port()?;
+    fn spawn_apiserver(&self, name: &str, port: u16) -> Result<Cluster> {
+        let etcd_port = self.etcd_port;
         let dir = &self.dir;
         let process = spawn(
             Command::new(assets_dir().join("kube-apiserver"))
@@ -205,6 +207,30 @@ impl Fleet {
             kubeconfig,
             process,
         })
+    }
+
+    /// Kills `name`'s API server (as `kill -9` would); its data stays in
+    /// etcd. [`Fleet::start_apiserver`] brings it back.
+    pub fn kill_apiserver(&mut self, name: &str) {
+        self.cluster_mut(name).kill();
+    }
+
+    /// Starts `name`'s API server again on the same port (after
+    /// [`Fleet::kill_apiserver`]) and waits until it serves.
+    pub async fn start_apiserver(&mut self, name: &str) -> Result<()> {
+        self.cluster_mut(name).kill();
+        let port = self.cluster(name).port;
+        let fresh = self.spawn_apiserver(name, port)?;
+        *self.cluster_mut(name) = fresh;
+        wait_ready(self.cluster(name)).await?;
+        Ok(())
+    }
+
+    fn cluster_mut(&mut self, name: &str) -> &mut Cluster {
+        self.clusters
+            .iter_mut()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no cluster {name} in this fleet"))
     }
 
     /// The cluster called `name`.
@@ -276,10 +302,15 @@ fn free_port() -> Result<u16> {
 }
 
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {
-    let out = std::fs::File::create(log).map_err(|source| FleetError::Io {
-        what: format!("create {}", log.display()),
-        source,
-    })?;
+    // Appends: a restarted API server keeps its predecessor's log.
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|source| FleetError::Io {
+            what: format!("create {}", log.display()),
+            source,
+        })?;
     let err = out.try_clone().map_err(|source| FleetError::Io {
         what: "dup log".into(),
         source,

@@ -7,5 +7,8 @@ pub mod apiserver;
 pub mod crds;
 pub mod kube_objects;
 pub mod procs;
+pub mod proxy;
+pub mod recorder;
+pub mod scenario;
 
 pub use apiserver::{Fleet, FleetError};

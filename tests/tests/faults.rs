@@ -1,0 +1,630 @@
+//! Issue #7, faults: the real `gwhub serve` (Kubernetes mode) and real
+//! `gwhub-agent run` processes against real API servers, with connections
+//! cut and stalled through a TCP proxy, processes and API servers killed
+//! with SIGKILL and restarted, two agents for one cluster, skewed clocks in
+//! reports, and foreign writers racing the hub and the agent.
+//!
+//! After each fault the hub Gateway must show the truth again, and a watch
+//! that recorded every status the management API server held must show no
+//! wrong status (summary conditions that differ from the truth and do not
+//! say a report is stale) for longer than `--stale-after` plus the
+//! staleness sweep period (`stale-after / 4`) and one status write (500 ms):
+//! a cluster that goes silent is marked stale at the first sweep after
+//! `stale-after` has passed, and until then the hub rightly still trusts its
+//! last report.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_common::conditions::new as condition;
+use gwhub_proto::convert::status_to_proto;
+use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
+use gwhub_tests::apiserver::require_assets;
+use gwhub_tests::proxy::{Mode, Proxy};
+use gwhub_tests::recorder::{Judgement, Recorder, Verdict};
+use gwhub_tests::scenario::{
+    GW, HUB_NS, NS, OWN, Scenario, count_lines, free_port, summary, verdict, wait_listening,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+const STALE: Duration = Duration::from_secs(3);
+/// Bound on every wait for the fleet to converge.
+const CONVERGE: Duration = Duration::from_secs(45);
+
+/// The longest a status may be wrong: `--stale-after`, plus one sweep
+/// period, plus one debounced status write.
+fn allowed() -> Duration {
+    STALE + STALE / 4 + Duration::from_millis(500)
+}
+
+/// Asserts the record holds no wrong spell longer than [`allowed`].
+fn assert_never_wrong_for_long(test: &str, j: &Judgement) {
+    eprintln!(
+        "{test}: {} statuses recorded, {} honestly stale, {} wrong spell(s), longest {:?}, total {:?}",
+        j.statuses,
+        j.stale,
+        j.spells.len(),
+        j.longest(),
+        j.total()
+    );
+    for s in &j.spells {
+        assert!(
+            s.duration() <= allowed(),
+            "{test}: the hub Gateway was wrong for {:?} (allowed {:?}):\n{}",
+            s.duration(),
+            allowed(),
+            s.statuses
+                .iter()
+                .map(summary)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
+
+struct Running {
+    sc: Scenario,
+    hub: gwhub_tests::scenario::Proc,
+    hub_port: u16,
+}
+
+/// A fleet with one hub (no election: a single replica) and nothing else.
+async fn fleet(workloads: &[&str]) -> Running {
+    let sc = Scenario::start(workloads, STALE).await;
+    let hub_port = free_port();
+    let hub = sc.hub("hub", hub_port, None);
+    assert!(
+        wait_listening(hub_port, Duration::from_secs(30)).await,
+        "hub not listening:\n{}",
+        hub.log()
+    );
+    Running { sc, hub, hub_port }
+}
+
+fn hub_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
+
+async fn converge(r: &Running, what: &str) -> GatewayStatus {
+    match r.sc.wait_truth(CONVERGE).await {
+        Ok(s) => s,
+        Err(e) => panic!("{what}: {e}\nhub log tail:\n{}", tail(&r.hub.log())),
+    }
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+async fn recorder(r: &Running) -> (Recorder, Instant) {
+    let rec = Recorder::start(r.sc.hub_gateways(), GW);
+    assert!(
+        rec.wait_first(Duration::from_secs(10)).await,
+        "no watch event"
+    );
+    (rec, Instant::now())
+}
+
+/// An agent's connection is cut mid-stream (it reconnects and resyncs),
+/// then stalled (the hub marks the cluster stale, not wrong) and released.
+#[tokio::test]
+async fn agent_connection_cut_and_stalled() {
+    if !require_assets("agent_connection_cut_and_stalled") {
+        return;
+    }
+    let mut r = fleet(&["east", "west"]).await;
+    let target = format!("127.0.0.1:{}", r.hub_port).parse().unwrap();
+    let east_proxy = Proxy::start(target).await.unwrap();
+    let west_proxy = Proxy::start(target).await.unwrap();
+    let _east = r.sc.agent("agent-east", "east", &east_proxy.url());
+    let _west = r.sc.agent("agent-west", "west", &west_proxy.url());
+    converge(&r, "start").await;
+    let (rec, since) = recorder(&r).await;
+
+    // Cut: the connection drops as the change happens.
+    let before = east_proxy.accepted();
+    east_proxy.cut();
+    r.sc.set_programmed("east", false).await.unwrap();
+    converge(&r, "after the cut").await;
+    assert!(east_proxy.accepted() > before, "the agent reconnected");
+
+    // Cut again, twice in a row, with changes in between.
+    east_proxy.cut();
+    r.sc.set_programmed("east", true).await.unwrap();
+    east_proxy.cut();
+    r.sc.set_programmed("west", false).await.unwrap();
+    converge(&r, "after two cuts").await;
+
+    // Stall: nothing moves, the change cannot reach the hub; the hub must
+    // say east is stale rather than keep claiming its old report.
+    east_proxy.set_mode(Mode::Stall);
+    r.sc.set_programmed("east", false).await.unwrap();
+    tokio::time::sleep(STALE + Duration::from_secs(2)).await;
+    let now = r.sc.hub_gateways().get(GW).await.unwrap();
+    assert_eq!(
+        verdict(&now.status.clone().unwrap_or_default(), r.sc.truth()),
+        Verdict::Stale,
+        "a silent cluster is marked stale: {}",
+        summary(&now.status.unwrap_or_default())
+    );
+    east_proxy.set_mode(Mode::Pass);
+    converge(&r, "after the stall").await;
+
+    // Stalled, then cut while stalled: the agent's next connection works.
+    east_proxy.set_mode(Mode::Stall);
+    r.sc.set_programmed("east", true).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    east_proxy.cut();
+    east_proxy.set_mode(Mode::Pass);
+    r.sc.set_programmed("west", true).await.unwrap();
+    converge(&r, "after stall and cut").await;
+
+    let j = r.sc.judge(&rec, since);
+    assert!(j.stale >= 1, "the stall was shown as stale");
+    assert_never_wrong_for_long("cut_and_stall", &j);
+    let log = r.hub.log();
+    assert_eq!(
+        count_lines(&log, "status apply failed"),
+        0,
+        "{}",
+        tail(&log)
+    );
+    r.hub.kill9();
+}
+
+/// kill -9 of an agent (restarted), then of the hub (restarted on the same
+/// address; the agents find it again and it restores from its store).
+#[tokio::test]
+async fn agent_and_hub_killed_and_restarted() {
+    if !require_assets("agent_and_hub_killed_and_restarted") {
+        return;
+    }
+    let mut r = fleet(&["east", "west"]).await;
+    let url = hub_url(r.hub_port);
+    let mut east = r.sc.agent("agent-east", "east", &url);
+    let _west = r.sc.agent("agent-west", "west", &url);
+    converge(&r, "start").await;
+    let (rec, since) = recorder(&r).await;
+
+    // The agent dies; its cluster changes meanwhile; a new agent starts.
+    east.kill9();
+    r.sc.set_programmed("east", false).await.unwrap();
+    tokio::time::sleep(STALE + Duration::from_secs(1)).await;
+    east.start();
+    converge(&r, "after the agent restart").await;
+
+    // The hub dies with nothing changing: the restarted hub restores from
+    // its ClusterReports and must not show anything else on the way.
+    r.hub.kill9();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r.hub.start();
+    assert!(wait_listening(r.hub_port, Duration::from_secs(30)).await);
+    tokio::time::sleep(STALE + Duration::from_secs(1)).await;
+    converge(&r, "after the hub restart").await;
+
+    // The hub dies and a cluster changes while nobody can write: the
+    // record is judged up to the kill, and again from the moment the hub
+    // is back (it then has the window to catch up).
+    let j = r.sc.judge(&rec, since);
+    assert_never_wrong_for_long("agent_and_hub_kill", &j);
+    r.hub.kill9();
+    r.sc.set_programmed("west", false).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    r.hub.start();
+    let back = Instant::now();
+    assert!(wait_listening(r.hub_port, Duration::from_secs(30)).await);
+    converge(&r, "after the second hub restart").await;
+    r.sc.set_programmed("east", true).await.unwrap();
+    r.sc.set_programmed("west", true).await.unwrap();
+    converge(&r, "after changes on the restarted hub").await;
+
+    let j = r.sc.judge(&rec, back);
+    assert_never_wrong_for_long("agent_and_hub_kill (after the restart)", &j);
+    r.hub.kill9();
+}
+
+/// A workload API server is killed with SIGKILL and restarted: the agent's
+/// watches recover and the next change reaches the hub.
+///
+/// Known failure (issue #7): the agent's watches back off up to 30 s
+/// (kube-runtime's default) while its API server is down, and it keeps
+/// heartbeating meanwhile, so after the restart a change took ~21 s to reach
+/// the hub, which showed the old status as fresh all along. Fix in the
+/// agent (cap the watch backoff, or stop vouching for a cluster whose
+/// watches fail), then drop the `ignore`.
+#[tokio::test]
+#[ignore = "known failure: agent watch backoff after an API server restart (issue #7)"]
+async fn workload_api_server_killed_and_restarted() {
+    if !require_assets("workload_api_server_killed_and_restarted") {
+        return;
+    }
+    let mut r = fleet(&["east"]).await;
+    let _east = r.sc.agent("agent-east", "east", &hub_url(r.hub_port));
+    converge(&r, "start").await;
+    let (rec, since) = recorder(&r).await;
+
+    r.sc.fleet.kill_apiserver("east");
+    // The agent cannot see its cluster; it keeps its last report and its
+    // stream, so the hub keeps the (unchanged) truth and never goes stale.
+    tokio::time::sleep(STALE * 2).await;
+    r.sc.fleet.start_apiserver("east").await.unwrap();
+    r.sc.set_programmed("east", false).await.unwrap();
+    converge(&r, "a change after the API server restart").await;
+    r.sc.set_programmed("east", true).await.unwrap();
+    converge(&r, "and back").await;
+
+    let j = r.sc.judge(&rec, since);
+    assert_eq!(j.stale, 0, "the agent stayed connected: {j:?}");
+    assert_never_wrong_for_long("apiserver_kill", &j);
+    r.hub.kill9();
+}
+
+/// Two agent processes for one cluster. Defined behaviour: the newest
+/// stream is the cluster's; an older one is ended with ABORTED ("a newer
+/// stream ... took over") at its next report, reconnects, and becomes the
+/// newest in turn. Both read the same cluster, so the hub follows the
+/// truth throughout; the connections take turns.
+#[tokio::test]
+async fn duplicate_agents_for_one_cluster() {
+    if !require_assets("duplicate_agents_for_one_cluster") {
+        return;
+    }
+    let mut r = fleet(&["east"]).await;
+    let url = hub_url(r.hub_port);
+    let _a = r.sc.agent("agent-east-a", "east", &url);
+    converge(&r, "start").await;
+    let _b = r.sc.agent("agent-east-b", "east", &url);
+    let (rec, since) = recorder(&r).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for programmed in [false, true, false, true] {
+        r.sc.set_programmed("east", programmed).await.unwrap();
+        converge(&r, &format!("programmed {programmed}")).await;
+    }
+    let j = r.sc.judge(&rec, since);
+    assert_never_wrong_for_long("duplicate_agents", &j);
+    let log = r.hub.log();
+    let took_over = count_lines(&log, "took over");
+    let connected = count_lines(&log, "agent connected");
+    eprintln!("duplicate_agents: {connected} connections, {took_over} streams superseded");
+    assert!(
+        took_over >= 1,
+        "an older stream was superseded:\n{}",
+        tail(&log)
+    );
+    assert!(connected >= 3, "the superseded agent reconnected");
+    r.hub.kill9();
+}
+
+/// A foreign controller (its own field manager) keeps applying its own
+/// condition to the hub Gateway's status, and another to the workload
+/// Gateway's, while the hub and the agent write theirs: everybody's
+/// conditions survive.
+#[tokio::test]
+async fn foreign_writers_race_the_hub_and_the_agent() {
+    if !require_assets("foreign_writers_race_the_hub_and_the_agent") {
+        return;
+    }
+    let mut r = fleet(&["east"]).await;
+    let _east = r.sc.agent("agent-east", "east", &hub_url(r.hub_port));
+    converge(&r, "start").await;
+    let (rec, since) = recorder(&r).await;
+
+    let writer = |api: Api<Gateway>, manager: &'static str, type_: &'static str| {
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            let mut last_ok = 0;
+            let deadline = Instant::now() + Duration::from_secs(12);
+            while Instant::now() < deadline {
+                n += 1;
+                let body = json!({
+                    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                    "metadata": {"name": GW},
+                    "status": {"conditions": [{
+                        "type": type_, "status": "True", "reason": "Attached",
+                        "message": format!("write {n}"), "observedGeneration": 1,
+                        "lastTransitionTime": "2026-11-23T09:00:00Z"}]}
+                });
+                if api
+                    .patch_status(GW, &PatchParams::apply(manager), &Patch::Apply(&body))
+                    .await
+                    .is_ok()
+                {
+                    last_ok = n;
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            last_ok
+        })
+    };
+    let hub_writer = writer(
+        r.sc.hub_gateways(),
+        "policy-controller",
+        "example.com/PolicyAffected",
+    );
+    let east_gws: Api<Gateway> = Api::namespaced(r.sc.workloads["east"].clone(), NS);
+    let east_writer = writer(east_gws.clone(), "dns-operator", "example.com/DNSChecked");
+    for programmed in [false, true, false, true] {
+        r.sc.set_programmed("east", programmed).await.unwrap();
+        converge(&r, &format!("programmed {programmed}")).await;
+    }
+    let hub_last = hub_writer.await.unwrap();
+    let east_last = east_writer.await.unwrap();
+    assert!(hub_last > 10 && east_last > 10, "the writers ran");
+
+    let status = converge(&r, "end").await;
+    let msg = |s: &GatewayStatus, t: &str| {
+        s.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == t)
+            .map(|c| c.message.clone())
+    };
+    assert_eq!(
+        msg(&status, "example.com/PolicyAffected"),
+        Some(format!("write {hub_last}")),
+        "the foreign condition on the hub Gateway survived"
+    );
+    let east = east_gws.get(GW).await.unwrap().status.unwrap_or_default();
+    assert_eq!(
+        msg(&east, "example.com/DNSChecked"),
+        Some(format!("write {east_last}"))
+    );
+    assert!(msg(&east, "LoadBalancerReady").is_some(), "the agent's");
+    assert_eq!(msg(&east, "Accepted").as_deref(), Some("istio accepted"));
+    let j = r.sc.judge(&rec, since);
+    assert_never_wrong_for_long("foreign_writers", &j);
+    let log = r.hub.log();
+    assert_eq!(
+        count_lines(&log, "status apply failed"),
+        0,
+        "{}",
+        tail(&log)
+    );
+    r.hub.kill9();
+}
+
+// ---- clock skew: a hand-written agent over gRPC ---------------------------
+
+struct RawAgent {
+    tx: mpsc::Sender<v1::AgentMessage>,
+    rx: tonic::Streaming<v1::HubMessage>,
+}
+
+fn msg(m: agent_message::Message) -> v1::AgentMessage {
+    v1::AgentMessage { message: Some(m) }
+}
+
+impl RawAgent {
+    async fn connect(port: u16, cluster: &str) -> RawAgent {
+        let mut client = IngestClient::connect(hub_url(port)).await.unwrap();
+        let (tx, rx) = mpsc::channel(16);
+        tx.send(msg(agent_message::Message::Hello(v1::Hello {
+            agent_version: "faults-test".into(),
+            capabilities: vec![],
+            cluster: cluster.into(),
+        })))
+        .await
+        .unwrap();
+        let rx = client
+            .report(ReceiverStream::new(rx))
+            .await
+            .unwrap()
+            .into_inner();
+        RawAgent { tx, rx }
+    }
+
+    /// Sends a snapshot of the hub Gateway whose conditions carry `at` as
+    /// their times, and waits for the ack.
+    async fn snapshot(&mut self, at: Timestamp) {
+        let c = |t: &str| condition(t, "True", t, "", Some(1), at);
+        let status = GatewayStatus {
+            conditions: Some(vec![c("Accepted"), c("Programmed")]),
+            ..Default::default()
+        };
+        self.tx
+            .send(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: 1,
+                chunk: 0,
+                r#final: true,
+                seq: 1,
+                gateways: vec![v1::GatewayReport {
+                    namespace: NS.into(),
+                    name: GW.into(),
+                    uid: "uid".into(),
+                    generation: 1,
+                    status: Some(status_to_proto(&status).unwrap()),
+                }],
+            })))
+            .await
+            .unwrap();
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(20), self.rx.next())
+                .await
+                .expect("hub answers")
+                .expect("stream open")
+                .expect("no error");
+            if let Some(hub_message::Message::Ack(a)) = m.message
+                && a.seq == 1
+            {
+                return;
+            }
+        }
+    }
+
+    async fn heartbeat(&self, sent_unix_millis: i64) {
+        let _ = self
+            .tx
+            .send(msg(agent_message::Message::Heartbeat(v1::Heartbeat {
+                sent_unix_millis,
+            })))
+            .await;
+    }
+}
+
+fn cond<'a>(s: &'a GatewayStatus, t: &str) -> Option<&'a gwhub_common::Condition> {
+    s.conditions.iter().flatten().find(|c| c.type_ == t)
+}
+
+/// Reports whose times are decades in the future or the past, and
+/// heartbeats with skewed send times, change nothing: freshness is the
+/// hub's own receive time, so a silent cluster goes stale after
+/// `--stale-after` of the hub's clock, and the stale message names the
+/// hub's time of the last report.
+#[tokio::test]
+async fn clock_skew_in_reports_does_not_break_staleness() {
+    if !require_assets("clock_skew_in_reports_does_not_break_staleness") {
+        return;
+    }
+    let r = fleet(&[]).await;
+    let future: Timestamp = "2099-01-01T00:00:00Z".parse().unwrap();
+    let past: Timestamp = "1971-01-01T00:00:00Z".parse().unwrap();
+    let mut ahead = RawAgent::connect(r.hub_port, "ahead").await;
+    let mut behind = RawAgent::connect(r.hub_port, "behind").await;
+    ahead.snapshot(future).await;
+    behind.snapshot(past).await;
+
+    let api = r.sc.hub_gateways();
+    let fresh = |s: &GatewayStatus| {
+        cond(s, "Programmed").is_some_and(|c| c.message == "Programmed is True in all 2 clusters")
+            && cond(s, OWN).is_some_and(|c| c.message == "Aggregated the status of 2 clusters")
+    };
+    // Both stay fresh for several windows while they heartbeat with skewed
+    // clocks (the ancient one included).
+    let until = Instant::now() + STALE * 3;
+    let mut seen_fresh = false;
+    while Instant::now() < until {
+        ahead.heartbeat(future.as_millisecond()).await;
+        behind.heartbeat(0).await;
+        let s = api.get(GW).await.unwrap().status.unwrap_or_default();
+        if seen_fresh {
+            assert!(
+                fresh(&s),
+                "skewed clocks made a cluster stale: {}",
+                summary(&s)
+            );
+        }
+        seen_fresh |= fresh(&s);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(seen_fresh, "never aggregated");
+
+    // "ahead" goes silent (its stream stays open); "behind" keeps going.
+    let silent_since = Instant::now();
+    let wall = Timestamp::now();
+    let deadline = silent_since + CONVERGE;
+    let stale = loop {
+        behind.heartbeat(0).await;
+        let s = api.get(GW).await.unwrap().status.unwrap_or_default();
+        if cond(&s, "Programmed").is_some_and(|c| c.message.contains("ahead status is stale")) {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "never stale: {}", summary(&s));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let after = silent_since.elapsed();
+    eprintln!("clock_skew: stale after {after:?} of silence (stale-after {STALE:?})");
+    // Not kept fresh by a far-future time, not made stale early by it.
+    assert!(
+        after + Duration::from_millis(600) >= STALE,
+        "stale early: {after:?}"
+    );
+    assert!(after <= STALE * 3, "stale late: {after:?}");
+    let message = cond(&stale, "Programmed").unwrap().message.clone();
+    assert!(!message.contains("behind"), "{message}");
+    let since: Timestamp = message
+        .rsplit("no report since ")
+        .next()
+        .and_then(|t| t.split(';').next())
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no time in {message:?}"));
+    let off = (since.as_second() - wall.as_second()).abs();
+    assert!(
+        off < 60,
+        "the stale time is the hub's own ({since}, now {wall})"
+    );
+    drop((ahead, behind));
+    drop(r);
+}
+
+// ---- HA -------------------------------------------------------------------
+
+/// Two replicas with Lease election; the leader is killed with SIGKILL
+/// (no release). The other replica, which ingests the agent all along,
+/// takes the Lease once it expires and writes the change made after the
+/// kill. Prints the failover time (kill to the follower's first write).
+#[tokio::test]
+async fn ha_failover_after_the_leader_is_killed() {
+    if !require_assets("ha_failover_after_the_leader_is_killed") {
+        return;
+    }
+    let mut sc = Scenario::start(&["east"], STALE).await;
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = sc.hub("hub-a", pa, Some("hub-a"));
+    assert!(wait_listening(pa, Duration::from_secs(30)).await);
+    let leases: Api<Lease> = Api::namespaced(sc.mgmt.clone(), HUB_NS);
+    let holder = || async {
+        leases
+            .get_opt("gwhub-hub")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity)
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + CONVERGE;
+    while !holder().await.starts_with("hub-a") {
+        assert!(Instant::now() < deadline, "hub-a never led");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let b = sc.hub("hub-b", pb, Some("hub-b"));
+    assert!(wait_listening(pb, Duration::from_secs(30)).await);
+    // The agent streams to the follower; the leader imports its reports.
+    let _east = sc.agent("agent-east", "east", &hub_url(pb));
+    if let Err(e) = sc.wait_truth(CONVERGE).await {
+        panic!("{e}\n{}", tail(&b.log()));
+    }
+    sc.set_programmed("east", false).await.unwrap();
+    sc.wait_truth(CONVERGE).await.unwrap();
+    let (rec, since) = {
+        let rec = Recorder::start(sc.hub_gateways(), GW);
+        assert!(rec.wait_first(Duration::from_secs(10)).await);
+        (rec, Instant::now())
+    };
+
+    a.kill9();
+    let killed = Instant::now();
+    sc.set_programmed("east", true).await.unwrap();
+    let status = match sc.wait_truth(Duration::from_secs(90)).await {
+        Ok(s) => s,
+        Err(e) => panic!("{e}\n{}", tail(&b.log())),
+    };
+    let written = rec
+        .seen()
+        .into_iter()
+        .find(|s| s.at > killed && verdict(&s.status, sc.truth()) == Verdict::Right)
+        .map(|s| s.at)
+        .expect("the watch saw the follower's write");
+    eprintln!(
+        "ha_failover: the follower wrote the change {:?} after the leader was killed (Lease 15s)",
+        written - killed
+    );
+    assert!(holder().await.starts_with("hub-b"), "hub-b holds the Lease");
+    assert_eq!(
+        cond(&status, "Programmed").map(|c| c.status.as_str()),
+        Some("True")
+    );
+    let j = sc.judge(&rec, since);
+    eprintln!(
+        "ha_failover: wrong for {:?} in all (the failover gap)",
+        j.total()
+    );
+    assert!(count_lines(&b.log(), "became leader") >= 1);
+    drop(b);
+}
