@@ -368,7 +368,9 @@ async fn watcher(
     let mut client =
         DashboardClient::new(connect(&url).await?).max_decoding_message_size(usize::MAX);
     let mut stream = client
-        .watch_gateways(v1::WatchGatewaysRequest {})
+        .watch_gateways(v1::WatchGatewaysRequest {
+            omit_unchanged_omissions: true,
+        })
         .await
         .map_err(|e| format!("watch: {e}"))?
         .into_inner();

@@ -455,7 +455,7 @@ async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
 
 async fn watch(client: &mut Client, out: &mut impl Write) -> Result<(), String> {
     let mut stream = client
-        .watch_gateways(v1::WatchGatewaysRequest {})
+        .watch_gateways(v1::WatchGatewaysRequest::default())
         .await
         .map_err(status_error)?
         .into_inner();

@@ -19,6 +19,7 @@ use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, watch};
 
+use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{
     Aggregation, ClusterReport, Fleet, Freshness, GatewayKey, HubGateway, Item, Omission, Options,
 };
@@ -36,6 +37,11 @@ pub struct GatewayView {
     pub clusters: Vec<String>,
     /// Encoded once per change, so every Dashboard read is a clone.
     pub proto: v1::AggregatedGateway,
+    /// `proto` without its omissions and with `omissions_unchanged` set, for
+    /// watchers that already have them (cheap to clone and send).
+    pub lean: v1::AggregatedGateway,
+    /// The revision at which the omissions last changed.
+    pub omissions_revision: u64,
 }
 
 impl GatewayView {
@@ -192,6 +198,9 @@ pub struct ClusterGateway {
 
 struct Inner {
     fleet: RwLock<Fleet>,
+    /// Serialises aggregation passes, so an older pass never publishes
+    /// over a newer one (held without any other lock, never across `.await`).
+    aggregating: Mutex<()>,
     clusters: Mutex<BTreeMap<String, Arc<ClusterLive>>>,
     dirty: Mutex<BTreeSet<GatewayKey>>,
     dirty_notify: Notify,
@@ -201,10 +210,6 @@ struct Inner {
     options: Options,
     stale_after: Duration,
 }
-
-/// A fresh aggregation and its clusters; `None` in its place means no
-/// cluster reports the Gateway any more.
-type Aggregated = (Aggregation, Vec<String>);
 
 /// Cheap to clone; every clone shares the same state.
 #[derive(Clone)]
@@ -223,6 +228,7 @@ impl Index {
         Index {
             inner: Arc::new(Inner {
                 fleet: RwLock::new(Fleet::new()),
+                aggregating: Mutex::new(()),
                 clusters: Mutex::new(BTreeMap::new()),
                 dirty: Mutex::new(BTreeSet::new()),
                 dirty_notify: Notify::new(),
@@ -359,18 +365,19 @@ impl Index {
             let fleet = self.inner.fleet.read();
             // Bumped under the fleet lock, so it matches what is read here.
             let report_rev = live.report_rev.load(Ordering::SeqCst);
-            let gateways = fleet
-                .gateway_keys()
-                .filter_map(|key| {
-                    fleet
-                        .reports(key)
-                        .into_iter()
-                        .find(|r| r.cluster == cluster)
-                        .map(|r| (key.clone(), r.status.clone()))
-                })
+            let shared: Vec<(GatewayKey, Arc<GatewayStatus>)> = fleet
+                .cluster_gateways(cluster)
+                .into_iter()
+                .flatten()
+                .filter_map(|key| Some((key.clone(), fleet.status(cluster, key)?.clone())))
                 .collect();
-            (report_rev, gateways)
+            (report_rev, shared)
         };
+        // Deep copies outside the lock.
+        let gateways = gateways
+            .into_iter()
+            .map(|(key, status)| (key, GatewayStatus::clone(&status)))
+            .collect();
         Some(ClusterRecord {
             cluster: cluster.to_owned(),
             gateways,
@@ -443,16 +450,17 @@ impl Index {
         true
     }
 
-    /// Runs `f` over the reports of `key` (in cluster name order) under the
-    /// read lock, so the Kubernetes status writer can aggregate with the live
+    /// Runs `f` over the reports of `key` (in cluster name order), taken
+    /// under a short read lock (shared, not copied) and used after it, so the Kubernetes status writer can aggregate with the live
     /// hub Gateway's generation and other writers' conditions.
     pub fn with_reports<R>(
         &self,
         key: &GatewayKey,
         f: impl FnOnce(&[ClusterReport<'_>]) -> R,
     ) -> R {
-        let fleet = self.inner.fleet.read();
-        f(&fleet.reports(key))
+        let shared = self.inner.fleet.read().reports_shared(key);
+        let reports: Vec<ClusterReport<'_>> = shared.iter().map(SharedReport::as_report).collect();
+        f(&reports)
     }
 
     /// Marks clusters silent for longer than `stale_after` stale.
@@ -514,20 +522,39 @@ impl Index {
 
     /// One aggregation pass over the dirty Gateways; publishes only if some
     /// aggregated Gateway changed. Returns whether one did.
+    ///
+    /// The reports are taken under one short read lock (shared, not copied);
+    /// aggregation, comparison and encoding happen after it, and the watch
+    /// channel's lock is held only to insert the finished views.
     pub fn aggregate_dirty(&self) -> bool {
+        let _pass = self.inner.aggregating.lock();
         let keys = std::mem::take(&mut *self.inner.dirty.lock());
         if keys.is_empty() {
             return false;
         }
+        let inputs: Vec<(GatewayKey, Vec<SharedReport>)> = {
+            let fleet = self.inner.fleet.read();
+            keys.into_iter()
+                .map(|key| {
+                    let reports = fleet.reports_shared(&key);
+                    (key, reports)
+                })
+                .collect()
+        };
         let now = Timestamp::now();
-        let mut results: Vec<(GatewayKey, Option<Aggregated>)> = Vec::with_capacity(keys.len());
-        for key in keys {
-            let previous = self
-                .inner
-                .views
-                .borrow()
-                .gateways
-                .get(&key)
+        // Only this pass (see `aggregating`) changes the views, so what it
+        // reads here stays current until it publishes.
+        let current = self.inner.views.borrow().gateways.clone();
+        let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
+        for (key, shared) in inputs {
+            let old = current.get(&key);
+            if shared.is_empty() {
+                if old.is_some() {
+                    results.push((key, None));
+                }
+                continue;
+            }
+            let previous = old
                 .and_then(|v| v.aggregation.status.conditions.clone())
                 .unwrap_or_default();
             let hub = HubGateway {
@@ -535,49 +562,52 @@ impl Index {
                 previous,
                 foreign: Vec::new(),
             };
-            let result = {
-                let fleet = self.inner.fleet.read();
-                let reports = fleet.reports(&key);
-                if reports.is_empty() {
-                    None
-                } else {
-                    let clusters = reports.iter().map(|r| r.cluster.to_owned()).collect();
-                    match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
-                        Ok(a) => Some((a, clusters)),
-                        Err(e) => {
-                            // The fleet holds one report per cluster, so this
-                            // cannot happen; keep the last good view.
-                            tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                            continue;
-                        }
+            let reports: Vec<ClusterReport<'_>> =
+                shared.iter().map(SharedReport::as_report).collect();
+            let aggregation =
+                match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // The fleet holds one report per cluster, so this
+                        // cannot happen; keep the last good view.
+                        tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                        continue;
                     }
-                }
-            };
-            results.push((key, result));
+                };
+            if let Some(old) = old
+                && old.aggregation == aggregation
+                && old.clusters.len() == shared.len()
+                && old
+                    .clusters
+                    .iter()
+                    .zip(&shared)
+                    .all(|(a, b)| *a == b.cluster)
+            {
+                continue;
+            }
+            let clusters = shared.into_iter().map(|r| r.cluster).collect();
+            let view = build_view(key.clone(), aggregation, clusters, old.map(|v| &**v));
+            results.push((key, Some(view)));
+        }
+        drop(current);
+        if results.is_empty() {
+            return false;
         }
         self.inner.views.send_if_modified(|views| {
-            let mut changed = false;
-            for (key, result) in results {
-                match result {
-                    None => changed |= views.gateways.remove(&key).is_some(),
-                    Some((aggregation, clusters)) => {
-                        if let Some(old) = views.gateways.get(&key)
-                            && old.aggregation == aggregation
-                            && old.clusters == clusters
-                        {
-                            continue;
-                        }
+            for (key, view) in results {
+                match view {
+                    None => {
+                        views.gateways.remove(&key);
+                    }
+                    Some(mut view) => {
                         views.revision += 1;
-                        let view = build_view(key.clone(), aggregation, clusters, views.revision);
+                        view.set_revision(views.revision);
                         views.gateways.insert(key, Arc::new(view));
-                        changed = true;
                     }
                 }
             }
-            if changed {
-                views.revision += 1;
-            }
-            changed
+            views.revision += 1;
+            true
         })
     }
 
@@ -614,48 +644,75 @@ impl Index {
             .values()
             .map(|l| (l.name.clone(), l.last_seen.load(Ordering::SeqCst)))
             .collect();
-        let fleet = self.inner.fleet.read();
-        fleet
-            .reports(key)
+        let shared = self.inner.fleet.read().reports_shared(key);
+        shared
             .into_iter()
             .map(|r| ClusterGateway {
-                cluster: r.cluster.to_owned(),
                 stale: matches!(r.freshness, Freshness::Stale { .. }),
-                last_seen_millis: seen.get(r.cluster).copied().unwrap_or(0),
+                last_seen_millis: seen.get(&r.cluster).copied().unwrap_or(0),
                 // Validated on the way in, so this encodes.
-                status: convert::status_to_proto(r.status).unwrap_or_default(),
+                status: convert::status_to_proto(&r.status).unwrap_or_default(),
+                cluster: r.cluster,
             })
             .collect()
     }
 }
 
+/// Encodes a changed view; its revision is set when it is published
+/// ([`GatewayView::set_revision`]). Omissions equal to `old`'s keep their
+/// revision, so watchers that have them are not sent them again.
 fn build_view(
     key: GatewayKey,
     aggregation: Aggregation,
     clusters: Vec<String>,
-    revision: u64,
+    old: Option<&GatewayView>,
 ) -> GatewayView {
     let status = convert::status_to_proto(&aggregation.status).unwrap_or_else(|e| {
         tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
         v1::GatewayStatus::default()
     });
-    let proto = v1::AggregatedGateway {
+    // Unchanged omissions are copied from the old view, not formatted again.
+    let unchanged = old.filter(|o| o.aggregation.omissions == aggregation.omissions);
+    // 0: changed, set to the view's revision on publishing.
+    let omissions_revision = unchanged.map_or(0, |o| o.omissions_revision);
+    let lean = v1::AggregatedGateway {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         status: Some(status),
         clusters: clusters.clone(),
-        omissions: aggregation
-            .omissions
-            .iter()
-            .map(omission_to_proto)
-            .collect(),
-        revision,
+        omissions: Vec::new(),
+        revision: 0,
+        omissions_unchanged: true,
+    };
+    let proto = v1::AggregatedGateway {
+        omissions: match unchanged {
+            Some(o) => o.proto.omissions.clone(),
+            None => aggregation
+                .omissions
+                .iter()
+                .map(omission_to_proto)
+                .collect(),
+        },
+        omissions_unchanged: false,
+        ..lean.clone()
     };
     GatewayView {
         key,
         aggregation,
         clusters,
         proto,
+        lean,
+        omissions_revision,
+    }
+}
+
+impl GatewayView {
+    fn set_revision(&mut self, revision: u64) {
+        self.proto.revision = revision;
+        self.lean.revision = revision;
+        if self.omissions_revision == 0 {
+            self.omissions_revision = revision;
+        }
     }
 }
 

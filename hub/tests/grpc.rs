@@ -618,7 +618,7 @@ async fn a_watch_sees_exactly_the_changes() {
     eventually(&mut d, "one", |_| true).await;
 
     let mut watch = d
-        .watch_gateways(v1::WatchGatewaysRequest {})
+        .watch_gateways(v1::WatchGatewaysRequest::default())
         .await
         .unwrap()
         .into_inner();

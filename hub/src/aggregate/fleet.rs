@@ -4,6 +4,7 @@
 //! clusters. Pure data; the runtime wraps it in a lock.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use jiff::Timestamp;
@@ -15,10 +16,30 @@ pub use gwhub_common::GatewayKey;
 /// Keys whose aggregated status may have changed.
 pub type Affected = BTreeSet<GatewayKey>;
 
+/// Statuses are shared (`Arc`), so a runtime can take a Gateway's reports
+/// out from under its lock without copying them.
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {
-    status: GatewayStatus,
+    status: Arc<GatewayStatus>,
     freshness: Freshness,
+}
+
+/// One cluster's report of a Gateway, owned (see [`Fleet::reports_shared`]).
+#[derive(Clone, Debug)]
+pub struct SharedReport {
+    pub cluster: String,
+    pub status: Arc<GatewayStatus>,
+    pub freshness: Freshness,
+}
+
+impl SharedReport {
+    pub fn as_report(&self) -> ClusterReport<'_> {
+        ClusterReport {
+            cluster: &self.cluster,
+            status: &self.status,
+            freshness: self.freshness,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -49,17 +70,36 @@ impl Fleet {
     }
 
     /// Records `cluster`'s status of `key` (registering the cluster if new).
-    /// Affects `key` unless the status is unchanged.
-    pub fn upsert(&mut self, cluster: &str, key: GatewayKey, status: GatewayStatus) -> Affected {
+    /// Affects `key` unless the status is unchanged. Copies the key and the
+    /// cluster name only when they are new.
+    pub fn upsert(
+        &mut self,
+        cluster: &str,
+        key: GatewayKey,
+        status: impl Into<Arc<GatewayStatus>>,
+    ) -> Affected {
         let state = self.cluster_mut(cluster);
         let freshness = state.freshness;
-        state.gateways.insert(key.clone());
-        let per_cluster = self.gateways.entry(key.clone()).or_default();
-        let next = Entry { status, freshness };
-        if per_cluster.get(cluster) == Some(&next) {
-            return Affected::new();
+        if !state.gateways.contains(&key) {
+            state.gateways.insert(key.clone());
         }
-        per_cluster.insert(cluster.to_owned(), next);
+        let next = Entry {
+            status: status.into(),
+            freshness,
+        };
+        if !self.gateways.contains_key(&key) {
+            self.gateways.insert(key.clone(), BTreeMap::new());
+        }
+        let Some(per_cluster) = self.gateways.get_mut(&key) else {
+            return Affected::new();
+        };
+        match per_cluster.get_mut(cluster) {
+            Some(e) if *e == next => return Affected::new(),
+            Some(e) => *e = next,
+            None => {
+                per_cluster.insert(cluster.to_owned(), next);
+            }
+        }
         Affected::from([key])
     }
 
@@ -172,6 +212,28 @@ impl Fleet {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// [`Fleet::reports`], owned: cheap (the statuses are shared), so a
+    /// caller can aggregate after letting go of a lock around the fleet.
+    pub fn reports_shared(&self, key: &GatewayKey) -> Vec<SharedReport> {
+        self.gateways
+            .get(key)
+            .map(|m| {
+                m.iter()
+                    .map(|(cluster, e)| SharedReport {
+                        cluster: cluster.clone(),
+                        status: e.status.clone(),
+                        freshness: e.freshness,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `cluster`'s status of `key`, if it reports it.
+    pub fn status(&self, cluster: &str, key: &GatewayKey) -> Option<&Arc<GatewayStatus>> {
+        self.gateways.get(key)?.get(cluster).map(|e| &e.status)
     }
 
     /// Aggregates one hub Gateway from its clusters' reports.

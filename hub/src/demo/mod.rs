@@ -180,7 +180,7 @@ async fn watch(
         .await
         .map_err(|e| format!("cannot reach the Dashboard API at {dashboard}: {e}"))?;
     let mut stream = client
-        .watch_gateways(v1::WatchGatewaysRequest {})
+        .watch_gateways(v1::WatchGatewaysRequest::default())
         .await
         .map_err(|s| format!("WatchGateways: {}", s.message()))?
         .into_inner();

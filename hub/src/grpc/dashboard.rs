@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::Stream;
 use gwhub_proto::v1;
@@ -12,7 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::aggregate::GatewayKey;
-use crate::index::{Index, Views};
+use crate::index::{GatewayView, Index, Views};
 
 pub struct DashboardService {
     index: Index,
@@ -34,18 +35,38 @@ fn millis_to_secs(ms: i64) -> i64 {
     ms.div_euclid(1000)
 }
 
+/// What a watcher was last sent of one Gateway: its revision and its
+/// omissions' revision.
+type Sent = HashMap<GatewayKey, (u64, u64)>;
+
 /// The next watch message: everything whose revision differs from what the
-/// client last got, and what disappeared. `sent` is updated.
-fn diff(
-    views: &Views,
-    sent: &mut HashMap<GatewayKey, u64>,
-    snapshot: bool,
-) -> v1::WatchGatewaysResponse {
+/// client last got, and what disappeared. With `lean`, a Gateway whose
+/// omissions the client already has goes without them
+/// (`omissions_unchanged`). `sent` is updated.
+///
+/// Only `Arc`s are taken while `views` is borrowed (the watch channel's
+/// lock); the messages are cloned by [`Diff::into_response`] after it.
+fn diff(views: &Views, sent: &mut Sent, snapshot: bool, lean: bool) -> Diff {
     let mut upserted = Vec::new();
     for (key, view) in &views.gateways {
-        if sent.get(key) != Some(&view.revision()) {
-            sent.insert(key.clone(), view.revision());
-            upserted.push(view.proto.clone());
+        let last = sent.get(key).copied();
+        if last.map(|(r, _)| r) == Some(view.revision()) {
+            continue;
+        }
+        let now = (view.revision(), view.omissions_revision);
+        match last {
+            Some((_, o)) if lean && o == view.omissions_revision => {
+                upserted.push((view.clone(), true));
+            }
+            Some(_) => upserted.push((view.clone(), false)),
+            None => {
+                upserted.push((view.clone(), false));
+                sent.insert(key.clone(), now);
+                continue;
+            }
+        }
+        if let Some(s) = sent.get_mut(key) {
+            *s = now;
         }
     }
     let mut deleted = Vec::new();
@@ -62,10 +83,39 @@ fn diff(
         });
         deleted.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     }
-    v1::WatchGatewaysResponse {
+    Diff {
         snapshot,
         upserted,
         deleted,
+    }
+}
+
+/// A watch message before its Gateways are cloned out of their views.
+struct Diff {
+    snapshot: bool,
+    /// Each view, and whether to send it without its omissions.
+    upserted: Vec<(Arc<GatewayView>, bool)>,
+    deleted: Vec<v1::GatewayRef>,
+}
+
+impl Diff {
+    fn is_empty(&self) -> bool {
+        self.upserted.is_empty() && self.deleted.is_empty()
+    }
+
+    fn into_response(self) -> v1::WatchGatewaysResponse {
+        v1::WatchGatewaysResponse {
+            snapshot: self.snapshot,
+            upserted: self
+                .upserted
+                .into_iter()
+                .map(|(view, lean)| match lean {
+                    true => view.lean.clone(),
+                    false => view.proto.clone(),
+                })
+                .collect(),
+            deleted: self.deleted,
+        }
     }
 }
 
@@ -75,14 +125,16 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         _: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
-        let gateways = self
+        // Clone the messages after letting go of the watch channel's lock.
+        let views: Vec<Arc<GatewayView>> = self
             .index
             .subscribe()
             .borrow()
             .gateways
             .values()
-            .map(|v| v.proto.clone())
+            .cloned()
             .collect();
+        let gateways = views.iter().map(|v| v.proto.clone()).collect();
         Ok(Response::new(v1::ListGatewaysResponse { gateways }))
     }
 
@@ -120,8 +172,9 @@ impl v1::dashboard_server::Dashboard for DashboardService {
 
     async fn watch_gateways(
         &self,
-        _: Request<v1::WatchGatewaysRequest>,
+        request: Request<v1::WatchGatewaysRequest>,
     ) -> Result<Response<Self::WatchGatewaysStream>, Status> {
+        let lean = request.into_inner().omit_unchanged_omissions;
         let mut views = self.index.subscribe();
         let mut shutdown = self.shutdown.clone();
         // One message in flight: while the client is slow, changes coalesce
@@ -131,9 +184,10 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             let mut sent = HashMap::new();
             let mut snapshot = true;
             loop {
-                let msg = diff(&views.borrow_and_update(), &mut sent, snapshot);
-                if snapshot || !msg.upserted.is_empty() || !msg.deleted.is_empty() {
+                let d = diff(&views.borrow_and_update(), &mut sent, snapshot, lean);
+                if snapshot || !d.is_empty() {
                     snapshot = false;
+                    let msg = d.into_response();
                     tokio::select! {
                         r = tx.send(Ok(msg)) => if r.is_err() { return },
                         _ = crate::grpc::shutting_down(&mut shutdown) => break,
