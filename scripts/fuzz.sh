@@ -23,4 +23,4 @@ for t in "${targets[@]}"; do
     cargo +nightly fuzz run "$t" "target/corpus/$t" "corpus/$t" -- \
         -max_total_time="$seconds" -print_final_stats=1
 done
-echo "== all targets ran ${seconds}s each without a crash"
+echo "== ${targets[*]}: ${seconds}s each, no crash"
