@@ -3,12 +3,15 @@
 //! way `kubectl` writes them, printing results the same way, and the one
 //! implementation of condition bookkeeping (transition times, no-op compare).
 //!
-//! Nothing here talks to a cluster or the network: data in, data out.
+//! Nothing here talks to a cluster or the network (data in, data out), with
+//! one exception: [`metrics_http`], the `GET /metrics` responder both
+//! binaries' `--metrics-listen` share.
 
 pub mod conditions;
 pub mod identity;
 pub mod key;
 pub mod manifest;
+pub mod metrics_http;
 pub mod output;
 pub mod pace;
 pub mod time;

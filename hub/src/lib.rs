@@ -10,5 +10,6 @@ pub mod demo;
 pub mod grpc;
 pub mod index;
 pub mod kube;
+pub mod metrics;
 pub mod serve;
 pub mod tls;

@@ -996,3 +996,128 @@ async fn a_stream_over_its_message_rate_is_ended() {
     assert_eq!(g.clusters, ["polite"]);
     hub.shutdown().await.unwrap();
 }
+
+/// A loopback address free a moment ago (the OS picked it).
+fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+/// `GET /metrics` over plain TCP; `None` until something answers.
+async fn scrape(addr: SocketAddr) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.ok()?;
+    sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: hub\r\n\r\n")
+        .await
+        .ok()?;
+    let mut out = String::new();
+    sock.read_to_string(&mut out).await.ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    Some(body.to_owned())
+}
+
+/// Every non-comment line is `name{labels} value` with a numeric value;
+/// returns `(series, value)` pairs.
+fn parse_exposition(text: &str) -> Vec<(String, f64)> {
+    let series = regex::Regex::new(
+        r#"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*\})? (\S+)$"#,
+    )
+    .unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let c = series
+                .captures(l)
+                .unwrap_or_else(|| panic!("not a sample line: {l:?}"));
+            let value: f64 = c[3].parse().unwrap_or_else(|_| panic!("bad value: {l:?}"));
+            let name = format!("{}{}", &c[1], c.get(2).map_or("", |m| m.as_str()));
+            (name, value)
+        })
+        .collect()
+}
+
+/// Scrapes until `check` holds on the parsed samples.
+async fn scrape_until(
+    addr: SocketAddr,
+    what: &str,
+    check: impl Fn(&[(String, f64)]) -> bool,
+) -> Vec<(String, f64)> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let text = scrape(addr).await;
+        if let Some(text) = &text {
+            let samples = parse_exposition(text);
+            if check(&samples) {
+                return samples;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} never held; last scrape:\n{}",
+            text.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
+    samples.iter().find(|(s, _)| s == series).map(|(_, v)| *v)
+}
+
+#[tokio::test]
+async fn serve_metrics_listen_exposes_cluster_gauges() {
+    let (ingest, dashboard, metrics) = (free_addr(), free_addr(), free_addr());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .args(["serve", "--no-kube", "--insecure"])
+        .args(["--listen", &ingest.to_string()])
+        .args(["--dashboard-listen", &dashboard.to_string()])
+        .args(["--metrics-listen", &metrics.to_string()])
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    // Up, with no cluster yet: the families are declared, no kube counters.
+    let samples = scrape_until(metrics, "hub up", |s| {
+        sample(s, "gwhub_hub_gateways") == Some(0.0)
+    })
+    .await;
+    assert!(
+        samples.iter().all(|(s, _)| !s.ends_with("_total")),
+        "{samples:?}"
+    );
+
+    let mut east = Agent::connect(ingest, "east").await;
+    east.snapshot(
+        1,
+        1,
+        vec![
+            report("gw-a", true, "10.0.0.1"),
+            report("gw-b", true, "10.0.0.2"),
+        ],
+    )
+    .await;
+    let mut west = Agent::connect(ingest, "west").await;
+    west.snapshot(1, 1, vec![report("gw-a", false, "10.0.1.1")])
+        .await;
+    scrape_until(metrics, "both clusters reported", |s| {
+        sample(s, r#"gwhub_cluster_connected{cluster="east"}"#) == Some(1.0)
+            && sample(s, r#"gwhub_cluster_connected{cluster="west"}"#) == Some(1.0)
+            && sample(s, r#"gwhub_cluster_stale{cluster="east"}"#) == Some(0.0)
+            && sample(s, r#"gwhub_cluster_gateways{cluster="east"}"#) == Some(2.0)
+            && sample(s, r#"gwhub_cluster_gateways{cluster="west"}"#) == Some(1.0)
+            && sample(s, "gwhub_hub_gateways") == Some(2.0)
+    })
+    .await;
+
+    // West's stream ends: it stays known but is no longer connected.
+    drop(west);
+    scrape_until(metrics, "west disconnected", |s| {
+        sample(s, r#"gwhub_cluster_connected{cluster="west"}"#) == Some(0.0)
+            && sample(s, r#"gwhub_cluster_connected{cluster="east"}"#) == Some(1.0)
+    })
+    .await;
+    drop(east);
+    child.kill().await.unwrap();
+}

@@ -20,7 +20,7 @@ pub enum Command {
     /// Print hub Gateways with the status aggregated from per-cluster Gateway files.
     Aggregate(aggregate::Args),
     /// Run the hub: agents stream to --listen, dashboards read --dashboard-listen.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// A hub and simulated clusters in one process over loopback gRPC, shown live.
     Demo(demo::Args),
     /// Create a development CA, a hub certificate and per-cluster client certificates for mTLS.

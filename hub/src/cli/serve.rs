@@ -62,6 +62,9 @@ pub struct Args {
     /// Require `authorization: Bearer <token>` on Dashboard calls; the file holds the token.
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub dashboard_token_file: Option<PathBuf>,
+    /// Serve Prometheus text on GET /metrics here (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Address type written for cluster Hostname addresses.
     #[arg(long, value_name = "TYPE", default_value = crate::aggregate::HOSTNAME_ADDRESS_TYPE)]
     pub hostname_address_type: String,
@@ -144,9 +147,28 @@ pub fn run(args: &Args) -> Result<String, String> {
         let hub = Hub::start_with_tls(config, tls)
             .await
             .map_err(|e| e.to_string())?;
+        let stop_metrics = tokio_util::sync::CancellationToken::new();
+        let _stop_metrics = stop_metrics.clone().drop_guard();
+        let index = hub.index.clone();
+        let serve_metrics = |kube_metrics| async {
+            match args.metrics_listen {
+                Some(addr) => crate::metrics::serve(addr, index, kube_metrics, stop_metrics)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("cannot serve metrics on {addr}: {e}")),
+                None => Ok(()),
+            }
+        };
         match kube {
-            None => hub.run_until(shutdown_signal()).await,
-            Some(kube) => kube.attach(hub).run_until(shutdown_signal()).await,
+            None => {
+                serve_metrics(None).await?;
+                hub.run_until(shutdown_signal()).await
+            }
+            Some(kube) => {
+                let kube = kube.attach(hub);
+                serve_metrics(Some(kube.metrics.clone())).await?;
+                kube.run_until(shutdown_signal()).await
+            }
         }
         .map_err(|e| e.to_string())
     })?;

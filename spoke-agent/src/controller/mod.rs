@@ -28,7 +28,6 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::conditions::load_balancer::{SYNC_LOAD_BALANCER_FAILED, is_provisioned};
@@ -463,56 +462,17 @@ fn owned<K: Clone>(v: Vec<Arc<K>>) -> Vec<K> {
 }
 
 /// Serves `metrics` as Prometheus text on `addr` (`GET /metrics`) until
-/// `shutdown`. Hand-rolled HTTP/1.0-style responses: one tiny endpoint does
-/// not justify a web framework.
+/// `shutdown`, through the responder shared with the hub
+/// ([`gwhub_common::metrics_http`]).
 pub async fn serve_metrics(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
+    let render: gwhub_common::metrics_http::Render = Arc::new(move || metrics.render());
+    let addr = gwhub_common::metrics_http::serve(addr, render, shutdown)
         .await
         .map_err(|source| Error::MetricsListen { addr, source })?;
     tracing::info!(%addr, "serving metrics on /metrics");
-    tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                a = listener.accept() => a,
-            };
-            let Ok((mut sock, _)) = accepted else {
-                continue;
-            };
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut len = 0;
-                // Read the request head (bounded); the body is never needed.
-                while len < buf.len() {
-                    match tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf[len..]))
-                        .await
-                    {
-                        Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-                        Ok(Ok(n)) => len += n,
-                    }
-                    if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf[..len]);
-                let (status, body) = if head.starts_with("GET /metrics ") {
-                    ("200 OK", metrics.render())
-                } else {
-                    ("404 Not Found", "not found; try /metrics\n".to_owned())
-                };
-                let response = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(response.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            });
-        }
-    });
     Ok(())
 }

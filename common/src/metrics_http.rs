@@ -1,0 +1,142 @@
+//! The one HTTP endpoint gwhub has: `GET /metrics` answering Prometheus text,
+//! shared by the agent's and the hub's `--metrics-listen`. A deliberately
+//! tiny HTTP/1 responder (read the request head, answer, close) so neither
+//! binary needs an HTTP server stack for one read-only page.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+/// Produces the Prometheus text exposition for one scrape.
+pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Longest request head read; the body is never needed.
+const MAX_HEAD: usize = 4096;
+/// How long a client may take to send its request head.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Binds `addr` and serves `GET /metrics` with `render()` until `shutdown`
+/// is cancelled. Returns the bound address (useful with port 0) once
+/// listening; a bind failure is returned, later errors end only their
+/// connection.
+pub async fn serve(
+    addr: SocketAddr,
+    render: Render,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            let Ok((sock, _)) = accepted else {
+                continue;
+            };
+            tokio::spawn(answer(sock, render.clone()));
+        }
+    });
+    Ok(local)
+}
+
+async fn answer(mut sock: TcpStream, render: Render) {
+    let mut buf = vec![0u8; MAX_HEAD];
+    let mut len = 0;
+    while len < buf.len() {
+        match tokio::time::timeout(READ_TIMEOUT, sock.read(&mut buf[len..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => len += n,
+        }
+        if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..len]);
+    let (status, body) = if head.starts_with("GET /metrics ") {
+        ("200 OK", render())
+    } else {
+        ("404 Not Found", "not found; try /metrics\n".to_owned())
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = sock.write_all(response.as_bytes()).await;
+    let _ = sock.shutdown().await;
+}
+
+/// A label value escaped for the Prometheus text format: backslash, double
+/// quote and line feed become `\\`, `\"` and `\n`.
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Appends one metric family's `# HELP` and `# TYPE` lines.
+pub fn write_header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label_value(r#"a\b"c"#), r#"a\\b\"c"#);
+        assert_eq!(escape_label_value("x\ny"), "x\\ny");
+        assert_eq!(escape_label_value("plain-name"), "plain-name");
+    }
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut sock = TcpStream::connect(addr).await.unwrap();
+        sock.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut out = String::new();
+        sock.read_to_string(&mut out).await.unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn serves_metrics_and_404_elsewhere_until_shutdown() {
+        let shutdown = CancellationToken::new();
+        let render: Render = Arc::new(|| "x_total 1\n".to_owned());
+        let addr = serve(([127, 0, 0, 1], 0).into(), render, shutdown.clone())
+            .await
+            .unwrap();
+        let ok = get(addr, "/metrics").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains("content-length: 10\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\nx_total 1\n"), "{ok}");
+        let missing = get(addr, "/other").await;
+        assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
+        shutdown.cancel();
+        // The listener closes once the accept loop sees the cancellation.
+        let mut refused = false;
+        for _ in 0..100 {
+            if TcpStream::connect(addr).await.is_err() {
+                refused = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(refused, "listener still open after shutdown");
+    }
+}
