@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
+use crate::runtime::GatewayStore;
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped kinds.
 pub type Key = (String, String);
@@ -159,12 +160,42 @@ impl Dirty {
     }
 }
 
+/// Which watches are failing. While any is, the agent cannot see its
+/// cluster, so it stops vouching for what it last reported
+/// ([`GatewayStore::set_source_ok`]) and the hub marks the report stale.
+pub struct WatchHealth {
+    failing: Mutex<BTreeSet<&'static str>>,
+    store: Arc<GatewayStore>,
+}
+
+impl WatchHealth {
+    pub fn new(store: Arc<GatewayStore>) -> Self {
+        WatchHealth {
+            failing: Mutex::new(BTreeSet::new()),
+            store,
+        }
+    }
+
+    fn set(&self, kind: &'static str, ok: bool) {
+        let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = if ok {
+            failing.remove(kind)
+        } else {
+            failing.insert(kind)
+        };
+        if changed {
+            self.store.set_source_ok(failing.is_empty());
+        }
+    }
+}
+
 /// What a watch needs besides its API: where to report and what it touches.
 pub(crate) struct Follow<K> {
     pub kind: &'static str,
     pub cache: Arc<Cache<K>>,
     pub dirty: Arc<Dirty>,
     pub metrics: Arc<Metrics>,
+    pub health: Arc<WatchHealth>,
     /// The Gateways an object concerns (called for the old and new version).
     pub touches: Box<dyn Fn(&K) -> Touch + Send + Sync>,
 }
@@ -209,6 +240,7 @@ where
                 None => return,
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
+                    self.health.set(self.kind, false);
                     Metrics::bump(&self.metrics.watch_errors);
                     tracing::warn!(kind = self.kind, error = %e, "watch failed; retrying with backoff");
                     continue;
@@ -224,6 +256,7 @@ where
                     }
                 }
                 Event::InitDone => {
+                    self.health.set(self.kind, true);
                     let fresh = buffer.take().unwrap_or_default();
                     *self.cache.write() = fresh;
                     // A re-list may have missed deletes and changes: every
@@ -232,6 +265,7 @@ where
                     self.dirty.synced(self.kind);
                 }
                 Event::Apply(obj) => {
+                    self.health.set(self.kind, true);
                     if let Some(k) = self.parse(obj) {
                         let new = (self.touches)(&k);
                         let old = self.cache.write().insert(key_of(&k), Arc::new(k));
@@ -239,6 +273,7 @@ where
                     }
                 }
                 Event::Delete(obj) => {
+                    self.health.set(self.kind, true);
                     let key = (
                         obj.metadata.namespace.clone().unwrap_or_default(),
                         obj.metadata.name.clone().unwrap_or_default(),

@@ -137,6 +137,7 @@ pub async fn run(
 ) {
     let ns = settings.scope.namespace.clone();
     let dirty = Arc::new(Dirty::default());
+    let health = Arc::new(cache::WatchHealth::new(store.clone()));
     let gateways = Arc::new(Cache::<Gateway>::default());
     let classes = Arc::new(Cache::<GatewayClass>::default());
     let services = Arc::new(Cache::<Service>::default());
@@ -156,6 +157,7 @@ pub async fn run(
                 cache: $cache.clone(),
                 dirty: dirty.clone(),
                 metrics: metrics.clone(),
+                health: health.clone(),
                 touches: Box::new($touches),
             };
             let api = cache::dynamic_api_for(&$cache, client.clone(), $ns);

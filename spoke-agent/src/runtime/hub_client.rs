@@ -277,6 +277,7 @@ impl HubClient {
         let mut floor = self.seq;
         let mut heartbeat = self.config.heartbeat;
         let mut encode_budget = self.config.max_message_bytes;
+        let mut source = self.store.subscribe_source();
         loop {
             if let Some(end) = inbound.end.lock().map(|mut e| e.take()).unwrap_or(None) {
                 return Err(end);
@@ -306,7 +307,9 @@ impl HubClient {
             let acked = acked.max(floor);
 
             let ready = self.store.is_ready();
-            if need_snapshot && ready {
+            let source_ok = *source.borrow_and_update();
+            // A snapshot vouches for the whole cluster: not while it is unread.
+            if need_snapshot && ready && source_ok {
                 need_snapshot = false;
                 snapshot_sent = true;
                 floor = self.seq;
@@ -333,7 +336,10 @@ impl HubClient {
                 _ = inbound.wake.notified() => {}
                 _ = self.store.changed(), if !need_snapshot => {}
                 _ = self.store.wait_ready(), if need_snapshot && !ready => {}
-                _ = tokio::time::sleep_until(idle_until) => {
+                _ = source.changed() => {}
+                // No heartbeat while the source is failing: silence is what
+                // makes the hub mark this cluster stale.
+                _ = tokio::time::sleep_until(idle_until), if source_ok => {
                     let ms = jiff::Timestamp::now().as_millisecond();
                     out.send(agent_message::Message::Heartbeat(v1::Heartbeat { sent_unix_millis: ms })).await?;
                     ClientStats::bump(&self.stats.heartbeats);

@@ -81,6 +81,8 @@ pub struct GatewayStore {
     inner: Mutex<Inner>,
     changed: Notify,
     ready: watch::Sender<bool>,
+    /// False while the source (the API server's watches) is failing.
+    source_ok: watch::Sender<bool>,
 }
 
 impl fmt::Debug for GatewayStore {
@@ -113,6 +115,7 @@ impl GatewayStore {
             }),
             changed: Notify::new(),
             ready: watch::Sender::new(false),
+            source_ok: watch::Sender::new(true),
         }
     }
 
@@ -215,6 +218,20 @@ impl GatewayStore {
         let mut rx = self.ready.subscribe();
         // The sender lives in `self`, so this cannot fail while we wait.
         let _ = rx.wait_for(|r| *r).await;
+    }
+
+    /// Whether the store can be vouched for: false while the source cannot
+    /// read its cluster. The hub client sends no heartbeats meanwhile, so
+    /// the hub marks this cluster's report stale rather than showing, as
+    /// fresh, a status nobody can check.
+    pub fn set_source_ok(&self, ok: bool) {
+        self.source_ok
+            .send_if_modified(|s| std::mem::replace(s, ok) != ok);
+    }
+
+    /// Follows [`set_source_ok`](Self::set_source_ok).
+    pub fn subscribe_source(&self) -> watch::Receiver<bool> {
+        self.source_ok.subscribe()
     }
 
     /// The current Gateway of `key`.
