@@ -7,18 +7,15 @@
 //! waits, and the project's own CRD from `manifests/`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
-use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gateway_api::apis::standard::gateways::Gateway;
 use gwhub::kube::reports::ClusterReport;
 use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
 use k8s_openapi::api::core::v1::{Event, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -37,18 +34,33 @@ pub fn tests_manager() -> PatchParams {
     PatchParams::apply("gwhub-tests").force()
 }
 
-pub async fn apply<K>(api: &Api<K>, name: &str, body: Value)
+/// A server-side apply by the tests (field manager `gwhub-tests`).
+pub async fn try_apply<K>(api: &Api<K>, name: &str, body: Value) -> kube::Result<()>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + serde::Serialize,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     api.patch(name, &tests_manager(), &Patch::Apply(&body))
+        .await
+        .map(|_| ())
+}
+
+pub async fn apply<K>(api: &Api<K>, name: &str, body: Value)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    try_apply(api, name, body)
         .await
         .unwrap_or_else(|e| panic!("apply {name}: {e}"));
 }
 
 /// A status apply by another controller (its own field manager, forced as a
 /// controller owning those fields would).
-pub async fn apply_status<K>(api: &Api<K>, manager: &str, name: &str, body: Value)
+pub async fn try_apply_status<K>(
+    api: &Api<K>,
+    manager: &str,
+    name: &str,
+    body: Value,
+) -> kube::Result<()>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -58,7 +70,16 @@ where
         &Patch::Apply(&body),
     )
     .await
-    .unwrap_or_else(|e| panic!("{manager} status apply {name}: {e}"));
+    .map(|_| ())
+}
+
+pub async fn apply_status<K>(api: &Api<K>, manager: &str, name: &str, body: Value)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    try_apply_status(api, manager, name, body)
+        .await
+        .unwrap_or_else(|e| panic!("{manager} status apply {name}: {e}"));
 }
 
 pub async fn gateway_class(client: &Client, name: &str, controller_name: &str) {
@@ -471,24 +492,4 @@ pub async fn install_project_crd(client: &Client, ns: &str) {
         assert!(Instant::now() < deadline, "ClusterReports not served");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-/// Records every status the API server holds for Gateway `name` (through a
-/// watch, so no intermediate state is missed) until the task is aborted.
-pub fn record_statuses(
-    api: Api<Gateway>,
-    name: &str,
-) -> (Arc<Mutex<Vec<GatewayStatus>>>, tokio::task::JoinHandle<()>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let task = tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, cfg).boxed();
-        while let Some(ev) = stream.next().await {
-            if let Ok(watcher::Event::Apply(gw) | watcher::Event::InitApply(gw)) = ev {
-                sink.lock().unwrap().push(gw.status.unwrap_or_default());
-            }
-        }
-    });
-    (seen, task)
 }

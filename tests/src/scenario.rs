@@ -17,12 +17,13 @@ use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use kube::Client;
+use kube::api::{Api, Patch, PostParams};
+use serde_json::json;
 
 use crate::apiserver::{Fleet, create_namespaces};
+use crate::kube_objects::{tests_manager, try_apply as apply, try_apply_status as apply_status};
+pub use crate::procs::free_port;
 use crate::recorder::{Judgement, Recorder, Verdict, judge};
 
 /// Namespace of the Gateways, on every cluster.
@@ -160,14 +161,6 @@ impl Drop for Proc {
     }
 }
 
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// Waits until something accepts TCP on `port`.
 pub async fn wait_listening(port: u16, within: Duration) -> bool {
     let deadline = Instant::now() + within;
@@ -263,32 +256,6 @@ pub fn summary(status: &GatewayStatus) -> String {
 }
 
 // ------------------------------------------------------------- objects
-
-fn apply_params() -> PatchParams {
-    PatchParams::apply("gwhub-tests").force()
-}
-
-async fn apply<K>(api: &Api<K>, name: &str, body: Value) -> kube::Result<()>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    api.patch(name, &apply_params(), &Patch::Apply(&body))
-        .await
-        .map(|_| ())
-}
-
-async fn apply_status<K>(api: &Api<K>, manager: &str, name: &str, body: Value) -> kube::Result<()>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    api.patch_status(
-        name,
-        &PatchParams::apply(manager).force(),
-        &Patch::Apply(&body),
-    )
-    .await
-    .map(|_| ())
-}
 
 /// A workload cluster's objects: our GatewayClass, DNS and Infrastructure
 /// config, the Gateway, its provisioned LoadBalancer Service, Istio's status.
@@ -396,7 +363,7 @@ pub async fn setup_management(client: &Client) -> kube::Result<()> {
     let objs = gwhub_common::read_paths(&[path]).expect("read the project's CRD");
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for o in objs {
-        crds.patch(&o.name(), &apply_params(), &Patch::Apply(&o.value))
+        crds.patch(&o.name(), &tests_manager(), &Patch::Apply(&o.value))
             .await?;
     }
     create_namespaces(client, &[HUB_NS])

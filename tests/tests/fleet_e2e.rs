@@ -22,6 +22,7 @@ use gwhub::kube::status_writer::same_status;
 use gwhub_tests::apiserver::{Fleet, create_namespaces, require_assets};
 use gwhub_tests::kube_objects::*;
 use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary};
+use gwhub_tests::recorder::Recorder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
@@ -323,7 +324,7 @@ async fn fleet_end_to_end_with_the_real_binaries() {
     // (c) Kill the hub (no clean shutdown: its Lease stays taken until it
     // expires) and start another; agents reconnect by themselves. A watch
     // records every status the hub Gateway goes through.
-    let (seen, recorder) = record_statuses(gateways.clone(), GW);
+    let recorder = Recorder::start(gateways.clone(), GW);
     tokio::time::sleep(Duration::from_millis(500)).await;
     hub.kill();
     let mut hub = start_hub(&hub_bin, &fleet, ingest, dashboard, "gwhub-2.log");
@@ -361,8 +362,8 @@ async fn fleet_end_to_end_with_the_real_binaries() {
         attached_routes(g, "east.https") == Some(3)
     })
     .await;
-    recorder.abort();
-    let seen = seen.lock().unwrap().clone();
+    let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
+    drop(recorder);
     let (before, after): (Vec<_>, Vec<_>) = seen.iter().partition(|s| {
         s.listeners
             .iter()

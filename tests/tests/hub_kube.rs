@@ -24,8 +24,9 @@ use gwhub_common::conditions::{Condition, new};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
 use gwhub_tests::apiserver::{Fleet, require_assets};
-use gwhub_tests::kube_objects::{install_project_crd, manifests, record_statuses};
+use gwhub_tests::kube_objects::{install_project_crd, manifests};
 use gwhub_tests::procs::gwhub_binary;
+use gwhub_tests::recorder::Recorder;
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -638,7 +639,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
 
     // Restart: the hub goes away with its agents; a new process starts with
     // nothing in memory and the agents return a while later.
-    let (seen, recorder) = record_statuses(gateways.clone(), "web");
+    let recorder = Recorder::start(gateways.clone(), "web");
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop((a, b));
     first.shutdown().await.unwrap();
@@ -662,8 +663,8 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     b.snapshot(&[(NS, "web", cluster_status(&["10.0.1.1"], true))])
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    recorder.abort();
-    let seen = seen.lock().unwrap().clone();
+    let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
+    drop(recorder);
     assert!(!seen.is_empty());
     for (i, s) in seen.iter().enumerate() {
         assert!(
