@@ -10,6 +10,7 @@
 pub mod conditions;
 pub mod identity;
 pub mod key;
+pub mod logging;
 pub mod manifest;
 pub mod metrics_http;
 pub mod output;

@@ -105,15 +105,10 @@ pub fn config(args: &Args) -> Result<HubConfig, String> {
     })
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the default `info`.
+/// Logs to stderr; `RUST_LOG` overrides the default `info`,
+/// `GWHUB_LOG_FORMAT=json` gives JSON lines.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    gwhub_common::logging::init("info");
 }
 
 /// Runs the hub until SIGINT or SIGTERM.

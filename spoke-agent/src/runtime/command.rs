@@ -10,7 +10,6 @@ use std::time::Duration;
 use clap::Args;
 use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 use super::dir_source::{DEFAULT_POLL, DirSource, Evaluate};
 use super::hub_client::HubConfig;
@@ -215,12 +214,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
 }
 
 fn init_tracing() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // A second init (tests calling `run` twice) is harmless; ignore it.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    gwhub_common::logging::init("info");
 }
 
 async fn wait_for_signal() {
