@@ -282,18 +282,26 @@ async fn fleet_end_to_end_with_the_real_binaries() {
         by_gwhub.contains("LoadBalancerReady") && by_gwhub.contains(OWN),
         "fields managed by gwhub: {by_gwhub}"
     );
-    // Both clusters' reports are in the store, under their own names.
+    // Both clusters' reports reach the store (written on their own pace,
+    // independently of the hub Gateway), under their own names.
     let reports: Api<ClusterReport> = Api::namespaced(mgmt.clone(), HUB_NS);
-    let mut stored: Vec<String> = reports
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|r| r.spec.cluster)
-        .collect();
-    stored.sort();
-    assert_eq!(stored, ["cluster_1", "east"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut stored: Vec<String> = reports
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|r| r.spec.cluster)
+            .collect();
+        stored.sort();
+        if stored == ["cluster_1", "east"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stored reports: {stored:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     phase("(a) checked");
     // (b) cluster_1's load balancer is provisioned and Istio programs the
