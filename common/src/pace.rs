@@ -3,7 +3,9 @@
 //! window of the last pass wait for the window to end and are written
 //! together. So a storm costs at most one pass per window, and a lone change
 //! costs no waiting at all, unlike a trailing debounce that delays every
-//! change by the full window.
+//! change by the full window. A pass that turns out to have changed nothing
+//! (typically woken by the echo of our own write) gives its window back, so
+//! it cannot delay the next real change.
 
 use std::time::{Duration, Instant};
 
@@ -12,11 +14,17 @@ use std::time::{Duration, Instant};
 pub struct Pacer {
     window: Duration,
     last: Option<Instant>,
+    /// `last` before the current pass, restored by [`Pacer::idle`].
+    before: Option<Instant>,
 }
 
 impl Pacer {
     pub fn new(window: Duration) -> Self {
-        Pacer { window, last: None }
+        Pacer {
+            window,
+            last: None,
+            before: None,
+        }
     }
 
     /// How long to wait at `now` before the next pass may start.
@@ -28,7 +36,13 @@ impl Pacer {
 
     /// Records that a pass starts at `now`.
     pub fn started(&mut self, now: Instant) {
-        self.last = Some(now);
+        self.before = self.last.replace(now);
+    }
+
+    /// The pass begun last wrote nothing: it does not count against the
+    /// window.
+    pub fn idle(&mut self) {
+        self.last = self.before;
     }
 }
 
@@ -49,6 +63,29 @@ mod tests {
         );
         assert_eq!(p.delay(t0 + w), Duration::ZERO);
         assert_eq!(p.delay(t0 + Duration::from_secs(5)), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_idle_pass_gives_its_window_back() {
+        let t0 = Instant::now();
+        let w = Duration::from_millis(100);
+        let mut p = Pacer::new(w);
+        p.started(t0);
+        // The echo of the first pass's write, 20 ms later: nothing to do.
+        let echo = t0 + Duration::from_millis(20);
+        assert_eq!(p.delay(echo), Duration::from_millis(80));
+        p.started(echo + Duration::from_millis(80));
+        p.idle();
+        // A real change right after waits for nothing: the window counts
+        // from the first pass, not from the idle one.
+        assert_eq!(p.delay(t0 + w), Duration::ZERO);
+        // Inside the first pass's window it still waits.
+        p.started(t0 + w);
+        p.idle();
+        assert_eq!(
+            p.delay(t0 + Duration::from_millis(50)),
+            Duration::from_millis(50)
+        );
     }
 
     #[test]

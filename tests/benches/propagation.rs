@@ -47,6 +47,12 @@ struct Args {
     /// Input changes to time (each waits until both paths show it).
     #[arg(long, default_value_t = 500)]
     changes: usize,
+    /// Quiet time after each timed change has shown on both paths, before
+    /// the next: longer than the pacing windows (agent 100 ms, hub 50 ms),
+    /// each change is a lone one; `0s` times back-to-back changes, which
+    /// the pacing deliberately holds to one pass per window (see the storm).
+    #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
+    gap: Duration,
     /// Input changes in the storm.
     #[arg(long, default_value_t = 1000)]
     storm: usize,
@@ -56,6 +62,10 @@ struct Args {
     /// Give up on one change after this long (counted, not timed).
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     timeout: Duration,
+    /// Copy the hub's and the agent's logs here at the end (set
+    /// `GWHUB_E2E_LOG` for more than `info`).
+    #[arg(long)]
+    logs_to: Option<std::path::PathBuf>,
     /// Set by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -125,6 +135,9 @@ async fn run(args: Args) -> Result<()> {
         let provisioned = i % 2 == 1;
         let want = if provisioned { "True" } else { "False" };
         let t0 = Instant::now();
+        if args.logs_to.is_some() {
+            eprintln!("{} change {i} sent", jiff::Timestamp::now());
+        }
         set_lb(&services, provisioned, i).await?;
         let (a, b) = tokio::join!(
             first_with(&hub_gw, t0, want, args.timeout),
@@ -137,6 +150,7 @@ async fn run(args: Args) -> Result<()> {
             }
             _ => timeouts += 1,
         }
+        tokio::time::sleep(args.gap).await;
     }
     // End provisioned, for the storm's baseline.
     if args.changes % 2 == 1 {
@@ -182,6 +196,13 @@ async fn run(args: Args) -> Result<()> {
     tokio::time::sleep(SETTLE).await;
     let noop = writes.snapshot().since(&before);
     relay.abort();
+    if let Some(dir) = &args.logs_to {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for tag in ["hub", "agent"] {
+            let to = dir.join(format!("{tag}.log"));
+            std::fs::copy(scenario.log(tag), &to).map_err(|e| format!("{}: {e}", to.display()))?;
+        }
+    }
 
     report(&args, &ours, &floor, timeouts, storm_took, &storm, &noop);
     if timeouts > 0 {
@@ -428,8 +449,9 @@ fn report(
     ours.sort();
     floor.sort();
     println!(
-        "propagation: {} changes timed, {timeouts} timed out",
-        ours.len()
+        "propagation: {} changes timed ({} apart), {timeouts} timed out",
+        ours.len(),
+        humantime::format_duration(args.gap)
     );
     println!("| | p50 | p99 | max |");
     println!("| --- | --- | --- | --- |");

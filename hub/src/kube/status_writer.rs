@@ -271,6 +271,7 @@ impl StatusWriter {
             if active {
                 tokio::time::sleep(pacer.delay(Instant::now())).await;
                 pacer.started(Instant::now());
+                let mut wrote = false;
                 for key in self.queue.take() {
                     if shutdown.is_cancelled() {
                         return;
@@ -280,7 +281,11 @@ impl StatusWriter {
                         self.queue.push(key);
                         continue;
                     }
-                    self.write(key, &shutdown).await;
+                    wrote |= self.write(key, &shutdown).await;
+                }
+                if !wrote {
+                    // Typically the echo of our own write.
+                    pacer.idle();
                 }
             }
             tokio::select! {
@@ -299,10 +304,11 @@ impl StatusWriter {
         }
     }
 
-    async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) {
+    /// Returns whether it sent a write.
+    async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) -> bool {
         let Some(live) = self.cache.lock().get(&key).cloned() else {
             // Not a hub Gateway (or not in scope): nothing to write on.
-            return;
+            return false;
         };
         let now = Timestamp::now();
         let result = self.index.with_reports(&key, |reports| {
@@ -314,12 +320,12 @@ impl StatusWriter {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                return;
+                return false;
             }
         };
         if same_status(&live.status, &aggregation.status) {
             Metrics::bump(&self.metrics.status_writes_skipped);
-            return;
+            return false;
         }
         let status = aggregation.status;
         let own: Vec<&Condition> = status
@@ -365,5 +371,6 @@ impl StatusWriter {
                 });
             }
         }
+        true
     }
 }

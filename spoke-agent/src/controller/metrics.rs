@@ -26,8 +26,6 @@ pub struct Metrics {
     /// Evaluations refused for a missing/unusable cluster DNS or
     /// Infrastructure config.
     pub config_errors: AtomicU64,
-    /// Fresh Event lists that failed.
-    pub event_list_errors: AtomicU64,
     /// Conditions or listener entries skipped for lack of room.
     pub condition_limit: AtomicU64,
     /// Kubernetes Events the agent failed to publish.
@@ -46,7 +44,7 @@ impl Metrics {
 
     /// Prometheus text exposition (version 0.0.4).
     pub fn render(&self) -> String {
-        let rows: [(&str, &AtomicU64, &str); 11] = [
+        let rows: [(&str, &AtomicU64, &str); 10] = [
             ("reconciles", &self.reconciles, "Gateways evaluated."),
             (
                 "status_writes",
@@ -82,11 +80,6 @@ impl Metrics {
                 "cluster_config_errors",
                 &self.config_errors,
                 "Evaluations refused for a missing cluster DNS or Infrastructure config.",
-            ),
-            (
-                "event_list_errors",
-                &self.event_list_errors,
-                "Failed fresh lists of a Service's Events.",
             ),
             (
                 "condition_limit",

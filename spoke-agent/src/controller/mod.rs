@@ -25,7 +25,7 @@ use gateway_api::apis::standard::gateways::Gateway;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
@@ -106,7 +106,7 @@ pub struct Settings {
     pub debounce: Duration,
     /// How often every Gateway is re-evaluated regardless of changes.
     pub resync: Duration,
-    /// Delay before retrying a Gateway whose write or Event list failed.
+    /// Delay before retrying a Gateway whose write failed.
     pub retry: Duration,
 }
 
@@ -200,9 +200,9 @@ pub async fn run(
         singleton,
         |_: &Infrastructure| Touch::All
     );
-    // Only a trigger: a service-controller failure changes no Service, so
-    // without this the Gateway would wait for the resync. The evaluation
-    // still lists the Service's Events fresh.
+    // A service-controller failure changes no Service: this watch both
+    // holds the Events the rule reads and re-evaluates the Gateway when one
+    // arrives, so a cache behind the controller catches up by itself.
     let failures = watcher::Config::default().fields(&format!(
         "involvedObject.kind=Service,reason={SYNC_LOAD_BALANCER_FAILED}"
     ));
@@ -229,7 +229,7 @@ pub async fn run(
     );
 
     let reconciler = Reconciler {
-        events: Api::namespaced(client.clone(), &ns),
+        lb_events,
         notices: Notices::new(client, metrics.clone()),
         settings,
         gateways,
@@ -280,7 +280,7 @@ fn label_touch(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta
 }
 
 struct Reconciler {
-    events: Api<Event>,
+    lb_events: Arc<Cache<Event>>,
     notices: Notices,
     settings: Settings,
     gateways: Arc<Cache<Gateway>>,
@@ -334,18 +334,26 @@ impl Reconciler {
             } else {
                 batch.names
             };
+            let mut acted = false;
             for name in names {
                 if self.shutdown.is_cancelled() {
                     return;
                 }
-                self.reconcile(&name).await;
+                acted |= self.reconcile(&name).await;
+            }
+            if !acted {
+                // Typically the echo of our own status write: it must not
+                // hold back the next real change.
+                pacer.idle();
             }
             self.store.mark_ready();
         }
     }
 
-    /// Evaluates one Gateway and queues its write if anything but time changed.
-    async fn reconcile(&self, name: &str) {
+    /// Evaluates one Gateway and queues its write if anything but time
+    /// changed. Returns whether it changed what the hub is sent or queued a
+    /// write.
+    async fn reconcile(&self, name: &str) -> bool {
         Metrics::bump(&self.metrics.reconciles);
         let opts = &self.settings.scope;
         let key = GatewayKey::new(&opts.namespace, name);
@@ -353,11 +361,11 @@ impl Reconciler {
         let gw = match self.gateways.get(&opts.namespace, name) {
             Some(gw) if scope::in_scope(&gw, &classes, opts) => gw,
             _ => {
-                self.store.delete(&key);
+                let gone = self.store.delete(&key);
                 self.set_streamed(name, false);
                 self.queue.forget(name);
                 self.notices.forget(name);
-                return;
+                return gone;
             }
         };
         let mine = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
@@ -381,36 +389,31 @@ impl Reconciler {
         if let Some(svc) = scope::service_for(&gw, &snapshot.services)
             && !is_provisioned(svc)
         {
-            let svc_name = svc.metadata.name.clone().unwrap_or_default();
-            match self.fresh_events(&svc_name).await {
-                Ok(events) => snapshot.events = events,
-                Err(e) => {
-                    Metrics::bump(&self.metrics.event_list_errors);
-                    tracing::warn!(gateway = %key, service = %svc_name, error = %e, "cannot list the Service's Events; retrying");
-                    self.retry_later(name);
-                    return;
-                }
-            }
+            let svc_name = svc.metadata.name.as_deref();
+            snapshot.events = owned(
+                self.lb_events
+                    .filtered(|e| e.involved_object.name.as_deref() == svc_name),
+            );
         }
         let evaluation = match evaluate(&snapshot, opts, Timestamp::now()) {
             Ok(mut evals) if !evals.is_empty() => evals.remove(0),
-            Ok(_) => return,
+            Ok(_) => return false,
             Err(e) => {
                 // No guess: nothing is written; the hub gets the Gateway as
                 // it is, and the config's watch re-evaluates when it appears.
                 self.notices.config_error(&gw, &e).await;
-                self.store.upsert((*gw).clone());
+                let changed = self.store.upsert((*gw).clone());
                 self.set_streamed(name, true);
-                return;
+                return changed;
             }
         };
         // The hub first: Events are an API round trip it need not wait for.
-        self.store.upsert(evaluation.merged_gateway());
+        let changed = self.store.upsert(evaluation.merged_gateway());
         self.set_streamed(name, true);
         self.notices.config_ok(&gw);
         self.notices.problems(&gw, &evaluation.problems).await;
         if !self.settings.write_local_status {
-            return;
+            return changed;
         }
         if evaluation.needs_write() {
             self.queue.push(
@@ -420,18 +423,11 @@ impl Reconciler {
                     desired: evaluation.status,
                 },
             );
+            true
         } else {
             Metrics::bump(&self.metrics.skipped_writes);
+            changed
         }
-    }
-
-    /// The Service's Events, listed from the API server now (a cache could
-    /// be behind the controller that just reported the failure).
-    async fn fresh_events(&self, service: &str) -> kube::Result<Vec<Event>> {
-        let lp = ListParams::default().fields(&format!(
-            "involvedObject.kind=Service,involvedObject.name={service}"
-        ));
-        Ok(self.events.list(&lp).await?.items)
     }
 
     fn set_streamed(&self, name: &str, present: bool) {
@@ -441,21 +437,6 @@ impl Reconciler {
         } else {
             s.remove(name);
         }
-    }
-
-    fn retry_later(&self, name: &str) {
-        let (dirty, name, delay, shutdown) = (
-            self.dirty.clone(),
-            name.to_owned(),
-            self.settings.retry,
-            self.shutdown.clone(),
-        );
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(delay) => dirty.touch(Touch::Gateway(name)),
-            }
-        });
     }
 }
 
