@@ -29,24 +29,35 @@ use crate::aggregate::{
 const NO_KUBE_GENERATION: i64 = 1;
 
 /// One aggregated hub Gateway as the Dashboard serves it.
+///
+/// Encoded once per change; a read clones (sending needs an owned message
+/// anyway). The encoded status is kept once: a full message is the lean
+/// one plus the omissions, put together at read.
 #[derive(Debug)]
 pub struct GatewayView {
     pub key: GatewayKey,
     pub aggregation: Aggregation,
-    /// Its clusters, in name order.
-    pub clusters: Vec<String>,
-    /// Encoded once per change, so every Dashboard read is a clone.
-    pub proto: v1::AggregatedGateway,
-    /// `proto` without its omissions and with `omissions_unchanged` set, for
-    /// watchers that already have them (cheap to clone and send).
+    /// Without omissions and with `omissions_unchanged` set, as watchers
+    /// that already have the omissions get it; `clusters` in name order.
     pub lean: v1::AggregatedGateway,
+    /// The omissions as the Dashboard API spells them.
+    pub omissions: Vec<v1::Omission>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
 }
 
 impl GatewayView {
     pub fn revision(&self) -> u64 {
-        self.proto.revision
+        self.lean.revision
+    }
+
+    /// The whole aggregated Gateway, omissions included.
+    pub fn full(&self) -> v1::AggregatedGateway {
+        v1::AggregatedGateway {
+            omissions: self.omissions.clone(),
+            omissions_unchanged: false,
+            ..self.lean.clone()
+        }
     }
 }
 
@@ -576,8 +587,9 @@ impl Index {
                 };
             if let Some(old) = old
                 && old.aggregation == aggregation
-                && old.clusters.len() == shared.len()
+                && old.lean.clusters.len() == shared.len()
                 && old
+                    .lean
                     .clusters
                     .iter()
                     .zip(&shared)
@@ -679,36 +691,30 @@ fn build_view(
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         status: Some(status),
-        clusters: clusters.clone(),
+        clusters,
         omissions: Vec::new(),
         revision: 0,
         omissions_unchanged: true,
     };
-    let proto = v1::AggregatedGateway {
-        omissions: match unchanged {
-            Some(o) => o.proto.omissions.clone(),
-            None => aggregation
-                .omissions
-                .iter()
-                .map(omission_to_proto)
-                .collect(),
-        },
-        omissions_unchanged: false,
-        ..lean.clone()
+    let omissions = match unchanged {
+        Some(o) => o.omissions.clone(),
+        None => aggregation
+            .omissions
+            .iter()
+            .map(omission_to_proto)
+            .collect(),
     };
     GatewayView {
         key,
         aggregation,
-        clusters,
-        proto,
         lean,
+        omissions,
         omissions_revision,
     }
 }
 
 impl GatewayView {
     fn set_revision(&mut self, revision: u64) {
-        self.proto.revision = revision;
         self.lean.revision = revision;
         if self.omissions_revision == 0 {
             self.omissions_revision = revision;

@@ -111,7 +111,7 @@ impl Diff {
                 .into_iter()
                 .map(|(view, lean)| match lean {
                     true => view.lean.clone(),
-                    false => view.proto.clone(),
+                    false => view.full(),
                 })
                 .collect(),
             deleted: self.deleted,
@@ -134,7 +134,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             .values()
             .cloned()
             .collect();
-        let gateways = views.iter().map(|v| v.proto.clone()).collect();
+        let gateways = views.iter().map(|v| v.full()).collect();
         Ok(Response::new(v1::ListGatewaysResponse { gateways }))
     }
 
@@ -162,7 +162,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             })
             .collect();
         Ok(Response::new(v1::GetGatewayResponse {
-            gateway: Some(view.proto.clone()),
+            gateway: Some(view.full()),
             clusters,
         }))
     }
