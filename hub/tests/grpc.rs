@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use gwhub::serve::{Hub, HubConfig};
+use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{
     self, agent_message, change, dashboard_client::DashboardClient, hub_message,
     ingest_client::IngestClient,
@@ -35,19 +36,12 @@ impl Agent {
             .await
             .unwrap()
             .max_encoding_message_size(64 * 1024 * 1024);
-        let (tx, rx) = mpsc::channel(64);
-        tx.send(msg(agent_message::Message::Hello(v1::Hello {
+        let hello = v1::Hello {
             agent_version: "test".into(),
             capabilities: vec![],
             cluster: cluster.into(),
-        })))
-        .await
-        .unwrap();
-        let rx = client
-            .report(ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
+        };
+        let ReportStream { tx, rx } = open_report(&mut client, hello, 64).await.unwrap();
         let mut agent = Agent { tx, rx };
         match agent.recv().await {
             hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),

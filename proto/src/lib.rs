@@ -6,6 +6,7 @@
 //! [`convert`] maps the wire types to the Gateway API types and validates
 //! them against [`limits`], so agent and hub agree on what is acceptable.
 
+pub mod client;
 pub mod convert;
 pub mod limits;
 

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_common::conditions::new as condition;
+use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
 use gwhub_tests::apiserver::require_assets;
@@ -31,7 +32,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 const STALE: Duration = Duration::from_secs(3);
 /// Bound on every wait for the fleet to converge.
@@ -409,19 +409,12 @@ fn msg(m: agent_message::Message) -> v1::AgentMessage {
 impl RawAgent {
     async fn connect(port: u16, cluster: &str) -> RawAgent {
         let mut client = IngestClient::connect(hub_url(port)).await.unwrap();
-        let (tx, rx) = mpsc::channel(16);
-        tx.send(msg(agent_message::Message::Hello(v1::Hello {
+        let hello = v1::Hello {
             agent_version: "faults-test".into(),
             capabilities: vec![],
             cluster: cluster.into(),
-        })))
-        .await
-        .unwrap();
-        let rx = client
-            .report(ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
+        };
+        let ReportStream { tx, rx } = open_report(&mut client, hello, 16).await.unwrap();
         RawAgent { tx, rx }
     }
 

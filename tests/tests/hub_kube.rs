@@ -21,6 +21,7 @@ use gwhub::kube::status_writer::same_status;
 use gwhub::kube::{KubeHub, KubeOptions};
 use gwhub::serve::HubConfig;
 use gwhub_common::conditions::{Condition, new};
+use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
 use gwhub_tests::apiserver::{Fleet, require_assets};
@@ -33,7 +34,6 @@ use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 const NS: &str = "default";
 const OWN: &str = "kuadrant.io/MultiClusterAggregated";
@@ -56,19 +56,12 @@ impl Agent {
         let mut client = IngestClient::connect(format!("http://{addr}"))
             .await
             .unwrap();
-        let (tx, rx) = mpsc::channel(16);
-        tx.send(msg(agent_message::Message::Hello(v1::Hello {
+        let hello = v1::Hello {
             agent_version: "hub-kube-test".into(),
             capabilities: vec![],
             cluster: cluster.into(),
-        })))
-        .await
-        .unwrap();
-        let rx = client
-            .report(ReceiverStream::new(rx))
-            .await
-            .unwrap()
-            .into_inner();
+        };
+        let ReportStream { tx, rx } = open_report(&mut client, hello, 16).await.unwrap();
         let mut agent = Agent { tx, rx, seq: 0 };
         assert!(matches!(agent.recv().await, hub_message::Message::Hello(_)));
         assert!(matches!(

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::report_to_proto;
 use gwhub_proto::v1::{
     self, AgentMessage, HubMessage, ResyncReason, agent_message, hub_message,
@@ -28,7 +29,6 @@ use gwhub_proto::v1::{
 use prost::Message;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
 
@@ -222,23 +222,16 @@ impl HubClient {
             _ = shutdown.cancelled() => return Ok(()),
             c = self.connect() => c?,
         };
-        let (tx, rx) = mpsc::channel::<AgentMessage>(16);
-        let hello = agent_message::Message::Hello(v1::Hello {
+        let hello = v1::Hello {
             agent_version: AGENT_VERSION.to_owned(),
             capabilities: CAPABILITIES.iter().map(|c| (*c).to_owned()).collect(),
             cluster: self.config.cluster.clone(),
-        });
-        // Cannot fail: the receiver is alive and the channel empty.
-        let _ = tx
-            .send(AgentMessage {
-                message: Some(hello),
-            })
-            .await;
+        };
         // A hub that accepts the connection but never answers must not
         // hold the agent forever.
         let call = tokio::time::timeout(
             self.config.connect_timeout,
-            client.report(ReceiverStream::new(rx)),
+            open_report(&mut client, hello, 16),
         );
         let response = tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -250,7 +243,8 @@ impl HubClient {
         tracing::info!(hub = %self.config.endpoint, cluster = %self.config.cluster, "connected to hub");
 
         let inbound = Arc::new(Inbound::default());
-        let reader = tokio::spawn(read_inbound(response.into_inner(), inbound.clone()));
+        let ReportStream { tx, rx } = response;
+        let reader = tokio::spawn(read_inbound(rx, inbound.clone()));
         let result = self.stream(&tx, &inbound, shutdown, healthy).await;
         reader.abort();
         match result {
