@@ -16,14 +16,16 @@ use std::time::{Duration, Instant};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, Patch, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::apiserver::{Fleet, create_namespaces};
-use crate::kube_objects::{tests_manager, try_apply as apply, try_apply_status as apply_status};
+use crate::kube_objects::{
+    install_project_crd, try_apply as apply, try_apply_status as apply_status,
+};
 pub use crate::procs::free_port;
+use crate::procs::{agent_binary, gwhub_binary};
 use crate::recorder::{Judgement, Recorder, Verdict, judge};
 
 /// Namespace of the Gateways, on every cluster.
@@ -37,39 +39,6 @@ pub const OWN: &str = "kuadrant.io/MultiClusterAggregated";
 pub const NOT_PROGRAMMED: &str = "address pending";
 const CLASS: &str = "openshift-default";
 const CONTROLLER: &str = "openshift.io/gateway-controller/v1";
-
-// ------------------------------------------------------------- binaries
-
-/// `target/<profile>/<name>` of this workspace, built first (a test crate
-/// cannot depend on another package's binary). `GWHUB_BIN_DIR` overrides.
-pub fn binary(package: &str, name: &str) -> PathBuf {
-    if let Some(dir) = std::env::var_os("GWHUB_BIN_DIR") {
-        return PathBuf::from(dir).join(name);
-    }
-    let workspace = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build
-        .current_dir(&workspace)
-        .args(["build", "-q", "-p", package, "--bin", name]);
-    let exe = std::env::current_exe().expect("current exe");
-    // target/<profile>/deps/test-xxx (tests) or target/<profile>/soak.
-    let dirs: Vec<PathBuf> = exe
-        .ancestors()
-        .skip(1)
-        .take(2)
-        .map(Path::to_path_buf)
-        .collect();
-    if dirs.iter().any(|d| d.ends_with("release")) {
-        build.arg("--release");
-    }
-    let status = build.status().expect("run cargo build");
-    assert!(status.success(), "cargo build -p {package} failed");
-    dirs.iter()
-        .map(|d| d.join(name))
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} not found beside {}", exe.display()))
-}
 
 // ------------------------------------------------------------- processes
 
@@ -356,28 +325,13 @@ pub async fn istio_writes(client: &Client, programmed: bool) -> kube::Result<()>
 /// The management cluster's objects: the project's CRD (established and
 /// served), the hub's namespace and the hub Gateway.
 pub async fn setup_management(client: &Client) -> kube::Result<()> {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../manifests/crd-clusterreports.yaml"
-    ));
-    let objs = gwhub_common::read_paths(&[path]).expect("read the project's CRD");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for o in objs {
-        crds.patch(&o.name(), &tests_manager(), &Patch::Apply(&o.value))
-            .await?;
-    }
     create_namespaces(client, &[HUB_NS])
         .await
         .map_err(|e| match e {
             crate::FleetError::Kube(e) => e,
             e => panic!("{e}"),
         })?;
-    let reports: Api<gwhub::kube::reports::ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reports.list(&Default::default()).await.is_err() {
-        assert!(Instant::now() < deadline, "ClusterReports not served");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    install_project_crd(client, HUB_NS).await;
     let gw: Gateway = serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
@@ -418,8 +372,8 @@ pub struct Scenario {
 impl Scenario {
     /// Starts `mgmt` plus `workloads`, every workload Gateway programmed.
     pub async fn start(workloads: &[&str], stale_after: Duration) -> Scenario {
-        let gwhub = binary("gwhub", "gwhub");
-        let agent = binary("gwhub-agent", "gwhub-agent");
+        let gwhub = gwhub_binary();
+        let agent = agent_binary();
         let mut names = vec!["mgmt"];
         names.extend_from_slice(workloads);
         let fleet = Fleet::start(&names).await.expect("start the API servers");
