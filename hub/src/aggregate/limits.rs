@@ -31,35 +31,50 @@ pub const MAX_KIND: usize = 63;
 /// A DNS label (RFC 1123), the form a cluster name needs for listener names.
 pub const MAX_DNS_LABEL: usize = 63;
 
-fn lower_alnum(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
+// The patterns below allow ASCII only, so they are checked on bytes: a
+// byte of a multi-byte character matches none of them. The engine checks
+// every report on every re-aggregation, so this is a hot path.
+
+fn lower_alnum(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+/// `s` is non-empty, starts with `first`, ends with `last`, and every byte
+/// is `inner`.
+fn ends_and_all(
+    s: &[u8],
+    first: impl Fn(u8) -> bool,
+    last: impl Fn(u8) -> bool,
+    inner: impl Fn(u8) -> bool,
+) -> bool {
+    match (s.first(), s.last()) {
+        (Some(&f), Some(&l)) => first(f) && last(l) && s.iter().all(|&b| inner(b)),
+        _ => false,
+    }
 }
 
 /// One label of `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (no length limit: the CRD's
 /// patterns have none per label).
-fn is_label_pattern(s: &str) -> bool {
-    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
-        return false;
-    };
-    lower_alnum(first) && lower_alnum(last) && s.chars().all(|c| lower_alnum(c) || c == '-')
+fn is_label_pattern(s: &[u8]) -> bool {
+    ends_and_all(s, lower_alnum, lower_alnum, |b| lower_alnum(b) || b == b'-')
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`, the
 /// pattern of SectionName, route groups and condition type prefixes.
 pub fn is_subdomain_pattern(s: &str) -> bool {
-    s.split('.').all(is_label_pattern)
+    s.as_bytes().split(|&b| b == b'.').all(is_label_pattern)
 }
 
 /// A cluster name whose listeners can be written: consumers split the listener
 /// name at the first `.`, so the cluster part must be one DNS label.
 pub fn is_dns_label(s: &str) -> bool {
-    s.len() <= MAX_DNS_LABEL && is_label_pattern(s)
+    s.len() <= MAX_DNS_LABEL && is_label_pattern(s.as_bytes())
 }
 
 /// A cluster name that can prefix an address value: consumers split at the
 /// first `/`.
 pub fn is_address_prefix(s: &str) -> bool {
-    !s.is_empty() && !s.contains('/')
+    !s.is_empty() && !s.as_bytes().contains(&b'/')
 }
 
 /// SectionName: pattern and at most 253 characters.
@@ -89,36 +104,34 @@ pub fn is_condition_type(s: &str) -> bool {
     if s.len() > MAX_CONDITION_TYPE {
         return false;
     }
-    let name = match s.split_once('/') {
-        Some((prefix, name)) => {
-            if !is_subdomain_pattern(prefix) {
+    let bytes = s.as_bytes();
+    let name = match bytes.iter().position(|&b| b == b'/') {
+        Some(slash) => {
+            if !is_subdomain_pattern(&s[..slash]) {
                 return false;
             }
-            name
+            &bytes[slash + 1..]
         }
-        None => s,
+        None => bytes,
     };
-    let (Some(first), Some(last)) = (name.chars().next(), name.chars().last()) else {
-        return false;
-    };
-    first.is_ascii_alphanumeric()
-        && last.is_ascii_alphanumeric()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    ends_and_all(
+        name,
+        |b| b.is_ascii_alphanumeric(),
+        |b| b.is_ascii_alphanumeric(),
+        |b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'),
+    )
 }
 
 /// metav1.Condition `reason`: `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`,
 /// 1 to 1024 characters.
 pub fn is_condition_reason(s: &str) -> bool {
-    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
-        return false;
-    };
     s.len() <= MAX_REASON
-        && first.is_ascii_alphabetic()
-        && (last.is_ascii_alphanumeric() || last == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ',' | ':'))
+        && ends_and_all(
+            s.as_bytes(),
+            |b| b.is_ascii_alphabetic(),
+            |b| b.is_ascii_alphanumeric() || b == b'_',
+            |b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'),
+        )
 }
 
 /// metav1.Condition `status` enum.
@@ -128,7 +141,11 @@ pub fn is_condition_status(s: &str) -> bool {
 
 /// Length in characters, the unit of the CRD's `maxLength`.
 pub fn char_len(s: &str) -> usize {
-    s.chars().count()
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().count()
+    }
 }
 
 /// Why a condition would be rejected, or `None` when it is valid.
@@ -226,6 +243,24 @@ pub fn round_robin(lens: &[usize], limit: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    // The CRD's own patterns (metav1.Condition, SectionName), to pin the
+    // byte-wise matchers against.
+    const TYPE: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$";
+    const REASON: &str = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$";
+    const SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+    proptest! {
+        #[test]
+        fn matchers_agree_with_the_crd_patterns(s in "[aZ0_./,: é-]{0,12}") {
+            let m = |p: &str| regex::Regex::new(p).unwrap().is_match(&s);
+            prop_assert_eq!(is_condition_type(&s), m(TYPE));
+            prop_assert_eq!(is_condition_reason(&s), m(REASON));
+            prop_assert_eq!(is_subdomain_pattern(&s), m(SUBDOMAIN));
+            prop_assert_eq!(char_len(&s), s.chars().count());
+        }
+    }
 
     #[test]
     fn names() {

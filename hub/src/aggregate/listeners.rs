@@ -1,8 +1,6 @@
 //! `status.listeners`: every cluster listener as `<cluster>.<listener>` with
 //! its attachedRoutes, supportedKinds and conditions.
 
-use std::collections::HashSet;
-
 use gateway_api::apis::standard::gateways::GatewayStatusListeners;
 use gwhub_common::Condition;
 
@@ -36,7 +34,6 @@ pub fn aggregate(
             per_cluster.push(valid);
             continue;
         }
-        let mut seen = HashSet::new();
         for l in listeners {
             // A DNS label, a dot and a SectionName make a SectionName.
             let full_len = r.cluster.len() + 1 + l.name.len();
@@ -47,7 +44,12 @@ pub fn aggregate(
                     full_name(r.cluster, l),
                     Rule::InvalidListenerName,
                 );
-            } else if !seen.insert(l.name.as_str()) {
+            } else if valid
+                .iter()
+                .any(|v: &&GatewayStatusListeners| v.name == l.name)
+            {
+                // A linear scan: a cluster has a few listeners (at most 64),
+                // and a hash set per cluster per aggregation cost more.
                 omissions.push(
                     cluster,
                     Item::Listener,
