@@ -21,4 +21,4 @@ pub use conditions::{Condition, MAX_CONDITIONS};
 pub use key::GatewayKey;
 pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list};
-pub use pace::Pacer;
+pub use pace::{KeyedPacer, Pacer};

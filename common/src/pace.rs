@@ -7,6 +7,7 @@
 //! (typically woken by the echo of our own write) gives its window back, so
 //! it cannot delay the next real change.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Leading-edge pacing of passes at least `window` apart.
@@ -43,6 +44,70 @@ impl Pacer {
     /// window.
     pub fn idle(&mut self) {
         self.last = self.before;
+    }
+}
+
+/// A [`Pacer`] per key (a Gateway): each key's passes are at least
+/// `window` apart, and a pass for one key never waits for another's.
+#[derive(Clone, Debug)]
+pub struct KeyedPacer<K> {
+    window: Duration,
+    keys: BTreeMap<K, Pacer>,
+}
+
+impl<K: Ord + Clone> KeyedPacer<K> {
+    pub fn new(window: Duration) -> Self {
+        KeyedPacer {
+            window,
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// How long `key` must wait at `now`.
+    pub fn delay(&self, key: &K, now: Instant) -> Duration {
+        self.keys.get(key).map_or(Duration::ZERO, |p| p.delay(now))
+    }
+
+    /// The earliest instant one of `keys` may pass, if any is given.
+    pub fn next_due<'a>(
+        &self,
+        keys: impl IntoIterator<Item = &'a K>,
+        now: Instant,
+    ) -> Option<Instant>
+    where
+        K: 'a,
+    {
+        keys.into_iter().map(|k| now + self.delay(k, now)).min()
+    }
+
+    /// Records that `key`'s pass starts at `now`.
+    pub fn started(&mut self, key: &K, now: Instant) {
+        self.keys
+            .entry(key.clone())
+            .or_insert_with(|| Pacer::new(self.window))
+            .started(now);
+    }
+
+    /// `key`'s pass begun last changed nothing (see [`Pacer::idle`]).
+    pub fn idle(&mut self, key: &K) {
+        if let Some(p) = self.keys.get_mut(key) {
+            p.idle();
+        }
+    }
+
+    /// Forgets the keys whose window is over, so only keys passed within the
+    /// last window are kept (deleted Gateways do not accumulate). Call
+    /// before a round of passes, not between `started` and `idle`.
+    pub fn prune(&mut self, now: Instant) {
+        self.keys.retain(|_, p| !p.delay(now).is_zero());
+    }
+}
+
+/// Sleeps until `due`; never resolves for `None` (nothing is waiting).
+pub async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -86,6 +151,33 @@ mod tests {
             p.delay(t0 + Duration::from_millis(50)),
             Duration::from_millis(50)
         );
+    }
+
+    #[test]
+    fn keys_are_paced_independently() {
+        let t0 = Instant::now();
+        let w = Duration::from_millis(100);
+        let ms = Duration::from_millis;
+        let mut p = KeyedPacer::new(w);
+        p.started(&"a", t0);
+        // Another Gateway does not wait for `a`'s window; `a` does.
+        assert_eq!(p.delay(&"b", t0 + ms(30)), Duration::ZERO);
+        assert_eq!(p.delay(&"a", t0 + ms(30)), ms(70));
+        p.started(&"b", t0 + ms(30));
+        assert_eq!(
+            p.next_due([&"a", &"b", &"c"], t0 + ms(40)),
+            Some(t0 + ms(40))
+        );
+        assert_eq!(p.next_due([&"a", &"b"], t0 + ms(40)), Some(t0 + w));
+        assert_eq!(p.next_due(std::iter::empty(), t0), None);
+        // An idle pass gives the key's window back.
+        p.idle(&"b");
+        assert_eq!(p.delay(&"b", t0 + ms(40)), Duration::ZERO);
+        // Pruning keeps only keys still inside their window.
+        p.prune(t0 + ms(50));
+        assert_eq!(p.keys.len(), 1);
+        p.prune(t0 + w);
+        assert!(p.keys.is_empty());
     }
 
     #[test]

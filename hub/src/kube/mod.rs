@@ -47,7 +47,7 @@ pub struct KubeOptions {
     /// `None`: no election, this replica always writes (one replica only).
     pub lease: Option<LeaseConfig>,
     /// Minimum spacing of the hub's write passes (status and reports), so
-    /// a burst of reports becomes one write per window.
+    /// a burst of reports becomes one write per hub Gateway per window.
     pub debounce: Duration,
 }
 

@@ -13,6 +13,7 @@ use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatusListeners};
 use gwhub_common::Condition;
 use gwhub_common::conditions::same_ignoring_time;
+use gwhub_common::pace::sleep_until;
 use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
@@ -250,7 +251,8 @@ pub struct StatusWriter {
     pub queue: Arc<Queue>,
     pub metrics: Arc<Metrics>,
     /// Minimum spacing of write passes: a lone change is written at once,
-    /// a burst at most once per window ([`gwhub_common::Pacer`]).
+    /// a burst at most once per hub Gateway per window
+    /// ([`gwhub_common::KeyedPacer`]).
     pub debounce: Duration,
     /// Delay before a failed write is tried again.
     pub retry: Duration,
@@ -265,31 +267,46 @@ impl StatusWriter {
         mut ready: watch::Receiver<bool>,
         shutdown: CancellationToken,
     ) {
-        let mut pacer = gwhub_common::Pacer::new(self.debounce);
+        // Per hub Gateway: a write for one never waits for another's window.
+        let mut pacer = gwhub_common::KeyedPacer::<GatewayKey>::new(self.debounce);
+        // Queued hub Gateways still inside their window.
+        let mut waiting: BTreeSet<GatewayKey> = BTreeSet::new();
         loop {
             let active = *leader.borrow_and_update() && *ready.borrow_and_update();
             if active {
-                tokio::time::sleep(pacer.delay(Instant::now())).await;
-                pacer.started(Instant::now());
-                let mut wrote = false;
-                for key in self.queue.take() {
+                waiting.extend(self.queue.take());
+                let now = Instant::now();
+                pacer.prune(now);
+                let due: Vec<GatewayKey> = waiting
+                    .iter()
+                    .filter(|k| pacer.delay(k, now).is_zero())
+                    .cloned()
+                    .collect();
+                for key in due {
                     if shutdown.is_cancelled() {
                         return;
                     }
+                    waiting.remove(&key);
                     if !*leader.borrow() {
                         // Lost the lease mid-pass; the next leader writes.
                         self.queue.push(key);
                         continue;
                     }
-                    wrote |= self.write(key, &shutdown).await;
-                }
-                if !wrote {
-                    // Typically the echo of our own write.
-                    pacer.idle();
+                    pacer.started(&key, now);
+                    if !self.write(key.clone(), &shutdown).await {
+                        // Typically the echo of our own write.
+                        pacer.idle(&key);
+                    }
                 }
             }
+            let next = if active {
+                pacer.next_due(&waiting, Instant::now())
+            } else {
+                None
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                _ = sleep_until(next), if next.is_some() => {}
                 _ = self.queue.notify.notified(), if active => {}
                 r = leader.changed() => {
                     if r.is_err() { return }

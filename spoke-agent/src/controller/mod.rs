@@ -20,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gwhub_common::pace::sleep_until;
+
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use jiff::Timestamp;
@@ -102,7 +104,7 @@ pub struct Settings {
     pub write_local_status: bool,
     /// Minimum spacing of evaluation passes: a lone change is evaluated at
     /// once, a burst gives at most one evaluation and one write per Gateway
-    /// per window ([`gwhub_common::Pacer`]).
+    /// per window ([`gwhub_common::KeyedPacer`]).
     pub debounce: Duration,
     /// How often every Gateway is re-evaluated regardless of changes.
     pub resync: Duration,
@@ -300,51 +302,58 @@ struct Reconciler {
 
 impl Reconciler {
     async fn run(self) {
-        let mut pacer = gwhub_common::Pacer::new(self.settings.debounce);
+        // Per Gateway: a change to one never waits for another's window.
+        let mut pacer = gwhub_common::KeyedPacer::<String>::new(self.settings.debounce);
+        // Dirty Gateways still inside their window.
+        let mut waiting: BTreeSet<String> = BTreeSet::new();
         let mut resync = tokio::time::interval(self.settings.resync);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resync.tick().await;
         loop {
+            let due = pacer.next_due(&waiting, Instant::now());
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 _ = self.dirty.changed() => {}
                 _ = resync.tick() => self.dirty.touch(Touch::All),
+                _ = sleep_until(due), if due.is_some() => {}
             }
             if self.dirty.synced_count() < KINDS {
                 continue;
             }
-            tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                _ = tokio::time::sleep(pacer.delay(Instant::now())) => {}
-            }
-            pacer.started(Instant::now());
             let batch = self.dirty.take();
-            let names: BTreeSet<String> = if batch.all {
+            if batch.all {
                 let streamed = self
                     .streamed
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
-                self.gateways
-                    .all()
-                    .iter()
-                    .filter_map(|g| g.metadata.name.clone())
-                    .chain(streamed)
-                    .collect()
-            } else {
-                batch.names
-            };
-            let mut acted = false;
-            for name in names {
+                waiting.extend(
+                    self.gateways
+                        .all()
+                        .iter()
+                        .filter_map(|g| g.metadata.name.clone())
+                        .chain(streamed),
+                );
+            }
+            waiting.extend(batch.names);
+            let now = Instant::now();
+            pacer.prune(now);
+            let ready: Vec<String> = waiting
+                .iter()
+                .filter(|n| pacer.delay(n, now).is_zero())
+                .cloned()
+                .collect();
+            for name in ready {
                 if self.shutdown.is_cancelled() {
                     return;
                 }
-                acted |= self.reconcile(&name).await;
-            }
-            if !acted {
-                // Typically the echo of our own status write: it must not
-                // hold back the next real change.
-                pacer.idle();
+                waiting.remove(&name);
+                pacer.started(&name, now);
+                if !self.reconcile(&name).await {
+                    // Typically the echo of our own status write: it must
+                    // not hold back the next real change.
+                    pacer.idle(&name);
+                }
             }
             self.store.mark_ready();
         }
