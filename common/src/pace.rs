@@ -7,7 +7,7 @@
 //! (typically woken by the echo of our own write) gives its window back, so
 //! it cannot delay the next real change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Leading-edge pacing of passes at least `window` apart.
@@ -101,6 +101,17 @@ impl<K: Ord + Clone> KeyedPacer<K> {
     pub fn prune(&mut self, now: Instant) {
         self.keys.retain(|_, p| !p.delay(now).is_zero());
     }
+
+    /// Starts a round at `now`: prunes, and moves the keys of `waiting`
+    /// that may pass now out of it (in key order); the rest keep waiting.
+    pub fn take_due(&mut self, waiting: &mut BTreeSet<K>, now: Instant) -> Vec<K> {
+        self.prune(now);
+        let (due, later): (BTreeSet<K>, BTreeSet<K>) = std::mem::take(waiting)
+            .into_iter()
+            .partition(|k| self.delay(k, now).is_zero());
+        *waiting = later;
+        due.into_iter().collect()
+    }
 }
 
 /// Sleeps until `due`; never resolves for `None` (nothing is waiting).
@@ -173,6 +184,10 @@ mod tests {
         // An idle pass gives the key's window back.
         p.idle(&"b");
         assert_eq!(p.delay(&"b", t0 + ms(40)), Duration::ZERO);
+        // A round takes the waiting keys that may pass and leaves the rest.
+        let mut waiting = BTreeSet::from(["a", "b", "c"]);
+        assert_eq!(p.take_due(&mut waiting, t0 + ms(40)), vec!["b", "c"]);
+        assert_eq!(waiting, BTreeSet::from(["a"]));
         // Pruning keeps only keys still inside their window.
         p.prune(t0 + ms(50));
         assert_eq!(p.keys.len(), 1);

@@ -276,17 +276,10 @@ impl StatusWriter {
             if active {
                 waiting.extend(self.queue.take());
                 let now = Instant::now();
-                pacer.prune(now);
-                let due: Vec<GatewayKey> = waiting
-                    .iter()
-                    .filter(|k| pacer.delay(k, now).is_zero())
-                    .cloned()
-                    .collect();
-                for key in due {
+                for key in pacer.take_due(&mut waiting, now) {
                     if shutdown.is_cancelled() {
                         return;
                     }
-                    waiting.remove(&key);
                     if !*leader.borrow() {
                         // Lost the lease mid-pass; the next leader writes.
                         self.queue.push(key);

@@ -337,17 +337,10 @@ impl Reconciler {
             }
             waiting.extend(batch.names);
             let now = Instant::now();
-            pacer.prune(now);
-            let ready: Vec<String> = waiting
-                .iter()
-                .filter(|n| pacer.delay(n, now).is_zero())
-                .cloned()
-                .collect();
-            for name in ready {
+            for name in pacer.take_due(&mut waiting, now) {
                 if self.shutdown.is_cancelled() {
                     return;
                 }
-                waiting.remove(&name);
                 pacer.started(&name, now);
                 if !self.reconcile(&name).await {
                     // Typically the echo of our own status write: it must
