@@ -20,10 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gwhub_common::pace::sleep_until;
-
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_common::pace::sleep_until;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Client;
