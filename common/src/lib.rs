@@ -5,7 +5,8 @@
 //!
 //! Nothing here talks to a cluster or the network (data in, data out), with
 //! one exception: [`metrics_http`], the `GET /metrics` responder both
-//! binaries' `--metrics-listen` share.
+//! binaries' `--metrics-listen` share ([`workspace_bin`] only runs cargo, for
+//! the tests).
 
 pub mod conditions;
 pub mod identity;
@@ -16,6 +17,7 @@ pub mod metrics_http;
 pub mod output;
 pub mod pace;
 pub mod time;
+pub mod workspace_bin;
 
 pub use conditions::{Condition, MAX_CONDITIONS};
 pub use key::GatewayKey;

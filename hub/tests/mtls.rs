@@ -347,23 +347,9 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
 
 const HUB: &str = env!("CARGO_BIN_EXE_gwhub");
 
-/// `gwhub-agent` next to `gwhub`, built on demand (a no-op when fresh).
+/// `gwhub-agent`, built on demand like the hub (`GWHUB_AGENT_BIN` overrides).
 fn agent_binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "gwhub-agent",
-            "--bin",
-            "gwhub-agent",
-        ])
-        .current_dir(root)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the agent failed");
-    Path::new(HUB).with_file_name("gwhub-agent")
+    gwhub_common::workspace_bin::workspace_binary("gwhub-agent", "gwhub-agent", "GWHUB_AGENT_BIN")
 }
 
 struct Child(std::process::Child);

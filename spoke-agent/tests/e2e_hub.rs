@@ -53,17 +53,9 @@ impl Drop for Child {
     }
 }
 
-/// The hub binary of this workspace, freshly built.
+/// The hub binary of this workspace, built on demand (`GWHUB_BIN` overrides).
 fn hub_binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "gwhub", "--bin", "gwhub"])
-        .current_dir(root)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the hub failed");
-    // AGENT is <target>/<profile>/gwhub-agent; the hub sits next to it.
-    Path::new(AGENT).with_file_name("gwhub")
+    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
 }
 
 fn free_addr() -> SocketAddr {
