@@ -163,8 +163,14 @@ async fn connect(cli: &Cli) -> Result<Client, String> {
         .connect()
         .await
         .map_err(|e| format!("cannot reach the hub at {server}: {e}"))?;
-    Ok(DashboardClient::with_interceptor(channel, token))
+    Ok(DashboardClient::with_interceptor(channel, token)
+        .max_decoding_message_size(MAX_ANSWER_BYTES))
 }
+
+/// The largest Dashboard answer gwhubctl reads. gRPC's default (4 MiB) is
+/// far too small for a large fleet: 1,000 clusters x 100 Gateways list as
+/// ~47 MB, mostly the names of entries the hub left out.
+const MAX_ANSWER_BYTES: usize = 1 << 30;
 
 fn status_error(s: tonic::Status) -> String {
     format!("{:?}: {}", s.code(), s.message())

@@ -839,6 +839,48 @@ async fn gwhubctl_reads_the_dashboard() {
     hub.shutdown().await.unwrap();
 }
 
+/// A large fleet's Dashboard answers exceed gRPC's default 4 MiB message
+/// limit (1,000 clusters x 100 Gateways: ~47 MB); gwhubctl must still read them.
+#[tokio::test]
+async fn gwhubctl_reads_answers_larger_than_4_mib() {
+    let hub = start(Duration::from_secs(60)).await;
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(1, 0, vec![]).await;
+    let long = "x".repeat(30_000);
+    let count = 160;
+    for i in 0..count {
+        let mut r = report(&format!("gw-{i:03}"), false, "10.0.0.1");
+        let status = r.status.as_mut().unwrap();
+        status.conditions[1].message = long.clone();
+        east.upsert(i + 1, r).await;
+        east.expect_ack(i + 1).await;
+    }
+    let mut big = dashboard(&hub).await.max_decoding_message_size(64 << 20);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while list(&mut big).await.len() < count as usize {
+        assert!(tokio::time::Instant::now() < deadline, "not all aggregated");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The premise: a client with the default limit cannot read it.
+    let err = dashboard(&hub)
+        .await
+        .list_gateways(v1::ListGatewaysRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::OutOfRange, "{err}");
+
+    let table = gwhubctl(&hub, &["get", "gateways"]).await;
+    assert_eq!(
+        table.lines().count(),
+        1 + count as usize,
+        "{}",
+        &table[..200]
+    );
+    let yaml = gwhubctl(&hub, &["get", "gateways", "-o", "yaml"]).await;
+    assert!(yaml.len() > 4 << 20, "{}", yaml.len());
+    hub.shutdown().await.unwrap();
+}
+
 // ---- per-report and per-stream limits -------------------------------------
 
 /// Opens a stream whose Hello names `cluster` and returns how it ended.
