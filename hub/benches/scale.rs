@@ -661,26 +661,36 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         let (go_tx, go) = watch::channel(false);
         let t0 = Instant::now();
         let fleet_task = tokio::spawn(wait_fleet(hub.dashboard.clone(), args.clusters, args.gateways));
+        // The first agent to fail ends the run at once (not after the
+        // 600 s wait for a Dashboard that can no longer be complete).
+        let (fail_tx, mut failed) = watch::channel(None::<String>);
         let agents: Vec<_> = snapshots
             .into_iter()
             .enumerate()
             .map(|(c, m)| {
-                tokio::spawn(agent(
-                    c,
-                    hub.ingest.clone(),
-                    m,
-                    args.clone(),
-                    shared.clone(),
-                    go.clone(),
-                ))
+                let run = agent(c, hub.ingest.clone(), m, args.clone(), shared.clone(), go.clone());
+                let fail_tx = fail_tx.clone();
+                tokio::spawn(async move {
+                    let done = run.await;
+                    if let Err(e) = &done {
+                        fail_tx.send_if_modified(|f| f.is_none() && f.replace(e.clone()).is_none());
+                    }
+                    done
+                })
             })
             .collect();
         let timeout = Duration::from_secs(600);
-        let dashboard_at = tokio::time::timeout(timeout, complete.wait_for(Option::is_some))
+        let complete_or_failed = async {
+            tokio::select! {
+                done = complete.wait_for(Option::is_some) => {
+                    done.map(|t| t.expect("some")).map_err(|_| "watcher ended early".to_owned())
+                }
+                Ok(e) = failed.wait_for(Option::is_some) => Err(e.clone().expect("some")),
+            }
+        };
+        let dashboard_at = tokio::time::timeout(timeout, complete_or_failed)
             .await
-            .map_err(|_| "snapshots did not reach the Dashboard within 600 s".to_owned())?
-            .map_err(|_| "watcher ended early".to_owned())?
-            .expect("some");
+            .map_err(|_| "snapshots did not reach the Dashboard within 600 s".to_owned())??;
         let fleet_at = fleet_task.await.map_err(|e| e.to_string())??;
         let ingest_s = (dashboard_at - t0).as_secs_f64();
         let fleet_s = (fleet_at - t0).as_secs_f64();
