@@ -60,13 +60,18 @@ impl Fleet {
         Self::default()
     }
 
-    fn cluster_mut(&mut self, cluster: &str) -> &mut ClusterState {
-        self.clusters
-            .entry(cluster.to_owned())
-            .or_insert_with(|| ClusterState {
-                freshness: Freshness::Fresh,
-                gateways: BTreeSet::new(),
-            })
+    /// Registers `cluster` if it is new; copies its name only then (every
+    /// delta comes through here).
+    fn register(&mut self, cluster: &str) {
+        if !self.clusters.contains_key(cluster) {
+            self.clusters.insert(
+                cluster.to_owned(),
+                ClusterState {
+                    freshness: Freshness::Fresh,
+                    gateways: BTreeSet::new(),
+                },
+            );
+        }
     }
 
     /// Records `cluster`'s status of `key` (registering the cluster if new).
@@ -78,7 +83,10 @@ impl Fleet {
         key: GatewayKey,
         status: impl Into<Arc<GatewayStatus>>,
     ) -> Affected {
-        let state = self.cluster_mut(cluster);
+        self.register(cluster);
+        let Some(state) = self.clusters.get_mut(cluster) else {
+            return Affected::new();
+        };
         let freshness = state.freshness;
         if !state.gateways.contains(&key) {
             state.gateways.insert(key.clone());
@@ -148,7 +156,7 @@ impl Fleet {
         for key in old {
             affected.extend(self.delete(cluster, &key));
         }
-        self.cluster_mut(cluster);
+        self.register(cluster);
         for (key, status) in snapshot {
             affected.extend(self.upsert(cluster, key, status));
         }
@@ -174,7 +182,10 @@ impl Fleet {
     /// Marks `cluster` stale since `last_report` (or fresh again); affects its
     /// Gateways when the freshness changed.
     pub fn set_freshness(&mut self, cluster: &str, freshness: Freshness) -> Affected {
-        let state = self.cluster_mut(cluster);
+        self.register(cluster);
+        let Some(state) = self.clusters.get_mut(cluster) else {
+            return Affected::new();
+        };
         if state.freshness == freshness {
             return Affected::new();
         }
