@@ -781,6 +781,12 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
 
     let err = serve_fails(&["--no-kube", "--insecure", "--stale-after", "soon"]);
     assert!(err.contains("--stale-after"), "{err}");
+
+    let err = serve_fails(&["--insecure", "--lease-duration", "1500ms"]);
+    assert!(err.contains("--lease-duration"), "{err}");
+    assert!(err.contains("whole seconds, at least 3s"), "{err}");
+    let err = serve_fails(&["--no-kube", "--insecure", "--lease-duration", "5s"]);
+    assert!(err.contains("cannot be used with"), "{err}");
 }
 
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {

@@ -35,6 +35,9 @@ pub const GW: &str = "gw";
 /// The hub's own namespace (ClusterReports, Lease).
 pub const HUB_NS: &str = "gwhub-system";
 pub const OWN: &str = "kuadrant.io/MultiClusterAggregated";
+/// The leader Lease of hubs started with an identity: short, so failover
+/// tests wait seconds, not the default 15.
+pub const LEASE: Duration = Duration::from_secs(6);
 /// What the simulated Istio says when the Gateway is not programmed.
 pub const NOT_PROGRAMMED: &str = "address pending";
 const CLASS: &str = "openshift-default";
@@ -405,7 +408,8 @@ impl Scenario {
         Api::namespaced(self.mgmt.clone(), NS)
     }
 
-    /// `gwhub serve` in Kubernetes mode on `port` (not started twice on
+    /// `gwhub serve` in Kubernetes mode on `port`; with an `identity`, it
+    /// elects a leader with a Lease of [`LEASE`] (not started twice on
     /// one port; restart the [`Proc`]).
     pub fn hub(&self, tag: &str, port: u16, identity: Option<&str>) -> Proc {
         let mut args: Vec<String> = [
@@ -431,7 +435,11 @@ impl Scenario {
         match identity {
             None => args.push("--no-leader-election".into()),
             // The Lease identity is POD_NAME plus the pid.
-            Some(id) => env.push(("POD_NAME".to_owned(), id.to_owned())),
+            Some(id) => {
+                env.push(("POD_NAME".to_owned(), id.to_owned()));
+                args.push("--lease-duration".into());
+                args.push(format!("{}s", LEASE.as_secs()));
+            }
         }
         Proc::spawn_env(tag, &self.gwhub, args, env, self.log(tag))
     }

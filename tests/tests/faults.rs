@@ -25,7 +25,7 @@ use gwhub_tests::apiserver::require_assets;
 use gwhub_tests::proxy::{Mode, Proxy};
 use gwhub_tests::recorder::{Judgement, Recorder, Verdict};
 use gwhub_tests::scenario::{
-    GW, HUB_NS, NS, OWN, Scenario, count_lines, free_port, summary, verdict, wait_listening,
+    GW, HUB_NS, LEASE, NS, OWN, Scenario, count_lines, free_port, summary, verdict, wait_listening,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -609,9 +609,15 @@ async fn ha_failover_after_the_leader_is_killed() {
         .find(|s| s.at > killed && verdict(&s.status, sc.truth()) == Verdict::Right)
         .map(|s| s.at)
         .expect("the watch saw the follower's write");
+    let failover = written - killed;
     eprintln!(
-        "ha_failover: the follower wrote the change {:?} after the leader was killed (Lease 15s)",
-        written - killed
+        "ha_failover: the follower wrote the change {failover:?} after the leader was killed (Lease {LEASE:?})"
+    );
+    // The follower takes the Lease once it expires (it retries every 2 s),
+    // not Leases later.
+    assert!(
+        failover < LEASE * 3,
+        "failover took {failover:?} with a {LEASE:?} Lease"
     );
     assert!(holder().await.starts_with("hub-b"), "hub-b holds the Lease");
     assert_eq!(

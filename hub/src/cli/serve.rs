@@ -37,6 +37,17 @@ pub struct Args {
     /// Write without a leader Lease: for exactly one replica.
     #[arg(long, conflicts_with = "no_kube")]
     pub no_leader_election: bool,
+    /// How long the leader's Lease lasts unrenewed: a killed leader's
+    /// successor writes status after at most this (renewed every third of
+    /// it). Whole seconds, at least 3s; shorter means more API writes.
+    #[arg(
+        long,
+        value_name = "DUR",
+        default_value = "15s",
+        value_parser = parse_lease_duration,
+        conflicts_with_all = ["no_kube", "no_leader_election"]
+    )]
+    pub lease_duration: Duration,
     /// Accept plaintext agents whose Hello names their cluster (development only).
     #[arg(long)]
     pub insecure: bool,
@@ -74,6 +85,15 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 60s, 2m)"))?;
     if d.is_zero() {
         return Err("must be longer than zero".to_owned());
+    }
+    Ok(d)
+}
+
+/// The Lease API counts whole seconds, and a renewal must fit well inside.
+fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 || d < Duration::from_secs(3) {
+        return Err(format!("{s:?}: must be whole seconds, at least 3s"));
     }
     Ok(d)
 }

@@ -37,6 +37,13 @@ impl LeaseConfig {
             renew_every: Duration::from_secs(5),
         }
     }
+
+    /// Sets the Lease duration (`--lease-duration`); renewals come every
+    /// third of it, so two can fail before the Lease is lost.
+    pub fn set_duration(&mut self, lease_duration: Duration) {
+        self.lease_duration = lease_duration;
+        self.renew_every = lease_duration / 3;
+    }
 }
 
 /// `POD_NAME` or `HOSTNAME` (else "gwhub") plus the process id.

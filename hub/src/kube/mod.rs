@@ -125,6 +125,9 @@ pub async fn connect(args: &crate::cli::serve::Args) -> Result<Connected, KubeEr
     if args.no_leader_election {
         options.lease = None;
     }
+    if let Some(lease) = options.lease.as_mut() {
+        lease.set_duration(args.lease_duration);
+    }
     let aggregate = Options::with_hostname_address_type(&args.hostname_address_type)
         .map_err(|e| KubeError::Config(e.to_string()))?;
     Connected::new(client, options, aggregate).await
