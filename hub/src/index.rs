@@ -17,7 +17,7 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_proto::{convert, v1};
 use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 
 use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{
@@ -173,6 +173,23 @@ pub enum Change {
     Delete(GatewayKey),
 }
 
+/// A cluster's liveness changed: what an operator should hear of (the
+/// Kubernetes side records it as an Event on the cluster's `ClusterReport`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterTransition {
+    /// Nothing from the cluster for `--stale-after`; its reports are shown
+    /// as stale from now on.
+    Stale {
+        cluster: String,
+        last_seen: Timestamp,
+    },
+    /// A stale cluster was heard from again.
+    Fresh { cluster: String },
+}
+
+/// Transitions kept for a slow subscriber before it misses some.
+const TRANSITIONS_BUFFER: usize = 1024;
+
 /// A cluster as `ListClusters` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterSummary {
@@ -218,6 +235,7 @@ struct Inner {
     views: watch::Sender<Views>,
     /// Bumped whenever some cluster's reports were applied.
     reports: watch::Sender<u64>,
+    transitions: broadcast::Sender<ClusterTransition>,
     options: Options,
     stale_after: Duration,
 }
@@ -236,6 +254,7 @@ impl Index {
     pub fn new(options: Options, stale_after: Duration) -> Self {
         let (views, _) = watch::channel(Views::default());
         let (reports, _) = watch::channel(0);
+        let (transitions, _) = broadcast::channel(TRANSITIONS_BUFFER);
         Index {
             inner: Arc::new(Inner {
                 fleet: RwLock::new(Fleet::new()),
@@ -245,6 +264,7 @@ impl Index {
                 dirty_notify: Notify::new(),
                 views,
                 reports,
+                transitions,
                 options,
                 stale_after,
             }),
@@ -253,6 +273,16 @@ impl Index {
 
     pub fn stale_after(&self) -> Duration {
         self.inner.stale_after
+    }
+
+    /// Every stale/fresh transition of a cluster from now on.
+    pub fn subscribe_transitions(&self) -> broadcast::Receiver<ClusterTransition> {
+        self.inner.transitions.subscribe()
+    }
+
+    fn transition(&self, t: ClusterTransition) {
+        // No subscriber (no Kubernetes side) is fine.
+        let _ = self.inner.transitions.send(t);
     }
 
     /// Aggregated hub Gateways; `changed()` fires only on real change.
@@ -297,6 +327,10 @@ impl Index {
             if live.stale.swap(false, Ordering::SeqCst) {
                 let affected = self.inner.fleet.write().mark_fresh(&live.name);
                 self.mark_dirty(affected);
+                tracing::info!(cluster = %live.name, "cluster is fresh again");
+                self.transition(ClusterTransition::Fresh {
+                    cluster: live.name.clone(),
+                });
             }
         }
     }
@@ -413,6 +447,8 @@ impl Index {
     ) -> bool {
         let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
         let mut clusters = self.inner.clusters.lock();
+        // A cluster first heard of from the store (a restart) is not news.
+        let known = clusters.contains_key(cluster);
         let live = clusters
             .entry(cluster.to_owned())
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
@@ -428,7 +464,7 @@ impl Index {
             Ordering::SeqCst,
         );
         let stale = now_millis().saturating_sub(seen) >= limit;
-        live.stale.store(stale, Ordering::SeqCst);
+        let was_stale = live.stale.swap(stale, Ordering::SeqCst);
         let mut affected = fleet.replace_snapshot(cluster, gateways);
         affected.extend(if stale {
             let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
@@ -439,6 +475,16 @@ impl Index {
         drop(fleet);
         drop(clusters);
         self.mark_dirty(affected);
+        match (was_stale, stale) {
+            (false, true) if known => self.transition(ClusterTransition::Stale {
+                cluster: cluster.to_owned(),
+                last_seen: Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH),
+            }),
+            (true, false) => self.transition(ClusterTransition::Fresh {
+                cluster: cluster.to_owned(),
+            }),
+            _ => {}
+        }
         true
     }
 
@@ -498,6 +544,10 @@ impl Index {
             tracing::info!(cluster = %live.name, last_seen = %last, "cluster is stale");
             let affected = self.inner.fleet.write().mark_stale(&live.name, last);
             self.mark_dirty(affected);
+            self.transition(ClusterTransition::Stale {
+                cluster: live.name.clone(),
+                last_seen: last,
+            });
         }
     }
 

@@ -20,7 +20,7 @@ use crate::kube::metrics::Metrics;
 pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Metrics>) -> String {
     let mut out = String::new();
     if let Some(m) = kube {
-        let rows: [(&str, &AtomicU64, &str); 7] = [
+        let rows: [(&str, &AtomicU64, &str); 9] = [
             (
                 "status_writes",
                 &m.status_writes,
@@ -55,6 +55,16 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
                 "leader_transitions",
                 &m.leader_transitions,
                 "Times this replica became leader.",
+            ),
+            (
+                "events_published",
+                &m.events_published,
+                "Cluster stale/fresh Events published.",
+            ),
+            (
+                "event_publish_errors",
+                &m.event_publish_errors,
+                "Cluster stale/fresh Events the API server refused.",
             ),
         ];
         for (name, counter, help) in rows {
@@ -154,6 +164,7 @@ mod tests {
             "gwhub_status_writes_total 2",
             "gwhub_leader_transitions_total 1",
             "gwhub_report_write_errors_total 0",
+            "gwhub_events_published_total 0",
             "# TYPE gwhub_cluster_connected gauge",
             "gwhub_cluster_connected{cluster=\"east\"} 1",
             "gwhub_cluster_stale{cluster=\"east\"} 0",

@@ -690,3 +690,95 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     drop(a);
     restarted.shutdown().await.unwrap();
 }
+
+/// A cluster that goes silent gets a `ClusterStale` Warning Event on its
+/// `ClusterReport` (with the report's uid, so `kubectl describe
+/// clusterreport` lists it), and a `ClusterFresh` Event when it reports
+/// again; one Event per transition, not one per sweep.
+#[tokio::test]
+async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
+    if !require_assets("stale_and_fresh_clusters_get_events_on_their_cluster_report") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let client = fleet.cluster("mgmt").client().await.unwrap();
+    install_project_crd(&client, NS).await;
+    create_hub_gateway(&Api::namespaced(client.clone(), NS), "web").await;
+    let stale_after = Duration::from_secs(2);
+    let hub = KubeHub::start(
+        HubConfig::loopback(stale_after),
+        options("hub-1"),
+        client.clone(),
+    )
+    .await
+    .expect("hub starts in Kubernetes mode");
+    let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + WAIT;
+    let uid = loop {
+        if let Some(r) = reports.get_opt(&object_name("east")).await.unwrap() {
+            break r.uid().expect("a stored object has a uid");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "east's ClusterReport never stored"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let about_east = |reason: &'static str| {
+        let events = events.clone();
+        let uid = uid.clone();
+        async move {
+            let list = events.list(&Default::default()).await.unwrap();
+            list.items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .filter(|e| {
+                    e.regarding.as_ref().is_some_and(|r| {
+                        r.kind.as_deref() == Some("ClusterReport")
+                            && r.name.as_deref() == Some("east")
+                            && r.uid.as_deref() == Some(uid.as_str())
+                    })
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let wait_for = |reason: &'static str| async move {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let found = about_east(reason).await;
+            if !found.is_empty() {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "no {reason} Event for east");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+
+    // Silent (the stream closes; no heartbeats): stale after 2 s.
+    drop(east);
+    let stale = wait_for("ClusterStale").await;
+    let note = stale[0].note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with("cluster east sent nothing since "),
+        "{note}"
+    );
+    assert!(note.contains("(--stale-after 2s)"), "{note}");
+    assert_eq!(stale[0].type_.as_deref(), Some("Warning"));
+    assert!(about_east("ClusterFresh").await.is_empty());
+    // Many sweeps later, still one Event for the one transition.
+    tokio::time::sleep(stale_after).await;
+    let stale = about_east("ClusterStale").await;
+    assert_eq!(stale.len(), 1);
+    assert_eq!(stale[0].deprecated_count.unwrap_or(1), 1, "{stale:?}");
+
+    let _east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    let fresh = wait_for("ClusterFresh").await;
+    assert_eq!(fresh[0].type_.as_deref(), Some("Normal"));
+    assert!(Metrics::get(&hub.metrics.events_published) >= 2);
+    hub.shutdown().await.unwrap();
+}

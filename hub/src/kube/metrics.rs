@@ -15,6 +15,9 @@ pub struct Metrics {
     pub report_write_errors: AtomicU64,
     /// Times this replica became leader.
     pub leader_transitions: AtomicU64,
+    /// Cluster stale/fresh Events published (see `kube::events`).
+    pub events_published: AtomicU64,
+    pub event_publish_errors: AtomicU64,
 }
 
 impl Metrics {

@@ -7,8 +7,11 @@
 //!   Gateway `ns/name` (field manager `gwhub`), through one coalescing
 //!   queue, skipping writes that would change only times;
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
-//!   ingesting (and storing their agents' reports) and serve the Dashboard.
+//!   ingesting (and storing their agents' reports) and serve the Dashboard;
+//! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
+//!   reports again.
 
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
@@ -243,6 +246,14 @@ impl Connected {
                 stop.cancelled().await;
             });
         }
+        tasks.spawn(events::run(
+            client.clone(),
+            options.namespace.clone(),
+            index.clone(),
+            leader.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        ));
         tasks.spawn(
             StatusWriter {
                 client,
