@@ -380,6 +380,20 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
         .await
         .unwrap();
 
+    // lonely may be a real Gateway: its controller's addresses and listener.
+    let real = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "status": {
+            "addresses": [{"type": "IPAddress", "value": "192.0.2.7"}],
+            "listeners": [{"name": "http", "attachedRoutes": 0, "supportedKinds": [], "conditions": []}],
+        }
+    });
+    gateways
+        .patch_status("lonely", &PatchParams::apply("istio"), &Patch::Apply(&real))
+        .await
+        .unwrap();
+
     let hub = start_hub(&client, "hub-1").await;
     let addr = hub.hub.ingest_addr;
     let mut a = Agent::connect(addr, "cluster-a").await;
@@ -475,11 +489,28 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
     assert!(per_cluster("cluster-a/") >= 5 && per_cluster("cluster-c/") >= 5);
     assert!(own(&st).unwrap().message.contains("16"), "{:?}", own(&st));
 
-    // lonely: no cluster reports it.
-    wait_status(&gateways, "lonely", "NoClusters", |s| {
+    // lonely: no cluster reports it. The hub says so and leaves its
+    // controller's addresses and listeners alone.
+    let lonely = wait_status(&gateways, "lonely", "NoClusters", |s| {
         own(s).is_some_and(|c| c.reason == "NoClusters" && c.status == "False")
     })
-    .await;
+    .await
+    .status
+    .unwrap_or_default();
+    let values: Vec<&str> = lonely
+        .addresses
+        .iter()
+        .flatten()
+        .map(|a| a.value.as_str())
+        .collect();
+    assert_eq!(values, ["192.0.2.7"], "{lonely:?}");
+    let names: Vec<&str> = lonely
+        .listeners
+        .iter()
+        .flatten()
+        .map(|l| l.name.as_str())
+        .collect();
+    assert_eq!(names, ["http"], "{lonely:?}");
 
     // The store: one ClusterReport per cluster, object names valid.
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);

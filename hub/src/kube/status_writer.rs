@@ -139,6 +139,35 @@ pub fn same_status(live: &GatewayStatus, want: &GatewayStatus) -> bool {
         )
 }
 
+/// Whether applying `want` the way [`StatusWriter`] applies it (an empty
+/// address or listener list left out) would change nothing but times over
+/// `live`. Left out, an empty list releases what the hub wrote before and
+/// leaves alone a list another controller owns (a Gateway in scope that
+/// no cluster reports may be a real one): live addresses of the hub's
+/// types are the hub's and still differ; live listeners cannot be told
+/// apart and are taken as another writer's.
+fn apply_is_noop(live: &GatewayStatus, want: &GatewayStatus, options: &Options) -> bool {
+    let ours = |t: &str| t == aggregate::IP_ADDRESS_TYPE || t == options.hostname_address_type;
+    let want_addresses = want.addresses.as_deref().unwrap_or_default();
+    let addresses_same = if want_addresses.is_empty() {
+        !live
+            .addresses
+            .iter()
+            .flatten()
+            .any(|a| a.r#type.as_deref().is_some_and(ours))
+    } else {
+        live.addresses.as_deref().unwrap_or_default() == want_addresses
+    };
+    let listeners_same = want.listeners.as_deref().unwrap_or_default().is_empty()
+        || same_listeners(live.listeners.as_ref(), want.listeners.as_ref());
+    addresses_same
+        && listeners_same
+        && same_ignoring_time(
+            &sorted_conditions(live.conditions.as_ref()),
+            &sorted_conditions(want.conditions.as_ref()),
+        )
+}
+
 /// Hub Gateways waiting for a write; one entry per Gateway.
 #[derive(Default)]
 pub struct Queue {
@@ -333,7 +362,7 @@ impl StatusWriter {
                 return false;
             }
         };
-        if same_status(&live.status, &aggregation.status) {
+        if apply_is_noop(&live.status, &aggregation.status, &self.options) {
             Metrics::bump(&self.metrics.status_writes_skipped);
             return false;
         }
@@ -344,14 +373,19 @@ impl StatusWriter {
             .flatten()
             .filter(|c| !foreign.contains(&c.type_))
             .collect();
+        let mut body = serde_json::Map::new();
+        // Empty lists are left out (see `apply_is_noop`).
+        if let Some(addresses) = status.addresses.filter(|a| !a.is_empty()) {
+            body.insert("addresses".into(), json!(addresses));
+        }
+        if let Some(listeners) = status.listeners.filter(|l| !l.is_empty()) {
+            body.insert("listeners".into(), json!(listeners));
+        }
+        body.insert("conditions".into(), json!(own));
         let patch = json!({
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "Gateway",
-            "status": {
-                "addresses": status.addresses.unwrap_or_default(),
-                "listeners": status.listeners.unwrap_or_default(),
-                "conditions": own,
-            }
+            "status": body,
         });
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         // Forced: these fields are the hub's alone (a CRD default or an
