@@ -26,6 +26,8 @@ pub struct Metrics {
     /// Evaluations refused for a missing/unusable cluster DNS or
     /// Infrastructure config.
     pub config_errors: AtomicU64,
+    /// Fresh lists of a Service's Events that failed.
+    pub event_list_errors: AtomicU64,
     /// Conditions or listener entries skipped for lack of room.
     pub condition_limit: AtomicU64,
     /// Kubernetes Events the agent failed to publish.
@@ -44,7 +46,7 @@ impl Metrics {
 
     /// Prometheus text exposition (version 0.0.4).
     pub fn render(&self) -> String {
-        let rows: [(&str, &AtomicU64, &str); 10] = [
+        let rows: [(&str, &AtomicU64, &str); 11] = [
             ("reconciles", &self.reconciles, "Gateways evaluated."),
             (
                 "status_writes",
@@ -80,6 +82,11 @@ impl Metrics {
                 "cluster_config_errors",
                 &self.config_errors,
                 "Evaluations refused for a missing cluster DNS or Infrastructure config.",
+            ),
+            (
+                "event_list_errors",
+                &self.event_list_errors,
+                "Failed fresh lists of a Service's Events.",
             ),
             (
                 "condition_limit",

@@ -26,7 +26,7 @@ use gwhub_common::pace::sleep_until;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
@@ -107,7 +107,7 @@ pub struct Settings {
     pub debounce: Duration,
     /// How often every Gateway is re-evaluated regardless of changes.
     pub resync: Duration,
-    /// Delay before retrying a Gateway whose write failed.
+    /// Delay before retrying a Gateway whose write or Event list failed.
     pub retry: Duration,
 }
 
@@ -201,9 +201,9 @@ pub async fn run(
         singleton,
         |_: &Infrastructure| Touch::All
     );
-    // A service-controller failure changes no Service: this watch both
-    // holds the Events the rule reads and re-evaluates the Gateway when one
-    // arrives, so a cache behind the controller catches up by itself.
+    // A service-controller failure changes no Service: this watch
+    // re-evaluates the Gateway when one arrives (the evaluation then lists
+    // the Service's Events fresh, as the spec asks).
     let failures = watcher::Config::default().fields(&format!(
         "involvedObject.kind=Service,reason={SYNC_LOAD_BALANCER_FAILED}"
     ));
@@ -230,6 +230,7 @@ pub async fn run(
     );
 
     let reconciler = Reconciler {
+        events: Api::namespaced(client.clone(), &ns),
         lb_events,
         notices: Notices::new(client, metrics.clone()),
         settings,
@@ -281,6 +282,9 @@ fn label_touch(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta
 }
 
 struct Reconciler {
+    events: Api<Event>,
+    /// The same Events from a watch: it re-evaluates a Gateway when one
+    /// arrives, and stands in when a fresh list fails.
     lb_events: Arc<Cache<Event>>,
     notices: Notices,
     settings: Settings,
@@ -390,11 +394,21 @@ impl Reconciler {
         if let Some(svc) = scope::service_for(&gw, &snapshot.services)
             && !is_provisioned(svc)
         {
-            let svc_name = svc.metadata.name.as_deref();
-            snapshot.events = owned(
-                self.lb_events
-                    .filtered(|e| e.involved_object.name.as_deref() == svc_name),
-            );
+            let svc_name = svc.metadata.name.clone().unwrap_or_default();
+            snapshot.events = match self.fresh_events(&svc_name).await {
+                Ok(events) => events,
+                Err(e) => {
+                    // The watch's copy for now, and a fresh read soon.
+                    Metrics::bump(&self.metrics.event_list_errors);
+                    tracing::warn!(gateway = %key, service = %svc_name, error = %e, "cannot list the Service's Events; using the watch's copy and retrying");
+                    self.retry_later(name);
+                    owned(
+                        self.lb_events.filtered(|e| {
+                            e.involved_object.name.as_deref() == Some(svc_name.as_str())
+                        }),
+                    )
+                }
+            };
         }
         let evaluation = match evaluate(&snapshot, opts, Timestamp::now()) {
             Ok(mut evals) if !evals.is_empty() => evals.remove(0),
@@ -429,6 +443,31 @@ impl Reconciler {
             Metrics::bump(&self.metrics.skipped_writes);
             changed
         }
+    }
+
+    /// The Service's load-balancer failure Events, listed from the API
+    /// server now (the spec: a watch cache could be behind the controller
+    /// that just reported the failure).
+    async fn fresh_events(&self, service: &str) -> kube::Result<Vec<Event>> {
+        let lp = ListParams::default().fields(&format!(
+            "involvedObject.kind=Service,involvedObject.name={service},reason={SYNC_LOAD_BALANCER_FAILED}"
+        ));
+        Ok(self.events.list(&lp).await?.items)
+    }
+
+    fn retry_later(&self, name: &str) {
+        let (dirty, name, delay, shutdown) = (
+            self.dirty.clone(),
+            name.to_owned(),
+            self.settings.retry,
+            self.shutdown.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => dirty.touch(Touch::Gateway(name)),
+            }
+        });
     }
 
     fn set_streamed(&self, name: &str, present: bool) {
