@@ -452,7 +452,7 @@ async fn bad_messages_end_only_their_stream() {
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert_eq!(
         status.message(),
-        "snapshot 1 chunk 0: gateways[0]: Gateway openshift-ingress/gw: status.listeners[0].conditions[0].message: 40000 bytes long, the limit is 32768"
+        "snapshot 1 chunk 0: gateways[0]: Gateway openshift-ingress/gw: status.listeners[0].conditions[0].message: 40000 characters long, the limit is 32768"
     );
 
     // Too many conditions.
@@ -932,7 +932,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
     assert_eq!(s.code(), tonic::Code::InvalidArgument);
     assert_eq!(
         s.message(),
-        "Hello.cluster: 254 bytes long, the limit is 253"
+        "Hello.cluster: 254 characters long, the limit is 253"
     );
     let s = hello_refused(hub.ingest_addr, "east west").await;
     assert_eq!(s.code(), tonic::Code::InvalidArgument);

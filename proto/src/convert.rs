@@ -44,13 +44,13 @@ impl fmt::Display for Problem {
         match self {
             Problem::Empty => f.write_str("must not be empty"),
             Problem::TooLong { len, max } => {
-                write!(f, "{len} bytes long, the limit is {max}")
+                write!(f, "{len} characters long, the limit is {max}")
             }
             Problem::TooMany { len, max } => write!(f, "{len} entries, the limit is {max}"),
             Problem::BadConditionStatus(s) => {
                 write!(f, "condition status {s:?} is not True, False or Unknown")
             }
-            Problem::BadTime(s) => write!(f, "{s} is not a valid unix time"),
+            Problem::BadTime(s) => write!(f, "{s} is not a unix time between years 0000 and 9999"),
         }
     }
 }
@@ -76,13 +76,21 @@ impl Invalid {
 
 type Result<T> = std::result::Result<T, Invalid>;
 
-/// Checks a string's length (in bytes) and, if `required`, that it is set.
+/// 0000-01-01T00:00:00Z: the earliest time Kubernetes can write.
+const EARLIEST_TIME: i64 = -62_167_219_200;
+
+/// Checks a string's length (in characters, as the CRDs' maxLength) and,
+/// if `required`, that it is set.
 pub fn check_str(field: &str, s: &str, max: usize, required: bool) -> Result<()> {
     if required && s.is_empty() {
         return Err(Invalid::new(field, Problem::Empty));
     }
+    // The CRDs' maxLength counts characters, not bytes.
     if s.len() > max {
-        return Err(Invalid::new(field, Problem::TooLong { len: s.len(), max }));
+        let len = s.chars().count();
+        if len > max {
+            return Err(Invalid::new(field, Problem::TooLong { len, max }));
+        }
     }
     Ok(())
 }
@@ -296,12 +304,17 @@ pub fn condition_from_proto(c: v1::Condition) -> Result<Condition> {
             ));
         }
     };
-    let time = Timestamp::from_second(c.last_transition_time).map_err(|_| {
-        Invalid::new(
-            "lastTransitionTime",
-            Problem::BadTime(c.last_transition_time),
-        )
-    })?;
+    // Kubernetes writes times with a four-digit year: before year 0 the
+    // API server would refuse the hub Gateway's whole status.
+    let time = Timestamp::from_second(c.last_transition_time)
+        .ok()
+        .filter(|t| t.as_second() >= EARLIEST_TIME)
+        .ok_or_else(|| {
+            Invalid::new(
+                "lastTransitionTime",
+                Problem::BadTime(c.last_transition_time),
+            )
+        })?;
     Ok(Condition {
         type_: c.r#type,
         status: status.to_owned(),
@@ -428,8 +441,29 @@ mod tests {
         let e = report_from_proto(p).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "Gateway ns/gw: status.listeners[0].conditions[0].message: 40000 bytes long, the limit is 32768"
+            "Gateway ns/gw: status.listeners[0].conditions[0].message: 40000 characters long, the limit is 32768"
         );
+        // The limit counts characters, as the API server does: 32,768
+        // two-byte characters pass, one more does not.
+        let mut p = report_to_proto("ns", "gw", "", 1, &sample()).unwrap();
+        p.status.as_mut().unwrap().conditions[0].message = "é".repeat(32_768);
+        assert!(report_from_proto(p.clone()).is_ok());
+        p.status.as_mut().unwrap().conditions[0].message.push('é');
+        assert_eq!(
+            report_from_proto(p).unwrap_err().to_string(),
+            "Gateway ns/gw: status.conditions[0].message: 32769 characters long, the limit is 32768"
+        );
+
+        // A time Kubernetes cannot write (year -1) would fail the hub's
+        // status write for every cluster.
+        let mut p = report_to_proto("ns", "gw", "", 1, &sample()).unwrap();
+        p.status.as_mut().unwrap().conditions[0].last_transition_time = -62_167_219_201;
+        assert_eq!(
+            report_from_proto(p.clone()).unwrap_err().to_string(),
+            "Gateway ns/gw: status.conditions[0].lastTransitionTime: -62167219201 is not a unix time between years 0000 and 9999"
+        );
+        p.status.as_mut().unwrap().conditions[0].last_transition_time = -62_167_219_200;
+        assert!(report_from_proto(p).is_ok());
 
         let mut p = report_to_proto("ns", "gw", "", 1, &sample()).unwrap();
         let c = p.status.as_ref().unwrap().conditions[0].clone();
