@@ -9,6 +9,25 @@ pub fn parse_rfc3339(s: &str) -> Result<Timestamp, String> {
         .map_err(|e| format!("invalid RFC 3339 time {s:?}: {e}"))
 }
 
+/// The longest duration a command-line flag takes: far beyond any useful
+/// setting, and small enough that no timer or deadline built from it
+/// overflows.
+pub const MAX_FLAG_DURATION: std::time::Duration = std::time::Duration::from_secs(366 * 24 * 3600);
+
+/// Parses a duration flag (`60s`, `2m`, `500ms`): longer than zero, at most
+/// [`MAX_FLAG_DURATION`].
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d =
+        humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 60s, 500ms)"))?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: must be longer than zero"));
+    }
+    if d > MAX_FLAG_DURATION {
+        return Err(format!("{s:?}: must be at most a year"));
+    }
+    Ok(d)
+}
+
 /// Kubernetes `metav1.Time` has second precision on the wire; truncating here
 /// keeps in-memory values equal to what a round trip through the API returns.
 pub fn k8s_time(ts: Timestamp) -> Time {
@@ -19,4 +38,27 @@ pub fn k8s_time(ts: Timestamp) -> Time {
 /// condition messages).
 pub fn rfc3339(ts: Timestamp) -> String {
     k8s_time(ts).0.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duration_flags_are_positive_and_at_most_a_year() {
+        assert_eq!(
+            parse_duration("90s"),
+            Ok(std::time::Duration::from_secs(90))
+        );
+        assert_eq!(parse_duration("366d"), Ok(MAX_FLAG_DURATION));
+        assert_eq!(
+            parse_duration("0s").unwrap_err(),
+            "\"0s\": must be longer than zero"
+        );
+        assert_eq!(
+            parse_duration("300000000000y").unwrap_err(),
+            "\"300000000000y\": must be at most a year"
+        );
+        assert!(parse_duration("soon").unwrap_err().contains("use e.g. 60s"));
+    }
 }

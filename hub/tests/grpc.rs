@@ -781,6 +781,9 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
 
     let err = serve_fails(&["--no-kube", "--insecure", "--stale-after", "soon"]);
     assert!(err.contains("--stale-after"), "{err}");
+    // Far too long would overflow the staleness timers.
+    let err = serve_fails(&["--no-kube", "--insecure", "--stale-after", "300000000000y"]);
+    assert!(err.contains("must be at most a year"), "{err}");
 
     let err = serve_fails(&["--insecure", "--lease-duration", "1500ms"]);
     assert!(err.contains("--lease-duration"), "{err}");

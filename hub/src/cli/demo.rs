@@ -32,23 +32,15 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50052")]
     pub dashboard_listen: SocketAddr,
     /// Time between two simulated changes (e.g. 3s, 500ms).
-    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = gwhub_common::time::parse_duration)]
     pub interval: Duration,
     /// Stop after this long and exit 0 (default: run until Ctrl-C).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = gwhub_common::time::parse_duration)]
     pub duration: Option<Duration>,
     /// Wait until every cluster has reported, print the aggregated hub
     /// Gateways as YAML and exit.
     #[arg(long, conflicts_with_all = ["duration"])]
     pub once: bool,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 3s, 500ms)"))?;
-    if d.is_zero() {
-        return Err("must be longer than zero".to_owned());
-    }
-    Ok(d)
 }
 
 /// Logs to stderr at `warn` unless `RUST_LOG` says otherwise, so the live
