@@ -78,12 +78,25 @@ pub async fn run(
     // Step down well before others may take over.
     let step_down_after = config.lease_duration * 2 / 3;
     loop {
-        let held = match try_acquire_or_renew(&api, &config, &mut observed).await {
-            Ok(held) => held,
-            Err(e) => {
-                tracing::warn!(error = %e, lease = %config.name, "lease request failed");
-                false
-            }
+        // A request that hangs must not keep this replica leading past the
+        // step-down point (the client has no read timeout of its own).
+        let attempt = tokio::time::timeout(
+            config.renew_every,
+            try_acquire_or_renew(&api, &config, &mut observed),
+        );
+        let held = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            r = attempt => match r {
+                Ok(Ok(held)) => held,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, lease = %config.name, "lease request failed");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %config.name, timeout = ?config.renew_every, "lease request timed out");
+                    false
+                }
+            },
         };
         if held {
             last_renew = Some(Instant::now());
