@@ -19,6 +19,10 @@ pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 const MAX_HEAD: usize = 4096;
 /// How long a client may take to send its request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapes answered at once; a scraper needs one.
+const MAX_CONNECTIONS: usize = 16;
+/// Pause after a failed accept.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Binds `addr` and serves `GET /metrics` with `render()` until `shutdown`
 /// is cancelled. Returns the bound address (useful with port 0) once
@@ -31,16 +35,32 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 a = listener.accept() => a,
             };
-            let Ok((sock, _)) = accepted else {
-                continue;
+            let sock = match accepted {
+                Ok((sock, _)) => sock,
+                Err(e) => {
+                    // E.g. out of file descriptors: back off instead of
+                    // spinning on a core.
+                    tracing::warn!(error = %e, "metrics listener cannot accept");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
             };
-            tokio::spawn(answer(sock, render.clone()));
+            // At most MAX_CONNECTIONS scrapes at a time; others wait.
+            let Ok(permit) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let render = render.clone();
+            tokio::spawn(async move {
+                answer(sock, render).await;
+                drop(permit);
+            });
         }
     });
     Ok(local)
