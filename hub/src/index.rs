@@ -294,15 +294,18 @@ impl Index {
     /// cluster's reports stay as they are until its next snapshot, so a
     /// reconnect does not flap the aggregate.
     pub fn connect(&self, cluster: &str, agent_version: &str) -> Session {
-        let live = {
+        // Under the clusters lock, like `disconnect`: an older stream's
+        // disconnect cannot land between taking over and marking connected.
+        let (live, id) = {
             let mut clusters = self.inner.clusters.lock();
-            clusters
+            let live = clusters
                 .entry(cluster.to_owned())
                 .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
-                .clone()
+                .clone();
+            let id = live.session.fetch_add(1, Ordering::SeqCst) + 1;
+            live.connected.store(true, Ordering::SeqCst);
+            (live, id)
         };
-        let id = live.session.fetch_add(1, Ordering::SeqCst) + 1;
-        live.connected.store(true, Ordering::SeqCst);
         *live.agent_version.lock() = agent_version.to_owned();
         let session = Session { live, id };
         self.touch(&session);
@@ -311,6 +314,7 @@ impl Index {
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
     pub fn disconnect(&self, session: &Session) {
+        let _clusters = self.inner.clusters.lock();
         if !session.is_superseded() {
             session.live.connected.store(false, Ordering::SeqCst);
         }
