@@ -9,6 +9,7 @@
 //! the tests).
 
 pub mod conditions;
+pub mod errors;
 pub mod identity;
 pub mod key;
 pub mod logging;
@@ -20,6 +21,7 @@ pub mod time;
 pub mod workspace_bin;
 
 pub use conditions::{Condition, MAX_CONDITIONS};
+pub use errors::error_chain;
 pub use key::GatewayKey;
 pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list};

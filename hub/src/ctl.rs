@@ -155,14 +155,19 @@ async fn connect(cli: &Cli) -> Result<Client, String> {
                 read("--tls-key", key)?,
             ));
         }
-        endpoint = endpoint
-            .tls_config(tls)
-            .map_err(|e| format!("--ca/--tls-cert/--tls-key: {e}"))?;
+        endpoint = endpoint.tls_config(tls).map_err(|e| {
+            format!(
+                "--ca/--tls-cert/--tls-key: {}",
+                gwhub_common::error_chain(&e)
+            )
+        })?;
     }
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| format!("cannot reach the hub at {server}: {e}"))?;
+    let channel = endpoint.connect().await.map_err(|e| {
+        format!(
+            "cannot reach the hub at {server}: {}",
+            gwhub_common::error_chain(&e)
+        )
+    })?;
     Ok(DashboardClient::with_interceptor(channel, token)
         .max_decoding_message_size(MAX_ANSWER_BYTES))
 }

@@ -7,6 +7,7 @@
 //! so a compromised agent for cluster A can never speak for cluster B.
 //! Hello's `cluster` is only a claim, checked against the certificate.
 
+use gwhub_common::error_chain;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -245,17 +246,6 @@ pub fn check_claim(certified: &str, claimed: &str) -> Result<(), Status> {
     Err(Status::permission_denied(format!(
         "Hello names cluster {claimed:?} but the client certificate is for cluster {certified:?}"
     )))
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    s
 }
 
 #[cfg(test)]

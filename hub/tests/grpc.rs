@@ -848,6 +848,32 @@ async fn gwhubctl_reads_the_dashboard() {
     hub.shutdown().await.unwrap();
 }
 
+/// An unreachable hub is named with the cause, not tonic's bare
+/// "transport error".
+#[test]
+fn gwhubctl_names_why_the_hub_is_unreachable() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
+        .args([
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            "get",
+            "gateways",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot reach the hub at") && err.contains("Connection refused"),
+        "{err}"
+    );
+}
+
 /// A large fleet's Dashboard answers exceed gRPC's default 4 MiB message
 /// limit (1,000 clusters x 100 Gateways: ~47 MB); gwhubctl must still read them.
 #[tokio::test]

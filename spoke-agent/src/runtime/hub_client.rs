@@ -15,6 +15,7 @@
 //! reading while its own replies are unread). Any stream error or close ends
 //! the connection; the client reconnects with exponential backoff and jitter.
 
+use gwhub_common::error_chain;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -545,21 +546,6 @@ fn reason_name(reason: i32) -> &'static str {
     ResyncReason::try_from(reason)
         .map(|r| r.as_str_name())
         .unwrap_or("unknown")
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        // hyper and tonic often repeat their cause in their own message.
-        let text = inner.to_string();
-        if !s.ends_with(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        src = inner.source();
-    }
-    s
 }
 
 /// Exponential backoff with "equal jitter": half the delay fixed, half
