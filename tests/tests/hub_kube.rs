@@ -813,3 +813,50 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
     assert!(Metrics::get(&hub.metrics.events_published) >= 2);
     hub.shutdown().await.unwrap();
 }
+
+/// A report that changes just before its agent disconnects (within the
+/// store's debounce) is still stored, so a restarted hub resumes from it,
+/// not from the one before.
+#[tokio::test]
+async fn the_last_report_before_a_disconnect_is_stored() {
+    if !require_assets("the_last_report_before_a_disconnect_is_stored") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let client = fleet.cluster("mgmt").client().await.unwrap();
+    install_project_crd(&client, NS).await;
+    let hub = start_hub(&client, "hub-1").await;
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let stored_with = |gateways: usize| {
+        let reports = reports.clone();
+        async move {
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let r = reports.get_opt(&object_name("east")).await.unwrap();
+                if r.as_ref()
+                    .is_some_and(|r| r.spec.gateways.len() == gateways)
+                {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "east never stored with {gateways} Gateways: {r:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    stored_with(1).await;
+    // A second Gateway, acked, then the stream ends at once.
+    east.snapshot(&[
+        (NS, "web", cluster_status(&["10.0.0.1"], true)),
+        (NS, "api", cluster_status(&["10.0.0.2"], true)),
+    ])
+    .await;
+    drop(east);
+    stored_with(2).await;
+    hub.shutdown().await.unwrap();
+}

@@ -235,8 +235,15 @@ impl ReportWriter {
     async fn pass(&self, written: &mut BTreeMap<String, Written>) {
         let now = Timestamp::now().as_millisecond();
         let refresh = i64::try_from(self.refresh.as_millis()).unwrap_or(i64::MAX);
-        for summary in self.index.clusters() {
-            if !summary.connected {
+        let clusters = self.index.clusters();
+        // Deregistered clusters need no bookkeeping.
+        written.retain(|name, _| clusters.iter().any(|c| &c.name == name));
+        for summary in clusters {
+            // A cluster that left keeps its last report: written if it
+            // changed before the stream ended (within the debounce), never
+            // refreshed (it is silent). Clusters never streamed here are
+            // another replica's to write.
+            if !summary.connected && !written.contains_key(&summary.name) {
                 continue;
             }
             let Some(record) = self.index.cluster_record(&summary.name) else {
@@ -250,6 +257,7 @@ impl ReportWriter {
             let due = match written.get(&record.cluster) {
                 None => true,
                 Some(w) if w.report_rev != record.report_rev && w.gateways != spec.gateways => true,
+                Some(_) if !summary.connected => false,
                 Some(w) => now.saturating_sub(w.last_seen_millis) >= refresh,
             };
             if !due {
