@@ -59,6 +59,19 @@ pub enum ServeError {
     Server(#[from] tonic::transport::Error),
     #[error("connections did not drain within {0:?}")]
     DrainTimeout(Duration),
+    /// A task that runs until shutdown ended: the hub would go on serving
+    /// without it (stale views, no status writes), so it exits instead and
+    /// its supervisor restarts it.
+    #[error("{0} stopped unexpectedly; exiting so the hub is restarted")]
+    TaskEnded(String),
+}
+
+/// What a task's end says, for [`ServeError::TaskEnded`].
+pub fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
+    ServeError::TaskEnded(match joined {
+        Ok(()) => what.to_owned(),
+        Err(e) => format!("{what} ({e})"),
+    })
 }
 
 /// A running hub.
@@ -203,23 +216,34 @@ impl Hub {
         }
     }
 
-    /// Serves until `signal` resolves or a server fails, then shuts down.
+    /// Resolves when a server or a background task (aggregator, staleness
+    /// sweep) ended; none does before shutdown unless something failed.
+    pub async fn ended(&mut self) -> ServeError {
+        tokio::select! {
+            Some(r) = self.servers.join_next() => match r {
+                Ok(Err(e)) => ServeError::Server(e),
+                Ok(Ok(())) => task_end("a gRPC server", Ok(())),
+                Err(e) => task_end("a gRPC server", Err(e)),
+            },
+            Some(r) = self.background.join_next() => {
+                task_end("the aggregator or the staleness sweep", r)
+            }
+            else => std::future::pending().await,
+        }
+    }
+
+    /// Serves until `signal` resolves (then shuts down cleanly) or a server
+    /// or background task ends (then shuts down and returns why).
     pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
         tokio::select! {
             _ = signal => {
                 tracing::info!("shutting down: draining streams");
                 self.shutdown().await
             }
-            Some(r) = self.servers.join_next() => {
-                let err = match r {
-                    Ok(Err(e)) => Some(e),
-                    _ => None,
-                };
+            e = self.ended() => {
+                tracing::error!(error = %e, "shutting down");
                 let _ = self.shutdown().await;
-                match err {
-                    Some(e) => Err(ServeError::Server(e)),
-                    None => Ok(()),
-                }
+                Err(e)
             }
         }
     }

@@ -305,11 +305,28 @@ impl KubeHub {
         self.hub.shutdown().await
     }
 
-    /// Serves until `signal` resolves, then shuts down.
-    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
-        signal.await;
-        tracing::info!("shutting down: releasing the lease, draining streams");
-        self.shutdown().await
+    /// Serves until `signal` resolves (then shuts down cleanly) or a server
+    /// or task ends early (then shuts down and returns why, so the process
+    /// exits non-zero and is restarted).
+    pub async fn run_until(mut self, signal: impl Future<Output = ()>) -> Result<(), ServeError> {
+        let ended = tokio::select! {
+            _ = signal => None,
+            e = self.hub.ended() => Some(e),
+            Some(r) = self.tasks.join_next() => {
+                Some(crate::serve::task_end("a Kubernetes task (watch, store, Lease or status writer)", r))
+            }
+        };
+        match ended {
+            None => {
+                tracing::info!("shutting down: releasing the lease, draining streams");
+                self.shutdown().await
+            }
+            Some(e) => {
+                tracing::error!(error = %e, "shutting down");
+                let _ = self.shutdown().await;
+                Err(e)
+            }
+        }
     }
 }
 
