@@ -269,9 +269,9 @@ pub async fn run_kube_agent(
         metrics,
         shutdown.clone(),
     ));
+    let watchdog = crate::runtime::stop_if_source_ends(controller, store.clone(), shutdown.clone());
     run_agent(hub, store, shutdown).await;
-    // The controller stops on the same token; a panic there is already logged.
-    let _ = controller.await;
+    let _ = watchdog.await;
 }
 
 fn label_touch(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Touch {

@@ -31,7 +31,58 @@ pub async fn run_agent(config: HubConfig, store: Arc<GatewayStore>, shutdown: Ca
 pub async fn run_dir_agent(config: HubConfig, source: DirSource, shutdown: CancellationToken) {
     let store = Arc::new(GatewayStore::default());
     let follow = tokio::spawn(source.run(store.clone(), shutdown.clone()));
+    let watchdog = stop_if_source_ends(follow, store.clone(), shutdown.clone());
     run_agent(config, store, shutdown).await;
-    // The source stops on the same token; a panic there is already logged.
-    let _ = follow.await;
+    let _ = watchdog.await;
+}
+
+/// Watches the task that feeds `store` (the controller or a directory
+/// source); it runs until `shutdown`. If it ends before (a panic, a bug),
+/// the agent stops vouching for the cluster at once (no more heartbeats, so
+/// the hub marks it stale instead of trusting frozen reports) and shuts
+/// down so that it is restarted.
+pub fn stop_if_source_ends(
+    source: tokio::task::JoinHandle<()>,
+    store: Arc<GatewayStore>,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let ended = source.await;
+        if shutdown.is_cancelled() {
+            return;
+        }
+        store.set_source_ok(false);
+        match ended {
+            Ok(()) => tracing::error!("the Gateway source stopped unexpectedly; shutting down"),
+            Err(e) => tracing::error!(error = %e, "the Gateway source failed; shutting down"),
+        }
+        shutdown.cancel();
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_source_that_dies_stops_vouching_and_shuts_down() {
+        let store = Arc::new(GatewayStore::default());
+        let shutdown = CancellationToken::new();
+        let source = tokio::spawn(async { panic!("bug in the source") });
+        stop_if_source_ends(source, store.clone(), shutdown.clone())
+            .await
+            .unwrap();
+        assert!(!*store.subscribe_source().borrow());
+        assert!(shutdown.is_cancelled());
+
+        // Ending because of shutdown is the normal way: nothing to do.
+        let store = Arc::new(GatewayStore::default());
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let source = tokio::spawn(async move { stop.cancelled().await });
+        let watchdog = stop_if_source_ends(source, store.clone(), shutdown.clone());
+        shutdown.cancel();
+        watchdog.await.unwrap();
+        assert!(*store.subscribe_source().borrow());
+    }
 }
