@@ -423,6 +423,18 @@ async fn gaps_and_bad_chunk_order_trigger_resync() {
     // The partial (empty) snapshot was never applied; snapshot 8 left "a".
     let names: Vec<_> = list(&mut d).await.into_iter().map(|g| g.name).collect();
     assert_eq!(names, ["a"]);
+    // The rest of the abandoned snapshot asks for nothing more: the next
+    // answer is the new snapshot's ack, not another resync request.
+    a.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 10,
+        chunk: 1,
+        r#final: true,
+        seq: 0,
+        gateways: vec![],
+    }))
+    .await;
+    a.snapshot(11, 13, vec![report("a", true, "10.0.0.1")])
+        .await;
     hub.shutdown().await.unwrap();
 }
 

@@ -437,6 +437,10 @@ impl AgentStream {
             None => false,
         };
         if !in_order {
+            // The rest of an abandoned snapshot: one request is enough.
+            if self.resync_requested {
+                return Ok(());
+            }
             let expected = match &self.partial {
                 Some(p) => format!("chunk {} of snapshot {}", p.next_chunk, p.id),
                 None => "chunk 0 of a new snapshot".to_owned(),
