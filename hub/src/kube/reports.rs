@@ -258,7 +258,13 @@ impl ReportWriter {
                 None => true,
                 Some(w) if w.report_rev != record.report_rev && w.gateways != spec.gateways => true,
                 Some(_) if !summary.connected => false,
-                Some(w) => now.saturating_sub(w.last_seen_millis) >= refresh,
+                // Refresh lastSeenTime only when there is news of the
+                // cluster (a silent connected one would be rewritten on
+                // every tick with the same time).
+                Some(w) => {
+                    record.last_seen_millis > w.last_seen_millis
+                        && now.saturating_sub(w.last_seen_millis) >= refresh
+                }
             };
             if !due {
                 Metrics::bump(&self.metrics.report_writes_skipped);
