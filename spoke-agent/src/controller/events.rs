@@ -15,6 +15,9 @@ use super::metrics::Metrics;
 use crate::engine::EngineError;
 use crate::status::Problem;
 
+/// Longest wait for the API server to take an Event.
+const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Event reason when a condition or listener entry had no room.
 pub const CONDITION_LIMIT_REACHED: &str = "ConditionLimitReached";
 /// Event reason for several DNSRecords with one hostname.
@@ -125,9 +128,20 @@ impl Notices {
             action: "ComputeStatus".into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &gw.object_ref(&())).await {
-            Metrics::bump(&self.metrics.event_publish_errors);
-            tracing::warn!(error = %e, reason, "cannot publish a Kubernetes Event");
+        // The one evaluation loop waits for this: a hung API server must
+        // not hold back every Gateway's evaluation and the hub's updates.
+        let reference = gw.object_ref(&());
+        let publish = self.recorder.publish(&event, &reference);
+        match tokio::time::timeout(PUBLISH_TIMEOUT, publish).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                Metrics::bump(&self.metrics.event_publish_errors);
+                tracing::warn!(error = %e, reason, "cannot publish a Kubernetes Event");
+            }
+            Err(_) => {
+                Metrics::bump(&self.metrics.event_publish_errors);
+                tracing::warn!(reason, timeout = ?PUBLISH_TIMEOUT, "publishing a Kubernetes Event timed out");
+            }
         }
     }
 }
