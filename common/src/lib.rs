@@ -25,4 +25,4 @@ pub use errors::error_chain;
 pub use key::GatewayKey;
 pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list};
-pub use pace::{KeyedPacer, Pacer};
+pub use pace::{Backoff, KeyedPacer, Pacer};

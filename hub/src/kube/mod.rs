@@ -263,7 +263,7 @@ impl Connected {
                 queue,
                 metrics: metrics.clone(),
                 debounce: options.debounce,
-                retry: Duration::from_secs(1),
+                retry: gwhub_common::Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             }
             .run(leader.clone(), ready.clone(), shutdown.clone()),
         );

@@ -283,8 +283,10 @@ pub struct StatusWriter {
     /// a burst at most once per hub Gateway per window
     /// ([`gwhub_common::KeyedPacer`]).
     pub debounce: Duration,
-    /// Delay before a failed write is tried again.
-    pub retry: Duration,
+    /// Delay before a failed write is tried again: the base, doubling per
+    /// consecutive failure of the same hub Gateway (a refused status is not
+    /// re-sent every second forever).
+    pub retry: gwhub_common::Backoff<GatewayKey>,
 }
 
 impl StatusWriter {
@@ -396,17 +398,20 @@ impl StatusWriter {
             .await
         {
             Ok(gw) => {
+                self.retry.succeeded(&key);
                 Metrics::bump(&self.metrics.status_writes);
                 tracing::debug!(gateway = %key, rv = ?gw.resource_version(), "hub Gateway status applied");
                 self.cache.lock().insert(key, LiveHub::from_gateway(&gw));
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.retry.succeeded(&key);
                 tracing::debug!(gateway = %key, "hub Gateway gone before its status was written");
             }
             Err(e) => {
                 Metrics::bump(&self.metrics.status_write_errors);
-                tracing::warn!(gateway = %key, error = %e, "hub Gateway status apply failed; retrying");
-                let (queue, retry, shutdown) = (self.queue.clone(), self.retry, shutdown.clone());
+                let retry = self.retry.failed(&key);
+                tracing::warn!(gateway = %key, error = %e, ?retry, "hub Gateway status apply failed; retrying");
+                let (queue, shutdown) = (self.queue.clone(), shutdown.clone());
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = shutdown.cancelled() => {}

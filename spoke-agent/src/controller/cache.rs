@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -129,6 +130,23 @@ impl Dirty {
             }
         }
         self.notify.notify_one();
+    }
+
+    /// Marks what `touch` names after `delay` (a retry), unless
+    /// `shutdown` comes first.
+    pub fn touch_after(
+        self: &Arc<Self>,
+        touch: Touch,
+        delay: Duration,
+        shutdown: &CancellationToken,
+    ) {
+        let (dirty, shutdown) = (self.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(delay) => dirty.touch(touch),
+            }
+        });
     }
 
     /// Records that `kind`'s first list is in its cache.

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_common::Backoff;
 use gwhub_common::pace::sleep_until;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Service};
@@ -125,6 +126,8 @@ impl Settings {
 
 /// The number of watched kinds; evaluation starts once all were listed.
 const KINDS: usize = 7;
+/// Longest wait before a Gateway whose status writes keep failing is tried again.
+const MAX_RETRY: Duration = Duration::from_secs(300);
 
 /// Watches, evaluates and writes until `shutdown`, keeping `store` equal to
 /// the in-scope Gateways with their merged status. Marks `store` ready after
@@ -224,7 +227,7 @@ pub async fn run(
             gateways: gateways.clone(),
             dirty: dirty.clone(),
             metrics: metrics.clone(),
-            retry: settings.retry,
+            backoff: Backoff::new(settings.retry, MAX_RETRY),
         }
         .run(shutdown.clone()),
     );
@@ -456,18 +459,11 @@ impl Reconciler {
     }
 
     fn retry_later(&self, name: &str) {
-        let (dirty, name, delay, shutdown) = (
-            self.dirty.clone(),
-            name.to_owned(),
+        self.dirty.touch_after(
+            Touch::Gateway(name.to_owned()),
             self.settings.retry,
-            self.shutdown.clone(),
+            &self.shutdown,
         );
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(delay) => dirty.touch(Touch::Gateway(name)),
-            }
-        });
     }
 
     fn set_streamed(&self, name: &str, present: bool) {

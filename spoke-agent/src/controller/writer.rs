@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_common::Backoff;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -62,8 +62,9 @@ pub(crate) struct Writer {
     pub gateways: Arc<Cache<Gateway>>,
     pub dirty: Arc<Dirty>,
     pub metrics: Arc<Metrics>,
-    /// Delay before a failed write's Gateway is evaluated again.
-    pub retry: Duration,
+    /// Delay before a failed write's Gateway is evaluated again: `retry`,
+    /// doubling per consecutive failure of the same Gateway.
+    pub backoff: Backoff<String>,
 }
 
 impl Writer {
@@ -103,6 +104,7 @@ impl Writer {
             .await
         {
             Ok(_) => {
+                self.backoff.succeeded(&name.to_owned());
                 Metrics::bump(&self.metrics.writes);
                 tracing::debug!(gateway = %format!("{}/{name}", self.namespace), "status applied");
             }
@@ -116,6 +118,7 @@ impl Writer {
                 self.retry_later(name, shutdown);
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.backoff.succeeded(&name.to_owned());
                 tracing::debug!(gateway = %format!("{}/{name}", self.namespace), "Gateway gone before its status was written");
             }
             Err(e) => {
@@ -131,17 +134,8 @@ impl Writer {
     }
 
     fn retry_later(&self, name: &str, shutdown: &CancellationToken) {
-        let (dirty, name, delay, shutdown) = (
-            self.dirty.clone(),
-            name.to_owned(),
-            self.retry,
-            shutdown.clone(),
-        );
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(delay) => dirty.touch(Touch::Gateway(name)),
-            }
-        });
+        let delay = self.backoff.failed(&name.to_owned());
+        self.dirty
+            .touch_after(Touch::Gateway(name.to_owned()), delay, shutdown);
     }
 }
