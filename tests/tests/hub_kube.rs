@@ -200,6 +200,18 @@ async fn start_hub(client: &Client, identity: &str) -> KubeHub {
     .expect("hub starts in Kubernetes mode")
 }
 
+/// One management API server with the project's CRD installed, or `None`
+/// (the test is skipped) where the kube-apiserver assets are missing.
+async fn management(test: &str) -> Option<(Fleet, Client)> {
+    if !require_assets(test) {
+        return None;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let client = fleet.cluster("mgmt").client().await.unwrap();
+    install_project_crd(&client, NS).await;
+    Some((fleet, client))
+}
+
 fn own(status: &GatewayStatus) -> Option<&Condition> {
     status.conditions.iter().flatten().find(|c| c.type_ == OWN)
 }
@@ -279,12 +291,10 @@ async fn manifests_parse_and_the_api_server_takes_them() {
         assert!(kinds.contains(k), "no {k} in manifests/");
     }
 
-    if !require_assets("manifests_parse_and_the_api_server_takes_them") {
+    let Some((fleet, client)) = management("manifests_parse_and_the_api_server_takes_them").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client, NS).await;
+    };
     // Namespaces first, then everything else, as `kubectl apply -k` orders them.
     all.sort_by_key(|o| o.kind != "Namespace");
     for o in &all {
@@ -351,12 +361,10 @@ async fn manifests_parse_and_the_api_server_takes_them() {
 /// nothing; a generation bump is observed.
 #[tokio::test]
 async fn hub_writes_the_aggregate_onto_hub_gateways() {
-    if !require_assets("hub_writes_the_aggregate_onto_hub_gateways") {
+    let Some((_fleet, client)) = management("hub_writes_the_aggregate_onto_hub_gateways").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client, NS).await;
+    };
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     for name in ["web", "many", "lonely"] {
         create_hub_gateway(&gateways, name).await;
@@ -597,12 +605,11 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
 /// on the way, though the agents come back only later.
 #[tokio::test]
 async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() {
-    if !require_assets("restart_restores_without_flapping_and_a_second_replica_stays_passive") {
+    let Some((_fleet, client)) =
+        management("restart_restores_without_flapping_and_a_second_replica_stays_passive").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client, NS).await;
+    };
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     create_hub_gateway(&gateways, "web").await;
 
@@ -728,12 +735,11 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
 /// again; one Event per transition, not one per sweep.
 #[tokio::test]
 async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
-    if !require_assets("stale_and_fresh_clusters_get_events_on_their_cluster_report") {
+    let Some((_fleet, client)) =
+        management("stale_and_fresh_clusters_get_events_on_their_cluster_report").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client, NS).await;
+    };
     create_hub_gateway(&Api::namespaced(client.clone(), NS), "web").await;
     let stale_after = Duration::from_secs(2);
     let hub = KubeHub::start(
@@ -819,12 +825,10 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
 /// not from the one before.
 #[tokio::test]
 async fn the_last_report_before_a_disconnect_is_stored() {
-    if !require_assets("the_last_report_before_a_disconnect_is_stored") {
+    let Some((_fleet, client)) = management("the_last_report_before_a_disconnect_is_stored").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client, NS).await;
+    };
     let hub = start_hub(&client, "hub-1").await;
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
     let stored_with = |gateways: usize| {
