@@ -864,3 +864,54 @@ async fn the_last_report_before_a_disconnect_is_stored() {
     stored_with(2).await;
     hub.shutdown().await.unwrap();
 }
+
+/// When its clusters withdraw every address and listener (the conditions
+/// staying the same), or stop reporting the Gateway, the hub Gateway drops
+/// what the hub wrote, and no write is refused on the way (an empty
+/// listener list left by server-side apply is null, which the CRD refuses).
+#[tokio::test]
+async fn withdrawn_addresses_and_listeners_leave_the_hub_gateway() {
+    let Some((_fleet, client)) =
+        management("withdrawn_addresses_and_listeners_leave_the_hub_gateway").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "web").await;
+    let hub = start_hub(&client, "hub-1").await;
+    let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    wait_status(&gateways, "web", "east's address and listener", |s| {
+        s.addresses.as_ref().is_some_and(|a| a.len() == 1)
+            && s.listeners.as_ref().is_some_and(|l| l.len() == 1)
+    })
+    .await;
+
+    let mut bare = cluster_status(&[], true);
+    bare.listeners = None;
+    east.snapshot(&[(NS, "web", bare)]).await;
+    let web = wait_status(&gateways, "web", "no addresses or listeners", |s| {
+        s.addresses.as_deref().unwrap_or_default().is_empty()
+            && s.listeners.as_deref().unwrap_or_default().is_empty()
+    })
+    .await;
+    assert!(own(web.status.as_ref().unwrap()).is_some_and(|c| c.reason == "Aggregated"));
+
+    // Reported again, then no longer at all: NoClusters, nothing of east's left.
+    east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    wait_status(&gateways, "web", "east's listener again", |s| {
+        s.listeners.as_ref().is_some_and(|l| l.len() == 1)
+    })
+    .await;
+    east.snapshot(&[]).await;
+    wait_status(&gateways, "web", "NoClusters without listeners", |s| {
+        own(s).is_some_and(|c| c.reason == "NoClusters")
+            && s.addresses.as_deref().unwrap_or_default().is_empty()
+            && s.listeners.as_deref().unwrap_or_default().is_empty()
+    })
+    .await;
+    assert_eq!(Metrics::get(&hub.metrics.status_write_errors), 0);
+    hub.shutdown().await.unwrap();
+}

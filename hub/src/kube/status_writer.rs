@@ -39,16 +39,31 @@ pub struct LiveHub {
     /// Condition types another manager set through the status subresource
     /// (a deliberate writer, unlike the CRD's creation-time defaults).
     pub others: BTreeSet<String>,
+    /// Whether field manager `gwhub` owns `status.addresses` (an atomic
+    /// list): an empty one must then be applied (left out, so the API
+    /// server drops what the hub wrote); otherwise it is another
+    /// controller's, not the hub's to empty.
+    pub owns_addresses: bool,
+    /// Whether `gwhub` owns entries of `status.listeners`.
+    pub owns_listeners: bool,
 }
 
 impl LiveHub {
     pub fn from_gateway(gw: &Gateway) -> Self {
         let mut owned = BTreeSet::new();
         let mut others = BTreeSet::new();
+        let (mut owns_addresses, mut owns_listeners) = (false, false);
         for entry in gw.metadata.managed_fields.iter().flatten() {
-            let types = owned_condition_types(entry.fields_v1.as_ref().map(|f| &f.0));
+            let fields = entry.fields_v1.as_ref().map(|f| &f.0);
+            let types = owned_condition_types(fields);
             if entry.manager.as_deref() == Some(FIELD_MANAGER) {
                 owned.extend(types);
+                let status = fields.and_then(|f| f.get("f:status"));
+                owns_addresses |= status.and_then(|s| s.get("f:addresses")).is_some();
+                owns_listeners |= status
+                    .and_then(|s| s.get("f:listeners"))
+                    .and_then(Value::as_object)
+                    .is_some_and(|l| !l.is_empty());
             } else if entry.subresource.as_deref() == Some("status") {
                 others.extend(types);
             }
@@ -58,6 +73,8 @@ impl LiveHub {
             status: gw.status.clone().unwrap_or_default(),
             owned,
             others,
+            owns_addresses,
+            owns_listeners,
         }
     }
 
@@ -139,33 +156,84 @@ pub fn same_status(live: &GatewayStatus, want: &GatewayStatus) -> bool {
         )
 }
 
-/// Whether applying `want` the way [`StatusWriter`] applies it (an empty
-/// address or listener list left out) would change nothing but times over
-/// `live`. Left out, an empty list releases what the hub wrote before and
-/// leaves alone a list another controller owns (a Gateway in scope that
-/// no cluster reports may be a real one): live addresses of the hub's
-/// types are the hub's and still differ; live listeners cannot be told
-/// apart and are taken as another writer's.
-fn apply_is_noop(live: &GatewayStatus, want: &GatewayStatus, options: &Options) -> bool {
-    let ours = |t: &str| t == aggregate::IP_ADDRESS_TYPE || t == options.hostname_address_type;
+/// Whether applying `want` the way [`StatusWriter`] applies it would
+/// change nothing but times over `live`. An empty address list is left out
+/// of the apply: `status.addresses` is an atomic list, so applying `[]`
+/// would take it over (and empty it) on a Gateway in scope that no cluster
+/// reports, maybe a real one; left out, it releases what the hub wrote
+/// before. So an empty list changes something only where the hub owns the
+/// live one. Listeners are keyed by name: applying `[]` removes only the
+/// hub's entries (when those were all, the list is first set empty, see
+/// `StatusWriter::write`).
+fn apply_is_noop(live: &LiveHub, want: &GatewayStatus) -> bool {
     let want_addresses = want.addresses.as_deref().unwrap_or_default();
     let addresses_same = if want_addresses.is_empty() {
-        !live
-            .addresses
-            .iter()
-            .flatten()
-            .any(|a| a.r#type.as_deref().is_some_and(ours))
+        !live.owns_addresses
     } else {
-        live.addresses.as_deref().unwrap_or_default() == want_addresses
+        live.status.addresses.as_deref().unwrap_or_default() == want_addresses
     };
-    let listeners_same = want.listeners.as_deref().unwrap_or_default().is_empty()
-        || same_listeners(live.listeners.as_ref(), want.listeners.as_ref());
     addresses_same
-        && listeners_same
+        && same_listeners(live.status.listeners.as_ref(), want.listeners.as_ref())
         && same_ignoring_time(
-            &sorted_conditions(live.conditions.as_ref()),
+            &sorted_conditions(live.status.conditions.as_ref()),
             &sorted_conditions(want.conditions.as_ref()),
         )
+}
+
+/// Server-side apply cannot leave the status valid when the hub stops
+/// writing something it wrote: its last listener entries leave the list
+/// null, and a condition whose entry the CRD defaulted at creation (so
+/// another manager co-owns its key) is left as a bare `type`, both of which
+/// the CRD refuses, failing the whole write (the hub's own NoClusters
+/// condition with it). So first remove them with a merge patch on the
+/// fresh object, guarded by its resourceVersion; the apply follows.
+async fn clear_before_apply(
+    api: &Api<Gateway>,
+    key: &GatewayKey,
+    listeners: bool,
+    dropped: &BTreeSet<&str>,
+) {
+    let fresh = match api.get_status(&key.name).await {
+        Ok(gw) => gw,
+        Err(e) => {
+            tracing::debug!(gateway = %key, error = %e, "cannot read the hub Gateway before clearing; the apply will tell");
+            return;
+        }
+    };
+    let conditions = fresh
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .cloned()
+        .unwrap_or_default();
+    let kept: Vec<&Condition> = conditions
+        .iter()
+        .filter(|c| !dropped.contains(c.type_.as_str()))
+        .collect();
+    let mut status = serde_json::Map::new();
+    if listeners {
+        status.insert("listeners".into(), json!([]));
+    }
+    if kept.len() != conditions.len() {
+        status.insert("conditions".into(), json!(kept));
+    }
+    if status.is_empty() {
+        return;
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": fresh.metadata.resource_version},
+        "status": status,
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    if let Err(e) = api
+        .patch_status(&key.name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        tracing::debug!(gateway = %key, error = %e, "clearing before the apply failed; the apply will tell");
+    }
 }
 
 /// Hub Gateways waiting for a write; one entry per Gateway.
@@ -364,11 +432,12 @@ impl StatusWriter {
                 return false;
             }
         };
-        if apply_is_noop(&live.status, &aggregation.status, &self.options) {
+        if apply_is_noop(&live, &aggregation.status) {
             Metrics::bump(&self.metrics.status_writes_skipped);
             return false;
         }
         let status = aggregation.status;
+        let want_no_listeners = status.listeners.as_deref().unwrap_or_default().is_empty();
         let own: Vec<&Condition> = status
             .conditions
             .iter()
@@ -376,13 +445,14 @@ impl StatusWriter {
             .filter(|c| !foreign.contains(&c.type_))
             .collect();
         let mut body = serde_json::Map::new();
-        // Empty lists are left out (see `apply_is_noop`).
+        // An empty address list is left out (see `apply_is_noop`).
         if let Some(addresses) = status.addresses.filter(|a| !a.is_empty()) {
             body.insert("addresses".into(), json!(addresses));
         }
-        if let Some(listeners) = status.listeners.filter(|l| !l.is_empty()) {
-            body.insert("listeners".into(), json!(listeners));
-        }
+        body.insert(
+            "listeners".into(),
+            json!(status.listeners.unwrap_or_default()),
+        );
         body.insert("conditions".into(), json!(own));
         let patch = json!({
             "apiVersion": "gateway.networking.k8s.io/v1",
@@ -390,6 +460,21 @@ impl StatusWriter {
             "status": body,
         });
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
+        let dropped: BTreeSet<&str> = live
+            .owned
+            .iter()
+            .map(String::as_str)
+            .filter(|t| !own.iter().any(|c| c.type_ == *t))
+            .collect();
+        if (want_no_listeners && live.owns_listeners) || !dropped.is_empty() {
+            clear_before_apply(
+                &api,
+                &key,
+                want_no_listeners && live.owns_listeners,
+                &dropped,
+            )
+            .await;
+        }
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
