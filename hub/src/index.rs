@@ -469,9 +469,9 @@ impl Index {
         );
         let stale = now_millis().saturating_sub(seen) >= limit;
         let was_stale = live.stale.swap(stale, Ordering::SeqCst);
+        let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
         let mut affected = fleet.replace_snapshot(cluster, gateways);
         affected.extend(if stale {
-            let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
             fleet.mark_stale(cluster, last)
         } else {
             fleet.mark_fresh(cluster)
@@ -482,7 +482,7 @@ impl Index {
         match (was_stale, stale) {
             (false, true) if known => self.transition(ClusterTransition::Stale {
                 cluster: cluster.to_owned(),
-                last_seen: Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH),
+                last_seen: last,
             }),
             (true, false) => self.transition(ClusterTransition::Fresh {
                 cluster: cluster.to_owned(),

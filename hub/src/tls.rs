@@ -7,10 +7,10 @@
 //! so a compromised agent for cluster A can never speak for cluster B.
 //! Hello's `cluster` is only a claim, checked against the certificate.
 
-use gwhub_common::error_chain;
 use std::path::Path;
 use std::sync::Arc;
 
+use gwhub_common::error_chain;
 use gwhub_common::identity::{self, IdentitySource};
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};

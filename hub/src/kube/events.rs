@@ -5,6 +5,8 @@
 //! status is shown as stale. One Event per transition, from the leader only
 //! (every replica sees the same transitions).
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -16,7 +18,6 @@ use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use super::reports::{ClusterReport, object_name};
 use crate::index::{ClusterTransition, Index};
-use std::sync::Arc;
 
 /// Event reason when a cluster goes stale.
 pub const CLUSTER_STALE: &str = "ClusterStale";
@@ -60,15 +61,16 @@ pub async fn run(
             continue;
         }
         let (cluster, event) = describe(&transition, index.stale_after());
+        let name = object_name(cluster);
         let mut reference = ObjectReference {
             api_version: Some(ClusterReport::api_version(&()).into_owned()),
             kind: Some(ClusterReport::kind(&()).into_owned()),
-            name: Some(object_name(cluster)),
+            name: Some(name.clone()),
             namespace: Some(namespace.clone()),
             ..ObjectReference::default()
         };
         // With its uid, `kubectl describe clusterreport` lists the Event.
-        match reports.get_opt(&object_name(cluster)).await {
+        match reports.get_opt(&name).await {
             Ok(Some(r)) => reference.uid = r.meta().uid.clone(),
             Ok(None) => {}
             Err(e) => {

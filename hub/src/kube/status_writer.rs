@@ -149,7 +149,12 @@ fn same_listeners(
 /// Whether writing `want` over `live` would change anything but times.
 pub fn same_status(live: &GatewayStatus, want: &GatewayStatus) -> bool {
     live.addresses.as_deref().unwrap_or_default() == want.addresses.as_deref().unwrap_or_default()
-        && same_listeners(live.listeners.as_ref(), want.listeners.as_ref())
+        && same_listeners_and_conditions(live, want)
+}
+
+/// [`same_status`] without the addresses.
+fn same_listeners_and_conditions(live: &GatewayStatus, want: &GatewayStatus) -> bool {
+    same_listeners(live.listeners.as_ref(), want.listeners.as_ref())
         && same_ignoring_time(
             &sorted_conditions(live.conditions.as_ref()),
             &sorted_conditions(want.conditions.as_ref()),
@@ -172,12 +177,7 @@ fn apply_is_noop(live: &LiveHub, want: &GatewayStatus) -> bool {
     } else {
         live.status.addresses.as_deref().unwrap_or_default() == want_addresses
     };
-    addresses_same
-        && same_listeners(live.status.listeners.as_ref(), want.listeners.as_ref())
-        && same_ignoring_time(
-            &sorted_conditions(live.status.conditions.as_ref()),
-            &sorted_conditions(want.conditions.as_ref()),
-        )
+    addresses_same && same_listeners_and_conditions(&live.status, want)
 }
 
 /// Server-side apply cannot leave the status valid when the hub stops
@@ -437,7 +437,9 @@ impl StatusWriter {
             return false;
         }
         let status = aggregation.status;
-        let want_no_listeners = status.listeners.as_deref().unwrap_or_default().is_empty();
+        // The hub's last listener entries go (see `clear_before_apply`).
+        let clear_listeners =
+            live.owns_listeners && status.listeners.as_deref().unwrap_or_default().is_empty();
         let own: Vec<&Condition> = status
             .conditions
             .iter()
@@ -466,14 +468,8 @@ impl StatusWriter {
             .map(String::as_str)
             .filter(|t| !own.iter().any(|c| c.type_ == *t))
             .collect();
-        if (want_no_listeners && live.owns_listeners) || !dropped.is_empty() {
-            clear_before_apply(
-                &api,
-                &key,
-                want_no_listeners && live.owns_listeners,
-                &dropped,
-            )
-            .await;
+        if clear_listeners || !dropped.is_empty() {
+            clear_before_apply(&api, &key, clear_listeners, &dropped).await;
         }
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.

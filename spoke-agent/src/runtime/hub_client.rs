@@ -15,12 +15,12 @@
 //! reading while its own replies are unread). Any stream error or close ends
 //! the connection; the client reconnects with exponential backoff and jitter.
 
-use gwhub_common::error_chain;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_common::error_chain;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::report_to_proto;
 use gwhub_proto::v1::{
