@@ -18,6 +18,7 @@ use gwhub_proto::{convert, v1};
 use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, broadcast, watch};
+use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{
@@ -70,12 +71,15 @@ pub struct Views {
 }
 
 /// A cluster's connection and liveness, shared with its stream so the hot
-/// path (touching liveness) takes no lock.
+/// path (touching liveness) takes only the cluster's own session lock.
 #[derive(Debug)]
 struct ClusterLive {
     name: String,
-    /// The current stream's id; an older stream sees a mismatch and ends.
-    session: AtomicU64,
+    /// The current stream: its id and the token that ends it. Taken by
+    /// `connect` (which supersedes), and by every write a stream makes for
+    /// the cluster (liveness, reports), so a superseded stream's write can
+    /// never land after the newer stream was accepted.
+    session: Mutex<SessionSlot>,
     connected: AtomicBool,
     stale: AtomicBool,
     /// Unix milliseconds of the last message of any kind; 0 if never.
@@ -92,7 +96,10 @@ impl ClusterLive {
     fn new(name: &str) -> Self {
         ClusterLive {
             name: name.to_owned(),
-            session: AtomicU64::new(0),
+            session: Mutex::new(SessionSlot {
+                id: 0,
+                cancel: CancellationToken::new(),
+            }),
             connected: AtomicBool::new(false),
             stale: AtomicBool::new(false),
             last_seen: AtomicI64::new(0),
@@ -103,11 +110,20 @@ impl ClusterLive {
     }
 }
 
+/// The stream a cluster's state currently belongs to.
+#[derive(Debug)]
+struct SessionSlot {
+    id: u64,
+    /// Cancelled when a newer stream takes over.
+    cancel: CancellationToken,
+}
+
 /// What a stream holds to act for its cluster.
 #[derive(Clone, Debug)]
 pub struct Session {
     live: Arc<ClusterLive>,
     id: u64,
+    cancel: CancellationToken,
 }
 
 impl Session {
@@ -117,7 +133,13 @@ impl Session {
 
     /// Whether a newer stream for the same cluster took over.
     pub fn is_superseded(&self) -> bool {
-        self.live.session.load(Ordering::SeqCst) != self.id
+        self.live.session.lock().id != self.id
+    }
+
+    /// Resolves as soon as a newer stream for the same cluster is accepted;
+    /// the stream must then end (ABORTED, as the protocol says).
+    pub async fn superseded(&self) {
+        self.cancel.cancelled().await;
     }
 }
 
@@ -296,18 +318,28 @@ impl Index {
     pub fn connect(&self, cluster: &str, agent_version: &str) -> Session {
         // Under the clusters lock, like `disconnect`: an older stream's
         // disconnect cannot land between taking over and marking connected.
-        let (live, id) = {
+        // The session slot is taken under the fleet lock, which the older
+        // stream's report writes hold while they check their session: none
+        // of them lands after this.
+        let session = {
             let mut clusters = self.inner.clusters.lock();
             let live = clusters
                 .entry(cluster.to_owned())
                 .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
                 .clone();
-            let id = live.session.fetch_add(1, Ordering::SeqCst) + 1;
+            let (id, cancel) = {
+                let _fleet = self.inner.fleet.write();
+                let mut slot = live.session.lock();
+                slot.id += 1;
+                let cancel = CancellationToken::new();
+                let old = std::mem::replace(&mut slot.cancel, cancel.clone());
+                old.cancel();
+                (slot.id, cancel)
+            };
             live.connected.store(true, Ordering::SeqCst);
-            (live, id)
+            Session { live, id, cancel }
         };
-        *live.agent_version.lock() = agent_version.to_owned();
-        let session = Session { live, id };
+        *session.live.agent_version.lock() = agent_version.to_owned();
         self.touch(&session);
         session
     }
@@ -320,10 +352,18 @@ impl Index {
         }
     }
 
-    /// Records that the cluster is alive; a stale cluster turns fresh.
-    pub fn touch(&self, session: &Session) {
+    /// Records that the cluster is alive; a stale cluster turns fresh. A
+    /// superseded session's messages do not count (returns `false`): only
+    /// the stream the cluster's report came from keeps it fresh.
+    pub fn touch(&self, session: &Session) -> bool {
         let live = &session.live;
-        live.last_seen.store(now_millis(), Ordering::SeqCst);
+        {
+            let slot = live.session.lock();
+            if slot.id != session.id {
+                return false;
+            }
+            live.last_seen.store(now_millis(), Ordering::SeqCst);
+        }
         // Pairs with the re-check in `sweep_stale` (both SeqCst): either the
         // sweep sees this time, or this sees its `stale` flag.
         if live.stale.load(Ordering::SeqCst) {
@@ -337,6 +377,7 @@ impl Index {
                 });
             }
         }
+        true
     }
 
     /// Replaces everything the session's cluster reports, atomically.

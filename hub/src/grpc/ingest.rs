@@ -204,6 +204,11 @@ fn inbound_error(status: Status) -> Status {
     }
 }
 
+/// How a stream a newer one for its cluster took over ends.
+fn superseded(session: &Session) -> Status {
+    Status::aborted(crate::index::Superseded(session.cluster().to_owned()).to_string())
+}
+
 fn valid_cluster_name(name: &str) -> Result<(), Status> {
     check_str("Hello.cluster", name, MAX_CLUSTER_NAME_LEN, true)
         .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -275,12 +280,14 @@ impl AgentStream {
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         let mut shutdown = self.shutdown.clone();
+        let session = self.session().clone();
         loop {
             let first = tokio::select! {
                 biased;
                 _ = crate::grpc::shutting_down(&mut shutdown) => {
                     return Err(Status::unavailable("the hub is shutting down; reconnect"));
                 }
+                () = session.superseded() => return Err(superseded(&session)),
                 m = inbound.next() => m,
                 _ = heartbeat.tick() => {
                     self.pending.push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
@@ -293,8 +300,8 @@ impl AgentStream {
                 }
             };
             let Some(first) = first else { return Ok(()) };
-            if let Some(session) = &self.session {
-                self.index.touch(session);
+            if !self.index.touch(&session) {
+                return Err(superseded(&session));
             }
             let now = tokio::time::Instant::now();
             self.limit(now)?;
