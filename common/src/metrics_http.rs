@@ -17,7 +17,8 @@ pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Longest request head read; the body is never needed.
 const MAX_HEAD: usize = 4096;
-/// How long a client may take to send its request head.
+/// How long a client may take to send its whole request head (one deadline,
+/// not per read: a client trickling a byte at a time cannot hold a slot).
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Scrapes answered at once; a scraper needs one.
 const MAX_CONNECTIONS: usize = 16;
@@ -66,18 +67,27 @@ pub async fn serve(
     Ok(local)
 }
 
-async fn answer(mut sock: TcpStream, render: Render) {
-    let mut buf = vec![0u8; MAX_HEAD];
+/// Reads up to the end of the request head (or `buf` full, or EOF).
+async fn read_head(sock: &mut TcpStream, buf: &mut [u8]) -> usize {
     let mut len = 0;
     while len < buf.len() {
-        match tokio::time::timeout(READ_TIMEOUT, sock.read(&mut buf[len..])).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-            Ok(Ok(n)) => len += n,
+        match sock.read(&mut buf[len..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => len += n,
         }
         if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
             break;
         }
     }
+    len
+}
+
+async fn answer(mut sock: TcpStream, render: Render) {
+    let mut buf = vec![0u8; MAX_HEAD];
+    let Ok(len) = tokio::time::timeout(READ_TIMEOUT, read_head(&mut sock, &mut buf)).await else {
+        // Too slow: close without an answer, freeing the slot.
+        return;
+    };
     let head = String::from_utf8_lossy(&buf[..len]);
     let (status, body) = if head.starts_with("GET /metrics ") {
         ("200 OK", render())
@@ -132,6 +142,34 @@ mod tests {
         let mut out = String::new();
         sock.read_to_string(&mut out).await.unwrap();
         out
+    }
+
+    #[tokio::test]
+    async fn clients_trickling_their_head_do_not_block_scrapes() {
+        let shutdown = CancellationToken::new();
+        let render: Render = Arc::new(|| "x_total 1\n".to_owned());
+        let addr = serve(([127, 0, 0, 1], 0).into(), render, shutdown.clone())
+            .await
+            .unwrap();
+        // Every slot taken by a client sending a byte a second, forever.
+        let mut tricklers = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            let mut sock = TcpStream::connect(addr).await.unwrap();
+            tricklers.push(tokio::spawn(async move {
+                while sock.write_all(b"G").await.is_ok() {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }));
+        }
+        // Generous: each trickler is cut off after READ_TIMEOUT.
+        let ok = tokio::time::timeout(READ_TIMEOUT * 4, get(addr, "/metrics"))
+            .await
+            .expect("a scrape is answered while tricklers hold every slot");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        for t in tricklers {
+            t.abort();
+        }
+        shutdown.cancel();
     }
 
     #[tokio::test]

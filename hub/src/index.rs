@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
@@ -24,6 +24,7 @@ use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{
     Aggregation, ClusterReport, Fleet, Freshness, GatewayKey, HubGateway, Item, Omission, Options,
 };
+use crate::budget::Counters;
 
 /// Generation the hub Gateways get without Kubernetes (like `gwhub
 /// aggregate` with no hub file).
@@ -90,6 +91,9 @@ struct ClusterLive {
     /// Bumped on every applied snapshot or delta, so persistence can tell
     /// which clusters changed without comparing everything.
     report_rev: AtomicU64,
+    /// Encoded bytes of the cluster's report, as its stream counted them
+    /// against `--max-cluster-report-bytes`.
+    report_bytes: AtomicU64,
 }
 
 impl ClusterLive {
@@ -106,6 +110,7 @@ impl ClusterLive {
             last_report: AtomicI64::new(0),
             agent_version: Mutex::new(String::new()),
             report_rev: AtomicU64::new(0),
+            report_bytes: AtomicU64::new(0),
         }
     }
 }
@@ -141,6 +146,16 @@ impl Session {
     pub async fn superseded(&self) {
         self.cancel.cancelled().await;
     }
+}
+
+/// A stream for a cluster the hub does not know yet, past `--max-clusters`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cluster budget: the hub already keeps {max} clusters (--max-clusters); cluster {cluster:?} is refused"
+)]
+pub struct TooManyClusters {
+    pub cluster: String,
+    pub max: usize,
 }
 
 /// A newer stream for the same cluster took over; the older one must end.
@@ -222,6 +237,8 @@ pub struct ClusterSummary {
     pub last_seen_millis: i64,
     pub gateway_count: usize,
     pub agent_version: String,
+    /// Encoded bytes of the cluster's report (see `--max-cluster-report-bytes`).
+    pub report_bytes: u64,
 }
 
 /// Everything one cluster reports, as persistence stores it.
@@ -260,6 +277,12 @@ struct Inner {
     transitions: broadcast::Sender<ClusterTransition>,
     options: Options,
     stale_after: Duration,
+    counters: Arc<Counters>,
+    /// `--max-clusters`.
+    max_clusters: AtomicUsize,
+    /// Milliseconds after which a disconnected, silent cluster is forgotten
+    /// (`--insecure-prune-after`); 0: never.
+    prune_after_millis: AtomicI64,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -289,12 +312,39 @@ impl Index {
                 transitions,
                 options,
                 stale_after,
+                counters: Arc::default(),
+                max_clusters: AtomicUsize::new(usize::MAX),
+                prune_after_millis: AtomicI64::new(0),
             }),
         }
     }
 
     pub fn stale_after(&self) -> Duration {
         self.inner.stale_after
+    }
+
+    /// The budgets' counters (see [`crate::budget`]).
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.inner.counters
+    }
+
+    /// Streams for more than `max` clusters are refused (`--max-clusters`).
+    pub fn set_max_clusters(&self, max: usize) {
+        self.inner.max_clusters.store(max, Ordering::Relaxed);
+    }
+
+    /// Disconnected clusters silent for `after` are forgotten by the
+    /// staleness sweep (`--insecure-prune-after`); zero: never.
+    pub fn set_prune_after(&self, after: Duration) {
+        let ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
+        self.inner.prune_after_millis.store(ms, Ordering::Relaxed);
+    }
+
+    /// Records the encoded size of the session's cluster's report.
+    pub fn set_report_bytes(&self, session: &Session, bytes: u64) {
+        if !session.is_superseded() {
+            session.live.report_bytes.store(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Every stale/fresh transition of a cluster from now on.
@@ -315,7 +365,7 @@ impl Index {
     /// Registers a new stream for `cluster`, superseding any older one. The
     /// cluster's reports stay as they are until its next snapshot, so a
     /// reconnect does not flap the aggregate.
-    pub fn connect(&self, cluster: &str, agent_version: &str) -> Session {
+    pub fn connect(&self, cluster: &str, agent_version: &str) -> Result<Session, TooManyClusters> {
         // Under the clusters lock, like `disconnect`: an older stream's
         // disconnect cannot land between taking over and marking connected.
         // The session slot is taken under the fleet lock, which the older
@@ -323,6 +373,14 @@ impl Index {
         // of them lands after this.
         let session = {
             let mut clusters = self.inner.clusters.lock();
+            let max = self.inner.max_clusters.load(Ordering::Relaxed);
+            if !clusters.contains_key(cluster) && clusters.len() >= max {
+                Counters::bump(&self.inner.counters.refused_clusters);
+                return Err(TooManyClusters {
+                    cluster: cluster.to_owned(),
+                    max,
+                });
+            }
             let live = clusters
                 .entry(cluster.to_owned())
                 .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
@@ -341,7 +399,7 @@ impl Index {
         };
         *session.live.agent_version.lock() = agent_version.to_owned();
         self.touch(&session);
-        session
+        Ok(session)
     }
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
@@ -565,6 +623,45 @@ impl Index {
         f(&reports)
     }
 
+    /// Forgets disconnected clusters silent for the prune bound (see
+    /// [`Index::set_prune_after`]).
+    pub fn prune_silent(&self) {
+        let after = self.inner.prune_after_millis.load(Ordering::Relaxed);
+        if after <= 0 {
+            return;
+        }
+        let now = now_millis();
+        let gone: Vec<String> = {
+            let mut clusters = self.inner.clusters.lock();
+            let gone: Vec<String> = clusters
+                .values()
+                .filter(|l| {
+                    !l.connected.load(Ordering::SeqCst)
+                        && now.saturating_sub(l.last_seen.load(Ordering::SeqCst)) >= after
+                })
+                .map(|l| l.name.clone())
+                .collect();
+            let mut affected = BTreeSet::new();
+            if !gone.is_empty() {
+                let mut fleet = self.inner.fleet.write();
+                for name in &gone {
+                    clusters.remove(name);
+                    affected.extend(fleet.deregister(name));
+                }
+            }
+            drop(clusters);
+            self.mark_dirty(affected);
+            gone
+        };
+        for cluster in gone {
+            Counters::bump(&self.inner.counters.clusters_pruned);
+            tracing::info!(
+                cluster,
+                "silent disconnected cluster forgotten (--insecure-prune-after)"
+            );
+        }
+    }
+
     /// Marks clusters silent for longer than `stale_after` stale.
     pub fn sweep_stale(&self) {
         let now = now_millis();
@@ -605,6 +702,7 @@ impl Index {
         loop {
             tick.tick().await;
             self.sweep_stale();
+            self.prune_silent();
         }
     }
 
@@ -738,6 +836,7 @@ impl Index {
                 last_seen_millis: l.last_seen.load(Ordering::SeqCst),
                 gateway_count: counts.get(&l.name).copied().unwrap_or(0),
                 agent_version: l.agent_version.lock().clone(),
+                report_bytes: l.report_bytes.load(Ordering::Relaxed),
             })
             .collect()
     }

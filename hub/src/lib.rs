@@ -4,7 +4,9 @@
 //! the command line.
 
 pub mod aggregate;
+pub mod budget;
 pub mod cli;
+pub mod conn;
 pub mod ctl;
 pub mod demo;
 pub mod grpc;

@@ -11,6 +11,8 @@ use std::sync::atomic::AtomicU64;
 use gwhub_common::metrics_http::{self, Render, escape_label_value, write_header};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Counters;
+use crate::conn::ListenerCounters;
 use crate::index::{ClusterSummary, Index};
 use crate::kube::metrics::Metrics;
 
@@ -74,7 +76,7 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
         }
     }
     type Field = fn(&ClusterSummary) -> u64;
-    let per_cluster: [(&str, &str, Field); 3] = [
+    let per_cluster: [(&str, &str, Field); 4] = [
         (
             "gwhub_cluster_connected",
             "1 while the cluster's agent has a stream open.",
@@ -89,6 +91,11 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
             "gwhub_cluster_gateways",
             "Gateways the cluster reports.",
             |c| c.gateway_count as u64,
+        ),
+        (
+            "gwhub_cluster_report_bytes",
+            "Encoded bytes of the cluster's report (budget: --max-cluster-report-bytes).",
+            |c| c.report_bytes,
         ),
     ];
     for (name, help, field) in per_cluster {
@@ -112,6 +119,103 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
     out
 }
 
+/// Prometheus text of the hub's budgets ([`crate::budget`]): what was
+/// refused or dropped, and connections and calls open.
+pub fn render_budgets(c: &Counters) -> String {
+    let mut out = String::new();
+    let counters: [(&str, &AtomicU64, &str); 6] = [
+        (
+            "gwhub_budget_refused_cluster_report_bytes_total",
+            &c.refused_cluster_report_bytes,
+            "Agent streams ended for --max-cluster-report-bytes.",
+        ),
+        (
+            "gwhub_budget_refused_clusters_total",
+            &c.refused_clusters,
+            "Agent streams refused for --max-clusters.",
+        ),
+        (
+            "gwhub_budget_refused_dashboard_calls_total",
+            &c.refused_dashboard_calls,
+            "Dashboard calls refused for --max-dashboard-calls.",
+        ),
+        (
+            "gwhub_budget_refused_dashboard_calls_per_connection_total",
+            &c.refused_dashboard_calls_per_connection,
+            "Dashboard calls refused for --max-dashboard-calls-per-connection.",
+        ),
+        (
+            "gwhub_budget_watchers_dropped_total",
+            &c.watchers_dropped,
+            "Dashboard watchers dropped for --watch-send-timeout.",
+        ),
+        (
+            "gwhub_clusters_pruned_total",
+            &c.clusters_pruned,
+            "Silent disconnected clusters forgotten (--insecure-prune-after).",
+        ),
+    ];
+    for (name, counter, help) in counters {
+        write_header(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {}", Counters::get(counter));
+    }
+    write_header(
+        &mut out,
+        "gwhub_dashboard_calls",
+        "gauge",
+        "Dashboard calls open (budget: --max-dashboard-calls).",
+    );
+    let _ = writeln!(
+        out,
+        "gwhub_dashboard_calls {}",
+        Counters::get(&c.dashboard_calls)
+    );
+    type Field = fn(&ListenerCounters) -> &AtomicU64;
+    let listeners: [(&str, &str, &str, Field); 5] = [
+        (
+            "gwhub_connections_open",
+            "gauge",
+            "Connections open per listener (budget: --max-connections).",
+            |l| &l.open,
+        ),
+        (
+            "gwhub_connections_accepted_total",
+            "counter",
+            "Connections accepted per listener.",
+            |l| &l.accepted,
+        ),
+        (
+            "gwhub_connections_idle_closed_total",
+            "counter",
+            "Connections closed for starting no call (--idle-connection-timeout).",
+            |l| &l.idle_closed,
+        ),
+        (
+            "gwhub_connections_saturated_total",
+            "counter",
+            "Times a listener reached --max-connections and paused accepting.",
+            |l| &l.saturated,
+        ),
+        (
+            "gwhub_accept_errors_total",
+            "counter",
+            "Failed accepts (e.g. out of file descriptors), each followed by a back-off.",
+            |l| &l.accept_errors,
+        ),
+    ];
+    for (name, kind, help, field) in listeners {
+        write_header(&mut out, name, kind, help);
+        for (listener, l) in [("ingest", &c.ingest), ("dashboard", &c.dashboard)] {
+            let _ = writeln!(
+                out,
+                "{name}{{listener=\"{listener}\"}} {}",
+                Counters::get(field(l))
+            );
+        }
+    }
+    out
+}
+
 /// Serves [`render`] of `index` (and `kube`) on `addr` until `shutdown`;
 /// returns the bound address.
 pub async fn serve(
@@ -122,7 +226,9 @@ pub async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let render: Render = Arc::new(move || {
         let hub_gateways = index.subscribe().borrow().gateways.len();
-        render(&index.clusters(), hub_gateways, kube.as_deref())
+        let mut text = render(&index.clusters(), hub_gateways, kube.as_deref());
+        text.push_str(&render_budgets(index.counters()));
+        text
     });
     let local = metrics_http::serve(addr, render, shutdown).await?;
     tracing::info!(addr = %local, "serving metrics on /metrics");
@@ -142,6 +248,7 @@ mod tests {
             last_seen_millis: 0,
             gateway_count: gateways,
             agent_version: String::new(),
+            report_bytes: 0,
         }
     }
 

@@ -9,10 +9,12 @@ use gwhub_proto::v1;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 
 use crate::aggregate::Options;
+use crate::budget::Budgets;
+use crate::conn::{ConnLimits, incoming, mark_used};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::Index;
@@ -31,6 +33,8 @@ pub struct HubConfig {
     pub options: Options,
     /// Per ingest stream; 0 means unlimited (see [`IngestConfig`]).
     pub max_messages_per_second: u32,
+    /// What bounds the hub as a whole (see [`crate::budget`]).
+    pub budgets: Budgets,
 }
 
 impl HubConfig {
@@ -44,6 +48,7 @@ impl HubConfig {
             stale_after,
             options: Options::default(),
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
+            budgets: Budgets::default(),
         }
     }
 }
@@ -131,6 +136,17 @@ impl Hub {
         let (ingest_listener, ingest_addr) = bind(config.listen).await?;
         let (dashboard_listener, dashboard_addr) = bind(config.dashboard_listen).await?;
         let index = Index::new(config.options.clone(), config.stale_after);
+        let budgets = &config.budgets;
+        index.set_max_clusters(budgets.max_clusters);
+        if config.insecure {
+            index.set_prune_after(budgets.insecure_prune_after);
+        }
+        let limits = ConnLimits {
+            max_connections: budgets.max_connections,
+            idle_timeout: budgets.idle_connection_timeout,
+        };
+        let handshake =
+            |t: tonic::transport::ServerTlsConfig| t.timeout(budgets.tls_handshake_timeout);
         let (shutdown, shutdown_rx) = watch::channel(false);
 
         let mut background = JoinSet::new();
@@ -141,11 +157,12 @@ impl Hub {
             index.clone(),
             IngestConfig {
                 max_messages_per_second: config.max_messages_per_second,
+                max_cluster_report_bytes: budgets.max_cluster_report_bytes,
                 ..IngestConfig::for_stale_after(config.insecure, config.stale_after)
             },
             shutdown_rx.clone(),
         );
-        let dashboard = DashboardService::new(index.clone(), shutdown_rx.clone());
+        let dashboard = DashboardService::with_budgets(index.clone(), shutdown_rx.clone(), budgets);
 
         let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
         ingest_health
@@ -160,26 +177,42 @@ impl Hub {
             let _ = rx.wait_for(|s| *s).await;
         };
         let mut servers = JoinSet::new();
+        // Every service marks its connection used, so only connections
+        // that never start a call meet --idle-connection-timeout.
+        let counters = index.counters().clone();
         servers.spawn(
-            builder_tls(tls.as_ref().map(HubTls::ingest))?
-                .add_service(ingest_health_svc)
-                .add_service(reflection())
-                .add_service(ingest.into_server())
+            builder_tls(tls.as_ref().map(HubTls::ingest).map(handshake))?
+                .add_service(InterceptedService::new(ingest_health_svc, mark_used))
+                .add_service(InterceptedService::new(reflection(), mark_used))
+                .add_service(InterceptedService::new(ingest.into_server(), mark_used))
                 .serve_with_incoming_shutdown(
-                    TcpIncoming::from(ingest_listener).with_nodelay(Some(true)),
+                    incoming(
+                        ingest_listener,
+                        limits.clone(),
+                        counters.ingest.clone(),
+                        "ingest",
+                    ),
                     signal(shutdown_rx.clone()),
                 ),
         );
         servers.spawn(
-            builder_tls(tls.as_ref().map(HubTls::dashboard))?
-                .add_service(dash_health_svc)
-                .add_service(reflection())
-                .add_service(tonic::service::interceptor::InterceptedService::new(
-                    dashboard.into_server(),
-                    tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
+            builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
+                .add_service(InterceptedService::new(dash_health_svc, mark_used))
+                .add_service(InterceptedService::new(reflection(), mark_used))
+                .add_service(InterceptedService::new(
+                    InterceptedService::new(
+                        dashboard.into_server(),
+                        tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
+                    ),
+                    mark_used,
                 ))
                 .serve_with_incoming_shutdown(
-                    TcpIncoming::from(dashboard_listener).with_nodelay(Some(true)),
+                    incoming(
+                        dashboard_listener,
+                        limits,
+                        counters.dashboard.clone(),
+                        "dashboard",
+                    ),
                     signal(shutdown_rx),
                 ),
         );

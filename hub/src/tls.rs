@@ -220,8 +220,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The cluster the stream's client certificate names; `Unauthenticated`
 /// when there is no certificate or it names no usable cluster.
 pub fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
+    // The hub's own connections ([`crate::conn`]) carry their certificates
+    // in their TLS connect info; tonic's own listener in `peer_certs`.
     let certs = request
-        .peer_certs()
+        .extensions()
+        .get::<tonic::transport::server::TlsConnectInfo<crate::conn::ConnInfo>>()
+        .and_then(|t| t.peer_certs())
+        .or_else(|| request.peer_certs())
         .ok_or_else(|| Status::unauthenticated("no client certificate: the hub requires mTLS"))?;
     let leaf = certs
         .first()

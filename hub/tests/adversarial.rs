@@ -6,12 +6,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use gwhub::budget::{Budgets, Counters};
 use gwhub::serve::{Hub, HubConfig};
+use gwhub::tls::HubTls;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{
     self, agent_message, dashboard_client::DashboardClient, hub_message,
     ingest_client::IngestClient,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 
@@ -219,5 +222,337 @@ async fn a_dead_newer_stream_leaves_no_report_fresh_past_stale_after() {
     let mut old = beating.await.unwrap();
     let status = old.ended().await;
     assert_eq!(status.code(), tonic::Code::Aborted, "{status:?}");
+    hub.shutdown().await.unwrap();
+}
+
+// ---- 2. budgets -----------------------------------------------------------
+
+async fn start_with(budgets: Budgets) -> Hub {
+    Hub::start(HubConfig {
+        budgets,
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap()
+}
+
+/// A Gateway report of about `bytes` encoded bytes.
+fn sized(name: &str, bytes: usize) -> v1::GatewayReport {
+    report("ns", name, &"x".repeat(bytes))
+}
+
+/// The hub Gateways' names, in order.
+async fn names(hub: &Hub) -> Vec<String> {
+    let mut d = dashboard(hub).await;
+    let list = d
+        .list_gateways(v1::ListGatewaysRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .gateways;
+    list.into_iter().map(|g| g.name).collect()
+}
+
+#[tokio::test]
+async fn a_cluster_over_its_report_budget_is_refused_and_keeps_its_last_good_report() {
+    let hub = start_with(Budgets {
+        max_cluster_report_bytes: 10_000,
+        ..Budgets::default()
+    })
+    .await;
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(0, vec![report("ns", "gw", "good")]).await;
+    until(WAIT, || names(&hub), |n| n == &["gw"]).await;
+
+    // A snapshot of Gateways each within every per-message limit, together
+    // over the cluster's budget.
+    east.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: 9,
+        chunk: 0,
+        r#final: true,
+        seq: 5,
+        gateways: (0..4).map(|i| sized(&format!("big{i}"), 3_000)).collect(),
+    }))
+    .await;
+    let status = east.ended().await;
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    for word in ["--max-cluster-report-bytes", "\"east\"", "10000"] {
+        assert!(status.message().contains(word), "{word}: {status:?}");
+    }
+    assert_eq!(names(&hub).await, ["gw"]);
+
+    // Deltas count too: the cluster grows one Gateway at a time.
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(0, vec![report("ns", "gw", "good")]).await;
+    for seq in 1..=4 {
+        east.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes: vec![v1::Change {
+                change: Some(v1::change::Change::Upsert(sized(&format!("d{seq}"), 3_000))),
+            }],
+        }))
+        .await;
+    }
+    let status = east.ended().await;
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("delta 4"), "{status:?}");
+    let counters = hub.index.counters();
+    assert_eq!(Counters::get(&counters.refused_cluster_report_bytes), 2);
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn clusters_past_the_budget_are_refused() {
+    let hub = start_with(Budgets {
+        max_clusters: 2,
+        ..Budgets::default()
+    })
+    .await;
+    let _a = Agent::connect(hub.ingest_addr, "a").await;
+    let _b = Agent::connect(hub.ingest_addr, "b").await;
+    let mut c = Agent::open(hub.ingest_addr, "c").await.unwrap();
+    let status = c.recv().await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("--max-clusters"), "{status:?}");
+    // A known cluster still reconnects.
+    let _a2 = Agent::connect(hub.ingest_addr, "a").await;
+    hub.shutdown().await.unwrap();
+}
+
+async fn watch(
+    d: &mut DashboardClient<Channel>,
+) -> Result<tonic::Streaming<v1::WatchGatewaysResponse>, tonic::Status> {
+    d.watch_gateways(v1::WatchGatewaysRequest::default())
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn dashboard_calls_are_bounded_in_total_and_per_connection() {
+    let hub = start_with(Budgets {
+        max_dashboard_calls: 3,
+        max_dashboard_calls_per_connection: 2,
+        ..Budgets::default()
+    })
+    .await;
+    let mut one = dashboard(&hub).await;
+    let _w1 = watch(&mut one).await.unwrap();
+    let _w2 = watch(&mut one).await.unwrap();
+    let refused = watch(&mut one).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .message()
+            .contains("--max-dashboard-calls-per-connection"),
+        "{refused:?}"
+    );
+    let mut two = dashboard(&hub).await;
+    let _w3 = watch(&mut two).await.unwrap();
+    let refused = watch(&mut two).await.unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("--max-dashboard-calls;"),
+        "{refused:?}"
+    );
+    // A closed watch gives its slot back.
+    drop(_w3);
+    until(
+        WAIT,
+        || {
+            let mut two = two.clone();
+            async move { watch(&mut two).await.is_ok() }
+        },
+        |ok| *ok,
+    )
+    .await;
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
+    let hub = start_with(Budgets {
+        watch_send_timeout: Duration::from_millis(500),
+        ..Budgets::default()
+    })
+    .await;
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    // A view of ~300 KB, beyond any default HTTP/2 window.
+    let long = |i: usize| format!("{i:04}{}", "g".repeat(120));
+    east.snapshot(0, (0..1500).map(|i| report("ns", &long(i), "")).collect())
+        .await;
+    until(WAIT, || names(&hub), |n| n.len() == 1500).await;
+    // A client whose stream window is far smaller than the view, and which
+    // never reads: the hub cannot hand it the first message.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.dashboard_addr))
+        .unwrap()
+        .initial_stream_window_size(Some(1024))
+        .connect()
+        .await
+        .unwrap();
+    let mut slow = DashboardClient::new(channel);
+    let stream = watch(&mut slow).await.unwrap();
+    // The next change cannot be handed over before the first message is
+    // written out, which the watcher never allows.
+    east.send(agent_message::Message::Delta(v1::Delta {
+        seq: 1,
+        changes: vec![v1::Change {
+            change: Some(v1::change::Change::Delete(v1::GatewayRef {
+                namespace: "ns".into(),
+                name: long(0),
+            })),
+        }],
+    }))
+    .await;
+    let counters = hub.index.counters().clone();
+    until(
+        WAIT,
+        || async { Counters::get(&counters.watchers_dropped) },
+        |n| *n == 1,
+    )
+    .await;
+    // Its connection is closed: nothing stays buffered for it.
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == 0,
+    )
+    .await;
+    drop(stream);
+    // An honest watcher is served meanwhile, change after change, and not
+    // dropped however short the timeout.
+    let mut d = dashboard(&hub).await;
+    let mut honest = watch(&mut d).await.unwrap();
+    let first = honest.next().await.unwrap().unwrap();
+    assert_eq!(first.upserted.len(), 1499);
+    for seq in 2..6u64 {
+        east.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes: vec![v1::Change {
+                change: Some(v1::change::Change::Delete(v1::GatewayRef {
+                    namespace: "ns".into(),
+                    name: long(seq as usize),
+                })),
+            }],
+        }))
+        .await;
+        let next = tokio::time::timeout(WAIT, honest.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.deleted.len(), 1, "{next:?}");
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    assert_eq!(Counters::get(&counters.watchers_dropped), 1);
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
+    let hub = start_with(Budgets {
+        max_connections: 2,
+        idle_connection_timeout: Duration::from_millis(300),
+        ..Budgets::default()
+    })
+    .await;
+    let counters = hub.index.counters().clone();
+    // Two silent connections fill the listener; a third waits in the
+    // kernel's backlog until the idle ones are closed.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(
+            tokio::net::TcpStream::connect(hub.ingest_addr)
+                .await
+                .unwrap(),
+        );
+    }
+    for mut sock in idle {
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(WAIT, async {
+            loop {
+                match sock.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "an idle connection stayed open");
+    }
+    assert!(Counters::get(&counters.ingest.saturated) >= 1);
+    assert_eq!(Counters::get(&counters.ingest.idle_closed), 3);
+    until(
+        WAIT,
+        || async { Counters::get(&counters.ingest.open) },
+        |n| *n == 0,
+    )
+    .await;
+    // An agent is served afterwards.
+    let _east = Agent::connect(hub.ingest_addr, "east").await;
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_tls_handshake_that_never_finishes_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = gwhub::cli::certs::generate(
+        dir.path(),
+        &["east".to_owned()],
+        &["127.0.0.1".to_owned()],
+        false,
+    )
+    .unwrap();
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
+    let tls = HubTls::from_pem(
+        &read(&layout.hub_cert),
+        &read(&layout.hub_key),
+        &read(&layout.ca),
+    );
+    let hub = Hub::start_with_tls(
+        HubConfig {
+            insecure: false,
+            budgets: Budgets {
+                tls_handshake_timeout: Duration::from_millis(300),
+                // Not what closes it here.
+                idle_connection_timeout: Duration::from_secs(3600),
+                ..Budgets::default()
+            },
+            ..HubConfig::loopback(Duration::from_secs(60))
+        },
+        Some(tls),
+    )
+    .await
+    .unwrap();
+    for addr in [hub.ingest_addr, hub.dashboard_addr] {
+        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // Half a ClientHello record header, then nothing.
+        sock.write_all(&[0x16, 0x03]).await.unwrap();
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(WAIT, async {
+            loop {
+                match sock.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "{addr}: the handshake was never cut off");
+    }
+    let counters = hub.index.counters().clone();
+    until(
+        WAIT,
+        || async { Counters::get(&counters.ingest.open) + Counters::get(&counters.dashboard.open) },
+        |n| *n == 0,
+    )
+    .await;
     hub.shutdown().await.unwrap();
 }

@@ -1161,15 +1161,23 @@ async fn serve_metrics_listen_exposes_cluster_gauges() {
         .spawn()
         .unwrap();
 
-    // Up, with no cluster yet: the families are declared, no kube counters.
+    // Up, with no cluster yet: the families are declared, no kube counters
+    // (the budgets' counters are there).
     let samples = scrape_until(metrics, "hub up", |s| {
         sample(s, "gwhub_hub_gateways") == Some(0.0)
     })
     .await;
     assert!(
-        samples.iter().all(|(s, _)| !s.ends_with("_total")),
+        samples
+            .iter()
+            .all(|(s, _)| !s.contains("_write") && !s.starts_with("gwhub_leader")),
         "{samples:?}"
     );
+    assert_eq!(
+        sample(&samples, "gwhub_budget_refused_cluster_report_bytes_total"),
+        Some(0.0)
+    );
+    assert!(sample(&samples, r#"gwhub_connections_open{listener="ingest"}"#).is_some());
 
     let mut east = Agent::connect(ingest, "east").await;
     east.snapshot(

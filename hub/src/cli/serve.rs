@@ -76,6 +76,8 @@ pub struct Args {
     /// Serve Prometheus text on GET /metrics here (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub budgets: crate::budget::Budgets,
     /// Address type written for cluster Hostname addresses.
     #[arg(long, value_name = "TYPE", default_value = crate::aggregate::HOSTNAME_ADDRESS_TYPE)]
     pub hostname_address_type: String,
@@ -114,6 +116,7 @@ pub fn config(args: &Args) -> Result<HubConfig, String> {
         stale_after: args.stale_after,
         options,
         max_messages_per_second: args.max_messages_per_second,
+        budgets: args.budgets.clone(),
     })
 }
 

@@ -79,6 +79,7 @@ pub async fn run(
         stale_after: Duration::from_secs(60),
         options: Options::default(),
         max_messages_per_second: crate::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
+        budgets: Default::default(),
     })
     .await
     .map_err(bind_hint)?;

@@ -5,12 +5,18 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use futures::Stream;
 use gwhub_proto::v1;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+
+use crate::budget::{Budgets, Counters};
+use crate::conn::ConnState;
 
 use crate::aggregate::GatewayKey;
 use crate::index::{GatewayView, Index, Views};
@@ -18,12 +24,77 @@ use crate::index::{GatewayView, Index, Views};
 pub struct DashboardService {
     index: Index,
     shutdown: watch::Receiver<bool>,
+    /// `--max-dashboard-calls`.
+    calls: Arc<Semaphore>,
+    max_calls: usize,
+    max_calls_per_connection: usize,
+    watch_send_timeout: Duration,
+}
+
+/// A Dashboard call's hold on the budgets; released when dropped.
+struct CallPermit {
+    _permit: OwnedSemaphorePermit,
+    conn: Option<Arc<ConnState>>,
+    counters: Arc<Counters>,
+}
+
+impl Drop for CallPermit {
+    fn drop(&mut self) {
+        self.counters
+            .dashboard_calls
+            .fetch_sub(1, Ordering::Relaxed);
+        if let Some(c) = &self.conn {
+            c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl DashboardService {
     /// `shutdown` turning true ends every watch.
     pub fn new(index: Index, shutdown: watch::Receiver<bool>) -> Self {
-        DashboardService { index, shutdown }
+        Self::with_budgets(index, shutdown, &Budgets::default())
+    }
+
+    /// With the call and watcher budgets of `budgets`.
+    pub fn with_budgets(index: Index, shutdown: watch::Receiver<bool>, budgets: &Budgets) -> Self {
+        DashboardService {
+            index,
+            shutdown,
+            calls: Arc::new(Semaphore::new(budgets.max_dashboard_calls)),
+            max_calls: budgets.max_dashboard_calls,
+            max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
+            watch_send_timeout: budgets.watch_send_timeout,
+        }
+    }
+
+    /// Takes a slot of `--max-dashboard-calls` and of the connection's
+    /// `--max-dashboard-calls-per-connection`, or refuses the call.
+    fn admit<T>(&self, request: &Request<T>) -> Result<CallPermit, Status> {
+        let counters = self.index.counters().clone();
+        let conn = crate::conn::conn_of(request).map(|c| c.state.clone());
+        let Ok(permit) = self.calls.clone().try_acquire_owned() else {
+            Counters::bump(&counters.refused_dashboard_calls);
+            return Err(Status::resource_exhausted(format!(
+                "Dashboard budget: {} calls are open, the hub's --max-dashboard-calls; retry later",
+                self.max_calls
+            )));
+        };
+        if let Some(c) = &conn {
+            let open = c.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+            if open >= self.max_calls_per_connection {
+                c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
+                Counters::bump(&counters.refused_dashboard_calls_per_connection);
+                return Err(Status::resource_exhausted(format!(
+                    "Dashboard budget: {open} calls are open on this connection, the hub's --max-dashboard-calls-per-connection"
+                )));
+            }
+        }
+        counters.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+        Ok(CallPermit {
+            _permit: permit,
+            conn,
+            counters,
+        })
     }
 
     pub fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
@@ -123,8 +194,9 @@ impl Diff {
 impl v1::dashboard_server::Dashboard for DashboardService {
     async fn list_gateways(
         &self,
-        _: Request<v1::ListGatewaysRequest>,
+        request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
+        let _permit = self.admit(&request)?;
         // Clone the messages after letting go of the watch channel's lock.
         let views: Vec<Arc<GatewayView>> = self
             .index
@@ -142,6 +214,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::GetGatewayRequest>,
     ) -> Result<Response<v1::GetGatewayResponse>, Status> {
+        let _permit = self.admit(&request)?;
         let r = request.into_inner();
         let key = GatewayKey::new(r.namespace, r.name);
         let view = self.index.subscribe().borrow().gateways.get(&key).cloned();
@@ -174,13 +247,18 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::WatchGatewaysRequest>,
     ) -> Result<Response<Self::WatchGatewaysStream>, Status> {
+        let permit = self.admit(&request)?;
+        let conn = crate::conn::conn_of(&request).map(|c| c.state.clone());
         let lean = request.into_inner().omit_unchanged_omissions;
         let mut views = self.index.subscribe();
         let mut shutdown = self.shutdown.clone();
+        let send_timeout = self.watch_send_timeout;
         // One message in flight: while the client is slow, changes coalesce
         // in the watch channel instead of queueing here.
         let (tx, rx) = mpsc::channel(1);
+        let (rx, drained) = Drained::new(ReceiverStream::new(rx));
         tokio::spawn(async move {
+            let permit = permit;
             let mut sent = HashMap::new();
             let mut snapshot = true;
             loop {
@@ -188,9 +266,26 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 if snapshot || !d.is_empty() {
                     snapshot = false;
                     let msg = d.into_response();
+                    drained.reset();
                     tokio::select! {
                         r = tx.send(Ok(msg)) => if r.is_err() { return },
                         _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                    }
+                    // The transport takes this message only once it has
+                    // written the previous one out: a watcher that grants no
+                    // flow-control window is dropped, with its connection,
+                    // rather than buffered for (see `Drained`).
+                    let taken = tokio::select! {
+                        t = tokio::time::timeout(send_timeout, drained.wait()) => t.is_ok(),
+                        _ = tx.closed() => return,
+                    };
+                    if !taken {
+                        Counters::bump(&permit.counters.watchers_dropped);
+                        tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout)");
+                        if let Some(c) = &conn {
+                            c.close();
+                        }
+                        return;
                     }
                 }
                 tokio::select! {
@@ -203,13 +298,14 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 .send(Err(Status::unavailable("the hub is shutting down")))
                 .await;
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(rx)))
     }
 
     async fn list_clusters(
         &self,
-        _: Request<v1::ListClustersRequest>,
+        request: Request<v1::ListClustersRequest>,
     ) -> Result<Response<v1::ListClustersResponse>, Status> {
+        let _permit = self.admit(&request)?;
         let clusters = self
             .index
             .clusters()
@@ -225,5 +321,67 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             })
             .collect();
         Ok(Response::new(v1::ListClustersResponse { clusters }))
+    }
+}
+
+/// A response stream that tells when the transport has taken its last
+/// message and come back for more. The encoder asks again at once (it
+/// batches until the stream is pending); the HTTP/2 body asks again only
+/// once it could hand the message on, which for every message but the first
+/// needs the previous one written out within the peer's flow-control
+/// window. So the second ask after a message means "taken": a watcher that
+/// grants no window holds at most two messages, until the watcher gives up
+/// on it.
+struct Drained<S> {
+    inner: S,
+    waiting: Arc<(AtomicU32, Notify)>,
+}
+
+/// The watcher's side of [`Drained`].
+struct DrainedSignal(Arc<(AtomicU32, Notify)>);
+
+impl<S> Drained<S> {
+    fn new(inner: S) -> (Self, DrainedSignal) {
+        let waiting = Arc::new((AtomicU32::new(0), Notify::new()));
+        (
+            Drained {
+                inner,
+                waiting: waiting.clone(),
+            },
+            DrainedSignal(waiting),
+        )
+    }
+}
+
+impl DrainedSignal {
+    /// Before handing the transport a message.
+    fn reset(&self) {
+        self.0.0.store(0, Ordering::SeqCst);
+    }
+
+    /// Resolves once the transport took the message and asked twice more.
+    async fn wait(&self) {
+        loop {
+            let notified = self.0.1.notified();
+            if self.0.0.load(Ordering::SeqCst) >= 2 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl<S: Stream + Unpin> Stream for Drained<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let polled = Pin::new(&mut self.inner).poll_next(cx);
+        if polled.is_pending() {
+            self.waiting.0.fetch_add(1, Ordering::SeqCst);
+            self.waiting.1.notify_waiters();
+        } else {
+            self.waiting.0.store(0, Ordering::SeqCst);
+        }
+        polled
     }
 }

@@ -2,7 +2,7 @@
 //! sequence checking, acks and heartbeats. Each stream runs in its own task;
 //! a bad message ends only that stream, with a status naming the problem.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_proto::convert::{self, check_count, check_str};
 use gwhub_proto::limits::*;
 use gwhub_proto::v1::{self, agent_message, change, hub_message};
+use prost::Message as _;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -39,6 +40,9 @@ pub struct IngestConfig {
     /// second's worth); past it the stream ends with RESOURCE_EXHAUSTED.
     /// 0 turns the limit off.
     pub max_messages_per_second: u32,
+    /// Encoded bytes of status one cluster may report
+    /// (`--max-cluster-report-bytes`).
+    pub max_cluster_report_bytes: u64,
 }
 
 /// Default of `gwhub serve --max-messages-per-second`: far above what an
@@ -56,6 +60,7 @@ impl IngestConfig {
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
             hello_timeout: Duration::from_secs(10),
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
+            max_cluster_report_bytes: crate::budget::DEFAULT_MAX_CLUSTER_REPORT_BYTES,
         }
     }
 }
@@ -95,7 +100,9 @@ impl v1::ingest_server::Ingest for IngestService {
         &self,
         request: Request<Streaming<v1::AgentMessage>>,
     ) -> Result<Response<Self::ReportStream>, Status> {
-        let peer = request.remote_addr();
+        let peer = crate::conn::conn_of(&request)
+            .map(|c| c.remote)
+            .or_else(|| request.remote_addr());
         // With mTLS the certificate, not Hello, names the cluster.
         let identity = match self.config.insecure {
             true => None,
@@ -132,6 +139,9 @@ struct Partial {
     id: u64,
     next_chunk: u32,
     gateways: BTreeMap<GatewayKey, GatewayStatus>,
+    /// Each Gateway's encoded size, and their sum.
+    sizes: HashMap<GatewayKey, u64>,
+    bytes: u64,
 }
 
 /// A token bucket over one stream's messages: `rate` tokens a second, at
@@ -182,6 +192,10 @@ struct AgentStream {
     partial: Option<Partial>,
     pending: Vec<v1::HubMessage>,
     rate: Option<RateLimit>,
+    /// Encoded size of each Gateway the cluster's report holds since this
+    /// stream's last snapshot, and their sum (the cluster budget).
+    sizes: HashMap<GatewayKey, u64>,
+    bytes: u64,
 }
 
 fn hub_msg(m: hub_message::Message) -> v1::HubMessage {
@@ -256,6 +270,8 @@ impl AgentStream {
             partial: None,
             pending: Vec::new(),
             rate: None,
+            sizes: HashMap::new(),
+            bytes: 0,
         }
     }
 
@@ -346,7 +362,10 @@ impl AgentStream {
             crate::tls::check_claim(&certified, &hello.cluster)?;
             certified
         };
-        let session = self.index.connect(&cluster, &hello.agent_version);
+        let session = self
+            .index
+            .connect(&cluster, &hello.agent_version)
+            .map_err(|e| Status::resource_exhausted(e.to_string()))?;
         tracing::info!(
             cluster,
             agent_version = hello.agent_version,
@@ -444,8 +463,9 @@ impl AgentStream {
             None => false,
         };
         if !in_order {
-            // The rest of an abandoned snapshot: one request is enough.
-            if self.resync_requested {
+            // The rest of an abandoned snapshot: one request is enough. A
+            // snapshot in progress is never continued past a skipped chunk.
+            if self.resync_requested && self.partial.is_none() {
                 return Ok(());
             }
             let expected = match &self.partial {
@@ -467,6 +487,8 @@ impl AgentStream {
                 id: chunk.snapshot_id,
                 next_chunk: 0,
                 gateways: BTreeMap::new(),
+                sizes: HashMap::new(),
+                bytes: 0,
             },
         };
         let total = partial.gateways.len() + chunk.gateways.len();
@@ -477,6 +499,11 @@ impl AgentStream {
             )));
         }
         for (i, report) in chunk.gateways.into_iter().enumerate() {
+            let size = report.encoded_len() as u64;
+            partial.bytes += size;
+            self.check_budget(partial.bytes, || {
+                format!("snapshot {} chunk {}", chunk.snapshot_id, chunk.chunk)
+            })?;
             let r = convert::report_from_proto(report).map_err(|e| {
                 Status::invalid_argument(format!(
                     "snapshot {} chunk {}: gateways[{i}]: {e}",
@@ -490,6 +517,7 @@ impl AgentStream {
                     chunk.snapshot_id
                 )));
             }
+            partial.sizes.insert(key.clone(), size);
             partial.gateways.insert(key, r.status);
         }
         partial.next_chunk = chunk.chunk.saturating_add(1);
@@ -501,6 +529,9 @@ impl AgentStream {
         self.index
             .replace_snapshot(&session, partial.gateways)
             .map_err(|e| Status::aborted(e.to_string()))?;
+        self.sizes = partial.sizes;
+        self.bytes = partial.bytes;
+        self.index.set_report_bytes(&session, self.bytes);
         self.applied = Some(chunk.seq);
         // Acks restart from the snapshot's seq even if it went backwards
         // (an agent that restarted).
@@ -528,34 +559,42 @@ impl AgentStream {
             return Ok(());
         };
         if Some(delta.seq) != applied.checked_add(1) {
-            self.request_resync(
-                v1::ResyncReason::SequenceGap,
-                format!(
-                    "expected seq {}, got {}",
-                    applied.wrapping_add(1),
+            let message = match applied.checked_add(1) {
+                Some(next) => format!("expected seq {next}, got {}", delta.seq),
+                None => format!(
+                    "no delta can follow seq {applied}, the largest sequence number (got {}); send a snapshot with a lower seq",
                     delta.seq
                 ),
-            );
+            };
+            self.request_resync(v1::ResyncReason::SequenceGap, message);
             return Ok(());
         }
         check_count("changes", delta.changes.len(), MAX_GATEWAYS)
             .map_err(|e| Status::resource_exhausted(format!("delta {}: {e}", delta.seq)))?;
         let mut changes = Vec::with_capacity(delta.changes.len());
+        // Sizes after the delta, of the Gateways it touches (None: deleted).
+        let mut resized: HashMap<GatewayKey, Option<u64>> = HashMap::new();
+        let mut bytes = self.bytes;
         for (i, c) in delta.changes.into_iter().enumerate() {
             let at = |e: convert::Invalid| {
                 Status::invalid_argument(format!("delta {} changes[{i}]: {e}", delta.seq))
             };
             match c.change {
                 Some(change::Change::Upsert(report)) => {
+                    let size = report.encoded_len() as u64;
                     let r = convert::report_from_proto(report).map_err(at)?;
-                    changes.push(Change::Upsert(
-                        GatewayKey::new(r.namespace, r.name),
-                        r.status,
-                    ));
+                    let key = GatewayKey::new(r.namespace, r.name);
+                    bytes = bytes.saturating_sub(self.size_of(&resized, &key)) + size;
+                    self.check_budget(bytes, || format!("delta {}", delta.seq))?;
+                    resized.insert(key.clone(), Some(size));
+                    changes.push(Change::Upsert(key, r.status));
                 }
                 Some(change::Change::Delete(r)) => {
                     let (namespace, name) = convert::ref_from_proto(r).map_err(at)?;
-                    changes.push(Change::Delete(GatewayKey::new(namespace, name)));
+                    let key = GatewayKey::new(namespace, name);
+                    bytes = bytes.saturating_sub(self.size_of(&resized, &key));
+                    resized.insert(key.clone(), None);
+                    changes.push(Change::Delete(key));
                 }
                 None => {
                     return Err(Status::invalid_argument(format!(
@@ -572,8 +611,39 @@ impl AgentStream {
                 Status::resource_exhausted(format!("delta {}: {e}", delta.seq))
             }
         })?;
+        for (key, size) in resized {
+            match size {
+                Some(size) => self.sizes.insert(key, size),
+                None => self.sizes.remove(&key),
+            };
+        }
+        self.bytes = bytes;
+        self.index.set_report_bytes(&session, bytes);
         self.applied = Some(delta.seq);
         Ok(())
+    }
+
+    /// A Gateway's encoded size with the changes so far applied.
+    fn size_of(&self, resized: &HashMap<GatewayKey, Option<u64>>, key: &GatewayKey) -> u64 {
+        match resized.get(key) {
+            Some(size) => size.unwrap_or(0),
+            None => self.sizes.get(key).copied().unwrap_or(0),
+        }
+    }
+
+    /// Ends the stream if the cluster would hold more than its budget; what
+    /// the cluster reported before stays.
+    fn check_budget(&self, bytes: u64, at: impl FnOnce() -> String) -> Result<(), Status> {
+        let max = self.config.max_cluster_report_bytes;
+        if bytes <= max {
+            return Ok(());
+        }
+        crate::budget::Counters::bump(&self.index.counters().refused_cluster_report_bytes);
+        Err(Status::resource_exhausted(format!(
+            "{}: cluster {:?} would hold more than {max} bytes of reported status, its budget (the hub's --max-cluster-report-bytes); its last good report is kept",
+            at(),
+            self.session().cluster()
+        )))
     }
 }
 

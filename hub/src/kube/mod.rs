@@ -361,7 +361,7 @@ mod tests {
         assert!(by_name("old").stale);
         assert!(!by_name("recent").stale);
 
-        let session = index.connect("live", "test");
+        let session = index.connect("live", "test").unwrap();
         // Connected but not yet reported: the store fills the gap.
         assert!(index.import_cluster("live", one("10.0.0.3"), now, now));
         index.replace_snapshot(&session, one("10.0.0.4")).unwrap();

@@ -1,0 +1,248 @@
+//! Connection bounds for the hub's gRPC listeners (issue 17): at most
+//! `--max-connections` open connections per listener (past it the accept loop
+//! waits, and the kernel's backlog pushes back), a connection that never
+//! starts a call is closed after `--idle-connection-timeout`, and a failing
+//! `accept` (e.g. out of file descriptors) backs off and logs instead of
+//! spinning. Each connection carries a [`ConnInfo`] into its requests, so a
+//! handler can close the connection it came on (a Dashboard watcher that
+//! stopped reading) and count calls per connection.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{FutureExt, Stream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
+use tonic::transport::server::{Connected, TlsConnectInfo};
+
+/// Pause after a failed `accept` (out of file descriptors, ...).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
+
+/// What one listener allows.
+#[derive(Clone, Debug)]
+pub struct ConnLimits {
+    /// Open connections at once (TLS handshakes included).
+    pub max_connections: usize,
+    /// A connection that starts no call within this is closed.
+    pub idle_timeout: Duration,
+}
+
+/// Counters of one listener, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ListenerCounters {
+    /// Connections open right now.
+    pub open: AtomicU64,
+    /// Connections accepted since start.
+    pub accepted: AtomicU64,
+    /// Connections closed because they started no call in time.
+    pub idle_closed: AtomicU64,
+    /// Failed accepts (each followed by a back-off).
+    pub accept_errors: AtomicU64,
+    /// Times the listener reached `max_connections` and stopped accepting.
+    pub saturated: AtomicU64,
+}
+
+/// One connection's shared state, reachable from its requests.
+#[derive(Debug, Default)]
+pub struct ConnState {
+    kill: CancellationToken,
+    used: AtomicBool,
+    /// Dashboard calls open on this connection.
+    pub dashboard_calls: AtomicUsize,
+}
+
+impl ConnState {
+    /// Closes the connection: its reads and writes fail from now on, so
+    /// the HTTP/2 server drops it with everything it buffered.
+    pub fn close(&self) {
+        self.kill.cancel();
+    }
+
+    /// Records that a call started (the connection is not idle).
+    pub fn mark_used(&self) {
+        self.used.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The `ConnectInfo` of a hub connection (in every request's extensions,
+/// inside [`TlsConnectInfo`] with TLS).
+#[derive(Clone, Debug)]
+pub struct ConnInfo {
+    pub remote: SocketAddr,
+    pub state: Arc<ConnState>,
+}
+
+/// The connection a request came on, with or without TLS.
+pub fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
+    let ext = request.extensions();
+    ext.get::<ConnInfo>()
+        .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
+}
+
+/// Interceptor marking the connection as used; on every service, so only
+/// connections that never start a call are idle.
+pub fn mark_used(request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    if let Some(c) = conn_of(&request) {
+        c.state.mark_used();
+    }
+    Ok(request)
+}
+
+/// A TCP connection that can be closed from a request handler and holds
+/// its listener slot until dropped.
+pub struct Conn {
+    tcp: TcpStream,
+    info: ConnInfo,
+    killed: Pin<Box<WaitForCancellationFutureOwned>>,
+    _permit: OwnedSemaphorePermit,
+    _closed: DropGuard,
+    counters: Arc<ListenerCounters>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.counters.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Conn {
+    fn check(&mut self, cx: &mut Context<'_>) -> Result<(), io::Error> {
+        match self.killed.poll_unpin(cx) {
+            Poll::Ready(()) => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "connection closed by the hub",
+            )),
+            Poll::Pending => Ok(()),
+        }
+    }
+}
+
+impl Connected for Conn {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        self.info.clone()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.check(cx)?;
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.check(cx)?;
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// Accepts connections on `listener` within `limits`, forever. `name`
+/// (ingest, dashboard) goes into the logs.
+pub fn incoming(
+    listener: TcpListener,
+    limits: ConnLimits,
+    counters: Arc<ListenerCounters>,
+    name: &'static str,
+) -> impl Stream<Item = Result<Conn, io::Error>> + Send + 'static {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    futures::stream::unfold(
+        (listener, slots, limits, counters),
+        move |(listener, slots, limits, counters)| async move {
+            let permit = match slots.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    counters.saturated.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        listener = name,
+                        max = limits.max_connections,
+                        "connection limit reached; not accepting until a connection closes"
+                    );
+                    slots.clone().acquire_owned().await.ok()?
+                }
+            };
+            loop {
+                match listener.accept().await {
+                    Ok((tcp, remote)) => {
+                        let _ = tcp.set_nodelay(true);
+                        let conn = wrap(tcp, remote, permit, &limits, &counters);
+                        return Some((Ok(conn), (listener, slots, limits, counters)));
+                    }
+                    Err(e) => {
+                        counters.accept_errors.fetch_add(1, Ordering::Relaxed);
+                        // Out of file descriptors, typically: back off
+                        // instead of spinning on a core.
+                        tracing::warn!(listener = name, error = %e, backoff = ?ACCEPT_BACKOFF, "cannot accept a connection");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                }
+            }
+        },
+    )
+}
+
+fn wrap(
+    tcp: TcpStream,
+    remote: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    limits: &ConnLimits,
+    counters: &Arc<ListenerCounters>,
+) -> Conn {
+    counters.open.fetch_add(1, Ordering::Relaxed);
+    counters.accepted.fetch_add(1, Ordering::Relaxed);
+    let state = Arc::new(ConnState::default());
+    let closed = CancellationToken::new();
+    // Closes the connection if it starts no call in time.
+    let (watch, on_closed, idle, idle_counter) = (
+        state.clone(),
+        closed.clone(),
+        limits.idle_timeout,
+        counters.clone(),
+    );
+    tokio::spawn(async move {
+        tokio::select! {
+            () = on_closed.cancelled() => {}
+            () = tokio::time::sleep(idle) => {
+                if !watch.used.load(Ordering::Relaxed) {
+                    idle_counter.idle_closed.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%remote, ?idle, "closing a connection that started no call");
+                    watch.close();
+                }
+            }
+        }
+    });
+    Conn {
+        tcp,
+        killed: Box::pin(state.kill.clone().cancelled_owned()),
+        info: ConnInfo { remote, state },
+        _permit: permit,
+        _closed: closed.drop_guard(),
+        counters: counters.clone(),
+    }
+}
