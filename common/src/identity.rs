@@ -3,9 +3,10 @@
 //! and the agent checks its own certificate with the same rule, so both
 //! sides agree before a byte is sent.
 //!
-//! Rule: the first SAN URI of the form `spiffe://gwhub/cluster/<name>`
-//! wins; without one, the subject's Common Name. Anything else has no
-//! identity.
+//! Rule: the SAN URI of the form `spiffe://gwhub/cluster/<name>` names the
+//! cluster; without one, the subject's Common Name. A certificate naming
+//! more than one cluster (two such URIs, or two CNs) is refused: which one
+//! it speaks for would be a guess. Anything else has no identity.
 
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -37,6 +38,10 @@ pub enum IdentityError {
     Missing,
     #[error("the certificate's cluster name {0:?} is not valid: {1}")]
     Invalid(String, &'static str),
+    #[error(
+        "the certificate names more than one cluster ({0:?}); a certificate must name exactly one"
+    )]
+    Ambiguous(Vec<String>),
 }
 
 /// The cluster named by a DER certificate (the leaf of a chain).
@@ -46,25 +51,42 @@ pub fn cluster_from_der(der: &[u8]) -> Result<ClusterIdentity, IdentityError> {
     let san = cert
         .subject_alternative_name()
         .map_err(|e| IdentityError::Parse(e.to_string()))?;
-    let uri = san
+    let mut uris: Vec<&str> = san
         .into_iter()
         .flat_map(|ext| ext.value.general_names.iter())
-        .find_map(|n| match n {
+        .filter_map(|n| match n {
             GeneralName::URI(u) => u.strip_prefix(SPIFFE_CLUSTER_PREFIX),
             _ => None,
-        });
-    let (cluster, source) = match uri {
-        Some(name) => (name.to_owned(), IdentitySource::SanUri),
-        None => {
-            let cn = cert
-                .subject()
-                .iter_common_name()
-                .next()
-                .ok_or(IdentityError::Missing)?;
-            let cn = cn
-                .as_str()
-                .map_err(|_| IdentityError::Invalid(String::new(), "the CN is not a string"))?;
-            (cn.to_owned(), IdentitySource::CommonName)
+        })
+        .collect();
+    uris.sort_unstable();
+    uris.dedup();
+    let (cluster, source) = match uris.as_slice() {
+        [name] => ((*name).to_owned(), IdentitySource::SanUri),
+        [_, _, ..] => {
+            return Err(IdentityError::Ambiguous(
+                uris.iter().map(|u| (*u).to_owned()).collect(),
+            ));
+        }
+        [] => {
+            let mut cns = Vec::new();
+            for cn in cert.subject().iter_common_name() {
+                let cn = cn
+                    .as_str()
+                    .map_err(|_| IdentityError::Invalid(String::new(), "the CN is not a string"))?;
+                if !cns.contains(&cn) {
+                    cns.push(cn);
+                }
+            }
+            match cns.as_slice() {
+                [] => return Err(IdentityError::Missing),
+                [cn] => ((*cn).to_owned(), IdentitySource::CommonName),
+                _ => {
+                    return Err(IdentityError::Ambiguous(
+                        cns.iter().map(|c| (*c).to_owned()).collect(),
+                    ));
+                }
+            }
         }
     };
     validate(&cluster)?;

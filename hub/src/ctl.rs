@@ -178,11 +178,37 @@ async fn connect(cli: &Cli) -> Result<Client, String> {
 const MAX_ANSWER_BYTES: usize = 1 << 30;
 
 fn status_error(s: tonic::Status) -> String {
-    format!("{:?}: {}", s.code(), s.message())
+    format!("{:?}: {}", s.code(), printable(s.message()))
+}
+
+/// `s` with control characters (ESC, BEL, CR, LF, ...) and bidirectional
+/// overrides escaped, so text from the server (a rogue cluster's names and
+/// messages) cannot move the cursor or draw rows of its own.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| match c {
+            c if unsafe_char(c) => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Renders rows as a kubectl-style table: left-aligned, three spaces apart.
+/// Cells are [`printable`].
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -408,15 +434,16 @@ fn status_text(indent: &str, s: &v1::GatewayStatus) -> String {
     for a in &s.addresses {
         out.push_str(&format!(
             "{indent}  {} {}\n",
-            a.r#type.as_deref().unwrap_or("IPAddress"),
-            a.value
+            printable(a.r#type.as_deref().unwrap_or("IPAddress")),
+            printable(&a.value)
         ));
     }
     out.push_str(&format!("{indent}Listeners:\n"));
     for l in &s.listeners {
         out.push_str(&format!(
             "{indent}  {} (attachedRoutes: {})\n",
-            l.name, l.attached_routes
+            printable(&l.name),
+            l.attached_routes
         ));
         out.push_str(&conditions_table(&format!("{indent}    "), &l.conditions));
     }
@@ -438,9 +465,9 @@ async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
     let g = r.gateway.unwrap_or_default();
     let mut out = format!(
         "Name:       {}\nNamespace:  {}\nClusters:   {}\nRevision:   {}\nAggregated status:\n",
-        g.name,
-        g.namespace,
-        g.clusters.join(", "),
+        printable(&g.name),
+        printable(&g.namespace),
+        printable(&g.clusters.join(", ")),
         g.revision
     );
     out.push_str(&status_text("  ", &g.status.clone().unwrap_or_default()));
@@ -449,14 +476,14 @@ async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
         out.push_str("  (nothing)\n");
     }
     for o in &g.omissions {
-        out.push_str(&format!("  {}\n", o.message));
+        out.push_str(&format!("  {}\n", printable(&o.message)));
     }
     out.push_str("Per cluster:\n");
     for c in &r.clusters {
         let fresh = if c.stale { "stale" } else { "fresh" };
         out.push_str(&format!(
             "  {} ({fresh}, last report {}):\n",
-            c.cluster,
+            printable(&c.cluster),
             rfc3339(c.last_report_time)
         ));
         out.push_str(&status_text("    ", &c.status.clone().unwrap_or_default()));
@@ -514,4 +541,21 @@ async fn watch(client: &mut Client, out: &mut impl Write) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_is_printed_with_control_characters_escaped() {
+        assert_eq!(printable("east"), "east");
+        assert_eq!(
+            printable("a\u{1b}[2Jb\u{7}\r\nfake-row\u{202e}"),
+            "a\\u{1b}[2Jb\\u{7}\\r\\nfake-row\\u{202e}"
+        );
+        let t = table(&["NAME"], &[vec!["gw\nwest   True".into()]]);
+        assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(!t.contains('\u{1b}'));
+    }
 }

@@ -96,7 +96,7 @@ impl Agent {
 
     async fn snapshot(&mut self, seq: u64, gateways: Vec<v1::GatewayReport>) {
         self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: seq + 1,
+            snapshot_id: seq.wrapping_add(1),
             chunk: 0,
             r#final: true,
             seq,
@@ -554,5 +554,121 @@ async fn a_tls_handshake_that_never_finishes_is_dropped() {
         |n| *n == 0,
     )
     .await;
+    hub.shutdown().await.unwrap();
+}
+
+// ---- 3. names, identities, registry, protocol edges -------------------------
+
+#[tokio::test]
+async fn gateway_names_must_be_kubernetes_names() {
+    let hub = Hub::start(HubConfig::loopback(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    for (namespace, name, rule) in [
+        ("x/y", "gw", "DNS-1123 label"),
+        ("ns", "Gw", "DNS-1123 subdomain"),
+        ("ns", "gw\u{1b}[2J", "DNS-1123 subdomain"),
+    ] {
+        let mut east = Agent::connect(hub.ingest_addr, "east").await;
+        east.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+            snapshot_id: 1,
+            chunk: 0,
+            r#final: true,
+            seq: 0,
+            gateways: vec![report(namespace, name, "")],
+        }))
+        .await;
+        let status = east.ended().await;
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(rule), "{rule}: {status:?}");
+    }
+    assert!(names(&hub).await.is_empty());
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn insecure_clusters_that_leave_and_stay_silent_are_pruned() {
+    let hub = start_with(Budgets {
+        insecure_prune_after: Duration::from_millis(500),
+        ..Budgets::default()
+    })
+    .await;
+    let mut stays = Agent::connect(hub.ingest_addr, "stays").await;
+    stays.snapshot(0, vec![report("ns", "kept", "")]).await;
+    for i in 0..20 {
+        let mut ghost = Agent::connect(hub.ingest_addr, &format!("ghost-{i}")).await;
+        ghost.snapshot(0, vec![report("ns", "ghost", "")]).await;
+    }
+    let index = hub.index.clone();
+    let heartbeats = tokio::spawn(async move {
+        loop {
+            stays.heartbeat().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let left = until(WAIT, || async { index.clusters() }, |c| c.len() == 1).await;
+    assert_eq!(left[0].name, "stays");
+    until(WAIT, || names(&hub), |n| n == &["kept"]).await;
+    let text = gwhub::metrics::render(&index.clusters(), 1, None);
+    assert!(!text.contains("ghost"), "{text}");
+    assert_eq!(Counters::get(&index.counters().clusters_pruned), 20);
+    heartbeats.abort();
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_first_snapshot_with_a_skipped_chunk_is_not_acked() {
+    let hub = Hub::start(HubConfig::loopback(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    let chunk = |n: u32, last: bool, name: &str| {
+        agent_message::Message::Snapshot(v1::SnapshotChunk {
+            snapshot_id: 7,
+            chunk: n,
+            r#final: last,
+            seq: 3,
+            gateways: vec![report("ns", name, "")],
+        })
+    };
+    east.send(chunk(0, false, "a")).await;
+    east.send(chunk(2, true, "c")).await;
+    match east.recv().await {
+        Ok(hub_message::Message::Resync(r)) => {
+            assert_eq!(r.reason, v1::ResyncReason::BadChunkOrder as i32, "{r:?}");
+        }
+        other => panic!("expected a resync request, got {other:?}"),
+    }
+    // The whole snapshot again is applied.
+    east.send(chunk(0, false, "a")).await;
+    east.send(chunk(1, false, "b")).await;
+    east.send(chunk(2, true, "c")).await;
+    match east.recv().await {
+        Ok(hub_message::Message::Ack(a)) => assert_eq!(a.seq, 3),
+        other => panic!("expected ack 3, got {other:?}"),
+    }
+    until(WAIT, || names(&hub), |n| n == &["a", "b", "c"]).await;
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_delta_after_the_largest_sequence_number_is_explained() {
+    let hub = Hub::start(HubConfig::loopback(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(u64::MAX, vec![report("ns", "gw", "")]).await;
+    east.send(agent_message::Message::Delta(v1::Delta {
+        seq: 0,
+        changes: vec![],
+    }))
+    .await;
+    match east.recv().await {
+        Ok(hub_message::Message::Resync(r)) => {
+            assert!(!r.message.contains("expected seq 0"), "{r:?}");
+            assert!(r.message.contains("largest sequence number"), "{r:?}");
+        }
+        other => panic!("expected a resync request, got {other:?}"),
+    }
     hub.shutdown().await.unwrap();
 }

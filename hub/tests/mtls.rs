@@ -536,6 +536,28 @@ fn identity_prefers_the_san_uri_then_the_cn() {
         ("from-cn", IdentitySource::CommonName)
     );
     assert_eq!(id(None, vec![]), Err(IdentityError::Missing));
+    // A certificate naming two clusters speaks for neither.
+    let two = id(
+        None,
+        vec![
+            uri("spiffe://gwhub/cluster/east"),
+            uri("spiffe://gwhub/cluster/west"),
+        ],
+    );
+    assert_eq!(
+        two,
+        Err(IdentityError::Ambiguous(vec!["east".into(), "west".into()]))
+    );
+    // The same cluster twice is still one.
+    let same = id(
+        None,
+        vec![
+            uri("spiffe://gwhub/cluster/east"),
+            uri("spiffe://gwhub/cluster/east"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(same.cluster, "east");
     assert!(matches!(
         id(Some("has space"), vec![]),
         Err(IdentityError::Invalid(..))
@@ -561,6 +583,16 @@ async fn cn_identity_works_and_no_identity_is_unauthenticated() {
     for (what, leaf) in [
         ("no CN, no SAN URI", pki.leaf(None, vec![])),
         ("unusable CN", pki.leaf(Some("two words"), vec![])),
+        (
+            "two clusters",
+            pki.leaf(
+                Some("east"),
+                vec![
+                    uri("spiffe://gwhub/cluster/east"),
+                    uri("spiffe://gwhub/cluster/west"),
+                ],
+            ),
+        ),
     ] {
         let ch = channel(hub.ingest_addr, pki.client(&leaf)).await.unwrap();
         let (answer, _tx) = first_answer(ch, "").await;

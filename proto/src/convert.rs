@@ -37,6 +37,55 @@ pub enum Problem {
     /// A condition status other than True, False or Unknown.
     BadConditionStatus(String),
     BadTime(i64),
+    /// Not a Kubernetes name of the given rule (a namespace is a DNS-1123
+    /// label, a Gateway name a DNS-1123 subdomain).
+    NotKubernetesName {
+        value: String,
+        rule: NameRule,
+    },
+}
+
+/// The Kubernetes name rules a reported name must follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameRule {
+    /// At most 63 characters of `[a-z0-9-]`, starting and ending
+    /// alphanumeric (namespaces).
+    Dns1123Label,
+    /// At most 253 characters: DNS-1123 labels (of any length) joined by
+    /// dots (most object names, Gateways included).
+    Dns1123Subdomain,
+}
+
+impl NameRule {
+    /// Whether `s` follows the rule (the same checks as Kubernetes'
+    /// `IsDNS1123Label` / `IsDNS1123Subdomain`).
+    pub fn allows(self, s: &str) -> bool {
+        let label = |l: &str| {
+            let b = l.as_bytes();
+            !b.is_empty()
+                && b.iter()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                && b[0] != b'-'
+                && b[b.len() - 1] != b'-'
+        };
+        match self {
+            NameRule::Dns1123Label => s.len() <= 63 && label(s),
+            NameRule::Dns1123Subdomain => s.len() <= 253 && s.split('.').all(label),
+        }
+    }
+}
+
+impl fmt::Display for NameRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NameRule::Dns1123Label => {
+                "a DNS-1123 label (at most 63 characters of lower-case letters, digits and '-', starting and ending with a letter or digit)"
+            }
+            NameRule::Dns1123Subdomain => {
+                "a DNS-1123 subdomain (at most 253 characters: lower-case letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit)"
+            }
+        })
+    }
 }
 
 impl fmt::Display for Problem {
@@ -51,6 +100,12 @@ impl fmt::Display for Problem {
                 write!(f, "condition status {s:?} is not True, False or Unknown")
             }
             Problem::BadTime(s) => write!(f, "{s} is not a unix time between years 0000 and 9999"),
+            Problem::NotKubernetesName { value, rule } => {
+                write!(
+                    f,
+                    "{value:?} is not a valid Kubernetes name: it must be {rule}"
+                )
+            }
         }
     }
 }
@@ -95,6 +150,28 @@ pub fn check_str(field: &str, s: &str, max: usize, required: bool) -> Result<()>
     Ok(())
 }
 
+/// Checks a reported Gateway's namespace and name against the Kubernetes
+/// name rules (they become object names on the hub cluster).
+pub fn check_gateway_names(namespace: &str, name: &str) -> Result<()> {
+    check_str("namespace", namespace, MAX_NAME_LEN, true)?;
+    check_str("name", name, MAX_NAME_LEN, true)?;
+    for (field, value, rule) in [
+        ("namespace", namespace, NameRule::Dns1123Label),
+        ("name", name, NameRule::Dns1123Subdomain),
+    ] {
+        if !rule.allows(value) {
+            return Err(Invalid::new(
+                field,
+                Problem::NotKubernetesName {
+                    value: value.to_owned(),
+                    rule,
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks a list's length.
 pub fn check_count(field: &str, len: usize, max: usize) -> Result<()> {
     if len > max {
@@ -115,8 +192,7 @@ pub struct Report {
 
 /// Decodes and validates one reported Gateway. Errors name the Gateway.
 pub fn report_from_proto(r: v1::GatewayReport) -> Result<Report> {
-    check_str("namespace", &r.namespace, MAX_NAME_LEN, true)?;
-    check_str("name", &r.name, MAX_NAME_LEN, true)?;
+    check_gateway_names(&r.namespace, &r.name)?;
     let who = || format!("Gateway {}/{}", r.namespace, r.name);
     check_str("uid", &r.uid, MAX_UID_LEN, false).map_err(|e| e.within(who()))?;
     let status = match r.status {
@@ -134,8 +210,7 @@ pub fn report_from_proto(r: v1::GatewayReport) -> Result<Report> {
 
 /// Decodes and validates a [`v1::GatewayRef`] (a delete).
 pub fn ref_from_proto(r: v1::GatewayRef) -> Result<(String, String)> {
-    check_str("namespace", &r.namespace, MAX_NAME_LEN, true)?;
-    check_str("name", &r.name, MAX_NAME_LEN, true)?;
+    check_gateway_names(&r.namespace, &r.name)?;
     Ok((r.namespace, r.name))
 }
 
@@ -432,6 +507,43 @@ mod tests {
         );
         assert_eq!(r.generation, 7);
         assert_eq!(r.status, sample());
+    }
+
+    #[test]
+    fn kubernetes_name_rules() {
+        use NameRule::*;
+        let long_label = "a".repeat(64);
+        let long_name = format!("{}.{}", "a".repeat(200), "b".repeat(53));
+        for (rule, s, ok) in [
+            (Dns1123Label, "openshift-ingress", true),
+            (Dns1123Label, "a", true),
+            (Dns1123Label, "0ns", true),
+            (Dns1123Label, &"a".repeat(63), true),
+            (Dns1123Label, &long_label, false),
+            (Dns1123Label, "x/y", false),
+            (Dns1123Label, "Upper", false),
+            (Dns1123Label, "-a", false),
+            (Dns1123Label, "a-", false),
+            (Dns1123Label, "a.b", false),
+            (Dns1123Label, "", false),
+            (Dns1123Label, "a\u{1b}[2J", false),
+            (Dns1123Subdomain, "gw.example-1", true),
+            (Dns1123Subdomain, &"a".repeat(100), true),
+            (Dns1123Subdomain, &long_name, false),
+            (Dns1123Subdomain, "a..b", false),
+            (Dns1123Subdomain, ".a", false),
+            (Dns1123Subdomain, "x/y", false),
+            (Dns1123Subdomain, "a_b", false),
+            (Dns1123Subdomain, "a.-b", false),
+        ] {
+            assert_eq!(rule.allows(s), ok, "{rule:?} {s:?}");
+        }
+        let e = check_gateway_names("x/y", "gw").unwrap_err();
+        assert_eq!(e.path, "namespace");
+        assert!(e.to_string().contains("DNS-1123 label"), "{e}");
+        let e = check_gateway_names("ns", "Gw").unwrap_err();
+        assert_eq!(e.path, "name");
+        assert!(e.to_string().contains("DNS-1123 subdomain"), "{e}");
     }
 
     #[test]
