@@ -12,6 +12,11 @@ use serde_json::Value;
 /// Files larger than this are refused rather than read into memory.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Deepest nesting of flow collections (`[`, `{`) a file may have. Real
+/// manifests nest a dozen levels; the YAML parser's cost grows with the
+/// square of the depth, so deeper input is refused before parsing.
+pub const MAX_NESTING: usize = 100;
+
 /// Everything that can be wrong with an input file, each naming where.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
@@ -23,6 +28,18 @@ pub enum ManifestError {
     },
     #[error("{path}: file is {size} bytes, larger than the {max} byte limit")]
     TooLarge { path: String, size: u64, max: u64 },
+    #[error(
+        "{path}: not a regular file ({what}); give a regular file, a directory of them, or - for standard input"
+    )]
+    NotRegular { path: String, what: &'static str },
+    #[error(
+        "{path}: nested more than {max} levels deep (at byte {offset}); Kubernetes manifests nest far less"
+    )]
+    TooDeep {
+        path: String,
+        max: usize,
+        offset: usize,
+    },
     #[error("{path}: invalid YAML: {message}")]
     Yaml { path: String, message: String },
     #[error("{path}: invalid JSON: {message}")]
@@ -157,7 +174,59 @@ pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, ManifestError> {
     Ok(files)
 }
 
+/// What a path that is neither a regular file nor a directory is.
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    let _ = meta;
+    "not a file or directory"
+}
+
+/// Reads at most [`MAX_FILE_BYTES`] from `reader` (whatever its size claims).
+fn read_bounded(shown: &str, reader: impl std::io::Read) -> Result<String, ManifestError> {
+    use std::io::Read as _;
+    let read_err = |source| ManifestError::Read {
+        path: shown.to_owned(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ManifestError::TooLarge {
+            path: shown.to_owned(),
+            size: bytes.len() as u64,
+            max: MAX_FILE_BYTES,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        read_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })
+}
+
 fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestError> {
+    if path.as_os_str() == "-" {
+        let text = read_bounded("<stdin>", std::io::stdin().lock())?;
+        out.extend(parse_str("<stdin>", &text)?);
+        return Ok(());
+    }
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|source| ManifestError::Read {
         path: shown.clone(),
@@ -169,6 +238,13 @@ fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestErro
         }
         return Ok(());
     }
+    // A FIFO would block forever, a device (/dev/zero) never ends.
+    if !meta.is_file() {
+        return Err(ManifestError::NotRegular {
+            path: shown,
+            what: file_kind(&meta),
+        });
+    }
     if meta.len() > MAX_FILE_BYTES {
         return Err(ManifestError::TooLarge {
             path: shown,
@@ -176,16 +252,42 @@ fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestErro
             max: MAX_FILE_BYTES,
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
+    let file = std::fs::File::open(path).map_err(|source| ManifestError::Read {
         path: shown.clone(),
         source,
     })?;
+    let text = read_bounded(&shown, file)?;
     out.extend(parse_str(&shown, &text)?);
+    Ok(())
+}
+
+/// Refuses text nesting flow collections deeper than [`MAX_NESTING`]
+/// (a linear scan; brackets inside strings count too, which only makes it
+/// stricter than needed for text no manifest has).
+fn check_nesting(file: &str, text: &str) -> Result<(), ManifestError> {
+    let mut depth = 0usize;
+    for (offset, b) in text.bytes().enumerate() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(ManifestError::TooDeep {
+                        path: file.to_owned(),
+                        max: MAX_NESTING,
+                        offset,
+                    });
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
     Ok(())
 }
 
 /// Parses the text of one file (named `file` in errors).
 pub fn parse_str(file: &str, text: &str) -> Result<Vec<Object>, ManifestError> {
+    check_nesting(file, text)?;
     let docs = split_documents(file, text)?;
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
@@ -294,6 +396,67 @@ fn json_type(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deeply_nested_flow_yaml_is_refused_before_parsing() {
+        // 200 KB of nesting took seconds of CPU in the YAML parser.
+        let deep = format!("a: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let e = parse_str("deep.yaml", &deep).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ManifestError::TooDeep {
+                    max: MAX_NESTING,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("deep.yaml"), "{e}");
+        let json = format!("{}{}", "{\"a\":".repeat(200), "}".repeat(200));
+        assert!(matches!(
+            parse_str("deep.json", &json),
+            Err(ManifestError::TooDeep { .. })
+        ));
+        // Ordinary nesting is fine.
+        let ok = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\ndata: {{a: {}x{}}}\n",
+            "[".repeat(20),
+            "]".repeat(20)
+        );
+        assert!(parse_str("ok.yaml", &ok).is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn only_regular_files_are_read() {
+        let e = read_paths(&["/dev/zero"]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ManifestError::NotRegular {
+                    what: "a device",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let fifo = std::env::temp_dir().join(format!("gwhub-fifo-{}.yaml", std::process::id()));
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        if made {
+            // Refused without opening it (opening a FIFO blocks).
+            let e = read_paths(&[&fifo]).unwrap_err();
+            let _ = std::fs::remove_file(&fifo);
+            assert!(
+                matches!(e, ManifestError::NotRegular { what: "a FIFO", .. }),
+                "{e}"
+            );
+            assert!(e.to_string().contains("- for standard input"), "{e}");
+        }
+    }
 
     #[test]
     fn multi_document_yaml_and_lists() {

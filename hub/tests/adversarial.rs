@@ -672,3 +672,51 @@ async fn a_delta_after_the_largest_sequence_number_is_explained() {
     }
     hub.shutdown().await.unwrap();
 }
+
+// ---- 4. CLI input ---------------------------------------------------------
+
+/// Runs `gwhub` with `args`, killed after a generous bound.
+fn gwhub_cli(args: &[&str], stdin: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let stdin = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&stdin);
+    });
+    let id = child.id();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if done_rx.recv_timeout(Duration::from_secs(60)).is_err() {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &id.to_string()])
+                .status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done_tx.send(());
+    let _ = feeder.join();
+    out
+}
+
+#[test]
+fn cli_inputs_are_regular_files_or_stdin_and_bounded() {
+    // A device never ends; it is refused before reading.
+    let out = gwhub_cli(&["aggregate", "--cluster", "east=/dev/zero"], b"");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a regular file"), "{err}");
+
+    // Deeply nested flow YAML on stdin is refused at once.
+    let deep = format!("a: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let out = gwhub_cli(&["aggregate", "--cluster", "east=-"], deep.as_bytes());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nested more than"), "{err}");
+}
