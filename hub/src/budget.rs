@@ -55,7 +55,7 @@ pub struct Budgets {
     pub idle_connection_timeout: Duration,
     /// With --insecure, a disconnected cluster silent for this long is
     /// forgotten (its report and its /metrics rows), so made-up cluster
-    /// names cannot grow the registry. 0s: never.
+    /// names cannot grow the registry.
     #[arg(long, value_name = "DUR", default_value = "10m", value_parser = gwhub_common::time::parse_duration)]
     pub insecure_prune_after: Duration,
 }

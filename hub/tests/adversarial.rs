@@ -720,3 +720,65 @@ fn cli_inputs_are_regular_files_or_stdin_and_bounded() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nested more than"), "{err}");
 }
+
+// ---- 5. development certificates ------------------------------------------
+
+/// Whether the certificate at `path` is still valid `days` from now
+/// (`openssl x509 -checkend`).
+fn valid_in(path: &std::path::Path, days: u64) -> bool {
+    std::process::Command::new("openssl")
+        .args([
+            "x509",
+            "-noout",
+            "-checkend",
+            &(days * 86_400).to_string(),
+            "-in",
+        ])
+        .arg(path)
+        .output()
+        .expect("openssl runs")
+        .status
+        .success()
+}
+
+fn certs(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .args(["certs", "--clusters", "east"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn gwhub_certs_issues_bounded_validity() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = certs(&dir.path().join("short"), &["--validity", "30d"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for file in ["ca.pem", "hub.pem", "east.pem"] {
+        let path = dir.path().join("short").join(file);
+        assert!(valid_in(&path, 27), "{file}");
+        assert!(!valid_in(&path, 31), "{file}");
+    }
+    // The default is a year.
+    let out = certs(&dir.path().join("default"), &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for file in ["ca.pem", "hub.pem", "east.pem"] {
+        let path = dir.path().join("default").join(file);
+        assert!(valid_in(&path, 360), "{file}");
+        assert!(!valid_in(&path, 366), "{file}");
+    }
+    // Unbounded validity is refused.
+    let out = certs(&dir.path().join("long"), &["--validity", "100years"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3650d"));
+}

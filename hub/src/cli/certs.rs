@@ -1,9 +1,12 @@
 //! `gwhub certs`: a development CA, the hub's server certificate and one
 //! client certificate per cluster, so mTLS is as easy to try as
-//! `--insecure`. Not a PKI: keys are written unencrypted and never rotate.
+//! `--insecure`. Not a PKI: keys are written unencrypted and never rotate,
+//! and every certificate expires after `--validity` (one year by default;
+//! run it again, with `--force`, to renew).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use gwhub_common::identity::SPIFFE_CLUSTER_PREFIX;
 use rcgen::{
@@ -29,6 +32,23 @@ pub struct Args {
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,
+    /// How long the CA and every certificate are valid (from yesterday, so
+    /// clock skew does not matter); at most 10 years (3650d).
+    #[arg(long, value_name = "DUR", default_value = "365d", value_parser = parse_validity)]
+    pub validity: Duration,
+}
+
+/// Default of `--validity`: one year.
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
+/// Longest `--validity`: ten years.
+pub const MAX_VALIDITY: Duration = Duration::from_secs(3650 * 86_400);
+
+fn parse_validity(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 365d)"))?;
+    if d < Duration::from_secs(86_400) || d > MAX_VALIDITY {
+        return Err(format!("{s:?}: must be between 1d and 3650d"));
+    }
+    Ok(d)
 }
 
 /// The files one `gwhub certs` run writes, relative to `--out`.
@@ -89,13 +109,45 @@ fn rc(what: &str) -> impl Fn(rcgen::Error) -> String + '_ {
     move |e| format!("cannot create the {what}: {e}")
 }
 
-/// Creates the CA, hub and cluster certificates; returns the files written.
+/// Creates the CA, hub and cluster certificates, valid for
+/// [`DEFAULT_VALIDITY`]; returns the files written.
 pub fn generate(
     out: &Path,
     clusters: &[String],
     hub_sans: &[String],
     force: bool,
 ) -> Result<Layout, String> {
+    generate_valid_for(out, clusters, hub_sans, force, DEFAULT_VALIDITY)
+}
+
+/// [`generate`] with certificates valid for `validity` from yesterday.
+pub fn generate_valid_for(
+    out: &Path,
+    clusters: &[String],
+    hub_sans: &[String],
+    force: bool,
+    validity: Duration,
+) -> Result<Layout, String> {
+    if validity > MAX_VALIDITY {
+        return Err(format!(
+            "--validity: at most {} days",
+            MAX_VALIDITY.as_secs() / 86_400
+        ));
+    }
+    let yesterday = jiff::Zoned::now()
+        .date()
+        .yesterday()
+        .map_err(|e| format!("cannot date the certificates: {e}"))?;
+    let not_before = rcgen::date_time_ymd(
+        i32::from(yesterday.year()),
+        yesterday.month() as u8,
+        yesterday.day() as u8,
+    );
+    let not_after = not_before + validity;
+    let valid = |p: &mut CertificateParams| {
+        p.not_before = not_before;
+        p.not_after = not_after;
+    };
     let mut seen = std::collections::BTreeSet::new();
     for c in clusters {
         if !cluster_name_ok(c) {
@@ -141,6 +193,7 @@ pub fn generate(
     ca.distinguished_name
         .push(DnType::CommonName, "gwhub development CA");
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    valid(&mut ca);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -163,6 +216,7 @@ pub fn generate(
         ];
         p.extended_key_usages = vec![usage];
         p.use_authority_key_identifier_extension = true;
+        valid(&mut p);
         let cert = p
             .signed_by(&key, &issuer)
             .map_err(rc(&format!("certificate for {cn}")))?;
@@ -221,7 +275,13 @@ fn write(path: &Path, contents: &str, secret: bool) -> std::io::Result<()> {
 }
 
 pub fn run(args: &Args) -> Result<String, String> {
-    let l = generate(&args.out, &args.clusters, &args.hub_san, args.force)?;
+    let l = generate_valid_for(
+        &args.out,
+        &args.clusters,
+        &args.hub_san,
+        args.force,
+        args.validity,
+    )?;
     let d = |p: &Path| p.display().to_string();
     let mut out = String::from("wrote:\n");
     out.push_str(&format!("  {}  (CA certificate)\n", d(&l.ca)));
