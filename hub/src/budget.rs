@@ -2,18 +2,40 @@
 //! connections under hostile load, each a `gwhub serve` flag with a default
 //! and a counter or gauge on `/metrics`.
 //!
-//! Memory bound (see the README's security notes), roughly:
-//! `clusters × 2 × max-cluster-report-bytes` (a cluster's report plus a
-//! snapshot being assembled) `+ ingest streams × 4 MiB` (one decoded
-//! message each) `+ max-dashboard-calls × 2 × view` (a watch message queued
-//! and one in flight, for at most `--watch-send-timeout`), where `view`,
-//! the encoded aggregate, is at most the sum of the clusters' reports.
+//! Memory bound. With `C` = `--max-clusters`, `B` =
+//! `--max-cluster-report-bytes` (encoded), `k` ≈ 3 (decoded status vs its
+//! encoding), `V` ≤ `C·B` the encoded aggregate (what one full Dashboard
+//! answer or watch snapshot weighs), `N_i` = `--max-connections`, `N_d` =
+//! `--max-dashboard-connections`, `S_i` = [`INGEST_STREAMS_PER_CONNECTION`],
+//! `S_d` = `--max-dashboard-calls-per-connection` + [`EXTRA_DASHBOARD_STREAMS`],
+//! `D` = `--max-dashboard-calls` and `M` = 4 MiB (the largest message):
+//!
+//! ```text
+//! memory ≲ base
+//!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
+//!        + V                the aggregated views
+//!        + N_i·S_i·M        one message being decoded per ingest stream
+//!        + 2·D·V            per watcher: one message queued, one being written,
+//!                           for at most --watch-send-timeout past a stall
+//!        + N_d·S_d·V        unary Dashboard answers the peer has not read
+//! ```
+//!
+//! A superseded stream ends at once, so one stream per cluster assembles a
+//! snapshot; under `--insecure` the registry is also pruned
+//! (`--insecure-prune-after`), and never holds more than `C` clusters.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::conn::ListenerCounters;
+
+/// HTTP/2 streams one ingest connection may have open (an agent uses one,
+/// plus a health check).
+pub const INGEST_STREAMS_PER_CONNECTION: u32 = 8;
+/// HTTP/2 streams beyond `--max-dashboard-calls-per-connection` a Dashboard
+/// connection may have open (health checks, reflection).
+pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 
 /// Default of `--max-cluster-report-bytes`: 32 MiB, about 10,000 Gateways
 /// of 3 KiB (a Gateway with a few listeners encodes to well under 1 KiB).
@@ -43,10 +65,13 @@ pub struct Budgets {
     /// than the hub buffering for it.
     #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_common::time::parse_duration)]
     pub watch_send_timeout: Duration,
-    /// Open connections per gRPC listener (ingest, Dashboard); past it the
-    /// hub stops accepting until one closes.
+    /// Open connections on the ingest listener (agents hold one each);
+    /// past it the hub stops accepting until one closes.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: usize,
+    /// Open connections on the Dashboard listener.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_dashboard_connections: usize,
     /// A TLS handshake not finished within this is dropped.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_common::time::parse_duration)]
     pub tls_handshake_timeout: Duration,
@@ -69,6 +94,7 @@ impl Default for Budgets {
             max_dashboard_calls_per_connection: 16,
             watch_send_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_dashboard_connections: 64,
             tls_handshake_timeout: Duration::from_secs(10),
             idle_connection_timeout: Duration::from_secs(30),
             insecure_prune_after: Duration::from_secs(600),

@@ -141,10 +141,13 @@ impl Hub {
         if config.insecure {
             index.set_prune_after(budgets.insecure_prune_after);
         }
-        let limits = ConnLimits {
-            max_connections: budgets.max_connections,
+        let limits = |max_connections| ConnLimits {
+            max_connections,
             idle_timeout: budgets.idle_connection_timeout,
         };
+        let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
+            .unwrap_or(u32::MAX)
+            .saturating_add(crate::budget::EXTRA_DASHBOARD_STREAMS);
         let handshake =
             |t: tonic::transport::ServerTlsConfig| t.timeout(budgets.tls_handshake_timeout);
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -182,13 +185,14 @@ impl Hub {
         let counters = index.counters().clone();
         servers.spawn(
             builder_tls(tls.as_ref().map(HubTls::ingest).map(handshake))?
+                .max_concurrent_streams(crate::budget::INGEST_STREAMS_PER_CONNECTION)
                 .add_service(InterceptedService::new(ingest_health_svc, mark_used))
                 .add_service(InterceptedService::new(reflection(), mark_used))
                 .add_service(InterceptedService::new(ingest.into_server(), mark_used))
                 .serve_with_incoming_shutdown(
                     incoming(
                         ingest_listener,
-                        limits.clone(),
+                        limits(budgets.max_connections),
                         counters.ingest.clone(),
                         "ingest",
                     ),
@@ -197,6 +201,7 @@ impl Hub {
         );
         servers.spawn(
             builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
+                .max_concurrent_streams(dashboard_streams)
                 .add_service(InterceptedService::new(dash_health_svc, mark_used))
                 .add_service(InterceptedService::new(reflection(), mark_used))
                 .add_service(InterceptedService::new(
@@ -209,7 +214,7 @@ impl Hub {
                 .serve_with_incoming_shutdown(
                     incoming(
                         dashboard_listener,
-                        limits,
+                        limits(budgets.max_dashboard_connections),
                         counters.dashboard.clone(),
                         "dashboard",
                     ),
