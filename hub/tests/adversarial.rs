@@ -782,3 +782,86 @@ fn gwhub_certs_issues_bounded_validity() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("3650d"));
 }
+
+// ---- 2. at the file descriptor limit ---------------------------------------
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
+    use std::io::BufRead as _;
+    let (ingest, dash) = (free_addr(), free_addr());
+    // A hub with few file descriptors: connections beyond them fail to accept.
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 64 && exec {} serve --no-kube --insecure --listen {ingest} --dashboard-listen {dash}",
+            env!("CARGO_BIN_EXE_gwhub")
+        ))
+        .env("RUST_LOG", "warn,gwhub=info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines_tx, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let ready = tokio::time::timeout(WAIT, async {
+        while let Some(l) = lines.recv().await {
+            if l.contains("hub serving") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(ready, Ok(true), "the hub did not start");
+
+    let mut socks = Vec::new();
+    for _ in 0..100 {
+        if let Ok(s) = tokio::net::TcpStream::connect(ingest).await {
+            socks.push(s);
+        }
+    }
+    // Two seconds at the limit: a back-off of 200 ms logs about ten times;
+    // a spinning accept loop would log thousands.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut complaints = 0;
+    while let Ok(l) = lines.try_recv() {
+        if l.contains("cannot accept a connection") {
+            complaints += 1;
+        }
+    }
+    assert!(complaints >= 1, "the hub never said it could not accept");
+    assert!(
+        complaints < 200,
+        "{complaints} accept errors in 2 s: spinning"
+    );
+
+    // Once connections go away, the hub serves again.
+    drop(socks);
+    let mut served = false;
+    for _ in 0..100 {
+        if let Ok(mut d) = DashboardClient::connect(format!("http://{dash}")).await
+            && d.list_clusters(v1::ListClustersRequest {}).await.is_ok()
+        {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(served, "the hub did not recover after the flood");
+}
