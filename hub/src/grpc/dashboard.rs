@@ -325,13 +325,15 @@ impl v1::dashboard_server::Dashboard for DashboardService {
 }
 
 /// A response stream that tells when the transport has taken its last
-/// message and come back for more. The encoder asks again at once (it
-/// batches until the stream is pending); the HTTP/2 body asks again only
-/// once it could hand the message on, which for every message but the first
-/// needs the previous one written out within the peer's flow-control
-/// window. So the second ask after a message means "taken": a watcher that
-/// grants no window holds at most two messages, until the watcher gives up
-/// on it.
+/// message and come back for more twice. The first ask comes at once (the
+/// encoder batches small messages until the stream is pending; HTTP/2 asks
+/// again right after buffering a message); the HTTP/2 layer asks again only
+/// when woken by progress: the buffered message's bytes leaving within the
+/// peer's flow-control window, or the next message needing that window. A
+/// watcher that grants no window makes no progress, so it holds at most
+/// the message being written and the next one until the watcher gives up
+/// on it. (Coupled to how tonic and hyper poll a body; the adversarial
+/// tests cover both a stalled and an honest watcher.)
 struct Drained<S> {
     inner: S,
     waiting: Arc<(AtomicU32, Notify)>,
