@@ -15,8 +15,9 @@
 //!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
 //!        + V                the aggregated views
 //!        + N_i·S_i·M        one message being decoded per ingest stream
-//!        + 2·D·V            per watcher: one message queued, one being written,
-//!                           for at most --watch-send-timeout past a stall
+//!        + 2·D·V            per watcher: at most one message being written and
+//!                           the next one; a watcher that takes no message is
+//!                           dropped --watch-send-timeout after the next change
 //!        + N_d·S_d·V        unary Dashboard answers the peer has not read
 //! ```
 //!
