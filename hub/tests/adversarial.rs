@@ -587,6 +587,56 @@ async fn gateway_names_must_be_kubernetes_names() {
 }
 
 #[tokio::test]
+async fn gwhubctl_prints_a_rogue_clusters_text_escaped() {
+    let hub = Hub::start(HubConfig::loopback(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let mut rogue = Agent::connect(hub.ingest_addr, "rogue").await;
+    let mut r = report(
+        "ns",
+        "gw",
+        "\u{1b}[2J\u{7}\r\nns   gw   east   True   forged",
+    );
+    if let Some(s) = r.status.as_mut() {
+        s.addresses.push(v1::GatewayAddress {
+            r#type: Some("IPAddress\u{1b}]0;title\u{7}".into()),
+            value: "10.0.0.1\nfake".into(),
+        });
+    }
+    rogue.snapshot(0, vec![r]).await;
+    until(WAIT, || names(&hub), |n| n == &["gw"]).await;
+    for args in [
+        &["describe", "gateway", "ns/gw"][..],
+        &["get", "gateways"][..],
+    ] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
+            .arg("--server")
+            .arg(format!("http://{}", hub.dashboard_addr))
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\r']),
+            "{args:?}: raw control characters in {text:?}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with("ns   gw   east") || l.starts_with("fake")),
+            "{args:?}: a forged line in {text}"
+        );
+    }
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn insecure_clusters_that_leave_and_stay_silent_are_pruned() {
     let hub = start_with(Budgets {
         insecure_prune_after: Duration::from_millis(500),
