@@ -24,6 +24,8 @@ use tonic::transport::server::{Connected, TlsConnectInfo};
 
 /// Pause after a failed `accept` (out of file descriptors, ...).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
+/// How often reaching `--max-connections` is logged, at most.
+const SATURATED_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// What one listener allows.
 #[derive(Clone, Debug)]
@@ -172,18 +174,25 @@ pub fn incoming(
     name: &'static str,
 ) -> impl Stream<Item = Result<Conn, io::Error>> + Send + 'static {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let last_warned: Option<tokio::time::Instant> = None;
     futures::stream::unfold(
-        (listener, slots, limits, counters),
-        move |(listener, slots, limits, counters)| async move {
+        (listener, slots, limits, counters, last_warned),
+        move |(listener, slots, limits, counters, mut last_warned)| async move {
             let permit = match slots.clone().try_acquire_owned() {
                 Ok(p) => p,
                 Err(_) => {
                     counters.saturated.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        listener = name,
-                        max = limits.max_connections,
-                        "connection limit reached; not accepting until a connection closes"
-                    );
+                    // Once a minute at most: an attacker cycling connections
+                    // must not flood the log.
+                    let now = tokio::time::Instant::now();
+                    if last_warned.is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY) {
+                        last_warned = Some(now);
+                        tracing::warn!(
+                            listener = name,
+                            max = limits.max_connections,
+                            "connection limit reached; not accepting until a connection closes"
+                        );
+                    }
                     slots.clone().acquire_owned().await.ok()?
                 }
             };
@@ -192,7 +201,7 @@ pub fn incoming(
                     Ok((tcp, remote)) => {
                         let _ = tcp.set_nodelay(true);
                         let conn = wrap(tcp, remote, permit, &limits, &counters);
-                        return Some((Ok(conn), (listener, slots, limits, counters)));
+                        return Some((Ok(conn), (listener, slots, limits, counters, last_warned)));
                     }
                     Err(e) => {
                         counters.accept_errors.fetch_add(1, Ordering::Relaxed);
