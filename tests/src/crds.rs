@@ -91,8 +91,8 @@ pub fn generated() -> Vec<Value> {
         }
     }
     let mut class = serde_json::to_value(GatewayClass::crd()).unwrap_or_default();
-    use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
-    let mut openshift: Vec<Value> = [DNSRecord::crd(), DNS::crd(), Infrastructure::crd()]
+    use gwhub_agent::openshift::{DNS, DNSRecord};
+    let mut openshift: Vec<Value> = [DNSRecord::crd(), DNS::crd()]
         .into_iter()
         .map(|c| serde_json::to_value(c).unwrap_or_default())
         .collect();
