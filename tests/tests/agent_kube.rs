@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_agent::controller::{self, Metrics, Settings};
-use gwhub_agent::ownership::WriteMode;
+use gwhub_agent::ownership::{GatewayMode, WriteMode};
 use gwhub_agent::runtime::{GatewayKey, GatewayStore};
 use gwhub_agent::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
@@ -482,4 +482,274 @@ async fn binary_scope_generation_quiet_and_missing_config() {
         .await
         .unwrap();
     assert!(none_of_ours(&elsewhere));
+}
+
+// ------------------------------------------------- --write-local-status
+
+/// What the OpenShift 4.22 ingress operator does: a JSON merge patch of the
+/// whole condition lists on the status subresource (field manager
+/// `ingress-operator`), setting LoadBalancerReady and both DNSReadys to
+/// `values` (status, reason, message) with its own transition time.
+async fn operator_writes(
+    client: &Client,
+    gw: &str,
+    lb: (&str, &str, &str),
+    dns: (&str, &str, &str),
+    time: &str,
+) {
+    let api = Api::<Gateway>::namespaced(client.clone(), NS);
+    let live = status_of(&api.get(gw).await.unwrap());
+    let c = |t: &str, v: (&str, &str, &str)| {
+        json!({"type": t, "status": v.0, "reason": v.1, "message": v.2,
+               "observedGeneration": 1, "lastTransitionTime": time})
+    };
+    let mut conds: Vec<Value> = live["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|x| x["type"] != "LoadBalancerReady" && x["type"] != "DNSReady")
+        .collect();
+    conds.push(c("LoadBalancerReady", lb));
+    let gw_dns = if dns.0 == "True" {
+        (
+            "True",
+            "AllListenersReady",
+            "All the listeners have DNS ready",
+        )
+    } else {
+        (
+            "False",
+            "SomeListenersNotReady",
+            "One or more listeners have DNS provisioning issues",
+        )
+    };
+    conds.push(c("DNSReady", gw_dns));
+    let listeners: Vec<Value> = live["listeners"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut l| {
+            if l["name"] == "https" {
+                let mut lc: Vec<Value> = l["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|x| x["type"] != "DNSReady")
+                    .collect();
+                lc.push(c("DNSReady", dns));
+                l["conditions"] = json!(lc);
+            }
+            l
+        })
+        .collect();
+    let pp = PatchParams {
+        field_manager: Some("ingress-operator".into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(
+        gw,
+        &pp,
+        &Patch::Merge(json!({"status": {"conditions": conds, "listeners": listeners}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Resource versions of `gw` seen while polling for `window`.
+async fn versions_during(client: &Client, gw: &str, window: Duration) -> Vec<String> {
+    let api = Api::<Gateway>::namespaced(client.clone(), NS);
+    let end = Instant::now() + window;
+    let mut seen: Vec<String> = Vec::new();
+    while Instant::now() < end {
+        let rv = api
+            .get(gw)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        if seen.last() != Some(&rv) {
+            seen.push(rv);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen
+}
+
+/// `auto` on a Gateway where the 4.22 ingress operator writes our condition
+/// types: the agent stops writing them once the operator's managedFields say
+/// so, never reverts the operator's values (no flapping: the resourceVersion
+/// moves only with the operator's own writes), keeps streaming (what the
+/// operator wrote), reports the Gateway's mode in the metric; `true` writes
+/// anyway.
+#[tokio::test]
+async fn auto_mode_yields_to_the_ingress_operator() {
+    if !require_assets("auto_mode_yields_to_the_ingress_operator") {
+        return;
+    }
+    let (_fleet, client) = aws_cluster("auto").await;
+    gateway(&client, NS, "gw", CLASS, None).await;
+    istio_writes(&client, "gw", 1, "istio programmed").await;
+    service(&client, "gw").await;
+    provision(&client, "gw-lb", "192.0.2.10").await;
+    dns_record(&client, "gw", "Managed").await;
+    publish(&client, "gw", "True", "").await;
+
+    // Before 4.22: nobody else writes them, the agent does.
+    let agent = Agent::start(&client, WriteMode::Auto);
+    wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
+    wait_lb(&client, "gw", "LoadBalancerProvisioned").await;
+    let key = GatewayKey::new(NS, "gw");
+    let gw_key = key.to_string();
+    assert_eq!(agent.metrics.mode(&gw_key), Some(GatewayMode::Write));
+    assert!(agent.metrics.render().contains(
+        "gwhub_agent_gateway_write_mode{namespace=\"openshift-ingress\",name=\"gw\",mode=\"write\"} 1"
+    ));
+
+    // The operator arrives (upgrade to 4.22) and writes all three types, with
+    // its own transition time.
+    operator_writes(
+        &client,
+        "gw",
+        (
+            "True",
+            "LoadBalancerProvisioned",
+            "The LoadBalancer service is provisioned",
+        ),
+        (
+            "True",
+            "NoFailedZones",
+            "The record is provisioned in all reported zones.",
+        ),
+        "2026-02-02T02:02:02Z",
+    )
+    .await;
+    let deadline = Instant::now() + WAIT;
+    while agent.metrics.mode(&gw_key) != Some(GatewayMode::Stream) {
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not yield: {:?}",
+            agent.metrics.mode(&gw_key)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let writes = Metrics::get(&agent.metrics.writes);
+
+    // Our inputs change: the agent's result differs from what the operator
+    // wrote, but the agent does not write; the operator then writes the new
+    // result and the agent leaves it alone.
+    publish(&client, "gw", "False", "throttled").await;
+    let rvs = versions_during(&client, "gw", Duration::from_secs(2)).await;
+    assert_eq!(
+        rvs.len(),
+        1,
+        "the Gateway changed without the operator: {rvs:?}"
+    );
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        sr(&listener_cond(&live, "https", "DNSReady")),
+        Some(("True", "NoFailedZones"))
+    );
+    operator_writes(
+        &client,
+        "gw",
+        (
+            "True",
+            "LoadBalancerProvisioned",
+            "The LoadBalancer service is provisioned",
+        ),
+        (
+            "False",
+            "FailedZones",
+            "The record failed to provision in some zones: [{Z1 map[]}]",
+        ),
+        "2026-02-02T02:03:03Z",
+    )
+    .await;
+    let rvs = versions_during(&client, "gw", Duration::from_secs(2)).await;
+    assert_eq!(
+        rvs.len(),
+        1,
+        "someone rewrote the operator's status: {rvs:?}"
+    );
+    assert_eq!(
+        Metrics::get(&agent.metrics.writes),
+        writes,
+        "the agent wrote while the operator owns the types"
+    );
+    // The hub is sent what the operator wrote.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let streamed = agent.store.get(&key).expect("streamed");
+        let dns = listener_cond(&streamed, "https", "DNSReady");
+        if sr(&dns) == Some(("False", "FailedZones")) {
+            assert_eq!(
+                dns.unwrap().3,
+                "The record failed to provision in some zones: [{Z1 map[]}]"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stream does not follow the operator: {dns:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        gw_cond(&live, "LoadBalancerReady").map(|c| c.3),
+        Some("The LoadBalancer service is provisioned".to_owned())
+    );
+    assert!(
+        serde_json::to_string(&live.metadata.managed_fields)
+            .unwrap()
+            .contains("ingress-operator"),
+        "the operator's ownership is kept"
+    );
+    agent.stop().await;
+
+    // `true`: the agent writes anyway (its own transition time replaces the
+    // operator's; the DNS record is published again first).
+    publish(&client, "gw", "True", "").await;
+    let agent = Agent::start(&client, WriteMode::Always);
+    wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
+    let g = wait_gw(
+        &client,
+        NS,
+        "gw",
+        "the agent's own LoadBalancerReady",
+        |g| gw_cond(g, "DNSReady").is_some_and(|c| c.0 == "True"),
+    )
+    .await;
+    assert!(Metrics::get(&agent.metrics.writes) >= 1);
+    assert_eq!(agent.metrics.mode(&gw_key), Some(GatewayMode::Write));
+    assert_eq!(
+        sr(&gw_cond(&g, "LoadBalancerReady")),
+        Some(("True", "LoadBalancerProvisioned"))
+    );
+    agent.stop().await;
+
+    // `false`: never writes, whatever changes.
+    let agent = Agent::start(&client, WriteMode::Never);
+    publish(&client, "gw", "Unknown", "").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(Metrics::get(&agent.metrics.writes), 0);
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        sr(&listener_cond(&live, "https", "DNSReady")),
+        Some(("True", "NoFailedZones"))
+    );
+    agent.stop().await;
 }

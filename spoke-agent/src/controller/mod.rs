@@ -440,6 +440,7 @@ impl Reconciler {
                 Pending {
                     patch: evaluation.apply_patch(),
                     desired: evaluation.status,
+                    force: mode == WriteMode::Always,
                 },
             );
             true
