@@ -517,3 +517,73 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn auto_leaves_types_another_manager_writes_and_carries_our_share() {
+    // The operator (Update) owns the Gateway-level DNSReady, where the agent
+    // also still owns fields from before: in auto the agent keeps the live
+    // condition (what the operator wrote) and applies it unchanged; it still
+    // computes and writes LoadBalancerReady and the listener DNSReady.
+    let status = json!({
+        "conditions": [cond("DNSReady", "False", "SomeListenersNotReady", 1, "2026-01-01T00:00:00Z")],
+    });
+    let mut gw = gateway(&[("l", Some(HOST))], 1, status);
+    let dns_ready = json!({"f:status": {"f:conditions": {"k:{\"type\":\"DNSReady\"}": {".": {}, "f:message": {}}}}});
+    gw.metadata.managed_fields = Some(from(json!([
+        {"manager": "gwhub-agent", "operation": "Apply", "subresource": "status",
+         "fieldsType": "FieldsV1", "fieldsV1": dns_ready},
+        {"manager": "ingress-operator", "operation": "Update",
+         "fieldsType": "FieldsV1", "fieldsV1": dns_ready}
+    ])));
+    let mut snap = snapshot(gw);
+    snap.dns_records = vec![healthy_record()];
+    let e = gwhub_agent::engine::evaluate_with(
+        &snap,
+        &gwhub_agent::Options::default(),
+        gwhub_agent::ownership::WriteMode::Auto,
+        now(),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(e.plan.mode(), gwhub_agent::ownership::GatewayMode::Partial);
+    let conds = e.status.conditions.as_deref().unwrap();
+    assert_eq!(
+        find(conds, "DNSReady").unwrap().reason,
+        "SomeListenersNotReady",
+        "live kept"
+    );
+    assert_eq!(
+        find(conds, "LoadBalancerReady").unwrap().reason,
+        "LoadBalancerProvisioned"
+    );
+    assert_eq!(
+        find(listener_conds(&e.status, "l"), "DNSReady")
+            .unwrap()
+            .reason,
+        "NoFailedZones"
+    );
+    let patch = e.apply_patch();
+    let applied: Vec<(&str, &str)> = patch["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        applied,
+        [
+            ("DNSReady", "SomeListenersNotReady"),
+            ("LoadBalancerReady", "LoadBalancerProvisioned")
+        ]
+    );
+    // Under `true` (as `evaluate` and `compute` do) every type is computed.
+    let all = gwhub_agent::evaluate(&snap, &gwhub_agent::Options::default(), now())
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        find(all.status.conditions.as_deref().unwrap(), "DNSReady")
+            .unwrap()
+            .reason,
+        "AllListenersReady"
+    );
+}
