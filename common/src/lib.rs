@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod metrics_http;
 pub mod output;
 pub mod pace;
+pub mod text;
 pub mod time;
 pub mod workspace_bin;
 

@@ -1,5 +1,5 @@
 //! A structured cluster (Gateways with Istio's status, their Services,
-//! Events, DNSRecords, the DNS and Infrastructure config) through the spoke
+//! Events, DNSRecords, the DNS config) through the spoke
 //! agent's snapshot path and condition engine, and its merge into the
 //! status Istio keeps. Checks what the merge's property tests check: other
 //! writers' conditions, listener entries and addresses are kept as they
@@ -23,7 +23,6 @@ use serde_json::{Value, json};
 
 const NS: &str = "openshift-ingress";
 const GATEWAYS: &[&str] = &["shop", "internal", "default-gateway"];
-const PLATFORMS: &[&str] = &["AWS", "GCP", "Azure", "BareMetal", "None", "IBMCloud", ""];
 const ZONES: &[&str] = &["Z1", "Z2", "ZOLD", ""];
 const HOSTS: &[&str] = &[
     "*.apps.example.com",
@@ -115,7 +114,6 @@ struct Event {
 
 #[derive(Arbitrary, Debug)]
 struct Input {
-    platform: Option<Text>,
     dns: Option<(Option<Text>, bool)>,
     gateways: Vec<Gateway>,
     records: Vec<Record>,
@@ -133,14 +131,6 @@ fn objects(input: &Input) -> Vec<Value> {
                "metadata": {"name": "other"},
                "spec": {"controllerName": "example.com/other"}}),
     ];
-    if let Some(p) = &input.platform {
-        let p = p.pick(PLATFORMS);
-        out.push(
-            json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-            "metadata": {"name": "cluster"},
-            "status": {"platform": p, "platformStatus": {"type": p}}}),
-        );
-    }
     if let Some((public, private)) = &input.dns {
         let mut spec = json!({"baseDomain": "example.com"});
         if let Some(z) = public {
@@ -351,20 +341,15 @@ fuzz_target!(|input: Input| {
         return;
     }
     let dns = snapshot.dns.as_ref().expect("evaluated, so configured");
-    let platform = snapshot
-        .infrastructure
-        .as_ref()
-        .and_then(|i| i.platform_type())
-        .expect("evaluated, so known");
     for e in &evaluations {
         let before = e.gateway.status.clone().unwrap_or_default();
         check_kept(&before, &e.status);
         let _ = e.apply_patch();
         // A second merge, later, with the same desired conditions: no write.
-        let (desired, _) = desired_for(&e.gateway, &snapshot, platform, dns);
-        let (once, _) = merge(e.gateway.status.as_ref(), &desired, now);
+        let (desired, _) = desired_for(&e.gateway, &snapshot, dns);
+        let (once, _) = merge(e.gateway.status.as_ref(), &desired, &e.plan, now);
         assert_eq!(once, e.status);
-        let (twice, _) = merge(Some(&once), &desired, later);
+        let (twice, _) = merge(Some(&once), &desired, &e.plan, later);
         assert!(!needs_write(&once, &twice), "second merge needs a write");
         assert_eq!(once, twice, "second merge changed the status");
     }

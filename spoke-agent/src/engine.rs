@@ -6,8 +6,10 @@ use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::conditions::{dns, load_balancer};
+use crate::conditions::{Verdict, dns, load_balancer};
+use crate::controller::FIELD_MANAGER;
 use crate::openshift::{DNS, DNSRecord};
+use crate::ownership::{self, Ownership, Plan, WriteMode};
 use crate::scope::{self, Options, namespace_of};
 use crate::snapshot::Snapshot;
 use crate::status::{self, Desired, Problem};
@@ -16,25 +18,14 @@ use crate::status::{self, Desired, Problem};
 /// metric, and retries. The engine never guesses a missing cluster config.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
-    #[error("{}", missing_message(.0))]
-    MissingClusterConfig(Vec<&'static str>),
     #[error(
-        "infrastructures.config.openshift.io/cluster has neither status.platformStatus.type nor status.platform: the platform decides whether DNS can be managed"
+        "missing {DNS_CONFIG}: the agent needs the cluster's DNS config to compute DNS conditions and does not guess it"
     )]
-    NoPlatform,
-}
-
-fn missing_message(what: &[&str]) -> String {
-    format!(
-        "missing {}: the agent needs the cluster's DNS config and Infrastructure to compute DNS conditions and does not guess them",
-        what.join(" and ")
-    )
+    MissingDnsConfig,
 }
 
 /// `dnses.config.openshift.io/cluster` as named in errors.
 pub const DNS_CONFIG: &str = "dnses.config.openshift.io/cluster";
-/// `infrastructures.config.openshift.io/cluster` as named in errors.
-pub const INFRASTRUCTURE_CONFIG: &str = "infrastructures.config.openshift.io/cluster";
 
 /// One in-scope Gateway's result.
 #[derive(Clone, Debug)]
@@ -45,6 +36,8 @@ pub struct Evaluation {
     pub status: GatewayStatus,
     /// What could not be written or had to be decided.
     pub problems: Vec<Problem>,
+    /// Which of our condition types the agent computes and writes here.
+    pub plan: Plan,
 }
 
 impl Evaluation {
@@ -64,7 +57,7 @@ impl Evaluation {
 
     /// The server-side apply body for this Gateway (see [`status::apply_patch`]).
     pub fn apply_patch(&self) -> Value {
-        status::apply_patch(&self.gateway, &self.status)
+        status::apply_patch(&self.gateway, &self.status, &self.plan)
     }
 
     /// The Gateway with the merged status, as the cluster will see it.
@@ -76,12 +69,25 @@ impl Evaluation {
     }
 }
 
-/// Evaluates every in-scope Gateway of `snapshot`, ordered by namespace/name.
-/// With no in-scope Gateway there is nothing to compute and no config is
-/// needed; otherwise a missing DNS config or Infrastructure is an error.
+/// Evaluates every in-scope Gateway of `snapshot`, ordered by namespace/name,
+/// computing every condition type of ours ([`Plan::everything`]: what
+/// `compute` shows and `--write-local-status=true` writes). With no in-scope
+/// Gateway there is nothing to compute and no config is needed; otherwise a
+/// missing DNS config is an error.
 pub fn evaluate(
     snapshot: &Snapshot,
     opts: &Options,
+    now: Timestamp,
+) -> Result<Vec<Evaluation>, EngineError> {
+    evaluate_with(snapshot, opts, WriteMode::Always, now)
+}
+
+/// [`evaluate`] with the `--write-local-status` mode, decided per Gateway
+/// from its managedFields ([`ownership::plan`]).
+pub fn evaluate_with(
+    snapshot: &Snapshot,
+    opts: &Options,
+    mode: WriteMode,
     now: Timestamp,
 ) -> Result<Vec<Evaluation>, EngineError> {
     let mut gateways: Vec<&Gateway> = snapshot
@@ -96,20 +102,16 @@ pub fn evaluate(
         (namespace_of(&a.metadata), &a.metadata.name)
             .cmp(&(namespace_of(&b.metadata), &b.metadata.name))
     });
-    let mut missing = Vec::new();
-    if snapshot.dns.is_none() {
-        missing.push(DNS_CONFIG);
-    }
-    if snapshot.infrastructure.is_none() {
-        missing.push(INFRASTRUCTURE_CONFIG);
-    }
-    let (Some(dns_config), Some(infra)) = (&snapshot.dns, &snapshot.infrastructure) else {
-        return Err(EngineError::MissingClusterConfig(missing));
-    };
-    let platform = infra.platform_type().ok_or(EngineError::NoPlatform)?;
+    let dns_config = snapshot.dns.as_ref().ok_or(EngineError::MissingDnsConfig)?;
     Ok(gateways
         .into_iter()
-        .map(|gw| evaluate_gateway(gw, snapshot, platform, dns_config, now))
+        .map(|gw| {
+            let own = Ownership::of(
+                gw.metadata.managed_fields.as_deref().unwrap_or_default(),
+                FIELD_MANAGER,
+            );
+            evaluate_gateway(gw, snapshot, dns_config, &ownership::plan(mode, &own), now)
+        })
         .collect())
 }
 
@@ -117,25 +119,27 @@ pub fn evaluate(
 pub fn evaluate_gateway(
     gateway: &Gateway,
     snapshot: &Snapshot,
-    platform: &str,
     dns_config: &DNS,
+    plan: &Plan,
     now: Timestamp,
 ) -> Evaluation {
-    let (desired, mut problems) = desired_for(gateway, snapshot, platform, dns_config);
-    let (status, merge_problems) = status::merge(gateway.status.as_ref(), &desired, now);
+    let (desired, mut problems) = desired_for(gateway, snapshot, dns_config);
+    let (status, merge_problems) = status::merge(gateway.status.as_ref(), &desired, plan, now);
     problems.extend(merge_problems);
     Evaluation {
         gateway: gateway.clone(),
         status,
         problems,
+        plan: plan.clone(),
     }
 }
 
-/// The agent's conditions for `gateway`, before merging.
+/// The agent's conditions for `gateway`, before merging: `LoadBalancerReady`;
+/// `DNSReady` for each listener that has a status entry and a spec hostname;
+/// the Gateway-level `DNSReady` while any listener has one.
 pub fn desired_for(
     gateway: &Gateway,
     snapshot: &Snapshot,
-    platform: &str,
     dns_config: &DNS,
 ) -> (Desired, Vec<Problem>) {
     let mut problems = Vec::new();
@@ -143,39 +147,51 @@ pub fn desired_for(
     let lb = load_balancer::load_balancer_ready(service, &snapshot.events);
     let records = scope::dns_records_for(gateway, &snapshot.dns_records);
     let mut reported = Vec::new();
-    let listeners = gateway
-        .spec
-        .listeners
+    let entries = gateway
+        .status
+        .as_ref()
+        .and_then(|s| s.listeners.as_deref())
+        .unwrap_or_default();
+    let listeners: Vec<(String, Vec<Verdict>)> = entries
         .iter()
-        .map(|l| {
-            let hostname = l.hostname.as_deref().filter(|h| !h.is_empty());
+        .map(|entry| {
+            let hostname = gateway
+                .spec
+                .listeners
+                .iter()
+                .find(|l| l.name == entry.name)
+                .and_then(|l| l.hostname.as_deref())
+                .filter(|h| !h.is_empty());
             let verdicts = match hostname {
                 None => Vec::new(),
                 Some(h) => {
                     let matching = scope::records_for_hostname(h, &records);
-                    let record: Option<&DNSRecord> = matching.first().copied();
                     let key = dns::normalize_hostname(h).to_owned();
-                    if matching.len() > 1 && !reported.contains(&key) {
+                    if let Some((used, ignored)) = matching.split_last()
+                        && !ignored.is_empty()
+                        && !reported.contains(&key)
+                    {
                         problems.push(Problem::DuplicateDNSRecords {
                             hostname: key.clone(),
-                            used: name_of(matching[0]),
-                            ignored: matching[1..].iter().map(|r| name_of(r)).collect(),
+                            used: name_of(used),
+                            ignored: ignored.iter().map(|r| name_of(r)).collect(),
                         });
                         reported.push(key);
                     }
-                    vec![
-                        dns::dns_managed(platform, dns_config),
-                        dns::dns_ready(platform, dns_config, record),
-                    ]
+                    vec![dns::dns_ready(dns_config, matching.last().copied())]
                 }
             };
-            (l.name.clone(), verdicts)
+            (entry.name.clone(), verdicts)
         })
         .collect();
+    let mut gateway_level = vec![lb];
+    gateway_level.extend(dns::gateway_dns_ready(
+        listeners.iter().flat_map(|(_, v)| v),
+    ));
     (
         Desired {
             generation: gateway.metadata.generation,
-            gateway: vec![lb],
+            gateway: gateway_level,
             listeners,
         },
         problems,

@@ -11,6 +11,7 @@ pub mod conditions;
 pub mod controller;
 pub mod engine;
 pub mod openshift;
+pub mod ownership;
 pub mod runtime;
 pub mod scope;
 pub mod snapshot;

@@ -1,6 +1,5 @@
 //! The OpenShift resources the agent reads, typed after the upstream CRDs
-//! (`dnsrecords.ingress.operator.openshift.io`, `dnses.config.openshift.io`,
-//! `infrastructures.config.openshift.io`). Field names and casing follow the
+//! (`dnsrecords.ingress.operator.openshift.io`, `dnses.config.openshift.io`). Field names and casing follow the
 //! upstream schemas so these types can also generate CRDs for test clusters
 //! where the upstream files are absent. Parsing is lenient: optional fields
 //! default, unknown fields are ignored, so real `oc get -o yaml` output parses.
@@ -15,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// Label that ties a Service or DNSRecord to the Gateway it was made for.
 pub const GATEWAY_NAME_LABEL: &str = "gateway.networking.k8s.io/gateway-name";
 
-/// The name of the cluster-scoped singletons (`dns/cluster`, `infrastructure/cluster`).
+/// The name of the cluster-scoped DNS config the agent reads (`dns/cluster`).
 pub const CLUSTER_CONFIG_NAME: &str = "cluster";
 
 /// A DNS zone as the cluster DNS config and DNSRecord status name it: by
@@ -121,54 +120,6 @@ pub struct DNSSpec {
     pub private_zone: Option<DNSZone>,
 }
 
-/// `Infrastructure` (`config.openshift.io/v1`, cluster-scoped; the agent
-/// reads `cluster`): which platform the cluster runs on.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "config.openshift.io",
-    version = "v1",
-    kind = "Infrastructure",
-    plural = "infrastructures",
-    status = "InfrastructureStatus"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct InfrastructureSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform_spec: Option<PlatformRef>,
-}
-
-/// Observed infrastructure.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InfrastructureStatus {
-    /// Deprecated by upstream in favour of `platformStatus.type`; read as a fallback.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub platform: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub platform_status: Option<PlatformRef>,
-}
-
-/// `{type: AWS}`-shaped platform references (platform-specific details ignored).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-pub struct PlatformRef {
-    #[serde(default, rename = "type", skip_serializing_if = "String::is_empty")]
-    pub type_: String,
-}
-
-impl Infrastructure {
-    /// `status.platformStatus.type`, else the deprecated `status.platform`;
-    /// `None` when neither is set.
-    pub fn platform_type(&self) -> Option<&str> {
-        let status = self.status.as_ref()?;
-        status
-            .platform_status
-            .as_ref()
-            .map(|p| p.type_.as_str())
-            .filter(|t| !t.is_empty())
-            .or_else(|| Some(status.platform.as_str()).filter(|t| !t.is_empty()))
-    }
-}
-
 impl DNS {
     /// The configured zones (public first), as DNSRecord zones are compared with.
     pub fn zones(&self) -> Vec<&DNSZone> {
@@ -193,7 +144,6 @@ mod tests {
         assert_eq!(DNSRecord::plural(&()), "dnsrecords");
         assert_eq!(DNS::api_version(&()), "config.openshift.io/v1");
         assert_eq!(DNS::plural(&()), "dnses");
-        assert_eq!(Infrastructure::plural(&()), "infrastructures");
     }
 
     #[test]
@@ -209,12 +159,5 @@ mod tests {
         .unwrap();
         assert_eq!(rec.spec.dns_management_policy, DNSManagementPolicy::Managed);
         assert_eq!(rec.status.unwrap().zones[0].dns_zone.id, "Z1");
-        let infra: Infrastructure = serde_json::from_value(serde_json::json!({
-            "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-            "metadata": {"name": "cluster"}, "spec": {},
-            "status": {"platform": "AWS"}
-        }))
-        .unwrap();
-        assert_eq!(infra.platform_type(), Some("AWS"));
     }
 }

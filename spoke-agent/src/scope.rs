@@ -61,16 +61,13 @@ fn labelled_for(meta: &ObjectMeta, gateway: &Gateway) -> bool {
             .is_some_and(|v| Some(v.as_str()) == gateway.metadata.name.as_deref())
 }
 
-/// The Gateway's Service: labelled for it in its namespace; of several, a
-/// `type: LoadBalancer` one first, then the first by name.
+/// The Gateway's Service: labelled for it in its namespace; of several, the
+/// first by name (the operator takes the first its cache lists).
 pub fn service_for<'a>(gateway: &Gateway, services: &'a [Service]) -> Option<&'a Service> {
     services
         .iter()
         .filter(|s| labelled_for(&s.metadata, gateway))
-        .min_by_key(|s| {
-            let lb = s.spec.as_ref().and_then(|sp| sp.type_.as_deref()) == Some("LoadBalancer");
-            (!lb, s.metadata.name.clone().unwrap_or_default())
-        })
+        .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name))
 }
 
 /// The Gateway's DNSRecords (labelled for it in its namespace), by name.
@@ -84,8 +81,9 @@ pub fn dns_records_for<'a>(gateway: &Gateway, records: &'a [DNSRecord]) -> Vec<&
 }
 
 /// The records of `records` whose `spec.dnsName` is `hostname`, trailing dots
-/// trimmed on both sides; the ingress operator makes one per hostname, so
-/// more than one is reported by the caller and the first by name is used.
+/// trimmed on both sides, by name; the ingress operator makes one per
+/// hostname, so more than one is reported by the caller and the last by name
+/// is used (as the operator does: the later record replaces the earlier).
 pub fn records_for_hostname<'a>(hostname: &str, records: &[&'a DNSRecord]) -> Vec<&'a DNSRecord> {
     let want = normalize_hostname(hostname);
     records

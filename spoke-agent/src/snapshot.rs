@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Event, EventSeries, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use crate::openshift::{CLUSTER_CONFIG_NAME, DNS, DNSRecord, Infrastructure};
+use crate::openshift::{CLUSTER_CONFIG_NAME, DNS, DNSRecord};
 
 /// Namespace of a namespaced object that has none (what `kubectl apply` does).
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -26,10 +26,9 @@ pub struct Snapshot {
     pub dns_records: Vec<DNSRecord>,
     /// Core `v1` events; `events.k8s.io/v1` events are converted on load.
     pub events: Vec<Event>,
-    /// `dnses.config.openshift.io/cluster`, if present.
+    /// `dnses.config.openshift.io/cluster`, if present. (The Infrastructure
+    /// object is not read: no rule depends on the platform.)
     pub dns: Option<DNS>,
-    /// `infrastructures.config.openshift.io/cluster`, if present.
-    pub infrastructure: Option<Infrastructure>,
 }
 
 /// The kinds the engine reads, told apart by API group and kind (an Istio
@@ -44,7 +43,6 @@ pub enum NeededKind {
     EventsV1Event,
     DNSRecord,
     DNS,
-    Infrastructure,
 }
 
 impl NeededKind {
@@ -73,9 +71,6 @@ impl NeededKind {
                 (Self::DNSRecord, &["ingress.operator.openshift.io/v1"])
             }
             ("config.openshift.io", "DNS") => (Self::DNS, &["config.openshift.io/v1"]),
-            ("config.openshift.io", "Infrastructure") => {
-                (Self::Infrastructure, &["config.openshift.io/v1"])
-            }
             _ => return Ok(None),
         };
         obj.expect_api_version(versions)?;
@@ -83,7 +78,7 @@ impl NeededKind {
     }
 
     fn namespaced(self) -> bool {
-        !matches!(self, Self::GatewayClass | Self::DNS | Self::Infrastructure)
+        !matches!(self, Self::GatewayClass | Self::DNS)
     }
 }
 
@@ -168,10 +163,7 @@ impl Snapshot {
                 NeededKind::DNS if name == CLUSTER_CONFIG_NAME => {
                     snap.dns = Some(with_spec(obj).parse()?);
                 }
-                NeededKind::Infrastructure if name == CLUSTER_CONFIG_NAME => {
-                    snap.infrastructure = Some(with_spec(obj).parse()?);
-                }
-                NeededKind::DNS | NeededKind::Infrastructure => {}
+                NeededKind::DNS => {}
             }
         }
         Ok(snap)

@@ -6,25 +6,26 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatusListeners};
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_common::conditions::{self, Condition, MAX_CONDITIONS};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::conditions::{DNS_READY, GATEWAY_TYPES, LISTENER_TYPES, Verdict};
-
-/// The CRD's limit on `status.listeners`.
-pub const MAX_LISTENERS: usize = 64;
+use crate::conditions::{DNS_MANAGED, Verdict};
+use crate::ownership::{Plan, Slot};
 
 /// The agent's conditions for one Gateway, computed but not yet merged.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Desired {
     /// `metadata.generation`, written as every condition's `observedGeneration`.
     pub generation: Option<i64>,
-    /// Gateway-level conditions (`LoadBalancerReady`).
+    /// Gateway-level conditions (`LoadBalancerReady`, `DNSReady` while a
+    /// listener carries one).
     pub gateway: Vec<Verdict>,
-    /// Every spec listener in spec order with its conditions; an empty list
-    /// (a listener without hostname) means "none of ours here".
+    /// The listeners with a status entry, by name, with their conditions; an
+    /// empty list (a listener without hostname, an entry of a listener no
+    /// longer in the spec) means "none of ours here". The agent never
+    /// creates a listener entry.
     pub listeners: Vec<(String, Vec<Verdict>)>,
 }
 
@@ -38,9 +39,6 @@ pub enum Problem {
         listener: Option<String>,
         condition_type: String,
     },
-    /// `status.listeners` already has [`MAX_LISTENERS`] entries, so no entry
-    /// could be added for this listener.
-    NoRoomForListener { listener: String },
     /// Several DNSRecords have the listener's hostname; `used` decided.
     DuplicateDNSRecords {
         hostname: String,
@@ -66,10 +64,6 @@ impl fmt::Display for Problem {
                 f,
                 "no room for condition {condition_type} in the conditions of listener {l}: the list already has {MAX_CONDITIONS} conditions (the CRD's limit)"
             ),
-            Problem::NoRoomForListener { listener } => write!(
-                f,
-                "no room for a status entry for listener {listener}: status.listeners already has {MAX_LISTENERS} entries (the CRD's limit)"
-            ),
             Problem::DuplicateDNSRecords {
                 hostname,
                 used,
@@ -81,12 +75,6 @@ impl fmt::Display for Problem {
             ),
         }
     }
-}
-
-/// Preference when a list has room for only some of our conditions:
-/// `DNSReady` says more than `DNSManaged`.
-fn priority(type_: &str) -> u8 {
-    u8::from(type_ != DNS_READY)
 }
 
 /// Makes `ours` the agent's conditions in `list`: our types not in `ours`
@@ -108,12 +96,8 @@ fn apply_ours(
     for c in present {
         conditions::set(list, c);
     }
-    let room = MAX_CONDITIONS.saturating_sub(list.len());
-    let mut by_priority: Vec<usize> = (0..missing.len()).collect();
-    by_priority.sort_by_key(|&i| priority(&missing[i].type_));
-    let chosen: Vec<usize> = by_priority.iter().copied().take(room).collect();
-    for (i, c) in missing.into_iter().enumerate() {
-        if chosen.contains(&i) {
+    for c in missing {
+        if list.len() < MAX_CONDITIONS {
             list.push(c);
         } else {
             problems.push(Problem::NoRoomForCondition {
@@ -124,22 +108,22 @@ fn apply_ours(
     }
 }
 
-/// Merges `desired` into `current`: only our condition types change;
-/// another writer's conditions, listeners, addresses and fields stay as they
-/// are. A spec listener with conditions but no status entry gets one
-/// (`attachedRoutes: 0`, which the CRD requires; `supportedKinds` is optional
-/// and left to the Gateway controller). Our conditions are removed from
-/// listeners without hostname and from entries of listeners no longer in the
-/// spec. Returns the status and what could not be written.
+/// Merges `desired` into `current`: only the condition types `plan` gives
+/// the agent change (plus the `DNSManaged`s it retires); another writer's
+/// conditions, listeners, addresses and fields stay as they are. Listener
+/// entries are never created. Returns the status and what could not be
+/// written.
 pub fn merge(
     current: Option<&GatewayStatus>,
     desired: &Desired,
+    plan: &Plan,
     now: Timestamp,
 ) -> (GatewayStatus, Vec<Problem>) {
     let mut status = current.cloned().unwrap_or_default();
     let mut problems = Vec::new();
-    let to_conditions = |vs: &[Verdict]| -> Vec<Condition> {
+    let to_conditions = |vs: &[Verdict], types: &[&str]| -> Vec<Condition> {
         vs.iter()
+            .filter(|v| types.contains(&v.type_))
             .map(|v| v.to_condition(desired.generation, now))
             .collect()
     };
@@ -148,59 +132,35 @@ pub fn merge(
     let mut list = status.conditions.take().unwrap_or_default();
     apply_ours(
         &mut list,
-        GATEWAY_TYPES,
-        to_conditions(&desired.gateway),
+        &plan.gateway,
+        to_conditions(&desired.gateway, &plan.gateway),
         None,
         &mut problems,
     );
     status.conditions = (had_conditions || !list.is_empty()).then_some(list);
 
-    let spec: HashMap<&str, &[Verdict]> = desired
+    let ours: HashMap<&str, &[Verdict]> = desired
         .listeners
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_slice()))
         .collect();
-    let had_listeners = status.listeners.is_some();
-    let mut listeners = status.listeners.take().unwrap_or_default();
-    for entry in &mut listeners {
-        let ours = spec
+    for entry in status.listeners.iter_mut().flatten() {
+        let mut types = plan.listener.clone();
+        if plan.retire.contains(&entry.name) {
+            types.push(DNS_MANAGED);
+        }
+        let conds = ours
             .get(entry.name.as_str())
-            .map(|v| to_conditions(v))
+            .map(|v| to_conditions(v, &plan.listener))
             .unwrap_or_default();
         apply_ours(
             &mut entry.conditions,
-            LISTENER_TYPES,
-            ours,
+            &types,
+            conds,
             Some(&entry.name),
             &mut problems,
         );
     }
-    for (name, verdicts) in &desired.listeners {
-        if verdicts.is_empty() || listeners.iter().any(|l| &l.name == name) {
-            continue;
-        }
-        if listeners.len() >= MAX_LISTENERS {
-            problems.push(Problem::NoRoomForListener {
-                listener: name.clone(),
-            });
-            continue;
-        }
-        let mut conds = Vec::new();
-        apply_ours(
-            &mut conds,
-            LISTENER_TYPES,
-            to_conditions(verdicts),
-            Some(name),
-            &mut problems,
-        );
-        listeners.push(GatewayStatusListeners {
-            name: name.clone(),
-            attached_routes: 0,
-            conditions: conds,
-            supported_kinds: None,
-        });
-    }
-    status.listeners = (had_listeners || !listeners.is_empty()).then_some(listeners);
     (status, problems)
 }
 
@@ -234,43 +194,56 @@ pub fn needs_write(current: &GatewayStatus, desired: &GatewayStatus) -> bool {
 }
 
 /// The body of the server-side apply (field manager `gwhub-agent`, status
-/// subresource) that writes `desired`'s conditions of ours and nothing else:
+/// subresource) that writes the condition types `plan` gives the agent and
+/// nothing else:
 ///
 /// ```yaml
 /// apiVersion: gateway.networking.k8s.io/v1
 /// kind: Gateway
 /// metadata: {name, namespace}
 /// status:
-///   conditions: [LoadBalancerReady]
-///   listeners: [{name, attachedRoutes, conditions: [DNSManaged, DNSReady]}]
+///   conditions: [LoadBalancerReady, DNSReady]
+///   listeners: [{name, attachedRoutes, conditions: [DNSReady]}]
 /// ```
 ///
 /// `status.conditions` and `listeners[].conditions` are list maps keyed by
 /// `type`, and `status.listeners` a list map keyed by `name`, so applying our
 /// entries leaves other managers' entries alone; omitting a type we applied
-/// before removes it (a listener that lost its hostname is simply left out).
-/// `addresses` and `supportedKinds` are atomic lists: they are never included,
-/// since including them would take them over.
+/// before removes it (a listener that lost its hostname is simply left out;
+/// so is a `DNSManaged` an earlier agent wrote). `addresses` and
+/// `supportedKinds` are atomic lists: they are never included, since
+/// including them would take them over. Only listeners that have a status
+/// entry are included (the agent never creates one: before Gateway API v1.5
+/// an entry needs `supportedKinds`, which only the Gateway's controller knows).
 ///
-/// `attachedRoutes` is included with the value the Gateway already has (0
-/// for an entry we create): the CRD requires it in every listener item, and
-/// the apiserver validates the merged object, so an entry we create without
-/// it would be rejected, and if we were its only owner, leaving it out later
-/// would delete it. Applying the live value makes us a co-owner without a
-/// conflict; if the Gateway controller changes it in between, the apply fails
-/// with a conflict (never forced) and the runtime recomputes from the fresh
-/// object.
-pub fn apply_patch(gateway: &Gateway, desired: &GatewayStatus) -> Value {
-    let ours = |list: &[Condition], types: &[&str]| -> Vec<Value> {
+/// `attachedRoutes` is included with the value the Gateway already has: the
+/// CRD requires it in every listener item and the apiserver validates the
+/// applied entry, so leaving it out would be refused. Applying the live
+/// value makes us a co-owner without a conflict; if the Gateway controller
+/// changes it in between, the apply fails with a conflict (never forced) and
+/// the runtime recomputes from the fresh object.
+///
+/// The slots of `plan.carry` (a type another manager took over, in which we
+/// still own fields) are applied as they are in `desired` (the live value),
+/// so the fields only we own are not deleted from under the other writer.
+pub fn apply_patch(gateway: &Gateway, desired: &GatewayStatus, plan: &Plan) -> Value {
+    let carried = |listener: Option<&str>, t: &str| {
+        plan.carry.contains(&Slot {
+            listener: listener.map(str::to_owned),
+            type_: t.to_owned(),
+        })
+    };
+    let ours = |list: &[Condition], types: &[&str], listener: Option<&str>| -> Vec<Value> {
         list.iter()
-            .filter(|c| types.contains(&c.type_.as_str()))
+            .filter(|c| types.contains(&c.type_.as_str()) || carried(listener, &c.type_))
             .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
             .collect()
     };
     let mut status = serde_json::Map::new();
     let gw_conds = ours(
         desired.conditions.as_deref().unwrap_or_default(),
-        GATEWAY_TYPES,
+        &plan.gateway,
+        None,
     );
     if !gw_conds.is_empty() {
         status.insert("conditions".into(), Value::Array(gw_conds));
@@ -280,7 +253,7 @@ pub fn apply_patch(gateway: &Gateway, desired: &GatewayStatus) -> Value {
         .iter()
         .flatten()
         .filter_map(|l| {
-            let conds = ours(&l.conditions, LISTENER_TYPES);
+            let conds = ours(&l.conditions, &plan.listener, Some(&l.name));
             (!conds.is_empty()).then(|| {
                 json!({"name": l.name, "attachedRoutes": l.attached_routes, "conditions": conds})
             })

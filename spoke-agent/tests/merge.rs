@@ -1,4 +1,4 @@
-//! The status merge: only our three condition types change, transition times
+//! The status merge: only our condition types change, transition times
 //! follow status changes, lists stay within the CRD limits, and a second
 //! merge is a no-op. Table tests first, then property tests.
 
@@ -6,6 +6,7 @@ mod support;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_agent::conditions::Verdict;
+use gwhub_agent::ownership::{Ownership, Plan};
 use gwhub_agent::status::{Desired, Problem, apply_patch, merge, needs_write};
 use proptest::prelude::*;
 use serde_json::json;
@@ -40,9 +41,13 @@ fn generation_bump_updates_observed_generation_and_keeps_transition_time() {
     let ready = find(conds, "DNSReady").unwrap();
     assert_eq!(ready.observed_generation, Some(2));
     assert_eq!(ready.last_transition_time.0, t("2026-01-01T00:00:00Z"));
-    // DNSManaged is new: it transitions now.
+    assert!(find(conds, "DNSManaged").is_none());
+    // The Gateway-level DNSReady is new: it transitions now.
     assert_eq!(
-        find(conds, "DNSManaged").unwrap().last_transition_time.0,
+        find(e.status.conditions.as_deref().unwrap(), "DNSReady")
+            .unwrap()
+            .last_transition_time
+            .0,
         now()
     );
     assert!(e.needs_write());
@@ -62,13 +67,12 @@ fn status_change_moves_transition_time() {
 }
 
 #[test]
-fn hostname_removed_removes_both_dns_conditions_and_keeps_the_rest() {
+fn hostname_removed_removes_dns_ready_and_keeps_the_rest() {
     let status = json!({
         "listeners": [{"name": "l", "attachedRoutes": 4,
             "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
             "conditions": [
                 cond("Accepted", "True", "Accepted", 1, "2026-01-01T00:00:00Z"),
-                cond("DNSManaged", "True", "Normal", 1, "2026-01-01T00:00:00Z"),
                 cond("DNSReady", "True", "NoFailedZones", 1, "2026-01-01T00:00:00Z")]}]
     });
     let snap = snapshot(gateway(&[("l", None)], 2, status));
@@ -81,18 +85,52 @@ fn hostname_removed_removes_both_dns_conditions_and_keeps_the_rest() {
 }
 
 #[test]
-fn listener_without_status_entry_gets_one() {
+fn listener_without_status_entry_gets_none() {
+    // Before Gateway API v1.5 an entry needs supportedKinds, which only the
+    // Gateway's controller knows: the agent never creates one.
     let status = json!({"listeners": [{"name": "old", "attachedRoutes": 2, "conditions": []}]});
     let mut snap = snapshot(gateway(&[("old", None), ("new", Some(HOST))], 1, status));
     snap.dns_records = vec![healthy_record()];
     let e = eval_one(&snap);
     let ls = e.status.listeners.as_ref().unwrap();
-    assert_eq!(ls.len(), 2);
-    assert_eq!(ls[1].name, "new");
-    assert_eq!(ls[1].attached_routes, 0);
-    assert_eq!(ls[1].supported_kinds, None);
-    let types: Vec<_> = ls[1].conditions.iter().map(|c| c.type_.as_str()).collect();
-    assert_eq!(types, ["DNSManaged", "DNSReady"]);
+    assert_eq!(ls.len(), 1);
+    assert_eq!(ls[0].name, "old");
+    assert!(ls[0].conditions.is_empty());
+    let conds = e.status.conditions.as_deref().unwrap();
+    assert!(find(conds, "DNSReady").is_none(), "no listener carries one");
+}
+
+#[test]
+fn dns_managed_the_agent_wrote_is_removed_anyone_elses_kept() {
+    let dns_managed = || cond("DNSManaged", "True", "Normal", 1, "2026-01-01T00:00:00Z");
+    let status = json!({"listeners": [
+        {"name": "ours", "attachedRoutes": 0, "supportedKinds": [], "conditions": [dns_managed()]},
+        {"name": "theirs", "attachedRoutes": 0, "supportedKinds": [], "conditions": [dns_managed()]}]});
+    let mut gw = gateway(&[("ours", Some(HOST)), ("theirs", Some(HOST))], 1, status);
+    let fields = |listener: &str| {
+        json!({"f:status": {"f:listeners": {format!("k:{{\"name\":\"{listener}\"}}"): {
+            "f:conditions": {"k:{\"type\":\"DNSManaged\"}": {".": {}, "f:status": {}}}}}}})
+    };
+    gw.metadata.managed_fields = Some(from(json!([
+        {"manager": "gwhub-agent", "operation": "Apply", "subresource": "status",
+         "fieldsType": "FieldsV1", "fieldsV1": fields("ours")},
+        {"manager": "someone", "operation": "Update",
+         "fieldsType": "FieldsV1", "fieldsV1": fields("theirs")}
+    ])));
+    let mut snap = snapshot(gw);
+    snap.dns_records = vec![healthy_record()];
+    let e = eval_one(&snap);
+    let types = |l: &str| -> Vec<String> {
+        listener_conds(&e.status, l)
+            .iter()
+            .map(|c| c.type_.clone())
+            .collect()
+    };
+    assert_eq!(types("ours"), ["DNSReady"]);
+    assert_eq!(types("theirs"), ["DNSManaged", "DNSReady"]);
+    assert!(e.needs_write());
+    let patch = e.apply_patch();
+    assert!(!patch.to_string().contains("DNSManaged"), "{patch}");
 }
 
 #[test]
@@ -138,7 +176,6 @@ fn condition_limit_with_istio_conditions_present() {
     assert_eq!(e.status.conditions.as_ref().unwrap().len(), 8);
     assert!(find(e.status.conditions.as_deref().unwrap(), "LoadBalancerReady").is_none());
     assert_eq!(listener_conds(&e.status, "full").len(), 8);
-    // Room for one: DNSReady says more than DNSManaged.
     let seven = listener_conds(&e.status, "seven");
     assert_eq!(seven.len(), 8);
     assert_eq!(seven[7].type_, "DNSReady");
@@ -150,16 +187,12 @@ fn condition_limit_with_istio_conditions_present() {
                 condition_type: "LoadBalancerReady".into()
             },
             Problem::NoRoomForCondition {
-                listener: Some("full".into()),
-                condition_type: "DNSManaged".into()
+                listener: None,
+                condition_type: "DNSReady".into()
             },
             Problem::NoRoomForCondition {
                 listener: Some("full".into()),
                 condition_type: "DNSReady".into()
-            },
-            Problem::NoRoomForCondition {
-                listener: Some("seven".into()),
-                condition_type: "DNSManaged".into()
             },
         ]
     );
@@ -235,8 +268,9 @@ fn second_merge_needs_no_write_and_apply_patch_holds_only_ours() {
         status.keys().collect::<Vec<_>>(),
         ["conditions", "listeners"]
     );
-    assert_eq!(status["conditions"].as_array().unwrap().len(), 1);
+    assert_eq!(status["conditions"].as_array().unwrap().len(), 2);
     assert_eq!(status["conditions"][0]["type"], "LoadBalancerReady");
+    assert_eq!(status["conditions"][1]["type"], "DNSReady");
     assert_eq!(
         status["conditions"][0]["lastTransitionTime"],
         "2026-01-12T10:00:00Z"
@@ -252,7 +286,7 @@ fn second_merge_needs_no_write_and_apply_patch_holds_only_ours() {
         .iter()
         .map(|c| c["type"].as_str().unwrap())
         .collect();
-    assert_eq!(types, ["DNSManaged", "DNSReady"]);
+    assert_eq!(types, ["DNSReady"]);
 }
 
 #[test]
@@ -377,13 +411,20 @@ fn arb_desired() -> impl Strategy<Value = Desired> {
     )
         .prop_map(|(generation, lb, names, shape)| Desired {
             generation: Some(generation),
-            gateway: vec![verdict("LoadBalancerReady", lb)],
+            gateway: if shape.iter().any(|(h, ..)| *h) {
+                vec![
+                    verdict("LoadBalancerReady", lb),
+                    verdict("DNSReady", lb + 1),
+                ]
+            } else {
+                vec![verdict("LoadBalancerReady", lb)]
+            },
             listeners: names
                 .into_iter()
                 .zip(shape)
-                .map(|(n, (host, m, r))| {
+                .map(|(n, (host, _, r))| {
                     let vs = if host {
-                        vec![verdict("DNSManaged", m), verdict("DNSReady", r)]
+                        vec![verdict("DNSReady", r)]
                     } else {
                         vec![]
                     };
@@ -393,11 +434,16 @@ fn arb_desired() -> impl Strategy<Value = Desired> {
         })
 }
 
-const GATEWAY_OURS: [&str; 1] = ["LoadBalancerReady"];
-const LISTENER_OURS: [&str; 2] = ["DNSManaged", "DNSReady"];
+const GATEWAY_OURS: [&str; 2] = ["LoadBalancerReady", "DNSReady"];
+const LISTENER_OURS: [&str; 1] = ["DNSReady"];
+
+fn everything() -> Plan {
+    Plan::everything(&Ownership::default())
+}
 
 /// The conditions of other writers: every type but ours at that level (a
-/// gateway-level DNSReady, as the ingress operator writes, is someone else's).
+/// `DNSManaged` of unknown origin, no managedFields saying the agent wrote
+/// it, is someone else's).
 fn foreign(list: &[gwhub_common::Condition], ours: &[&str]) -> Vec<gwhub_common::Condition> {
     list.iter()
         .filter(|c| !ours.contains(&c.type_.as_str()))
@@ -410,7 +456,7 @@ proptest! {
 
     #[test]
     fn merge_never_touches_other_writers(current in arb_status(), desired in arb_desired()) {
-        let (merged, _) = merge(Some(&current), &desired, now());
+        let (merged, _) = merge(Some(&current), &desired, &everything(), now());
         // Gateway-level foreign conditions: all kept, unchanged, in order.
         prop_assert_eq!(
             foreign(current.conditions.as_deref().unwrap_or_default(), &GATEWAY_OURS),
@@ -421,7 +467,7 @@ proptest! {
         // Every listener entry kept, in order, with its fields and foreign conditions.
         let before = current.listeners.clone().unwrap_or_default();
         let after = merged.listeners.clone().unwrap_or_default();
-        prop_assert!(after.len() >= before.len());
+        prop_assert_eq!(after.len(), before.len(), "no entry created");
         for (b, a) in before.iter().zip(&after) {
             prop_assert_eq!(&b.name, &a.name);
             prop_assert_eq!(b.attached_routes, a.attached_routes);
@@ -443,9 +489,9 @@ proptest! {
 
     #[test]
     fn merging_twice_is_idempotent(current in arb_status(), desired in arb_desired(), later in 1i64..10_000_000) {
-        let (once, problems_once) = merge(Some(&current), &desired, now());
+        let (once, problems_once) = merge(Some(&current), &desired, &everything(), now());
         let t2 = jiff::Timestamp::from_second(now().as_second() + later).unwrap();
-        let (twice, problems_twice) = merge(Some(&once), &desired, t2);
+        let (twice, problems_twice) = merge(Some(&once), &desired, &everything(), t2);
         prop_assert!(!needs_write(&once, &twice));
         prop_assert_eq!(&once, &twice);
         prop_assert_eq!(problems_once, problems_twice);
@@ -453,20 +499,91 @@ proptest! {
 
     #[test]
     fn apply_patch_never_includes_foreign_fields(current in arb_status(), desired in arb_desired()) {
-        let (merged, _) = merge(Some(&current), &desired, now());
+        let (merged, _) = merge(Some(&current), &desired, &everything(), now());
         let gw = gateway(&[], 1, json!({}));
-        let patch = apply_patch(&gw, &merged);
+        let patch = apply_patch(&gw, &merged, &everything());
         let status = &patch["status"];
         prop_assert!(status.get("addresses").is_none());
         for c in status["conditions"].as_array().into_iter().flatten() {
-            prop_assert_eq!(c["type"].as_str(), Some("LoadBalancerReady"));
+            let ty = c["type"].as_str().unwrap();
+            prop_assert!(ty == "LoadBalancerReady" || ty == "DNSReady");
         }
         for l in status["listeners"].as_array().into_iter().flatten() {
             prop_assert!(l.get("supportedKinds").is_none());
             for c in l["conditions"].as_array().unwrap() {
                 let ty = c["type"].as_str().unwrap();
-                prop_assert!(ty == "DNSManaged" || ty == "DNSReady");
+                prop_assert_eq!(ty, "DNSReady");
             }
         }
     }
+}
+
+#[test]
+fn auto_leaves_types_another_manager_writes_and_carries_our_share() {
+    // The operator (Update) owns the Gateway-level DNSReady, where the agent
+    // also still owns fields from before: in auto the agent keeps the live
+    // condition (what the operator wrote) and applies it unchanged; it still
+    // computes and writes LoadBalancerReady and the listener DNSReady.
+    let status = json!({
+        "conditions": [cond("DNSReady", "False", "SomeListenersNotReady", 1, "2026-01-01T00:00:00Z")],
+    });
+    let mut gw = gateway(&[("l", Some(HOST))], 1, status);
+    let dns_ready = json!({"f:status": {"f:conditions": {"k:{\"type\":\"DNSReady\"}": {".": {}, "f:message": {}}}}});
+    gw.metadata.managed_fields = Some(from(json!([
+        {"manager": "gwhub-agent", "operation": "Apply", "subresource": "status",
+         "fieldsType": "FieldsV1", "fieldsV1": dns_ready},
+        {"manager": "ingress-operator", "operation": "Update",
+         "fieldsType": "FieldsV1", "fieldsV1": dns_ready}
+    ])));
+    let mut snap = snapshot(gw);
+    snap.dns_records = vec![healthy_record()];
+    let e = gwhub_agent::engine::evaluate_with(
+        &snap,
+        &gwhub_agent::Options::default(),
+        gwhub_agent::ownership::WriteMode::Auto,
+        now(),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(e.plan.mode(), gwhub_agent::ownership::GatewayMode::Partial);
+    let conds = e.status.conditions.as_deref().unwrap();
+    assert_eq!(
+        find(conds, "DNSReady").unwrap().reason,
+        "SomeListenersNotReady",
+        "live kept"
+    );
+    assert_eq!(
+        find(conds, "LoadBalancerReady").unwrap().reason,
+        "LoadBalancerProvisioned"
+    );
+    assert_eq!(
+        find(listener_conds(&e.status, "l"), "DNSReady")
+            .unwrap()
+            .reason,
+        "NoFailedZones"
+    );
+    let patch = e.apply_patch();
+    let applied: Vec<(&str, &str)> = patch["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        applied,
+        [
+            ("DNSReady", "SomeListenersNotReady"),
+            ("LoadBalancerReady", "LoadBalancerProvisioned")
+        ]
+    );
+    // Under `true` (as `evaluate` and `compute` do) every type is computed.
+    let all = gwhub_agent::evaluate(&snap, &gwhub_agent::Options::default(), now())
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        find(all.status.conditions.as_deref().unwrap(), "DNSReady")
+            .unwrap()
+            .reason,
+        "AllListenersReady"
+    );
 }

@@ -99,8 +99,18 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Starts the fleet and installs the CRDs into every cluster.
+    /// Starts the fleet and installs the CRDs into every cluster (Gateway
+    /// API of `GATEWAY_API_VERSION`, see [`crate::crds::gateway_api_version`]).
     pub async fn start(names: &[&str]) -> Result<Self> {
+        let version = crate::crds::gateway_api_version()?;
+        let clusters: Vec<(&str, &str)> = names.iter().map(|n| (*n, version.as_str())).collect();
+        Self::start_versions(&clusters).await
+    }
+
+    /// Starts the fleet with each cluster's own Gateway API CRD version,
+    /// `(name, version)` (a mixed fleet: e.g. a management cluster on v1.3.0
+    /// and workload clusters on v1.2.1 and v1.5.1).
+    pub async fn start_versions(clusters: &[(&str, &str)]) -> Result<Self> {
         let assets = assets_dir();
         if !assets_present() {
             return Err(FleetError::NoAssets(assets.display().to_string()));
@@ -147,13 +157,13 @@ impl Fleet {
             etcd_port,
             _tmp: Some(tmp),
         };
-        for name in names {
+        for (name, _) in clusters {
             let c = fleet.spawn_apiserver(name, free_port()?)?;
             fleet.clusters.push(c);
         }
-        for c in &fleet.clusters {
+        for (c, (_, version)) in fleet.clusters.iter().zip(clusters) {
             let client = wait_ready(c).await?;
-            crate::crds::install(&client).await?;
+            crate::crds::install_version(&client, version).await?;
             create_namespaces(&client, &["default", "openshift-ingress"]).await?;
         }
         Ok(fleet)

@@ -1,7 +1,8 @@
 //! The CRDs the tests run against: the upstream files in `../shared/crds`
-//! when they are there (Gateway API v1.5.1, OpenShift), made loadable by API
-//! server 1.20 (no CEL, no empty-string defaults); otherwise CRDs generated
-//! from the Rust types with the upstream limits added in code.
+//! when they are there (Gateway API `GATEWAY_API_VERSION`, default v1.5.1,
+//! one of the versions OpenShift ships; OpenShift's own), made loadable by
+//! API server 1.20 (no CEL, no empty-string defaults); otherwise CRDs
+//! generated from the Rust types with the upstream limits added in code.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,13 +24,56 @@ pub fn upstream_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
-/// Every CRD the tests need, ready for API server 1.20.
+/// The Gateway API versions OpenShift ships: v1.2.1 (4.19, 4.20), v1.3.0
+/// (4.21), v1.4.1 (4.22), v1.5.1 (4.23).
+pub const GATEWAY_API_VERSIONS: [&str; 4] = ["v1.2.1", "v1.3.0", "v1.4.1", "v1.5.1"];
+/// The version when `GATEWAY_API_VERSION` is unset.
+pub const DEFAULT_GATEWAY_API_VERSION: &str = "v1.5.1";
+
+/// `GATEWAY_API_VERSION` (one of [`GATEWAY_API_VERSIONS`]), else
+/// [`DEFAULT_GATEWAY_API_VERSION`]: the Gateway API CRDs of the whole test
+/// run (a test may still give clusters their own, see
+/// [`crate::apiserver::Fleet::start_versions`]).
+pub fn gateway_api_version() -> Result<String, FleetError> {
+    match std::env::var("GATEWAY_API_VERSION") {
+        Err(_) => Ok(DEFAULT_GATEWAY_API_VERSION.to_owned()),
+        Ok(v) if v.is_empty() => Ok(DEFAULT_GATEWAY_API_VERSION.to_owned()),
+        Ok(v) => check_version(&v).map(|()| v),
+    }
+}
+
+fn check_version(v: &str) -> Result<(), FleetError> {
+    if GATEWAY_API_VERSIONS.contains(&v) {
+        Ok(())
+    } else {
+        Err(FleetError::Start(format!(
+            "GATEWAY_API_VERSION={v:?} is not one of {}",
+            GATEWAY_API_VERSIONS.join(", ")
+        )))
+    }
+}
+
+/// Every CRD the tests need, ready for API server 1.20, with the run's
+/// Gateway API version ([`gateway_api_version`]).
 pub fn load() -> Result<Vec<Value>, FleetError> {
+    load_version(&gateway_api_version()?)
+}
+
+/// [`load`] with Gateway API `version` (one of [`GATEWAY_API_VERSIONS`]).
+/// Without the upstream files the generated CRDs stand in whatever the version.
+pub fn load_version(version: &str) -> Result<Vec<Value>, FleetError> {
+    check_version(version)?;
     let mut crds = match upstream_dir() {
         Some(dir) => {
-            let objs =
-                gwhub_common::read_paths(&[dir.join("gateway-api-v1.5.1"), dir.join("openshift")])
-                    .map_err(|e| FleetError::Start(e.to_string()))?;
+            let gateway_api = dir.join(format!("gateway-api-{version}"));
+            if !gateway_api.is_dir() {
+                return Err(FleetError::Start(format!(
+                    "{} is missing (Gateway API {version} CRDs)",
+                    gateway_api.display()
+                )));
+            }
+            let objs = gwhub_common::read_paths(&[gateway_api, dir.join("openshift")])
+                .map_err(|e| FleetError::Start(e.to_string()))?;
             objs.into_iter()
                 .filter(|o| o.kind == "CustomResourceDefinition")
                 .map(|o| o.value)
@@ -91,8 +135,8 @@ pub fn generated() -> Vec<Value> {
         }
     }
     let mut class = serde_json::to_value(GatewayClass::crd()).unwrap_or_default();
-    use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
-    let mut openshift: Vec<Value> = [DNSRecord::crd(), DNS::crd(), Infrastructure::crd()]
+    use gwhub_agent::openshift::{DNS, DNSRecord};
+    let mut openshift: Vec<Value> = [DNSRecord::crd(), DNS::crd()]
         .into_iter()
         .map(|c| serde_json::to_value(c).unwrap_or_default())
         .collect();
@@ -177,12 +221,18 @@ fn set_list(props: &mut Value, field: &str, max: u64, key: Option<&str>) {
     }
 }
 
-/// Applies the CRDs and waits until each is established and served.
+/// Applies the CRDs (the run's Gateway API version) and waits until each is
+/// established and served.
 pub async fn install(client: &Client) -> Result<(), FleetError> {
+    install_version(client, &gateway_api_version()?).await
+}
+
+/// [`install`] with Gateway API `version`.
+pub async fn install_version(client: &Client, version: &str) -> Result<(), FleetError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PatchParams::apply("gwhub-tests").force();
     let mut names = Vec::new();
-    for crd in load()? {
+    for crd in load_version(version)? {
         let name = crd["metadata"]["name"]
             .as_str()
             .unwrap_or_default()

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub::kube::reports::ClusterReport;
-use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
+use gwhub_agent::openshift::{DNS, DNSRecord};
 use k8s_openapi::api::core::v1::{Event, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -132,26 +132,6 @@ pub async fn dns_config(client: &Client, zones: bool) {
         .await
         .unwrap();
     }
-}
-
-pub async fn infrastructure(client: &Client, platform: &str) {
-    let api = Api::<Infrastructure>::all(client.clone());
-    apply(
-        &api,
-        "cluster",
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"}, "spec": {}}),
-    )
-    .await;
-    apply_status(
-        &api,
-        "installer",
-        "cluster",
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"},
-               "status": {"platform": platform, "platformStatus": {"type": platform}}}),
-    )
-    .await;
 }
 
 pub async fn service(client: &Client, gw: &str) -> Service {
@@ -373,20 +353,26 @@ pub async fn wait_lb(client: &Client, gw: &str, reason: &str) -> Gateway {
     .await
 }
 
-pub async fn wait_dns(
-    client: &Client,
-    gw: &str,
-    managed: (&str, &str),
-    ready: (&str, &str),
-) -> Gateway {
+/// Waits until listener `https` has DNSReady `ready` (status, reason), the
+/// Gateway-level DNSReady agrees (AllListenersReady only when True), and no
+/// DNSManaged is anywhere.
+pub async fn wait_dns(client: &Client, gw: &str, ready: (&str, &str)) -> Gateway {
+    let gateway_level = if ready.0 == "True" {
+        ("True", "AllListenersReady")
+    } else {
+        ("False", "SomeListenersNotReady")
+    };
     wait_gw(
         client,
         NS,
         gw,
-        &format!("DNSManaged {managed:?}, DNSReady {ready:?}"),
+        &format!("DNSReady {ready:?} (Gateway {gateway_level:?}), no DNSManaged"),
         |g| {
-            sr(&listener_cond(g, "https", "DNSManaged")) == Some(managed)
-                && sr(&listener_cond(g, "https", "DNSReady")) == Some(ready)
+            sr(&listener_cond(g, "https", "DNSReady")) == Some(ready)
+                && sr(&gw_cond(g, "DNSReady")) == Some(gateway_level)
+                && !serde_json::to_string(&status_of(g))
+                    .unwrap()
+                    .contains("DNSManaged")
         },
     )
     .await

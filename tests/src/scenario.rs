@@ -229,8 +229,8 @@ pub fn summary(status: &GatewayStatus) -> String {
 
 // ------------------------------------------------------------- objects
 
-/// A workload cluster's objects: our GatewayClass, DNS and Infrastructure
-/// config, the Gateway, its provisioned LoadBalancer Service, Istio's status.
+/// A workload cluster's objects: our GatewayClass, DNS config, the Gateway,
+/// its provisioned LoadBalancer Service, Istio's status.
 pub async fn setup_workload(client: &Client, programmed: bool) -> kube::Result<()> {
     apply(
         &Api::<GatewayClass>::all(client.clone()),
@@ -246,23 +246,6 @@ pub async fn setup_workload(client: &Client, programmed: bool) -> kube::Result<(
         json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS",
                "metadata": {"name": "cluster"},
                "spec": {"baseDomain": "example.com", "publicZone": {"id": "Z1"}}}),
-    )
-    .await?;
-    let infra: Api<gwhub_agent::openshift::Infrastructure> = Api::all(client.clone());
-    apply(
-        &infra,
-        "cluster",
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"}, "spec": {}}),
-    )
-    .await?;
-    apply_status(
-        &infra,
-        "installer",
-        "cluster",
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-               "metadata": {"name": "cluster"},
-               "status": {"platform": "AWS", "platformStatus": {"type": "AWS"}}}),
     )
     .await?;
     apply(

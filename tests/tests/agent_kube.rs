@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_agent::controller::{self, Metrics, Settings};
+use gwhub_agent::ownership::{GatewayMode, WriteMode};
 use gwhub_agent::runtime::{GatewayKey, GatewayStore};
 use gwhub_agent::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
@@ -32,7 +33,7 @@ struct Agent {
 }
 
 impl Agent {
-    fn start(client: &Client, write: bool) -> Self {
+    fn start(client: &Client, write: WriteMode) -> Self {
         let mut settings = Settings::new(Options::default());
         settings.write_local_status = write;
         let (store, metrics, stop) = (
@@ -70,13 +71,12 @@ async fn cluster(name: &str) -> (Fleet, Client) {
     (fleet, client)
 }
 
-/// A cluster with our GatewayClass, DNS config with zone Z1 and an AWS
-/// Infrastructure.
+/// A cluster with our GatewayClass and a DNS config with zone Z1 (no
+/// Infrastructure object: the agent does not read it).
 async fn aws_cluster(name: &str) -> (Fleet, Client) {
     let (fleet, client) = cluster(name).await;
     gateway_class(&client, CLASS, CONTROLLER).await;
     dns_config(&client, true).await;
-    infrastructure(&client, "AWS").await;
     (fleet, client)
 }
 
@@ -90,17 +90,36 @@ async fn every_reason_end_to_end() {
         return;
     }
     let (_fleet, client) = aws_cluster("reasons").await;
-    let agent = Agent::start(&client, true);
     gateway(&client, NS, "gw", CLASS, None).await;
-
-    let g = wait_lb(&client, "gw", "ServiceNotFound").await;
-    let g2 = wait_dns(
-        &client,
+    // Istio writes the listener entries (the agent never creates one); an
+    // earlier agent (same field manager) left a DNSManaged behind.
+    istio_writes_status(&client, "gw", istio_status_at(1, "pending", None)).await;
+    apply_status(
+        &Api::<Gateway>::namespaced(client.clone(), NS),
+        "gwhub-agent",
         "gw",
-        ("True", "Normal"),
-        ("False", "RecordNotFound"),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "gw"},
+               "status": {"listeners": [{"name": "https", "attachedRoutes": 1, "conditions": [
+                   {"type": "DNSManaged", "status": "True", "reason": "Normal", "message": "old agent",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]}}),
     )
     .await;
+    assert!(
+        listener_cond(
+            &Api::<Gateway>::namespaced(client.clone(), NS)
+                .get("gw")
+                .await
+                .unwrap(),
+            "https",
+            "DNSManaged"
+        )
+        .is_some()
+    );
+    let agent = Agent::start(&client, WriteMode::Auto);
+
+    let g = wait_lb(&client, "gw", "ServiceNotFound").await;
+    let g2 = wait_dns(&client, "gw", ("False", "RecordNotFound")).await;
     assert!(
         listener_cond(&g2, "plain", "DNSReady").is_none(),
         "no hostname, no DNS conditions"
@@ -124,43 +143,34 @@ async fn every_reason_end_to_end() {
     );
 
     dns_record(&client, "gw", "Managed").await;
-    wait_dns(&client, "gw", ("True", "Normal"), ("False", "NoZones")).await;
+    wait_dns(&client, "gw", ("False", "NoZones")).await;
     publish(&client, "gw", "Unknown", "").await;
-    wait_dns(&client, "gw", ("True", "Normal"), ("False", "UnknownZones")).await;
+    let g = wait_dns(&client, "gw", ("False", "UnknownZones")).await;
+    assert_eq!(
+        listener_cond(&g, "https", "DNSReady").unwrap().3,
+        "Provisioning of the record is in an unknown state in some zones: [{Z1 map[]}]"
+    );
     publish(&client, "gw", "False", "throttled by provider").await;
-    let g = wait_dns(&client, "gw", ("True", "Normal"), ("False", "FailedZones")).await;
-    let msg = listener_cond(&g, "https", "DNSReady").unwrap().3;
-    assert!(
-        msg.contains("Z1") && msg.contains("throttled by provider"),
-        "{msg}"
+    let g = wait_dns(&client, "gw", ("False", "FailedZones")).await;
+    assert_eq!(
+        listener_cond(&g, "https", "DNSReady").unwrap().3,
+        "The record failed to provision in some zones: [{Z1 map[]}]"
+    );
+    assert_eq!(
+        gw_cond(&g, "DNSReady").unwrap().3,
+        "One or more listeners have DNS provisioning issues"
     );
     publish(&client, "gw", "True", "").await;
-    wait_dns(&client, "gw", ("True", "Normal"), ("True", "NoFailedZones")).await;
+    let g = wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
+    assert_eq!(
+        gw_cond(&g, "DNSReady").unwrap().3,
+        "All the listeners have DNS ready"
+    );
     dns_record(&client, "gw", "Unmanaged").await;
-    wait_dns(
-        &client,
-        "gw",
-        ("True", "Normal"),
-        ("Unknown", "UnmanagedDNS"),
-    )
-    .await;
+    wait_dns(&client, "gw", ("Unknown", "UnmanagedDNS")).await;
 
     dns_config(&client, false).await;
-    wait_dns(
-        &client,
-        "gw",
-        ("False", "NoDNSZones"),
-        ("False", "NoDNSZones"),
-    )
-    .await;
-    infrastructure(&client, "None").await;
-    wait_dns(
-        &client,
-        "gw",
-        ("False", "UnsupportedPlatform"),
-        ("False", "UnsupportedPlatform"),
-    )
-    .await;
+    wait_dns(&client, "gw", ("False", "NoDNSZones")).await;
 
     // The store the hub client streams holds the status as written.
     let live = Api::<Gateway>::namespaced(client.clone(), NS)
@@ -176,7 +186,7 @@ async fn every_reason_end_to_end() {
         sr(&listener_cond(&streamed, "https", "DNSReady")),
         sr(&listener_cond(&live, "https", "DNSReady"))
     );
-    assert!(Metrics::get(&agent.metrics.writes) >= 10);
+    assert!(Metrics::get(&agent.metrics.writes) >= 8);
     agent.stop().await;
 }
 
@@ -198,24 +208,14 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
     // Order 1: Istio has written before the agent starts.
     gateway(&client, NS, "istio-first", CLASS, None).await;
     istio_writes(&client, "istio-first", 1, "istio programmed").await;
-    let agent = Agent::start(&client, true);
-    wait_dns(
-        &client,
-        "istio-first",
-        ("True", "Normal"),
-        ("True", "NoFailedZones"),
-    )
-    .await;
-    // Order 2: the agent writes first, Istio after.
+    let agent = Agent::start(&client, WriteMode::Auto);
+    wait_dns(&client, "istio-first", ("True", "NoFailedZones")).await;
+    // Order 2: the agent writes first (its Gateway-level conditions: the
+    // listener entries are Istio's to create), Istio after.
     gateway(&client, NS, "agent-first", CLASS, None).await;
-    wait_dns(
-        &client,
-        "agent-first",
-        ("True", "Normal"),
-        ("True", "NoFailedZones"),
-    )
-    .await;
+    wait_lb(&client, "agent-first", "LoadBalancerProvisioned").await;
     istio_writes(&client, "agent-first", 1, "istio programmed").await;
+    wait_dns(&client, "agent-first", ("True", "NoFailedZones")).await;
 
     // Concurrently: Istio keeps rewriting (routes and message change) while
     // the DNS controller flips the record, so the agent keeps writing too.
@@ -247,7 +247,7 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
 
     let want = istio_status(7, "istio final");
     for gw in ["istio-first", "agent-first"] {
-        wait_dns(&client, gw, ("True", "Normal"), ("True", "NoFailedZones")).await;
+        wait_dns(&client, gw, ("True", "NoFailedZones")).await;
         let g = wait_gw(&client, NS, gw, "LoadBalancerReady", |g| {
             sr(&gw_cond(g, "LoadBalancerReady")) == Some(("True", "LoadBalancerProvisioned"))
         })
@@ -267,7 +267,7 @@ async fn read_only_mode_and_condition_limit() {
     }
     let (_fleet, client) = aws_cluster("readonly").await;
     gateway(&client, NS, "gw", CLASS, None).await;
-    let agent = Agent::start(&client, false);
+    let agent = Agent::start(&client, WriteMode::Never);
     let key = GatewayKey::new(NS, "gw");
     let deadline = Instant::now() + WAIT;
     while agent
@@ -309,16 +309,27 @@ async fn read_only_mode_and_condition_limit() {
                "metadata": {"name": "full"}, "status": {"conditions": conds}}),
     )
     .await;
-    let agent = Agent::start(&client, true);
-    // Its listeners still get DNS conditions; the Gateway list has no room.
-    let g = wait_dns(
-        &client,
+    // Istio's listener entries (another manager, so the conditions above stay).
+    apply_status(
+        &Api::<Gateway>::namespaced(client.clone(), NS),
+        "istio-listeners",
         "full",
-        ("True", "Normal"),
-        ("False", "RecordNotFound"),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "full"}, "status": {"listeners": istio_status(0, "")["listeners"]}}),
+    )
+    .await;
+    let agent = Agent::start(&client, WriteMode::Auto);
+    // Its listeners still get DNSReady; the Gateway list has no room.
+    let g = wait_gw(
+        &client,
+        NS,
+        "full",
+        "listener DNSReady RecordNotFound",
+        |g| sr(&listener_cond(g, "https", "DNSReady")) == Some(("False", "RecordNotFound")),
     )
     .await;
     assert!(gw_cond(&g, "LoadBalancerReady").is_none());
+    assert!(gw_cond(&g, "DNSReady").is_none());
     let events = wait_event(&client, "full", "ConditionLimitReached").await;
     assert!(events.contains("LoadBalancerReady"), "{events}");
     assert!(Metrics::get(&agent.metrics.condition_limit) >= 1);
@@ -379,8 +390,8 @@ async fn binary_scope_generation_quiet_and_missing_config() {
     let (fleet, client) = cluster("bin").await;
     gateway_class(&client, CLASS, CONTROLLER).await;
     gateway_class(&client, "other", "example.com/other-controller").await;
-    infrastructure(&client, "AWS").await;
     gateway(&client, NS, "in", CLASS, None).await;
+    istio_writes(&client, "in", 1, "istio programmed").await;
     gateway(&client, NS, "other-class", "other", None).await;
     gateway(&client, "default", "elsewhere", CLASS, None).await;
     service(&client, "in").await;
@@ -417,13 +428,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
     // The config appears: conditions follow.
     dns_config(&client, true).await;
     wait_lb(&client, "in", "LoadBalancerProvisioned").await;
-    let g = wait_dns(
-        &client,
-        "in",
-        ("True", "Normal"),
-        ("False", "RecordNotFound"),
-    )
-    .await;
+    let g = wait_dns(&client, "in", ("False", "RecordNotFound")).await;
     assert_eq!(g.metadata.generation, Some(1));
 
     // Generation bump: every condition of ours follows.
@@ -431,7 +436,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
     let g = wait_gw(&client, NS, "in", "observedGeneration 2", |g| {
         gw_cond(g, "LoadBalancerReady").is_some_and(|c| c.2 == Some(2))
             && listener_cond(g, "https", "DNSReady").is_some_and(|c| c.2 == Some(2))
-            && listener_cond(g, "https", "DNSManaged").is_some_and(|c| c.2 == Some(2))
+            && gw_cond(g, "DNSReady").is_some_and(|c| c.2 == Some(2))
     })
     .await;
     assert_eq!(g.metadata.generation, Some(2));
@@ -477,4 +482,274 @@ async fn binary_scope_generation_quiet_and_missing_config() {
         .await
         .unwrap();
     assert!(none_of_ours(&elsewhere));
+}
+
+// ------------------------------------------------- --write-local-status
+
+/// What the OpenShift 4.22 ingress operator does: a JSON merge patch of the
+/// whole condition lists on the status subresource (field manager
+/// `ingress-operator`), setting LoadBalancerReady and both DNSReadys to
+/// `values` (status, reason, message) with its own transition time.
+async fn operator_writes(
+    client: &Client,
+    gw: &str,
+    lb: (&str, &str, &str),
+    dns: (&str, &str, &str),
+    time: &str,
+) {
+    let api = Api::<Gateway>::namespaced(client.clone(), NS);
+    let live = status_of(&api.get(gw).await.unwrap());
+    let c = |t: &str, v: (&str, &str, &str)| {
+        json!({"type": t, "status": v.0, "reason": v.1, "message": v.2,
+               "observedGeneration": 1, "lastTransitionTime": time})
+    };
+    let mut conds: Vec<Value> = live["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|x| x["type"] != "LoadBalancerReady" && x["type"] != "DNSReady")
+        .collect();
+    conds.push(c("LoadBalancerReady", lb));
+    let gw_dns = if dns.0 == "True" {
+        (
+            "True",
+            "AllListenersReady",
+            "All the listeners have DNS ready",
+        )
+    } else {
+        (
+            "False",
+            "SomeListenersNotReady",
+            "One or more listeners have DNS provisioning issues",
+        )
+    };
+    conds.push(c("DNSReady", gw_dns));
+    let listeners: Vec<Value> = live["listeners"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut l| {
+            if l["name"] == "https" {
+                let mut lc: Vec<Value> = l["conditions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|x| x["type"] != "DNSReady")
+                    .collect();
+                lc.push(c("DNSReady", dns));
+                l["conditions"] = json!(lc);
+            }
+            l
+        })
+        .collect();
+    let pp = PatchParams {
+        field_manager: Some("ingress-operator".into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(
+        gw,
+        &pp,
+        &Patch::Merge(json!({"status": {"conditions": conds, "listeners": listeners}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Resource versions of `gw` seen while polling for `window`.
+async fn versions_during(client: &Client, gw: &str, window: Duration) -> Vec<String> {
+    let api = Api::<Gateway>::namespaced(client.clone(), NS);
+    let end = Instant::now() + window;
+    let mut seen: Vec<String> = Vec::new();
+    while Instant::now() < end {
+        let rv = api
+            .get(gw)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .unwrap_or_default();
+        if seen.last() != Some(&rv) {
+            seen.push(rv);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    seen
+}
+
+/// `auto` on a Gateway where the 4.22 ingress operator writes our condition
+/// types: the agent stops writing them once the operator's managedFields say
+/// so, never reverts the operator's values (no flapping: the resourceVersion
+/// moves only with the operator's own writes), keeps streaming (what the
+/// operator wrote), reports the Gateway's mode in the metric; `true` writes
+/// anyway.
+#[tokio::test]
+async fn auto_mode_yields_to_the_ingress_operator() {
+    if !require_assets("auto_mode_yields_to_the_ingress_operator") {
+        return;
+    }
+    let (_fleet, client) = aws_cluster("auto").await;
+    gateway(&client, NS, "gw", CLASS, None).await;
+    istio_writes(&client, "gw", 1, "istio programmed").await;
+    service(&client, "gw").await;
+    provision(&client, "gw-lb", "192.0.2.10").await;
+    dns_record(&client, "gw", "Managed").await;
+    publish(&client, "gw", "True", "").await;
+
+    // Before 4.22: nobody else writes them, the agent does.
+    let agent = Agent::start(&client, WriteMode::Auto);
+    wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
+    wait_lb(&client, "gw", "LoadBalancerProvisioned").await;
+    let key = GatewayKey::new(NS, "gw");
+    let gw_key = key.to_string();
+    assert_eq!(agent.metrics.mode(&gw_key), Some(GatewayMode::Write));
+    assert!(agent.metrics.render().contains(
+        "gwhub_agent_gateway_write_mode{namespace=\"openshift-ingress\",name=\"gw\",mode=\"write\"} 1"
+    ));
+
+    // The operator arrives (upgrade to 4.22) and writes all three types, with
+    // its own transition time.
+    operator_writes(
+        &client,
+        "gw",
+        (
+            "True",
+            "LoadBalancerProvisioned",
+            "The LoadBalancer service is provisioned",
+        ),
+        (
+            "True",
+            "NoFailedZones",
+            "The record is provisioned in all reported zones.",
+        ),
+        "2026-02-02T02:02:02Z",
+    )
+    .await;
+    let deadline = Instant::now() + WAIT;
+    while agent.metrics.mode(&gw_key) != Some(GatewayMode::Stream) {
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not yield: {:?}",
+            agent.metrics.mode(&gw_key)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let writes = Metrics::get(&agent.metrics.writes);
+
+    // Our inputs change: the agent's result differs from what the operator
+    // wrote, but the agent does not write; the operator then writes the new
+    // result and the agent leaves it alone.
+    publish(&client, "gw", "False", "throttled").await;
+    let rvs = versions_during(&client, "gw", Duration::from_secs(2)).await;
+    assert_eq!(
+        rvs.len(),
+        1,
+        "the Gateway changed without the operator: {rvs:?}"
+    );
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        sr(&listener_cond(&live, "https", "DNSReady")),
+        Some(("True", "NoFailedZones"))
+    );
+    operator_writes(
+        &client,
+        "gw",
+        (
+            "True",
+            "LoadBalancerProvisioned",
+            "The LoadBalancer service is provisioned",
+        ),
+        (
+            "False",
+            "FailedZones",
+            "The record failed to provision in some zones: [{Z1 map[]}]",
+        ),
+        "2026-02-02T02:03:03Z",
+    )
+    .await;
+    let rvs = versions_during(&client, "gw", Duration::from_secs(2)).await;
+    assert_eq!(
+        rvs.len(),
+        1,
+        "someone rewrote the operator's status: {rvs:?}"
+    );
+    assert_eq!(
+        Metrics::get(&agent.metrics.writes),
+        writes,
+        "the agent wrote while the operator owns the types"
+    );
+    // The hub is sent what the operator wrote.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let streamed = agent.store.get(&key).expect("streamed");
+        let dns = listener_cond(&streamed, "https", "DNSReady");
+        if sr(&dns) == Some(("False", "FailedZones")) {
+            assert_eq!(
+                dns.unwrap().3,
+                "The record failed to provision in some zones: [{Z1 map[]}]"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "stream does not follow the operator: {dns:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        gw_cond(&live, "LoadBalancerReady").map(|c| c.3),
+        Some("The LoadBalancer service is provisioned".to_owned())
+    );
+    assert!(
+        serde_json::to_string(&live.metadata.managed_fields)
+            .unwrap()
+            .contains("ingress-operator"),
+        "the operator's ownership is kept"
+    );
+    agent.stop().await;
+
+    // `true`: the agent writes anyway (its own transition time replaces the
+    // operator's; the DNS record is published again first).
+    publish(&client, "gw", "True", "").await;
+    let agent = Agent::start(&client, WriteMode::Always);
+    wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
+    let g = wait_gw(
+        &client,
+        NS,
+        "gw",
+        "the agent's own LoadBalancerReady",
+        |g| gw_cond(g, "DNSReady").is_some_and(|c| c.0 == "True"),
+    )
+    .await;
+    assert!(Metrics::get(&agent.metrics.writes) >= 1);
+    assert_eq!(agent.metrics.mode(&gw_key), Some(GatewayMode::Write));
+    assert_eq!(
+        sr(&gw_cond(&g, "LoadBalancerReady")),
+        Some(("True", "LoadBalancerProvisioned"))
+    );
+    agent.stop().await;
+
+    // `false`: never writes, whatever changes.
+    let agent = Agent::start(&client, WriteMode::Never);
+    publish(&client, "gw", "Unknown", "").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(Metrics::get(&agent.metrics.writes), 0);
+    let live = Api::<Gateway>::namespaced(client.clone(), NS)
+        .get("gw")
+        .await
+        .unwrap();
+    assert_eq!(
+        sr(&listener_cond(&live, "https", "DNSReady")),
+        Some(("True", "NoFailedZones"))
+    );
+    agent.stop().await;
 }

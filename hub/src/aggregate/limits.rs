@@ -139,14 +139,7 @@ pub fn is_condition_status(s: &str) -> bool {
     matches!(s, "True" | "False" | "Unknown")
 }
 
-/// Length in characters, the unit of the CRD's `maxLength`.
-pub fn char_len(s: &str) -> usize {
-    if s.is_ascii() {
-        s.len()
-    } else {
-        s.chars().count()
-    }
-}
+pub use gwhub_common::text::{char_len, truncate};
 
 /// Why a condition would be rejected, or `None` when it is valid.
 pub fn condition_problem(c: &Condition) -> Option<String> {
@@ -199,17 +192,6 @@ pub fn supported_kind_problem(k: &GatewayStatusListenersSupportedKinds) -> Optio
         ));
     }
     None
-}
-
-/// Shortens `s` to at most `max` characters for quoting in messages.
-pub fn truncate(s: &str, max: usize) -> String {
-    if char_len(s) <= max {
-        s.to_owned()
-    } else {
-        let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
-        out.push_str("...");
-        out
-    }
 }
 
 /// Chooses at most `limit` entries from per-cluster lists, round-robin: every

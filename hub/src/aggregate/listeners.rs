@@ -93,9 +93,14 @@ fn build(
 ) -> GatewayStatusListeners {
     let name = full_name(cluster, l);
     let conditions = valid_conditions(cluster, &name, &l.conditions, omissions);
-    let supported_kinds = l.supported_kinds.as_ref().map(|kinds| {
-        let mut out = Vec::new();
-        for k in kinds {
+    // Always present (an empty list where the cluster reported none): before
+    // Gateway API v1.5 the CRD requires supportedKinds in every listener
+    // entry, and a management cluster may run v1.2.1 (OpenShift 4.19/4.20)
+    // while a workload cluster's controller on v1.5 omits it.
+    let mut supported_kinds = Vec::new();
+    {
+        let out = &mut supported_kinds;
+        for k in l.supported_kinds.as_deref().unwrap_or_default() {
             let label = format!("{name}:{}", k.kind);
             if let Some(why) = supported_kind_problem(k) {
                 omissions.push(
@@ -115,13 +120,12 @@ fn build(
                 out.push(k.clone());
             }
         }
-        out
-    });
+    }
     GatewayStatusListeners {
         attached_routes: l.attached_routes,
         conditions,
         name,
-        supported_kinds,
+        supported_kinds: Some(supported_kinds),
     }
 }
 

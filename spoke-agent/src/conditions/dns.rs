@@ -1,23 +1,18 @@
-//! `DNSManaged` and `DNSReady` for one listener hostname (spec §2), with the
-//! reasons and messages the OpenShift ingress operator's gateway-status
-//! controller writes (`pkg/resources/status`), so the two writers agree.
+//! `DNSReady` for one listener hostname and the Gateway-level `DNSReady`
+//! that sums the listeners up (spec §2), with the statuses, reasons and
+//! messages the OpenShift ingress operator's gateway-status controller
+//! writes (`pkg/resources/status`), so the two writers agree.
 
-use crate::openshift::{DNS, DNSManagementPolicy, DNSRecord, DNSZone, DNSZoneStatus};
+use std::fmt::Write as _;
 
-use super::{DNS_MANAGED, DNS_READY, Verdict};
+use crate::openshift::{DNS, DNSManagementPolicy, DNSRecord, DNSZone};
 
-/// Platforms whose DNS the ingress operator manages (it has a provider for
-/// them; AlibabaCloud for releases that still ship that provider). On any
-/// other platform (`None`, `BareMetal`, `VSphere`, `OpenStack`, `Nutanix`,
-/// `External`, ...) DNS records cannot be managed.
-pub const DNS_PLATFORMS: &[&str] = &["AWS", "Azure", "GCP", "IBMCloud", "PowerVS", "AlibabaCloud"];
-
-/// Reason for both conditions on a platform without DNS management (the
-/// operator has no string for this case; chosen to read like its others).
-pub const REASON_UNSUPPORTED_PLATFORM: &str = "UnsupportedPlatform";
+use super::{DNS_READY, Verdict};
 
 /// The DNSRecord condition type that says whether a zone has the record.
 pub const PUBLISHED: &str = "Published";
+/// The zone tag the operator matches zones by when ids are absent.
+pub const ZONE_NAME_TAG: &str = "Name";
 
 /// The hostname as matched: trailing dots trimmed (`*.apps.example.com.` and
 /// `*.apps.example.com` name the same record).
@@ -25,60 +20,60 @@ pub fn normalize_hostname(hostname: &str) -> &str {
     hostname.trim_end_matches('.')
 }
 
-/// Whether DNS can be managed on `platform` (an Infrastructure platform type).
-pub fn platform_supports_dns(platform: &str) -> bool {
-    DNS_PLATFORMS.contains(&platform)
+/// Whether two zones are the same: the same non-empty `id`, or the same
+/// non-empty `Name` tag.
+pub fn zones_match(a: &DNSZone, b: &DNSZone) -> bool {
+    (!a.id.is_empty() && a.id == b.id) || name_tag(a).is_some_and(|n| Some(n) == name_tag(b))
 }
 
-/// `DNSManaged` for a listener with a hostname.
-pub fn dns_managed(platform: &str, dns: &DNS) -> Verdict {
-    if !platform_supports_dns(platform) {
-        return Verdict::new(
-            DNS_MANAGED,
-            "False",
-            REASON_UNSUPPORTED_PLATFORM,
-            format!("DNS management is not supported on this platform: {platform}."),
-        );
-    }
-    if dns.zones().is_empty() {
-        return no_dns_zones(DNS_MANAGED);
-    }
-    Verdict::new(
-        DNS_MANAGED,
-        "True",
-        "Normal",
-        "DNS management is supported and zones are specified in the cluster DNS config.",
-    )
+fn name_tag(z: &DNSZone) -> Option<&str> {
+    z.tags
+        .get(ZONE_NAME_TAG)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
 }
 
-fn no_dns_zones(type_: &'static str) -> Verdict {
-    Verdict::new(
-        type_,
-        "False",
-        "NoDNSZones",
-        "No DNS zones are defined in the cluster dns config.",
-    )
+/// Whether `zone` is the DNS config's publicZone or privateZone.
+pub fn zone_in_config(dns: &DNS, zone: &DNSZone) -> bool {
+    dns.zones().into_iter().any(|z| zones_match(zone, z))
+}
+
+/// A list of zones as Go's `%v` prints a `[]configv1.DNSZone`, which is how
+/// the operator writes them into messages: `[{Z1 map[]} { map[Name:priv]}]`
+/// (struct fields in order, separated by a space; map keys sorted).
+pub fn render_zones(zones: &[&DNSZone]) -> String {
+    let mut out = String::from("[");
+    for (i, z) in zones.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        let _ = write!(out, "{{{} map[", z.id);
+        for (j, (k, v)) in z.tags.iter().enumerate() {
+            if j > 0 {
+                out.push(' ');
+            }
+            let _ = write!(out, "{k}:{v}");
+        }
+        out.push_str("]}");
+    }
+    out.push(']');
+    out
 }
 
 /// `DNSReady` for a listener with a hostname whose DNSRecord (matched by
 /// [`normalize_hostname`]) is `record`. The first rule of spec §2 that
 /// applies wins.
-pub fn dns_ready(platform: &str, dns: &DNS, record: Option<&DNSRecord>) -> Verdict {
-    // 1. platform
-    if !platform_supports_dns(platform) {
+pub fn dns_ready(dns: &DNS, record: Option<&DNSRecord>) -> Verdict {
+    // 1. NoDNSZones
+    if dns.zones().is_empty() {
         return Verdict::new(
             DNS_READY,
             "False",
-            REASON_UNSUPPORTED_PLATFORM,
-            format!("DNS records cannot be managed on this platform: {platform}."),
+            "NoDNSZones",
+            "No DNS zones are defined in the cluster dns config.",
         );
     }
-    // 2. NoDNSZones
-    let configured = dns.zones();
-    if configured.is_empty() {
-        return no_dns_zones(DNS_READY);
-    }
-    // 3. RecordNotFound
+    // 2. RecordNotFound
     let Some(record) = record else {
         return Verdict::new(
             DNS_READY,
@@ -87,7 +82,7 @@ pub fn dns_ready(platform: &str, dns: &DNS, record: Option<&DNSRecord>) -> Verdi
             "The wildcard record resource was not found.",
         );
     };
-    // 4. UnmanagedDNS
+    // 3. UnmanagedDNS
     if record.spec.dns_management_policy == DNSManagementPolicy::Unmanaged {
         return Verdict::new(
             DNS_READY,
@@ -96,14 +91,12 @@ pub fn dns_ready(platform: &str, dns: &DNS, record: Option<&DNSRecord>) -> Verdi
             "The DNS management policy is set to Unmanaged.",
         );
     }
-    // 5. NoZones: only zones the cluster DNS config still names count, so a
-    // zone removed from the config cannot keep a listener failing.
-    let zones: Vec<&DNSZoneStatus> = record
+    // 4. NoZones: the record's status names no zone at all.
+    let zones = record
         .status
-        .iter()
-        .flat_map(|s| &s.zones)
-        .filter(|z| configured.contains(&&z.dns_zone))
-        .collect();
+        .as_ref()
+        .map(|s| s.zones.as_slice())
+        .unwrap_or_default();
     if zones.is_empty() {
         return Verdict::new(
             DNS_READY,
@@ -112,31 +105,29 @@ pub fn dns_ready(platform: &str, dns: &DNS, record: Option<&DNSRecord>) -> Verdi
             "The record isn't present in any zones.",
         );
     }
+    // 5. Every Published condition of every configured zone counts.
     let mut failed = Vec::new();
     let mut unknown = Vec::new();
     for zone in zones {
-        let published = zone.conditions.iter().find(|c| c.type_ == PUBLISHED);
-        match published {
-            Some(c) if c.status == "True" => {}
-            Some(c) if c.status == "False" => {
-                failed.push(zone_entry(&zone.dns_zone, detail(&c.message, &c.reason)))
+        if !zone_in_config(dns, &zone.dns_zone) {
+            continue;
+        }
+        for c in zone.conditions.iter().filter(|c| c.type_ == PUBLISHED) {
+            match c.status.as_str() {
+                "False" => failed.push(&zone.dns_zone),
+                "Unknown" => unknown.push(&zone.dns_zone),
+                _ => {}
             }
-            Some(c) => unknown.push(zone_entry(&zone.dns_zone, detail(&c.message, &c.reason))),
-            None => unknown.push(zone_entry(
-                &zone.dns_zone,
-                Some("no Published condition reported"),
-            )),
         }
     }
-    // 6. FailedZones beats 7. UnknownZones
     if !failed.is_empty() {
         return Verdict::new(
             DNS_READY,
             "False",
             "FailedZones",
             format!(
-                "The record failed to provision in some zones: [{}]",
-                failed.join(", ")
+                "The record failed to provision in some zones: {}",
+                render_zones(&failed)
             ),
         );
     }
@@ -146,12 +137,11 @@ pub fn dns_ready(platform: &str, dns: &DNS, record: Option<&DNSRecord>) -> Verdi
             "False",
             "UnknownZones",
             format!(
-                "Provisioning of the record is in an unknown state in some zones: [{}]",
-                unknown.join(", ")
+                "Provisioning of the record is in an unknown state in some zones: {}",
+                render_zones(&unknown)
             ),
         );
     }
-    // 8.
     Verdict::new(
         DNS_READY,
         "True",
@@ -160,28 +150,91 @@ pub fn dns_ready(platform: &str, dns: &DNS, record: Option<&DNSRecord>) -> Verdi
     )
 }
 
-/// The provider's explanation: its message, else its reason.
-fn detail<'a>(message: &'a str, reason: &'a str) -> Option<&'a str> {
-    [message.trim(), reason.trim()]
-        .into_iter()
-        .find(|s| !s.is_empty())
+/// The Gateway-level `DNSReady` given the listener-level ones the Gateway
+/// carries: `None` (no condition) when no listener carries one.
+pub fn gateway_dns_ready<'a>(listeners: impl IntoIterator<Item = &'a Verdict>) -> Option<Verdict> {
+    let mut any = false;
+    let mut all_true = true;
+    for v in listeners {
+        any = true;
+        all_true &= v.status == "True";
+    }
+    if !any {
+        return None;
+    }
+    Some(if all_true {
+        Verdict::new(
+            DNS_READY,
+            "True",
+            "AllListenersReady",
+            "All the listeners have DNS ready",
+        )
+    } else {
+        Verdict::new(
+            DNS_READY,
+            "False",
+            "SomeListenersNotReady",
+            "One or more listeners have DNS provisioning issues",
+        )
+    })
 }
 
-/// One zone in a FailedZones/UnknownZones message: `<zone>: <provider message>`.
-fn zone_entry(zone: &DNSZone, detail: Option<&str>) -> String {
-    let label = zone_label(zone);
-    match detail {
-        Some(d) => format!("{label}: {d}"),
-        None => label,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
 
-/// A zone as users find it: its id, or where it has none its tags, printed
-/// the way the ingress operator prints them (`map[Name:mycluster-int]`).
-pub fn zone_label(zone: &DNSZone) -> String {
-    if !zone.id.is_empty() {
-        return zone.id.clone();
+    use super::*;
+
+    fn zone(id: &str, tags: &[(&str, &str)]) -> DNSZone {
+        DNSZone {
+            id: id.into(),
+            tags: tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
     }
-    let tags: Vec<String> = zone.tags.iter().map(|(k, v)| format!("{k}:{v}")).collect();
-    format!("map[{}]", tags.join(" "))
+
+    #[test]
+    fn zones_render_as_go_prints_them() {
+        let a = zone("Z1", &[]);
+        let b = zone("", &[("Name", "priv")]);
+        let c = zone("x", &[("b", "2"), ("a", "1")]);
+        assert_eq!(render_zones(&[&a, &b]), "[{Z1 map[]} { map[Name:priv]}]");
+        assert_eq!(render_zones(&[&c]), "[{x map[a:1 b:2]}]");
+        assert_eq!(render_zones(&[]), "[]");
+    }
+
+    #[test]
+    fn zones_match_by_non_empty_id_or_name_tag() {
+        let cases = [
+            (zone("Z1", &[]), zone("Z1", &[]), true),
+            (zone("", &[]), zone("", &[]), false),
+            (
+                zone("", &[("Name", "n")]),
+                zone("other", &[("Name", "n")]),
+                true,
+            ),
+            (zone("", &[("Name", "")]), zone("", &[("Name", "")]), false),
+            (zone("", &[("x", "n")]), zone("", &[("x", "n")]), false),
+            (zone("Z1", &[]), zone("Z2", &[]), false),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(zones_match(&a, &b), want, "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn gateway_level_sums_up_listeners() {
+        let t = Verdict::new(DNS_READY, "True", "NoFailedZones", "");
+        let f = Verdict::new(DNS_READY, "False", "NoZones", "");
+        let u = Verdict::new(DNS_READY, "Unknown", "UnmanagedDNS", "");
+        assert_eq!(gateway_dns_ready([]), None);
+        assert_eq!(gateway_dns_ready([&t]).unwrap().reason, "AllListenersReady");
+        assert_eq!(
+            gateway_dns_ready([&t, &f]).unwrap().reason,
+            "SomeListenersNotReady"
+        );
+        assert_eq!(gateway_dns_ready([&u]).unwrap().status, "False");
+    }
 }

@@ -68,30 +68,23 @@ pub fn is_provisioned(service: &Service) -> bool {
 }
 
 /// Whether `event` is a service-controller `SyncLoadBalancerFailed` event
-/// about `service` (kind, namespace and name; and uid when both carry one,
-/// so events of a deleted Service of the same name do not count).
+/// about `service`, as the operator matches them: `involvedObject` kind
+/// `Service`, apiVersion `v1`, the Service's namespace, name and uid (a
+/// Service without uid has no events: the operator does not list them);
+/// `source.component: service-controller`; reason `SyncLoadBalancerFailed`.
 pub fn is_sync_failure_for(event: &Event, service: &Service) -> bool {
-    let from_service_controller = event.source.as_ref().and_then(|s| s.component.as_deref())
-        == Some(SERVICE_CONTROLLER)
-        || event.reporting_component.as_deref() == Some(SERVICE_CONTROLLER);
     let obj = &event.involved_object;
-    let svc_ns = service.metadata.namespace.as_deref().unwrap_or("default");
-    let obj_ns = obj
-        .namespace
-        .as_deref()
-        .or(event.metadata.namespace.as_deref())
-        .unwrap_or("default");
-    let uid_ok = match (obj.uid.as_deref(), service.metadata.uid.as_deref()) {
-        (Some(a), Some(b)) if !a.is_empty() && !b.is_empty() => a == b,
-        _ => true,
-    };
-    from_service_controller
+    let uid = service.metadata.uid.as_deref().filter(|u| !u.is_empty());
+    uid.is_some()
+        && obj.uid.as_deref() == uid
+        && event.source.as_ref().and_then(|s| s.component.as_deref()) == Some(SERVICE_CONTROLLER)
         && event.reason.as_deref() == Some(SYNC_LOAD_BALANCER_FAILED)
         && obj.kind.as_deref() == Some("Service")
+        && obj.api_version.as_deref() == Some("v1")
         && obj.name.is_some()
         && obj.name == service.metadata.name
-        && obj_ns == svc_ns
-        && uid_ok
+        && obj.namespace.is_some()
+        && obj.namespace == service.metadata.namespace
 }
 
 /// When the event last happened: the latest of `series.lastObservedTime`,

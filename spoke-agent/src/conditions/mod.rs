@@ -1,6 +1,8 @@
 //! The conditions the agent computes, as pure functions of the cluster's
 //! objects: [`load_balancer`] for the Gateway-level `LoadBalancerReady`,
-//! [`dns`] for the listener-level `DNSManaged` and `DNSReady`.
+//! [`dns`] for the listener-level `DNSReady` and the Gateway-level `DNSReady`
+//! summing them up, as the OpenShift ingress operator's gateway-status
+//! controller computes them (4.22 and later).
 //!
 //! Results are [`Verdict`]s (type, status, reason, message) without time or
 //! generation; [`crate::status`] turns them into conditions and merges them
@@ -14,19 +16,21 @@ pub mod load_balancer;
 
 /// Gateway-level condition: is the Gateway's cloud load balancer provisioned?
 pub const LOAD_BALANCER_READY: &str = "LoadBalancerReady";
-/// Listener-level condition: can DNS be managed for the listener's hostname?
-pub const DNS_MANAGED: &str = "DNSManaged";
-/// Listener-level condition: is the listener's DNS record published?
+/// Listener-level condition: is the listener's DNS record published? Also
+/// Gateway-level: are all listeners' records published?
 pub const DNS_READY: &str = "DNSReady";
+/// A listener condition earlier agents wrote and the design leaves out (to
+/// save condition slots): the agent removes the ones it wrote, never writes it.
+pub const DNS_MANAGED: &str = "DNSManaged";
 
 /// The condition types the agent writes in `status.conditions`; every other
 /// type there belongs to another writer.
-pub const GATEWAY_TYPES: &[&str] = &[LOAD_BALANCER_READY];
+pub const GATEWAY_TYPES: &[&str] = &[LOAD_BALANCER_READY, DNS_READY];
 /// The condition types the agent writes in `status.listeners[].conditions`.
-pub const LISTENER_TYPES: &[&str] = &[DNS_MANAGED, DNS_READY];
+pub const LISTENER_TYPES: &[&str] = &[DNS_READY];
 
-/// `metav1.Condition.message` is limited to this many bytes by the CRD.
-pub const MAX_MESSAGE_BYTES: usize = 32768;
+/// `metav1.Condition.message` `maxLength` in the CRD, in characters.
+pub const MAX_MESSAGE_CHARS: usize = gwhub_proto::limits::MAX_CONDITION_MESSAGE_LEN;
 
 /// A computed condition before time and generation are attached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,7 +52,7 @@ impl Verdict {
             type_,
             status,
             reason,
-            message: truncate(message.into(), MAX_MESSAGE_BYTES),
+            message: gwhub_common::text::truncate(&message.into(), MAX_MESSAGE_CHARS),
         }
     }
 
@@ -66,31 +70,17 @@ impl Verdict {
     }
 }
 
-/// Cuts `s` to at most `max` bytes on a character boundary, so provider and
-/// event messages can never make the API server reject the status.
-pub(crate) fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("héllo".into(), 2), "h");
-        assert_eq!(truncate("hello".into(), 10), "hello");
-        let long = "x".repeat(MAX_MESSAGE_BYTES + 10);
-        assert_eq!(
-            Verdict::new(DNS_READY, "False", "R", long).message.len(),
-            MAX_MESSAGE_BYTES
-        );
+    fn long_messages_are_cut_to_the_crd_limit_in_characters() {
+        let long = "é".repeat(MAX_MESSAGE_CHARS + 10);
+        let v = Verdict::new(DNS_READY, "False", "R", long);
+        assert_eq!(v.message.chars().count(), MAX_MESSAGE_CHARS);
+        assert!(v.message.ends_with("..."));
+        let short = Verdict::new(DNS_READY, "False", "R", "é".repeat(MAX_MESSAGE_CHARS));
+        assert!(!short.message.ends_with("..."));
     }
 }

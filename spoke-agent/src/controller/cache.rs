@@ -25,7 +25,8 @@ use crate::runtime::GatewayStore;
 /// `(namespace, name)`; the namespace is empty for cluster-scoped kinds.
 pub type Key = (String, String);
 
-/// The live objects of one kind, `managedFields` stripped.
+/// The live objects of one kind, `managedFields` stripped except where the
+/// watch keeps them (Gateways: they say who writes which condition).
 pub struct Cache<K> {
     map: RwLock<BTreeMap<Key, Arc<K>>>,
 }
@@ -216,6 +217,8 @@ pub(crate) struct Follow<K> {
     pub health: Arc<WatchHealth>,
     /// The Gateways an object concerns (called for the old and new version).
     pub touches: Box<dyn Fn(&K) -> Touch + Send + Sync>,
+    /// Keep `metadata.managedFields` (else stripped to save memory).
+    pub keep_managed_fields: bool,
 }
 
 /// An untyped API for `K`'s resource, namespaced when `namespace` is given.
@@ -244,9 +247,14 @@ where
         config: watcher::Config,
         shutdown: CancellationToken,
     ) {
+        let keep = self.keep_managed_fields;
         let stream = watch::watcher(api, config)
             .default_backoff()
-            .modify(|o| o.managed_fields_mut().clear());
+            .modify(move |o| {
+                if !keep {
+                    o.managed_fields_mut().clear()
+                }
+            });
         let mut stream = std::pin::pin!(stream);
         let mut buffer: Option<BTreeMap<Key, Arc<K>>> = None;
         loop {

@@ -22,7 +22,7 @@ const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 pub const CONDITION_LIMIT_REACHED: &str = "ConditionLimitReached";
 /// Event reason for several DNSRecords with one hostname.
 pub const DUPLICATE_DNS_RECORDS: &str = "DuplicateDNSRecords";
-/// Event reason when the cluster DNS or Infrastructure config is missing or unusable.
+/// Event reason when the cluster DNS config is missing.
 pub const CLUSTER_CONFIG_MISSING: &str = "ClusterConfigMissing";
 
 #[derive(Default)]
@@ -67,10 +67,7 @@ impl Notices {
     pub async fn problems(&self, gw: &Gateway, problems: &[Problem]) {
         let name = gw.metadata.name.clone().unwrap_or_default();
         for p in problems {
-            if matches!(
-                p,
-                Problem::NoRoomForCondition { .. } | Problem::NoRoomForListener { .. }
-            ) {
+            if matches!(p, Problem::NoRoomForCondition { .. }) {
                 Metrics::bump(&self.metrics.condition_limit);
             }
         }

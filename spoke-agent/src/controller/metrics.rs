@@ -1,8 +1,12 @@
 //! The Kubernetes controller's counters: plain atomics so every task can bump
 //! them without a lock, rendered as Prometheus text for `--metrics-listen`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::ownership::GatewayMode;
 
 /// Counters since start. `Relaxed` is enough: each is independent.
 #[derive(Debug, Default)]
@@ -32,11 +36,39 @@ pub struct Metrics {
     pub condition_limit: AtomicU64,
     /// Kubernetes Events the agent failed to publish.
     pub event_publish_errors: AtomicU64,
+    /// Per in-scope Gateway (`namespace/name`): does the agent write our
+    /// conditions, some of them, or only stream (`--write-local-status`).
+    modes: Mutex<BTreeMap<String, GatewayMode>>,
 }
 
 impl Metrics {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records `gateway`'s mode; returns the previous one when it changed
+    /// (`Some(None)` for a Gateway seen the first time), `None` when not.
+    pub fn set_mode(&self, gateway: &str, mode: GatewayMode) -> Option<Option<GatewayMode>> {
+        let mut modes = self.modes.lock().unwrap_or_else(|e| e.into_inner());
+        let before = modes.insert(gateway.to_owned(), mode);
+        (before != Some(mode)).then_some(before)
+    }
+
+    /// Forgets a Gateway that left scope.
+    pub fn forget_mode(&self, gateway: &str) {
+        self.modes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(gateway);
+    }
+
+    /// `gateway`'s current mode.
+    pub fn mode(&self, gateway: &str) -> Option<GatewayMode> {
+        self.modes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(gateway)
+            .copied()
     }
 
     /// A counter's current value.
@@ -81,7 +113,7 @@ impl Metrics {
             (
                 "cluster_config_errors",
                 &self.config_errors,
-                "Evaluations refused for a missing cluster DNS or Infrastructure config.",
+                "Evaluations refused for a missing cluster DNS config.",
             ),
             (
                 "event_list_errors",
@@ -105,6 +137,23 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE gwhub_agent_{name}_total counter");
             let _ = writeln!(out, "gwhub_agent_{name}_total {}", Self::get(counter));
         }
+        let _ = writeln!(
+            out,
+            "# HELP gwhub_agent_gateway_write_mode Per Gateway, 1 for its current --write-local-status outcome: write (the agent writes every condition of ours), partial (another field manager writes some), stream (the agent writes none and only streams)."
+        );
+        let _ = writeln!(out, "# TYPE gwhub_agent_gateway_write_mode gauge");
+        let modes = self.modes.lock().unwrap_or_else(|e| e.into_inner());
+        for (gateway, current) in modes.iter() {
+            let (ns, name) = gateway.split_once('/').unwrap_or(("", gateway));
+            for m in GatewayMode::ALL {
+                let _ = writeln!(
+                    out,
+                    "gwhub_agent_gateway_write_mode{{namespace=\"{ns}\",name=\"{name}\",mode=\"{}\"}} {}",
+                    m.as_str(),
+                    u8::from(m == *current)
+                );
+            }
+        }
         out
     }
 }
@@ -123,5 +172,21 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE gwhub_agent_reconciles_total counter\n"));
+        assert_eq!(m.set_mode("ns/gw", GatewayMode::Write), Some(None));
+        assert_eq!(m.set_mode("ns/gw", GatewayMode::Write), None);
+        assert_eq!(
+            m.set_mode("ns/gw", GatewayMode::Stream),
+            Some(Some(GatewayMode::Write))
+        );
+        let text = m.render();
+        assert!(
+            text.contains(
+                "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"stream\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"write\"} 0\n"
+        ));
     }
 }

@@ -33,8 +33,9 @@ use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::conditions::load_balancer::{SYNC_LOAD_BALANCER_FAILED, is_provisioned};
-use crate::engine::evaluate;
-use crate::openshift::{CLUSTER_CONFIG_NAME, DNS, DNSRecord, GATEWAY_NAME_LABEL, Infrastructure};
+use crate::engine::evaluate_with;
+use crate::openshift::{CLUSTER_CONFIG_NAME, DNS, DNSRecord, GATEWAY_NAME_LABEL};
+use crate::ownership::WriteMode;
 use crate::runtime::{GatewayKey, GatewayStore, HubConfig, run_agent};
 use crate::scope::{self, Options};
 use crate::snapshot::Snapshot;
@@ -99,9 +100,9 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client> {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub scope: Options,
-    /// `--write-local-status`: apply our conditions to the Gateways (else
-    /// compute and stream only).
-    pub write_local_status: bool,
+    /// `--write-local-status`: which of our conditions the agent writes to
+    /// each Gateway ([`crate::ownership::plan`]).
+    pub write_local_status: WriteMode,
     /// Minimum spacing of evaluation passes: a lone change is evaluated at
     /// once, a burst gives at most one evaluation and one write per Gateway
     /// per window ([`gwhub_common::KeyedPacer`]).
@@ -116,7 +117,7 @@ impl Settings {
     pub fn new(scope: Options) -> Self {
         Self {
             scope,
-            write_local_status: true,
+            write_local_status: WriteMode::Auto,
             debounce: Duration::from_millis(100),
             resync: Duration::from_secs(300),
             retry: Duration::from_secs(1),
@@ -125,7 +126,7 @@ impl Settings {
 }
 
 /// The number of watched kinds; evaluation starts once all were listed.
-const KINDS: usize = 7;
+const KINDS: usize = 6;
 /// Longest wait before a Gateway whose status writes keep failing is tried again.
 const MAX_RETRY: Duration = Duration::from_secs(300);
 
@@ -147,7 +148,6 @@ pub async fn run(
     let services = Arc::new(Cache::<Service>::default());
     let records = Arc::new(Cache::<DNSRecord>::default());
     let dnses = Arc::new(Cache::<DNS>::default());
-    let infras = Arc::new(Cache::<Infrastructure>::default());
     let lb_events = Arc::new(Cache::<Event>::default());
 
     let labelled = watcher::Config::default().labels(GATEWAY_NAME_LABEL);
@@ -157,6 +157,7 @@ pub async fn run(
     macro_rules! follow {
         ($kind:literal, $cache:expr, $ns:expr, $config:expr, $touches:expr) => {{
             let f = cache::Follow {
+                keep_managed_fields: $kind == "Gateway",
                 kind: $kind,
                 cache: $cache.clone(),
                 dirty: dirty.clone(),
@@ -196,14 +197,7 @@ pub async fn run(
         labelled,
         |r: &DNSRecord| label_touch(&r.metadata)
     );
-    follow!("DNS", dnses, None, singleton.clone(), |_: &DNS| Touch::All);
-    follow!(
-        "Infrastructure",
-        infras,
-        None,
-        singleton,
-        |_: &Infrastructure| Touch::All
-    );
+    follow!("DNS", dnses, None, singleton, |_: &DNS| Touch::All);
     // A service-controller failure changes no Service: this watch
     // re-evaluates the Gateway when one arrives (the evaluation then lists
     // the Service's Events fresh, as the spec asks).
@@ -242,7 +236,6 @@ pub async fn run(
         services,
         records,
         dnses,
-        infras,
         dirty,
         metrics,
         store,
@@ -296,7 +289,6 @@ struct Reconciler {
     services: Arc<Cache<Service>>,
     records: Arc<Cache<DNSRecord>>,
     dnses: Arc<Cache<DNS>>,
-    infras: Arc<Cache<Infrastructure>>,
     dirty: Arc<Dirty>,
     metrics: Arc<Metrics>,
     store: Arc<GatewayStore>,
@@ -370,6 +362,7 @@ impl Reconciler {
             Some(gw) if scope::in_scope(&gw, &classes, opts) => gw,
             _ => {
                 let gone = self.store.delete(&key);
+                self.metrics.forget_mode(&key.to_string());
                 self.set_streamed(name, false);
                 self.queue.forget(name);
                 self.notices.forget(name);
@@ -389,10 +382,6 @@ impl Reconciler {
                 .dnses
                 .get("", CLUSTER_CONFIG_NAME)
                 .map(|d| (*d).clone()),
-            infrastructure: self
-                .infras
-                .get("", CLUSTER_CONFIG_NAME)
-                .map(|i| (*i).clone()),
         };
         if let Some(svc) = scope::service_for(&gw, &snapshot.services)
             && !is_provisioned(svc)
@@ -413,7 +402,8 @@ impl Reconciler {
                 }
             };
         }
-        let evaluation = match evaluate(&snapshot, opts, Timestamp::now()) {
+        let mode = self.settings.write_local_status;
+        let evaluation = match evaluate_with(&snapshot, opts, mode, Timestamp::now()) {
             Ok(mut evals) if !evals.is_empty() => evals.remove(0),
             Ok(_) => return false,
             Err(e) => {
@@ -430,7 +420,18 @@ impl Reconciler {
         self.set_streamed(name, true);
         self.notices.config_ok(&gw);
         self.notices.problems(&gw, &evaluation.problems).await;
-        if !self.settings.write_local_status {
+        let gw_mode = evaluation.plan.mode();
+        if let Some(before) = self.metrics.set_mode(&key.to_string(), gw_mode) {
+            tracing::info!(
+                gateway = %key,
+                write_local_status = %mode,
+                mode = gw_mode.as_str(),
+                before = before.map_or("none", |m| m.as_str()),
+                writes = ?evaluation.plan.gateway.iter().map(|t| format!("status.conditions {t}")).chain(evaluation.plan.listener.iter().map(|t| format!("listener {t}"))).filter(|_| evaluation.plan.write).collect::<Vec<_>>(),
+                "write mode of the Gateway changed: the agent writes only the condition types no other field manager writes"
+            );
+        }
+        if !evaluation.plan.write {
             return changed;
         }
         if evaluation.needs_write() {
@@ -439,6 +440,7 @@ impl Reconciler {
                 Pending {
                     patch: evaluation.apply_patch(),
                     desired: evaluation.status,
+                    force: mode == WriteMode::Always,
                 },
             );
             true

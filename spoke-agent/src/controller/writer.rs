@@ -24,6 +24,9 @@ pub(crate) struct Pending {
     pub desired: GatewayStatus,
     /// The apply body ([`status::apply_patch`]).
     pub patch: Value,
+    /// Take the fields over from other managers (`--write-local-status=true`:
+    /// the user asked the agent to write whoever else writes them).
+    pub force: bool,
 }
 
 /// Gateways (by name) with a status to write.
@@ -95,9 +98,11 @@ impl Writer {
             Metrics::bump(&self.metrics.skipped_writes);
             return;
         }
-        // Not forced: a conflict means another manager changed a field we
-        // co-own (attachedRoutes); we re-evaluate from the fresh object.
-        let params = PatchParams::apply(FIELD_MANAGER);
+        // Not forced (unless `true`): a conflict means another manager
+        // changed a field we co-own (attachedRoutes); we re-evaluate from the
+        // fresh object.
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        params.force = pending.force;
         match self
             .api
             .patch_status(name, &params, &Patch::Apply(&pending.patch))

@@ -57,10 +57,12 @@ pub struct RunArgs {
     /// the in-cluster service account).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Apply our conditions to the local Gateways' status; `false` computes
-    /// and streams only (where the ingress operator writes them itself).
-    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
-    pub write_local_status: bool,
+    /// Write our conditions to the local Gateways' status: `auto` writes a
+    /// condition type only while no other field manager writes it (so where
+    /// the ingress operator writes them, from OpenShift 4.22, the agent only
+    /// streams), `true` always, `false` never (compute and stream only).
+    #[arg(long, value_name = "auto|true|false", default_value = "auto")]
+    pub write_local_status: crate::ownership::WriteMode,
     /// Serve Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9090.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
@@ -202,7 +204,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     cluster = %plan.hub.cluster,
                     hub = %plan.hub.endpoint,
                     namespace = %settings.scope.namespace,
-                    write_local_status = settings.write_local_status,
+                    write_local_status = %settings.write_local_status,
                     "gwhub-agent starting against the Kubernetes API"
                 );
                 crate::controller::run_kube_agent(plan.hub, client, settings, metrics, shutdown)
@@ -303,7 +305,10 @@ mod tests {
             panic!("expected the Kubernetes mode");
         };
         assert_eq!(kubeconfig, None);
-        assert!(settings.write_local_status);
+        assert_eq!(
+            settings.write_local_status,
+            crate::ownership::WriteMode::Auto
+        );
         let p = plan_of(&[
             "--hub",
             "http://h:1",
@@ -320,7 +325,7 @@ mod tests {
         assert!(matches!(
             p.source,
             Source::Kube { ref kubeconfig, ref settings }
-                if kubeconfig.as_deref() == Some(std::path::Path::new("/k")) && !settings.write_local_status
+                if kubeconfig.as_deref() == Some(std::path::Path::new("/k")) && settings.write_local_status == crate::ownership::WriteMode::Never
         ));
         assert_eq!(p.metrics_listen, Some("127.0.0.1:9090".parse().unwrap()));
         let e = parse(&[

@@ -4,7 +4,7 @@
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_agent::engine::Evaluation;
-use gwhub_agent::openshift::{DNS, DNSRecord, Infrastructure};
+use gwhub_agent::openshift::{DNS, DNSRecord};
 use gwhub_agent::{Options, Snapshot, evaluate};
 use gwhub_common::Condition;
 use jiff::Timestamp;
@@ -34,8 +34,25 @@ pub fn class() -> GatewayClass {
     )
 }
 
-/// A Gateway `gw` with `(name, hostname)` listeners and the given status.
-pub fn gateway(listeners: &[(&str, Option<&str>)], generation: i64, status: Value) -> Gateway {
+/// A Gateway `gw` with `(name, hostname)` listeners and the given status;
+/// where `status` has no `listeners`, every spec listener gets the status
+/// entry its Gateway controller (Istio) writes, since the agent only adds
+/// conditions to existing entries.
+pub fn gateway(listeners: &[(&str, Option<&str>)], generation: i64, mut status: Value) -> Gateway {
+    if let Value::Object(m) = &mut status
+        && !m.contains_key("listeners")
+        && !listeners.is_empty()
+    {
+        let entries: Vec<Value> = listeners
+            .iter()
+            .map(|(n, _)| {
+                json!({"name": n, "attachedRoutes": 0,
+                "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                "conditions": []})
+            })
+            .collect();
+        m.insert("listeners".into(), Value::Array(entries));
+    }
     let ls: Vec<Value> = listeners
         .iter()
         .map(|(n, h)| match h {
@@ -69,7 +86,7 @@ pub fn event(
 ) -> Event {
     from(json!({"apiVersion": "v1", "kind": "Event",
         "metadata": {"name": name, "namespace": NS},
-        "involvedObject": {"kind": "Service", "name": service, "namespace": NS, "uid": format!("uid-{service}")},
+        "involvedObject": {"kind": "Service", "apiVersion": "v1", "name": service, "namespace": NS, "uid": format!("uid-{service}")},
         "source": {"component": component},
         "reason": reason, "message": message, "lastTimestamp": last}))
 }
@@ -115,15 +132,7 @@ pub fn dns(public: Option<Value>, private: Option<Value>) -> DNS {
     )
 }
 
-pub fn infra(platform: &str) -> Infrastructure {
-    from(
-        json!({"apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-        "metadata": {"name": "cluster"}, "spec": {},
-        "status": {"platform": platform, "platformStatus": {"type": platform}}}),
-    )
-}
-
-/// A healthy AWS cluster around `gateway`.
+/// A healthy cluster around `gateway`.
 pub fn snapshot(gateway: Gateway) -> Snapshot {
     Snapshot {
         gateways: vec![gateway],
@@ -136,7 +145,6 @@ pub fn snapshot(gateway: Gateway) -> Snapshot {
         dns_records: vec![],
         events: vec![],
         dns: Some(dns(Some(public()), Some(private()))),
-        infrastructure: Some(infra("AWS")),
     }
 }
 
