@@ -13,6 +13,7 @@ use gwhub_agent::controller::{self, Metrics, Settings};
 use gwhub_agent::runtime::{GatewayKey, GatewayStore};
 use gwhub_agent::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_tests::install::{AGENT_SA, install_agent};
 use gwhub_tests::kube_objects::*;
 use gwhub_tests::procs::{Process, agent_binary, free_port};
 use k8s_openapi::api::core::v1::{Event, Service};
@@ -64,20 +65,24 @@ impl Agent {
     }
 }
 
-async fn cluster(name: &str) -> (Fleet, Client) {
+/// A cluster with the agent installed as the README says (`kubectl apply -k
+/// manifests/agent/`): the admin's client, for the simulated actors, and
+/// one acting as the agent's ServiceAccount, for the agent.
+async fn cluster(name: &str) -> (Fleet, Client, Client) {
     let fleet = Fleet::start(&[name]).await.expect("start fleet");
+    let as_agent = install_agent(fleet.cluster(name)).await;
     let client = fleet.cluster(name).client().await.unwrap();
-    (fleet, client)
+    (fleet, client, as_agent)
 }
 
 /// A cluster with our GatewayClass, DNS config with zone Z1 and an AWS
 /// Infrastructure.
-async fn aws_cluster(name: &str) -> (Fleet, Client) {
-    let (fleet, client) = cluster(name).await;
+async fn aws_cluster(name: &str) -> (Fleet, Client, Client) {
+    let (fleet, client, as_agent) = cluster(name).await;
     gateway_class(&client, CLASS, CONTROLLER).await;
     dns_config(&client, true).await;
     infrastructure(&client, "AWS").await;
-    (fleet, client)
+    (fleet, client, as_agent)
 }
 
 // ---------------------------------------------------------------- tests
@@ -89,8 +94,8 @@ async fn every_reason_end_to_end() {
     if !require_assets("every_reason_end_to_end") {
         return;
     }
-    let (_fleet, client) = aws_cluster("reasons").await;
-    let agent = Agent::start(&client, true);
+    let (_fleet, client, as_agent) = aws_cluster("reasons").await;
+    let agent = Agent::start(&as_agent, true);
     gateway(&client, NS, "gw", CLASS, None).await;
 
     let g = wait_lb(&client, "gw", "ServiceNotFound").await;
@@ -188,7 +193,7 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
     if !require_assets("istio_writer_and_agent_keep_each_others_fields") {
         return;
     }
-    let (_fleet, client) = aws_cluster("coexist").await;
+    let (_fleet, client, as_agent) = aws_cluster("coexist").await;
     for gw in ["istio-first", "agent-first"] {
         service(&client, gw).await;
         provision(&client, &format!("{gw}-lb"), "192.0.2.10").await;
@@ -198,7 +203,7 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
     // Order 1: Istio has written before the agent starts.
     gateway(&client, NS, "istio-first", CLASS, None).await;
     istio_writes(&client, "istio-first", 1, "istio programmed").await;
-    let agent = Agent::start(&client, true);
+    let agent = Agent::start(&as_agent, true);
     wait_dns(
         &client,
         "istio-first",
@@ -265,9 +270,9 @@ async fn read_only_mode_and_condition_limit() {
     if !require_assets("read_only_mode_and_condition_limit") {
         return;
     }
-    let (_fleet, client) = aws_cluster("readonly").await;
+    let (_fleet, client, as_agent) = aws_cluster("readonly").await;
     gateway(&client, NS, "gw", CLASS, None).await;
-    let agent = Agent::start(&client, false);
+    let agent = Agent::start(&as_agent, false);
     let key = GatewayKey::new(NS, "gw");
     let deadline = Instant::now() + WAIT;
     while agent
@@ -309,7 +314,7 @@ async fn read_only_mode_and_condition_limit() {
                "metadata": {"name": "full"}, "status": {"conditions": conds}}),
     )
     .await;
-    let agent = Agent::start(&client, true);
+    let agent = Agent::start(&as_agent, true);
     // Its listeners still get DNS conditions; the Gateway list has no room.
     let g = wait_dns(
         &client,
@@ -376,7 +381,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
         return;
     }
     let bin = agent_binary();
-    let (fleet, client) = cluster("bin").await;
+    let (fleet, client, _as_agent) = cluster("bin").await;
     gateway_class(&client, CLASS, CONTROLLER).await;
     gateway_class(&client, "other", "example.com/other-controller").await;
     infrastructure(&client, "AWS").await;
@@ -398,7 +403,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
                 "http://127.0.0.1:1",
             ])
             .arg("--kubeconfig")
-            .arg(&fleet.cluster("bin").kubeconfig)
+            .arg(fleet.cluster("bin").kubeconfig_as(AGENT_SA))
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())

@@ -1,0 +1,258 @@
+//! Least privilege, checked from both sides. The other real-API-server
+//! suites run the agent and the hub as the ServiceAccounts of `manifests/`,
+//! so a verb the code needs and the Roles lack fails them. Here the other
+//! side: every verb the agent's Role and ClusterRole grant is used. With
+//! any one removed (a copy of the rule without it, applied over the
+//! installed one), the real `gwhub-agent run`, driven through every path
+//! that talks to the API server, is refused that verb (the API server's
+//! `cannot <verb> resource "<resource>"` appears in its log); with the
+//! shipped rules it is never refused anything.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gwhub_agent::openshift::DNS;
+use gwhub_tests::apiserver::{Cluster, Fleet, require_assets};
+use gwhub_tests::install::{
+    AGENT_SA, apply_k, install_agent, kubectl, manifests_dir, service_account_user,
+};
+use gwhub_tests::kube_objects::*;
+use gwhub_tests::procs::{Process, agent_binary};
+use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::Client;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+
+/// Bound on each run waiting for the refusal.
+const REFUSED_WITHIN: Duration = Duration::from_secs(30);
+
+/// The agent's Role and ClusterRole as shipped.
+fn agent_roles() -> Vec<Value> {
+    let objs = gwhub_common::read_paths(&[manifests_dir().join("agent/rbac.yaml")])
+        .expect("manifests/agent/rbac.yaml parses");
+    objs.into_iter()
+        .filter(|o| o.kind == "Role" || o.kind == "ClusterRole")
+        .map(|o| o.value)
+        .collect()
+}
+
+/// `role` without `verb` in rule `rule` (the rule goes when it was its
+/// only verb).
+fn without(role: &Value, rule: usize, verb: &str) -> Value {
+    let mut role = role.clone();
+    let rules = role["rules"].as_array_mut().expect("rules");
+    let verbs = rules[rule]["verbs"].as_array_mut().expect("verbs");
+    verbs.retain(|v| v != verb);
+    if verbs.is_empty() {
+        rules.remove(rule);
+    }
+    role
+}
+
+fn kubectl_apply_json(cluster: &Cluster, objects: &[Value]) {
+    let file = cluster.kubeconfig.with_file_name("rbac-under-test.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    std::fs::write(&file, list.to_string()).unwrap();
+    let out = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["apply", "-f"])
+        .arg(&file)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `kubectl auth can-i <verb> <resource>` as the agent: RBAC changes reach
+/// the authorizer through a watch, so each run starts once it answers.
+fn can_i(cluster: &Cluster, verb: &str, probe: &[String], ns: Option<&str>) -> bool {
+    let mut cmd = Command::new(kubectl());
+    cmd.arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["auth", "can-i", verb])
+        .args(probe)
+        .args(["--as", &service_account_user(AGENT_SA)]);
+    if let Some(ns) = ns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.output().expect("run kubectl auth can-i");
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+async fn wait_refused(cluster: &Cluster, verb: &str, probe: &[String], ns: Option<&str>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while can_i(cluster, verb, probe, ns) {
+        assert!(
+            Instant::now() < deadline,
+            "RBAC still allows {verb} {probe:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn start_agent(bin: &Path, cluster: &Cluster, log: &Path) -> Process {
+    Process(
+        Command::new(bin)
+            .args(["run", "--insecure", "--cluster", "rbac"])
+            .args(["--hub", "http://127.0.0.1:1"])
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_as(AGENT_SA))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start gwhub-agent"),
+    )
+}
+
+/// Drives every path of the agent that talks to the API server until
+/// `done` holds on its log (or the bound passes): the initial lists and
+/// watches, a status write, a fresh list of a pending Service's Events, and
+/// a ClusterConfigMissing Event published again and again (create, then
+/// patch of the series) as the DNS config goes and comes back.
+async fn drive(client: &Client, log: &Path, done: impl Fn(&str) -> bool) -> String {
+    let dns: Api<DNS> = Api::all(client.clone());
+    let deadline = Instant::now() + REFUSED_WITHIN;
+    let mut present = true;
+    loop {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if done(&text) || Instant::now() > deadline {
+            if !present {
+                dns_config(client, true).await;
+            }
+            return text;
+        }
+        if present {
+            dns.delete("cluster", &DeleteParams::default())
+                .await
+                .unwrap();
+        } else {
+            dns_config(client, true).await;
+        }
+        present = !present;
+    }
+}
+
+/// The API server's refusal, as the agent logs it (quotes unescaped).
+fn refusal(verb: &str, resource: &str, group: &str) -> String {
+    format!("cannot {verb} resource \"{resource}\" in API group \"{group}\"")
+}
+
+/// `log` without escaping backslashes.
+fn plain(log: &str) -> String {
+    log.replace('\\', "")
+}
+
+#[tokio::test]
+async fn every_verb_the_agent_is_granted_is_needed() {
+    if !require_assets("every_verb_the_agent_is_granted_is_needed") {
+        return;
+    }
+    let bin = agent_binary();
+    let fleet = Fleet::start(&["rbac"]).await.expect("start API server");
+    let cluster = fleet.cluster("rbac");
+    install_agent(cluster).await;
+    let client = cluster.client().await.unwrap();
+    gateway_class(&client, CLASS, CONTROLLER).await;
+    dns_config(&client, true).await;
+    infrastructure(&client, "AWS").await;
+    gateway(&client, NS, "gw", CLASS, None).await;
+    // Its load balancer stays pending: the agent lists its Events fresh.
+    service(&client, "gw").await;
+
+    // The control: as shipped, every path runs and nothing is refused.
+    let log = fleet.dir.join("agent-shipped.log");
+    let agent = start_agent(&bin, cluster, &log);
+    let events: Api<EventV1> = Api::namespaced(client.clone(), NS);
+    let repeated = || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("ClusterConfigMissing")
+                    && e.series.as_ref().is_some_and(|s| s.count >= 2)
+            })
+        })
+    };
+    let text = drive(&client, &log, |_| false).await;
+    drop(agent);
+    assert!(
+        !text.contains("forbidden"),
+        "the shipped RBAC refused the agent something:\n{text}"
+    );
+    assert!(
+        repeated().await,
+        "the drive never repeated an Event (the patch path):\n{text}"
+    );
+    wait_lb(&client, "gw", "LoadBalancerPending").await;
+
+    let roles = agent_roles();
+    let mut checked: i32 = 0;
+    for (i, role) in roles.iter().enumerate() {
+        let ns = role["metadata"]["namespace"].as_str();
+        for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
+            let group = rule["apiGroups"][0].as_str().unwrap();
+            let resources: Vec<&str> = rule["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            for verb in rule["verbs"].as_array().unwrap() {
+                let verb = verb.as_str().unwrap();
+                let what = format!("{verb} {resources:?} ({group})");
+                let mut reduced = roles.clone();
+                reduced[i] = without(role, r, verb);
+                kubectl_apply_json(cluster, &reduced);
+                // `kubectl auth can-i`'s spelling: resource.group[/name],
+                // a subresource in a flag.
+                let (resource, sub) = resources[0]
+                    .split_once('/')
+                    .map_or((resources[0], None), |(r, s)| (r, Some(s)));
+                let mut probe = vec![
+                    format!("{resource}.{group}")
+                        .trim_end_matches('.')
+                        .to_owned(),
+                ];
+                if let Some(n) = rule["resourceNames"][0].as_str() {
+                    probe[0] = format!("{}/{n}", probe[0]);
+                }
+                if let Some(sub) = sub {
+                    probe.push(format!("--subresource={sub}"));
+                }
+                wait_refused(cluster, verb, &probe, ns).await;
+
+                // A new generation: the agent has a status to write.
+                gateway(&client, NS, "gw", CLASS, Some(9000 + checked)).await;
+                let log = fleet.dir.join(format!("agent-without-{checked}.log"));
+                let agent = start_agent(&bin, cluster, &log);
+                let wanted: Vec<String> = resources
+                    .iter()
+                    .map(|res| refusal(verb, res, group))
+                    .collect();
+                let text = plain(
+                    &drive(&client, &log, |t| {
+                        wanted.iter().any(|w| plain(t).contains(w))
+                    })
+                    .await,
+                );
+                drop(agent);
+                assert!(
+                    wanted.iter().any(|w| text.contains(w)),
+                    "without {what} the agent was never refused it: the verb is granted \
+                     but not needed (or the drive misses its path):\n{text}"
+                );
+                eprintln!("rbac: without {what}: refused, as it should be");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} verbs checked");
+    // Back to the shipped rules, as installed.
+    apply_k(&cluster.kubeconfig, &manifests_dir().join("agent")).unwrap();
+}
