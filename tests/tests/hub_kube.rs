@@ -285,6 +285,22 @@ async fn manifests_parse_and_the_api_server_takes_them() {
         }
         all.extend(objs.into_iter().filter(|o| o.kind != "Kustomization"));
     }
+    // `manifests/` lists the hub's files one by one (older kustomize takes
+    // no directories): the same files as `manifests/hub/`.
+    let listed = |dir: &std::path::Path, prefix: &str| -> BTreeSet<String> {
+        let k = gwhub_common::read_paths(&[dir.join("kustomization.yaml")]).unwrap();
+        k[0].value["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.as_str()?.strip_prefix(prefix).map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        listed(&manifests(), "hub/"),
+        listed(&manifests().join("hub"), ""),
+        "manifests/kustomization.yaml and manifests/hub/ list different hub files"
+    );
     let kinds: BTreeSet<&str> = all.iter().map(|o| o.kind.as_str()).collect();
     for k in [
         "CustomResourceDefinition",
