@@ -10,6 +10,10 @@ export GWHUB_REQUIRE_KUBE=1
 # `cargo test` builds the workspace's binaries before it runs any test; the
 # end-to-end tests use those instead of building their own (one build, less disk).
 export GWHUB_BIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/debug"
+# Python's grpcio, grpcio-reflection and grpcio-health-checking from PyPI, in a
+# venv, for the independent-client test (hub/tests/python_client.rs).
+GWHUB_PY_VENV=$(bash scripts/python-client.sh)
+export GWHUB_PY_VENV GWHUB_REQUIRE_PYTHON=1
 # Everything once, against Gateway API v1.5.1: the upstream CRDs where
 # ../shared/crds has them, else (a bare clone) CRDs generated from the Rust
 # types and pinned to upstream v1.5.1.

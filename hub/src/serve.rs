@@ -84,13 +84,30 @@ pub struct Hub {
     background: JoinSet<()>,
 }
 
-fn reflection() -> tonic_reflection::server::v1::ServerReflectionServer<
-    impl tonic_reflection::server::v1::ServerReflection,
-> {
+/// Reflection over gwhub's services and health, for clients speaking
+/// either version of the protocol.
+fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(v1::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// `grpc.reflection.v1` (grpcurl, newer clients).
+fn reflection() -> tonic_reflection::server::v1::ServerReflectionServer<
+    impl tonic_reflection::server::v1::ServerReflection,
+> {
+    reflection_builder()
         .build_v1()
+        .expect("the embedded descriptor sets are valid")
+}
+
+/// `grpc.reflection.v1alpha` (Python's grpcio-reflection, Postman, older
+/// grpcurl).
+fn reflection_v1alpha() -> tonic_reflection::server::v1alpha::ServerReflectionServer<
+    impl tonic_reflection::server::v1alpha::ServerReflection,
+> {
+    reflection_builder()
+        .build_v1alpha()
         .expect("the embedded descriptor sets are valid")
 }
 
@@ -164,6 +181,7 @@ impl Hub {
             builder_tls(tls.as_ref().map(HubTls::ingest))?
                 .add_service(ingest_health_svc)
                 .add_service(reflection())
+                .add_service(reflection_v1alpha())
                 .add_service(ingest.into_server())
                 .serve_with_incoming_shutdown(
                     TcpIncoming::from(ingest_listener).with_nodelay(Some(true)),
@@ -174,6 +192,7 @@ impl Hub {
             builder_tls(tls.as_ref().map(HubTls::dashboard))?
                 .add_service(dash_health_svc)
                 .add_service(reflection())
+                .add_service(reflection_v1alpha())
                 .add_service(tonic::service::interceptor::InterceptedService::new(
                     dashboard.into_server(),
                     tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
