@@ -6,8 +6,12 @@
 # exactly the shared libraries ldd lists for it. Installs buildah from
 # Debian's packages when it is missing (as root). Prints the image names.
 #
-# Push with: buildah push localhost/gwhub:0.1.0 docker://registry.example.com/gwhub:0.1.0
-# (or build with REGISTRY=registry.example.com and push those names).
+# Push with the same storage driver, e.g.:
+#   buildah --storage-driver vfs login registry.example.com
+#   buildah --storage-driver vfs push localhost/gwhub:0.1.0 docker://registry.example.com/gwhub:0.1.0
+# (or build with REGISTRY=registry.example.com and push those names), then
+# name the pushed images in manifests/*/deployment.yaml or with a kustomize
+# `images:` entry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REGISTRY=${REGISTRY:-localhost}
