@@ -6,6 +6,13 @@
 # Prints the directory holding `etcd` and `kube-apiserver`. Takes ~5 minutes the first time.
 set -euo pipefail
 CACHE=${GWHUB_KUBE_ASSETS:-${KUBE_ASSETS_CACHE:-/var/cache/gwhub-kube-assets}}
+# The end-to-end tests install gwhub with `kubectl apply -k`, as users do:
+# Debian's kubectl (1.20, like the API server) when there is none.
+if ! command -v kubectl >/dev/null; then
+  if [ "$(id -u)" != 0 ]; then echo "kube-assets.sh: kubectl is missing (needs root to install Debian's kubernetes-client)" >&2; exit 1; fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y kubernetes-client >/dev/null 2>&1 || { apt-get update >/dev/null; apt-get install -y kubernetes-client >/dev/null; }
+fi
 if [ -x "$CACHE/kube-apiserver" ] && [ -x "$CACHE/etcd" ]; then echo "$CACHE"; exit 0; fi
 if [ "$(id -u)" != 0 ]; then echo "kube-assets.sh: needs root for apt-get (or set GWHUB_KUBE_ASSETS to a built cache)" >&2; exit 1; fi
 mkdir -p "$CACHE"

@@ -25,5 +25,5 @@ pub use conditions::{Condition, MAX_CONDITIONS};
 pub use errors::error_chain;
 pub use key::GatewayKey;
 pub use manifest::{ManifestError, Object, read_paths};
-pub use output::{OutputFormat, render_list};
+pub use output::{OutputFormat, render_list, render_object};
 pub use pace::{Backoff, KeyedPacer, Pacer};

@@ -27,6 +27,13 @@ impl std::str::FromStr for OutputFormat {
 /// Renders `items` as a `v1` `List`.
 pub fn render_list(items: Vec<Value>, format: OutputFormat) -> String {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    render_object(&list, format)
+}
+
+/// Renders one object as `kubectl get <kind> <name> -o yaml|json` does; in
+/// a stream (`-w`), YAML documents are separated by `---` lines.
+pub fn render_object(object: &Value, format: OutputFormat) -> String {
+    let list = object;
     match format {
         OutputFormat::Json => {
             let mut s = serde_json::to_string_pretty(&list).unwrap_or_default();

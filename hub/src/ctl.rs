@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use gwhub_common::{OutputFormat, render_list};
+use gwhub_common::{OutputFormat, render_list, render_object};
 use gwhub_proto::{convert, v1, v1::dashboard_client::DashboardClient};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -14,11 +14,12 @@ use tonic::transport::Channel;
 #[derive(Debug, clap::Parser)]
 #[command(name = "gwhubctl", version, about)]
 pub struct Cli {
-    /// The hub's Dashboard API.
+    /// The hub's Dashboard API (by default where `gwhub serve` listens for
+    /// it by default, on this host).
     #[arg(
         long,
         global = true,
-        default_value = "http://127.0.0.1:8081",
+        default_value = crate::cli::serve::DEFAULT_DASHBOARD_SERVER,
         env = "GWHUB_SERVER"
     )]
     pub server: String,
@@ -53,9 +54,18 @@ pub enum Command {
         what: DescribeWhat,
         /// NAMESPACE/NAME
         name: String,
+        /// yaml or json (the Gateway with each cluster's report); text by default.
+        #[arg(short, long)]
+        output: Option<Output>,
     },
     /// Print the hub Gateways, then a line per change (like `kubectl get -w`).
-    Watch,
+    Watch {
+        /// wide (more columns), or yaml or json: one watch event
+        /// (`{type, object}`) per change, as `kubectl get -w
+        /// --output-watch-events -o json|yaml` prints them.
+        #[arg(short, long)]
+        output: Option<Output>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -89,8 +99,8 @@ pub fn run(cli: Cli) -> Result<(), String> {
         let mut out = std::io::stdout().lock();
         let text = match cli.command {
             Command::Get { what, output } => get(&mut client, what, output).await?,
-            Command::Describe { name, .. } => describe(&mut client, &name).await?,
-            Command::Watch => return watch(&mut client, &mut out).await,
+            Command::Describe { name, output, .. } => describe(&mut client, &name, output).await?,
+            Command::Watch { output } => return watch(&mut client, output, &mut out).await,
         };
         // A closed pipe (e.g. `| head`) is not worth an error.
         let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
@@ -450,7 +460,11 @@ fn status_text(indent: &str, s: &v1::GatewayStatus) -> String {
     out
 }
 
-async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
+async fn describe(
+    client: &mut Client,
+    name: &str,
+    output: Option<Output>,
+) -> Result<String, String> {
     let Some((namespace, gw)) = name.split_once('/') else {
         return Err(format!("{name:?} is not NAMESPACE/NAME"));
     };
@@ -462,7 +476,15 @@ async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
         .await
         .map_err(status_error)?
         .into_inner();
-    let g = r.gateway.unwrap_or_default();
+    let g = r.gateway.clone().unwrap_or_default();
+    match output {
+        None => {}
+        Some(Output::Wide) => return Err("describe prints no table: use -o yaml or -o json".into()),
+        Some(o) => {
+            let f = format_of(Some(o)).unwrap_or_default();
+            return Ok(render_object(&describe_json(&r), f));
+        }
+    }
     let mut out = format!(
         "Name:       {}\nNamespace:  {}\nClusters:   {}\nRevision:   {}\nAggregated status:\n",
         printable(&g.name),
@@ -491,14 +513,82 @@ async fn describe(client: &mut Client, name: &str) -> Result<String, String> {
     Ok(out)
 }
 
-async fn watch(client: &mut Client, out: &mut impl Write) -> Result<(), String> {
+/// `describe -o yaml|json`: the hub Gateway as `get -o` prints it, plus
+/// each cluster's report under `gwhub.reports`.
+pub fn describe_json(r: &v1::GetGatewayResponse) -> Value {
+    let mut v = gateway_json(&r.gateway.clone().unwrap_or_default());
+    v["gwhub"]["reports"] = r
+        .clusters
+        .iter()
+        .map(|c| {
+            let status = c
+                .status
+                .clone()
+                .and_then(|s| convert::status_from_proto(s).ok())
+                .unwrap_or_default();
+            json!({
+                "cluster": c.cluster,
+                "stale": c.stale,
+                "lastReportTime": (c.last_report_time > 0).then(|| rfc3339(c.last_report_time)),
+                "status": status,
+            })
+        })
+        .collect();
+    v
+}
+
+/// `watch -o yaml|json`: one watch event per upserted or deleted Gateway
+/// (`ADDED` for the first snapshot, then `MODIFIED`/`DELETED`).
+pub fn watch_events(msg: &v1::WatchGatewaysResponse) -> Vec<Value> {
+    let kind = if msg.snapshot { "ADDED" } else { "MODIFIED" };
+    let mut events: Vec<Value> = msg
+        .upserted
+        .iter()
+        .map(|g| json!({"type": kind, "object": gateway_json(g)}))
+        .collect();
+    events.extend(msg.deleted.iter().map(|d| {
+        json!({"type": "DELETED", "object": {
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"namespace": d.namespace, "name": d.name}}})
+    }));
+    events
+}
+
+async fn watch(
+    client: &mut Client,
+    output: Option<Output>,
+    out: &mut impl Write,
+) -> Result<(), String> {
     let mut stream = client
         .watch_gateways(v1::WatchGatewaysRequest::default())
         .await
         .map_err(status_error)?
         .into_inner();
+    if let Some(f) = format_of(output) {
+        while let Some(msg) = stream.next().await {
+            let msg = msg.map_err(status_error)?;
+            for event in watch_events(&msg) {
+                let mut text = render_object(&event, f);
+                if f == OutputFormat::Yaml {
+                    text = format!("---\n{text}");
+                }
+                if out
+                    .write_all(text.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+        }
+        return Ok(());
+    }
+    let wide = output == Some(Output::Wide);
     let mut header = vec!["EVENT"];
     header.extend(GATEWAY_HEADER);
+    if wide {
+        header.extend(GATEWAY_WIDE);
+    }
     let mut printed_header = false;
     while let Some(msg) = stream.next().await {
         let msg = msg.map_err(status_error)?;
@@ -508,20 +598,19 @@ async fn watch(client: &mut Client, out: &mut impl Write) -> Result<(), String> 
             .iter()
             .map(|g| {
                 let mut row = vec![event.to_owned()];
-                row.extend(gateway_row(g, false));
+                row.extend(gateway_row(g, wide));
                 row
             })
             .collect();
         rows.extend(msg.deleted.iter().map(|d| {
-            vec![
+            let mut row = vec![
                 "DELETED".into(),
                 d.namespace.clone(),
                 d.name.clone(),
                 "0".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ]
+            ];
+            row.resize(header.len(), "-".into());
+            row
         }));
         let text = table(&header, &rows);
         let text = if printed_header {

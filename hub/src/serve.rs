@@ -89,13 +89,30 @@ pub struct Hub {
     background: JoinSet<()>,
 }
 
-fn reflection() -> tonic_reflection::server::v1::ServerReflectionServer<
-    impl tonic_reflection::server::v1::ServerReflection,
-> {
+/// Reflection over gwhub's services and health, for clients speaking
+/// either version of the protocol.
+fn reflection_builder() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(v1::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// `grpc.reflection.v1` (grpcurl, newer clients).
+fn reflection() -> tonic_reflection::server::v1::ServerReflectionServer<
+    impl tonic_reflection::server::v1::ServerReflection,
+> {
+    reflection_builder()
         .build_v1()
+        .expect("the embedded descriptor sets are valid")
+}
+
+/// `grpc.reflection.v1alpha` (Python's grpcio-reflection, Postman, older
+/// grpcurl).
+fn reflection_v1alpha() -> tonic_reflection::server::v1alpha::ServerReflectionServer<
+    impl tonic_reflection::server::v1alpha::ServerReflection,
+> {
+    reflection_builder()
+        .build_v1alpha()
         .expect("the embedded descriptor sets are valid")
 }
 
@@ -188,6 +205,7 @@ impl Hub {
                 .max_concurrent_streams(crate::budget::INGEST_STREAMS_PER_CONNECTION)
                 .add_service(InterceptedService::new(ingest_health_svc, mark_used))
                 .add_service(InterceptedService::new(reflection(), mark_used))
+                .add_service(InterceptedService::new(reflection_v1alpha(), mark_used))
                 .add_service(InterceptedService::new(ingest.into_server(), mark_used))
                 .serve_with_incoming_shutdown(
                     incoming(
@@ -204,6 +222,7 @@ impl Hub {
                 .max_concurrent_streams(dashboard_streams)
                 .add_service(InterceptedService::new(dash_health_svc, mark_used))
                 .add_service(InterceptedService::new(reflection(), mark_used))
+                .add_service(InterceptedService::new(reflection_v1alpha(), mark_used))
                 .add_service(InterceptedService::new(
                     InterceptedService::new(
                         dashboard.into_server(),

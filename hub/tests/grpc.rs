@@ -857,7 +857,71 @@ async fn gwhubctl_reads_the_dashboard() {
     assert!(text.contains("Clusters:   east, west"), "{text}");
     assert!(text.contains("  west (fresh, last report "), "{text}");
     assert!(text.contains("west Address pending"), "{text}");
+
+    // -o json|yaml on every command, as kubectl has it.
+    let args = ["describe", "gateway", "openshift-ingress/gw", "-o", "json"];
+    let v: serde_json::Value = serde_json::from_str(&gwhubctl(&hub, &args).await).unwrap();
+    assert_eq!(v["kind"], "Gateway");
+    assert_eq!(v["metadata"]["name"], "gw");
+    assert_eq!(v["gwhub"]["clusters"], serde_json::json!(["east", "west"]));
+    assert_eq!(v["gwhub"]["reports"][1]["cluster"], "west");
+    assert_eq!(v["gwhub"]["reports"][1]["stale"], false);
+    let args = ["describe", "gateway", "openshift-ingress/gw", "-o", "yaml"];
+    let yaml = gwhubctl(&hub, &args).await;
+    assert!(
+        yaml.contains("kind: Gateway") && yaml.contains("reports:"),
+        "{yaml}"
+    );
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
+        .args(["--server", &format!("http://{}", hub.dashboard_addr)])
+        .args(["watch", "-o", "json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let first = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || {
+            serde_json::Deserializer::from_reader(stdout)
+                .into_iter::<serde_json::Value>()
+                .next()
+        }),
+    )
+    .await
+    .expect("gwhubctl watch -o json printed an event")
+    .unwrap()
+    .expect("an event")
+    .expect("valid JSON");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(first["type"], "ADDED", "{first}");
+    assert_eq!(first["object"]["metadata"]["name"], "gw", "{first}");
     hub.shutdown().await.unwrap();
+}
+
+/// Every gwhubctl command takes `-o json` and `-o yaml`.
+#[test]
+fn every_gwhubctl_command_takes_output_json_and_yaml() {
+    use clap::Parser;
+    let commands: [&[&str]; 4] = [
+        &["get", "gateways"],
+        &["get", "clusters"],
+        &["describe", "gateway", "ns/name"],
+        &["watch"],
+    ];
+    for cmd in commands {
+        for format in ["json", "yaml"] {
+            let mut argv = vec!["gwhubctl"];
+            argv.extend_from_slice(cmd);
+            argv.extend(["-o", format]);
+            if let Err(e) = gwhub::ctl::Cli::try_parse_from(&argv) {
+                panic!("{argv:?}: {e}");
+            }
+        }
+    }
+    // With no --server, the Dashboard where `gwhub serve` listens by default.
+    let cli = gwhub::ctl::Cli::try_parse_from(["gwhubctl", "watch"]).unwrap();
+    assert_eq!(cli.server, "http://127.0.0.1:7444");
 }
 
 /// An unreachable hub is named with the cause, not tonic's bare

@@ -82,6 +82,28 @@ impl Cluster {
         Ok(Client::try_from(cfg)?)
     }
 
+    /// A kubeconfig for this cluster whose user acts as ServiceAccount
+    /// `gwhub-system/<service_account>` (the admin impersonates it), so a
+    /// binary run with it has exactly the RBAC the manifests grant.
+    pub fn kubeconfig_as(&self, service_account: &str) -> PathBuf {
+        let path = self
+            .kubeconfig
+            .with_file_name(format!("{}-as-{service_account}.kubeconfig", self.name));
+        let user = crate::install::service_account_user(service_account);
+        let text = kubeconfig_text(&self.name, self.port, &format!("as: \"{user}\""));
+        if let Err(e) = std::fs::write(&path, text) {
+            panic!("write {}: {e}", path.display());
+        }
+        path
+    }
+
+    /// A client acting as ServiceAccount `gwhub-system/<service_account>`.
+    pub async fn client_as(&self, service_account: &str) -> Result<Client> {
+        let kc = Kubeconfig::read_from(self.kubeconfig_as(service_account))?;
+        let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        Ok(Client::try_from(cfg)?)
+    }
+
     /// Kills the API server (as `kill -9` would) to test recovery.
     pub fn kill(&mut self) {
         let _ = self.process.kill();
@@ -201,16 +223,7 @@ impl Fleet {
             &dir.join(format!("{name}.log")),
         )?;
         let kubeconfig = dir.join(format!("{name}.kubeconfig"));
-        write(
-            &kubeconfig,
-            &format!(
-                "apiVersion: v1\nkind: Config\n\
-                 clusters: [{{name: {name}, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]\n\
-                 users: [{{name: admin, user: {{token: {TOKEN}}}}}]\n\
-                 contexts: [{{name: {name}, context: {{cluster: {name}, user: admin}}}}]\n\
-                 current-context: {name}\n"
-            ),
-        )?;
+        write(&kubeconfig, &kubeconfig_text(name, port, ""))?;
         Ok(Cluster {
             name: name.to_owned(),
             port,
@@ -232,7 +245,23 @@ impl Fleet {
         let port = self.cluster(name).port;
         let fresh = self.spawn_apiserver(name, port)?;
         *self.cluster_mut(name) = fresh;
-        wait_ready(self.cluster(name)).await?;
+        let client = wait_ready(self.cluster(name)).await?;
+        // /version answers before the CRDs' handlers are back (a 404 "page
+        // not found" for Gateways): wait until they serve again.
+        use gateway_api::apis::standard::gateways::Gateway;
+        let gateways: kube::Api<Gateway> = kube::Api::all(client);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while let Err(e) = gateways
+            .list(&kube::api::ListParams::default().limit(1))
+            .await
+        {
+            if Instant::now() > deadline {
+                return Err(FleetError::Start(format!(
+                    "API server {name} does not serve Gateways after a restart: {e}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         Ok(())
     }
 
@@ -266,6 +295,19 @@ impl Drop for Fleet {
             }
         }
     }
+}
+
+/// A kubeconfig for the API server on `port` with the admin token, plus
+/// `extra` fields on its user (e.g. `as: ...`).
+fn kubeconfig_text(name: &str, port: u16, extra: &str) -> String {
+    let sep = if extra.is_empty() { "" } else { ", " };
+    format!(
+        "apiVersion: v1\nkind: Config\n\
+         clusters: [{{name: {name}, cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}}}]\n\
+         users: [{{name: admin, user: {{token: {TOKEN}{sep}{extra}}}}}]\n\
+         contexts: [{{name: {name}, context: {{cluster: {name}, user: admin}}}}]\n\
+         current-context: {name}\n"
+    )
 }
 
 async fn wait_ready(c: &Cluster) -> Result<Client> {

@@ -108,6 +108,11 @@ pub fn generated() -> Vec<Value> {
     use gateway_api::apis::standard::{gatewayclasses::GatewayClass, gateways::Gateway};
     let mut gateway = serde_json::to_value(Gateway::crd()).unwrap_or_default();
     if let Some(status) =
+        gateway.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/status")
+    {
+        pin_status_defaults(status);
+    }
+    if let Some(status) =
         gateway.pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/status/properties")
     {
         set_list(status, "addresses", 16, None);
@@ -121,11 +126,36 @@ pub fn generated() -> Vec<Value> {
             value.insert("minLength".into(), 1.into());
             value.insert("maxLength".into(), 253.into());
         }
+        extend(
+            status.pointer_mut("/addresses/items/properties/type"),
+            serde_json::json!({"minLength": 1, "maxLength": 253, "default": "IPAddress",
+                "pattern": r"^Hostname|IPAddress|NamedAddress|[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/[A-Za-z0-9\/\-._~%!$&'()*+,;=:]+$"}),
+        );
+        // An IPAddress address must be an IPv4 or IPv6 address.
+        extend(
+            status.pointer_mut("/addresses/items"),
+            serde_json::json!({"oneOf": [
+                {"properties": {"type": {"enum": ["IPAddress"]},
+                                "value": {"anyOf": [{"format": "ipv4"}, {"format": "ipv6"}]}}},
+                {"properties": {"type": {"not": {"enum": ["IPAddress"]}}}}
+            ]}),
+        );
         if let Some(items) = status.pointer_mut("/listeners/items/properties") {
             set_list(items, "conditions", 8, Some("type"));
             limit_conditions(items.pointer_mut("/conditions/items/properties"));
             set_list(items, "supportedKinds", 8, None);
+            extend(
+                items.pointer_mut("/supportedKinds/items/properties/group"),
+                serde_json::json!({"maxLength": 253, "default": "gateway.networking.k8s.io",
+                    "pattern": r"^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"}),
+            );
+            extend(
+                items.pointer_mut("/supportedKinds/items/properties/kind"),
+                serde_json::json!({"minLength": 1, "maxLength": 63,
+                    "pattern": "^[a-zA-Z]([-a-zA-Z0-9]*[a-zA-Z0-9])?$"}),
+            );
             if let Some(name) = items.get_mut("name").and_then(Value::as_object_mut) {
+                name.insert("minLength".into(), 1.into());
                 name.insert("maxLength".into(), 253.into());
                 name.insert(
                     "pattern".into(),
@@ -157,6 +187,44 @@ pub fn generated() -> Vec<Value> {
     let mut all = vec![gateway, class];
     all.extend(openshift);
     all
+}
+
+/// What upstream's Gateway status has beyond the Rust types: no `null` is
+/// a valid value anywhere in it (schemars marks every `Option` nullable),
+/// and a new Gateway's status defaults to Accepted and Programmed Unknown
+/// (`Pending`), so other writers find two conditions already there.
+fn pin_status_defaults(status: &mut Value) {
+    fn drop_nullable(node: &mut Value) {
+        match node {
+            Value::Object(map) => {
+                map.remove("nullable");
+                map.values_mut().for_each(drop_nullable);
+            }
+            Value::Array(items) => items.iter_mut().for_each(drop_nullable),
+            _ => {}
+        }
+    }
+    drop_nullable(status);
+    let pending = |t: &str| {
+        serde_json::json!({"type": t, "status": "Unknown", "reason": "Pending",
+            "message": "Waiting for controller", "lastTransitionTime": "1970-01-01T00:00:00Z"})
+    };
+    let conditions = serde_json::json!([pending("Accepted"), pending("Programmed")]);
+    extend(
+        Some(&mut *status),
+        serde_json::json!({"default": {"conditions": conditions.clone()}}),
+    );
+    extend(
+        status.pointer_mut("/properties/conditions"),
+        serde_json::json!({ "default": conditions }),
+    );
+}
+
+/// Adds the keywords of `rules` (an object) to the schema `target`.
+fn extend(target: Option<&mut Value>, rules: Value) {
+    if let (Some(Value::Object(target)), Value::Object(rules)) = (target, rules) {
+        target.extend(rules);
+    }
 }
 
 /// schemars lists `null` among the values of an optional enum; structural

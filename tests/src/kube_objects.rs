@@ -459,6 +459,13 @@ pub async fn install_project_crd(client: &Client, ns: &str) {
             .await
             .expect("the API server takes the project's CRD");
     }
+    wait_project_crd(client, ns).await;
+}
+
+/// Waits until the project's CRD is established and `ClusterReport`s are
+/// served in `ns`.
+pub async fn wait_project_crd(client: &Client, ns: &str) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let crd = api.get("clusterreports.gwhub.io").await.unwrap();

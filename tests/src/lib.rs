@@ -5,6 +5,7 @@
 
 pub mod apiserver;
 pub mod crds;
+pub mod install;
 pub mod kube_objects;
 pub mod procs;
 pub mod proxy;

@@ -20,10 +20,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::apiserver::{Fleet, create_namespaces};
-use crate::kube_objects::{
-    install_project_crd, try_apply as apply, try_apply_status as apply_status,
-};
+use crate::apiserver::Fleet;
+use crate::install::{AGENT_SA, HUB_SA, install_agent, install_hub};
+use crate::kube_objects::{try_apply as apply, try_apply_status as apply_status};
 pub use crate::procs::free_port;
 use crate::procs::{agent_binary, gwhub_binary};
 use crate::recorder::{Judgement, Recorder, Verdict, judge};
@@ -308,16 +307,9 @@ pub async fn istio_writes(client: &Client, programmed: bool) -> kube::Result<()>
     .await
 }
 
-/// The management cluster's objects: the project's CRD (established and
-/// served), the hub's namespace and the hub Gateway.
+/// The management cluster's objects: the hub Gateway (the hub itself is
+/// installed with [`crate::install::install_hub`]).
 pub async fn setup_management(client: &Client) -> kube::Result<()> {
-    create_namespaces(client, &[HUB_NS])
-        .await
-        .map_err(|e| match e {
-            crate::FleetError::Kube(e) => e,
-            e => panic!("{e}"),
-        })?;
-    install_project_crd(client, HUB_NS).await;
     let gw: Gateway = serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
@@ -363,11 +355,15 @@ impl Scenario {
         let mut names = vec!["mgmt"];
         names.extend_from_slice(workloads);
         let fleet = Fleet::start(&names).await.expect("start the API servers");
+        // Installed as the README says; the binaries run as the
+        // ServiceAccounts the manifests create.
+        install_hub(fleet.cluster("mgmt")).await;
         let mgmt = fleet.cluster("mgmt").client().await.expect("mgmt client");
         setup_management(&mgmt).await.expect("management objects");
         let mut clients = BTreeMap::new();
         let mut truth = Truth::new();
         for w in workloads {
+            install_agent(fleet.cluster(w)).await;
             let client = fleet.cluster(w).client().await.expect("workload client");
             setup_workload(&client, true)
                 .await
@@ -413,7 +409,8 @@ impl Scenario {
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-        args.push(self.fleet.cluster("mgmt").kubeconfig.display().to_string());
+        let kubeconfig = self.fleet.cluster("mgmt").kubeconfig_as(HUB_SA);
+        args.push(kubeconfig.display().to_string());
         let mut env = Vec::new();
         match identity {
             None => args.push("--no-leader-election".into()),
@@ -437,7 +434,11 @@ impl Scenario {
             "--hub".to_owned(),
             hub_url.to_owned(),
             "--kubeconfig".to_owned(),
-            self.fleet.cluster(cluster).kubeconfig.display().to_string(),
+            self.fleet
+                .cluster(cluster)
+                .kubeconfig_as(AGENT_SA)
+                .display()
+                .to_string(),
         ];
         Proc::spawn(tag, &self.agent, args, self.log(tag))
     }

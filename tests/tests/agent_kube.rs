@@ -14,6 +14,7 @@ use gwhub_agent::ownership::{GatewayMode, WriteMode};
 use gwhub_agent::runtime::{GatewayKey, GatewayStore};
 use gwhub_agent::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_tests::install::{AGENT_SA, install_agent};
 use gwhub_tests::kube_objects::*;
 use gwhub_tests::procs::{Process, agent_binary, free_port};
 use k8s_openapi::api::core::v1::{Event, Service};
@@ -65,19 +66,23 @@ impl Agent {
     }
 }
 
-async fn cluster(name: &str) -> (Fleet, Client) {
+/// A cluster with the agent installed as the README says (`kubectl apply -k
+/// manifests/agent/`): the admin's client, for the simulated actors, and
+/// one acting as the agent's ServiceAccount, for the agent.
+async fn cluster(name: &str) -> (Fleet, Client, Client) {
     let fleet = Fleet::start(&[name]).await.expect("start fleet");
+    let as_agent = install_agent(fleet.cluster(name)).await;
     let client = fleet.cluster(name).client().await.unwrap();
-    (fleet, client)
+    (fleet, client, as_agent)
 }
 
 /// A cluster with our GatewayClass and a DNS config with zone Z1 (no
 /// Infrastructure object: the agent does not read it).
-async fn aws_cluster(name: &str) -> (Fleet, Client) {
-    let (fleet, client) = cluster(name).await;
+async fn aws_cluster(name: &str) -> (Fleet, Client, Client) {
+    let (fleet, client, as_agent) = cluster(name).await;
     gateway_class(&client, CLASS, CONTROLLER).await;
     dns_config(&client, true).await;
-    (fleet, client)
+    (fleet, client, as_agent)
 }
 
 // ---------------------------------------------------------------- tests
@@ -89,7 +94,7 @@ async fn every_reason_end_to_end() {
     if !require_assets("every_reason_end_to_end") {
         return;
     }
-    let (_fleet, client) = aws_cluster("reasons").await;
+    let (_fleet, client, as_agent) = aws_cluster("reasons").await;
     gateway(&client, NS, "gw", CLASS, None).await;
     // Istio writes the listener entries (the agent never creates one); an
     // earlier agent (same field manager) left a DNSManaged behind.
@@ -116,7 +121,7 @@ async fn every_reason_end_to_end() {
         )
         .is_some()
     );
-    let agent = Agent::start(&client, WriteMode::Auto);
+    let agent = Agent::start(&as_agent, WriteMode::Auto);
 
     let g = wait_lb(&client, "gw", "ServiceNotFound").await;
     let g2 = wait_dns(&client, "gw", ("False", "RecordNotFound")).await;
@@ -198,7 +203,7 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
     if !require_assets("istio_writer_and_agent_keep_each_others_fields") {
         return;
     }
-    let (_fleet, client) = aws_cluster("coexist").await;
+    let (_fleet, client, as_agent) = aws_cluster("coexist").await;
     for gw in ["istio-first", "agent-first"] {
         service(&client, gw).await;
         provision(&client, &format!("{gw}-lb"), "192.0.2.10").await;
@@ -208,7 +213,7 @@ async fn istio_writer_and_agent_keep_each_others_fields() {
     // Order 1: Istio has written before the agent starts.
     gateway(&client, NS, "istio-first", CLASS, None).await;
     istio_writes(&client, "istio-first", 1, "istio programmed").await;
-    let agent = Agent::start(&client, WriteMode::Auto);
+    let agent = Agent::start(&as_agent, WriteMode::Auto);
     wait_dns(&client, "istio-first", ("True", "NoFailedZones")).await;
     // Order 2: the agent writes first (its Gateway-level conditions: the
     // listener entries are Istio's to create), Istio after.
@@ -265,9 +270,9 @@ async fn read_only_mode_and_condition_limit() {
     if !require_assets("read_only_mode_and_condition_limit") {
         return;
     }
-    let (_fleet, client) = aws_cluster("readonly").await;
+    let (_fleet, client, as_agent) = aws_cluster("readonly").await;
     gateway(&client, NS, "gw", CLASS, None).await;
-    let agent = Agent::start(&client, WriteMode::Never);
+    let agent = Agent::start(&as_agent, WriteMode::Never);
     let key = GatewayKey::new(NS, "gw");
     let deadline = Instant::now() + WAIT;
     while agent
@@ -318,7 +323,7 @@ async fn read_only_mode_and_condition_limit() {
                "metadata": {"name": "full"}, "status": {"listeners": istio_status(0, "")["listeners"]}}),
     )
     .await;
-    let agent = Agent::start(&client, WriteMode::Auto);
+    let agent = Agent::start(&as_agent, WriteMode::Auto);
     // Its listeners still get DNSReady; the Gateway list has no room.
     let g = wait_gw(
         &client,
@@ -387,7 +392,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
         return;
     }
     let bin = agent_binary();
-    let (fleet, client) = cluster("bin").await;
+    let (fleet, client, _as_agent) = cluster("bin").await;
     gateway_class(&client, CLASS, CONTROLLER).await;
     gateway_class(&client, "other", "example.com/other-controller").await;
     gateway(&client, NS, "in", CLASS, None).await;
@@ -409,7 +414,7 @@ async fn binary_scope_generation_quiet_and_missing_config() {
                 "http://127.0.0.1:1",
             ])
             .arg("--kubeconfig")
-            .arg(&fleet.cluster("bin").kubeconfig)
+            .arg(fleet.cluster("bin").kubeconfig_as(AGENT_SA))
             .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())
@@ -590,7 +595,7 @@ async fn auto_mode_yields_to_the_ingress_operator() {
     if !require_assets("auto_mode_yields_to_the_ingress_operator") {
         return;
     }
-    let (_fleet, client) = aws_cluster("auto").await;
+    let (_fleet, client, as_agent) = aws_cluster("auto").await;
     gateway(&client, NS, "gw", CLASS, None).await;
     istio_writes(&client, "gw", 1, "istio programmed").await;
     service(&client, "gw").await;
@@ -599,7 +604,7 @@ async fn auto_mode_yields_to_the_ingress_operator() {
     publish(&client, "gw", "True", "").await;
 
     // Before 4.22: nobody else writes them, the agent does.
-    let agent = Agent::start(&client, WriteMode::Auto);
+    let agent = Agent::start(&as_agent, WriteMode::Auto);
     wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
     wait_lb(&client, "gw", "LoadBalancerProvisioned").await;
     let key = GatewayKey::new(NS, "gw");
@@ -720,7 +725,7 @@ async fn auto_mode_yields_to_the_ingress_operator() {
     // `true`: the agent writes anyway (its own transition time replaces the
     // operator's; the DNS record is published again first).
     publish(&client, "gw", "True", "").await;
-    let agent = Agent::start(&client, WriteMode::Always);
+    let agent = Agent::start(&as_agent, WriteMode::Always);
     wait_dns(&client, "gw", ("True", "NoFailedZones")).await;
     let g = wait_gw(
         &client,
@@ -739,7 +744,7 @@ async fn auto_mode_yields_to_the_ingress_operator() {
     agent.stop().await;
 
     // `false`: never writes, whatever changes.
-    let agent = Agent::start(&client, WriteMode::Never);
+    let agent = Agent::start(&as_agent, WriteMode::Never);
     publish(&client, "gw", "Unknown", "").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(Metrics::get(&agent.metrics.writes), 0);

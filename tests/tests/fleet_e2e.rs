@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub::kube::reports::ClusterReport;
 use gwhub::kube::status_writer::same_status;
-use gwhub_tests::apiserver::{Fleet, create_namespaces, require_assets};
+use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_tests::install::{AGENT_SA, HUB_SA, install_agent, install_hub};
 use gwhub_tests::kube_objects::*;
 use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary};
 use gwhub_tests::recorder::Recorder;
@@ -48,7 +49,7 @@ fn start_hub(bin: &Path, fleet: &Fleet, ingest: u16, dashboard: u16, log: &str) 
         .args(["--insecure", "--namespace", HUB_NS])
         .args(["--gateway-namespace", NS])
         .arg("--kubeconfig")
-        .arg(&fleet.cluster("mgmt").kubeconfig)
+        .arg(fleet.cluster("mgmt").kubeconfig_as(HUB_SA))
         .env("POD_NAME", "gwhub-e2e")
         .env("RUST_LOG", "info,gwhub=debug");
     Process(spawn(&mut cmd, &fleet.dir.join(log)))
@@ -62,7 +63,7 @@ fn start_agent(bin: &Path, fleet: &Fleet, apiserver: &str, cluster: &str, ingest
         .args(["--insecure", "--cluster", cluster])
         .args(["--hub", &format!("http://127.0.0.1:{ingest}")])
         .arg("--kubeconfig")
-        .arg(&fleet.cluster(apiserver).kubeconfig)
+        .arg(fleet.cluster(apiserver).kubeconfig_as(AGENT_SA))
         .args(["--heartbeat", "1s"])
         .env("RUST_LOG", "info");
     Process(spawn(
@@ -165,10 +166,13 @@ async fn fleet_end_to_end_with_the_real_binaries() {
     let east = fleet.cluster("east").client().await.unwrap();
     let c1 = fleet.cluster("cluster_1").client().await.unwrap();
 
-    // Management cluster: the project's CRD, the hub's namespace, and the
-    // hub Gateway (its spec is the control plane's business, not ours).
-    create_namespaces(&mgmt, &[HUB_NS]).await.unwrap();
-    install_project_crd(&mgmt, HUB_NS).await;
+    // Installed as the README says (`kubectl apply -k manifests/` and
+    // `manifests/agent/`); the binaries run as their ServiceAccounts. The
+    // hub Gateway's spec is the control plane's business, not ours.
+    install_hub(fleet.cluster("mgmt")).await;
+    for c in ["east", "cluster_1"] {
+        install_agent(fleet.cluster(c)).await;
+    }
     gateway(&mgmt, NS, GW, "kuadrant-multi-cluster", None).await;
 
     // Workload clusters: east's load balancer is there, cluster_1's pending;
@@ -467,8 +471,10 @@ async fn mixed_gateway_api_versions_aggregate_without_refused_writes() {
     let mgmt = fleet.cluster("mgmt").client().await.unwrap();
     let old = fleet.cluster("old").client().await.unwrap();
     let new = fleet.cluster("new").client().await.unwrap();
-    create_namespaces(&mgmt, &[HUB_NS]).await.unwrap();
-    install_project_crd(&mgmt, HUB_NS).await;
+    install_hub(fleet.cluster("mgmt")).await;
+    for c in ["old", "new"] {
+        install_agent(fleet.cluster(c)).await;
+    }
     gateway(&mgmt, NS, GW, "kuadrant-multi-cluster", None).await;
 
     for (client, ip) in [(&old, EAST_IP), (&new, C1_IP)] {
@@ -508,7 +514,7 @@ async fn mixed_gateway_api_versions_aggregate_without_refused_writes() {
         .args(["--insecure", "--namespace", HUB_NS])
         .args(["--gateway-namespace", NS])
         .arg("--kubeconfig")
-        .arg(&fleet.cluster("mgmt").kubeconfig)
+        .arg(fleet.cluster("mgmt").kubeconfig_as(HUB_SA))
         .env("POD_NAME", "gwhub-mixed")
         .env("RUST_LOG", "info,gwhub=debug");
     let mut hub = Process(spawn(&mut cmd, &fleet.dir.join("gwhub-mixed.log")));

@@ -25,7 +25,8 @@ use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
 use gwhub_tests::apiserver::{Fleet, require_assets};
-use gwhub_tests::kube_objects::{install_project_crd, manifests};
+use gwhub_tests::install::{HUB_SA, SYSTEM_NS, apply_k, install_hub};
+use gwhub_tests::kube_objects::manifests;
 use gwhub_tests::procs::gwhub_binary;
 use gwhub_tests::recorder::Recorder;
 use jiff::Timestamp;
@@ -36,6 +37,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 const NS: &str = "default";
+/// The hub's own namespace (its ClusterReports, Lease and Events), where
+/// `manifests/` installs it.
+const HUB_NS: &str = SYSTEM_NS;
 const OWN: &str = "kuadrant.io/MultiClusterAggregated";
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -180,7 +184,7 @@ async fn create_hub_gateway(api: &Api<Gateway>, name: &str) {
 }
 
 fn options(identity: &str) -> KubeOptions {
-    let mut o = KubeOptions::new(NS);
+    let mut o = KubeOptions::new(HUB_NS);
     o.lease = Some(LeaseConfig {
         name: "gwhub-hub".into(),
         identity: identity.into(),
@@ -200,16 +204,18 @@ async fn start_hub(client: &Client, identity: &str) -> KubeHub {
     .expect("hub starts in Kubernetes mode")
 }
 
-/// One management API server with the project's CRD installed, or `None`
-/// (the test is skipped) where the kube-apiserver assets are missing.
-async fn management(test: &str) -> Option<(Fleet, Client)> {
+/// One management API server with the hub installed as the README says
+/// (`kubectl apply -k manifests/`): the admin's client and one acting as the
+/// hub's ServiceAccount; `None` (the test is skipped) where the
+/// kube-apiserver assets are missing.
+async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
     if !require_assets(test) {
         return None;
     }
     let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
     let client = fleet.cluster("mgmt").client().await.unwrap();
-    install_project_crd(&client, NS).await;
-    Some((fleet, client))
+    Some((fleet, client, as_hub))
 }
 
 fn own(status: &GatewayStatus) -> Option<&Condition> {
@@ -279,6 +285,22 @@ async fn manifests_parse_and_the_api_server_takes_them() {
         }
         all.extend(objs.into_iter().filter(|o| o.kind != "Kustomization"));
     }
+    // `manifests/` lists the hub's files one by one (older kustomize takes
+    // no directories): the same files as `manifests/hub/`.
+    let listed = |dir: &std::path::Path, prefix: &str| -> BTreeSet<String> {
+        let k = gwhub_common::read_paths(&[dir.join("kustomization.yaml")]).unwrap();
+        k[0].value["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.as_str()?.strip_prefix(prefix).map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        listed(&manifests(), "hub/"),
+        listed(&manifests().join("hub"), ""),
+        "manifests/kustomization.yaml and manifests/hub/ list different hub files"
+    );
     let kinds: BTreeSet<&str> = all.iter().map(|o| o.kind.as_str()).collect();
     for k in [
         "CustomResourceDefinition",
@@ -291,12 +313,19 @@ async fn manifests_parse_and_the_api_server_takes_them() {
         assert!(kinds.contains(k), "no {k} in manifests/");
     }
 
-    let Some((fleet, client)) = management("manifests_parse_and_the_api_server_takes_them").await
+    // `management` installed the hub with `kubectl apply -k manifests/`;
+    // the agent's kustomization goes in as well (its Role lives in
+    // openshift-ingress), exactly as the README says.
+    let Some((fleet, client, _as_hub)) =
+        management("manifests_parse_and_the_api_server_takes_them").await
     else {
         return;
     };
-    // Namespaces first, then everything else, as `kubectl apply -k` orders them.
-    all.sort_by_key(|o| o.kind != "Namespace");
+    apply_k(
+        &fleet.cluster("mgmt").kubeconfig,
+        &manifests().join("agent"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     for o in &all {
         let gvk = GroupVersionKind::try_from(&kube::core::TypeMeta {
             api_version: o.api_version.clone(),
@@ -314,17 +343,13 @@ async fn manifests_parse_and_the_api_server_takes_them() {
             _ => Api::all_with(client.clone(), &ar),
         };
         let name = o.value["metadata"]["name"].as_str().unwrap();
-        api.patch(
-            name,
-            &PatchParams::apply("gwhub-tests").force(),
-            &Patch::Apply(&o.value),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{} {}: {e}", o.kind, o.name()));
+        api.get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{} {} not installed: {e}", o.kind, o.name()));
     }
 
-    // The real binary in Kubernetes mode, in the namespace just installed:
-    // it takes the Lease and marks a Gateway no cluster reports NoClusters.
+    // The real binary in Kubernetes mode, as its ServiceAccount, in the
+    // namespace just installed: it takes the Lease and marks a Gateway no cluster reports NoClusters.
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     create_hub_gateway(&gateways, "bin").await;
     let mut child = std::process::Command::new(gwhub_binary())
@@ -335,8 +360,8 @@ async fn manifests_parse_and_the_api_server_takes_them() {
             "--dashboard-listen",
             "127.0.0.1:0",
         ])
-        .args(["--insecure", "--namespace", "gwhub-system", "--kubeconfig"])
-        .arg(&fleet.cluster("mgmt").kubeconfig)
+        .args(["--insecure", "--namespace", HUB_NS, "--kubeconfig"])
+        .arg(fleet.cluster("mgmt").kubeconfig_as(HUB_SA))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -361,7 +386,8 @@ async fn manifests_parse_and_the_api_server_takes_them() {
 /// nothing; a generation bump is observed.
 #[tokio::test]
 async fn hub_writes_the_aggregate_onto_hub_gateways() {
-    let Some((_fleet, client)) = management("hub_writes_the_aggregate_onto_hub_gateways").await
+    let Some((_fleet, client, as_hub)) =
+        management("hub_writes_the_aggregate_onto_hub_gateways").await
     else {
         return;
     };
@@ -402,7 +428,7 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
         .await
         .unwrap();
 
-    let hub = start_hub(&client, "hub-1").await;
+    let hub = start_hub(&as_hub, "hub-1").await;
     let addr = hub.hub.ingest_addr;
     let mut a = Agent::connect(addr, "cluster-a").await;
     let mut b = Agent::connect(addr, "cluster_1").await;
@@ -521,7 +547,7 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
     assert_eq!(names, ["http"], "{lonely:?}");
 
     // The store: one ClusterReport per cluster, object names valid.
-    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
     let deadline = Instant::now() + WAIT;
     let stored = loop {
         let list = reports.list(&Default::default()).await.unwrap();
@@ -605,7 +631,7 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
 /// on the way, though the agents come back only later.
 #[tokio::test]
 async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() {
-    let Some((_fleet, client)) =
+    let Some((_fleet, client, as_hub)) =
         management("restart_restores_without_flapping_and_a_second_replica_stays_passive").await
     else {
         return;
@@ -613,7 +639,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     create_hub_gateway(&gateways, "web").await;
 
-    let first = start_hub(&client, "hub-1").await;
+    let first = start_hub(&as_hub, "hub-1").await;
     let addr = first.hub.ingest_addr;
     let mut a = Agent::connect(addr, "cluster-a").await;
     let mut b = Agent::connect(addr, "cluster-b").await;
@@ -632,7 +658,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     assert!(*first.leader.borrow());
 
     // A second replica: imports both clusters from the store, writes nothing.
-    let second = start_hub(&client, "hub-2").await;
+    let second = start_hub(&as_hub, "hub-2").await;
     let deadline = Instant::now() + WAIT;
     while second.hub.index.clusters().len() < 2 || !*second.ready.borrow() {
         assert!(
@@ -674,7 +700,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop((a, b));
     first.shutdown().await.unwrap();
-    let restarted = start_hub(&client, "hub-3").await;
+    let restarted = start_hub(&as_hub, "hub-3").await;
     let deadline = Instant::now() + WAIT;
     while !*restarted.leader.borrow() || !*restarted.ready.borrow() {
         assert!(Instant::now() < deadline, "restarted hub did not lead");
@@ -715,7 +741,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
 
     // Deleting a cluster's stored report while it is away deregisters it.
     drop(b);
-    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
     tokio::time::sleep(Duration::from_millis(300)).await;
     reports
         .delete("cluster-b", &Default::default())
@@ -735,7 +761,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
 /// again; one Event per transition, not one per sweep.
 #[tokio::test]
 async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
-    let Some((_fleet, client)) =
+    let Some((_fleet, client, as_hub)) =
         management("stale_and_fresh_clusters_get_events_on_their_cluster_report").await
     else {
         return;
@@ -745,14 +771,14 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
     let hub = KubeHub::start(
         HubConfig::loopback(stale_after),
         options("hub-1"),
-        client.clone(),
+        as_hub.clone(),
     )
     .await
     .expect("hub starts in Kubernetes mode");
     let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
     east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
         .await;
-    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
     let deadline = Instant::now() + WAIT;
     let uid = loop {
         if let Some(r) = reports.get_opt(&object_name("east")).await.unwrap() {
@@ -765,7 +791,7 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
 
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), HUB_NS);
     let about_east = |reason: &'static str| {
         let events = events.clone();
         let uid = uid.clone();
@@ -825,12 +851,13 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
 /// not from the one before.
 #[tokio::test]
 async fn the_last_report_before_a_disconnect_is_stored() {
-    let Some((_fleet, client)) = management("the_last_report_before_a_disconnect_is_stored").await
+    let Some((_fleet, client, as_hub)) =
+        management("the_last_report_before_a_disconnect_is_stored").await
     else {
         return;
     };
-    let hub = start_hub(&client, "hub-1").await;
-    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let hub = start_hub(&as_hub, "hub-1").await;
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
     let stored_with = |gateways: usize| {
         let reports = reports.clone();
         async move {
@@ -871,14 +898,14 @@ async fn the_last_report_before_a_disconnect_is_stored() {
 /// listener list left by server-side apply is null, which the CRD refuses).
 #[tokio::test]
 async fn withdrawn_addresses_and_listeners_leave_the_hub_gateway() {
-    let Some((_fleet, client)) =
+    let Some((_fleet, client, as_hub)) =
         management("withdrawn_addresses_and_listeners_leave_the_hub_gateway").await
     else {
         return;
     };
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
     create_hub_gateway(&gateways, "web").await;
-    let hub = start_hub(&client, "hub-1").await;
+    let hub = start_hub(&as_hub, "hub-1").await;
     let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
     east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
         .await;

@@ -8,13 +8,20 @@ use std::time::Duration;
 use crate::aggregate::Options;
 use crate::serve::{Hub, HubConfig, shutdown_signal};
 
+/// Where `gwhub serve` listens for agents by default (the manifests' port).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7443";
+/// Where `gwhub serve` serves the Dashboard by default (the manifests' port).
+pub const DEFAULT_DASHBOARD_LISTEN: &str = "0.0.0.0:7444";
+/// `gwhubctl --server`'s default: that Dashboard on this host.
+pub const DEFAULT_DASHBOARD_SERVER: &str = "http://127.0.0.1:7444";
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Address agents connect to (gwhub.v1.Ingest).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
     /// Address of the read-only Dashboard API (gwhub.v1.Dashboard).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_DASHBOARD_LISTEN)]
     pub dashboard_listen: SocketAddr,
     /// Keep reports in memory instead of on the management cluster.
     #[arg(long)]
@@ -183,4 +190,22 @@ pub fn run(args: &Args) -> Result<String, String> {
         .map_err(|e| e.to_string())
     })?;
     Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `gwhubctl` with no `--server` reaches a `gwhub serve` with no
+    /// `--dashboard-listen` on the same host.
+    #[test]
+    fn gwhubctl_defaults_to_the_default_dashboard() {
+        let listen: SocketAddr = DEFAULT_DASHBOARD_LISTEN.parse().unwrap();
+        let server = DEFAULT_DASHBOARD_SERVER
+            .strip_prefix("http://")
+            .and_then(|a| a.parse::<SocketAddr>().ok())
+            .expect("an http://host:port address");
+        assert_eq!(server.port(), listen.port());
+        assert!(listen.ip().is_unspecified() || listen.ip() == server.ip());
+    }
 }

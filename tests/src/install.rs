@@ -1,0 +1,81 @@
+//! The project installed as its README says: `kubectl apply -k manifests/`
+//! on the management cluster (the hub) and `kubectl apply -k manifests/agent/`
+//! on a workload cluster, then the binaries run as the ServiceAccounts those
+//! manifests create. The tests' admin (in `system:masters`) may impersonate
+//! anyone, so a kubeconfig whose user carries
+//! `as: system:serviceaccount:gwhub-system:<name>` gets exactly what the
+//! shipped RBAC grants: a verb the code needs and the Roles lack fails the
+//! suites.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kube::Client;
+
+use crate::apiserver::{Cluster, FleetError};
+
+/// The namespace the manifests install into (hub and agent alike).
+pub const SYSTEM_NS: &str = "gwhub-system";
+/// The hub's ServiceAccount (`manifests/hub/rbac.yaml`).
+pub const HUB_SA: &str = "gwhub";
+/// The agent's ServiceAccount (`manifests/agent/rbac.yaml`).
+pub const AGENT_SA: &str = "gwhub-agent";
+
+/// The user name a ServiceAccount authenticates as.
+pub fn service_account_user(name: &str) -> String {
+    format!("system:serviceaccount:{SYSTEM_NS}:{name}")
+}
+
+/// The repository's `manifests/` directory.
+pub fn manifests_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests"))
+}
+
+/// `kubectl`: `GWHUB_KUBECTL`, else the one on `PATH`.
+pub fn kubectl() -> PathBuf {
+    std::env::var_os("GWHUB_KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+/// `kubectl apply -k <dir>` against the cluster of `kubeconfig`; its output.
+pub fn apply_k(kubeconfig: &Path, dir: &Path) -> Result<String, FleetError> {
+    let out = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["apply", "-k"])
+        .arg(dir)
+        .output()
+        .map_err(|source| FleetError::Io {
+            what: format!("run {} (is kubectl installed?)", kubectl().display()),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(FleetError::Start(format!(
+            "kubectl apply -k {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )))
+    }
+}
+
+/// The hub as installed on a management cluster: `kubectl apply -k
+/// manifests/`, waits until `ClusterReport`s are served, and returns a
+/// client acting as the hub's ServiceAccount.
+pub async fn install_hub(cluster: &Cluster) -> Client {
+    apply_k(&cluster.kubeconfig, &manifests_dir())
+        .unwrap_or_else(|e| panic!("install the hub on {}: {e}", cluster.name));
+    let admin = cluster.client().await.expect("admin client");
+    crate::kube_objects::wait_project_crd(&admin, SYSTEM_NS).await;
+    cluster.client_as(HUB_SA).await.expect("hub client")
+}
+
+/// The agent as installed on a workload cluster: `kubectl apply -k
+/// manifests/agent/`; returns a client acting as the agent's ServiceAccount.
+pub async fn install_agent(cluster: &Cluster) -> Client {
+    apply_k(&cluster.kubeconfig, &manifests_dir().join("agent"))
+        .unwrap_or_else(|e| panic!("install the agent on {}: {e}", cluster.name));
+    cluster.client_as(AGENT_SA).await.expect("agent client")
+}

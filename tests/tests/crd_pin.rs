@@ -1,0 +1,129 @@
+//! The Gateway CRD generated from the Rust types (what a clone without
+//! `../shared` runs its API-server tests against) validates status exactly
+//! as upstream Gateway API v1.5.1 does: the same fields, types, limits,
+//! patterns, enums, defaults, list markers, list-map keys and required
+//! fields, at every level of `status` (CEL rules and descriptions aside:
+//! API server 1.20 runs no CEL). Compared where `../shared` holds the
+//! upstream CRD; skipped (and said so) elsewhere, except under `CI=true`.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+/// The keywords that make validation; everything else (descriptions, CEL)
+/// is left out of the comparison.
+const KEYWORDS: &[&str] = &[
+    "type",
+    "format",
+    "maxItems",
+    "minItems",
+    "maxLength",
+    "minLength",
+    "minimum",
+    "maximum",
+    "pattern",
+    "enum",
+    "default",
+    "required",
+    "nullable",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "oneOf",
+    "anyOf",
+    "not",
+];
+
+fn upstream_gateway_crd() -> Option<Value> {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/crds/gateway-api-v1.5.1/gateway.networking.k8s.io_gateways.yaml"
+    ));
+    if !path.exists() {
+        return None;
+    }
+    let objs = gwhub_common::read_paths(&[path]).expect("the upstream CRD parses");
+    objs.into_iter()
+        .find(|o| o.kind == "CustomResourceDefinition")
+        .map(|o| o.value)
+}
+
+fn status_schema(crd: &Value) -> Value {
+    let versions = crd["spec"]["versions"].as_array().expect("versions");
+    let v1 = versions
+        .iter()
+        .find(|v| v["name"] == "v1")
+        .expect("a v1 version");
+    v1["schema"]["openAPIV3Schema"]["properties"]["status"].clone()
+}
+
+/// Every difference in the validating keywords between `want` and `have`,
+/// as `path: keyword: want != have`.
+fn differences(path: &str, want: &Value, have: &Value, out: &mut Vec<String>) {
+    for k in KEYWORDS {
+        let (w, h) = (&want[*k], &have[*k]);
+        let same = match (*k, w, h) {
+            // Order does not matter in these.
+            ("required" | "enum", Value::Array(w), Value::Array(h)) => {
+                let mut w: Vec<String> = w.iter().map(Value::to_string).collect();
+                let mut h: Vec<String> = h.iter().map(Value::to_string).collect();
+                w.sort();
+                h.sort();
+                w == h
+            }
+            _ => w == h,
+        };
+        if !same {
+            out.push(format!("{path}: {k}: upstream {w} != generated {h}"));
+        }
+    }
+    let props = |v: &Value| {
+        v["properties"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let (wp, hp) = (props(want), props(have));
+    for name in wp.iter().chain(hp.iter().filter(|n| !wp.contains(n))) {
+        differences(
+            &format!("{path}.{name}"),
+            &want["properties"][name],
+            &have["properties"][name],
+            out,
+        );
+    }
+    if want.get("items").is_some() || have.get("items").is_some() {
+        differences(&format!("{path}[]"), &want["items"], &have["items"], out);
+    }
+}
+
+#[test]
+fn generated_gateway_status_schema_is_upstream_v1_5_1() {
+    let Some(upstream) = upstream_gateway_crd() else {
+        let strict = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(
+            !strict,
+            "../shared/crds/gateway-api-v1.5.1 is missing: the generated CRD cannot be checked"
+        );
+        eprintln!(
+            "SKIPPED generated_gateway_status_schema_is_upstream_v1_5_1: no ../shared/crds/gateway-api-v1.5.1"
+        );
+        return;
+    };
+    let mut want = status_schema(&upstream);
+    gwhub_tests::crds::sanitize(&mut want);
+    let generated = gwhub_tests::crds::generated();
+    let gateway = generated
+        .iter()
+        .find(|c| c["spec"]["names"]["kind"] == "Gateway")
+        .expect("a generated Gateway CRD");
+    let mut have = status_schema(gateway);
+    gwhub_tests::crds::sanitize(&mut have);
+    let mut diff = Vec::new();
+    differences("status", &want, &have, &mut diff);
+    assert!(
+        diff.is_empty(),
+        "the generated Gateway status schema differs from upstream v1.5.1:\n{}",
+        diff.join("\n")
+    );
+}

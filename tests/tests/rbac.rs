@@ -1,0 +1,495 @@
+//! Least privilege, checked from both sides. The other real-API-server
+//! suites run the agent and the hub as the ServiceAccounts of `manifests/`,
+//! so a verb the code needs and the Roles lack fails them. Here the other
+//! side: every verb the agent's and the hub's Roles and ClusterRoles grant
+//! is used. With any one removed (a copy of the rule without it, applied
+//! over the installed one), the real `gwhub-agent run` / `gwhub serve`,
+//! driven through every path that talks to the API server, is refused that
+//! verb (the API server's `cannot <verb> resource "<resource>"` appears in
+//! its log); with the shipped rules it is never refused anything.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub::kube::reports::{ClusterReport, object_name};
+use gwhub_agent::openshift::DNS;
+use gwhub_proto::client::{ReportStream, open_report};
+use gwhub_proto::convert::status_to_proto;
+use gwhub_proto::v1::{self, agent_message, ingest_client::IngestClient};
+use gwhub_tests::apiserver::{Cluster, Fleet, require_assets};
+use gwhub_tests::install::{
+    AGENT_SA, HUB_SA, SYSTEM_NS, apply_k, install_agent, install_hub, kubectl, manifests_dir,
+    service_account_user,
+};
+use gwhub_tests::kube_objects::*;
+use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::Client;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+
+/// Bound on each run waiting for the refusal.
+const REFUSED_WITHIN: Duration = Duration::from_secs(30);
+
+/// The agent's Role and ClusterRole as shipped.
+fn agent_roles() -> Vec<Value> {
+    roles_in("agent/rbac.yaml")
+}
+
+/// The Roles and ClusterRoles of `manifests/<file>`.
+fn roles_in(file: &str) -> Vec<Value> {
+    let objs = gwhub_common::read_paths(&[manifests_dir().join(file)])
+        .unwrap_or_else(|e| panic!("manifests/{file}: {e}"));
+    objs.into_iter()
+        .filter(|o| o.kind == "Role" || o.kind == "ClusterRole")
+        .map(|o| o.value)
+        .collect()
+}
+
+/// `role` without `verb` in rule `rule` (the rule goes when it was its
+/// only verb).
+fn without(role: &Value, rule: usize, verb: &str) -> Value {
+    let mut role = role.clone();
+    let rules = role["rules"].as_array_mut().expect("rules");
+    let verbs = rules[rule]["verbs"].as_array_mut().expect("verbs");
+    verbs.retain(|v| v != verb);
+    if verbs.is_empty() {
+        rules.remove(rule);
+    }
+    role
+}
+
+fn kubectl_apply_json(cluster: &Cluster, objects: &[Value]) {
+    let file = cluster.kubeconfig.with_file_name("rbac-under-test.json");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    std::fs::write(&file, list.to_string()).unwrap();
+    let out = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["apply", "-f"])
+        .arg(&file)
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `kubectl auth can-i <verb> <resource>` as the agent: RBAC changes reach
+/// the authorizer through a watch, so each run starts once it answers.
+fn can_i(cluster: &Cluster, sa: &str, verb: &str, probe: &[String], ns: Option<&str>) -> bool {
+    let mut cmd = Command::new(kubectl());
+    cmd.arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["auth", "can-i", verb])
+        .args(probe)
+        .args(["--as", &service_account_user(sa)]);
+    if let Some(ns) = ns {
+        cmd.args(["-n", ns]);
+    }
+    let out = cmd.output().expect("run kubectl auth can-i");
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+async fn wait_refused(cluster: &Cluster, sa: &str, verb: &str, probe: &[String], ns: Option<&str>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while can_i(cluster, sa, verb, probe, ns) {
+        assert!(
+            Instant::now() < deadline,
+            "RBAC still allows {verb} {probe:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn start_agent(bin: &Path, cluster: &Cluster, log: &Path) -> Process {
+    Process(
+        Command::new(bin)
+            .args(["run", "--insecure", "--cluster", "rbac"])
+            .args(["--hub", "http://127.0.0.1:1"])
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_as(AGENT_SA))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start gwhub-agent"),
+    )
+}
+
+/// Drives every path of the agent that talks to the API server until
+/// `done` holds on its log (or the bound passes): the initial lists and
+/// watches, a status write, a fresh list of a pending Service's Events, and
+/// a ClusterConfigMissing Event published again and again (create, then
+/// patch of the series) as the DNS config goes and comes back.
+async fn drive(client: &Client, log: &Path, done: impl Fn(&str) -> bool) -> String {
+    let dns: Api<DNS> = Api::all(client.clone());
+    let deadline = Instant::now() + REFUSED_WITHIN;
+    let mut present = true;
+    loop {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if done(&text) || Instant::now() > deadline {
+            if !present {
+                dns_config(client, true).await;
+            }
+            return text;
+        }
+        if present {
+            dns.delete("cluster", &DeleteParams::default())
+                .await
+                .unwrap();
+        } else {
+            dns_config(client, true).await;
+        }
+        present = !present;
+    }
+}
+
+/// `kubectl auth can-i`'s spelling of `rule`'s first resource:
+/// resource.group[/name], a subresource in a flag.
+fn can_i_probe(rule: &Value, _verb: &str) -> Vec<String> {
+    let group = rule["apiGroups"][0].as_str().unwrap();
+    let first = rule["resources"][0].as_str().unwrap();
+    let (resource, sub) = first
+        .split_once('/')
+        .map_or((first, None), |(r, s)| (r, Some(s)));
+    let mut probe = vec![
+        format!("{resource}.{group}")
+            .trim_end_matches('.')
+            .to_owned(),
+    ];
+    if let Some(n) = rule["resourceNames"][0].as_str() {
+        probe[0] = format!("{}/{n}", probe[0]);
+    }
+    if let Some(sub) = sub {
+        probe.push(format!("--subresource={sub}"));
+    }
+    probe
+}
+
+/// The API server's refusal, as the agent logs it (quotes unescaped).
+fn refusal(verb: &str, resource: &str, group: &str) -> String {
+    format!("cannot {verb} resource \"{resource}\" in API group \"{group}\"")
+}
+
+/// Whether `log` shows the API server refusing `verb` on `resource`. A
+/// server-side apply that would create the object is authorized for
+/// `create` too, and refused with no reason given (`"<name>" is forbidden:
+/// : Forbidden`).
+fn refused(log: &str, verb: &str, resource: &str, group: &str) -> bool {
+    let log = plain(log);
+    let qualified = format!("{resource}.{group} \"");
+    log.contains(&refusal(verb, resource, group))
+        || (verb == "create"
+            && log
+                .lines()
+                .any(|l| l.contains(&qualified) && l.contains("is forbidden: : Forbidden")))
+}
+
+/// `log` without escaping backslashes.
+fn plain(log: &str) -> String {
+    log.replace('\\', "")
+}
+
+#[tokio::test]
+async fn every_verb_the_agent_is_granted_is_needed() {
+    if !require_assets("every_verb_the_agent_is_granted_is_needed") {
+        return;
+    }
+    let bin = agent_binary();
+    let fleet = Fleet::start(&["rbac"]).await.expect("start API server");
+    let cluster = fleet.cluster("rbac");
+    install_agent(cluster).await;
+    let client = cluster.client().await.unwrap();
+    gateway_class(&client, CLASS, CONTROLLER).await;
+    dns_config(&client, true).await;
+    gateway(&client, NS, "gw", CLASS, None).await;
+    // Its load balancer stays pending: the agent lists its Events fresh.
+    service(&client, "gw").await;
+
+    // The control: as shipped, every path runs and nothing is refused.
+    let log = fleet.dir.join("agent-shipped.log");
+    let agent = start_agent(&bin, cluster, &log);
+    let events: Api<EventV1> = Api::namespaced(client.clone(), NS);
+    let repeated = || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("ClusterConfigMissing")
+                    && e.series.as_ref().is_some_and(|s| s.count >= 2)
+            })
+        })
+    };
+    let text = drive(&client, &log, |_| false).await;
+    drop(agent);
+    assert!(
+        !text.contains("forbidden"),
+        "the shipped RBAC refused the agent something:\n{text}"
+    );
+    assert!(
+        repeated().await,
+        "the drive never repeated an Event (the patch path):\n{text}"
+    );
+    wait_lb(&client, "gw", "LoadBalancerPending").await;
+
+    let roles = agent_roles();
+    let mut checked: i32 = 0;
+    for (i, role) in roles.iter().enumerate() {
+        let ns = role["metadata"]["namespace"].as_str();
+        for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
+            let group = rule["apiGroups"][0].as_str().unwrap();
+            let resources: Vec<&str> = rule["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            for verb in rule["verbs"].as_array().unwrap() {
+                let verb = verb.as_str().unwrap();
+                let what = format!("{verb} {resources:?} ({group})");
+                let mut reduced = roles.clone();
+                reduced[i] = without(role, r, verb);
+                kubectl_apply_json(cluster, &reduced);
+                wait_refused(cluster, AGENT_SA, verb, &can_i_probe(rule, verb), ns).await;
+
+                // A new generation: the agent has a status to write.
+                gateway(&client, NS, "gw", CLASS, Some(9000 + checked)).await;
+                let log = fleet.dir.join(format!("agent-without-{checked}.log"));
+                let agent = start_agent(&bin, cluster, &log);
+                // Every resource of the rule: one the agent no longer reads
+                // would be granted for nothing.
+                let all_refused =
+                    |t: &str| resources.iter().all(|res| refused(t, verb, res, group));
+                let text = drive(&client, &log, all_refused).await;
+                drop(agent);
+                let unused: Vec<&&str> = resources
+                    .iter()
+                    .filter(|res| !refused(&text, verb, res, group))
+                    .collect();
+                assert!(
+                    unused.is_empty(),
+                    "without {what} the agent was never refused it on {unused:?}: the verb \
+                     is granted but not needed (or the drive misses its path):\n{text}"
+                );
+                eprintln!("rbac: without {what}: refused, as it should be");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} verbs checked");
+    // Back to the shipped rules, as installed.
+    apply_k(&cluster.kubeconfig, &manifests_dir().join("agent")).unwrap();
+}
+
+// ---------------------------------------------------------------- the hub
+
+/// A tiny agent for the hub: one Report stream for cluster `east`.
+struct TinyAgent {
+    tx: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+    seq: u64,
+    _drain: tokio::task::JoinHandle<()>,
+}
+
+impl TinyAgent {
+    async fn connect(port: u16) -> Option<TinyAgent> {
+        let mut client = IngestClient::connect(format!("http://127.0.0.1:{port}"))
+            .await
+            .ok()?;
+        let hello = v1::Hello {
+            agent_version: "rbac-test".into(),
+            capabilities: vec![],
+            cluster: "east".into(),
+        };
+        let ReportStream { tx, mut rx } = open_report(&mut client, hello, 16).await.ok()?;
+        // Acks and heartbeats are read and dropped.
+        let drain = tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
+        Some(TinyAgent {
+            tx,
+            seq: 0,
+            _drain: drain,
+        })
+    }
+
+    /// A full snapshot of hub Gateway `default/gw`, with a listener or none.
+    async fn snapshot(&mut self, listener: bool) {
+        self.seq += 1;
+        let status: GatewayStatus = serde_json::from_value(json!({
+            "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+                {"type": "Programmed", "status": "True", "reason": "Programmed", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}],
+            "addresses": [{"type": "IPAddress", "value": "192.0.2.10"}],
+            "listeners": if listener {
+                json!([{"name": "http", "attachedRoutes": 1, "supportedKinds": [],
+                        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}])
+            } else {
+                json!([])
+            },
+        }))
+        .unwrap();
+        let report = v1::GatewayReport {
+            namespace: "default".into(),
+            name: "gw".into(),
+            uid: "uid-gw".into(),
+            generation: 1,
+            status: Some(status_to_proto(&status).unwrap()),
+        };
+        let chunk = v1::SnapshotChunk {
+            snapshot_id: self.seq,
+            chunk: 0,
+            r#final: true,
+            seq: self.seq,
+            gateways: vec![report],
+        };
+        let _ = self
+            .tx
+            .send(v1::AgentMessage {
+                message: Some(agent_message::Message::Snapshot(chunk)),
+            })
+            .await;
+    }
+}
+
+fn start_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
+    Process(
+        Command::new(bin)
+            .args(["serve", "--insecure"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--dashboard-listen", "127.0.0.1:0"])
+            .args(["--namespace", SYSTEM_NS, "--stale-after", "2s"])
+            .args(["--lease-duration", "3s"])
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_as(HUB_SA))
+            .env("POD_NAME", "rbac")
+            // Some refusals (the read before clearing, the uid of an
+            // Event's object) are logged at debug only.
+            .env("RUST_LOG", "info,gwhub=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start gwhub"),
+    )
+}
+
+/// Drives every path of the hub that talks to the API server until `done`
+/// holds on its log (or the bound passes): the initial lists and watches,
+/// the Lease (taken, renewed), the cluster's report stored (created, then
+/// patched) and written onto the hub Gateway, the hub's listeners cleared
+/// (a fresh read first) when the cluster withdraws them, and ClusterStale /
+/// ClusterFresh Events (created, then patched as they repeat) as the
+/// cluster goes silent and reports again.
+async fn drive_hub(port: u16, log: &Path, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + REFUSED_WITHIN;
+    let mut agent = None;
+    let mut listener = true;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if done(&text) || Instant::now() > deadline {
+            return text;
+        }
+        if agent.is_none() {
+            agent = TinyAgent::connect(port).await;
+        }
+        if let Some(a) = agent.as_mut() {
+            a.snapshot(listener).await;
+            listener = !listener;
+        }
+        // Silent for longer than --stale-after: the cluster goes stale.
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_verb_the_hub_is_granted_is_needed() {
+    if !require_assets("every_verb_the_hub_is_granted_is_needed") {
+        return;
+    }
+    let bin = gwhub_binary();
+    let fleet = Fleet::start(&["hubrbac"]).await.expect("start API server");
+    let cluster = fleet.cluster("hubrbac");
+    install_hub(cluster).await;
+    let client = cluster.client().await.unwrap();
+    gateway(&client, "default", "gw", "kuadrant-multi-cluster", None).await;
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NS);
+    // Each run starts without the report and the Lease: they are created.
+    let fresh_start = || async {
+        let _ = reports
+            .delete(&object_name("east"), &DeleteParams::default())
+            .await;
+        let _ = leases.delete("gwhub-hub", &DeleteParams::default()).await;
+    };
+
+    // The control: as shipped, every path runs and nothing is refused.
+    let port = free_port();
+    let log = fleet.dir.join("hub-shipped.log");
+    let hub = start_hub(&bin, cluster, port, &log);
+    let events: Api<EventV1> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let repeated = || async {
+        events.list(&Default::default()).await.is_ok_and(|l| {
+            l.items.iter().any(|e| {
+                e.reason.as_deref() == Some("ClusterStale")
+                    && e.series.as_ref().is_some_and(|s| s.count >= 2)
+            })
+        })
+    };
+    let text = drive_hub(port, &log, |_| false).await;
+    drop(hub);
+    assert!(
+        !text.contains("forbidden"),
+        "the shipped RBAC refused the hub something:\n{text}"
+    );
+    assert!(
+        repeated().await,
+        "the drive never repeated an Event (the patch path):\n{text}"
+    );
+    assert!(
+        text.contains("hub Gateway status applied"),
+        "no status write:\n{text}"
+    );
+
+    let roles = roles_in("hub/rbac.yaml");
+    let mut checked = 0;
+    for (i, role) in roles.iter().enumerate() {
+        let ns = role["metadata"]["namespace"].as_str();
+        for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
+            let group = rule["apiGroups"][0].as_str().unwrap();
+            let resource = rule["resources"][0].as_str().unwrap();
+            for verb in rule["verbs"].as_array().unwrap() {
+                let verb = verb.as_str().unwrap();
+                let what = format!("{verb} {resource} ({group})");
+                let mut reduced = roles.clone();
+                reduced[i] = without(role, r, verb);
+                kubectl_apply_json(cluster, &reduced);
+                wait_refused(cluster, HUB_SA, verb, &can_i_probe(rule, verb), ns).await;
+                fresh_start().await;
+
+                let port = free_port();
+                let log = fleet.dir.join(format!("hub-without-{checked}.log"));
+                let hub = start_hub(&bin, cluster, port, &log);
+                let refused = |t: &str| refused(t, verb, resource, group);
+                let text = drive_hub(port, &log, refused).await;
+                drop(hub);
+                assert!(
+                    refused(&text),
+                    "without {what} the hub was never refused it: the verb is granted \
+                     but not needed (or the drive misses its path):\n{text}"
+                );
+                eprintln!("rbac: without {what}: refused, as it should be");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} verbs checked");
+    apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
+}
