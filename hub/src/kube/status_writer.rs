@@ -109,7 +109,8 @@ pub enum Plan {
 pub struct Write {
     /// The hub's last listener entries go: set the list empty first.
     pub clear_listeners: bool,
-    /// Condition types the hub wrote and writes no more, removed first.
+    /// Condition types on the hub Gateway that are not other writers' and
+    /// that the hub does not write (any more), removed first.
     pub drop_conditions: BTreeSet<String>,
     /// The server-side apply body (field manager `gwhub`).
     pub apply: Value,
@@ -144,10 +145,17 @@ pub fn plan(live: &LiveHub, want: &GatewayStatus, foreign: &BTreeSet<String>) ->
         .flatten()
         .filter(|c| !foreign.contains(&c.type_))
         .collect();
+    // Every condition on the live object that is not another writer's is
+    // the hub's (see `LiveHub::hub_gateway`): one it no longer writes goes,
+    // including a CRD default it never took over (left, it would count
+    // toward the 8 and get the write refused).
     let drop_conditions = live
-        .owned
+        .status
+        .conditions
         .iter()
-        .filter(|t| !own.iter().any(|c| c.type_ == **t))
+        .flatten()
+        .map(|c| &c.type_)
+        .filter(|t| !foreign.contains(*t) && !own.iter().any(|c| c.type_ == **t))
         .cloned()
         .collect();
     let mut body = serde_json::Map::new();
@@ -582,10 +590,23 @@ mod tests {
                 false,
                 &["Programmed"],
             ),
-            (&[], false, &["a.http"], &["Accepted"], false, &[]),
+            (
+                &[],
+                false,
+                &["a.http"],
+                &["Accepted", "Programmed"],
+                false,
+                &[],
+            ),
+            // A CRD default the hub never wrote, not another writer's.
+            (&[], false, &[], &["Accepted"], false, &["Programmed"]),
         ];
         for (owned, owns_listeners, want_l, want_c, clear, dropped) in cases {
-            let live_conds: Vec<Value> = owned.iter().map(|t| cond(t, "True", T1)).collect();
+            let mut live_conds: Vec<Value> = owned.iter().map(|t| cond(t, "True", T1)).collect();
+            if owned.is_empty() {
+                live_conds.push(cond("Programmed", "Unknown", T1));
+            }
+            live_conds.push(cond("x.io/Foreign", "True", T1));
             let live_l: Vec<Value> = if *owns_listeners {
                 vec![listener("a.http")]
             } else {
@@ -601,7 +622,7 @@ mod tests {
                 "listeners": want_l.iter().map(|l| listener(l)).collect::<Vec<_>>(),
                 "conditions": want_c.iter().map(|t| cond(t, "False", T2)).collect::<Vec<_>>(),
             }));
-            let w = write(plan(&on_live, &want, &BTreeSet::new()));
+            let w = write(plan(&on_live, &want, &types(&["x.io/Foreign"])));
             let case = format!("{owned:?} {owns_listeners} {want_l:?} {want_c:?}");
             assert_eq!(w.clear_listeners, *clear, "{case}");
             assert_eq!(w.drop_conditions, types(dropped), "{case}");
