@@ -101,3 +101,109 @@ fn owned_condition_types(fields: Option<&Value>) -> Vec<String> {
         .filter_map(|k| k.get("type").and_then(Value::as_str).map(str::to_owned))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::aggregate::Freshness;
+
+    fn cond(type_: &str, reason: &str) -> Value {
+        json!({"type": type_, "status": "True", "reason": reason, "message": "",
+               "lastTransitionTime": "2026-11-23T10:00:00Z"})
+    }
+
+    fn key(type_: &str) -> String {
+        format!("k:{}", json!({"type": type_}))
+    }
+
+    fn fields(types: &[&str], extra: Value) -> Value {
+        let mut conds = serde_json::Map::new();
+        for t in types {
+            conds.insert(key(t), json!({}));
+        }
+        let mut status = json!({"f:conditions": conds});
+        if let (Some(s), Some(e)) = (status.as_object_mut(), extra.as_object()) {
+            s.extend(e.clone());
+        }
+        json!({"f:status": status})
+    }
+
+    /// A hub Gateway: gwhub owns Accepted, its addresses and a listener; a
+    /// policy controller set example.com/Policy through the status
+    /// subresource; the creator's CRD defaults came with the object.
+    fn gateway() -> Gateway {
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "web", "namespace": "ns", "generation": 4, "managedFields": [
+                {"manager": "kubectl", "operation": "Update", "apiVersion": "gateway.networking.k8s.io/v1",
+                 "fieldsType": "FieldsV1", "fieldsV1": fields(&["Programmed"], json!({}))},
+                {"manager": "gwhub", "operation": "Apply", "apiVersion": "gateway.networking.k8s.io/v1",
+                 "fieldsType": "FieldsV1", "subresource": "status",
+                 "fieldsV1": fields(&["Accepted"], json!({"f:addresses": {}, "f:listeners": {"k:{\"name\":\"a.http\"}": {}}}))},
+                {"manager": "policy-controller", "operation": "Apply", "apiVersion": "gateway.networking.k8s.io/v1",
+                 "fieldsType": "FieldsV1", "subresource": "status",
+                 "fieldsV1": fields(&["example.com/Policy", "DNSReady"], json!({}))},
+            ]},
+            "spec": {"gatewayClassName": "c", "listeners": []},
+            "status": {"conditions": [
+                cond("Accepted", "TrueInAllClusters"), cond("Programmed", "Pending"),
+                cond("example.com/Policy", "Attached"), cond("DNSReady", "Set"),
+                cond("example.com/Stray", "TrueInAllClusters"), cond("example.com/Other", "Set"),
+            ]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn from_gateway_reads_who_owns_what() {
+        let live = LiveHub::from_gateway(&gateway(), "gwhub");
+        assert_eq!(live.generation, 4);
+        assert_eq!(live.owned, BTreeSet::from(["Accepted".to_owned()]));
+        let others: BTreeSet<String> = ["example.com/Policy", "DNSReady"].map(str::to_owned).into();
+        assert_eq!(live.others, others);
+        assert!(live.owns_addresses && live.owns_listeners);
+        // Another field manager's name: nothing is the hub's.
+        let live = LiveHub::from_gateway(&gateway(), "someone-else");
+        assert!(live.owned.is_empty() && !live.owns_addresses && !live.owns_listeners);
+    }
+
+    /// The hub's conditions: what it owns; else what the clusters report or
+    /// the aggregation's reasons mark, unless another writer set that type
+    /// through the status subresource. The rest is other writers'.
+    #[test]
+    fn hub_gateway_splits_the_hubs_conditions_from_other_writers() {
+        let live = LiveHub::from_gateway(&gateway(), "gwhub");
+        let reported = GatewayStatus {
+            conditions: Some(vec![
+                serde_json::from_value(cond("Programmed", "Programmed")).unwrap(),
+                serde_json::from_value(cond("DNSReady", "Ready")).unwrap(),
+            ]),
+            ..GatewayStatus::default()
+        };
+        let reports = [ClusterReport {
+            cluster: "east",
+            status: &reported,
+            freshness: Freshness::Fresh,
+        }];
+        let cases: [(&[ClusterReport<'_>], &[&str]); 2] = [
+            (&reports, &["Accepted", "Programmed", "example.com/Stray"]),
+            // Nobody reports Programmed: the CRD default is not the hub's.
+            (&[], &["Accepted", "example.com/Stray"]),
+        ];
+        for (reports, ours) in cases {
+            let hub = live.hub_gateway(reports);
+            assert_eq!(hub.generation, 4);
+            let previous: Vec<&str> = hub.previous.iter().map(|c| c.type_.as_str()).collect();
+            assert_eq!(previous, ours, "{} reports", reports.len());
+            let all = hub.previous.len() + hub.foreign.len();
+            assert_eq!(all, 6);
+            assert!(
+                hub.foreign
+                    .iter()
+                    .all(|c| !ours.contains(&c.type_.as_str()))
+            );
+        }
+    }
+}
