@@ -831,13 +831,13 @@ impl Index {
         let now = Timestamp::now();
         // Only this pass (see `aggregating`) changes the views, so what it
         // reads here stays current until it publishes.
-        let (current, unreported) = {
+        let olds: Vec<Option<Arc<GatewayView>>> = {
             let views = self.inner.views.borrow();
-            (views.gateways.clone(), views.unreported.clone())
+            inputs.iter().map(|(k, _)| views.get(k).cloned()).collect()
         };
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
-        for ((key, shared), live) in inputs.into_iter().zip(lives) {
-            let old = current.get(&key).or_else(|| unreported.get(&key));
+        for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
+            let old = old.as_ref();
             if shared.is_empty() && live.is_none() {
                 if old.is_some() {
                     results.push((key, None));
@@ -891,7 +891,6 @@ impl Index {
             );
             results.push((key, Some(view)));
         }
-        drop((current, unreported));
         if results.is_empty() {
             return false;
         }
