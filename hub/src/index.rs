@@ -1,6 +1,12 @@
 //! The hub's live state: every cluster's latest report (the engine's
-//! [`Fleet`]), per-cluster connection bookkeeping, and the aggregated hub
+//! [`Fleet`]), per-cluster connection bookkeeping, the hub Gateways as the
+//! management cluster holds them (Kubernetes mode), and the aggregated hub
 //! Gateways published through a `watch` channel.
+//!
+//! Each hub Gateway is aggregated once, here, and the result published
+//! once: the Dashboard serves it and the Kubernetes status writer applies
+//! it (it only diffs it against the live object). So both show the same
+//! conditions, omissions and observedGeneration.
 //!
 //! Ingest only updates the fleet under a short write lock and marks the
 //! affected Gateways dirty; one aggregator task re-aggregates each dirty
@@ -22,12 +28,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{
-    Aggregation, ClusterReport, Fleet, Freshness, GatewayKey, HubGateway, Item, Omission, Options,
+    Aggregation, ClusterReport, Fleet, Freshness, GatewayKey, HubGateway, Item, LiveHub, Omission,
+    Options,
 };
 use crate::budget::Counters;
 
-/// Generation the hub Gateways get without Kubernetes (like `gwhub
-/// aggregate` with no hub file).
+/// Generation a hub Gateway gets when the management cluster holds none
+/// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
 const NO_KUBE_GENERATION: i64 = 1;
 
 /// One aggregated hub Gateway as the Dashboard serves it.
@@ -46,6 +53,9 @@ pub struct GatewayView {
     pub omissions: Vec<v1::Omission>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
+    /// Condition types in `aggregation.status` that are other writers'
+    /// (kept from the live hub Gateway, never applied by the hub).
+    pub foreign: BTreeSet<String>,
 }
 
 impl GatewayView {
@@ -63,12 +73,23 @@ impl GatewayView {
     }
 }
 
-/// Every hub Gateway some cluster reports.
+/// Every aggregated hub Gateway.
 #[derive(Debug, Default)]
 pub struct Views {
+    /// Every hub Gateway some cluster reports (what the Dashboard lists).
     pub gateways: BTreeMap<GatewayKey, Arc<GatewayView>>,
+    /// Hub Gateways on the management cluster that no cluster reports
+    /// (their status says `NoClusters`); written, not listed.
+    pub unreported: BTreeMap<GatewayKey, Arc<GatewayView>>,
     /// Bumped on every change; also each changed view's revision.
     pub revision: u64,
+}
+
+impl Views {
+    /// The aggregation of `key`, reported or not.
+    pub fn get(&self, key: &GatewayKey) -> Option<&Arc<GatewayView>> {
+        self.gateways.get(key).or_else(|| self.unreported.get(key))
+    }
 }
 
 /// A cluster's connection and liveness, shared with its stream so the hot
@@ -269,6 +290,9 @@ struct Inner {
     /// over a newer one (held without any other lock, never across `.await`).
     aggregating: Mutex<()>,
     clusters: Mutex<BTreeMap<String, Arc<ClusterLive>>>,
+    /// The hub Gateways on the management cluster (Kubernetes mode), as
+    /// its Gateway watch last saw them; taken alone, never with another lock.
+    live: Mutex<BTreeMap<GatewayKey, Arc<LiveHub>>>,
     dirty: Mutex<BTreeSet<GatewayKey>>,
     dirty_notify: Notify,
     views: watch::Sender<Views>,
@@ -305,6 +329,7 @@ impl Index {
                 fleet: RwLock::new(Fleet::new()),
                 aggregating: Mutex::new(()),
                 clusters: Mutex::new(BTreeMap::new()),
+                live: Mutex::new(BTreeMap::new()),
                 dirty: Mutex::new(BTreeSet::new()),
                 dirty_notify: Notify::new(),
                 views,
@@ -610,17 +635,63 @@ impl Index {
         true
     }
 
-    /// Runs `f` over the reports of `key` (in cluster name order), taken
-    /// under a short read lock (shared, not copied) and used after it, so the Kubernetes status writer can aggregate with the live
-    /// hub Gateway's generation and other writers' conditions.
-    pub fn with_reports<R>(
-        &self,
-        key: &GatewayKey,
-        f: impl FnOnce(&[ClusterReport<'_>]) -> R,
-    ) -> R {
-        let shared = self.inner.fleet.read().reports_shared(key);
-        let reports: Vec<ClusterReport<'_>> = shared.iter().map(SharedReport::as_report).collect();
-        f(&reports)
+    /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
+    /// management cluster holds it; it is re-aggregated if that changed.
+    /// Returns whether it changed.
+    pub fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
+        let changed = {
+            let mut map = self.inner.live.lock();
+            match live {
+                Some(live) if map.get(&key).is_some_and(|l| **l == live) => false,
+                Some(live) => {
+                    map.insert(key.clone(), Arc::new(live));
+                    true
+                }
+                None => map.remove(&key).is_some(),
+            }
+        };
+        if changed {
+            self.mark_dirty(BTreeSet::from([key]));
+        }
+        changed
+    }
+
+    /// Replaces every live hub Gateway (after the watch listed them all);
+    /// the ones that changed, came or went are re-aggregated.
+    pub fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
+        let affected: BTreeSet<GatewayKey> = {
+            let mut map = self.inner.live.lock();
+            let mut affected: BTreeSet<GatewayKey> = map
+                .keys()
+                .filter(|k| !all.contains_key(*k))
+                .cloned()
+                .collect();
+            let mut next = BTreeMap::new();
+            for (key, live) in all {
+                match map.remove(&key) {
+                    Some(old) if *old == live => {
+                        next.insert(key, old);
+                    }
+                    _ => {
+                        affected.insert(key.clone());
+                        next.insert(key, Arc::new(live));
+                    }
+                }
+            }
+            *map = next;
+            affected
+        };
+        self.mark_dirty(affected);
+    }
+
+    /// The hub Gateway `key` as the management cluster holds it.
+    pub fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
+        self.inner.live.lock().get(key).cloned()
+    }
+
+    /// Every hub Gateway the management cluster holds.
+    pub fn live_hub_keys(&self) -> Vec<GatewayKey> {
+        self.inner.live.lock().keys().cloned().collect()
     }
 
     /// Forgets disconnected clusters silent for the prune bound (see
@@ -725,11 +796,19 @@ impl Index {
     }
 
     /// One aggregation pass over the dirty Gateways; publishes only if some
-    /// aggregated Gateway changed. Returns whether one did.
+    /// aggregated Gateway changed. Returns whether one did. Also called by
+    /// the status writer before it reads a view, so what it applies was
+    /// aggregated with every input set before.
     ///
-    /// The reports are taken under one short read lock (shared, not copied);
-    /// aggregation, comparison and encoding happen after it, and the watch
-    /// channel's lock is held only to insert the finished views.
+    /// Each Gateway is aggregated with the hub Gateway as the management
+    /// cluster holds it (its generation, the hub's conditions for their
+    /// lastTransitionTime, other writers' conditions), or, where there is
+    /// none, with generation 1 and the previous view's conditions.
+    ///
+    /// The reports are taken under one short read lock (shared, not copied),
+    /// the live hub Gateways under another; aggregation, comparison and
+    /// encoding happen after them, and the watch channel's lock is held only
+    /// to insert the finished views.
     pub fn aggregate_dirty(&self) -> bool {
         let _pass = self.inner.aggregating.lock();
         let keys = std::mem::take(&mut *self.inner.dirty.lock());
@@ -745,29 +824,38 @@ impl Index {
                 })
                 .collect()
         };
+        let lives: Vec<Option<Arc<LiveHub>>> = {
+            let live = self.inner.live.lock();
+            inputs.iter().map(|(k, _)| live.get(k).cloned()).collect()
+        };
         let now = Timestamp::now();
         // Only this pass (see `aggregating`) changes the views, so what it
         // reads here stays current until it publishes.
-        let current = self.inner.views.borrow().gateways.clone();
+        let olds: Vec<Option<Arc<GatewayView>>> = {
+            let views = self.inner.views.borrow();
+            inputs.iter().map(|(k, _)| views.get(k).cloned()).collect()
+        };
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
-        for (key, shared) in inputs {
-            let old = current.get(&key);
-            if shared.is_empty() {
+        for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
+            let old = old.as_ref();
+            if shared.is_empty() && live.is_none() {
                 if old.is_some() {
                     results.push((key, None));
                 }
                 continue;
             }
-            let previous = old
-                .and_then(|v| v.aggregation.status.conditions.clone())
-                .unwrap_or_default();
-            let hub = HubGateway {
-                generation: NO_KUBE_GENERATION,
-                previous,
-                foreign: Vec::new(),
-            };
             let reports: Vec<ClusterReport<'_>> =
                 shared.iter().map(SharedReport::as_report).collect();
+            let hub = match &live {
+                Some(live) => live.hub_gateway(&reports),
+                None => HubGateway {
+                    generation: NO_KUBE_GENERATION,
+                    previous: old
+                        .and_then(|v| v.aggregation.status.conditions.clone())
+                        .unwrap_or_default(),
+                    foreign: Vec::new(),
+                },
+            };
             let aggregation =
                 match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
                     Ok(a) => a,
@@ -778,8 +866,11 @@ impl Index {
                         continue;
                     }
                 };
+            let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
+            drop(reports);
             if let Some(old) = old
                 && old.aggregation == aggregation
+                && old.foreign == foreign
                 && old.lean.clusters.len() == shared.len()
                 && old
                     .lean
@@ -791,29 +882,40 @@ impl Index {
                 continue;
             }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();
-            let view = build_view(key.clone(), aggregation, clusters, old.map(|v| &**v));
+            let view = build_view(
+                key.clone(),
+                aggregation,
+                foreign,
+                clusters,
+                old.map(|v| &**v),
+            );
             results.push((key, Some(view)));
         }
-        drop(current);
         if results.is_empty() {
             return false;
         }
         self.inner.views.send_if_modified(|views| {
             for (key, view) in results {
-                match view {
-                    None => {
-                        views.gateways.remove(&key);
-                    }
-                    Some(mut view) => {
-                        views.revision += 1;
-                        view.set_revision(views.revision);
-                        views.gateways.insert(key, Arc::new(view));
-                    }
+                views.gateways.remove(&key);
+                views.unreported.remove(&key);
+                if let Some(mut view) = view {
+                    views.revision += 1;
+                    view.set_revision(views.revision);
+                    let map = match view.lean.clusters.is_empty() {
+                        true => &mut views.unreported,
+                        false => &mut views.gateways,
+                    };
+                    map.insert(key, Arc::new(view));
                 }
             }
             views.revision += 1;
             true
         })
+    }
+
+    /// The published aggregation of `key`, reported or not.
+    pub fn view(&self, key: &GatewayKey) -> Option<Arc<GatewayView>> {
+        self.inner.views.borrow().get(key).cloned()
     }
 
     /// Every cluster, in name order.
@@ -870,6 +972,7 @@ impl Index {
 fn build_view(
     key: GatewayKey,
     aggregation: Aggregation,
+    foreign: BTreeSet<String>,
     clusters: Vec<String>,
     old: Option<&GatewayView>,
 ) -> GatewayView {
@@ -904,6 +1007,7 @@ fn build_view(
         lean,
         omissions,
         omissions_revision,
+        foreign,
     }
 }
 
@@ -970,5 +1074,108 @@ mod tests {
         assert_eq!(count_after(Some(&current), &[del("a"), up("a")]), 2);
         assert_eq!(count_after(Some(&current), &[up("c"), del("c")]), 2);
         assert_eq!(count_after(Some(&current), &[del("x"), del("b")]), 1);
+    }
+
+    fn cond(type_: &str, status: &str) -> gwhub_common::Condition {
+        gwhub_common::conditions::new(type_, status, "R", "", Some(1), Timestamp::UNIX_EPOCH)
+    }
+
+    fn reported(types: &[&str]) -> GatewayStatus {
+        GatewayStatus {
+            conditions: Some(types.iter().map(|t| cond(t, "True")).collect()),
+            ..GatewayStatus::default()
+        }
+    }
+
+    fn condition_types(view: &GatewayView) -> BTreeSet<String> {
+        let status = view.lean.status.as_ref().unwrap();
+        status.conditions.iter().map(|c| c.r#type.clone()).collect()
+    }
+
+    /// The published view is aggregated with the live hub Gateway when
+    /// there is one: its generation, its other writers' conditions taking
+    /// slots of the 8 (and the omissions naming what they pushed out); with
+    /// none, generation 1. A live hub Gateway no cluster reports is
+    /// aggregated (NoClusters) but not listed.
+    #[test]
+    fn views_are_aggregated_with_the_live_hub_gateway() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let session = index.connect("east", "test").unwrap();
+        let types = ["Accepted", "Programmed", "DNSReady"];
+        index
+            .replace_snapshot(&session, BTreeMap::from([(key("web"), reported(&types))]))
+            .unwrap();
+        index.aggregate_dirty();
+        let view = index.view(&key("web")).unwrap();
+        assert!(view.aggregation.omissions.is_empty());
+        assert_eq!(
+            view.lean.status.as_ref().unwrap().conditions[0].observed_generation,
+            Some(1)
+        );
+
+        let foreign: Vec<String> = (0..6).map(|i| format!("example.com/F{i}")).collect();
+        let live = LiveHub {
+            generation: 3,
+            status: GatewayStatus {
+                conditions: Some(foreign.iter().map(|t| cond(t, "True")).collect()),
+                ..GatewayStatus::default()
+            },
+            others: foreign.iter().cloned().collect(),
+            ..LiveHub::default()
+        };
+        assert!(index.set_live_hub(key("web"), Some(live.clone())));
+        assert!(!index.set_live_hub(key("web"), Some(live.clone())));
+        assert!(index.aggregate_dirty());
+        let view = index
+            .subscribe()
+            .borrow()
+            .gateways
+            .get(&key("web"))
+            .cloned()
+            .unwrap();
+        let mut want: BTreeSet<String> = foreign.iter().cloned().collect();
+        want.extend([
+            crate::aggregate::OWN_CONDITION.to_owned(),
+            "Accepted".to_owned(),
+        ]);
+        assert_eq!(condition_types(&view), want);
+        assert_eq!(view.foreign, foreign.iter().cloned().collect());
+        let status = view.lean.status.as_ref().unwrap();
+        for c in status
+            .conditions
+            .iter()
+            .filter(|c| !c.r#type.starts_with("example.com/"))
+        {
+            assert_eq!(c.observed_generation, Some(3), "{c:?}");
+        }
+        let left_out: BTreeSet<&str> = view
+            .omissions
+            .iter()
+            .filter(|o| o.rule == "too_many")
+            .flat_map(|o| o.names.iter().map(String::as_str))
+            .collect();
+        assert_eq!(left_out, BTreeSet::from(["DNSReady", "Programmed"]));
+        // Re-aggregated with nothing changed: nothing published.
+        index.mark_dirty(BTreeSet::from([key("web")]));
+        assert!(!index.aggregate_dirty());
+        // The hub Gateway gone from the management cluster: generation 1,
+        // every aggregated type again.
+        assert!(index.set_live_hub(key("web"), None));
+        assert!(index.aggregate_dirty());
+        let view = index.view(&key("web")).unwrap();
+        assert_eq!(condition_types(&view).len(), 4);
+        assert!(view.foreign.is_empty() && view.omissions.is_empty());
+
+        // No cluster reports it: aggregated for the writer, not listed.
+        index.set_live_hub(key("lonely"), Some(LiveHub::default()));
+        index.aggregate_dirty();
+        let views = index.subscribe();
+        let views = views.borrow();
+        assert!(!views.gateways.contains_key(&key("lonely")));
+        let lonely = views.get(&key("lonely")).unwrap();
+        assert_eq!(
+            lonely.aggregation.status.conditions.as_ref().unwrap()[0].reason,
+            "NoClusters"
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod constants;
 pub mod fleet;
 pub mod limits;
 pub mod listeners;
+pub mod live;
 pub mod omissions;
 
 use std::collections::BTreeSet;
@@ -19,6 +20,7 @@ use jiff::Timestamp;
 
 pub use constants::*;
 pub use fleet::{Fleet, GatewayKey};
+pub use live::LiveHub;
 pub use omissions::{Item, Omission, Omissions, Rule};
 
 use limits::{MAX_CONDITIONS, condition_problem, is_condition_type};

@@ -3,9 +3,10 @@
 //! - [`reports`]: every cluster's report stored as a `ClusterReport` object
 //!   and imported back, so a restarted hub (or a new leader) resumes
 //!   without flapping or forgetting;
-//! - [`status_writer`]: the aggregate server-side applied onto each hub
-//!   Gateway `ns/name` (field manager `gwhub`), through one coalescing
-//!   queue, skipping writes that would change only times;
+//! - [`status_writer`]: the hub Gateways watched into the index (which
+//!   aggregates with them) and the index's aggregate server-side applied
+//!   onto each hub Gateway `ns/name` (field manager `gwhub`), through one
+//!   coalescing queue, skipping writes that would change only times;
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
@@ -30,12 +31,11 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::Options;
 use crate::serve::{Hub, HubConfig, ServeError};
 use leader::LeaseConfig;
 use metrics::Metrics;
 use reports::{ClusterReport, ReportWriter};
-use status_writer::{Cache, Queue, StatusWriter};
+use status_writer::{Queue, StatusWriter};
 
 /// The field manager of everything the hub writes.
 pub const FIELD_MANAGER: &str = "gwhub";
@@ -115,8 +115,6 @@ pub struct KubeHub {
 pub struct Connected {
     pub client: Client,
     pub options: KubeOptions,
-    /// The aggregation options the hub runs with.
-    pub aggregate: Options,
 }
 
 /// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
@@ -131,19 +129,13 @@ pub async fn connect(args: &crate::cli::serve::Args) -> Result<Connected, KubeEr
     if let Some(lease) = options.lease.as_mut() {
         lease.set_duration(args.lease_duration);
     }
-    let aggregate = Options::with_hostname_address_type(&args.hostname_address_type)
-        .map_err(|e| KubeError::Config(e.to_string()))?;
-    Connected::new(client, options, aggregate).await
+    Connected::new(client, options).await
 }
 
 impl Connected {
     /// Checks that the hub can list its `ClusterReport`s (the CRD from
     /// `manifests/` is installed and RBAC allows it): fail fast, with a hint.
-    pub async fn new(
-        client: Client,
-        options: KubeOptions,
-        aggregate: Options,
-    ) -> Result<Connected, KubeError> {
+    pub async fn new(client: Client, options: KubeOptions) -> Result<Connected, KubeError> {
         let api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
         api.list(&ListParams::default().limit(1))
             .await
@@ -151,11 +143,7 @@ impl Connected {
                 namespace: options.namespace.clone(),
                 source,
             })?;
-        Ok(Connected {
-            client,
-            options,
-            aggregate,
-        })
+        Ok(Connected { client, options })
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -163,11 +151,7 @@ impl Connected {
     /// to this process yet (a live report is newer), and status is written
     /// only once they and the hub Gateways are loaded.
     pub fn attach(self, hub: Hub) -> KubeHub {
-        let Connected {
-            client,
-            options,
-            aggregate,
-        } = self;
+        let Connected { client, options } = self;
         let index = hub.index.clone();
         let stale_after = index.stale_after();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
@@ -198,12 +182,11 @@ impl Connected {
             Some(ns) => Api::namespaced(client.clone(), ns),
             None => Api::all(client.clone()),
         };
-        let cache = Arc::new(Cache::default());
         let queue = Arc::new(Queue::default());
         let (synced_tx, mut synced) = watch::channel(false);
         tasks.spawn(status_writer::run_gateway_watch(
             gateways,
-            cache.clone(),
+            index.clone(),
             queue.clone(),
             synced_tx,
             shutdown.clone(),
@@ -258,8 +241,6 @@ impl Connected {
             StatusWriter {
                 client,
                 index,
-                options: aggregate,
-                cache,
                 queue,
                 metrics: metrics.clone(),
                 debounce: options.debounce,
@@ -287,7 +268,7 @@ impl KubeHub {
         options: KubeOptions,
         client: Client,
     ) -> Result<KubeHub, KubeError> {
-        let connected = Connected::new(client, options, config.options.clone()).await?;
+        let connected = Connected::new(client, options).await?;
         let hub = Hub::start(config).await?;
         Ok(connected.attach(hub))
     }

@@ -1,9 +1,14 @@
 //! Writes the aggregate onto the hub Gateways: a watch of the hub Gateways
-//! (kept as the little the writer needs, managedFields read then dropped),
-//! one queue with one entry per Gateway (so it is bounded and a burst of
-//! reports becomes one write), and one task that server-side applies the
-//! hub's fields — only while this replica leads, and only when something but
-//! time differs from the live status.
+//! (kept in the index as the little aggregation and writer need,
+//! managedFields read then dropped), one queue with one entry per Gateway
+//! (so it is bounded and a burst of reports becomes one write), and one task
+//! that server-side applies the hub's fields — only while this replica
+//! leads, and only when something but time differs from the live status.
+//!
+//! The writer aggregates nothing itself: it applies the index's published
+//! aggregation (the one the Dashboard serves), which the index computed
+//! with the live hub Gateway. What to clear, what to apply and whether to
+//! write at all is [`plan`], a pure function; [`StatusWriter`] executes it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,7 +19,6 @@ use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatu
 use gwhub_common::Condition;
 use gwhub_common::conditions::same_ignoring_time;
 use gwhub_common::pace::sleep_until;
-use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -26,96 +30,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
-use crate::aggregate::{self, ClusterReport, GatewayKey, HubGateway, Options};
+use crate::aggregate::{GatewayKey, LiveHub};
 use crate::index::Index;
-
-/// What the writer keeps of a live hub Gateway.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LiveHub {
-    pub generation: i64,
-    pub status: GatewayStatus,
-    /// Condition types field manager `gwhub` owns.
-    pub owned: BTreeSet<String>,
-    /// Condition types another manager set through the status subresource
-    /// (a deliberate writer, unlike the CRD's creation-time defaults).
-    pub others: BTreeSet<String>,
-    /// Whether field manager `gwhub` owns `status.addresses` (an atomic
-    /// list): an empty one must then be applied (left out, so the API
-    /// server drops what the hub wrote); otherwise it is another
-    /// controller's, not the hub's to empty.
-    pub owns_addresses: bool,
-    /// Whether `gwhub` owns entries of `status.listeners`.
-    pub owns_listeners: bool,
-}
-
-impl LiveHub {
-    pub fn from_gateway(gw: &Gateway) -> Self {
-        let mut owned = BTreeSet::new();
-        let mut others = BTreeSet::new();
-        let (mut owns_addresses, mut owns_listeners) = (false, false);
-        for entry in gw.metadata.managed_fields.iter().flatten() {
-            let fields = entry.fields_v1.as_ref().map(|f| &f.0);
-            let types = owned_condition_types(fields);
-            if entry.manager.as_deref() == Some(FIELD_MANAGER) {
-                owned.extend(types);
-                let status = fields.and_then(|f| f.get("f:status"));
-                owns_addresses |= status.and_then(|s| s.get("f:addresses")).is_some();
-                owns_listeners |= status
-                    .and_then(|s| s.get("f:listeners"))
-                    .and_then(Value::as_object)
-                    .is_some_and(|l| !l.is_empty());
-            } else if entry.subresource.as_deref() == Some("status") {
-                others.extend(types);
-            }
-        }
-        LiveHub {
-            generation: gw.metadata.generation.unwrap_or(0),
-            status: gw.status.clone().unwrap_or_default(),
-            owned,
-            others,
-            owns_addresses,
-            owns_listeners,
-        }
-    }
-
-    /// Splits the live conditions into the hub's (for lastTransitionTime)
-    /// and other writers' (kept, counted toward the 8). The managedFields
-    /// decide where they can; otherwise the engine's rule for unknown
-    /// ownership (`HubGateway::from_existing`).
-    pub fn hub_gateway(&self, reports: &[ClusterReport<'_>]) -> HubGateway {
-        let existing = self.status.conditions.clone().unwrap_or_default();
-        let guess = HubGateway::from_existing(self.generation, &existing, reports);
-        let guessed_ours: BTreeSet<&str> =
-            guess.previous.iter().map(|c| c.type_.as_str()).collect();
-        let (previous, foreign) = existing.into_iter().partition(|c: &Condition| {
-            self.owned.contains(&c.type_)
-                || (guessed_ours.contains(c.type_.as_str()) && !self.others.contains(&c.type_))
-        });
-        HubGateway {
-            generation: self.generation,
-            previous,
-            foreign,
-        }
-    }
-}
-
-/// The condition types a managedFields entry's fieldsV1 holds under
-/// `status.conditions` (keys like `k:{"type":"Accepted"}`).
-fn owned_condition_types(fields: Option<&Value>) -> Vec<String> {
-    let Some(conds) = fields
-        .and_then(|f| f.get("f:status"))
-        .and_then(|s| s.get("f:conditions"))
-        .and_then(Value::as_object)
-    else {
-        return Vec::new();
-    };
-    conds
-        .keys()
-        .filter_map(|k| k.strip_prefix("k:"))
-        .filter_map(|k| serde_json::from_str::<Value>(k).ok())
-        .filter_map(|k| k.get("type").and_then(Value::as_str).map(str::to_owned))
-        .collect()
-}
 
 fn sorted_conditions(list: Option<&Vec<Condition>>) -> Vec<Condition> {
     let mut v = list.cloned().unwrap_or_default();
@@ -180,35 +96,98 @@ fn apply_is_noop(live: &LiveHub, want: &GatewayStatus) -> bool {
     addresses_same && same_listeners_and_conditions(&live.status, want)
 }
 
-/// Server-side apply cannot leave the status valid when the hub stops
-/// writing something it wrote: its last listener entries leave the list
-/// null, and a condition whose entry the CRD defaulted at creation (so
-/// another manager co-owns its key) is left as a bare `type`, both of which
-/// the CRD refuses, failing the whole write (the hub's own NoClusters
-/// condition with it). So first remove them with a merge patch on the
-/// fresh object, guarded by its resourceVersion; the apply follows.
-async fn clear_before_apply(
-    api: &Api<Gateway>,
-    key: &GatewayKey,
-    listeners: bool,
-    dropped: &BTreeSet<&str>,
-) {
-    let fresh = match api.get_status(&key.name).await {
-        Ok(gw) => gw,
-        Err(e) => {
-            tracing::debug!(gateway = %key, error = %e, "cannot read the hub Gateway before clearing; the apply will tell");
-            return;
-        }
-    };
+/// What the writer does for one hub Gateway.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Plan {
+    /// Applying would change nothing but times.
+    Noop,
+    Write(Write),
+}
+
+/// A write: first clear what apply cannot remove validly, then apply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Write {
+    /// The hub's last listener entries go: set the list empty first.
+    pub clear_listeners: bool,
+    /// Condition types on the hub Gateway that are not other writers' and
+    /// that the hub does not write (any more), removed first.
+    pub drop_conditions: BTreeSet<String>,
+    /// The server-side apply body (field manager `gwhub`).
+    pub apply: Value,
+}
+
+impl Write {
+    fn clears(&self) -> bool {
+        self.clear_listeners || !self.drop_conditions.is_empty()
+    }
+}
+
+/// What writing `want` (the published aggregation, other writers'
+/// conditions of types `foreign` among its conditions) onto `live` takes.
+///
+/// Other writers' conditions are not sent; an empty address list is left
+/// out (see `apply_is_noop`); the listeners are always sent (keyed by name,
+/// `[]` removes only the hub's entries). Server-side apply cannot leave the
+/// status valid when the hub stops writing something it wrote: its last
+/// listener entries leave the list null, and a condition whose entry the
+/// CRD defaulted at creation (so another manager co-owns its key) is left as
+/// a bare `type`, both of which the CRD refuses, failing the whole write.
+/// So those are cleared first ([`clear_patch`]).
+pub fn plan(live: &LiveHub, want: &GatewayStatus, foreign: &BTreeSet<String>) -> Plan {
+    if apply_is_noop(live, want) {
+        return Plan::Noop;
+    }
+    let listeners = want.listeners.clone().unwrap_or_default();
+    let clear_listeners = live.owns_listeners && listeners.is_empty();
+    let own: Vec<&Condition> = want
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| !foreign.contains(&c.type_))
+        .collect();
+    // Every condition on the live object that is not another writer's is
+    // the hub's (see `LiveHub::hub_gateway`): one it no longer writes goes,
+    // including a CRD default it never took over (left, it would count
+    // toward the 8 and get the write refused).
+    let drop_conditions = live
+        .status
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| &c.type_)
+        .filter(|t| !foreign.contains(*t) && !own.iter().any(|c| c.type_ == **t))
+        .cloned()
+        .collect();
+    let mut body = serde_json::Map::new();
+    if let Some(addresses) = want.addresses.as_ref().filter(|a| !a.is_empty()) {
+        body.insert("addresses".into(), json!(addresses));
+    }
+    body.insert("listeners".into(), json!(listeners));
+    body.insert("conditions".into(), json!(own));
+    Plan::Write(Write {
+        clear_listeners,
+        drop_conditions,
+        apply: json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "status": body,
+        }),
+    })
+}
+
+/// The merge patch that clears, on the fresh object `fresh`, what the apply
+/// cannot remove validly (see [`plan`]): the listener list set empty if
+/// `listeners`, the conditions of `dropped` types removed. Guarded by the
+/// object's resourceVersion. `None`: nothing to clear.
+pub fn clear_patch(fresh: &Gateway, listeners: bool, dropped: &BTreeSet<String>) -> Option<Value> {
     let conditions = fresh
         .status
         .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .cloned()
+        .and_then(|s| s.conditions.as_deref())
         .unwrap_or_default();
     let kept: Vec<&Condition> = conditions
         .iter()
-        .filter(|c| !dropped.contains(c.type_.as_str()))
+        .filter(|c| !dropped.contains(&c.type_))
         .collect();
     let mut status = serde_json::Map::new();
     if listeners {
@@ -218,12 +197,27 @@ async fn clear_before_apply(
         status.insert("conditions".into(), json!(kept));
     }
     if status.is_empty() {
-        return;
+        return None;
     }
-    let patch = json!({
+    Some(json!({
         "metadata": {"resourceVersion": fresh.metadata.resource_version},
         "status": status,
-    });
+    }))
+}
+
+/// Executes [`clear_patch`] on the fresh object; a failure is left for the
+/// apply to tell.
+async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write) {
+    let fresh = match api.get_status(&key.name).await {
+        Ok(gw) => gw,
+        Err(e) => {
+            tracing::debug!(gateway = %key, error = %e, "cannot read the hub Gateway before clearing; the apply will tell");
+            return;
+        }
+    };
+    let Some(patch) = clear_patch(&fresh, write.clear_listeners, &write.drop_conditions) else {
+        return;
+    };
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -259,14 +253,12 @@ impl Queue {
     }
 }
 
-/// The live hub Gateways, by key.
-pub type Cache = Mutex<BTreeMap<GatewayKey, LiveHub>>;
-
-/// Keeps [`Cache`] current and queues every Gateway that changed. `synced`
-/// turns true once the first full list is in.
+/// Keeps the index's live hub Gateways current (so it aggregates with
+/// them) and queues every one that changed. `synced` turns true once the
+/// first full list is in.
 pub async fn run_gateway_watch(
     api: Api<Gateway>,
-    cache: Arc<Cache>,
+    index: Index,
     queue: Arc<Queue>,
     synced: watch::Sender<bool>,
     shutdown: CancellationToken,
@@ -281,24 +273,26 @@ pub async fn run_gateway_watch(
         match event {
             Ok(Event::Init) => listing.clear(),
             Ok(Event::InitApply(gw)) => {
-                listing.insert(GatewayKey::of(&gw), LiveHub::from_gateway(&gw));
+                listing.insert(
+                    GatewayKey::of(&gw),
+                    LiveHub::from_gateway(&gw, FIELD_MANAGER),
+                );
             }
             Ok(Event::InitDone) => {
                 let keys: Vec<GatewayKey> = listing.keys().cloned().collect();
-                *cache.lock() = std::mem::take(&mut listing);
+                index.replace_live_hubs(std::mem::take(&mut listing));
                 queue.extend(keys);
                 synced.send_replace(true);
             }
             Ok(Event::Apply(gw)) => {
                 let key = GatewayKey::of(&gw);
-                let live = LiveHub::from_gateway(&gw);
-                let changed = cache.lock().insert(key.clone(), live.clone()) != Some(live);
-                if changed {
+                let live = LiveHub::from_gateway(&gw, FIELD_MANAGER);
+                if index.set_live_hub(key.clone(), Some(live)) {
                     queue.push(key);
                 }
             }
             Ok(Event::Delete(gw)) => {
-                cache.lock().remove(&GatewayKey::of(&gw));
+                index.set_live_hub(GatewayKey::of(&gw), None);
             }
             Err(e) => tracing::warn!(error = %e, "watching hub Gateways failed; retrying"),
         }
@@ -312,21 +306,18 @@ pub async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: Cancella
     loop {
         let changed: Vec<GatewayKey> = {
             let views = views.borrow_and_update();
+            let all = || views.gateways.iter().chain(&views.unreported);
             let mut changed: Vec<GatewayKey> = seen
                 .keys()
-                .filter(|k| !views.gateways.contains_key(*k))
+                .filter(|k| views.get(k).is_none())
                 .cloned()
                 .collect();
-            for (k, v) in &views.gateways {
+            for (k, v) in all() {
                 if seen.get(k) != Some(&v.revision()) {
                     changed.push(k.clone());
                 }
             }
-            seen = views
-                .gateways
-                .iter()
-                .map(|(k, v)| (k.clone(), v.revision()))
-                .collect();
+            seen = all().map(|(k, v)| (k.clone(), v.revision())).collect();
             changed
         };
         if !changed.is_empty() {
@@ -343,8 +334,6 @@ pub async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: Cancella
 pub struct StatusWriter {
     pub client: Client,
     pub index: Index,
-    pub options: Options,
-    pub cache: Arc<Cache>,
     pub queue: Arc<Queue>,
     pub metrics: Arc<Metrics>,
     /// Minimum spacing of write passes: a lone change is written at once,
@@ -404,8 +393,7 @@ impl StatusWriter {
                     if r.is_err() { return }
                     if *leader.borrow() {
                         // A new leader checks every hub Gateway once.
-                        let keys: Vec<GatewayKey> = self.cache.lock().keys().cloned().collect();
-                        self.queue.extend(keys);
+                        self.queue.extend(self.index.live_hub_keys());
                     }
                 }
                 r = ready.changed() => if r.is_err() { return },
@@ -413,76 +401,45 @@ impl StatusWriter {
         }
     }
 
-    /// Returns whether it sent a write.
+    /// Applies the published aggregation of `key` if it differs from the
+    /// live hub Gateway; returns whether it sent a write.
     async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) -> bool {
-        let Some(live) = self.cache.lock().get(&key).cloned() else {
+        // Inputs set before this (a live change, a report) are aggregated
+        // first, so what is applied was aggregated with them.
+        self.index.aggregate_dirty();
+        let Some(live) = self.index.live_hub(&key) else {
             // Not a hub Gateway (or not in scope): nothing to write on.
             return false;
         };
-        let now = Timestamp::now();
-        let result = self.index.with_reports(&key, |reports| {
-            let hub = live.hub_gateway(reports);
-            let foreign: BTreeSet<String> = hub.foreign.iter().map(|c| c.type_.clone()).collect();
-            aggregate::aggregate(&hub, reports, &self.options, now).map(|a| (a, foreign))
-        });
-        let (aggregation, foreign) = match result {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(gateway = %key, error = %e, "aggregation failed");
+        let Some(view) = self.index.view(&key) else {
+            // Every live hub Gateway is aggregated; a failed aggregation
+            // was logged by the index.
+            return false;
+        };
+        let write = match plan(&live, &view.aggregation.status, &view.foreign) {
+            Plan::Noop => {
+                Metrics::bump(&self.metrics.status_writes_skipped);
                 return false;
             }
+            Plan::Write(write) => write,
         };
-        if apply_is_noop(&live, &aggregation.status) {
-            Metrics::bump(&self.metrics.status_writes_skipped);
-            return false;
-        }
-        let status = aggregation.status;
-        // The hub's last listener entries go (see `clear_before_apply`).
-        let clear_listeners =
-            live.owns_listeners && status.listeners.as_deref().unwrap_or_default().is_empty();
-        let own: Vec<&Condition> = status
-            .conditions
-            .iter()
-            .flatten()
-            .filter(|c| !foreign.contains(&c.type_))
-            .collect();
-        let mut body = serde_json::Map::new();
-        // An empty address list is left out (see `apply_is_noop`).
-        if let Some(addresses) = status.addresses.filter(|a| !a.is_empty()) {
-            body.insert("addresses".into(), json!(addresses));
-        }
-        body.insert(
-            "listeners".into(),
-            json!(status.listeners.unwrap_or_default()),
-        );
-        body.insert("conditions".into(), json!(own));
-        let patch = json!({
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "Gateway",
-            "status": body,
-        });
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
-        let dropped: BTreeSet<&str> = live
-            .owned
-            .iter()
-            .map(String::as_str)
-            .filter(|t| !own.iter().any(|c| c.type_ == *t))
-            .collect();
-        if clear_listeners || !dropped.is_empty() {
-            clear_before_apply(&api, &key, clear_listeners, &dropped).await;
+        if write.clears() {
+            clear_before_apply(&api, &key, &write).await;
         }
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
         match api
-            .patch_status(&key.name, &params, &Patch::Apply(&patch))
+            .patch_status(&key.name, &params, &Patch::Apply(&write.apply))
             .await
         {
             Ok(gw) => {
                 self.retry.succeeded(&key);
                 Metrics::bump(&self.metrics.status_writes);
                 tracing::debug!(gateway = %key, rv = ?gw.resource_version(), "hub Gateway status applied");
-                self.cache.lock().insert(key, LiveHub::from_gateway(&gw));
+                self.index
+                    .set_live_hub(key, Some(LiveHub::from_gateway(&gw, FIELD_MANAGER)));
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 self.retry.succeeded(&key);
@@ -502,5 +459,201 @@ impl StatusWriter {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(v: Value) -> GatewayStatus {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn cond(type_: &str, status: &str, time: &str) -> Value {
+        json!({"type": type_, "status": status, "reason": "R", "message": "",
+               "observedGeneration": 1, "lastTransitionTime": time})
+    }
+
+    const T1: &str = "2026-11-23T10:00:00Z";
+    const T2: &str = "2026-11-23T11:00:00Z";
+
+    fn listener(name: &str) -> Value {
+        json!({"name": name, "attachedRoutes": 1, "supportedKinds": [], "conditions": []})
+    }
+
+    fn live(status: Value, owned: &[&str], owns_addresses: bool, owns_listeners: bool) -> LiveHub {
+        LiveHub {
+            generation: 1,
+            status: self::status(status),
+            owned: owned.iter().map(|t| (*t).to_owned()).collect(),
+            others: BTreeSet::new(),
+            owns_addresses,
+            owns_listeners,
+        }
+    }
+
+    fn types(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    fn write(plan: Plan) -> Write {
+        match plan {
+            Plan::Write(w) => w,
+            Plan::Noop => panic!("expected a write"),
+        }
+    }
+
+    #[test]
+    fn plan_is_a_noop_when_only_times_differ() {
+        let addr = json!([{"type": "kuadrant.io/MultiClusterIPAddress", "value": "a/10.0.0.1"}]);
+        let on_live = live(
+            json!({"addresses": addr, "listeners": [listener("a.http")],
+                   "conditions": [cond("Accepted", "True", T1), cond("x.io/Foreign", "True", T1)]}),
+            &["Accepted"],
+            true,
+            true,
+        );
+        let want = status(json!({"addresses": addr, "listeners": [listener("a.http")],
+            "conditions": [cond("Accepted", "True", T2), cond("x.io/Foreign", "True", T1)]}));
+        assert_eq!(plan(&on_live, &want, &types(&["x.io/Foreign"])), Plan::Noop);
+
+        // No addresses wanted: nothing to do unless the hub owns the live ones.
+        let bare = status(json!({"listeners": [listener("a.http")],
+            "conditions": [cond("Accepted", "True", T1), cond("x.io/Foreign", "True", T1)]}));
+        let mut not_ours = on_live.clone();
+        not_ours.owns_addresses = false;
+        assert_eq!(
+            plan(&not_ours, &bare, &types(&["x.io/Foreign"])),
+            Plan::Noop
+        );
+        let w = write(plan(&on_live, &bare, &types(&["x.io/Foreign"])));
+        assert!(w.apply["status"].get("addresses").is_none(), "{}", w.apply);
+        assert!(!w.clears());
+    }
+
+    #[test]
+    fn plan_applies_only_the_hubs_conditions() {
+        let on_live = live(
+            json!({"conditions": [cond("x.io/Foreign", "True", T1)]}),
+            &[],
+            false,
+            false,
+        );
+        let want = status(json!({"listeners": [listener("a.http")],
+            "conditions": [cond("Accepted", "True", T2), cond("x.io/Foreign", "True", T1)]}));
+        let w = write(plan(&on_live, &want, &types(&["x.io/Foreign"])));
+        assert_eq!(
+            w.apply,
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "status": {
+                "listeners": [listener("a.http")],
+                "conditions": [cond("Accepted", "True", T2)],
+            }})
+        );
+        assert_eq!(
+            w,
+            Write {
+                clear_listeners: false,
+                drop_conditions: BTreeSet::new(),
+                apply: w.apply.clone()
+            }
+        );
+    }
+
+    #[test]
+    fn plan_clears_what_apply_cannot_remove() {
+        // (live owned types, hub owns listeners, wanted listeners, wanted
+        // condition types) -> (clear listeners, dropped types)
+        type Case<'a> = (
+            &'a [&'a str],
+            bool,
+            &'a [&'a str],
+            &'a [&'a str],
+            bool,
+            &'a [&'a str],
+        );
+        let cases: &[Case] = &[
+            (&["Accepted"], true, &[], &["Accepted"], true, &[]),
+            (
+                &["Accepted"],
+                false,
+                &[],
+                &["Programmed"],
+                false,
+                &["Accepted"],
+            ),
+            (
+                &["Accepted", "Programmed"],
+                true,
+                &["a.http"],
+                &["Accepted"],
+                false,
+                &["Programmed"],
+            ),
+            (
+                &[],
+                false,
+                &["a.http"],
+                &["Accepted", "Programmed"],
+                false,
+                &[],
+            ),
+            // A CRD default the hub never wrote, not another writer's.
+            (&[], false, &[], &["Accepted"], false, &["Programmed"]),
+        ];
+        for (owned, owns_listeners, want_l, want_c, clear, dropped) in cases {
+            let mut live_conds: Vec<Value> = owned.iter().map(|t| cond(t, "True", T1)).collect();
+            if owned.is_empty() {
+                live_conds.push(cond("Programmed", "Unknown", T1));
+            }
+            live_conds.push(cond("x.io/Foreign", "True", T1));
+            let live_l: Vec<Value> = if *owns_listeners {
+                vec![listener("a.http")]
+            } else {
+                vec![]
+            };
+            let on_live = live(
+                json!({"listeners": live_l, "conditions": live_conds}),
+                owned,
+                false,
+                *owns_listeners,
+            );
+            let want = status(json!({
+                "listeners": want_l.iter().map(|l| listener(l)).collect::<Vec<_>>(),
+                "conditions": want_c.iter().map(|t| cond(t, "False", T2)).collect::<Vec<_>>(),
+            }));
+            let w = write(plan(&on_live, &want, &types(&["x.io/Foreign"])));
+            let case = format!("{owned:?} {owns_listeners} {want_l:?} {want_c:?}");
+            assert_eq!(w.clear_listeners, *clear, "{case}");
+            assert_eq!(w.drop_conditions, types(dropped), "{case}");
+            assert_eq!(w.clears(), *clear || !dropped.is_empty(), "{case}");
+        }
+    }
+
+    #[test]
+    fn clear_patch_keeps_other_conditions_and_guards_the_version() {
+        let mut gw: Gateway = serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "42"},
+            "spec": {"gatewayClassName": "c", "listeners": []},
+            "status": {"conditions": [cond("Accepted", "Unknown", T1), cond("x.io/Foreign", "True", T1)]}
+        }))
+        .unwrap();
+        assert_eq!(clear_patch(&gw, false, &BTreeSet::new()), None);
+        assert_eq!(clear_patch(&gw, false, &types(&["Programmed"])), None);
+        assert_eq!(
+            clear_patch(&gw, false, &types(&["Accepted"])),
+            Some(json!({"metadata": {"resourceVersion": "42"},
+                        "status": {"conditions": [cond("x.io/Foreign", "True", T1)]}}))
+        );
+        assert_eq!(
+            clear_patch(&gw, true, &BTreeSet::new()),
+            Some(json!({"metadata": {"resourceVersion": "42"}, "status": {"listeners": []}}))
+        );
+        gw.status = None;
+        assert_eq!(
+            clear_patch(&gw, true, &types(&["Accepted"])),
+            Some(json!({"metadata": {"resourceVersion": "42"}, "status": {"listeners": []}}))
+        );
     }
 }
