@@ -1035,7 +1035,8 @@ async fn apply_foreign_conditions(api: &Api<Gateway>, name: &str, types: &[Strin
 /// come back on both.
 #[tokio::test]
 async fn the_dashboard_shows_what_the_hub_wrote() {
-    let Some((_fleet, client)) = management("the_dashboard_shows_what_the_hub_wrote").await else {
+    let Some((_fleet, client, as_hub)) = management("the_dashboard_shows_what_the_hub_wrote").await
+    else {
         return;
     };
     let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
@@ -1054,7 +1055,7 @@ async fn the_dashboard_shows_what_the_hub_wrote() {
     let foreign: Vec<String> = (0..6).map(|i| format!("example.com/Policy{i}")).collect();
     apply_foreign_conditions(&gateways, "crowded", &foreign).await;
 
-    let hub = start_hub(&client, "hub-1").await;
+    let hub = start_hub(&as_hub, "hub-1").await;
     let mut dashboard = v1::dashboard_client::DashboardClient::connect(format!(
         "http://{}",
         hub.hub.dashboard_addr
