@@ -41,6 +41,10 @@ pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 /// Default of `--max-cluster-report-bytes`: 32 MiB, about 10,000 Gateways
 /// of 3 KiB (a Gateway with a few listeners encodes to well under 1 KiB).
 pub const DEFAULT_MAX_CLUSTER_REPORT_BYTES: u64 = 32 * 1024 * 1024;
+/// Default of `--max-clusters` and `--max-connections` (one connection per
+/// agent): room for the largest fleets one hub is known to serve (Open
+/// Cluster Management is scale-tested with 3,500 managed clusters).
+pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
 
 /// The flags; [`Default`] is what `gwhub serve` uses without them.
 #[derive(Clone, Debug, clap::Args)]
@@ -52,7 +56,7 @@ pub struct Budgets {
     pub max_cluster_report_bytes: u64,
     /// Clusters the hub keeps (connected or remembered); a stream for a new
     /// cluster past it is refused with RESOURCE_EXHAUSTED.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLUSTERS)]
     pub max_clusters: usize,
     /// Dashboard calls (watches included) open at once; more are refused
     /// with RESOURCE_EXHAUSTED.
@@ -68,7 +72,7 @@ pub struct Budgets {
     pub watch_send_timeout: Duration,
     /// Open connections on the ingest listener (agents hold one each);
     /// past it the hub stops accepting until one closes.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLUSTERS)]
     pub max_connections: usize,
     /// Open connections on the Dashboard listener.
     #[arg(long, value_name = "N", default_value_t = 64)]
@@ -90,11 +94,11 @@ impl Default for Budgets {
     fn default() -> Self {
         Budgets {
             max_cluster_report_bytes: DEFAULT_MAX_CLUSTER_REPORT_BYTES,
-            max_clusters: 1000,
+            max_clusters: DEFAULT_MAX_CLUSTERS,
             max_dashboard_calls: 256,
             max_dashboard_calls_per_connection: 16,
             watch_send_timeout: Duration::from_secs(60),
-            max_connections: 1024,
+            max_connections: DEFAULT_MAX_CLUSTERS,
             max_dashboard_connections: 64,
             tls_handshake_timeout: Duration::from_secs(10),
             idle_connection_timeout: Duration::from_secs(30),
