@@ -135,8 +135,9 @@ pub fn evaluate_gateway(
 }
 
 /// The agent's conditions for `gateway`, before merging: `LoadBalancerReady`;
-/// `DNSReady` for each listener that has a status entry and a spec hostname;
-/// the Gateway-level `DNSReady` while any listener has one.
+/// `DNSReady` for each listener that has a status entry and a spec hostname.
+/// The Gateway-level `DNSReady` is left to [`status::merge`], which sums up
+/// the listener `DNSReady`s that were actually written.
 pub fn desired_for(
     gateway: &Gateway,
     snapshot: &Snapshot,
@@ -184,14 +185,10 @@ pub fn desired_for(
             (entry.name.clone(), verdicts)
         })
         .collect();
-    let mut gateway_level = vec![lb];
-    gateway_level.extend(dns::gateway_dns_ready(
-        listeners.iter().flat_map(|(_, v)| v),
-    ));
     (
         Desired {
             generation: gateway.metadata.generation,
-            gateway: gateway_level,
+            gateway: vec![lb],
             listeners,
         },
         problems,

@@ -11,7 +11,7 @@ use gwhub_common::conditions::{self, Condition, MAX_CONDITIONS};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use crate::conditions::{DNS_MANAGED, Verdict};
+use crate::conditions::{DNS_MANAGED, DNS_READY, Verdict, dns};
 use crate::ownership::{Plan, Slot};
 
 /// The agent's conditions for one Gateway, computed but not yet merged.
@@ -19,8 +19,10 @@ use crate::ownership::{Plan, Slot};
 pub struct Desired {
     /// `metadata.generation`, written as every condition's `observedGeneration`.
     pub generation: Option<i64>,
-    /// Gateway-level conditions (`LoadBalancerReady`, `DNSReady` while a
-    /// listener carries one).
+    /// Gateway-level conditions (`LoadBalancerReady`). The Gateway-level
+    /// `DNSReady` is not given here: [`merge`] derives it from the listener
+    /// `DNSReady`s the merged status carries (a `DNSReady` given here is
+    /// ignored).
     pub gateway: Vec<Verdict>,
     /// The listeners with a status entry, by name, with their conditions; an
     /// empty list (a listener without hostname, an entry of a listener no
@@ -109,7 +111,10 @@ fn apply_ours(
 }
 
 /// Merges `desired` into `current`: only the condition types `plan` gives
-/// the agent change (plus the `DNSManaged`s it retires); another writer's
+/// the agent change (plus the `DNSManaged`s it retires); the Gateway-level
+/// `DNSReady` is computed after the listeners are merged, from the listener
+/// `DNSReady`s present then (spec §2: "present only while at least one
+/// listener carries DNSReady"); another writer's
 /// conditions, listeners, addresses and fields stay as they are. Listener
 /// entries are never created. Returns the status and what could not be
 /// written.
@@ -128,22 +133,12 @@ pub fn merge(
             .collect()
     };
 
-    let had_conditions = status.conditions.is_some();
-    let mut list = status.conditions.take().unwrap_or_default();
-    apply_ours(
-        &mut list,
-        &plan.gateway,
-        to_conditions(&desired.gateway, &plan.gateway),
-        None,
-        &mut problems,
-    );
-    status.conditions = (had_conditions || !list.is_empty()).then_some(list);
-
     let ours: HashMap<&str, &[Verdict]> = desired
         .listeners
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_slice()))
         .collect();
+    let mut listener_problems = Vec::new();
     for entry in status.listeners.iter_mut().flatten() {
         let mut types = plan.listener.clone();
         if plan.retire.contains(&entry.name) {
@@ -158,9 +153,37 @@ pub fn merge(
             &types,
             conds,
             Some(&entry.name),
-            &mut problems,
+            &mut listener_problems,
         );
     }
+
+    // The Gateway-level DNSReady sums up the listener DNSReadys the merged
+    // status actually carries: one skipped for lack of room does not count.
+    let mut gateway_level: Vec<Verdict> = desired
+        .gateway
+        .iter()
+        .filter(|v| v.type_ != DNS_READY)
+        .cloned()
+        .collect();
+    gateway_level.extend(dns::gateway_dns_ready(
+        status
+            .listeners
+            .iter()
+            .flatten()
+            .filter_map(|l| conditions::find(&l.conditions, DNS_READY))
+            .map(|c| c.status.as_str()),
+    ));
+    let had_conditions = status.conditions.is_some();
+    let mut list = status.conditions.take().unwrap_or_default();
+    apply_ours(
+        &mut list,
+        &plan.gateway,
+        to_conditions(&gateway_level, &plan.gateway),
+        None,
+        &mut problems,
+    );
+    status.conditions = (had_conditions || !list.is_empty()).then_some(list);
+    problems.extend(listener_problems);
     (status, problems)
 }
 

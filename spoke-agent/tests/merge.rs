@@ -213,6 +213,104 @@ fn condition_limit_with_istio_conditions_present() {
     );
 }
 
+/// Eight foreign conditions: a list with no room left.
+fn eight_foreign() -> Vec<serde_json::Value> {
+    (0..8)
+        .map(|i| {
+            cond(
+                &format!("Istio{i}"),
+                "True",
+                "Ok",
+                1,
+                "2026-01-01T00:00:00Z",
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn gateway_dns_ready_counts_only_listener_dns_readys_written() {
+    // "full" has no room: its DNSReady (RecordNotFound, False) is skipped;
+    // "ok" gets NoFailedZones. The Gateway has room, and its DNSReady sums
+    // up what the listeners carry: only "ok", so AllListenersReady.
+    let status = json!({
+        "listeners": [
+            {"name": "full", "attachedRoutes": 0, "conditions": eight_foreign()},
+            {"name": "ok", "attachedRoutes": 0, "conditions": []}]
+    });
+    let mut snap = snapshot(gateway(
+        &[("full", Some("missing.example.com")), ("ok", Some(HOST))],
+        1,
+        status,
+    ));
+    snap.dns_records = vec![healthy_record()];
+    let e = eval_one(&snap);
+    assert!(find(listener_conds(&e.status, "full"), "DNSReady").is_none());
+    assert_eq!(
+        find(listener_conds(&e.status, "ok"), "DNSReady")
+            .unwrap()
+            .reason,
+        "NoFailedZones"
+    );
+    let gw = find(e.status.conditions.as_deref().unwrap(), "DNSReady").unwrap();
+    assert_eq!(
+        (gw.status.as_str(), gw.reason.as_str()),
+        ("True", "AllListenersReady")
+    );
+    assert_eq!(
+        e.problems,
+        vec![Problem::NoRoomForCondition {
+            listener: Some("full".into()),
+            condition_type: "DNSReady".into()
+        }]
+    );
+
+    // The only listener with a hostname has no room: no listener carries
+    // DNSReady, so the Gateway gets none (and a stale one is removed).
+    let status = json!({
+        "conditions": [cond("DNSReady", "False", "SomeListenersNotReady", 1, "2026-01-01T00:00:00Z")],
+        "listeners": [
+            {"name": "full", "attachedRoutes": 0, "conditions": eight_foreign()},
+            {"name": "plain", "attachedRoutes": 0, "conditions": []}]
+    });
+    let mut snap = snapshot(gateway(&[("full", Some(HOST)), ("plain", None)], 1, status));
+    snap.dns_records = vec![healthy_record()];
+    let e = eval_one(&snap);
+    let conds = e.status.conditions.as_deref().unwrap();
+    assert!(find(conds, "DNSReady").is_none(), "{conds:?}");
+    assert!(find(conds, "LoadBalancerReady").is_some());
+}
+
+#[test]
+fn merge_derives_gateway_dns_ready_from_the_merged_listeners() {
+    // Straight through `merge`: listener "a" (False) has no room, "b" (True)
+    // is written; a Gateway-level DNSReady given in `desired` is ignored.
+    let current: GatewayStatus = from(json!({
+        "listeners": [
+            {"name": "a", "attachedRoutes": 0, "conditions": eight_foreign()},
+            {"name": "b", "attachedRoutes": 0, "conditions": []}]
+    }));
+    let desired = Desired {
+        generation: Some(3),
+        gateway: vec![verdict("LoadBalancerReady", 0), verdict("DNSReady", 1)],
+        listeners: vec![
+            ("a".into(), vec![verdict("DNSReady", 1)]),
+            ("b".into(), vec![verdict("DNSReady", 0)]),
+        ],
+    };
+    let (merged, problems) = merge(Some(&current), &desired, &everything(), now());
+    let gw = find(merged.conditions.as_deref().unwrap(), "DNSReady").unwrap();
+    assert_eq!(
+        (
+            gw.status.as_str(),
+            gw.reason.as_str(),
+            gw.observed_generation
+        ),
+        ("True", "AllListenersReady", Some(3))
+    );
+    assert_eq!(problems.len(), 1, "{problems:?}");
+}
+
 fn istio_with_ours() -> gwhub_agent::Snapshot {
     let mut conds: Vec<_> = (0..7)
         .map(|i| {
@@ -411,14 +509,7 @@ fn arb_desired() -> impl Strategy<Value = Desired> {
     )
         .prop_map(|(generation, lb, names, shape)| Desired {
             generation: Some(generation),
-            gateway: if shape.iter().any(|(h, ..)| *h) {
-                vec![
-                    verdict("LoadBalancerReady", lb),
-                    verdict("DNSReady", lb + 1),
-                ]
-            } else {
-                vec![verdict("LoadBalancerReady", lb)]
-            },
+            gateway: vec![verdict("LoadBalancerReady", lb)],
             listeners: names
                 .into_iter()
                 .zip(shape)
