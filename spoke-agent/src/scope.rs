@@ -80,7 +80,7 @@ pub fn dns_records_for<'a>(gateway: &Gateway, records: &'a [DNSRecord]) -> Vec<&
     out
 }
 
-/// The records of `records` whose `spec.dnsName` is `hostname`, trailing dots
+/// The records of `records` whose `spec.dnsName` is `hostname`, one trailing dot
 /// trimmed on both sides, by name; the ingress operator makes one per
 /// hostname, so more than one is reported by the caller and the last by name
 /// is used (as the operator does: the later record replaces the earlier).

@@ -14,10 +14,12 @@ pub const PUBLISHED: &str = "Published";
 /// The zone tag the operator matches zones by when ids are absent.
 pub const ZONE_NAME_TAG: &str = "Name";
 
-/// The hostname as matched: trailing dots trimmed (`*.apps.example.com.` and
-/// `*.apps.example.com` name the same record).
+/// The hostname as matched: one trailing dot trimmed (`*.apps.example.com.`
+/// and `*.apps.example.com` name the same record), as the operator does
+/// (Go's `strings.TrimSuffix(h, ".")`); `a.b..` stays `a.b.`, so it does
+/// not match `a.b`.
 pub fn normalize_hostname(hostname: &str) -> &str {
-    hostname.trim_end_matches('.')
+    hostname.strip_suffix('.').unwrap_or(hostname)
 }
 
 /// Whether two zones are the same: the same non-empty `id`, or the same
@@ -204,6 +206,38 @@ mod tests {
         assert_eq!(render_zones(&[&a, &b]), "[{Z1 map[]} { map[Name:priv]}]");
         assert_eq!(render_zones(&[&c]), "[{x map[a:1 b:2]}]");
         assert_eq!(render_zones(&[]), "[]");
+    }
+
+    #[test]
+    fn normalize_hostname_trims_one_trailing_dot() {
+        let cases = [
+            ("a.b", "a.b"),
+            ("a.b.", "a.b"),
+            ("a.b..", "a.b."),
+            ("*.apps.example.com.", "*.apps.example.com"),
+            (".", ""),
+            ("..", "."),
+            ("", ""),
+        ];
+        for (input, want) in cases {
+            assert_eq!(normalize_hostname(input), want, "{input:?}");
+        }
+        // Listener and record hostnames match when equal after trimming.
+        let pairs = [
+            ("a.b", "a.b.", true),
+            ("a.b.", "a.b.", true),
+            ("a.b..", "a.b", false),
+            ("a.b", "a.b..", false),
+            ("a.b..", "a.b.", false),
+            ("a.b..", "a.b..", true),
+        ];
+        for (listener, record, want) in pairs {
+            assert_eq!(
+                normalize_hostname(listener) == normalize_hostname(record),
+                want,
+                "{listener:?} vs {record:?}"
+            );
+        }
     }
 
     #[test]
