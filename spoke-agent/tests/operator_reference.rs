@@ -2,7 +2,9 @@
 //! agent's engine: the same objects the operator's tests hand its code, as
 //! cluster objects (a `v1` List parsed as `gwhub-agent compute` parses
 //! files, then [`gwhub_agent::evaluate`]), with every condition the
-//! operator test asserts checked for type, status, reason and message.
+//! operator test asserts checked for type, status, reason, message and
+//! observedGeneration (the generations the operator's tests use;
+//! status_test.go asserts no generation, so its cases compare none).
 //!
 //! Source: github.com/openshift/cluster-ingress-operator at commit
 //! acca9642a81370bc1a587155f7e1e7998b7c5489:
@@ -168,11 +170,46 @@ fn zone(dns_zone: Value, conditions: &[(&str, &str)]) -> Value {
 
 // ------------------------------------------------------------ expectations
 
-/// `(type, status, reason, message)`.
-type Cond = (String, String, String, String);
+/// `(type, status, reason, message, observedGeneration)`. An absent
+/// observedGeneration reads as 0 (Go's zero value, which the operator's
+/// tests expect on the foreign conditions they leave alone). In an
+/// expectation, `None` is "the case's generation" ([`Case::observed`]), or
+/// not compared when the case has none (status_test.go).
+type Cond = (String, String, String, String, Option<i64>);
 
+/// One of ours: observedGeneration from [`Case::observed`].
 fn c(t: &str, status: &str, reason: &str, message: &str) -> Cond {
-    (t.into(), status.into(), reason.into(), message.into())
+    (t.into(), status.into(), reason.into(), message.into(), None)
+}
+
+/// Another writer's condition as the operator's tests give it: no
+/// observedGeneration, left as it is.
+fn foreign_c(t: &str, status: &str, reason: &str, message: &str) -> Cond {
+    (
+        t.into(),
+        status.into(),
+        reason.into(),
+        message.into(),
+        Some(0),
+    )
+}
+
+/// A condition of the agent's output as a [`Cond`].
+fn read_cond(c: &Value) -> Cond {
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
+    (
+        s("type"),
+        s("status"),
+        s("reason"),
+        s("message"),
+        Some(c["observedGeneration"].as_i64().unwrap_or(0)),
+    )
+}
+
+/// Whether `have` is `want`; a `None` generation in `want` is not compared.
+fn cond_matches(have: &Cond, want: &Cond) -> bool {
+    (&have.0, &have.1, &have.2, &have.3) == (&want.0, &want.1, &want.2, &want.3)
+        && (want.4.is_none() || have.4 == want.4)
 }
 
 const NO_DNS_ZONES: (&str, &str, &str) = (
@@ -276,11 +313,11 @@ fn lb_sync_failed(message: &str) -> Cond {
 }
 
 fn accepted() -> Cond {
-    c("Accepted", "True", "Accepted", "Resource accepted")
+    foreign_c("Accepted", "True", "Accepted", "Resource accepted")
 }
 
 fn programmed() -> Cond {
-    c(
+    foreign_c(
         "Programmed",
         "True",
         "Programmed",
@@ -301,6 +338,8 @@ struct Case {
     listeners: Vec<(&'static str, Vec<Cond>)>,
     /// The evaluation fails with an error containing this.
     error: Option<&'static str>,
+    /// The observedGeneration the operator's test expects on ours.
+    generation: Option<i64>,
 }
 
 impl Case {
@@ -315,7 +354,31 @@ impl Case {
             gateway_absent: vec![],
             listeners: vec![],
             error: None,
+            generation: None,
         }
+    }
+
+    /// The observedGeneration the operator's test expects on the conditions
+    /// it computes.
+    fn observed(mut self, generation: i64) -> Self {
+        self.generation = Some(generation);
+        self
+    }
+
+    /// `conds` with our conditions' generation filled in.
+    fn expected(&self, conds: &[Cond]) -> Vec<Cond> {
+        conds
+            .iter()
+            .map(|c| {
+                (
+                    c.0.clone(),
+                    c.1.clone(),
+                    c.2.clone(),
+                    c.3.clone(),
+                    c.4.or(self.generation),
+                )
+            })
+            .collect()
     }
 
     fn gateway(mut self, conds: Vec<Cond>) -> Self {
@@ -363,24 +426,27 @@ impl Case {
         if self.gateway.is_empty() && self.listeners.is_empty() && self.gateway_absent.is_empty() {
             return failures;
         }
+        let expects_ours = self
+            .gateway
+            .iter()
+            .chain(self.listeners.iter().flat_map(|(_, l)| l))
+            .any(|c| c.4.is_none());
+        if self.source != STATUS_TEST && expects_ours && self.generation.is_none() {
+            failures.push(format!(
+                "{label}: the operator's test asserts observedGeneration; give it with .observed()"
+            ));
+        }
         let Some(e) = evaluations.first() else {
             return vec![format!("{label}: the Gateway was not evaluated")];
         };
         let status = serde_json::to_value(&e.status).unwrap();
         let conds = |v: &Value| -> Vec<Cond> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
-                    (s("type"), s("status"), s("reason"), s("message"))
-                })
-                .collect()
+            v.as_array().into_iter().flatten().map(read_cond).collect()
         };
         let gw_conds = conds(&status["conditions"]);
-        for want in &self.gateway {
+        for want in &self.expected(&self.gateway) {
             match gw_conds.iter().find(|have| have.0 == want.0) {
-                Some(have) if have == want => {}
+                Some(have) if cond_matches(have, want) => {}
                 Some(have) => {
                     failures.push(format!("{label}: {} is {have:?}, want {want:?}", want.0))
                 }
@@ -403,10 +469,11 @@ impl Case {
                 continue;
             };
             let mut have = conds(&entry["conditions"]);
-            let mut want = want.clone();
+            let mut want = self.expected(want);
             have.sort();
             want.sort();
-            if have != want {
+            if have.len() != want.len() || !have.iter().zip(&want).all(|(h, w)| cond_matches(h, w))
+            {
                 failures.push(format!(
                     "{label}: listener {name} conditions\n  have {have:?}\n  want {want:?}"
                 ));
@@ -490,6 +557,7 @@ fn controller_cases() -> Vec<Case> {
                 gw_fn(&[("listener1", Some("norecord.example.tld"))], 3, example_conditions()),
             ],
         )
+        .observed(3)
         .gateway(vec![lb_missing(), some_not_ready()])
         .listener("listener1", vec![dns_ready(RECORD_NOT_FOUND)]),
         Case::new(
@@ -501,6 +569,7 @@ fn controller_cases() -> Vec<Case> {
                 svc("openshift-ingress-lb", "10", json!([{"ip": "10.10.10.10"}])),
             ],
         )
+        .observed(4)
         .gateway(vec![lb_provisioned(), some_not_ready()])
         .listener("listener1", vec![dns_ready(NO_DNS_ZONES)]),
         Case::new(
@@ -512,6 +581,7 @@ fn controller_cases() -> Vec<Case> {
                 svc("openshift-ingress-lb", "10", json!([])),
             ],
         )
+        .observed(5)
         .gateway(vec![lb_pending(), some_not_ready()])
         .listener("listener1", vec![dns_ready(RECORD_NOT_FOUND)]),
         Case::new(
@@ -524,6 +594,7 @@ fn controller_cases() -> Vec<Case> {
                 event(1, "Service", "v1", "openshift-ingress-lb", "10", "service-controller", "unavailable", "SyncLoadBalancerFailed"),
             ],
         )
+        .observed(6)
         .gateway(vec![accepted(), programmed(), lb_sync_failed("unavailable")]),
         Case::new(
             t,
@@ -534,6 +605,7 @@ fn controller_cases() -> Vec<Case> {
                 svc("openshift-ingress-lb", "10", json!([{"hostname": "gwapi.example.tld"}])),
             ],
         )
+        .observed(7)
         .gateway(vec![accepted(), programmed(), lb_provisioned()]),
         Case::new(
             t,
@@ -545,6 +617,7 @@ fn controller_cases() -> Vec<Case> {
                 gwapi_record("Unmanaged", None),
             ],
         )
+        .observed(8)
         .gateway(vec![accepted(), programmed(), lb_provisioned(), some_not_ready()])
         .listener("listener1", vec![dns_ready(UNMANAGED)]),
         Case::new(
@@ -557,6 +630,7 @@ fn controller_cases() -> Vec<Case> {
                 gwapi_record("Managed", Some(json!([]))),
             ],
         )
+        .observed(9)
         .gateway(vec![accepted(), programmed(), lb_provisioned(), some_not_ready()])
         .listener("listener1", vec![dns_ready(NO_ZONES)]),
         Case::new(
@@ -569,6 +643,7 @@ fn controller_cases() -> Vec<Case> {
                 gwapi_record("Managed", Some(json!([zone(common_zone(), &[("Published", "False")])]))),
             ],
         )
+        .observed(10)
         .gateway(vec![accepted(), programmed(), lb_provisioned(), some_not_ready()])
         .listener("listener1", vec![failed_zones("[{somezone.on.some.provider map[]}]")]),
         Case::new(
@@ -581,6 +656,7 @@ fn controller_cases() -> Vec<Case> {
                 gwapi_record("Managed", Some(json!([zone(common_zone(), &[("Published", "Unknown")])]))),
             ],
         )
+        .observed(11)
         .gateway(vec![lb_provisioned(), some_not_ready()])
         .listener("listener1", vec![unknown_zones("[{somezone.on.some.provider map[]}]")]),
         Case::new(
@@ -593,6 +669,7 @@ fn controller_cases() -> Vec<Case> {
                 gwapi_record("Managed", Some(valid_zones())),
             ],
         )
+        .observed(12)
         .gateway(vec![lb_provisioned(), all_ready()])
         .listener("listener1", vec![dns_ready(NO_FAILED)]),
         Case::new(
@@ -609,6 +686,7 @@ fn controller_cases() -> Vec<Case> {
                 gwapi_record("Managed", Some(valid_zones())),
             ],
         )
+        .observed(13)
         .gateway(vec![lb_provisioned(), some_not_ready()])
         .listener("listener1", vec![dns_ready(NO_FAILED)])
         .listener("listener2", vec![dns_ready(RECORD_NOT_FOUND)]),
@@ -643,6 +721,7 @@ fn controller_cases() -> Vec<Case> {
                 ),
             ],
         )
+        .observed(14)
         .gateway(vec![lb_provisioned(), all_ready()])
         .listener("listener1", vec![dns_ready(NO_FAILED)])
         .listener("listener2", vec![dns_ready(NO_FAILED)]),
@@ -700,6 +779,7 @@ fn controller_test_reconcile_transition() {
             "The LoadBalancer service is pending"
         )
     );
+    assert_eq!(c1.observed_generation, Some(15));
     assert_eq!(c1.last_transition_time.0, t1);
     let written = serde_json::to_value(&first.status).unwrap();
 
@@ -735,6 +815,7 @@ fn controller_test_reconcile_transition() {
             "The LoadBalancer service is provisioned"
         )
     );
+    assert_eq!(c3.observed_generation, Some(15));
     assert!(c3.last_transition_time.0 > c1.last_transition_time.0);
 }
 
@@ -801,13 +882,13 @@ fn dns_case(
     ];
     objects.extend(gwapi_records());
     objects.extend(dns_cfg);
-    Case::new(GATEWAYAPI_TEST, name, objects)
+    Case::new(GATEWAYAPI_TEST, name, objects).observed(generation)
 }
 
 fn gatewayapi_dns_cases() -> Vec<Case> {
     let some = |n: u32| foreign(&format!("somecond{n}"), &format!("somereason{n}"));
     let some_c = |n: u32| {
-        c(
+        foreign_c(
             &format!("somecond{n}"),
             "True",
             &format!("somereason{n}"),
@@ -815,7 +896,7 @@ fn gatewayapi_dns_cases() -> Vec<Case> {
         )
     };
     let somecond = || foreign("somecond", "somereason");
-    let somecond_c = || c("somecond", "True", "somereason", "");
+    let somecond_c = || foreign_c("somecond", "True", "somereason", "");
     vec![
         // A nil listenerToHostname map: no cluster-object form (every
         // Gateway has a spec). The nearest: a Gateway whose listeners have no
@@ -828,6 +909,7 @@ fn gatewayapi_dns_cases() -> Vec<Case> {
                 gateway(&[("wildcard", None)], 1, vec![], vec![entry("wildcard", vec![somecond()])]),
             ],
         )
+        .observed(1)
         .absent(&["DNSReady"])
         .listener("wildcard", vec![somecond_c()]),
         // A nil DNS config is the operator's "not found" in this function;
@@ -968,22 +1050,26 @@ fn gatewayapi_lb_cases() -> Vec<Case> {
     let t = GATEWAYAPI_TEST;
     vec![
         lb_case(t, "null service should return LoadBalancerReady=False with reason=ServiceNotFound", vec![])
+            .observed(1)
             .gateway(vec![lb_missing()]),
         // A Service without a name cannot exist; the operator treats one as
         // no Service, which is the case above.
         lb_case(t, "nameless service should return LoadBalancerReady=False with reason=ServiceNotFound", vec![])
+            .observed(1)
             .gateway(vec![lb_missing()]),
         lb_case(
             t,
             "service provisioned and with status should return LoadBalancerReady=True with reason=LoadBalancerProvisioned",
             vec![svc("somesvc", "1", json!([{"hostname": "xpto.tld"}]))],
         )
+        .observed(1)
         .gateway(vec![lb_provisioned()]),
         lb_case(
             t,
             "service with missing status and missing events should return LoadBalancerReady=False with reason=LoadBalancerPending",
             vec![svc("somesvc", "1", json!([]))],
         )
+        .observed(1)
         .gateway(vec![lb_pending()]),
         // The operator's Service is in namespace `somens`; here it is the
         // Gateway's namespace (the agent looks there, as the controller does).
@@ -997,6 +1083,7 @@ fn gatewayapi_lb_cases() -> Vec<Case> {
                 event(1, "Service", "v1", "someservice", "2", "service-controller", "failed", "SyncLoadBalancerFailed"),
             ],
         )
+        .observed(1)
         .gateway(vec![lb_sync_failed("failed")]),
     ]
 }
@@ -1275,12 +1362,13 @@ fn cases_through_gwhub_agent_compute() {
         let list: Value = serde_json::from_slice(&out.stdout).unwrap();
         let status = &list["items"][0]["status"];
         let find = |conds: &Value, t: &str| -> Option<Cond> {
-            conds.as_array()?.iter().find(|c| c["type"] == t).map(|c| {
-                let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
-                (s("type"), s("status"), s("reason"), s("message"))
-            })
+            conds
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == t)
+                .map(read_cond)
         };
-        for want in &case.gateway {
+        for want in &case.expected(&case.gateway) {
             assert_eq!(
                 find(&status["conditions"], &want.0).as_ref(),
                 Some(want),
@@ -1295,7 +1383,7 @@ fn cases_through_gwhub_agent_compute() {
                 .iter()
                 .find(|l| l["name"] == *name)
                 .unwrap();
-            for w in want {
+            for w in &case.expected(want) {
                 assert_eq!(
                     find(&entry["conditions"], &w.0).as_ref(),
                     Some(w),
