@@ -497,3 +497,52 @@ pub async fn serve_metrics(
     tracing::info!(%addr, "serving metrics on /metrics");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    /// The ingress operator's `Test_gatewayFromResourceLabel`
+    /// (pkg/operator/controller/gateway-status/controller_test.go): an object
+    /// labelled with a non-empty Gateway name touches that Gateway; no label
+    /// or an empty one touches nothing. The operator's request also carries
+    /// the object's namespace; the agent's watches are namespaced, so a
+    /// touched name is always a Gateway in the object's (the watched) namespace.
+    #[test]
+    fn label_touch_as_gateway_from_resource_label() {
+        let meta = |labels: Option<&[(&str, &str)]>, namespace: Option<&str>| ObjectMeta {
+            labels: labels.map(|l| {
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+            namespace: namespace.map(str::to_owned),
+            ..ObjectMeta::default()
+        };
+        let cases = [
+            (
+                "no labels should return empty",
+                meta(None, None),
+                Touch::Nothing,
+            ),
+            (
+                "no matching labels should return empty",
+                meta(Some(&[(GATEWAY_NAME_LABEL, "")]), None),
+                Touch::Nothing,
+            ),
+            (
+                "matching labels should a reconciliation for resource on the same namespace",
+                meta(
+                    Some(&[(GATEWAY_NAME_LABEL, "my-gateway")]),
+                    Some("somenamespace"),
+                ),
+                Touch::Gateway("my-gateway".into()),
+            ),
+        ];
+        for (name, meta, want) in cases {
+            assert_eq!(label_touch(&meta), want, "{name}");
+        }
+    }
+}
