@@ -566,6 +566,115 @@ fn load_balancer_rules_in_order() {
     );
 }
 
+/// Which SyncLoadBalancerFailed event is quoted, row by row. A row that
+/// must not match is listed alone (the load balancer stays pending) and
+/// after an older matching event, whose message must still be quoted (a
+/// newer event that does not match never wins). Two matching events: the
+/// newest is quoted whether it is listed last or not (spec §2, deliberate
+/// differences: the operator quotes the first it lists).
+#[test]
+fn sync_failure_event_rows() {
+    const SVC: &str = "gw-openshift-default";
+    const PREFIX: &str =
+        "The service-controller component is reporting SyncLoadBalancerFailed events like: ";
+    const SUFFIX: &str = "\nThe cloud-controller-manager logs may contain more details.";
+    let fail = |name: &str, msg: &str, last: &str| {
+        event(
+            name,
+            SVC,
+            "service-controller",
+            "SyncLoadBalancerFailed",
+            msg,
+            last,
+        )
+    };
+    let quoted = |events: Vec<k8s_openapi::api::core::v1::Event>| -> Srm {
+        let mut snap = snapshot(gateway(&[("l", None)], 1, json!({})));
+        snap.services = vec![service(SVC, "LoadBalancer", json!([]))];
+        snap.events = events;
+        lb(&snap)
+    };
+    let failed = |msg: &str| {
+        ready(
+            "False",
+            "SyncLoadBalancerFailed",
+            &format!("{PREFIX}{msg}{SUFFIX}"),
+        )
+    };
+    let pending = ready(
+        "False",
+        "LoadBalancerPending",
+        "The LoadBalancer service is pending",
+    );
+
+    type Edit = fn(&mut k8s_openapi::api::core::v1::Event);
+    let not_matched: [(&str, Edit); 3] = [
+        ("involvedObject.apiVersion is not v1", |e| {
+            e.involved_object.api_version = Some("apps/v1".into())
+        }),
+        ("involvedObject in another namespace", |e| {
+            e.involved_object.namespace = Some("openshift-ingress-operator".into())
+        }),
+        ("involvedObject with another uid", |e| {
+            e.involved_object.uid = Some("uid-of-an-earlier-service".into())
+        }),
+    ];
+    for (row, edit) in not_matched {
+        let mut other = fail("other", "not about this Service", "2026-01-12T09:30:00Z");
+        edit(&mut other);
+        assert_eq!(quoted(vec![other.clone()]), pending, "{row}: alone");
+        let matching = fail("matching", "about this Service", "2026-01-12T09:00:00Z");
+        assert_eq!(
+            quoted(vec![matching.clone(), other.clone()]),
+            failed("about this Service"),
+            "{row}: after a matching event"
+        );
+        assert_eq!(
+            quoted(vec![other, matching]),
+            failed("about this Service"),
+            "{row}: before a matching event"
+        );
+    }
+
+    // Two matching events, the newest listed first (the operator would
+    // quote it too, being first; so also listed last, where it would not).
+    let newest = fail("b-newer", "newest", "2026-01-12T09:30:00Z");
+    let older = fail("a-older", "older", "2026-01-12T09:00:00Z");
+    assert_eq!(
+        quoted(vec![newest.clone(), older.clone()]),
+        failed("newest"),
+        "lastTimestamp, newest first"
+    );
+    assert_eq!(
+        quoted(vec![older, newest]),
+        failed("newest"),
+        "lastTimestamp, newest last"
+    );
+    // The same with new-style times: eventTime only, no lastTimestamp.
+    let at = |name: &str, msg: &str, time: &str| {
+        let mut e = fail(name, msg, time);
+        e.last_timestamp = None;
+        e.event_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            time.parse().unwrap(),
+        ));
+        e
+    };
+    let (newest, older) = (
+        at("b-newer", "newest", "2026-01-12T09:30:00Z"),
+        at("a-older", "older", "2026-01-12T09:00:00Z"),
+    );
+    assert_eq!(
+        quoted(vec![newest.clone(), older.clone()]),
+        failed("newest"),
+        "eventTime, newest first"
+    );
+    assert_eq!(
+        quoted(vec![older, newest]),
+        failed("newest"),
+        "eventTime, newest last"
+    );
+}
+
 #[test]
 fn service_choice_is_the_first_by_name() {
     let mut snap = snapshot(gateway(&[("l", None)], 1, json!({})));
