@@ -56,9 +56,27 @@ pub struct GatewayView {
     /// Condition types in `aggregation.status` that are other writers'
     /// (kept from the live hub Gateway, never applied by the hub).
     pub foreign: BTreeSet<String>,
+    /// The live hub Gateway this aggregation was made from (the same `Arc`
+    /// as [`Index::live_hub`] while that is current); a later live object
+    /// that aggregates the same updates it without a new view.
+    aggregated_with: Mutex<Option<Arc<LiveHub>>>,
 }
 
 impl GatewayView {
+    /// The live hub Gateway the view was aggregated with.
+    pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
+        self.aggregated_with.lock().clone()
+    }
+
+    /// Whether the view was aggregated with exactly `live` (not an equal
+    /// copy: the object the index holds now).
+    pub fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
+        self.aggregated_with
+            .lock()
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(a, live))
+    }
+
     pub fn revision(&self) -> u64 {
         self.lean.revision
     }
@@ -656,6 +674,33 @@ impl Index {
         changed
     }
 
+    /// Installs `written` (the answer to a status write planned against
+    /// `planned`) as the live hub Gateway `key`, unless the watch installed
+    /// another object meanwhile: the answer may be older than that (a spec
+    /// edited since), and the watch is then the source. Returns whether it
+    /// was installed.
+    pub fn set_live_hub_written(
+        &self,
+        key: GatewayKey,
+        planned: &Arc<LiveHub>,
+        written: LiveHub,
+    ) -> bool {
+        {
+            let mut map = self.inner.live.lock();
+            match map.get(&key) {
+                Some(current) if Arc::ptr_eq(current, planned) => {
+                    if **current == written {
+                        return false;
+                    }
+                    map.insert(key.clone(), Arc::new(written));
+                }
+                _ => return false,
+            }
+        }
+        self.mark_dirty(BTreeSet::from([key]));
+        true
+    }
+
     /// Replaces every live hub Gateway (after the watch listed them all);
     /// the ones that changed, came or went are re-aggregated.
     pub fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
@@ -879,6 +924,8 @@ impl Index {
                     .zip(&shared)
                     .all(|(a, b)| *a == b.cluster)
             {
+                // Same result from this live object: the view stands for it.
+                *old.aggregated_with.lock() = live;
                 continue;
             }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();
@@ -888,6 +935,7 @@ impl Index {
                 foreign,
                 clusters,
                 old.map(|v| &**v),
+                live,
             );
             results.push((key, Some(view)));
         }
@@ -975,6 +1023,7 @@ fn build_view(
     foreign: BTreeSet<String>,
     clusters: Vec<String>,
     old: Option<&GatewayView>,
+    live: Option<Arc<LiveHub>>,
 ) -> GatewayView {
     let status = convert::status_to_proto(&aggregation.status).unwrap_or_else(|e| {
         tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
@@ -1008,6 +1057,7 @@ fn build_view(
         omissions,
         omissions_revision,
         foreign,
+        aggregated_with: Mutex::new(live),
     }
 }
 
@@ -1090,6 +1140,58 @@ mod tests {
     fn condition_types(view: &GatewayView) -> BTreeSet<String> {
         let status = view.lean.status.as_ref().unwrap();
         status.conditions.iter().map(|c| c.r#type.clone()).collect()
+    }
+
+    /// A status write's answer is installed only over the live object the
+    /// write was planned against: a newer one from the watch (a spec edit)
+    /// stays. A view tells which live object it was aggregated with, also
+    /// when a newer object aggregates the same.
+    #[test]
+    fn a_write_answer_never_replaces_a_newer_live_hub_gateway() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let session = index.connect("east", "test").unwrap();
+        index
+            .replace_snapshot(
+                &session,
+                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
+            )
+            .unwrap();
+        let at = |generation| LiveHub {
+            generation,
+            ..LiveHub::default()
+        };
+        index.set_live_hub(key("web"), Some(at(1)));
+        index.aggregate_dirty();
+        let planned = index.live_hub(&key("web")).unwrap();
+        assert!(index.view(&key("web")).unwrap().aggregated_from(&planned));
+        // The user edits the spec while the write is under way.
+        assert!(index.set_live_hub(key("web"), Some(at(2))));
+        let edited = index.live_hub(&key("web")).unwrap();
+        assert!(!index.view(&key("web")).unwrap().aggregated_from(&edited));
+        // The write's answer predates the edit.
+        assert!(!index.set_live_hub_written(key("web"), &planned, at(1)));
+        assert!(Arc::ptr_eq(&index.live_hub(&key("web")).unwrap(), &edited));
+        index.aggregate_dirty();
+        let view = index.view(&key("web")).unwrap();
+        assert!(view.aggregated_from(&edited));
+        let status = view.lean.status.as_ref().unwrap();
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(2)),
+            "{status:?}"
+        );
+        // An answer over the object planned against is installed; the same
+        // aggregation from it keeps the view, which now stands for it.
+        let mut answer = at(2);
+        answer.owns_listeners = true;
+        assert!(index.set_live_hub_written(key("web"), &edited, answer));
+        let written = index.live_hub(&key("web")).unwrap();
+        assert!(!index.aggregate_dirty());
+        let same = index.view(&key("web")).unwrap();
+        assert_eq!(same.revision(), view.revision());
+        assert!(same.aggregated_from(&written));
     }
 
     /// The published view is aggregated with the live hub Gateway when
