@@ -276,7 +276,9 @@ pub fn incoming(
     counters: Arc<ListenerCounters>,
     name: &'static str,
 ) -> impl Stream<Item = Result<Conn, io::Error>> + Send + 'static {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = Arc::new(Semaphore::new(
+        limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+    ));
     let last_warned: Option<tokio::time::Instant> = None;
     futures::stream::unfold(
         (listener, slots, limits, counters, last_warned),
