@@ -317,6 +317,8 @@ struct Inner {
     /// Bumped whenever some cluster's reports were applied.
     reports: watch::Sender<u64>,
     transitions: broadcast::Sender<ClusterTransition>,
+    /// Clusters the prune forgot, for the store to delete their reports.
+    pruned: broadcast::Sender<String>,
     options: Options,
     stale_after: Duration,
     counters: Arc<Counters>,
@@ -342,6 +344,7 @@ impl Index {
         let (views, _) = watch::channel(Views::default());
         let (reports, _) = watch::channel(0);
         let (transitions, _) = broadcast::channel(TRANSITIONS_BUFFER);
+        let (pruned, _) = broadcast::channel(TRANSITIONS_BUFFER);
         Index {
             inner: Arc::new(Inner {
                 fleet: RwLock::new(Fleet::new()),
@@ -353,6 +356,7 @@ impl Index {
                 views,
                 reports,
                 transitions,
+                pruned,
                 options,
                 stale_after,
                 counters: Arc::default(),
@@ -388,6 +392,13 @@ impl Index {
         if !session.is_superseded() {
             session.live.report_bytes.store(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// Every cluster `--insecure-prune-after` forgets from now on (the
+    /// store deletes their reports, so a relist or restart does not bring
+    /// them back).
+    pub fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
+        self.inner.pruned.subscribe()
     }
 
     /// Every stale/fresh transition of a cluster from now on.
@@ -583,7 +594,8 @@ impl Index {
     /// replica the agent streams to), unless the cluster's live stream to
     /// this hub has already reported, which is newer. Liveness continues from the stored
     /// times, so a cluster silent for `stale_after` is stale at once and a
-    /// live one does not flap. Returns whether it was taken.
+    /// live one does not flap. A cluster past `--max-clusters` is not
+    /// taken. Returns whether it was taken.
     pub fn import_cluster(
         &self,
         cluster: &str,
@@ -595,6 +607,19 @@ impl Index {
         let mut clusters = self.inner.clusters.lock();
         // A cluster first heard of from the store (a restart) is not news.
         let known = clusters.contains_key(cluster);
+        // The store is bounded like the streams: a relist or restart does
+        // not bring back more clusters than --max-clusters.
+        let max = self.inner.max_clusters.load(Ordering::Relaxed);
+        if !known && clusters.len() >= max {
+            drop(clusters);
+            Counters::bump(&self.inner.counters.refused_clusters);
+            tracing::warn!(
+                cluster,
+                max,
+                "stored report not imported: the hub already keeps --max-clusters clusters"
+            );
+            return false;
+        }
         let live = clusters
             .entry(cluster.to_owned())
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
@@ -775,6 +800,7 @@ impl Index {
                 cluster,
                 "silent disconnected cluster forgotten (--insecure-prune-after)"
             );
+            let _ = self.inner.pruned.send(cluster);
         }
     }
 
@@ -1140,6 +1166,33 @@ mod tests {
     fn condition_types(view: &GatewayView) -> BTreeSet<String> {
         let status = view.lean.status.as_ref().unwrap();
         status.conditions.iter().map(|c| c.r#type.clone()).collect()
+    }
+
+    /// Stored reports are bounded like streams (`--max-clusters`), and a
+    /// pruned cluster is announced so the store deletes its report.
+    #[tokio::test]
+    async fn imports_respect_max_clusters_and_prunes_are_announced() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        index.set_max_clusters(2);
+        let long_ago = now_millis() - 3_600_000;
+        let one = || BTreeMap::from([(key("web"), reported(&["Accepted"]))]);
+        assert!(index.import_cluster("a", one(), long_ago, long_ago));
+        assert!(index.import_cluster("b", one(), long_ago, long_ago));
+        assert!(!index.import_cluster("c", one(), long_ago, long_ago));
+        assert_eq!(Counters::get(&index.counters().refused_clusters), 1);
+        // A known cluster is still updated.
+        assert!(index.import_cluster("a", one(), long_ago, long_ago));
+        assert_eq!(index.clusters().len(), 2);
+
+        let mut pruned = index.subscribe_pruned();
+        index.set_prune_after(Duration::from_secs(60));
+        index.prune_silent();
+        let mut names = vec![pruned.recv().await.unwrap(), pruned.recv().await.unwrap()];
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        assert!(index.clusters().is_empty());
+        // Room again.
+        assert!(index.import_cluster("c", one(), long_ago, long_ago));
     }
 
     /// A status write's answer is installed only over the live object the
