@@ -261,28 +261,114 @@ fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestErro
     Ok(())
 }
 
-/// Refuses text nesting flow collections deeper than [`MAX_NESTING`]
-/// (a linear scan; brackets inside strings count too, which only makes it
-/// stricter than needed for text no manifest has).
+/// Refuses text nesting flow collections deeper than [`MAX_NESTING`], in
+/// one linear scan that skips what the YAML parser reads as text: quoted
+/// scalars (`'...'` with `''`, `"..."` with `\` escapes), comments (a `#`
+/// at a line start or after whitespace) and, outside flow collections,
+/// block scalars (`|`, `>`: the more indented lines after them). Brackets
+/// in plain scalars still count, which only makes it stricter than needed
+/// for text no manifest has.
 fn check_nesting(file: &str, text: &str) -> Result<(), ManifestError> {
+    let b = text.as_bytes();
+    let too_deep = |offset| ManifestError::TooDeep {
+        path: file.to_owned(),
+        max: MAX_NESTING,
+        offset,
+    };
     let mut depth = 0usize;
-    for (offset, b) in text.bytes().enumerate() {
-        match b {
+    // Indentation of the current line.
+    let mut indent = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        let prev = i.checked_sub(1).map(|p| b[p]);
+        // Whether a scalar (or comment) may start here.
+        let starts = matches!(
+            prev,
+            None | Some(b' ' | b'\t' | b'\r' | b'\n' | b'[' | b'{' | b',' | b':')
+        );
+        let spaced = matches!(prev, None | Some(b' ' | b'\t' | b'\r' | b'\n'));
+        match b[i] {
+            b'\n' => {
+                i += 1;
+                indent = b[i..].iter().take_while(|&&c| c == b' ').count();
+                continue;
+            }
             b'[' | b'{' => {
                 depth += 1;
                 if depth > MAX_NESTING {
-                    return Err(ManifestError::TooDeep {
-                        path: file.to_owned(),
-                        max: MAX_NESTING,
-                        offset,
-                    });
+                    return Err(too_deep(i));
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
+            b'#' if spaced => {
+                i = line_end(b, i);
+                continue;
+            }
+            b'\'' if starts => {
+                i += 1;
+                while i < b.len() {
+                    if b[i] == b'\'' {
+                        if b.get(i + 1) == Some(&b'\'') {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'"' if starts => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'|' | b'>' if spaced && depth == 0 && block_header(&b[i + 1..line_end(b, i)]) => {
+                // The block scalar's lines: blank or indented deeper than
+                // the line that starts it.
+                i = line_end(b, i);
+                while i < b.len() {
+                    let line = &b[i + 1..line_end(b, i + 1)];
+                    let deeper = line.iter().take_while(|&&c| c == b' ').count() > indent;
+                    let blank = line.iter().all(|c| c.is_ascii_whitespace());
+                    if !(deeper || blank) {
+                        break;
+                    }
+                    i = line_end(b, i + 1);
+                }
+                continue;
+            }
             _ => {}
         }
+        i += 1;
     }
     Ok(())
+}
+
+/// Where the line holding `i` ends (its `\n`, or the end of the text).
+fn line_end(b: &[u8], i: usize) -> usize {
+    b[i.min(b.len())..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |p| i + p)
+}
+
+/// Whether `rest` (after `|` or `>` up to the line's end) is a block scalar
+/// header's remainder: indentation and chomping indicators, then at most
+/// whitespace and a comment.
+fn block_header(rest: &[u8]) -> bool {
+    let n = rest
+        .iter()
+        .take_while(|c| c.is_ascii_digit() || **c == b'+' || **c == b'-')
+        .count();
+    let tail = &rest[n..];
+    let body = tail
+        .iter()
+        .position(|&c| c == b'#')
+        .filter(|&p| p > 0 && tail[p - 1].is_ascii_whitespace())
+        .map_or(tail, |p| &tail[..p]);
+    (tail.is_empty() || tail[0].is_ascii_whitespace())
+        && body.iter().all(|c| c.is_ascii_whitespace())
 }
 
 /// Parses the text of one file (named `file` in errors).
@@ -425,6 +511,57 @@ mod tests {
             "]".repeat(20)
         );
         assert!(parse_str("ok.yaml", &ok).is_ok());
+    }
+
+    #[test]
+    fn brackets_hidden_in_quotes_do_not_bypass_the_nesting_bound() {
+        // Each level closes a bracket inside a string: the parser nests.
+        let level = |q: &str| format!("[ {q}]{q}, ");
+        for hidden in [
+            format!("a: {}", level("\"").repeat(50_000)),
+            format!("a: {}", level("'").repeat(50_000)),
+        ] {
+            assert!(
+                matches!(
+                    parse_str("hidden.yaml", &hidden),
+                    Err(ManifestError::TooDeep { .. })
+                ),
+                "{}",
+                &hidden[..40]
+            );
+        }
+        // Escapes inside quotes do not end them; comments are skipped.
+        let escaped = format!("a: {}", "[ \"\\\"]\", ".repeat(200));
+        assert!(matches!(
+            parse_str("escaped.yaml", &escaped),
+            Err(ManifestError::TooDeep { .. })
+        ));
+        let quoted = format!("a: {}", "[ 'it''s ]', ".repeat(200));
+        assert!(matches!(
+            parse_str("quoted.yaml", &quoted),
+            Err(ManifestError::TooDeep { .. })
+        ));
+        let comment = format!("a: {}", "[ # ]\n".repeat(200));
+        assert!(matches!(
+            parse_str("comment.yaml", &comment),
+            Err(ManifestError::TooDeep { .. })
+        ));
+    }
+
+    #[test]
+    fn brackets_that_are_text_do_not_count() {
+        let brackets = "[{".repeat(MAX_NESTING);
+        let ok = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x # {brackets}\n  annotations:\n    q: \"{brackets}\"\n    s: '{brackets}'\ndata:\n  script: |\n    {brackets}\n\n    echo {brackets}\n  folded: >-\n    {brackets}\n  after: [x]\n"
+        );
+        let objects = parse_str("ok.yaml", &ok).unwrap();
+        assert_eq!(objects.len(), 1);
+        // A block scalar ends where the indentation does: what follows counts.
+        let after = format!("data:\n  script: |\n    x\n  deep: {}x\n", "[".repeat(200));
+        assert!(matches!(
+            parse_str("after.yaml", &after),
+            Err(ManifestError::TooDeep { .. })
+        ));
     }
 
     #[cfg(unix)]

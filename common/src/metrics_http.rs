@@ -20,6 +20,9 @@ const MAX_HEAD: usize = 4096;
 /// How long a client may take to send its whole request head (one deadline,
 /// not per read: a client trickling a byte at a time cannot hold a slot).
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to read the whole answer: one that sends a
+/// request and never reads cannot hold a slot either.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Scrapes answered at once; a scraper needs one.
 const MAX_CONNECTIONS: usize = 16;
 /// Pause after a failed accept.
@@ -33,6 +36,16 @@ pub async fn serve(
     addr: SocketAddr,
     render: Render,
     shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    serve_with(addr, render, shutdown, READ_TIMEOUT, WRITE_TIMEOUT).await
+}
+
+async fn serve_with(
+    addr: SocketAddr,
+    render: Render,
+    shutdown: CancellationToken,
+    read_timeout: Duration,
+    write_timeout: Duration,
 ) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -59,7 +72,7 @@ pub async fn serve(
             };
             let render = render.clone();
             tokio::spawn(async move {
-                answer(sock, render).await;
+                answer(sock, render, read_timeout, write_timeout).await;
                 drop(permit);
             });
         }
@@ -82,9 +95,16 @@ async fn read_head(sock: &mut TcpStream, buf: &mut [u8]) -> usize {
     len
 }
 
-async fn answer(mut sock: TcpStream, render: Render) {
+/// Answers one request; the head read and the write each have a deadline,
+/// so every answer ends within `read_timeout + write_timeout`.
+async fn answer(
+    mut sock: TcpStream,
+    render: Render,
+    read_timeout: Duration,
+    write_timeout: Duration,
+) {
     let mut buf = vec![0u8; MAX_HEAD];
-    let Ok(len) = tokio::time::timeout(READ_TIMEOUT, read_head(&mut sock, &mut buf)).await else {
+    let Ok(len) = tokio::time::timeout(read_timeout, read_head(&mut sock, &mut buf)).await else {
         // Too slow: close without an answer, freeing the slot.
         return;
     };
@@ -98,8 +118,13 @@ async fn answer(mut sock: TcpStream, render: Render) {
         "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = sock.write_all(response.as_bytes()).await;
-    let _ = sock.shutdown().await;
+    drop(body);
+    let write = async {
+        let _ = sock.write_all(response.as_bytes()).await;
+        let _ = sock.shutdown().await;
+    };
+    // Too slow a reader: the socket is dropped (closed) with the rest.
+    let _ = tokio::time::timeout(write_timeout, write).await;
 }
 
 /// A label value escaped for the Prometheus text format: backslash, double
@@ -169,6 +194,42 @@ mod tests {
         for t in tricklers {
             t.abort();
         }
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn clients_that_never_read_the_answer_do_not_block_scrapes() {
+        let shutdown = CancellationToken::new();
+        // Far more than the socket buffers of a client that reads nothing.
+        let big = Arc::new("x".repeat(8 << 20));
+        let render: Render = Arc::new(move || (*big).clone());
+        let write_timeout = Duration::from_millis(300);
+        let addr = serve_with(
+            ([127, 0, 0, 1], 0).into(),
+            render,
+            shutdown.clone(),
+            READ_TIMEOUT,
+            write_timeout,
+        )
+        .await
+        .unwrap();
+        // Every slot taken by a client that asks and never reads.
+        let mut silent = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.set_recv_buffer_size(4096).unwrap();
+            let mut sock = socket.connect(addr).await.unwrap();
+            sock.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await
+                .unwrap();
+            silent.push(sock);
+        }
+        // Generous: each silent client is cut off after `write_timeout`.
+        let ok = tokio::time::timeout(Duration::from_secs(30), get(addr, "/metrics"))
+            .await
+            .expect("a scrape is answered while silent clients hold every slot");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{}", &ok[..64]);
+        drop(silent);
         shutdown.cancel();
     }
 

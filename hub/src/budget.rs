@@ -38,6 +38,16 @@ pub const INGEST_STREAMS_PER_CONNECTION: u32 = 8;
 /// connection may have open (health checks, reflection).
 pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 
+/// Largest value of the count flags bounding connections and calls
+/// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
+/// far below what a semaphore can hold.
+pub const MAX_COUNT_FLAG: u64 = 1 << 20;
+
+/// The parser of a count flag: 1 to [`MAX_COUNT_FLAG`].
+fn count_flag() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_COUNT_FLAG)
+}
+
 /// Default of `--max-cluster-report-bytes`: 32 MiB, about 10,000 Gateways
 /// of 3 KiB (a Gateway with a few listeners encodes to well under 1 KiB).
 pub const DEFAULT_MAX_CLUSTER_REPORT_BYTES: u64 = 32 * 1024 * 1024;
@@ -60,10 +70,11 @@ pub struct Budgets {
     pub max_clusters: usize,
     /// Dashboard calls (watches included) open at once; more are refused
     /// with RESOURCE_EXHAUSTED.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = count_flag())]
     pub max_dashboard_calls: usize,
-    /// Dashboard calls open at once on one connection.
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    /// Dashboard calls open at once on one connection (1 to 1,048,576, as
+    /// are the other connection and call counts).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = count_flag())]
     pub max_dashboard_calls_per_connection: usize,
     /// A Dashboard watcher that takes no message for this long (it grants
     /// no flow-control window) is dropped and its connection closed, rather
@@ -72,15 +83,16 @@ pub struct Budgets {
     pub watch_send_timeout: Duration,
     /// Open connections on the ingest listener (agents hold one each);
     /// past it the hub stops accepting until one closes.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLUSTERS)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLUSTERS, value_parser = count_flag())]
     pub max_connections: usize,
     /// Open connections on the Dashboard listener.
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = count_flag())]
     pub max_dashboard_connections: usize,
     /// A TLS handshake not finished within this is dropped.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_common::time::parse_duration)]
     pub tls_handshake_timeout: Duration,
-    /// A connection that starts no call within this is closed.
+    /// A connection with no open call for this long is closed (agent
+    /// streams and watches are open calls).
     #[arg(long, value_name = "DUR", default_value = "30s", value_parser = gwhub_common::time::parse_duration)]
     pub idle_connection_timeout: Duration,
     /// With --insecure, a disconnected cluster silent for this long is
@@ -135,5 +147,54 @@ impl Counters {
 
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        budgets: Budgets,
+    }
+
+    fn parse(args: &[&str]) -> Result<Budgets, String> {
+        Flags::try_parse_from(std::iter::once("gwhub").chain(args.iter().copied()))
+            .map(|f| f.budgets)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn counts_and_durations_out_of_range_are_refused() {
+        for flag in [
+            "--max-connections",
+            "--max-dashboard-connections",
+            "--max-dashboard-calls",
+            "--max-dashboard-calls-per-connection",
+        ] {
+            for bad in ["0", "1048577", "18446744073709551615"] {
+                let e = parse(&[flag, bad]).unwrap_err();
+                assert!(
+                    e.contains(flag) && e.contains("1..=1048576"),
+                    "{flag} {bad}: {e}"
+                );
+            }
+            assert!(parse(&[flag, "1048576"]).is_ok(), "{flag}");
+        }
+        for flag in [
+            "--idle-connection-timeout",
+            "--tls-handshake-timeout",
+            "--watch-send-timeout",
+            "--insecure-prune-after",
+        ] {
+            let e = parse(&[flag, "0s"]).unwrap_err();
+            assert!(e.contains("longer than zero"), "{flag}: {e}");
+        }
+        let defaults = parse(&[]).unwrap();
+        assert_eq!(defaults.max_connections, Budgets::default().max_connections);
+        assert_eq!(defaults.max_dashboard_connections, 64);
     }
 }

@@ -1,7 +1,7 @@
 //! Connection bounds for the hub's gRPC listeners (issue 17): at most
 //! `--max-connections` open connections per listener (past it the accept loop
 //! waits, and the kernel's backlog pushes back), a connection that never
-//! starts a call is closed after `--idle-connection-timeout`, and a failing
+//! has no open call for `--idle-connection-timeout` is closed, and a failing
 //! `accept` (e.g. out of file descriptors) backs off and logs instead of
 //! spinning. Each connection carries a [`ConnInfo`] into its requests, so a
 //! handler can close the connection it came on (a Dashboard watcher that
@@ -11,15 +11,17 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{FutureExt, Stream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
+use tonic::body::Body;
+use tonic::codegen::{Service, http};
 use tonic::transport::server::{Connected, TlsConnectInfo};
 
 /// Pause after a failed `accept` (out of file descriptors, ...).
@@ -32,7 +34,7 @@ const SATURATED_LOG_EVERY: Duration = Duration::from_secs(60);
 pub struct ConnLimits {
     /// Open connections at once (TLS handshakes included).
     pub max_connections: usize,
-    /// A connection that starts no call within this is closed.
+    /// A connection with no open call for this long is closed.
     pub idle_timeout: Duration,
 }
 
@@ -43,7 +45,7 @@ pub struct ListenerCounters {
     pub open: AtomicU64,
     /// Connections accepted since start.
     pub accepted: AtomicU64,
-    /// Connections closed because they started no call in time.
+    /// Connections closed because they had no open call for the idle timeout.
     pub idle_closed: AtomicU64,
     /// Failed accepts (each followed by a back-off).
     pub accept_errors: AtomicU64,
@@ -52,12 +54,24 @@ pub struct ListenerCounters {
 }
 
 /// One connection's shared state, reachable from its requests.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ConnState {
     kill: CancellationToken,
-    used: AtomicBool,
+    /// Calls open on this connection (counted by [`Tracked`]): the
+    /// connection is idle while there is none.
+    calls: watch::Sender<usize>,
     /// Dashboard calls open on this connection.
     pub dashboard_calls: AtomicUsize,
+}
+
+impl Default for ConnState {
+    fn default() -> Self {
+        ConnState {
+            kill: CancellationToken::new(),
+            calls: watch::Sender::new(0),
+            dashboard_calls: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl ConnState {
@@ -67,9 +81,25 @@ impl ConnState {
         self.kill.cancel();
     }
 
-    /// Records that a call started (the connection is not idle).
-    pub fn mark_used(&self) {
-        self.used.store(true, Ordering::Relaxed);
+    /// Calls open on this connection right now.
+    pub fn open_calls(&self) -> usize {
+        *self.calls.borrow()
+    }
+}
+
+/// One open call: the connection is not idle while it lives.
+struct CallGuard(Arc<ConnState>);
+
+impl CallGuard {
+    fn new(state: Arc<ConnState>) -> Self {
+        state.calls.send_modify(|n| *n += 1);
+        CallGuard(state)
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.calls.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 
@@ -83,18 +113,91 @@ pub struct ConnInfo {
 
 /// The connection a request came on, with or without TLS.
 pub fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
-    let ext = request.extensions();
+    conn_in(request.extensions())
+}
+
+fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
     ext.get::<ConnInfo>()
         .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
 }
 
-/// Interceptor marking the connection as used; on every service, so only
-/// connections that never start a call are idle.
-pub fn mark_used(request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-    if let Some(c) = conn_of(&request) {
-        c.state.mark_used();
+/// A service whose calls keep their connection from being idle, from the
+/// request until the response body ends or the call is cancelled. Put it
+/// inside any authentication, so a refused call does not count as use.
+#[derive(Clone, Debug)]
+pub struct Tracked<S> {
+    inner: S,
+}
+
+impl<S> Tracked<S> {
+    pub fn new(inner: S) -> Self {
+        Tracked { inner }
     }
-    Ok(request)
+}
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for Tracked<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B> Service<http::Request<B>> for Tracked<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let guard = conn_in(request.extensions()).map(|c| CallGuard::new(c.state.clone()));
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(match guard {
+                None => response,
+                Some(guard) => response.map(|body| {
+                    Body::new(TrackedBody {
+                        inner: body,
+                        guard: Some(guard),
+                    })
+                }),
+            })
+        })
+    }
+}
+
+/// A response body holding its call open until it ends or is dropped.
+struct TrackedBody {
+    inner: Body,
+    guard: Option<CallGuard>,
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = tonic::codegen::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            self.guard = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// A TCP connection that can be closed from a request handler and holds
@@ -173,7 +276,9 @@ pub fn incoming(
     counters: Arc<ListenerCounters>,
     name: &'static str,
 ) -> impl Stream<Item = Result<Conn, io::Error>> + Send + 'static {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = Arc::new(Semaphore::new(
+        limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
+    ));
     let last_warned: Option<tokio::time::Instant> = None;
     futures::stream::unfold(
         (listener, slots, limits, counters, last_warned),
@@ -216,6 +321,25 @@ pub fn incoming(
     )
 }
 
+/// Resolves once `state` has had no open call for `idle` (the timer
+/// restarts each time the count drops to 0).
+async fn close_when_idle(state: &ConnState, idle: Duration) {
+    let mut calls = state.calls.subscribe();
+    loop {
+        if calls.wait_for(|n| *n == 0).await.is_err() {
+            return std::future::pending().await;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(idle) => {
+                if *calls.borrow() == 0 {
+                    return;
+                }
+            }
+            _ = calls.changed() => {}
+        }
+    }
+}
+
 fn wrap(
     tcp: TcpStream,
     remote: SocketAddr,
@@ -227,7 +351,7 @@ fn wrap(
     counters.accepted.fetch_add(1, Ordering::Relaxed);
     let state = Arc::new(ConnState::default());
     let closed = CancellationToken::new();
-    // Closes the connection if it starts no call in time.
+    // Closes the connection once it has had no open call for `idle`.
     let (watch, on_closed, idle, idle_counter) = (
         state.clone(),
         closed.clone(),
@@ -237,12 +361,10 @@ fn wrap(
     tokio::spawn(async move {
         tokio::select! {
             () = on_closed.cancelled() => {}
-            () = tokio::time::sleep(idle) => {
-                if !watch.used.load(Ordering::Relaxed) {
-                    idle_counter.idle_closed.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%remote, ?idle, "closing a connection that started no call");
-                    watch.close();
-                }
+            () = close_when_idle(&watch, idle) => {
+                idle_counter.idle_closed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(%remote, ?idle, "closing a connection with no open call");
+                watch.close();
             }
         }
     });

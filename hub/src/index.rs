@@ -56,9 +56,27 @@ pub struct GatewayView {
     /// Condition types in `aggregation.status` that are other writers'
     /// (kept from the live hub Gateway, never applied by the hub).
     pub foreign: BTreeSet<String>,
+    /// The live hub Gateway this aggregation was made from (the same `Arc`
+    /// as [`Index::live_hub`] while that is current); a later live object
+    /// that aggregates the same updates it without a new view.
+    aggregated_with: Mutex<Option<Arc<LiveHub>>>,
 }
 
 impl GatewayView {
+    /// The live hub Gateway the view was aggregated with.
+    pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
+        self.aggregated_with.lock().clone()
+    }
+
+    /// Whether the view was aggregated with exactly `live` (not an equal
+    /// copy: the object the index holds now).
+    pub fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
+        self.aggregated_with
+            .lock()
+            .as_ref()
+            .is_some_and(|a| Arc::ptr_eq(a, live))
+    }
+
     pub fn revision(&self) -> u64 {
         self.lean.revision
     }
@@ -299,6 +317,8 @@ struct Inner {
     /// Bumped whenever some cluster's reports were applied.
     reports: watch::Sender<u64>,
     transitions: broadcast::Sender<ClusterTransition>,
+    /// Clusters the prune forgot, for the store to delete their reports.
+    pruned: broadcast::Sender<String>,
     options: Options,
     stale_after: Duration,
     counters: Arc<Counters>,
@@ -324,6 +344,7 @@ impl Index {
         let (views, _) = watch::channel(Views::default());
         let (reports, _) = watch::channel(0);
         let (transitions, _) = broadcast::channel(TRANSITIONS_BUFFER);
+        let (pruned, _) = broadcast::channel(TRANSITIONS_BUFFER);
         Index {
             inner: Arc::new(Inner {
                 fleet: RwLock::new(Fleet::new()),
@@ -335,6 +356,7 @@ impl Index {
                 views,
                 reports,
                 transitions,
+                pruned,
                 options,
                 stale_after,
                 counters: Arc::default(),
@@ -370,6 +392,13 @@ impl Index {
         if !session.is_superseded() {
             session.live.report_bytes.store(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// Every cluster `--insecure-prune-after` forgets from now on (the
+    /// store deletes their reports, so a relist or restart does not bring
+    /// them back).
+    pub fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
+        self.inner.pruned.subscribe()
     }
 
     /// Every stale/fresh transition of a cluster from now on.
@@ -565,7 +594,8 @@ impl Index {
     /// replica the agent streams to), unless the cluster's live stream to
     /// this hub has already reported, which is newer. Liveness continues from the stored
     /// times, so a cluster silent for `stale_after` is stale at once and a
-    /// live one does not flap. Returns whether it was taken.
+    /// live one does not flap. A cluster past `--max-clusters` is not
+    /// taken. Returns whether it was taken.
     pub fn import_cluster(
         &self,
         cluster: &str,
@@ -577,6 +607,19 @@ impl Index {
         let mut clusters = self.inner.clusters.lock();
         // A cluster first heard of from the store (a restart) is not news.
         let known = clusters.contains_key(cluster);
+        // The store is bounded like the streams: a relist or restart does
+        // not bring back more clusters than --max-clusters.
+        let max = self.inner.max_clusters.load(Ordering::Relaxed);
+        if !known && clusters.len() >= max {
+            drop(clusters);
+            Counters::bump(&self.inner.counters.refused_clusters);
+            tracing::warn!(
+                cluster,
+                max,
+                "stored report not imported: the hub already keeps --max-clusters clusters"
+            );
+            return false;
+        }
         let live = clusters
             .entry(cluster.to_owned())
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
@@ -656,6 +699,33 @@ impl Index {
         changed
     }
 
+    /// Installs `written` (the answer to a status write planned against
+    /// `planned`) as the live hub Gateway `key`, unless the watch installed
+    /// another object meanwhile: the answer may be older than that (a spec
+    /// edited since), and the watch is then the source. Returns whether it
+    /// was installed.
+    pub fn set_live_hub_written(
+        &self,
+        key: GatewayKey,
+        planned: &Arc<LiveHub>,
+        written: LiveHub,
+    ) -> bool {
+        {
+            let mut map = self.inner.live.lock();
+            match map.get(&key) {
+                Some(current) if Arc::ptr_eq(current, planned) => {
+                    if **current == written {
+                        return false;
+                    }
+                    map.insert(key.clone(), Arc::new(written));
+                }
+                _ => return false,
+            }
+        }
+        self.mark_dirty(BTreeSet::from([key]));
+        true
+    }
+
     /// Replaces every live hub Gateway (after the watch listed them all);
     /// the ones that changed, came or went are re-aggregated.
     pub fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
@@ -730,6 +800,7 @@ impl Index {
                 cluster,
                 "silent disconnected cluster forgotten (--insecure-prune-after)"
             );
+            let _ = self.inner.pruned.send(cluster);
         }
     }
 
@@ -879,6 +950,8 @@ impl Index {
                     .zip(&shared)
                     .all(|(a, b)| *a == b.cluster)
             {
+                // Same result from this live object: the view stands for it.
+                *old.aggregated_with.lock() = live;
                 continue;
             }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();
@@ -888,6 +961,7 @@ impl Index {
                 foreign,
                 clusters,
                 old.map(|v| &**v),
+                live,
             );
             results.push((key, Some(view)));
         }
@@ -975,6 +1049,7 @@ fn build_view(
     foreign: BTreeSet<String>,
     clusters: Vec<String>,
     old: Option<&GatewayView>,
+    live: Option<Arc<LiveHub>>,
 ) -> GatewayView {
     let status = convert::status_to_proto(&aggregation.status).unwrap_or_else(|e| {
         tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
@@ -1008,6 +1083,7 @@ fn build_view(
         omissions,
         omissions_revision,
         foreign,
+        aggregated_with: Mutex::new(live),
     }
 }
 
@@ -1090,6 +1166,85 @@ mod tests {
     fn condition_types(view: &GatewayView) -> BTreeSet<String> {
         let status = view.lean.status.as_ref().unwrap();
         status.conditions.iter().map(|c| c.r#type.clone()).collect()
+    }
+
+    /// Stored reports are bounded like streams (`--max-clusters`), and a
+    /// pruned cluster is announced so the store deletes its report.
+    #[tokio::test]
+    async fn imports_respect_max_clusters_and_prunes_are_announced() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        index.set_max_clusters(2);
+        let long_ago = now_millis() - 3_600_000;
+        let one = || BTreeMap::from([(key("web"), reported(&["Accepted"]))]);
+        assert!(index.import_cluster("a", one(), long_ago, long_ago));
+        assert!(index.import_cluster("b", one(), long_ago, long_ago));
+        assert!(!index.import_cluster("c", one(), long_ago, long_ago));
+        assert_eq!(Counters::get(&index.counters().refused_clusters), 1);
+        // A known cluster is still updated.
+        assert!(index.import_cluster("a", one(), long_ago, long_ago));
+        assert_eq!(index.clusters().len(), 2);
+
+        let mut pruned = index.subscribe_pruned();
+        index.set_prune_after(Duration::from_secs(60));
+        index.prune_silent();
+        let mut names = vec![pruned.recv().await.unwrap(), pruned.recv().await.unwrap()];
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        assert!(index.clusters().is_empty());
+        // Room again.
+        assert!(index.import_cluster("c", one(), long_ago, long_ago));
+    }
+
+    /// A status write's answer is installed only over the live object the
+    /// write was planned against: a newer one from the watch (a spec edit)
+    /// stays. A view tells which live object it was aggregated with, also
+    /// when a newer object aggregates the same.
+    #[test]
+    fn a_write_answer_never_replaces_a_newer_live_hub_gateway() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let session = index.connect("east", "test").unwrap();
+        index
+            .replace_snapshot(
+                &session,
+                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
+            )
+            .unwrap();
+        let at = |generation| LiveHub {
+            generation,
+            ..LiveHub::default()
+        };
+        index.set_live_hub(key("web"), Some(at(1)));
+        index.aggregate_dirty();
+        let planned = index.live_hub(&key("web")).unwrap();
+        assert!(index.view(&key("web")).unwrap().aggregated_from(&planned));
+        // The user edits the spec while the write is under way.
+        assert!(index.set_live_hub(key("web"), Some(at(2))));
+        let edited = index.live_hub(&key("web")).unwrap();
+        assert!(!index.view(&key("web")).unwrap().aggregated_from(&edited));
+        // The write's answer predates the edit.
+        assert!(!index.set_live_hub_written(key("web"), &planned, at(1)));
+        assert!(Arc::ptr_eq(&index.live_hub(&key("web")).unwrap(), &edited));
+        index.aggregate_dirty();
+        let view = index.view(&key("web")).unwrap();
+        assert!(view.aggregated_from(&edited));
+        let status = view.lean.status.as_ref().unwrap();
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(2)),
+            "{status:?}"
+        );
+        // An answer over the object planned against is installed; the same
+        // aggregation from it keeps the view, which now stands for it.
+        let mut answer = at(2);
+        answer.owns_listeners = true;
+        assert!(index.set_live_hub_written(key("web"), &edited, answer));
+        let written = index.live_hub(&key("web")).unwrap();
+        assert!(!index.aggregate_dirty());
+        let same = index.view(&key("web")).unwrap();
+        assert_eq!(same.revision(), view.revision());
+        assert!(same.aggregated_from(&written));
     }
 
     /// The published view is aggregated with the live hub Gateway when

@@ -187,7 +187,7 @@ pub fn render_budgets(c: &Counters) -> String {
         (
             "gwhub_connections_idle_closed_total",
             "counter",
-            "Connections closed for starting no call (--idle-connection-timeout).",
+            "Connections closed for having no open call for --idle-connection-timeout.",
             |l| &l.idle_closed,
         ),
         (

@@ -14,7 +14,7 @@ use tonic::transport::Server;
 
 use crate::aggregate::Options;
 use crate::budget::Budgets;
-use crate::conn::{ConnLimits, incoming, mark_used};
+use crate::conn::{ConnLimits, Tracked, incoming};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::Index;
@@ -197,16 +197,16 @@ impl Hub {
             let _ = rx.wait_for(|s| *s).await;
         };
         let mut servers = JoinSet::new();
-        // Every service marks its connection used, so only connections
-        // that never start a call meet --idle-connection-timeout.
+        // Every service counts its open calls, so only connections with
+        // none for --idle-connection-timeout are closed.
         let counters = index.counters().clone();
         servers.spawn(
             builder_tls(tls.as_ref().map(HubTls::ingest).map(handshake))?
                 .max_concurrent_streams(crate::budget::INGEST_STREAMS_PER_CONNECTION)
-                .add_service(InterceptedService::new(ingest_health_svc, mark_used))
-                .add_service(InterceptedService::new(reflection(), mark_used))
-                .add_service(InterceptedService::new(reflection_v1alpha(), mark_used))
-                .add_service(InterceptedService::new(ingest.into_server(), mark_used))
+                .add_service(Tracked::new(ingest_health_svc))
+                .add_service(Tracked::new(reflection()))
+                .add_service(Tracked::new(reflection_v1alpha()))
+                .add_service(Tracked::new(ingest.into_server()))
                 .serve_with_incoming_shutdown(
                     incoming(
                         ingest_listener,
@@ -220,15 +220,14 @@ impl Hub {
         servers.spawn(
             builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
                 .max_concurrent_streams(dashboard_streams)
-                .add_service(InterceptedService::new(dash_health_svc, mark_used))
-                .add_service(InterceptedService::new(reflection(), mark_used))
-                .add_service(InterceptedService::new(reflection_v1alpha(), mark_used))
+                .add_service(Tracked::new(dash_health_svc))
+                .add_service(Tracked::new(reflection()))
+                .add_service(Tracked::new(reflection_v1alpha()))
+                // Inside the token check: a refused call is no use of the
+                // connection.
                 .add_service(InterceptedService::new(
-                    InterceptedService::new(
-                        dashboard.into_server(),
-                        tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
-                    ),
-                    mark_used,
+                    Tracked::new(dashboard.into_server()),
+                    tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
                 ))
                 .serve_with_incoming_shutdown(
                     incoming(

@@ -501,6 +501,46 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
 }
 
 #[tokio::test]
+async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_stream() {
+    let hub = start_with(Budgets {
+        idle_connection_timeout: Duration::from_millis(300),
+        ..Budgets::default()
+    })
+    .await;
+    let counters = hub.index.counters().clone();
+    let mut watcher = dashboard(&hub).await;
+    let mut w = watch(&mut watcher).await.unwrap();
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    // One call, then silence: the connection must not hold its slot.
+    let mut once = dashboard(&hub).await;
+    once.list_clusters(v1::ListClustersRequest {})
+        .await
+        .unwrap();
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard.idle_closed) },
+        |n| *n >= 1,
+    )
+    .await;
+    // Many idle timeouts later the agent stream and the watch still work.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    east.snapshot(0, vec![report("ns", "gw", "x")]).await;
+    loop {
+        let m = tokio::time::timeout(WAIT, w.next())
+            .await
+            .expect("the watch is served")
+            .expect("the watch is open")
+            .unwrap();
+        if m.upserted.iter().any(|g| g.name == "gw") {
+            break;
+        }
+    }
+    assert_eq!(Counters::get(&counters.dashboard.idle_closed), 1);
+    assert_eq!(Counters::get(&counters.ingest.idle_closed), 0);
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_tls_handshake_that_never_finishes_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let layout = gwhub::cli::certs::generate(

@@ -278,6 +278,38 @@ async fn foreign_ca_or_no_client_certificate_is_refused_at_the_handshake() {
 }
 
 #[tokio::test]
+async fn a_connection_left_idle_after_a_refused_call_is_closed() {
+    let dir = TempDir::new("idle");
+    let l = certs(&dir.0, &["east"]);
+    let mut config = HubConfig::loopback(Duration::from_secs(60));
+    config.insecure = false;
+    config.budgets.idle_connection_timeout = Duration::from_millis(300);
+    let hub = Hub::start_with_tls(config, Some(hub_tls(&l).with_dashboard_token("s3cret")))
+        .await
+        .unwrap();
+    let ch = channel(hub.dashboard_addr, client_tls(&l.ca, None))
+        .await
+        .unwrap();
+    // The client keeps its connection open.
+    let mut d = DashboardClient::new(ch);
+    let e = d
+        .list_clusters(v1::ListClustersRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+    let counters = hub.index.counters().clone();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while gwhub::budget::Counters::get(&counters.dashboard.idle_closed) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a connection with no open call kept its slot"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hub.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn dashboard_over_tls_with_token_and_client_ca() {
     let dir = TempDir::new("dash");
     let l = certs(&dir.0, &["east"]);

@@ -892,6 +892,50 @@ async fn the_last_report_before_a_disconnect_is_stored() {
     hub.shutdown().await.unwrap();
 }
 
+/// Under --insecure, a cluster pruned for silence loses its stored report
+/// too (as the hub's ServiceAccount), so a relist or restart does not
+/// bring the made-up name back.
+#[tokio::test]
+async fn a_pruned_clusters_stored_report_is_deleted() {
+    let Some((_fleet, client, as_hub)) =
+        management("a_pruned_clusters_stored_report_is_deleted").await
+    else {
+        return;
+    };
+    let mut config = HubConfig::loopback(Duration::from_secs(60));
+    config.budgets.insecure_prune_after = Duration::from_secs(1);
+    let hub = KubeHub::start(config, options("hub-1"), as_hub.clone())
+        .await
+        .expect("hub starts in Kubernetes mode");
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    let stored = |present: bool| {
+        let reports = reports.clone();
+        async move {
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let r = reports.get_opt(&object_name("rogue")).await.unwrap();
+                if r.is_some() == present {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "rogue's report never {}: {r:?}",
+                    if present { "stored" } else { "deleted" }
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let mut rogue = Agent::connect(hub.hub.ingest_addr, "rogue").await;
+    rogue
+        .snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    stored(true).await;
+    drop(rogue);
+    stored(false).await;
+    hub.shutdown().await.unwrap();
+}
+
 /// When its clusters withdraw every address and listener (the conditions
 /// staying the same), or stop reporting the Gateway, the hub Gateway drops
 /// what the hub wrote, and no write is refused on the way (an empty

@@ -60,7 +60,10 @@ impl DashboardService {
         DashboardService {
             index,
             shutdown,
-            calls: Arc::new(Semaphore::new(budgets.max_dashboard_calls)),
+            // Clamped: the flag is bounded, a programmatic value may not be.
+            calls: Arc::new(Semaphore::new(
+                budgets.max_dashboard_calls.min(Semaphore::MAX_PERMITS),
+            )),
             max_calls: budgets.max_dashboard_calls,
             max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
             watch_send_timeout: budgets.watch_send_timeout,

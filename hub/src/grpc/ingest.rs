@@ -26,6 +26,9 @@ const BATCH: usize = 256;
 /// inbound, so HTTP/2 flow control slows the agent instead of the hub
 /// buffering.
 const OUTBOUND_QUEUE: usize = 16;
+/// How long the hub waits to hand an ending stream's status to an agent
+/// whose queue is full (it stopped reading).
+const FINAL_SEND_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How the ingest endpoint behaves.
 #[derive(Clone, Debug)]
@@ -123,11 +126,16 @@ impl v1::ingest_server::Ingest for IngestService {
                 stream.index.disconnect(session);
             }
             let cluster = stream.session.as_ref().map(|s| s.cluster().to_owned());
+            // The stream's state (a partial snapshot may be as large as the
+            // cluster budget) goes before the final status is handed over.
+            drop(stream);
             match result {
                 Ok(()) => tracing::info!(?peer, ?cluster, "agent stream closed"),
                 Err(status) => {
                     tracing::warn!(?peer, ?cluster, code = ?status.code(), message = status.message(), "agent stream ended");
-                    let _ = tx.send(Err(status)).await;
+                    // An agent that stopped reading gets no status rather
+                    // than holding the task.
+                    let _ = tokio::time::timeout(FINAL_SEND_TIMEOUT, tx.send(Err(status))).await;
                 }
             }
         });
@@ -218,6 +226,11 @@ fn inbound_error(status: Status) -> Status {
     }
 }
 
+/// How every stream ends when the hub shuts down.
+fn shutting_down() -> Status {
+    Status::unavailable("the hub is shutting down; reconnect")
+}
+
 /// How a stream a newer one for its cluster took over ends.
 fn superseded(session: &Session) -> Status {
     Status::aborted(crate::index::Superseded(session.cluster().to_owned()).to_string())
@@ -289,7 +302,7 @@ impl AgentStream {
         };
         self.accept_hello(hello)?;
         self.rate = RateLimit::new(self.config.max_messages_per_second);
-        if !self.flush().await {
+        if !self.flush().await? {
             return Ok(());
         }
 
@@ -300,16 +313,14 @@ impl AgentStream {
         loop {
             let first = tokio::select! {
                 biased;
-                _ = crate::grpc::shutting_down(&mut shutdown) => {
-                    return Err(Status::unavailable("the hub is shutting down; reconnect"));
-                }
+                _ = crate::grpc::shutting_down(&mut shutdown) => return Err(shutting_down()),
                 () = session.superseded() => return Err(superseded(&session)),
                 m = inbound.next() => m,
                 _ = heartbeat.tick() => {
                     self.pending.push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
                         sent_unix_millis: jiff::Timestamp::now().as_millisecond(),
                     })));
-                    if !self.flush().await {
+                    if !self.flush().await? {
                         return Ok(());
                     }
                     continue;
@@ -336,7 +347,7 @@ impl AgentStream {
                     None => break,
                 }
             }
-            if !self.flush().await || closed {
+            if !self.flush().await? || closed {
                 return Ok(());
             }
         }
@@ -424,20 +435,31 @@ impl AgentStream {
             })));
     }
 
-    /// Sends what is queued plus an ack; `false` if the agent went away.
-    async fn flush(&mut self) -> bool {
+    /// Sends what is queued plus an ack; `Ok(false)` if the agent went away.
+    /// An agent that stops reading does not hold a superseded stream (or
+    /// shutdown): the wait for room in the queue gives way to both.
+    async fn flush(&mut self) -> Result<bool, Status> {
         if self.applied.is_some() && self.applied != self.acked {
             self.acked = self.applied;
             let seq = self.applied.unwrap_or_default();
             self.pending
                 .push(hub_msg(hub_message::Message::Ack(v1::Ack { seq })));
         }
-        for m in self.pending.drain(..) {
-            if self.tx.send(Ok(m)).await.is_err() {
-                return false;
+        let session = self.session().clone();
+        let mut shutdown = self.shutdown.clone();
+        for m in std::mem::take(&mut self.pending) {
+            tokio::select! {
+                biased;
+                _ = crate::grpc::shutting_down(&mut shutdown) => return Err(shutting_down()),
+                () = session.superseded() => return Err(superseded(&session)),
+                sent = self.tx.send(Ok(m)) => {
+                    if sent.is_err() {
+                        return Ok(false);
+                    }
+                }
             }
         }
-        true
+        Ok(true)
     }
 
     fn handle(&mut self, message: Result<v1::AgentMessage, Status>) -> Result<(), Status> {
@@ -672,4 +694,60 @@ pub fn replay(
         index.disconnect(session);
     }
     result.map(|()| stream.pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::Options;
+
+    /// A stream whose agent never reads, with its queue full and more to
+    /// send, plus what keeps it from ending on its own.
+    fn stuck(
+        index: &Index,
+    ) -> (
+        AgentStream,
+        mpsc::Receiver<Result<v1::HubMessage, Status>>,
+        watch::Sender<bool>,
+    ) {
+        let (tx, rx) = mpsc::channel(1);
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
+        let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
+        stream.session = Some(index.connect("east", "test").unwrap());
+        for _ in 0..4 {
+            stream
+                .pending
+                .push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
+                    sent_unix_millis: 0,
+                })));
+        }
+        (stream, rx, shutdown_tx)
+    }
+
+    #[tokio::test]
+    async fn a_superseded_stream_whose_agent_stopped_reading_ends() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let (mut stream, _rx, _shutdown) = stuck(&index);
+        let flushing = tokio::spawn(async move { stream.flush().await });
+        let _newer = index.connect("east", "test").unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), flushing)
+            .await
+            .expect("the flush gave way to the newer stream")
+            .unwrap();
+        assert_eq!(ended.unwrap_err().code(), tonic::Code::Aborted);
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_a_stream_whose_agent_stopped_reading() {
+        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let (mut stream, _rx, shutdown) = stuck(&index);
+        let flushing = tokio::spawn(async move { stream.flush().await });
+        shutdown.send(true).unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), flushing)
+            .await
+            .expect("the flush gave way to shutdown")
+            .unwrap();
+        assert_eq!(ended.unwrap_err().code(), tonic::Code::Unavailable);
+    }
 }

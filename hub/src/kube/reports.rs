@@ -210,6 +210,7 @@ impl ReportWriter {
         shutdown: CancellationToken,
     ) {
         let mut reports = self.index.subscribe_reports();
+        let mut pruned = self.index.subscribe_pruned();
         let mut written: BTreeMap<String, Written> = BTreeMap::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -225,6 +226,16 @@ impl ReportWriter {
                 Some(cluster) = forget.recv() => {
                     written.remove(&cluster);
                 }
+                r = pruned.recv() => match r {
+                    Ok(cluster) => {
+                        written.remove(&cluster);
+                        self.forget_pruned(&cluster).await;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "pruned clusters' reports not deleted (too many at once); a relist brings them back stale, to be pruned again");
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
                 _ = tick.tick() => {}
             }
             reports.mark_unchanged();
@@ -282,6 +293,17 @@ impl ReportWriter {
                         last_seen_millis: record.last_seen_millis,
                     },
                 );
+            }
+        }
+    }
+
+    /// Deletes the stored report of a cluster `--insecure-prune-after`
+    /// forgot: kept, it would be imported again on a relist or restart.
+    async fn forget_pruned(&self, cluster: &str) {
+        match delete(&self.api, cluster).await {
+            Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
+            Err(e) => {
+                tracing::warn!(cluster, error = %e, "cannot delete a pruned cluster's stored report")
             }
         }
     }

@@ -402,7 +402,7 @@ impl StatusWriter {
     }
 
     /// Applies the published aggregation of `key` if it differs from the
-    /// live hub Gateway; returns whether it sent a write.
+    /// live hub Gateway; returns whether it sent a write (or requeued one).
     async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) -> bool {
         // Inputs set before this (a live change, a report) are aggregated
         // first, so what is applied was aggregated with them.
@@ -416,6 +416,14 @@ impl StatusWriter {
             // was logged by the index.
             return false;
         };
+        if !view.aggregated_from(&live) {
+            // The live object changed after the aggregation (a condition
+            // another writer added would be dropped by a plan against it):
+            // try again once it is aggregated, paced like a write.
+            tracing::debug!(gateway = %key, "hub Gateway changed since aggregation; write requeued");
+            self.queue.push(key);
+            return true;
+        }
         let write = match plan(&live, &view.aggregation.status, &view.foreign) {
             Plan::Noop => {
                 Metrics::bump(&self.metrics.status_writes_skipped);
@@ -438,8 +446,13 @@ impl StatusWriter {
                 self.retry.succeeded(&key);
                 Metrics::bump(&self.metrics.status_writes);
                 tracing::debug!(gateway = %key, rv = ?gw.resource_version(), "hub Gateway status applied");
-                self.index
-                    .set_live_hub(key, Some(LiveHub::from_gateway(&gw, FIELD_MANAGER)));
+                // Only over the object the plan used: the watch may have
+                // installed a newer one (a spec edit) the answer predates.
+                self.index.set_live_hub_written(
+                    key,
+                    &live,
+                    LiveHub::from_gateway(&gw, FIELD_MANAGER),
+                );
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 self.retry.succeeded(&key);
