@@ -366,6 +366,7 @@ fn start_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--dashboard-listen", "127.0.0.1:0"])
             .args(["--namespace", SYSTEM_NS, "--stale-after", "2s"])
+            .args(["--insecure-prune-after", "1s"])
             .args(["--lease-duration", "3s"])
             .arg("--kubeconfig")
             .arg(cluster.kubeconfig_as(HUB_SA))
@@ -387,22 +388,31 @@ fn start_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
 /// patched) and written onto the hub Gateway, the hub's listeners cleared
 /// (a fresh read first) when the cluster withdraws them, and ClusterStale /
 /// ClusterFresh Events (created, then patched as they repeat) as the
-/// cluster goes silent and reports again.
+/// cluster goes silent and reports again, and (every fourth round) the
+/// cluster's stored report deleted when it disconnects and stays silent
+/// past `--insecure-prune-after`.
 async fn drive_hub(port: u16, log: &Path, done: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + REFUSED_WITHIN;
     let mut agent = None;
     let mut listener = true;
+    let mut round = 0u32;
     loop {
+        round += 1;
         let text = std::fs::read_to_string(log).unwrap_or_default();
         if done(&text) || Instant::now() > deadline {
             return text;
         }
-        if agent.is_none() {
-            agent = TinyAgent::connect(port).await;
-        }
-        if let Some(a) = agent.as_mut() {
-            a.snapshot(listener).await;
-            listener = !listener;
+        if round.is_multiple_of(4) {
+            // Disconnected and silent: pruned, its report deleted.
+            agent = None;
+        } else {
+            if agent.is_none() {
+                agent = TinyAgent::connect(port).await;
+            }
+            if let Some(a) = agent.as_mut() {
+                a.snapshot(listener).await;
+                listener = !listener;
+            }
         }
         // Silent for longer than --stale-after: the cluster goes stale.
         tokio::time::sleep(Duration::from_millis(3000)).await;
