@@ -5,20 +5,21 @@
 //! Memory bound. With `C` = `--max-clusters`, `B` =
 //! `--max-cluster-report-bytes` (encoded), `k` ≈ 3 (decoded status vs its
 //! encoding), `V` ≤ `C·B` the encoded aggregate (what one full Dashboard
-//! answer or watch snapshot weighs), `N_i` = `--max-connections`, `N_d` =
-//! `--max-dashboard-connections`, `S_i` = [`INGEST_STREAMS_PER_CONNECTION`],
-//! `S_d` = `--max-dashboard-calls-per-connection` + [`EXTRA_DASHBOARD_STREAMS`],
-//! `D` = `--max-dashboard-calls` and `M` = 4 MiB (the largest message):
+//! answer or watch snapshot weighs), `N_i` = `--max-connections`, `S_i` =
+//! [`INGEST_STREAMS_PER_CONNECTION`], `D` = `--max-dashboard-calls` and `M` =
+//! 4 MiB (the largest agent message):
 //!
 //! ```text
 //! memory ≲ base
 //!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
 //!        + V                the aggregated views
 //!        + N_i·S_i·M        one message being decoded per ingest stream
-//!        + 2·D·V            per watcher: at most one message being written and
-//!                           the next one; a watcher that takes no message is
-//!                           dropped --watch-send-timeout after the next change
-//!        + N_d·S_d·V        unary Dashboard answers the peer has not read
+//!        + 2·D·V            per Dashboard call: a watcher holds at most one
+//!                           message being written and the next one; a unary
+//!                           answer keeps its call slot until it is sent. A
+//!                           caller that takes nothing is dropped
+//!                           --watch-send-timeout after the next change (a
+//!                           watcher) or after the answer (a unary call)
 //! ```
 //!
 //! A superseded stream ends at once, so one stream per cluster assembles a
@@ -134,6 +135,9 @@ pub struct Counters {
     pub refused_dashboard_calls_per_connection: AtomicU64,
     /// Watchers dropped for `--watch-send-timeout`.
     pub watchers_dropped: AtomicU64,
+    /// Unary Dashboard answers not taken within `--watch-send-timeout`
+    /// (their connections closed).
+    pub answers_dropped: AtomicU64,
     /// Dashboard calls open right now.
     pub dashboard_calls: AtomicU64,
     /// Clusters forgotten by `--insecure-prune-after`.

@@ -121,6 +121,13 @@ fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
         .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
 }
 
+/// Something a handler keeps alive until its response body has been sent
+/// (or the call is dropped): put into the `tonic::Response`'s extensions,
+/// moved into the body by [`Tracked`]. The Dashboard holds a unary answer's
+/// call slot this way, so an answer the caller never reads stays counted.
+#[derive(Clone)]
+pub struct Hold(pub Arc<dyn std::any::Any + Send + Sync>);
+
 /// A service whose calls keep their connection from being idle, from the
 /// request until the response body ends or the call is cancelled. Put it
 /// inside any authentication, so a refused call does not count as use.
@@ -156,13 +163,16 @@ where
         let guard = conn_in(request.extensions()).map(|c| CallGuard::new(c.state.clone()));
         let response = self.inner.call(request);
         Box::pin(async move {
-            let response = response.await?;
+            let mut response = response.await?;
+            let hold = response.extensions_mut().remove::<Hold>();
             Ok(match guard {
                 None => response,
                 Some(guard) => response.map(|body| {
                     Body::new(TrackedBody {
                         inner: body,
                         guard: Some(guard),
+                        hold,
+                        rest: None,
                     })
                 }),
             })
@@ -170,10 +180,39 @@ where
     }
 }
 
-/// A response body holding its call open until it ends or is dropped.
+/// The largest data frame a tracked body hands the HTTP/2 layer at once.
+/// The layer asks for the next frame only while the peer's window has room,
+/// so a caller that reads nothing holds at most this much beyond its
+/// window, and the body ends (releasing its call and [`Hold`]) only once
+/// the answer has all but gone out.
+const MAX_FRAME: usize = 16 * 1024;
+
+/// A response body holding its call open (and the handler's [`Hold`])
+/// until it ends or is dropped, handing its data over in frames of at most
+/// [`MAX_FRAME`].
 struct TrackedBody {
     inner: Body,
     guard: Option<CallGuard>,
+    hold: Option<Hold>,
+    /// What is left of a data frame larger than [`MAX_FRAME`].
+    rest: Option<tonic::codegen::Bytes>,
+}
+
+impl TrackedBody {
+    /// The next frame of at most [`MAX_FRAME`] bytes cut from `data`,
+    /// keeping the remainder.
+    fn piece(
+        &mut self,
+        mut data: tonic::codegen::Bytes,
+    ) -> http_body::Frame<tonic::codegen::Bytes> {
+        if data.len() > MAX_FRAME {
+            let piece = data.split_to(MAX_FRAME);
+            self.rest = Some(data);
+            http_body::Frame::data(piece)
+        } else {
+            http_body::Frame::data(data)
+        }
+    }
 }
 
 impl http_body::Body for TrackedBody {
@@ -184,19 +223,32 @@ impl http_body::Body for TrackedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let frame = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None) = frame {
-            self.guard = None;
+        if let Some(rest) = self.rest.take() {
+            return Poll::Ready(Some(Ok(self.piece(rest))));
         }
-        frame
+        match std::task::ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
+            None => {
+                self.guard = None;
+                self.hold = None;
+                Poll::Ready(None)
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => Poll::Ready(Some(Ok(self.piece(data)))),
+                Err(other) => Poll::Ready(Some(Ok(other))),
+            },
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.rest.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
+        match &self.rest {
+            None => self.inner.size_hint(),
+            Some(_) => http_body::SizeHint::default(),
+        }
     }
 }
 

@@ -123,7 +123,7 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
 /// refused or dropped, and connections and calls open.
 pub fn render_budgets(c: &Counters) -> String {
     let mut out = String::new();
-    let counters: [(&str, &AtomicU64, &str); 6] = [
+    let counters: [(&str, &AtomicU64, &str); 7] = [
         (
             "gwhub_budget_refused_cluster_report_bytes_total",
             &c.refused_cluster_report_bytes,
@@ -148,6 +148,11 @@ pub fn render_budgets(c: &Counters) -> String {
             "gwhub_budget_watchers_dropped_total",
             &c.watchers_dropped,
             "Dashboard watchers dropped for --watch-send-timeout.",
+        ),
+        (
+            "gwhub_budget_unread_answers_dropped_total",
+            &c.answers_dropped,
+            "Dashboard answers not taken within --watch-send-timeout (connection closed).",
         ),
         (
             "gwhub_clusters_pruned_total",

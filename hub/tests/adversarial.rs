@@ -455,6 +455,75 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
     hub.shutdown().await.unwrap();
 }
 
+/// A unary answer the caller never reads keeps its call's slot of
+/// `--max-dashboard-calls` (so such answers are bounded like watchers), and
+/// after `--watch-send-timeout` its connection is closed.
+#[tokio::test]
+async fn an_unread_answer_holds_its_call_slot_then_its_connection_is_closed() {
+    let hub = start_with(Budgets {
+        watch_send_timeout: Duration::from_millis(800),
+        ..Budgets::default()
+    })
+    .await;
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    // A view of ~300 KB, beyond any default HTTP/2 window.
+    let long = |i: usize| format!("{i:04}{}", "g".repeat(120));
+    east.snapshot(0, (0..1500).map(|i| report("ns", &long(i), "")).collect())
+        .await;
+    until(WAIT, || names(&hub), |n| n.len() == 1500).await;
+    // ListGateways from a client whose window is far smaller than the
+    // answer, taking the headers and never reading the body.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.dashboard_addr))
+        .unwrap()
+        .initial_stream_window_size(Some(1024))
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let unread = grpc
+        .server_streaming(
+            tonic::Request::new(v1::ListGatewaysRequest::default()),
+            tonic::codegen::http::uri::PathAndQuery::from_static(
+                "/gwhub.v1.Dashboard/ListGateways",
+            ),
+            tonic_prost::ProstCodec::<v1::ListGatewaysRequest, v1::ListGatewaysResponse>::default(),
+        )
+        .await
+        .unwrap();
+    let counters = hub.index.counters().clone();
+    assert_eq!(
+        Counters::get(&counters.dashboard_calls),
+        1,
+        "the unread answer holds its call slot"
+    );
+    until(
+        WAIT,
+        || async { Counters::get(&counters.answers_dropped) },
+        |n| *n == 1,
+    )
+    .await;
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == 0,
+    )
+    .await;
+    drop(unread);
+    // A caller that reads is answered in full and not dropped.
+    let mut d = dashboard(&hub).await;
+    let all = d
+        .list_gateways(v1::ListGatewaysRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.gateways.len(), 1500);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(Counters::get(&counters.answers_dropped), 1);
+    assert_eq!(Counters::get(&counters.dashboard_calls), 0);
+    hub.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
     let hub = start_with(Budgets {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use gwhub_proto::v1;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
@@ -98,6 +98,35 @@ impl DashboardService {
             conn,
             counters,
         })
+    }
+
+    /// A unary answer that keeps its call's slot until the transport has
+    /// sent it (see [`crate::conn::Hold`]): an answer the caller never reads
+    /// stays within `--max-dashboard-calls`, and after
+    /// `--watch-send-timeout` its connection is closed, dropping what was
+    /// buffered for it.
+    fn answer<T>(&self, message: T, permit: CallPermit) -> Response<T> {
+        let mut response = Response::new(message);
+        let Some(conn) = permit.conn.clone() else {
+            return response;
+        };
+        let (sent, unsent) = oneshot::channel::<()>();
+        let counters = permit.counters.clone();
+        let timeout = self.watch_send_timeout;
+        let hold: Arc<(CallPermit, oneshot::Sender<()>)> = Arc::new((permit, sent));
+        response.extensions_mut().insert(crate::conn::Hold(hold));
+        tokio::spawn(async move {
+            // The sender goes with the answer's body: sent, or the call dropped.
+            if tokio::time::timeout(timeout, unsent).await.is_err() {
+                Counters::bump(&counters.answers_dropped);
+                tracing::warn!(
+                    ?timeout,
+                    "closing a Dashboard connection that takes no answer (--watch-send-timeout)"
+                );
+                conn.close();
+            }
+        });
+        response
     }
 
     pub fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
@@ -199,7 +228,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
-        let _permit = self.admit(&request)?;
+        let permit = self.admit(&request)?;
         // Clone the messages after letting go of the watch channel's lock.
         let views: Vec<Arc<GatewayView>> = self
             .index
@@ -210,14 +239,14 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             .cloned()
             .collect();
         let gateways = views.iter().map(|v| v.full()).collect();
-        Ok(Response::new(v1::ListGatewaysResponse { gateways }))
+        Ok(self.answer(v1::ListGatewaysResponse { gateways }, permit))
     }
 
     async fn get_gateway(
         &self,
         request: Request<v1::GetGatewayRequest>,
     ) -> Result<Response<v1::GetGatewayResponse>, Status> {
-        let _permit = self.admit(&request)?;
+        let permit = self.admit(&request)?;
         let r = request.into_inner();
         let key = GatewayKey::new(r.namespace, r.name);
         let view = self.index.subscribe().borrow().gateways.get(&key).cloned();
@@ -237,10 +266,13 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 status: Some(c.status),
             })
             .collect();
-        Ok(Response::new(v1::GetGatewayResponse {
-            gateway: Some(view.full()),
-            clusters,
-        }))
+        Ok(self.answer(
+            v1::GetGatewayResponse {
+                gateway: Some(view.full()),
+                clusters,
+            },
+            permit,
+        ))
     }
 
     type WatchGatewaysStream =
@@ -308,7 +340,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::ListClustersRequest>,
     ) -> Result<Response<v1::ListClustersResponse>, Status> {
-        let _permit = self.admit(&request)?;
+        let permit = self.admit(&request)?;
         let clusters = self
             .index
             .clusters()
@@ -323,7 +355,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 agent_version: c.agent_version,
             })
             .collect();
-        Ok(Response::new(v1::ListClustersResponse { clusters }))
+        Ok(self.answer(v1::ListClustersResponse { clusters }, permit))
     }
 }
 
