@@ -376,27 +376,39 @@ async fn dashboard_calls_are_bounded_in_total_and_per_connection() {
     hub.shutdown().await.unwrap();
 }
 
-#[tokio::test]
-async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
+/// A Gateway name of ~125 bytes: 1,500 of them make a view of ~300 KB,
+/// beyond any default HTTP/2 window.
+fn long(i: usize) -> String {
+    format!("{i:04}{}", "g".repeat(120))
+}
+
+/// A hub dropping callers that take nothing within `send_timeout`, cluster
+/// east reporting 1,500 [`long`] Gateways, and a Dashboard channel whose
+/// stream window is far smaller than the view (a caller that never reads
+/// cannot be handed an answer).
+async fn big_view_and_a_small_window(send_timeout: Duration) -> (Hub, Agent, Channel) {
     let hub = start_with(Budgets {
-        watch_send_timeout: Duration::from_millis(500),
+        watch_send_timeout: send_timeout,
         ..Budgets::default()
     })
     .await;
     let mut east = Agent::connect(hub.ingest_addr, "east").await;
-    // A view of ~300 KB, beyond any default HTTP/2 window.
-    let long = |i: usize| format!("{i:04}{}", "g".repeat(120));
     east.snapshot(0, (0..1500).map(|i| report("ns", &long(i), "")).collect())
         .await;
     until(WAIT, || names(&hub), |n| n.len() == 1500).await;
-    // A client whose stream window is far smaller than the view, and which
-    // never reads: the hub cannot hand it the first message.
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.dashboard_addr))
         .unwrap()
         .initial_stream_window_size(Some(1024))
         .connect()
         .await
         .unwrap();
+    (hub, east, channel)
+}
+
+#[tokio::test]
+async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
+    // A watcher that never reads: the hub cannot hand it the first message.
+    let (hub, east, channel) = big_view_and_a_small_window(Duration::from_millis(500)).await;
     let mut slow = DashboardClient::new(channel);
     let stream = watch(&mut slow).await.unwrap();
     // The next change cannot be handed over before the first message is
@@ -460,25 +472,8 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
 /// after `--watch-send-timeout` its connection is closed.
 #[tokio::test]
 async fn an_unread_answer_holds_its_call_slot_then_its_connection_is_closed() {
-    let hub = start_with(Budgets {
-        watch_send_timeout: Duration::from_millis(800),
-        ..Budgets::default()
-    })
-    .await;
-    let mut east = Agent::connect(hub.ingest_addr, "east").await;
-    // A view of ~300 KB, beyond any default HTTP/2 window.
-    let long = |i: usize| format!("{i:04}{}", "g".repeat(120));
-    east.snapshot(0, (0..1500).map(|i| report("ns", &long(i), "")).collect())
-        .await;
-    until(WAIT, || names(&hub), |n| n.len() == 1500).await;
-    // ListGateways from a client whose window is far smaller than the
-    // answer, taking the headers and never reading the body.
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", hub.dashboard_addr))
-        .unwrap()
-        .initial_stream_window_size(Some(1024))
-        .connect()
-        .await
-        .unwrap();
+    // ListGateways taking the headers and never reading the body.
+    let (hub, _east, channel) = big_view_and_a_small_window(Duration::from_millis(800)).await;
     let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let unread = grpc
