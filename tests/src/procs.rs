@@ -47,3 +47,25 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("bind a free loopback port")
 }
+
+/// `GET /metrics` on `port` (a gwhub binary's `--metrics-listen`): every
+/// `gwhub*` sample by its name, labels included.
+pub async fn scrape(port: u16) -> std::collections::BTreeMap<String, u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text.lines()
+        .filter(|l| l.starts_with("gwhub"))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_owned(), v.parse().ok()?))
+        })
+        .collect()
+}

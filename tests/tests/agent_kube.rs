@@ -4,7 +4,6 @@
 //! Service status, a DNS controller patching DNSRecord status, and the
 //! service-controller's `SyncLoadBalancerFailed` Events.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use gwhub_agent::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use gwhub_tests::install::{AGENT_SA, install_agent};
 use gwhub_tests::kube_objects::*;
-use gwhub_tests::procs::{Process, agent_binary, free_port};
+use gwhub_tests::procs::{Process, agent_binary, free_port, scrape};
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -361,26 +360,6 @@ async fn wait_event(client: &Client, name: &str, reason: &str) -> String {
 }
 
 // ---------------------------------------------------------------- binary
-
-async fn scrape(port: u16) -> BTreeMap<String, u64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    text.lines()
-        .filter(|l| l.starts_with("gwhub_agent_"))
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k.to_owned(), v.parse().ok()?))
-        })
-        .collect()
-}
 
 /// The real binary against a real API server: the missing DNS config is an
 /// error (Event, no DNS condition) until it appears; only in-scope Gateways

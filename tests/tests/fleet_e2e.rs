@@ -22,7 +22,7 @@ use gwhub::kube::status_writer::same_status;
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use gwhub_tests::install::{AGENT_SA, HUB_SA, install_agent, install_hub};
 use gwhub_tests::kube_objects::*;
-use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary};
+use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary, scrape};
 use gwhub_tests::recorder::Recorder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
@@ -430,26 +430,6 @@ async fn fleet_end_to_end_with_the_real_binaries() {
             assert!(!text.contains(refused), "{log}: {refused}:\n{text}");
         }
     }
-}
-
-/// `GET /metrics` on `port`: every `gwhub*` sample by its name (with labels).
-async fn scrape(port: u16) -> std::collections::BTreeMap<String, u64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("gwhub"))
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_owned(), v.parse().ok()?))
-        })
-        .collect()
 }
 
 /// A fleet mixing the Gateway API CRDs OpenShift ships: the management
