@@ -40,9 +40,7 @@ struct CallPermit {
 
 impl Drop for CallPermit {
     fn drop(&mut self) {
-        self.counters
-            .dashboard_calls
-            .fetch_sub(1, Ordering::Relaxed);
+        self.counters.dashboard_calls.dec();
         if let Some(c) = &self.conn {
             c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
         }
@@ -92,7 +90,7 @@ impl DashboardService {
                 )));
             }
         }
-        counters.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+        counters.dashboard_calls.inc();
         Ok(CallPermit {
             _permit: permit,
             conn,

@@ -490,8 +490,9 @@ pub async fn serve_metrics(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let render: gwhub_common::metrics_http::Render = Arc::new(move || metrics.render());
-    let addr = gwhub_common::metrics_http::serve(addr, render, shutdown)
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let addr = gwhub_common::metrics_http::serve(addr, Arc::new(registry), shutdown)
         .await
         .map_err(|source| Error::MetricsListen { addr, source })?;
     tracing::info!(%addr, "serving metrics on /metrics");
