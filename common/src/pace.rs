@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 /// Leading-edge pacing of passes at least `window` apart.
 #[derive(Clone, Debug)]
 pub struct Pacer {
@@ -111,6 +113,93 @@ impl<K: Ord + Clone> KeyedPacer<K> {
             .partition(|k| self.delay(k, now).is_zero());
         *waiting = later;
         due.into_iter().collect()
+    }
+}
+
+/// Work waiting per key, coalesced for one consumer task: one entry per key
+/// however often it is pushed (a later push replaces the value), so a
+/// burst of changes to one key costs one pass. The hub's status writer,
+/// the agent's re-evaluations and the agent's status writes all queue
+/// through it; [`KeyedPacer`] spaces the passes.
+#[derive(Debug)]
+pub struct CoalescingQueue<K, V = ()> {
+    entries: std::sync::Mutex<BTreeMap<K, V>>,
+    notify: Notify,
+}
+
+impl<K, V> Default for CoalescingQueue<K, V> {
+    fn default() -> Self {
+        CoalescingQueue {
+            entries: std::sync::Mutex::new(BTreeMap::new()),
+            notify: Notify::new(),
+        }
+    }
+}
+
+impl<K: Ord, V> CoalescingQueue<K, V> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<K, V>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `value` for `key`, replacing an older entry, and wakes the
+    /// consumer.
+    pub fn push(&self, key: K, value: V) {
+        self.lock().insert(key, value);
+        self.notify.notify_one();
+    }
+
+    /// Queues every entry of `entries` and wakes the consumer once.
+    pub fn extend(&self, entries: impl IntoIterator<Item = (K, V)>) {
+        self.lock().extend(entries);
+        self.notify.notify_one();
+    }
+
+    /// Drops `key`'s entry, if queued (no wake-up).
+    pub fn remove<Q>(&self, key: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.lock().remove(key);
+    }
+
+    /// Takes the first entry in key order.
+    pub fn pop_first(&self) -> Option<(K, V)> {
+        self.lock().pop_first()
+    }
+
+    /// Takes every entry.
+    pub fn take(&self) -> BTreeMap<K, V> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Wakes the consumer without queueing anything (for state kept beside
+    /// the queue).
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Resolves when something was queued (or [`Self::wake`] called) since
+    /// the consumer last woke; a wake-up before the call is not lost.
+    pub async fn notified(&self) {
+        self.notify.notified().await
+    }
+}
+
+impl<K: Ord> CoalescingQueue<K> {
+    /// Queues `key`.
+    pub fn insert(&self, key: K) {
+        self.push(key, ());
+    }
+
+    /// Queues every key of `keys`.
+    pub fn insert_all(&self, keys: impl IntoIterator<Item = K>) {
+        self.extend(keys.into_iter().map(|k| (k, ())));
+    }
+
+    /// Takes every queued key.
+    pub fn take_keys(&self) -> BTreeSet<K> {
+        self.take().into_keys().collect()
     }
 }
 
@@ -271,5 +360,25 @@ mod tests {
         assert_eq!(secs(b.failed(&"a")), 5, "no overflow");
         b.succeeded(&"a");
         assert_eq!(secs(b.failed(&"a")), 1);
+    }
+
+    #[tokio::test]
+    async fn a_queue_coalesces_per_key_and_keeps_a_wake_up() {
+        let q: CoalescingQueue<&str, u32> = CoalescingQueue::default();
+        q.push("b", 1);
+        q.push("a", 2);
+        q.push("b", 3);
+        // Woken before anyone waited: the wake-up is kept.
+        tokio::time::timeout(Duration::from_secs(5), q.notified())
+            .await
+            .expect("a push wakes the consumer");
+        assert_eq!(q.pop_first(), Some(("a", 2)));
+        q.remove(&"b");
+        assert_eq!(q.pop_first(), None);
+        let keys: CoalescingQueue<&str> = CoalescingQueue::default();
+        keys.insert("x");
+        keys.insert_all(["y", "x"]);
+        assert_eq!(keys.take_keys(), BTreeSet::from(["x", "y"]));
+        assert!(keys.take_keys().is_empty());
     }
 }

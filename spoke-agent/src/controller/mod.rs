@@ -364,7 +364,7 @@ impl Reconciler {
                 let gone = self.store.delete(&key);
                 self.metrics.forget_mode(&key.to_string());
                 self.set_streamed(name, false);
-                self.queue.forget(name);
+                self.queue.remove(name);
                 self.notices.forget(name);
                 return gone;
             }
