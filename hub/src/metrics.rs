@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Counters;
 use crate::index::{ClusterSummary, Index};
 use crate::kube::metrics::Metrics;
 
@@ -88,14 +89,14 @@ impl Collector for ClusterGauges {
 
 /// The hub's registry: the Kubernetes counters when `kube` is given (absent
 /// with `--no-kube`), the cluster gauges read from `summaries` at each
-/// scrape, and the budgets' counters of `index`.
-fn registry(index: &Index, summaries: Box<Summaries>, kube: Option<&Metrics>) -> Registry {
+/// scrape, and the budgets' `counters`.
+fn registry(counters: &Counters, summaries: Box<Summaries>, kube: Option<&Metrics>) -> Registry {
     let mut registry = Registry::default();
     if let Some(m) = kube {
         m.register(&mut registry);
     }
     registry.register_collector(Box::new(ClusterGauges(summaries)));
-    index.counters().register(&mut registry);
+    counters.register(&mut registry);
     registry
 }
 
@@ -126,7 +127,7 @@ pub async fn serve(
         let hub_gateways = source.subscribe().borrow().gateways.len();
         (source.clusters(), hub_gateways)
     });
-    let registry = registry(&index, summaries, kube.as_deref());
+    let registry = registry(index.counters(), summaries, kube.as_deref());
     let local = metrics_http::serve(addr, Arc::new(registry), shutdown).await?;
     tracing::info!(addr = %local, "serving metrics on /metrics");
     Ok(local)
@@ -182,6 +183,70 @@ mod tests {
                 "missing {line:?} in\n{text}"
             );
         }
+    }
+
+    /// What dashboards, alerts, the README and the end-to-end tests scrape:
+    /// every sample the hub exposes, by name and labels. A rename fails here.
+    #[test]
+    fn exposed_names_and_labels_are_pinned() {
+        let summaries: Box<Summaries> = Box::new(|| (vec![summary("east", true, false, 1)], 1));
+        let registry = registry(&Counters::default(), summaries, Some(&Metrics::default()));
+        let text = metrics_http::encode(&registry);
+        let mut samples: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' ').map(|(k, _)| k))
+            .collect();
+        samples.sort_unstable();
+        let mut pinned: Vec<String> = [
+            "gwhub_status_writes_total",
+            "gwhub_status_writes_skipped_total",
+            "gwhub_status_write_errors_total",
+            "gwhub_report_writes_total",
+            "gwhub_report_writes_skipped_total",
+            "gwhub_report_write_errors_total",
+            "gwhub_leader_transitions_total",
+            "gwhub_events_published_total",
+            "gwhub_event_publish_errors_total",
+            "gwhub_cluster_connected{cluster=\"east\"}",
+            "gwhub_cluster_stale{cluster=\"east\"}",
+            "gwhub_cluster_gateways{cluster=\"east\"}",
+            "gwhub_cluster_report_bytes{cluster=\"east\"}",
+            "gwhub_hub_gateways",
+            "gwhub_budget_refused_cluster_report_bytes_total",
+            "gwhub_budget_refused_clusters_total",
+            "gwhub_budget_refused_dashboard_calls_total",
+            "gwhub_budget_refused_dashboard_calls_per_connection_total",
+            "gwhub_budget_watchers_dropped_total",
+            "gwhub_budget_unread_answers_dropped_total",
+            "gwhub_clusters_pruned_total",
+            "gwhub_dashboard_calls",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        for name in [
+            "gwhub_connections_open",
+            "gwhub_connections_accepted_total",
+            "gwhub_connections_idle_closed_total",
+            "gwhub_connections_saturated_total",
+            "gwhub_accept_errors_total",
+        ] {
+            for listener in ["ingest", "dashboard"] {
+                pinned.push(format!("{name}{{listener=\"{listener}\"}}"));
+            }
+        }
+        pinned.sort_unstable();
+        assert_eq!(samples, pinned, "{text}");
+        // Help texts keep their one final period.
+        assert!(
+            text.contains("# HELP gwhub_hub_gateways Hub Gateways with an aggregated status.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP gwhub_status_writes Hub Gateway status applies accepted by the API server.\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]

@@ -162,4 +162,40 @@ mod tests {
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"write\"} 0\n"
         ));
     }
+
+    /// What dashboards, the README and the end-to-end tests scrape: every
+    /// sample the agent exposes, by name and labels. A rename fails here.
+    #[test]
+    fn exposed_names_and_labels_are_pinned() {
+        let m = Metrics::default();
+        m.set_mode("ns/gw", GatewayMode::Partial);
+        let text = m.render();
+        let mut samples: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' ').map(|(k, _)| k))
+            .collect();
+        samples.sort_unstable();
+        let mut pinned = vec![
+            "gwhub_agent_reconciles_total",
+            "gwhub_agent_status_writes_total",
+            "gwhub_agent_status_writes_skipped_total",
+            "gwhub_agent_status_write_conflicts_total",
+            "gwhub_agent_status_write_errors_total",
+            "gwhub_agent_watch_errors_total",
+            "gwhub_agent_parse_errors_total",
+            "gwhub_agent_cluster_config_errors_total",
+            "gwhub_agent_event_list_errors_total",
+            "gwhub_agent_condition_limit_total",
+            "gwhub_agent_event_publish_errors_total",
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"write\"}",
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"partial\"}",
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"stream\"}",
+        ];
+        pinned.sort_unstable();
+        assert_eq!(samples, pinned, "{text}");
+        // A Gateway that left scope leaves no rows.
+        m.forget_mode("ns/gw");
+        assert!(!m.render().contains("name=\"gw\""));
+    }
 }
