@@ -68,6 +68,18 @@ pub fn encode(registry: &Registry) -> String {
     out
 }
 
+/// The samples of an exposition by name and labels (`name{a="b"}`), with
+/// their values; comments and unparsable lines are skipped.
+pub fn samples(text: &str) -> std::collections::BTreeMap<&str, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            Some((key, value.parse().ok()?))
+        })
+        .collect()
+}
+
 /// Declares a struct of metrics, each field with its metric name and help
 /// next to it (`field: Type => "name", "help"`), and its
 /// `register(&self, &mut Registry)` registering them in declaration order.

@@ -192,12 +192,7 @@ mod tests {
         let summaries: Box<Summaries> = Box::new(|| (vec![summary("east", true, false, 1)], 1));
         let registry = registry(&Counters::default(), summaries, Some(&Metrics::default()));
         let text = metrics_http::encode(&registry);
-        let mut samples: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.rsplit_once(' ').map(|(k, _)| k))
-            .collect();
-        samples.sort_unstable();
+        let samples: Vec<&str> = metrics_http::samples(&text).into_keys().collect();
         let mut pinned: Vec<String> = [
             "gwhub_status_writes_total",
             "gwhub_status_writes_skipped_total",

@@ -170,12 +170,7 @@ mod tests {
         let m = Metrics::default();
         m.set_mode("ns/gw", GatewayMode::Partial);
         let text = m.render();
-        let mut samples: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.rsplit_once(' ').map(|(k, _)| k))
-            .collect();
-        samples.sort_unstable();
+        let samples: Vec<&str> = metrics_http::samples(&text).into_keys().collect();
         let mut pinned = vec![
             "gwhub_agent_reconciles_total",
             "gwhub_agent_status_writes_total",
