@@ -50,11 +50,14 @@ impl Pacer {
 }
 
 /// A [`Pacer`] per key (a Gateway): each key's passes are at least
-/// `window` apart, and a pass for one key never waits for another's.
+/// `window` apart, and a pass for one key never waits for another's. Keys
+/// taken from a [`CoalescingQueue`] wait here until their window allows.
 #[derive(Clone, Debug)]
 pub struct KeyedPacer<K> {
     window: Duration,
     keys: BTreeMap<K, Pacer>,
+    /// Keys due for a pass, still inside their window.
+    waiting: BTreeSet<K>,
 }
 
 impl<K: Ord + Clone> KeyedPacer<K> {
@@ -62,7 +65,13 @@ impl<K: Ord + Clone> KeyedPacer<K> {
         KeyedPacer {
             window,
             keys: BTreeMap::new(),
+            waiting: BTreeSet::new(),
         }
+    }
+
+    /// Adds `keys` to those waiting for a pass.
+    pub fn wait(&mut self, keys: impl IntoIterator<Item = K>) {
+        self.waiting.extend(keys);
     }
 
     /// How long `key` must wait at `now`.
@@ -70,16 +79,9 @@ impl<K: Ord + Clone> KeyedPacer<K> {
         self.keys.get(key).map_or(Duration::ZERO, |p| p.delay(now))
     }
 
-    /// The earliest instant one of `keys` may pass, if any is given.
-    pub fn next_due<'a>(
-        &self,
-        keys: impl IntoIterator<Item = &'a K>,
-        now: Instant,
-    ) -> Option<Instant>
-    where
-        K: 'a,
-    {
-        keys.into_iter().map(|k| now + self.delay(k, now)).min()
+    /// The earliest instant a waiting key may pass, if any is waiting.
+    pub fn next_due(&self, now: Instant) -> Option<Instant> {
+        self.waiting.iter().map(|k| now + self.delay(k, now)).min()
     }
 
     /// Records that `key`'s pass starts at `now`.
@@ -104,14 +106,14 @@ impl<K: Ord + Clone> KeyedPacer<K> {
         self.keys.retain(|_, p| !p.delay(now).is_zero());
     }
 
-    /// Starts a round at `now`: prunes, and moves the keys of `waiting`
-    /// that may pass now out of it (in key order); the rest keep waiting.
-    pub fn take_due(&mut self, waiting: &mut BTreeSet<K>, now: Instant) -> Vec<K> {
+    /// Starts a round at `now`: prunes, and takes the waiting keys that
+    /// may pass now (in key order); the rest keep waiting.
+    pub fn take_due(&mut self, now: Instant) -> Vec<K> {
         self.prune(now);
-        let (due, later): (BTreeSet<K>, BTreeSet<K>) = std::mem::take(waiting)
+        let (due, later): (BTreeSet<K>, BTreeSet<K>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(|k| self.delay(k, now).is_zero());
-        *waiting = later;
+        self.waiting = later;
         due.into_iter().collect()
     }
 }
@@ -303,19 +305,18 @@ mod tests {
         assert_eq!(p.delay(&"b", t0 + ms(30)), Duration::ZERO);
         assert_eq!(p.delay(&"a", t0 + ms(30)), ms(70));
         p.started(&"b", t0 + ms(30));
-        assert_eq!(
-            p.next_due([&"a", &"b", &"c"], t0 + ms(40)),
-            Some(t0 + ms(40))
-        );
-        assert_eq!(p.next_due([&"a", &"b"], t0 + ms(40)), Some(t0 + w));
-        assert_eq!(p.next_due(std::iter::empty(), t0), None);
+        assert_eq!(p.next_due(t0), None, "nothing waits");
+        p.wait(["a", "b"]);
+        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + w));
+        p.wait(["c"]);
+        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + ms(40)));
         // An idle pass gives the key's window back.
         p.idle(&"b");
         assert_eq!(p.delay(&"b", t0 + ms(40)), Duration::ZERO);
         // A round takes the waiting keys that may pass and leaves the rest.
-        let mut waiting = BTreeSet::from(["a", "b", "c"]);
-        assert_eq!(p.take_due(&mut waiting, t0 + ms(40)), vec!["b", "c"]);
-        assert_eq!(waiting, BTreeSet::from(["a"]));
+        assert_eq!(p.take_due(t0 + ms(40)), vec!["b", "c"]);
+        assert_eq!(p.waiting, BTreeSet::from(["a"]));
+        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + w));
         // Pruning keeps only keys still inside their window.
         p.prune(t0 + ms(50));
         assert_eq!(p.keys.len(), 1);

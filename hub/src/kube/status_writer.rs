@@ -333,14 +333,12 @@ impl StatusWriter {
     ) {
         // Per hub Gateway: a write for one never waits for another's window.
         let mut pacer = gwhub_common::KeyedPacer::<GatewayKey>::new(self.debounce);
-        // Queued hub Gateways still inside their window.
-        let mut waiting: BTreeSet<GatewayKey> = BTreeSet::new();
         loop {
             let active = *leader.borrow_and_update() && *ready.borrow_and_update();
             if active {
-                waiting.extend(self.queue.take_keys());
+                pacer.wait(self.queue.take_keys());
                 let now = Instant::now();
-                for key in pacer.take_due(&mut waiting, now) {
+                for key in pacer.take_due(now) {
                     if shutdown.is_cancelled() {
                         return;
                     }
@@ -357,7 +355,7 @@ impl StatusWriter {
                 }
             }
             let next = if active {
-                pacer.next_due(&waiting, Instant::now())
+                pacer.next_due(Instant::now())
             } else {
                 None
             };
