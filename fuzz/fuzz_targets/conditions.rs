@@ -17,7 +17,7 @@ use gwhub_agent::engine::{desired_for, evaluate};
 use gwhub_agent::scope::Options;
 use gwhub_agent::snapshot::Snapshot;
 use gwhub_agent::status::{merge, needs_write};
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 

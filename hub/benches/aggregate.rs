@@ -9,7 +9,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatusListenersSupportedKinds,
 };
 use gwhub::aggregate::{Fleet, GatewayKey, HubGateway, Options};
-use gwhub_common::conditions::new;
+use gwhub_model::conditions::new;
 use jiff::Timestamp;
 
 fn cluster_status(i: usize, now: Timestamp) -> GatewayStatus {

@@ -168,14 +168,14 @@ async fn connect(cli: &Cli) -> Result<Client, String> {
         endpoint = endpoint.tls_config(tls).map_err(|e| {
             format!(
                 "--ca/--tls-cert/--tls-key: {}",
-                gwhub_common::error_chain(&e)
+                gwhub_model::error_chain(&e)
             )
         })?;
     }
     let channel = endpoint.connect().await.map_err(|e| {
         format!(
             "cannot reach the hub at {server}: {}",
-            gwhub_common::error_chain(&e)
+            gwhub_model::error_chain(&e)
         )
     })?;
     Ok(DashboardClient::with_interceptor(channel, token)

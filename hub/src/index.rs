@@ -519,7 +519,7 @@ impl Index {
 
     /// Applies one delta's changes, in order, under one lock; refuses the
     /// whole delta if the cluster would then report more than
-    /// [`gwhub_proto::limits::MAX_GATEWAYS`] Gateways.
+    /// [`gwhub_model::limits::MAX_GATEWAYS`] Gateways.
     pub fn apply(&self, session: &Session, changes: Vec<Change>) -> Result<(), ApplyError> {
         let mut affected = BTreeSet::new();
         {
@@ -528,7 +528,7 @@ impl Index {
                 return Err(Superseded(session.cluster().to_owned()).into());
             }
             let count = count_after(fleet.cluster_gateways(session.cluster()), &changes);
-            let max = gwhub_proto::limits::MAX_GATEWAYS;
+            let max = gwhub_model::limits::MAX_GATEWAYS;
             if count > max {
                 return Err(ApplyError::TooManyGateways {
                     cluster: session.cluster().to_owned(),
@@ -1152,8 +1152,8 @@ mod tests {
         assert_eq!(count_after(Some(&current), &[del("x"), del("b")]), 1);
     }
 
-    fn cond(type_: &str, status: &str) -> gwhub_common::Condition {
-        gwhub_common::conditions::new(type_, status, "R", "", Some(1), Timestamp::UNIX_EPOCH)
+    fn cond(type_: &str, status: &str) -> gwhub_model::Condition {
+        gwhub_model::conditions::new(type_, status, "R", "", Some(1), Timestamp::UNIX_EPOCH)
     }
 
     fn reported(types: &[&str]) -> GatewayStatus {

@@ -60,7 +60,7 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("gRPC server failed: {}", gwhub_common::error_chain(.0))]
+    #[error("gRPC server failed: {}", gwhub_model::error_chain(.0))]
     Server(#[from] tonic::transport::Error),
     #[error("connections did not drain within {0:?}")]
     DrainTimeout(Duration),

@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use gwhub_common::error_chain;
 use gwhub_common::identity::{self, IdentitySource};
+use gwhub_model::error_chain;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 

@@ -1043,7 +1043,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
     assert_eq!(s.code(), tonic::Code::InvalidArgument);
     assert_eq!(
         s.message(),
-        "Hello.cluster: \"east west\" contains whitespace or control characters"
+        "Hello.cluster: \"east west\" has characters other than letters, digits, '.', '_' and '-'"
     );
     assert!(hub.index.clusters().is_empty());
     hub.shutdown().await.unwrap();
@@ -1051,7 +1051,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
 
 #[tokio::test]
 async fn gateways_per_cluster_are_limited_in_snapshots_and_deltas() {
-    use gwhub_proto::limits::MAX_GATEWAYS;
+    use gwhub_model::limits::MAX_GATEWAYS;
     let hub = start(Duration::from_secs(60)).await;
 
     // One snapshot past the limit.

@@ -8,7 +8,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatusListenersSupportedKinds,
 };
 use gwhub::aggregate::*;
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use proptest::prelude::*;
 use support::{now, ts};
 
@@ -64,7 +64,7 @@ fn condition() -> impl Strategy<Value = Condition> {
             reason: r,
             message: m,
             observed_generation: g,
-            last_transition_time: gwhub_common::time::k8s_time(
+            last_transition_time: gwhub_model::time::k8s_time(
                 jiff::Timestamp::from_second(secs).unwrap(),
             ),
         })

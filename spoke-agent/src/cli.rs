@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use gwhub_common::output::OutputFormat;
-use gwhub_common::time::parse_rfc3339;
+use gwhub_model::time::parse_rfc3339;
 use jiff::Timestamp;
 
 use crate::scope::{DEFAULT_CONTROLLER_NAME, DEFAULT_SCOPE_NAMESPACE, Options};

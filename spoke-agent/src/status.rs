@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::conditions::{self, Condition, MAX_CONDITIONS};
+use gwhub_model::conditions::{self, Condition, MAX_CONDITIONS};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -190,30 +190,7 @@ pub fn merge(
 /// Whether writing `desired` over `current` changes anything but transition
 /// times; a `false` means no API write is needed.
 pub fn needs_write(current: &GatewayStatus, desired: &GatewayStatus) -> bool {
-    let conds = |s: &GatewayStatus| s.conditions.clone().unwrap_or_default();
-    if !conditions::same_ignoring_time(&conds(current), &conds(desired)) {
-        return true;
-    }
-    let (a, b) = (
-        current.listeners.as_deref().unwrap_or_default(),
-        desired.listeners.as_deref().unwrap_or_default(),
-    );
-    let listeners_same = a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.name == y.name
-                && x.attached_routes == y.attached_routes
-                && x.supported_kinds == y.supported_kinds
-                && conditions::same_ignoring_time(&x.conditions, &y.conditions)
-        });
-    if !listeners_same {
-        return true;
-    }
-    let rest = |s: &GatewayStatus| GatewayStatus {
-        conditions: None,
-        listeners: None,
-        ..s.clone()
-    };
-    rest(current) != rest(desired)
+    !gwhub_model::status::same_status(current, desired)
 }
 
 /// The body of the server-side apply (field manager `gwhub-agent`, status

@@ -535,7 +535,7 @@ fn everything() -> Plan {
 /// The conditions of other writers: every type but ours at that level (a
 /// `DNSManaged` of unknown origin, no managedFields saying the agent wrote
 /// it, is someone else's).
-fn foreign(list: &[gwhub_common::Condition], ours: &[&str]) -> Vec<gwhub_common::Condition> {
+fn foreign(list: &[gwhub_model::Condition], ours: &[&str]) -> Vec<gwhub_model::Condition> {
     list.iter()
         .filter(|c| !ours.contains(&c.type_.as_str()))
         .cloned()

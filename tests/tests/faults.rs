@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::conditions::new as condition;
+use gwhub_model::conditions::new as condition;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
@@ -466,7 +466,7 @@ impl RawAgent {
     }
 }
 
-fn cond<'a>(s: &'a GatewayStatus, t: &str) -> Option<&'a gwhub_common::Condition> {
+fn cond<'a>(s: &'a GatewayStatus, t: &str) -> Option<&'a gwhub_model::Condition> {
     s.conditions.iter().flatten().find(|c| c.type_ == t)
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub::kube::reports::ClusterReport;
-use gwhub::kube::status_writer::same_status;
+use gwhub_model::status::same_applied_status as same_status;
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use gwhub_tests::install::{AGENT_SA, HUB_SA, install_agent, install_hub};
 use gwhub_tests::kube_objects::*;

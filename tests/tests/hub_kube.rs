@@ -17,10 +17,10 @@ use gateway_api::apis::standard::gateways::{
 use gwhub::kube::leader::LeaseConfig;
 use gwhub::kube::metrics::Metrics;
 use gwhub::kube::reports::{ClusterReport, object_name};
-use gwhub::kube::status_writer::same_status;
 use gwhub::kube::{KubeHub, KubeOptions};
 use gwhub::serve::HubConfig;
-use gwhub_common::conditions::{Condition, new};
+use gwhub_model::conditions::{Condition, new};
+use gwhub_model::status::same_applied_status as same_status;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};

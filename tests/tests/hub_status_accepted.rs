@@ -7,7 +7,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatusListenersSupportedKinds,
 };
 use gwhub::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
-use gwhub_common::conditions::{Condition, new};
+use gwhub_model::conditions::{Condition, new};
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use jiff::Timestamp;
 use kube::Client;

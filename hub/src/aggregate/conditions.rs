@@ -2,8 +2,8 @@
 //! only where every cluster agrees, with a message that says which clusters
 //! disagree and why.
 
-use gwhub_common::Condition;
-use gwhub_common::time::rfc3339;
+use gwhub_model::Condition;
+use gwhub_model::time::rfc3339;
 
 use super::constants::{
     FRAGMENT_SEPARATOR, MORE_CLUSTERS, REASON_NOT_TRUE_IN_SOME, REASON_TRUE_IN_ALL,
@@ -59,7 +59,7 @@ pub fn fragment(type_: &str, r: &ClusterReport<'_>) -> Option<String> {
         ));
     }
     let conditions = r.status.conditions.as_deref().unwrap_or_default();
-    match gwhub_common::conditions::find(conditions, type_) {
+    match gwhub_model::conditions::find(conditions, type_) {
         None => Some(format!("{cluster} {type_} not reported")),
         Some(c) if c.status == "True" => None,
         Some(c) if c.message.is_empty() => {
@@ -128,10 +128,10 @@ pub fn to_condition(
     previous: &[Condition],
     now: jiff::Timestamp,
 ) -> Condition {
-    let next = gwhub_common::conditions::new(type_, status, reason, message, Some(generation), now);
-    gwhub_common::conditions::carry_transition_time(
+    let next = gwhub_model::conditions::new(type_, status, reason, message, Some(generation), now);
+    gwhub_model::conditions::carry_transition_time(
         next,
-        gwhub_common::conditions::find(previous, type_),
+        gwhub_model::conditions::find(previous, type_),
     )
 }
 

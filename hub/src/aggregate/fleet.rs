@@ -11,7 +11,7 @@ use jiff::Timestamp;
 
 use super::{AggregateError, Aggregation, ClusterReport, Freshness, HubGateway, Options};
 
-pub use gwhub_common::GatewayKey;
+pub use gwhub_model::GatewayKey;
 
 /// Keys whose aggregated status may have changed.
 pub type Affected = BTreeSet<GatewayKey>;

@@ -4,32 +4,17 @@
 //! checked against the CRD's own regular expressions by the test suite.
 
 use gateway_api::apis::standard::gateways::GatewayStatusListenersSupportedKinds;
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 
-/// `status.addresses` `maxItems`.
-pub const MAX_ADDRESSES: usize = 16;
-/// `status.listeners` `maxItems`.
-pub const MAX_LISTENERS: usize = 64;
-/// `maxItems` of every condition list.
-pub const MAX_CONDITIONS: usize = gwhub_common::MAX_CONDITIONS;
-/// `status.listeners[].supportedKinds` `maxItems`.
-pub const MAX_SUPPORTED_KINDS: usize = 8;
-/// Address `type` and `value` `maxLength`.
-pub const MAX_ADDRESS_LEN: usize = 253;
-/// SectionName (listener name) `maxLength`.
-pub const MAX_SECTION_NAME: usize = 253;
-/// Condition `type` `maxLength`.
-pub const MAX_CONDITION_TYPE: usize = 316;
-/// Condition `reason` `maxLength`.
-pub const MAX_REASON: usize = 1024;
-/// Condition `message` `maxLength`.
-pub const MAX_MESSAGE: usize = 32768;
-/// RouteGroupKind `group` `maxLength`.
-pub const MAX_GROUP: usize = 253;
-/// RouteGroupKind `kind` `maxLength`.
-pub const MAX_KIND: usize = 63;
-/// A DNS label (RFC 1123), the form a cluster name needs for listener names.
-pub const MAX_DNS_LABEL: usize = 63;
+// The CRD's limits have one home, gwhub_model::limits; these are the names
+// the engine uses for them.
+pub use gwhub_model::limits::{
+    MAX_ADDRESSES, MAX_CONDITION_MESSAGE_LEN as MAX_MESSAGE,
+    MAX_CONDITION_TYPE_LEN as MAX_CONDITION_TYPE, MAX_CONDITIONS,
+    MAX_DNS_LABEL_LEN as MAX_DNS_LABEL, MAX_KIND_LEN as MAX_KIND, MAX_LISTENERS,
+    MAX_NAME_LEN as MAX_ADDRESS_LEN, MAX_NAME_LEN as MAX_SECTION_NAME, MAX_NAME_LEN as MAX_GROUP,
+    MAX_REASON_LEN as MAX_REASON, MAX_SUPPORTED_KINDS,
+};
 
 // The patterns below allow ASCII only, so they are checked on bytes: a
 // byte of a multi-byte character matches none of them. The engine checks
@@ -67,9 +52,7 @@ pub fn is_subdomain_pattern(s: &str) -> bool {
 
 /// A cluster name whose listeners can be written: consumers split the listener
 /// name at the first `.`, so the cluster part must be one DNS label.
-pub fn is_dns_label(s: &str) -> bool {
-    s.len() <= MAX_DNS_LABEL && is_label_pattern(s.as_bytes())
-}
+pub use gwhub_model::cluster::is_dns_label;
 
 /// A cluster name that can prefix an address value: consumers split at the
 /// first `/`.
@@ -139,7 +122,7 @@ pub fn is_condition_status(s: &str) -> bool {
     matches!(s, "True" | "False" | "Unknown")
 }
 
-pub use gwhub_common::text::{char_len, truncate};
+pub use gwhub_model::text::{char_len, truncate};
 
 /// Why a condition would be rejected, or `None` when it is valid.
 pub fn condition_problem(c: &Condition) -> Option<String> {

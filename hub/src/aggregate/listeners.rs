@@ -2,7 +2,7 @@
 //! its attachedRoutes, supportedKinds and conditions.
 
 use gateway_api::apis::standard::gateways::GatewayStatusListeners;
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 
 use super::ClusterReport;
 use super::limits::{

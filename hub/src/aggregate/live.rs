@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use serde_json::Value;
 
 use super::{ClusterReport, HubGateway};

@@ -15,7 +15,7 @@ pub mod omissions;
 use std::collections::BTreeSet;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use jiff::Timestamp;
 
 pub use constants::*;

@@ -98,11 +98,7 @@ impl Layout {
 }
 
 fn cluster_name_ok(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    gwhub_model::cluster::validate(name).is_ok()
 }
 
 fn rc(what: &str) -> impl Fn(rcgen::Error) -> String + '_ {

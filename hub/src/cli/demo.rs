@@ -32,10 +32,10 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50052")]
     pub dashboard_listen: SocketAddr,
     /// Time between two simulated changes (e.g. 3s, 500ms).
-    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "3s", value_parser = gwhub_model::time::parse_duration)]
     pub interval: Duration,
     /// Stop after this long and exit 0 (default: run until Ctrl-C).
-    #[arg(long, value_name = "DUR", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = gwhub_model::time::parse_duration)]
     pub duration: Option<Duration>,
     /// Wait until every cluster has reported, print the aggregated hub
     /// Gateways as YAML and exit.

@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long)]
     pub insecure: bool,
     /// A cluster with no report or heartbeat for this long is stale (e.g. 60s, 2m).
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_model::time::parse_duration)]
     pub stale_after: Duration,
     /// Messages per second one agent stream may send (bursts of one second's
     /// worth); a faster stream is ended with RESOURCE_EXHAUSTED. 0: no limit.
@@ -92,7 +92,7 @@ pub struct Args {
 
 /// The Lease API counts whole seconds, and a renewal must fit well inside.
 fn parse_lease_duration(s: &str) -> Result<Duration, String> {
-    let d = gwhub_common::time::parse_duration(s)?;
+    let d = gwhub_model::time::parse_duration(s)?;
     if d.subsec_nanos() != 0 || d < Duration::from_secs(3) {
         return Err(format!("{s:?}: must be whole seconds, at least 3s"));
     }

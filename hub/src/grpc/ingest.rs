@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_model::limits::*;
 use gwhub_proto::convert::{self, check_count, check_str};
-use gwhub_proto::limits::*;
 use gwhub_proto::v1::{self, agent_message, change, hub_message};
 use prost::Message as _;
 use tokio::sync::{mpsc, watch};
@@ -236,15 +236,10 @@ fn superseded(session: &Session) -> Status {
     Status::aborted(crate::index::Superseded(session.cluster().to_owned()).to_string())
 }
 
+/// The one cluster-name rule, the same an mTLS certificate's name meets.
 fn valid_cluster_name(name: &str) -> Result<(), Status> {
-    check_str("Hello.cluster", name, MAX_CLUSTER_NAME_LEN, true)
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(Status::invalid_argument(format!(
-            "Hello.cluster: {name:?} contains whitespace or control characters"
-        )));
-    }
-    Ok(())
+    gwhub_model::cluster::validate(name)
+        .map_err(|e| Status::invalid_argument(format!("Hello.cluster: {e}")))
 }
 
 fn check_hello(hello: &v1::Hello) -> Result<(), Status> {
@@ -672,7 +667,7 @@ impl AgentStream {
 /// Runs already-decoded agent messages through exactly what a plaintext
 /// (`--insecure`) stream does with them (Hello first and its checks, snapshot
 /// assembly, sequence checks and resyncs, validation against
-/// [`gwhub_proto::limits`], the index), without the network, timers or rate
+/// [`gwhub_model::limits`], the index), without the network, timers or rate
 /// limit. For the fuzzers and tests. Returns the status the live stream would
 /// have ended with, or what the hub would have sent.
 pub fn replay(

@@ -101,42 +101,7 @@ pub fn crd_yaml() -> String {
     )
 }
 
-/// The object name for `cluster`: the name itself when it is a valid
-/// object name, else a sanitised form plus a hash of the original, so two
-/// clusters never share an object.
-pub fn object_name(cluster: &str) -> String {
-    let valid = !cluster.is_empty()
-        && cluster.len() <= 253
-        && cluster
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && cluster.as_bytes()[0].is_ascii_alphanumeric()
-        && cluster.as_bytes()[cluster.len() - 1].is_ascii_alphanumeric();
-    if valid {
-        return cluster.to_owned();
-    }
-    let mut base: String = cluster
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(200)
-        .collect();
-    base = base.trim_matches('-').to_owned();
-    if base.is_empty() {
-        base.push_str("cluster");
-    }
-    // FNV-1a: stable across builds and platforms (unlike std's hasher).
-    let hash = cluster.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{base}-{:08x}", hash as u32)
-}
+pub use gwhub_model::cluster::object_name;
 
 fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
@@ -445,28 +410,6 @@ mod tests {
             COMMITTED, generated,
             "manifests/crd-clusterreports.yaml is out of date: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports"
         );
-    }
-
-    #[test]
-    fn object_names_are_valid_and_distinct() {
-        assert_eq!(object_name("gateway-1"), "gateway-1");
-        let a = object_name("cluster_1");
-        let b = object_name("cluster-1");
-        assert_ne!(a, b);
-        assert!(a.starts_with("cluster-1-"), "{a}");
-        for name in ["Cluster_1", "_x_", "", &"x".repeat(300), "a.b", "-a"] {
-            let n = object_name(name);
-            assert!(!n.is_empty() && n.len() <= 253, "{n}");
-            assert!(
-                n.bytes().all(|b| b.is_ascii_lowercase()
-                    || b.is_ascii_digit()
-                    || b == b'-'
-                    || b == b'.'),
-                "{n}"
-            );
-            assert!(n.as_bytes()[0].is_ascii_alphanumeric(), "{n}");
-            assert!(n.as_bytes()[n.len() - 1].is_ascii_alphanumeric(), "{n}");
-        }
     }
 
     #[test]

@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatusListeners};
-use gwhub_common::Condition;
-use gwhub_common::conditions::same_ignoring_time;
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_common::pace::sleep_until;
+use gwhub_model::Condition;
+use gwhub_model::status::same_applied_listeners_and_conditions;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -32,50 +32,6 @@ use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use crate::aggregate::{GatewayKey, LiveHub};
 use crate::index::Index;
-
-fn sorted_conditions(list: Option<&Vec<Condition>>) -> Vec<Condition> {
-    let mut v = list.cloned().unwrap_or_default();
-    v.sort_by(|a, b| a.type_.cmp(&b.type_));
-    v
-}
-
-fn same_listeners(
-    a: Option<&Vec<GatewayStatusListeners>>,
-    b: Option<&Vec<GatewayStatusListeners>>,
-) -> bool {
-    let a = a.map(Vec::as_slice).unwrap_or_default();
-    let b = b.map(Vec::as_slice).unwrap_or_default();
-    let by_name = |l: &[GatewayStatusListeners]| -> BTreeMap<String, GatewayStatusListeners> {
-        l.iter().map(|x| (x.name.clone(), x.clone())).collect()
-    };
-    let (a, b) = (by_name(a), by_name(b));
-    a.len() == b.len()
-        && a.iter().zip(&b).all(|((na, la), (nb, lb))| {
-            na == nb
-                && la.attached_routes == lb.attached_routes
-                && la.supported_kinds.as_deref().unwrap_or_default()
-                    == lb.supported_kinds.as_deref().unwrap_or_default()
-                && same_ignoring_time(
-                    &sorted_conditions(Some(&la.conditions)),
-                    &sorted_conditions(Some(&lb.conditions)),
-                )
-        })
-}
-
-/// Whether writing `want` over `live` would change anything but times.
-pub fn same_status(live: &GatewayStatus, want: &GatewayStatus) -> bool {
-    live.addresses.as_deref().unwrap_or_default() == want.addresses.as_deref().unwrap_or_default()
-        && same_listeners_and_conditions(live, want)
-}
-
-/// [`same_status`] without the addresses.
-fn same_listeners_and_conditions(live: &GatewayStatus, want: &GatewayStatus) -> bool {
-    same_listeners(live.listeners.as_ref(), want.listeners.as_ref())
-        && same_ignoring_time(
-            &sorted_conditions(live.conditions.as_ref()),
-            &sorted_conditions(want.conditions.as_ref()),
-        )
-}
 
 /// Whether applying `want` the way [`StatusWriter`] applies it would
 /// change nothing but times over `live`. An empty address list is left out
@@ -93,7 +49,7 @@ fn apply_is_noop(live: &LiveHub, want: &GatewayStatus) -> bool {
     } else {
         live.status.addresses.as_deref().unwrap_or_default() == want_addresses
     };
-    addresses_same && same_listeners_and_conditions(&live.status, want)
+    addresses_same && same_applied_listeners_and_conditions(&live.status, want)
 }
 
 /// What the writer does for one hub Gateway.

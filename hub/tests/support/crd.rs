@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use regex::Regex;
 
 fn re(p: &str) -> Regex {

@@ -8,7 +8,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatusListenersSupportedKinds,
 };
 use gwhub::aggregate::{Aggregation, ClusterReport, Freshness, HubGateway, Options, aggregate};
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use jiff::Timestamp;
 
 pub fn ts(s: &str) -> Timestamp {
@@ -20,7 +20,7 @@ pub fn now() -> Timestamp {
 }
 
 pub fn cond(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
-    gwhub_common::conditions::new(
+    gwhub_model::conditions::new(
         type_,
         status,
         reason,

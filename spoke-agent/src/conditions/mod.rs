@@ -8,7 +8,7 @@
 //! generation; [`crate::status`] turns them into conditions and merges them
 //! into a Gateway's status with the usual transition-time rules.
 
-use gwhub_common::conditions::{self, Condition};
+use gwhub_model::conditions::{self, Condition};
 use jiff::Timestamp;
 
 pub mod dns;
@@ -30,7 +30,7 @@ pub const GATEWAY_TYPES: &[&str] = &[LOAD_BALANCER_READY, DNS_READY];
 pub const LISTENER_TYPES: &[&str] = &[DNS_READY];
 
 /// `metav1.Condition.message` `maxLength` in the CRD, in characters.
-pub const MAX_MESSAGE_CHARS: usize = gwhub_proto::limits::MAX_CONDITION_MESSAGE_LEN;
+pub const MAX_MESSAGE_CHARS: usize = gwhub_model::limits::MAX_CONDITION_MESSAGE_LEN;
 
 /// A computed condition before time and generation are attached.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ impl Verdict {
             type_,
             status,
             reason,
-            message: gwhub_common::text::truncate(&message.into(), MAX_MESSAGE_CHARS),
+            message: gwhub_model::text::truncate(&message.into(), MAX_MESSAGE_CHARS),
         }
     }
 

@@ -69,10 +69,10 @@ pub struct RunArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
     /// Send a heartbeat after this long without other traffic.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = gwhub_model::time::parse_duration)]
     pub heartbeat: Duration,
     /// How often --from-dir looks for changed files.
-    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = gwhub_model::time::parse_duration)]
     pub poll_interval: Duration,
 }
 

@@ -6,7 +6,7 @@ use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_agent::engine::Evaluation;
 use gwhub_agent::openshift::{DNS, DNSRecord};
 use gwhub_agent::{Options, Snapshot, evaluate};
-use gwhub_common::Condition;
+use gwhub_model::Condition;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Service};
 use serde_json::{Value, json};

@@ -1,7 +1,11 @@
-//! Limits a hub enforces on what an agent sends. Counts match the Gateway
-//! API CRD (a status the API server accepted never breaks them); string
-//! lengths match Kubernetes' own validation. Breaking one ends the stream with
-//! a status naming the field, never silent truncation.
+//! The Gateway CRD's limits (gateway-api v1.5.1) and the wire contract's, in
+//! one place. Counts match the CRD (a status the API server accepted never
+//! breaks them); string lengths match Kubernetes' own validation and are
+//! counted in characters, as the API server counts a `maxLength`
+//! ([`crate::text::char_len`]). The hub refuses a report that breaks one (the
+//! stream ends with a status naming the field, never silent truncation) and
+//! never writes a status that breaks one; the agent cuts its own messages to
+//! fit.
 
 /// Largest gRPC message the hub decodes (and an agent should send).
 pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
@@ -16,8 +20,11 @@ pub const MAX_LISTENERS: usize = 64;
 /// `supportedKinds` per listener (`maxItems: 8`).
 pub const MAX_SUPPORTED_KINDS: usize = 8;
 
-/// Namespace, name, listener name, address value, group: DNS subdomain size.
+/// Namespace, name, listener name (SectionName), address value, route
+/// group: DNS subdomain size.
 pub const MAX_NAME_LEN: usize = 253;
+/// A DNS label (RFC 1123), the form the cluster part of a listener name needs.
+pub const MAX_DNS_LABEL_LEN: usize = 63;
 /// metadata.uid.
 pub const MAX_UID_LEN: usize = 128;
 /// Route kind.
@@ -31,7 +38,7 @@ pub const MAX_REASON_LEN: usize = 1024;
 /// metav1.Condition.message.
 pub const MAX_CONDITION_MESSAGE_LEN: usize = 32_768;
 
-/// Cluster name in Hello (also a client certificate identity later).
+/// A cluster name ([`crate::cluster`]), from Hello or a client certificate.
 pub const MAX_CLUSTER_NAME_LEN: usize = 253;
 /// Hello.agent_version.
 pub const MAX_AGENT_VERSION_LEN: usize = 256;

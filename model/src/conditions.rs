@@ -6,8 +6,7 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::time::k8s_time;
 
-/// Gateway API caps every condition list at 8 entries (`maxItems: 8`).
-pub const MAX_CONDITIONS: usize = 8;
+pub use crate::limits::MAX_CONDITIONS;
 
 /// Builds a condition whose `lastTransitionTime` is `now`; [`set`] replaces
 /// it with the previous time when the status did not change.
