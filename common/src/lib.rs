@@ -11,12 +11,11 @@
 
 pub mod identity;
 pub mod logging;
-pub mod manifest;
+
 pub mod metrics_http;
 pub mod output;
 pub mod pace;
 pub mod workspace_bin;
 
-pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list, render_object};
 pub use pace::{Backoff, KeyedPacer, Pacer};

@@ -13,7 +13,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::*;
+use gwhub_hub_rules::aggregate::*;
 use gwhub_model::Condition;
 use libfuzzer_sys::fuzz_target;
 

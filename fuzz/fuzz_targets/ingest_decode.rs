@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use gwhub::aggregate::Options;
+use gwhub_hub_rules::aggregate::Options;
 use gwhub::grpc::ingest::replay;
 use gwhub::index::Index;
 use gwhub_proto::v1::{self, agent_message};

@@ -3,7 +3,6 @@
 //! hub Gateways. The engine in [`aggregate`] is pure; [`cli`] wraps it for
 //! the command line.
 
-pub mod aggregate;
 pub mod budget;
 pub mod cli;
 pub mod conn;
@@ -15,3 +14,6 @@ pub mod kube;
 pub mod metrics;
 pub mod serve;
 pub mod tls;
+
+// The pure engine, under the path the runtime has always used.
+pub(crate) use gwhub_hub_rules::aggregate;

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_common::manifest::{ManifestError, Object, read_paths};
 use gwhub_common::output::{OutputFormat, render_list};
+use gwhub_spoke_rules::manifest::{ManifestError, Object, read_paths};
 use jiff::Timestamp;
 use serde_json::Value;
 

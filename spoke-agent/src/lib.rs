@@ -7,16 +7,10 @@
 
 pub mod cli;
 pub mod compute;
-pub mod conditions;
 pub mod controller;
-pub mod engine;
-pub mod openshift;
-pub mod ownership;
 pub mod runtime;
-pub mod scope;
-pub mod snapshot;
-pub mod status;
 
-pub use engine::{EngineError, Evaluation, evaluate};
-pub use scope::Options;
-pub use snapshot::Snapshot;
+// The pure rules, under the paths the runtime has always used.
+pub(crate) use gwhub_spoke_rules::{
+    conditions, engine, openshift, ownership, scope, snapshot, status,
+};

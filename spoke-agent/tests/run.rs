@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_agent::runtime::{DirSource, Evaluate, GatewayStore, HubClient, HubConfig};
-use gwhub_common::manifest::Object;
 use gwhub_proto::v1::{
     self, AgentMessage, HubMessage, ResyncReason, agent_message, hub_message,
     ingest_server::{Ingest, IngestServer},
 };
+use gwhub_spoke_rules::manifest::Object;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -612,7 +612,7 @@ async fn no_snapshot_before_the_source_is_ready() {
 }
 
 fn parse_gateway(yaml: &str) -> Gateway {
-    let objs = gwhub_common::manifest::parse_str("t.yaml", yaml).unwrap();
+    let objs = gwhub_spoke_rules::manifest::parse_str("t.yaml", yaml).unwrap();
     objs[0].parse().unwrap()
 }
 

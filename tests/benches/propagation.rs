@@ -367,7 +367,7 @@ impl WriteCounter {
                 1,
             ),
             count(
-                Api::<gwhub::kube::reports::ClusterReport>::namespaced(mgmt.clone(), HUB_NS),
+                Api::<gwhub_hub_rules::report::ClusterReport>::namespaced(mgmt.clone(), HUB_NS),
                 watcher::Config::default(),
                 counts.clone(),
                 2,

@@ -72,8 +72,9 @@ pub fn load_version(version: &str) -> Result<Vec<Value>, FleetError> {
                     gateway_api.display()
                 )));
             }
-            let objs = gwhub_common::read_paths(&[gateway_api, dir.join("openshift")])
-                .map_err(|e| FleetError::Start(e.to_string()))?;
+            let objs =
+                gwhub_spoke_rules::manifest::read_paths(&[gateway_api, dir.join("openshift")])
+                    .map_err(|e| FleetError::Start(e.to_string()))?;
             objs.into_iter()
                 .filter(|o| o.kind == "CustomResourceDefinition")
                 .map(|o| o.value)
@@ -165,7 +166,7 @@ pub fn generated() -> Vec<Value> {
         }
     }
     let mut class = serde_json::to_value(GatewayClass::crd()).unwrap_or_default();
-    use gwhub_agent::openshift::{DNS, DNSRecord};
+    use gwhub_spoke_rules::openshift::{DNS, DNSRecord};
     let mut openshift: Vec<Value> = [DNSRecord::crd(), DNS::crd()]
         .into_iter()
         .map(|c| serde_json::to_value(c).unwrap_or_default())

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub::kube::reports::ClusterReport;
-use gwhub_agent::openshift::{DNS, DNSRecord};
+use gwhub_hub_rules::report::ClusterReport;
+use gwhub_spoke_rules::openshift::{DNS, DNSRecord};
 use k8s_openapi::api::core::v1::{Event, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -452,7 +452,9 @@ pub fn manifests() -> PathBuf {
 /// Installs the project's CRD (`manifests/crd-clusterreports.yaml`) as
 /// `kubectl apply` would and waits until `ClusterReport`s are served in `ns`.
 pub async fn install_project_crd(client: &Client, ns: &str) {
-    let objs = gwhub_common::read_paths(&[manifests().join("crd-clusterreports.yaml")]).unwrap();
+    let objs =
+        gwhub_spoke_rules::manifest::read_paths(&[manifests().join("crd-clusterreports.yaml")])
+            .unwrap();
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for o in objs {
         api.patch(&o.name(), &tests_manager(), &Patch::Apply(&o.value))

@@ -238,7 +238,7 @@ pub async fn setup_workload(client: &Client, programmed: bool) -> kube::Result<(
                "metadata": {"name": CLASS}, "spec": {"controllerName": CONTROLLER}}),
     )
     .await?;
-    let dns: Api<gwhub_agent::openshift::DNS> = Api::all(client.clone());
+    let dns: Api<gwhub_spoke_rules::openshift::DNS> = Api::all(client.clone());
     apply(
         &dns,
         "cluster",

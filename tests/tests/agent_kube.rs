@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_agent::controller::{self, Metrics, Settings};
-use gwhub_agent::ownership::{GatewayMode, WriteMode};
 use gwhub_agent::runtime::{GatewayKey, GatewayStore};
-use gwhub_agent::scope::Options;
+use gwhub_spoke_rules::ownership::{GatewayMode, WriteMode};
+use gwhub_spoke_rules::scope::Options;
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use gwhub_tests::install::{AGENT_SA, install_agent};
 use gwhub_tests::kube_objects::*;

@@ -42,7 +42,7 @@ fn upstream_gateway_crd() -> Option<Value> {
     if !path.exists() {
         return None;
     }
-    let objs = gwhub_common::read_paths(&[path]).expect("the upstream CRD parses");
+    let objs = gwhub_spoke_rules::manifest::read_paths(&[path]).expect("the upstream CRD parses");
     objs.into_iter()
         .find(|o| o.kind == "CustomResourceDefinition")
         .map(|o| o.value)

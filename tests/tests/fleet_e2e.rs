@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub::kube::reports::ClusterReport;
+use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::status::same_applied_status as same_status;
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use gwhub_tests::install::{AGENT_SA, HUB_SA, install_agent, install_hub};

@@ -22,7 +22,7 @@ async fn apiserver_serves_openshift_crds() {
     if !require_assets("apiserver_serves_openshift_crds") {
         return;
     }
-    use gwhub_agent::openshift::{DNS, DNSRecord};
+    use gwhub_spoke_rules::openshift::{DNS, DNSRecord};
     let fleet = Fleet::start(&["solo"]).await.expect("start fleet");
     let client = fleet.cluster("solo").client().await.unwrap();
     let lp = ListParams::default();

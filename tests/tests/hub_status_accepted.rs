@@ -6,7 +6,7 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
+use gwhub_hub_rules::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
 use gwhub_model::conditions::{Condition, new};
 use gwhub_tests::apiserver::{Fleet, require_assets};
 use jiff::Timestamp;

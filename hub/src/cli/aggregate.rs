@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_common::manifest::{Object, read_paths};
 use gwhub_common::output::{OutputFormat, render_list};
 use gwhub_model::time::parse_rfc3339;
+use gwhub_spoke_rules::manifest::{Object, read_paths};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};

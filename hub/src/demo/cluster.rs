@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use gwhub_common::manifest::parse_str;
 use gwhub_common::{OutputFormat, render_list};
+use gwhub_spoke_rules::manifest::parse_str;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 

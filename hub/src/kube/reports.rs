@@ -22,12 +22,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -36,71 +34,7 @@ use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
 
-/// Everything one cluster last reported.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[kube(
-    group = "gwhub.io",
-    version = "v1alpha1",
-    kind = "ClusterReport",
-    plural = "clusterreports",
-    namespaced,
-    shortname = "gwcr",
-    category = "gwhub",
-    doc = "The last report of one workload cluster's Gateway status, persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete one to deregister its cluster.",
-    printcolumn = r#"{"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"}"#,
-    printcolumn = r#"{"name": "Gateways", "type": "integer", "jsonPath": ".spec.gatewayCount"}"#,
-    printcolumn = r#"{"name": "Last Report", "type": "date", "jsonPath": ".spec.lastReportTime"}"#,
-    printcolumn = r#"{"name": "Last Seen", "type": "date", "jsonPath": ".spec.lastSeenTime"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterReportSpec {
-    /// The cluster's name as its agent says it (object names cannot hold
-    /// every cluster name, e.g. `cluster_1`).
-    pub cluster: String,
-    /// Number of Gateways below; for `kubectl get`.
-    pub gateway_count: u32,
-    /// RFC 3339 time of the last snapshot or delta applied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_report_time: Option<String>,
-    /// RFC 3339 time of the last message of any kind (heartbeats included),
-    /// refreshed at most every half `--stale-after`; staleness continues
-    /// from it after a restart.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_seen_time: Option<String>,
-    /// Each Gateway the cluster reports, in namespace/name order.
-    #[serde(default)]
-    pub gateways: Vec<ReportedGateway>,
-}
-
-/// One Gateway's status as the cluster reported it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct ReportedGateway {
-    pub namespace: String,
-    pub name: String,
-    /// The Gateway's status, as the agent reported it (Gateway API
-    /// `GatewayStatus`; validated by the hub on ingest, so kept opaque here).
-    #[schemars(schema_with = "opaque_object")]
-    pub status: GatewayStatus,
-}
-
-fn opaque_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true
-    })
-}
-
-/// The CRD as `manifests/crd-clusterreports.yaml` holds it.
-pub fn crd_yaml() -> String {
-    let crd = ClusterReport::crd();
-    let body = serde_norway::to_string(&crd).unwrap_or_default();
-    format!(
-        "# Generated from gwhub::kube::reports::ClusterReport; do not edit.\n\
-         # Regenerate: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports\n{body}"
-    )
-}
-
+pub use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec, ReportedGateway};
 pub use gwhub_model::cluster::object_name;
 
 fn rfc3339(millis: i64) -> Option<String> {
@@ -390,27 +324,6 @@ pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const COMMITTED: &str = include_str!("../../../manifests/crd-clusterreports.yaml");
-
-    /// The committed CRD is the one the Rust type generates; run with
-    /// `GWHUB_BLESS=1` to rewrite it after changing the type.
-    #[test]
-    fn committed_crd_matches_the_type() {
-        let generated = crd_yaml();
-        if std::env::var("GWHUB_BLESS").is_ok_and(|v| v == "1") {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../manifests/crd-clusterreports.yaml"
-            );
-            std::fs::write(path, &generated).unwrap();
-            return;
-        }
-        assert_eq!(
-            COMMITTED, generated,
-            "manifests/crd-clusterreports.yaml is out of date: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports"
-        );
-    }
 
     #[test]
     fn spec_round_trips_a_record() {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_common::manifest::{Object, manifest_files, read_paths};
+use gwhub_spoke_rules::manifest::{Object, manifest_files, read_paths};
 use tokio_util::sync::CancellationToken;
 
 use super::store::GatewayStore;

@@ -1,7 +1,7 @@
 //! The OpenShift ingress operator's own test tables, replayed through the
 //! agent's engine: the same objects the operator's tests hand its code, as
 //! cluster objects (a `v1` List parsed as `gwhub-agent compute` parses
-//! files, then [`gwhub_agent::evaluate`]), with every condition the
+//! files, then [`gwhub_spoke_rules::evaluate`]), with every condition the
 //! operator test asserts checked for type, status, reason, message and
 //! observedGeneration (the generations the operator's tests use;
 //! status_test.go asserts no generation, so its cases compare none).
@@ -25,8 +25,8 @@
 //! Gateways need no GatewayClass (its watch predicate checks that), while
 //! the agent's scope does, so every case adds our GatewayClass.
 
-use gwhub_agent::{Options, Snapshot, evaluate};
-use gwhub_common::manifest::parse_str;
+use gwhub_spoke_rules::manifest::parse_str;
+use gwhub_spoke_rules::{Options, Snapshot, evaluate};
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -1341,18 +1341,22 @@ fn cases_through_gwhub_agent_compute() {
             .unwrap(),
         )
         .unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub-agent"))
-            .args([
-                "compute",
-                "-o",
-                "json",
-                "--now",
-                "2026-01-12T10:00:00Z",
-                "-f",
-            ])
-            .arg(&file)
-            .output()
-            .unwrap();
+        let out = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+            "gwhub-agent",
+            "gwhub-agent",
+            "GWHUB_AGENT_BIN",
+        ))
+        .args([
+            "compute",
+            "-o",
+            "json",
+            "--now",
+            "2026-01-12T10:00:00Z",
+            "-f",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
         assert!(
             out.status.success(),
             "{}: {}",

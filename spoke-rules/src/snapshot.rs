@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::manifest::{Location, ManifestError, Object};
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_common::manifest::{Location, ManifestError, Object};
 use k8s_openapi::api::core::v1::{Event, EventSeries, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;

@@ -5,16 +5,16 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_agent::conditions::Verdict;
-use gwhub_agent::ownership::{Ownership, Plan};
-use gwhub_agent::status::{Desired, Problem, apply_patch, merge, needs_write};
+use gwhub_spoke_rules::conditions::Verdict;
+use gwhub_spoke_rules::ownership::{Ownership, Plan};
+use gwhub_spoke_rules::status::{Desired, Problem, apply_patch, merge, needs_write};
 use proptest::prelude::*;
 use serde_json::json;
 use support::*;
 
 const HOST: &str = "*.apps.example.com";
 
-fn healthy_record() -> gwhub_agent::openshift::DNSRecord {
+fn healthy_record() -> gwhub_spoke_rules::openshift::DNSRecord {
     record(
         "r",
         HOST,
@@ -311,7 +311,7 @@ fn merge_derives_gateway_dns_ready_from_the_merged_listeners() {
     assert_eq!(problems.len(), 1, "{problems:?}");
 }
 
-fn istio_with_ours() -> gwhub_agent::Snapshot {
+fn istio_with_ours() -> gwhub_spoke_rules::Snapshot {
     let mut conds: Vec<_> = (0..7)
         .map(|i| {
             cond(
@@ -347,9 +347,9 @@ fn second_merge_needs_no_write_and_apply_patch_holds_only_ours() {
     let first = eval_one(&snap);
     assert!(first.needs_write());
     snap.gateways[0].status = Some(first.status.clone());
-    let later = gwhub_agent::evaluate(
+    let later = gwhub_spoke_rules::evaluate(
         &snap,
-        &gwhub_agent::Options::default(),
+        &gwhub_spoke_rules::Options::default(),
         t("2026-03-01T00:00:00Z"),
     )
     .unwrap()
@@ -628,15 +628,18 @@ fn auto_leaves_types_another_manager_writes_and_carries_our_share() {
     ])));
     let mut snap = snapshot(gw);
     snap.dns_records = vec![healthy_record()];
-    let e = gwhub_agent::engine::evaluate_with(
+    let e = gwhub_spoke_rules::engine::evaluate_with(
         &snap,
-        &gwhub_agent::Options::default(),
-        gwhub_agent::ownership::WriteMode::Auto,
+        &gwhub_spoke_rules::Options::default(),
+        gwhub_spoke_rules::ownership::WriteMode::Auto,
         now(),
     )
     .unwrap()
     .remove(0);
-    assert_eq!(e.plan.mode(), gwhub_agent::ownership::GatewayMode::Partial);
+    assert_eq!(
+        e.plan.mode(),
+        gwhub_spoke_rules::ownership::GatewayMode::Partial
+    );
     let conds = e.status.conditions.as_deref().unwrap();
     assert_eq!(
         find(conds, "DNSReady").unwrap().reason,
@@ -668,7 +671,7 @@ fn auto_leaves_types_another_manager_writes_and_carries_our_share() {
         ]
     );
     // Under `true` (as `evaluate` and `compute` do) every type is computed.
-    let all = gwhub_agent::evaluate(&snap, &gwhub_agent::Options::default(), now())
+    let all = gwhub_spoke_rules::evaluate(&snap, &gwhub_spoke_rules::Options::default(), now())
         .unwrap()
         .remove(0);
     assert_eq!(

@@ -3,10 +3,10 @@
 
 mod support;
 
-use gwhub_agent::conditions::load_balancer::load_balancer_ready;
-use gwhub_agent::engine::{EngineError, evaluate};
-use gwhub_agent::snapshot::from_events_v1;
-use gwhub_agent::{Options, Snapshot};
+use gwhub_spoke_rules::conditions::load_balancer::load_balancer_ready;
+use gwhub_spoke_rules::engine::{EngineError, evaluate};
+use gwhub_spoke_rules::snapshot::from_events_v1;
+use gwhub_spoke_rules::{Options, Snapshot};
 use serde_json::json;
 use support::*;
 
@@ -22,8 +22,8 @@ fn ready(status: &str, reason: &str, message: &str) -> Srm {
 /// `(Gateway DNSReady, listener DNSReady)` of a one-listener Gateway with
 /// `dns` and `records`.
 fn dns_ready_for(
-    dns_cfg: gwhub_agent::openshift::DNS,
-    records: Vec<gwhub_agent::openshift::DNSRecord>,
+    dns_cfg: gwhub_spoke_rules::openshift::DNS,
+    records: Vec<gwhub_spoke_rules::openshift::DNSRecord>,
 ) -> (Srm, Srm) {
     let mut snap = snapshot(gateway(&[("l", Some(HOST))], 1, json!({})));
     snap.dns = Some(dns_cfg);
@@ -40,11 +40,11 @@ fn dns_ready_for(
     )
 }
 
-fn both() -> gwhub_agent::openshift::DNS {
+fn both() -> gwhub_spoke_rules::openshift::DNS {
     dns(Some(public()), Some(private()))
 }
 
-fn ok_record(dns_name: &str) -> gwhub_agent::openshift::DNSRecord {
+fn ok_record(dns_name: &str) -> gwhub_spoke_rules::openshift::DNSRecord {
     record(
         "r",
         dns_name,
@@ -72,8 +72,8 @@ fn dns_rules_in_order() {
     );
     type Case = (
         &'static str,
-        gwhub_agent::openshift::DNS,
-        Vec<gwhub_agent::openshift::DNSRecord>,
+        gwhub_spoke_rules::openshift::DNS,
+        Vec<gwhub_spoke_rules::openshift::DNSRecord>,
         Srm,
         Srm,
     );

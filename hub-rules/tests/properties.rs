@@ -7,7 +7,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::*;
+use gwhub_hub_rules::aggregate::*;
 use gwhub_model::Condition;
 use proptest::prelude::*;
 use support::{now, ts};

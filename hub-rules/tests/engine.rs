@@ -3,7 +3,7 @@
 mod support;
 
 use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListenersSupportedKinds};
-use gwhub::aggregate::*;
+use gwhub_hub_rules::aggregate::*;
 use support::*;
 
 #[test]

@@ -2,8 +2,8 @@
 
 mod support;
 
-use gwhub::aggregate::fleet::Affected;
-use gwhub::aggregate::*;
+use gwhub_hub_rules::aggregate::fleet::Affected;
+use gwhub_hub_rules::aggregate::*;
 use support::*;
 
 fn key(n: &str) -> GatewayKey {

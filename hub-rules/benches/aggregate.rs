@@ -8,7 +8,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::{Fleet, GatewayKey, HubGateway, Options};
+use gwhub_hub_rules::aggregate::{Fleet, GatewayKey, HubGateway, Options};
 use gwhub_model::conditions::new;
 use jiff::Timestamp;
 

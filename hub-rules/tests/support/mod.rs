@@ -7,7 +7,9 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::{Aggregation, ClusterReport, Freshness, HubGateway, Options, aggregate};
+use gwhub_hub_rules::aggregate::{
+    Aggregation, ClusterReport, Freshness, HubGateway, Options, aggregate,
+};
 use gwhub_model::Condition;
 use jiff::Timestamp;
 
@@ -102,7 +104,7 @@ pub fn find<'a>(agg: &'a Aggregation, type_: &str) -> &'a Condition {
 }
 
 pub fn own(agg: &Aggregation) -> &Condition {
-    find(agg, gwhub::aggregate::OWN_CONDITION)
+    find(agg, gwhub_hub_rules::aggregate::OWN_CONDITION)
 }
 
 pub fn address_values(agg: &Aggregation) -> Vec<String> {

@@ -3,10 +3,10 @@
 
 use gateway_api::apis::standard::gatewayclasses::GatewayClass;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_agent::engine::Evaluation;
-use gwhub_agent::openshift::{DNS, DNSRecord};
-use gwhub_agent::{Options, Snapshot, evaluate};
 use gwhub_model::Condition;
+use gwhub_spoke_rules::engine::Evaluation;
+use gwhub_spoke_rules::openshift::{DNS, DNSRecord};
+use gwhub_spoke_rules::{Options, Snapshot, evaluate};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, Service};
 use serde_json::{Value, json};

@@ -7,7 +7,10 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::conditions::{Verdict, dns, load_balancer};
-use crate::controller::FIELD_MANAGER;
+
+/// The field manager of the agent's status applies and the reporting
+/// controller of its Events.
+pub const FIELD_MANAGER: &str = "gwhub-agent";
 use crate::openshift::{DNS, DNSRecord};
 use crate::ownership::{self, Ownership, Plan, WriteMode};
 use crate::scope::{self, Options, namespace_of};
