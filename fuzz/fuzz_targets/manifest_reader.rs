@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
     // gwhub-agent compute
-    let _ = gwhub_agent::compute::compute(
+    let _ = gwhub::agent::compute::compute(
         &objects,
         &gwhub_spoke_rules::scope::Options::default(),
         now,
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     );
     // gwhub aggregate: the same objects as one cluster's files and as the
     // hub Gateways.
-    let Ok(found) = gwhub::cli::aggregate::gateways_from_objects(objects) else {
+    let Ok(found) = gwhub::hub::aggregate::gateways_from_objects(objects) else {
         return;
     };
     let mut fleet = Fleet::new();

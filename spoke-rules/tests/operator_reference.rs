@@ -1342,7 +1342,7 @@ fn cases_through_gwhub_agent_compute() {
         )
         .unwrap();
         let out = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
-            "gwhub-agent",
+            "gwhub",
             "gwhub-agent",
             "GWHUB_AGENT_BIN",
         ))

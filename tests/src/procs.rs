@@ -9,7 +9,7 @@ pub use gwhub_common::workspace_bin::workspace_binary;
 
 /// The `gwhub-agent` binary (`GWHUB_AGENT_BIN` overrides).
 pub fn agent_binary() -> PathBuf {
-    workspace_binary("gwhub-agent", "gwhub-agent", "GWHUB_AGENT_BIN")
+    workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
 }
 
 /// The hub's `gwhub` binary (`GWHUB_BIN` overrides).

@@ -2,7 +2,6 @@
 //! [`GatewayStore`], fed by a source (a directory today, the Kubernetes API
 //! later, a simulation in `gwhub demo`), and streams them to the hub.
 
-pub mod command;
 pub mod dir_source;
 pub mod hub_client;
 pub mod outbox;

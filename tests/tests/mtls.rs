@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gwhub::cli::certs::{Layout, generate};
-use gwhub::serve::{Hub, HubConfig};
-use gwhub::tls::HubTls;
-use gwhub_agent::runtime::command::engine_evaluate;
+use gwhub::hub::certs::{Layout, generate};
+use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
+use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_hub::tls::HubTls;
 use gwhub_proto::v1::{
     self, agent_message, dashboard_client::DashboardClient, hub_message,
     ingest_client::IngestClient,
@@ -299,7 +299,7 @@ async fn a_connection_left_idle_after_a_refused_call_is_closed() {
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
     let counters = hub.index.counters().clone();
     let deadline = tokio::time::Instant::now() + WAIT;
-    while gwhub::budget::Counters::get(&counters.dashboard.idle_closed) == 0 {
+    while gwhub_hub::budget::Counters::get(&counters.dashboard.idle_closed) == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "a connection with no open call kept its slot"
@@ -340,7 +340,11 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
     // gwhubctl: refused without the token, reads with --token-file.
     // (The hub runs on this test's runtime: run the client off it.)
     let ctl = |token: Option<PathBuf>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_gwhubctl"));
+        let mut c = Command::new(gwhub_common::workspace_bin::workspace_binary(
+            "gwhub",
+            "gwhubctl",
+            "GWHUB_CTL_BIN",
+        ));
         c.args(["--server", &format!("https://{}", hub.dashboard_addr)])
             .arg("--ca")
             .arg(&l.ca);
@@ -377,11 +381,13 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
 
 // ---- the real binaries ------------------------------------------------------
 
-const HUB: &str = env!("CARGO_BIN_EXE_gwhub");
+fn hub_bin() -> std::path::PathBuf {
+    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
+}
 
 /// `gwhub-agent`, built on demand like the hub (`GWHUB_AGENT_BIN` overrides).
 fn agent_binary() -> PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub-agent", "gwhub-agent", "GWHUB_AGENT_BIN")
+    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
 }
 
 struct Child(std::process::Child);
@@ -405,7 +411,7 @@ async fn gwhub_certs_output_works_with_the_binaries() {
     let agent_bin = agent_binary();
     let dir = TempDir::new("bin");
     let out = dir.0.join("certs");
-    let o = Command::new(HUB)
+    let o = Command::new(hub_bin())
         .args(["certs", "--out"])
         .arg(&out)
         .args(["--clusters", "east,west"])
@@ -418,7 +424,7 @@ async fn gwhub_certs_output_works_with_the_binaries() {
         "{text}"
     );
     // A second run refuses to overwrite.
-    let again = Command::new(HUB)
+    let again = Command::new(hub_bin())
         .args(["certs", "--out"])
         .arg(&out)
         .args(["--clusters", "east"])
@@ -430,7 +436,7 @@ async fn gwhub_certs_output_works_with_the_binaries() {
     let f = |n: &str| out.join(n);
     let (listen, dashboard) = (free_addr(), free_addr());
     let _hub = Child(
-        Command::new(HUB)
+        Command::new(hub_bin())
             .args(["serve", "--no-kube", "--listen", &listen.to_string()])
             .args(["--dashboard-listen", &dashboard.to_string()])
             .arg("--tls-cert")
@@ -476,12 +482,16 @@ async fn gwhub_certs_output_works_with_the_binaries() {
     assert!(info.connected);
 
     // gwhubctl reads the Dashboard over TLS with the same CA.
-    let o = Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .args(["--server", &format!("https://{dashboard}"), "--ca"])
-        .arg(f("ca.pem"))
-        .args(["get", "clusters"])
-        .output()
-        .unwrap();
+    let o = Command::new(gwhub_common::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .args(["--server", &format!("https://{dashboard}"), "--ca"])
+    .arg(f("ca.pem"))
+    .args(["get", "clusters"])
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("east"));
 }

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gwhub_agent::cli::{Cli, Command};
-use gwhub_agent::compute;
+use gwhub::agent::compute;
+use gwhub::agent::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
         }),
         // Long-running; logs go to stderr and nothing is printed on success.
         Command::Run(args) => {
-            return match gwhub_agent::runtime::command::run(&args) {
+            return match gwhub::agent::run::run(&args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");

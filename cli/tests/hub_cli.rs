@@ -13,7 +13,7 @@ fn dir() -> PathBuf {
 
 fn gwhub(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .current_dir(dir())
+        .current_dir(dir().join("../hub"))
         .args(args)
         .output()
         .unwrap()

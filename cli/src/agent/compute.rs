@@ -9,10 +9,10 @@ use gwhub_spoke_rules::manifest::{ManifestError, Object, read_paths};
 use jiff::Timestamp;
 use serde_json::Value;
 
-use crate::cli::ComputeArgs;
-use crate::engine::{EngineError, Evaluation, evaluate};
-use crate::scope::Options;
-use crate::snapshot::{NeededKind, Snapshot, object_key};
+use crate::agent::ComputeArgs;
+use gwhub_spoke_rules::engine::{EngineError, Evaluation, evaluate};
+use gwhub_spoke_rules::scope::Options;
+use gwhub_spoke_rules::snapshot::{NeededKind, Snapshot, object_key};
 
 /// Why `compute` produced no output.
 #[derive(Debug, thiserror::Error)]

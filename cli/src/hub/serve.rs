@@ -1,12 +1,12 @@
 //! `gwhub serve`: flag checks, logging, and a runtime around
-//! [`crate::serve::Hub`].
+//! [`gwhub_hub::serve::Hub`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::aggregate::Options;
-use crate::serve::{Hub, HubConfig, shutdown_signal};
+use gwhub_hub::serve::{Hub, HubConfig, shutdown_signal};
+use gwhub_hub_rules::aggregate::Options;
 
 /// Where `gwhub serve` listens for agents by default (the manifests' port).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:7443";
@@ -63,7 +63,7 @@ pub struct Args {
     pub stale_after: Duration,
     /// Messages per second one agent stream may send (bursts of one second's
     /// worth); a faster stream is ended with RESOURCE_EXHAUSTED. 0: no limit.
-    #[arg(long, value_name = "N", default_value_t = crate::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
+    #[arg(long, value_name = "N", default_value_t = gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
     pub max_messages_per_second: u32,
     /// Server certificate (PEM) for mTLS.
     #[arg(long, value_name = "PATH")]
@@ -84,9 +84,9 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
-    pub budgets: crate::budget::Budgets,
+    pub budgets: gwhub_hub::budget::Budgets,
     /// Address type written for cluster Hostname addresses.
-    #[arg(long, value_name = "TYPE", default_value = crate::aggregate::HOSTNAME_ADDRESS_TYPE)]
+    #[arg(long, value_name = "TYPE", default_value = gwhub_hub_rules::aggregate::HOSTNAME_ADDRESS_TYPE)]
     pub hostname_address_type: String,
 }
 
@@ -136,7 +136,7 @@ pub fn init_logging() {
 /// Runs the hub until SIGINT or SIGTERM.
 pub fn run(args: &Args) -> Result<String, String> {
     let config = config(args)?;
-    let tls = crate::tls::HubTls::load(&crate::tls::TlsPaths {
+    let tls = gwhub_hub::tls::HubTls::load(&gwhub_hub::tls::TlsPaths {
         cert: args.tls_cert.as_deref(),
         key: args.tls_key.as_deref(),
         client_ca: args.client_ca.as_deref(),
@@ -155,11 +155,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         // Before listening: a hub that cannot reach its store should not serve.
         let kube = match args.no_kube {
             true => None,
-            false => Some(
-                crate::kube::connect(args)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            ),
+            false => Some(connect_kube(args).await.map_err(|e| e.to_string())?),
         };
         let hub = Hub::start_with_tls(config, tls)
             .await
@@ -169,7 +165,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         let index = hub.index.clone();
         let serve_metrics = |kube_metrics| async {
             match args.metrics_listen {
-                Some(addr) => crate::metrics::serve(addr, index, kube_metrics, stop_metrics)
+                Some(addr) => gwhub_hub::metrics::serve(addr, index, kube_metrics, stop_metrics)
                     .await
                     .map(drop)
                     .map_err(|e| format!("cannot serve metrics on {addr}: {e}")),
@@ -190,6 +186,23 @@ pub fn run(args: &Args) -> Result<String, String> {
         .map_err(|e| e.to_string())
     })?;
     Ok(String::new())
+}
+
+/// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
+/// that the store is usable, before the hub listens.
+async fn connect_kube(
+    args: &Args,
+) -> Result<gwhub_hub::kube::Connected, gwhub_hub::kube::KubeError> {
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
+    let mut options = gwhub_hub::kube::KubeOptions::new(args.namespace.clone());
+    options.gateway_namespace = args.gateway_namespace.clone();
+    if args.no_leader_election {
+        options.lease = None;
+    }
+    if let Some(lease) = options.lease.as_mut() {
+        lease.set_duration(args.lease_duration);
+    }
+    gwhub_hub::kube::Connected::new(client, options).await
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `gwhub-agent run`: the long-running agent (spec §6). Without
-//! `--from-dir` it watches the cluster's API server ([`crate::controller`]);
+//! `--from-dir` it watches the cluster's API server ([`gwhub_agent::controller`]);
 //! with it, a directory of manifests stands in for the API server.
 
 use std::net::SocketAddr;
@@ -8,15 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use super::dir_source::{DEFAULT_POLL, DirSource, Evaluate};
-use super::hub_client::HubConfig;
-use crate::cli::ScopeArgs;
-use crate::engine::evaluate;
-use crate::scope::Options;
-use crate::snapshot::Snapshot;
+use crate::agent::ScopeArgs;
+use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
+use gwhub_agent::runtime::hub_client::HubConfig;
 
 /// `gwhub-agent run --hub URL (--insecure --cluster NAME | --tls-cert P
 /// --tls-key P --ca P) --from-dir DIR`.
@@ -62,7 +58,7 @@ pub struct RunArgs {
     /// the ingress operator writes them, from OpenShift 4.22, the agent only
     /// streams), `true` always, `false` never (compute and stream only).
     #[arg(long, value_name = "auto|true|false", default_value = "auto")]
-    pub write_local_status: crate::ownership::WriteMode,
+    pub write_local_status: gwhub_spoke_rules::ownership::WriteMode,
     /// Serve Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9090.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
@@ -92,13 +88,13 @@ pub enum Source {
     /// The API server of `kubeconfig` (or the inferred one).
     Kube {
         kubeconfig: Option<PathBuf>,
-        settings: crate::controller::Settings,
+        settings: gwhub_agent::controller::Settings,
     },
 }
 
 /// Checks the flags; every error says what to do instead.
 pub fn plan(args: &RunArgs) -> Result<Plan, String> {
-    let (cluster, tls) = super::tls::hub_connection(
+    let (cluster, tls) = gwhub_agent::runtime::tls::hub_connection(
         &args.hub,
         args.insecure,
         args.cluster.as_deref(),
@@ -117,7 +113,7 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
                 }),
         ),
         None => {
-            let mut settings = crate::controller::Settings::new(args.scope.options());
+            let mut settings = gwhub_agent::controller::Settings::new(args.scope.options());
             settings.write_local_status = args.write_local_status;
             Source::Kube {
                 kubeconfig: args.kubeconfig.clone(),
@@ -132,26 +128,6 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         hub,
         source,
         metrics_listen: args.metrics_listen,
-    })
-}
-
-/// The condition engine as a directory source uses it: the same
-/// [`evaluate`] `compute` runs, at the current time, yielding each in-scope
-/// Gateway with its merged status.
-pub fn engine_evaluate(options: Options) -> Evaluate {
-    Arc::new(move |objects| {
-        let snapshot = Snapshot::from_objects(objects).map_err(|e| e.to_string())?;
-        let evaluations =
-            evaluate(&snapshot, &options, Timestamp::now()).map_err(|e| e.to_string())?;
-        Ok(evaluations
-            .iter()
-            .map(|e| {
-                for p in &e.problems {
-                    tracing::warn!(gateway = %format!("{}/{}", e.namespace(), e.name()), "{p}");
-                }
-                e.merged_gateway()
-            })
-            .collect())
     })
 }
 
@@ -177,9 +153,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             tracing::info!("shutting down");
             on_signal.cancel();
         });
-        let metrics = Arc::new(crate::controller::Metrics::default());
+        let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
         if let Some(addr) = plan.metrics_listen {
-            crate::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
+            gwhub_agent::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -191,13 +167,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     dir = %source.dir().display(),
                     "gwhub-agent starting"
                 );
-                super::run_dir_agent(plan.hub, source, shutdown).await;
+                gwhub_agent::runtime::run_dir_agent(plan.hub, source, shutdown).await;
             }
             Source::Kube {
                 kubeconfig,
                 settings,
             } => {
-                let client = crate::controller::client(kubeconfig.as_deref())
+                let client = gwhub_agent::controller::client(kubeconfig.as_deref())
                     .await
                     .map_err(|e| e.to_string())?;
                 tracing::info!(
@@ -207,8 +183,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     write_local_status = %settings.write_local_status,
                     "gwhub-agent starting against the Kubernetes API"
                 );
-                crate::controller::run_kube_agent(plan.hub, client, settings, metrics, shutdown)
-                    .await;
+                gwhub_agent::controller::run_kube_agent(
+                    plan.hub, client, settings, metrics, shutdown,
+                )
+                .await;
             }
         }
         Ok(())
@@ -307,7 +285,7 @@ mod tests {
         assert_eq!(kubeconfig, None);
         assert_eq!(
             settings.write_local_status,
-            crate::ownership::WriteMode::Auto
+            gwhub_spoke_rules::ownership::WriteMode::Auto
         );
         let p = plan_of(&[
             "--hub",
@@ -325,7 +303,7 @@ mod tests {
         assert!(matches!(
             p.source,
             Source::Kube { ref kubeconfig, ref settings }
-                if kubeconfig.as_deref() == Some(std::path::Path::new("/k")) && settings.write_local_status == crate::ownership::WriteMode::Never
+                if kubeconfig.as_deref() == Some(std::path::Path::new("/k")) && settings.write_local_status == gwhub_spoke_rules::ownership::WriteMode::Never
         ));
         assert_eq!(p.metrics_listen, Some("127.0.0.1:9090".parse().unwrap()));
         let e = parse(&[

@@ -10,7 +10,7 @@ fn bin() -> Command {
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
+        .join("../spoke-agent/examples")
         .join(name)
 }
 

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::aggregate::{Fleet, GatewayKey, HOSTNAME_ADDRESS_TYPE, HubGateway, Options};
+use gwhub_hub_rules::aggregate::{Fleet, GatewayKey, HOSTNAME_ADDRESS_TYPE, HubGateway, Options};
 
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 const GATEWAY_VERSIONS: [&str; 2] = [
@@ -152,7 +152,7 @@ pub fn run(args: &Args) -> Result<String, String> {
                 .unwrap_or_default();
             let reports = fleet.reports(&f.key);
             let hub = HubGateway::from_existing(generation, &existing, &reports);
-            let agg = crate::aggregate::aggregate(&hub, &reports, &options, now)
+            let agg = gwhub_hub_rules::aggregate::aggregate(&hub, &reports, &options, now)
                 .map_err(|e| e.to_string())?;
             let mut object = f.object.value;
             if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {

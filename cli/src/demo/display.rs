@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use gwhub_proto::v1;
 
-use crate::aggregate::OWN_CONDITION as OWN;
 use crate::ctl::{condition, status_word, table};
+use gwhub_hub_rules::aggregate::OWN_CONDITION as OWN;
 
 const HEADER: [&str; 10] = [
     "TIME",

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::demo::{DemoConfig, run as run_demo};
-use crate::serve::shutdown_signal;
+use gwhub_hub::serve::shutdown_signal;
 
 /// Most simulated clusters: each gets an agent, a directory and an address.
 const MAX_CLUSTERS: usize = 200;
@@ -14,7 +14,7 @@ const MAX_CLUSTERS: usize = 200;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Each simulated cluster is a real agent reading its own temporary directory of \
-manifests (templates in hub/demo/); every --interval one cluster's files change \
+manifests (templates in cli/demo/); every --interval one cluster's files change \
 (load balancer loses its address, a DNS zone fails, a route attaches) and come \
 back the next time round. The Dashboard API stays up for gwhubctl or grpcurl \
 until the demo ends.

@@ -11,8 +11,8 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = gwhub::cli::Cli::parse();
-    match gwhub::cli::run(cli) {
+    let cli = gwhub::hub::Cli::parse();
+    match gwhub::hub::run(cli) {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe (e.g. `| head`) is not an error worth a panic.

@@ -622,7 +622,7 @@ const AGENT: &str = env!("CARGO_BIN_EXE_gwhub-agent");
 
 fn copy_example(name: &str, to: &TempDir) {
     let from = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
+        .join("../spoke-agent/examples")
         .join(name);
     for entry in std::fs::read_dir(from).unwrap() {
         let p = entry.unwrap().path();

@@ -1,5 +1,5 @@
 //! One simulated cluster of `gwhub demo`: a directory of manifests rendered
-//! from the templates shipped in `hub/demo/`, read by a real agent
+//! from the templates shipped in `cli/demo/`, read by a real agent
 //! (`run_dir_agent`). Faults are injected by rewriting those files the way
 //! the cloud, the ingress operator and Istio would, so every change travels
 //! the real path: engine, store, gRPC, hub, aggregation, Dashboard.

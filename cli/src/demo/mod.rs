@@ -14,7 +14,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gwhub_agent::runtime::command::engine_evaluate;
+use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
 use gwhub_common::{OutputFormat, render_list};
 use gwhub_proto::v1;
@@ -23,10 +23,10 @@ use tokio::task::JoinSet;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::{OWN_CONDITION, Options};
-use crate::serve::{Hub, HubConfig, ServeError};
 use cluster::SimCluster;
 use display::Screen;
+use gwhub_hub::serve::{Hub, HubConfig, ServeError};
+use gwhub_hub_rules::aggregate::{OWN_CONDITION, Options};
 
 /// How often an agent looks at its directory: well under any interval a
 /// user would pick, so a change shows within a fraction of a second.
@@ -78,7 +78,7 @@ pub async fn run(
         insecure: true,
         stale_after: Duration::from_secs(60),
         options: Options::default(),
-        max_messages_per_second: crate::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
+        max_messages_per_second: gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
         budgets: Default::default(),
     })
     .await

@@ -19,7 +19,7 @@ pub struct Cli {
     #[arg(
         long,
         global = true,
-        default_value = crate::cli::serve::DEFAULT_DASHBOARD_SERVER,
+        default_value = crate::hub::serve::DEFAULT_DASHBOARD_SERVER,
         env = "GWHUB_SERVER"
     )]
     pub server: String,

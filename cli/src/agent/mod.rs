@@ -2,6 +2,9 @@
 //! work lives in its own module so `main` stays a dispatcher and `run` can be
 //! added as another [`Command`] variant.
 
+pub mod compute;
+pub mod run;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -9,7 +12,7 @@ use gwhub_common::output::OutputFormat;
 use gwhub_model::time::parse_rfc3339;
 use jiff::Timestamp;
 
-use crate::scope::{DEFAULT_CONTROLLER_NAME, DEFAULT_SCOPE_NAMESPACE, Options};
+use gwhub_spoke_rules::scope::{DEFAULT_CONTROLLER_NAME, DEFAULT_SCOPE_NAMESPACE, Options};
 
 /// gwhub spoke agent: computes DNS and LoadBalancer conditions for the
 /// OpenShift-managed Gateways of one cluster.
@@ -28,7 +31,7 @@ pub enum Command {
     Compute(ComputeArgs),
     /// Run the agent: stream the in-scope Gateways' status to the hub
     /// (snapshot on connect, changes after), following the cluster's state.
-    Run(crate::runtime::command::RunArgs),
+    Run(crate::agent::run::RunArgs),
 }
 
 /// The scope flags every mode shares.

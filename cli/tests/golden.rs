@@ -1,8 +1,8 @@
-//! Golden tests: `gwhub-agent compute` on every directory under `examples/`
+//! Golden tests: `gwhub-agent compute` on every directory under `spoke-agent/examples/`
 //! with a fixed `--now`, compared with the committed files in
 //! `tests/golden/<example>/` (kept out of the example directories so that
 //! `-f examples/<example>` reads inputs only). Regenerate with
-//! `GWHUB_BLESS=1 cargo test -p gwhub-agent --test golden`.
+//! `GWHUB_BLESS=1 cargo test -p gwhub --test golden`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,7 +10,7 @@ use std::process::Command;
 const NOW: &str = "2026-01-12T10:00:00Z";
 
 fn examples() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spoke-agent/examples");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
