@@ -20,6 +20,19 @@ pub enum Item {
 }
 
 impl Item {
+    /// The Dashboard API's `Omission.item` for this kind (a stable code:
+    /// renaming the variant must not change it).
+    pub fn code(self) -> &'static str {
+        match self {
+            Item::Address => "address",
+            Item::Listener => "listener",
+            Item::ListenerCondition => "listener_condition",
+            Item::SupportedKind => "supported_kind",
+            Item::Condition => "condition",
+            Item::ForeignCondition => "foreign_condition",
+        }
+    }
+
     fn noun(self, n: usize) -> &'static str {
         let one = n == 1;
         match self {
@@ -66,6 +79,29 @@ pub enum Rule {
     TypeOwnedByOtherWriter,
     /// Another writer's condition of the hub's own type.
     OwnType,
+}
+
+impl Rule {
+    /// The Dashboard API's `Omission.rule` for this rule (a stable code:
+    /// renaming the variant must not change it).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rule::ClusterNameNotAddressPrefix => "cluster_name_not_address_prefix",
+            Rule::ClusterNameNotDnsLabel => "cluster_name_not_dns_label",
+            Rule::UnsupportedAddressType(_) => "unsupported_address_type",
+            Rule::EmptyAddressValue => "empty_address_value",
+            Rule::AddressValueTooLong => "address_value_too_long",
+            Rule::InvalidListenerName => "invalid_listener_name",
+            Rule::DuplicateListenerName => "duplicate_listener_name",
+            Rule::InvalidCondition(_) => "invalid_condition",
+            Rule::DuplicateConditionType => "duplicate_condition_type",
+            Rule::InvalidSupportedKind(_) => "invalid_supported_kind",
+            Rule::TooMany(_) => "too_many",
+            Rule::TooManyRoundRobin(_) => "too_many_round_robin",
+            Rule::TypeOwnedByOtherWriter => "type_owned_by_other_writer",
+            Rule::OwnType => "own_type",
+        }
+    }
 }
 
 impl fmt::Display for Rule {
@@ -196,5 +232,57 @@ impl Omissions {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The codes are the Dashboard API's: every one pinned, so renaming a
+    /// variant cannot change what clients see.
+    #[test]
+    fn dashboard_codes_are_pinned() {
+        let items = [
+            (Item::Address, "address"),
+            (Item::Listener, "listener"),
+            (Item::ListenerCondition, "listener_condition"),
+            (Item::SupportedKind, "supported_kind"),
+            (Item::Condition, "condition"),
+            (Item::ForeignCondition, "foreign_condition"),
+        ];
+        for (item, code) in items {
+            assert_eq!(item.code(), code);
+        }
+        let s = String::new;
+        let rules = [
+            (
+                Rule::ClusterNameNotAddressPrefix,
+                "cluster_name_not_address_prefix",
+            ),
+            (Rule::ClusterNameNotDnsLabel, "cluster_name_not_dns_label"),
+            (
+                Rule::UnsupportedAddressType(s()),
+                "unsupported_address_type",
+            ),
+            (Rule::EmptyAddressValue, "empty_address_value"),
+            (Rule::AddressValueTooLong, "address_value_too_long"),
+            (Rule::InvalidListenerName, "invalid_listener_name"),
+            (Rule::DuplicateListenerName, "duplicate_listener_name"),
+            (Rule::InvalidCondition(s()), "invalid_condition"),
+            (Rule::DuplicateConditionType, "duplicate_condition_type"),
+            (Rule::InvalidSupportedKind(s()), "invalid_supported_kind"),
+            (Rule::TooMany(8), "too_many"),
+            (Rule::TooManyRoundRobin(16), "too_many_round_robin"),
+            (Rule::TypeOwnedByOtherWriter, "type_owned_by_other_writer"),
+            (Rule::OwnType, "own_type"),
+        ];
+        for (rule, code) in &rules {
+            assert_eq!(rule.code(), *code, "{rule:?}");
+        }
+        let mut codes: Vec<_> = rules.iter().map(|(r, _)| r.code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), rules.len(), "codes are distinct");
     }
 }
