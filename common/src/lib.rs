@@ -6,8 +6,7 @@
 //!
 //! Nothing here talks to a cluster or the network (data in, data out), with
 //! one exception: [`metrics_http`], the `GET /metrics` responder both
-//! binaries' `--metrics-listen` share ([`workspace_bin`] only runs cargo, for
-//! the tests).
+//! binaries' `--metrics-listen` share.
 
 pub mod identity;
 pub mod logging;
@@ -15,7 +14,6 @@ pub mod logging;
 pub mod metrics_http;
 pub mod output;
 pub mod pace;
-pub mod workspace_bin;
 
 pub use output::{OutputFormat, render_list, render_object};
 pub use pace::{Backoff, KeyedPacer, Pacer};

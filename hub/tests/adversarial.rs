@@ -713,7 +713,7 @@ async fn gwhubctl_prints_a_rogue_clusters_text_escaped() {
         &["describe", "gateway", "ns/gw"][..],
         &["get", "gateways"][..],
     ] {
-        let out = tokio::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+        let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
             "gwhub",
             "gwhubctl",
             "GWHUB_CTL_BIN",
@@ -836,7 +836,7 @@ async fn a_delta_after_the_largest_sequence_number_is_explained() {
 /// Runs `gwhub` with `args`, killed after a generous bound.
 fn gwhub_cli(args: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write as _;
-    let mut child = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let mut child = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhub",
         "GWHUB_BIN",
@@ -904,7 +904,7 @@ fn valid_in(path: &std::path::Path, days: u64) -> bool {
 }
 
 fn certs(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhub",
         "GWHUB_BIN",
@@ -967,7 +967,7 @@ async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
         .arg("-c")
         .arg(format!(
             "ulimit -n 64 && exec {} serve --no-kube --insecure --listen {ingest} --dashboard-listen {dash}",
-            gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN").display()
+            gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN").display()
         ))
         .env("RUST_LOG", "warn,gwhub=info")
         .stderr(std::process::Stdio::piped())

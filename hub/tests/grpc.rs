@@ -772,7 +772,7 @@ async fn health_and_reflection_answer_on_both_listeners() {
 /// `gwhub serve` with the given flags after the listeners: it must fail,
 /// and its stderr is returned.
 fn serve_fails(flags: &[&str]) -> String {
-    let out = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhub",
         "GWHUB_BIN",
@@ -809,7 +809,7 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
 }
 
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUB_CTL_BIN",
@@ -880,7 +880,7 @@ async fn gwhubctl_reads_the_dashboard() {
         yaml.contains("kind: Gateway") && yaml.contains("reports:"),
         "{yaml}"
     );
-    let mut watch = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let mut watch = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUB_CTL_BIN",
@@ -945,7 +945,7 @@ fn gwhubctl_names_why_the_hub_is_unreachable() {
         .local_addr()
         .unwrap()
         .port();
-    let out = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUB_CTL_BIN",
@@ -1231,7 +1231,7 @@ fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
 #[tokio::test]
 async fn serve_metrics_listen_exposes_cluster_gauges() {
     let (ingest, dashboard, metrics) = (free_addr(), free_addr(), free_addr());
-    let mut child = tokio::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let mut child = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhub",
         "GWHUB_BIN",

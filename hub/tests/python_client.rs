@@ -49,7 +49,7 @@ fn python_grpcio_reads_the_dashboard_by_reflection_alone() {
         return;
     }
     let (ingest, dashboard) = (free_port(), free_port());
-    let mut demo = Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let mut demo = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhub",
         "GWHUB_BIN",

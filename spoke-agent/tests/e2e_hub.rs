@@ -16,7 +16,7 @@ use gwhub_proto::v1::{
 };
 
 fn agent_bin() -> std::path::PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
+    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
 }
 
 /// A child process killed on drop, so a failed test leaves nothing behind.
@@ -57,7 +57,7 @@ impl Drop for Child {
 
 /// The hub binary of this workspace, built on demand (`GWHUB_BIN` overrides).
 fn hub_binary() -> PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
+    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
 }
 
 fn free_addr() -> SocketAddr {

@@ -1341,7 +1341,7 @@ fn cases_through_gwhub_agent_compute() {
             .unwrap(),
         )
         .unwrap();
-        let out = std::process::Command::new(gwhub_common::workspace_bin::workspace_binary(
+        let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
             "gwhub",
             "gwhub-agent",
             "GWHUB_AGENT_BIN",

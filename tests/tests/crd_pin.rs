@@ -111,14 +111,14 @@ fn generated_gateway_status_schema_is_upstream_v1_5_1() {
         return;
     };
     let mut want = status_schema(&upstream);
-    gwhub_tests::crds::sanitize(&mut want);
-    let generated = gwhub_tests::crds::generated();
+    gwhub_test_kit::crds::sanitize(&mut want);
+    let generated = gwhub_test_kit::crds::generated();
     let gateway = generated
         .iter()
         .find(|c| c["spec"]["names"]["kind"] == "Gateway")
         .expect("a generated Gateway CRD");
     let mut have = status_schema(gateway);
-    gwhub_tests::crds::sanitize(&mut have);
+    gwhub_test_kit::crds::sanitize(&mut have);
     let mut diff = Vec::new();
     differences("status", &want, &have, &mut diff);
     assert!(

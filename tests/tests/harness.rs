@@ -1,7 +1,7 @@
 //! The harness itself: a real API server starts and serves the CRDs.
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use kube::api::{Api, ListParams};
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use gateway_api::apis::standard::gateways::{
 };
 use gwhub_hub_rules::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
 use gwhub_model::conditions::{Condition, new};
-use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -340,7 +340,7 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
     // gwhubctl: refused without the token, reads with --token-file.
     // (The hub runs on this test's runtime: run the client off it.)
     let ctl = |token: Option<PathBuf>| {
-        let mut c = Command::new(gwhub_common::workspace_bin::workspace_binary(
+        let mut c = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
             "gwhub",
             "gwhubctl",
             "GWHUB_CTL_BIN",
@@ -382,12 +382,12 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
 // ---- the real binaries ------------------------------------------------------
 
 fn hub_bin() -> std::path::PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
+    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
 }
 
 /// `gwhub-agent`, built on demand like the hub (`GWHUB_AGENT_BIN` overrides).
 fn agent_binary() -> PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
+    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
 }
 
 struct Child(std::process::Child);
@@ -482,7 +482,7 @@ async fn gwhub_certs_output_works_with_the_binaries() {
     assert!(info.connected);
 
     // gwhubctl reads the Dashboard over TLS with the same CA.
-    let o = Command::new(gwhub_common::workspace_bin::workspace_binary(
+    let o = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUB_CTL_BIN",

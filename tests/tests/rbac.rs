@@ -20,13 +20,13 @@ use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, ingest_client::IngestClient};
 use gwhub_spoke_rules::openshift::DNS;
-use gwhub_tests::apiserver::{Cluster, Fleet, require_assets};
-use gwhub_tests::install::{
+use gwhub_test_kit::apiserver::{Cluster, Fleet, require_assets};
+use gwhub_test_kit::install::{
     AGENT_SA, HUB_SA, SYSTEM_NS, apply_k, install_agent, install_hub, kubectl, manifests_dir,
     service_account_user,
 };
-use gwhub_tests::kube_objects::*;
-use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary};
+use gwhub_test_kit::kube_objects::*;
+use gwhub_test_kit::procs::{Process, agent_binary, free_port, gwhub_binary};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::Client;

@@ -1,7 +1,7 @@
 //! Test helpers: builders for statuses and an independent CRD checker.
 #![allow(dead_code)]
 
-pub mod crd;
+pub use gwhub_test_kit::crd_check as crd;
 
 use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Child;
 
-pub use gwhub_common::workspace_bin::workspace_binary;
+pub use crate::workspace_bin::workspace_binary;
 
 /// The `gwhub-agent` binary (`GWHUB_AGENT_BIN` overrides).
 pub fn agent_binary() -> PathBuf {
