@@ -22,12 +22,7 @@ impl Index {
             session.live.report_rev.fetch_add(1, Ordering::SeqCst);
             affected
         };
-        session
-            .live
-            .last_report
-            .store(now_millis(), Ordering::SeqCst);
-        self.inner.reports.send_modify(|r| *r += 1);
-        self.mark_dirty(affected);
+        self.reported(session, affected);
         Ok(())
     }
 
@@ -59,12 +54,7 @@ impl Index {
             }
             session.live.report_rev.fetch_add(1, Ordering::SeqCst);
         }
-        session
-            .live
-            .last_report
-            .store(now_millis(), Ordering::SeqCst);
-        self.inner.reports.send_modify(|r| *r += 1);
-        self.mark_dirty(affected);
+        self.reported(session, affected);
         Ok(())
     }
 
@@ -237,5 +227,17 @@ impl Index {
                 cluster: r.cluster,
             })
             .collect()
+    }
+
+    /// Book-keeping after a snapshot or delta was applied: the session's
+    /// last report time, the reports revision (the store writes on it) and
+    /// the Gateways to re-aggregate.
+    fn reported(&self, session: &Session, affected: BTreeSet<GatewayKey>) {
+        session
+            .live
+            .last_report
+            .store(now_millis(), Ordering::SeqCst);
+        self.inner.reports.send_modify(|r| *r += 1);
+        self.mark_dirty(affected);
     }
 }
