@@ -18,17 +18,9 @@ impl NameRule {
     /// Whether `s` follows the rule (the same checks as Kubernetes'
     /// `IsDNS1123Label` / `IsDNS1123Subdomain`).
     pub fn allows(self, s: &str) -> bool {
-        let label = |l: &str| {
-            let b = l.as_bytes();
-            !b.is_empty()
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-                && b[0] != b'-'
-                && b[b.len() - 1] != b'-'
-        };
         match self {
-            NameRule::Dns1123Label => s.len() <= 63 && label(s),
-            NameRule::Dns1123Subdomain => s.len() <= 253 && s.split('.').all(label),
+            NameRule::Dns1123Label => s.len() <= 63 && is_label_pattern(s.as_bytes()),
+            NameRule::Dns1123Subdomain => s.len() <= 253 && is_subdomain_pattern(s),
         }
     }
 }
@@ -44,4 +36,27 @@ impl fmt::Display for NameRule {
             }
         })
     }
+}
+
+fn lower_alnum(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+/// One label of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, no length limit. Checked on
+/// bytes: the pattern is ASCII, so a byte of a multi-byte character matches
+/// none of it (the hub checks every report on every re-aggregation).
+fn is_label_pattern(s: &[u8]) -> bool {
+    match (s.first(), s.last()) {
+        (Some(&f), Some(&l)) => {
+            lower_alnum(f) && lower_alnum(l) && s.iter().all(|&b| lower_alnum(b) || b == b'-')
+        }
+        _ => false,
+    }
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`: the
+/// DNS-1123 subdomain pattern without its length limit (the CRD's
+/// SectionName, route group and condition type prefix patterns).
+pub fn is_subdomain_pattern(s: &str) -> bool {
+    s.as_bytes().split(|&b| b == b'.').all(is_label_pattern)
 }

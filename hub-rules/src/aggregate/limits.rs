@@ -20,10 +20,6 @@ pub use gwhub_model::limits::{
 // byte of a multi-byte character matches none of them. The engine checks
 // every report on every re-aggregation, so this is a hot path.
 
-fn lower_alnum(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
-}
-
 /// `s` is non-empty, starts with `first`, ends with `last`, and every byte
 /// is `inner`.
 fn ends_and_all(
@@ -38,17 +34,9 @@ fn ends_and_all(
     }
 }
 
-/// One label of `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (no length limit: the CRD's
-/// patterns have none per label).
-fn is_label_pattern(s: &[u8]) -> bool {
-    ends_and_all(s, lower_alnum, lower_alnum, |b| lower_alnum(b) || b == b'-')
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`, the
-/// pattern of SectionName, route groups and condition type prefixes.
-pub fn is_subdomain_pattern(s: &str) -> bool {
-    s.as_bytes().split(|&b| b == b'.').all(is_label_pattern)
-}
+/// The pattern of SectionName, route groups and condition type prefixes:
+/// Kubernetes' DNS-1123 subdomain pattern, without its length limit.
+pub use gwhub_model::names::is_subdomain_pattern;
 
 /// A cluster name whose listeners can be written: consumers split the listener
 /// name at the first `.`, so the cluster part must be one DNS label.
