@@ -72,7 +72,7 @@ pub enum ServeError {
 }
 
 /// What a task's end says, for [`ServeError::TaskEnded`].
-pub fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
+pub(crate) fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
     ServeError::TaskEnded(match joined {
         Ok(()) => what.to_owned(),
         Err(e) => format!("{what} ({e})"),

@@ -119,7 +119,7 @@ pub fn evaluate_with(
 }
 
 /// Evaluates one Gateway against the cluster's objects and config.
-pub fn evaluate_gateway(
+pub(crate) fn evaluate_gateway(
     gateway: &Gateway,
     snapshot: &Snapshot,
     dns_config: &DNS,

@@ -33,7 +33,7 @@ impl Default for Options {
 }
 
 /// The namespace of an object, `default` when unset.
-pub fn namespace_of(meta: &ObjectMeta) -> &str {
+pub(crate) fn namespace_of(meta: &ObjectMeta) -> &str {
     meta.namespace
         .as_deref()
         .filter(|s| !s.is_empty())
@@ -71,7 +71,10 @@ pub fn service_for<'a>(gateway: &Gateway, services: &'a [Service]) -> Option<&'a
 }
 
 /// The Gateway's DNSRecords (labelled for it in its namespace), by name.
-pub fn dns_records_for<'a>(gateway: &Gateway, records: &'a [DNSRecord]) -> Vec<&'a DNSRecord> {
+pub(crate) fn dns_records_for<'a>(
+    gateway: &Gateway,
+    records: &'a [DNSRecord],
+) -> Vec<&'a DNSRecord> {
     let mut out: Vec<_> = records
         .iter()
         .filter(|r| labelled_for(&r.metadata, gateway))
@@ -84,7 +87,10 @@ pub fn dns_records_for<'a>(gateway: &Gateway, records: &'a [DNSRecord]) -> Vec<&
 /// trimmed on both sides, by name; the ingress operator makes one per
 /// hostname, so more than one is reported by the caller and the last by name
 /// is used (as the operator does: the later record replaces the earlier).
-pub fn records_for_hostname<'a>(hostname: &str, records: &[&'a DNSRecord]) -> Vec<&'a DNSRecord> {
+pub(crate) fn records_for_hostname<'a>(
+    hostname: &str,
+    records: &[&'a DNSRecord],
+) -> Vec<&'a DNSRecord> {
     let want = normalize_hostname(hostname);
     records
         .iter()

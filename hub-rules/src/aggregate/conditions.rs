@@ -21,7 +21,7 @@ pub struct Summary {
 }
 
 /// Summarises `type_` over `reports` (already in cluster order).
-pub fn summarize(type_: &str, reports: &[ClusterReport<'_>]) -> Summary {
+pub(crate) fn summarize(type_: &str, reports: &[ClusterReport<'_>]) -> Summary {
     let mut fragments = Vec::new();
     for r in reports {
         if let Some(fragment) = fragment(type_, r) {
@@ -73,12 +73,12 @@ pub fn fragment(type_: &str, r: &ClusterReport<'_>) -> Option<String> {
 /// cutting whole fragments and ending with `; and N more <unit>`. A first
 /// fragment too long on its own is shortened (ending in `...`) rather than
 /// dropped, so the message always names at least one problem.
-pub fn cap_join(fragments: &[String], unit: &str) -> String {
+pub(crate) fn cap_join(fragments: &[String], unit: &str) -> String {
     cap_join_at(fragments, unit, MAX_MESSAGE)
 }
 
 /// [`cap_join`] with an explicit limit (for tests).
-pub fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> String {
+pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> String {
     let n = fragments.len();
     let suffix = |more: usize| -> String {
         if more == 0 {

@@ -181,7 +181,7 @@ impl Fleet {
 
     /// Marks `cluster` stale since `last_report` (or fresh again); affects its
     /// Gateways when the freshness changed.
-    pub fn set_freshness(&mut self, cluster: &str, freshness: Freshness) -> Affected {
+    pub(crate) fn set_freshness(&mut self, cluster: &str, freshness: Freshness) -> Affected {
         self.register(cluster);
         let Some(state) = self.clusters.get_mut(cluster) else {
             return Affected::new();

@@ -44,19 +44,19 @@ pub use gwhub_model::cluster::is_dns_label;
 
 /// A cluster name that can prefix an address value: consumers split at the
 /// first `/`.
-pub fn is_address_prefix(s: &str) -> bool {
+pub(crate) fn is_address_prefix(s: &str) -> bool {
     !s.is_empty() && !s.as_bytes().contains(&b'/')
 }
 
 /// SectionName: pattern and at most 253 characters.
-pub fn is_section_name(s: &str) -> bool {
+pub(crate) fn is_section_name(s: &str) -> bool {
     s.len() <= MAX_SECTION_NAME && is_subdomain_pattern(s)
 }
 
 /// A domain-prefixed address type (`example.com/Name`), the only kind the hub
 /// writes: it matches the CRD's type pattern and none of the core types whose
 /// values have extra validation.
-pub fn is_multi_cluster_address_type(s: &str) -> bool {
+pub(crate) fn is_multi_cluster_address_type(s: &str) -> bool {
     const EXTRA: &str = "/-._~%!$&'()*+,;=:";
     let Some((domain, rest)) = s.split_once('/') else {
         return false;
@@ -71,7 +71,7 @@ pub fn is_multi_cluster_address_type(s: &str) -> bool {
 
 /// metav1.Condition `type`: optional DNS-subdomain prefix and `/`, then a
 /// name; at most 316 characters.
-pub fn is_condition_type(s: &str) -> bool {
+pub(crate) fn is_condition_type(s: &str) -> bool {
     if s.len() > MAX_CONDITION_TYPE {
         return false;
     }
@@ -95,7 +95,7 @@ pub fn is_condition_type(s: &str) -> bool {
 
 /// metav1.Condition `reason`: `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`,
 /// 1 to 1024 characters.
-pub fn is_condition_reason(s: &str) -> bool {
+pub(crate) fn is_condition_reason(s: &str) -> bool {
     s.len() <= MAX_REASON
         && ends_and_all(
             s.as_bytes(),
@@ -106,14 +106,14 @@ pub fn is_condition_reason(s: &str) -> bool {
 }
 
 /// metav1.Condition `status` enum.
-pub fn is_condition_status(s: &str) -> bool {
+pub(crate) fn is_condition_status(s: &str) -> bool {
     matches!(s, "True" | "False" | "Unknown")
 }
 
 pub use gwhub_model::text::{char_len, truncate};
 
 /// Why a condition would be rejected, or `None` when it is valid.
-pub fn condition_problem(c: &Condition) -> Option<String> {
+pub(crate) fn condition_problem(c: &Condition) -> Option<String> {
     if !is_condition_type(&c.type_) {
         return Some(format!(
             "type does not match the condition type pattern or is longer than {MAX_CONDITION_TYPE} characters"
@@ -141,7 +141,7 @@ pub fn condition_problem(c: &Condition) -> Option<String> {
 }
 
 /// Why a supported kind would be rejected, or `None` when it is valid.
-pub fn supported_kind_problem(k: &GatewayStatusListenersSupportedKinds) -> Option<String> {
+pub(crate) fn supported_kind_problem(k: &GatewayStatusListenersSupportedKinds) -> Option<String> {
     if let Some(group) = &k.group
         && !(group.is_empty() || (group.len() <= MAX_GROUP && is_subdomain_pattern(group)))
     {
@@ -169,7 +169,7 @@ pub fn supported_kind_problem(k: &GatewayStatusListenersSupportedKinds) -> Optio
 /// cluster's first entry before any cluster's second, so each cluster keeps
 /// one while there is room. Returns, per cluster, how many of its leading
 /// entries are kept (entries keep their order within a cluster).
-pub fn round_robin(lens: &[usize], limit: usize) -> Vec<usize> {
+pub(crate) fn round_robin(lens: &[usize], limit: usize) -> Vec<usize> {
     let mut kept = vec![0; lens.len()];
     let mut left = limit;
     let mut round = 0;

@@ -86,7 +86,7 @@ impl HubGateway {
 }
 
 /// Every Gateway-level condition type any of `reports` carries.
-pub fn reported_types<'a>(reports: &[ClusterReport<'a>]) -> BTreeSet<&'a str> {
+pub(crate) fn reported_types<'a>(reports: &[ClusterReport<'a>]) -> BTreeSet<&'a str> {
     reports
         .iter()
         .flat_map(|r| r.status.conditions.as_deref().unwrap_or_default())

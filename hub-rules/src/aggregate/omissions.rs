@@ -208,7 +208,7 @@ impl Omissions {
     /// The fragments of the hub's own condition message: one per omission,
     /// except that the entries left out past a limit are counted once per
     /// list (they come from many clusters).
-    pub fn fragments(&self) -> Vec<String> {
+    pub(crate) fn fragments(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut limit_counts: Vec<(Item, usize, usize)> = Vec::new();
         for o in &self.0 {

@@ -57,7 +57,7 @@ pub const DEFAULT_MAX_MESSAGES_PER_SECOND: u32 = 50_000;
 impl IngestConfig {
     /// Heartbeats three times per staleness window, so one lost heartbeat
     /// never makes a cluster stale.
-    pub fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
+    pub(crate) fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
         IngestConfig {
             insecure,
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
@@ -85,7 +85,7 @@ impl IngestService {
     }
 
     /// The tonic service with the hub's message size limit.
-    pub fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
+    pub(crate) fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
         v1::ingest_server::IngestServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)

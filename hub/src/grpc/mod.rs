@@ -8,6 +8,6 @@ pub mod view;
 
 /// Resolves once the hub starts shutting down (or the flag's sender is
 /// gone). Returns `()` so no watch guard lives in a `select!` output.
-pub async fn shutting_down(rx: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn shutting_down(rx: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }

@@ -69,7 +69,7 @@ impl GatewayView {
 }
 
 /// The engine's omission as the Dashboard API spells it.
-pub fn omission_to_proto(o: &Omission) -> v1::Omission {
+pub(crate) fn omission_to_proto(o: &Omission) -> v1::Omission {
     v1::Omission {
         cluster: o.cluster.clone().unwrap_or_default(),
         item: o.item.code().to_owned(),

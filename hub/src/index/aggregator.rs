@@ -14,7 +14,7 @@ impl Index {
     /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
     /// management cluster holds it; it is re-aggregated if that changed.
     /// Returns whether it changed.
-    pub fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
+    pub(crate) fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
         let changed = {
             let mut map = self.inner.live.lock();
             match live {
@@ -37,7 +37,7 @@ impl Index {
     /// another object meanwhile: the answer may be older than that (a spec
     /// edited since), and the watch is then the source. Returns whether it
     /// was installed.
-    pub fn set_live_hub_written(
+    pub(crate) fn set_live_hub_written(
         &self,
         key: GatewayKey,
         planned: &Arc<LiveHub>,
@@ -61,7 +61,7 @@ impl Index {
 
     /// Replaces every live hub Gateway (after the watch listed them all);
     /// the ones that changed, came or went are re-aggregated.
-    pub fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
+    pub(crate) fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
         let affected: BTreeSet<GatewayKey> = {
             let mut map = self.inner.live.lock();
             let mut affected: BTreeSet<GatewayKey> = map
@@ -88,12 +88,12 @@ impl Index {
     }
 
     /// The hub Gateway `key` as the management cluster holds it.
-    pub fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
+    pub(crate) fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
         self.inner.live.lock().get(key).cloned()
     }
 
     /// Every hub Gateway the management cluster holds.
-    pub fn live_hub_keys(&self) -> Vec<GatewayKey> {
+    pub(crate) fn live_hub_keys(&self) -> Vec<GatewayKey> {
         self.inner.live.lock().keys().cloned().collect()
     }
 
@@ -106,7 +106,7 @@ impl Index {
     }
 
     /// Re-aggregates dirty Gateways until the returned future is dropped.
-    pub async fn run_aggregator(self) {
+    pub(crate) async fn run_aggregator(self) {
         loop {
             self.inner.dirty_notify.notified().await;
             self.aggregate_dirty();

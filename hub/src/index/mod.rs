@@ -74,7 +74,7 @@ impl GatewayView {
 
     /// Whether the view was aggregated with exactly `live` (not an equal
     /// copy: the object the index holds now).
-    pub fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
+    pub(crate) fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
         self.aggregated_with
             .lock()
             .as_ref()
@@ -180,7 +180,7 @@ impl Session {
     }
 
     /// Whether a newer stream for the same cluster took over.
-    pub fn is_superseded(&self) -> bool {
+    pub(crate) fn is_superseded(&self) -> bool {
         self.live.session.lock().id != self.id
     }
 
@@ -380,13 +380,13 @@ impl Index {
     }
 
     /// Streams for more than `max` clusters are refused (`--max-clusters`).
-    pub fn set_max_clusters(&self, max: usize) {
+    pub(crate) fn set_max_clusters(&self, max: usize) {
         self.inner.max_clusters.store(max, Ordering::Relaxed);
     }
 
     /// Disconnected clusters silent for `after` are forgotten by the
     /// staleness sweep (`--insecure-prune-after`); zero: never.
-    pub fn set_prune_after(&self, after: Duration) {
+    pub(crate) fn set_prune_after(&self, after: Duration) {
         let ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
         self.inner.prune_after_millis.store(ms, Ordering::Relaxed);
     }

@@ -60,12 +60,12 @@ impl Index {
 
     /// Fires whenever some cluster's reports were applied (see
     /// [`Index::cluster_record`]).
-    pub fn subscribe_reports(&self) -> watch::Receiver<u64> {
+    pub(crate) fn subscribe_reports(&self) -> watch::Receiver<u64> {
         self.inner.reports.subscribe()
     }
 
     /// Everything `cluster` reports, for persistence; `None` if unknown.
-    pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
+    pub(crate) fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
         let live = self.inner.clusters.lock().get(cluster).cloned()?;
         let (report_rev, gateways) = {
             let fleet = self.inner.fleet.read();
@@ -100,7 +100,7 @@ impl Index {
     /// times, so a cluster silent for `stale_after` is stale at once and a
     /// live one does not flap. A cluster past `--max-clusters` is not
     /// taken. Returns whether it was taken.
-    pub fn import_cluster(
+    pub(crate) fn import_cluster(
         &self,
         cluster: &str,
         gateways: BTreeMap<GatewayKey, GatewayStatus>,

@@ -7,7 +7,7 @@ use super::*;
 
 impl Index {
     /// Records the encoded size of the session's cluster's report.
-    pub fn set_report_bytes(&self, session: &Session, bytes: u64) {
+    pub(crate) fn set_report_bytes(&self, session: &Session, bytes: u64) {
         if !session.is_superseded() {
             session.live.report_bytes.store(bytes, Ordering::Relaxed);
         }
@@ -16,12 +16,12 @@ impl Index {
     /// Every cluster `--insecure-prune-after` forgets from now on (the
     /// store deletes their reports, so a relist or restart does not bring
     /// them back).
-    pub fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
+    pub(crate) fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
         self.inner.pruned.subscribe()
     }
 
     /// Every stale/fresh transition of a cluster from now on.
-    pub fn subscribe_transitions(&self) -> broadcast::Receiver<ClusterTransition> {
+    pub(crate) fn subscribe_transitions(&self) -> broadcast::Receiver<ClusterTransition> {
         self.inner.transitions.subscribe()
     }
 
@@ -71,7 +71,7 @@ impl Index {
     }
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
-    pub fn disconnect(&self, session: &Session) {
+    pub(crate) fn disconnect(&self, session: &Session) {
         let _clusters = self.inner.clusters.lock();
         if !session.is_superseded() {
             session.live.connected.store(false, Ordering::SeqCst);
@@ -108,7 +108,7 @@ impl Index {
 
     /// Forgets disconnected clusters silent for the prune bound (see
     /// [`Index::set_prune_after`]).
-    pub fn prune_silent(&self) {
+    pub(crate) fn prune_silent(&self) {
         let after = self.inner.prune_after_millis.load(Ordering::Relaxed);
         if after <= 0 {
             return;
@@ -147,7 +147,7 @@ impl Index {
     }
 
     /// Marks clusters silent for longer than `stale_after` stale.
-    pub fn sweep_stale(&self) {
+    pub(crate) fn sweep_stale(&self) {
         let now = now_millis();
         let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
         let clusters = self.inner.clusters.lock();
@@ -178,7 +178,7 @@ impl Index {
     }
 
     /// Runs the staleness sweep until the returned future is dropped.
-    pub async fn run_staleness(self) {
+    pub(crate) async fn run_staleness(self) {
         let period =
             (self.inner.stale_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         let mut tick = tokio::time::interval(period);

@@ -51,7 +51,7 @@ fn millis(s: Option<&str>) -> i64 {
 }
 
 /// The spec for a cluster's record.
-pub fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
+pub(crate) fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
     ClusterReportSpec {
         cluster: record.cluster.clone(),
         gateway_count: u32::try_from(record.gateways.len()).unwrap_or(u32::MAX),
@@ -70,7 +70,7 @@ pub fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
 }
 
 /// A stored report back into what the index takes.
-pub fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStatus> {
+pub(crate) fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStatus> {
     spec.gateways
         .iter()
         .map(|g| {
@@ -240,7 +240,7 @@ impl ReportWriter {
 
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
-pub async fn run_importer(
+pub(crate) async fn run_importer(
     api: Api<ClusterReport>,
     index: Index,
     restored: watch::Sender<bool>,

@@ -82,7 +82,7 @@ impl Queue {
 /// Keeps the index's live hub Gateways current (so it aggregates with
 /// them) and queues every one that changed. `synced` turns true once the
 /// first full list is in.
-pub async fn run_gateway_watch(
+pub(crate) async fn run_gateway_watch(
     api: Api<Gateway>,
     index: Index,
     queue: Arc<Queue>,
@@ -126,7 +126,7 @@ pub async fn run_gateway_watch(
 }
 
 /// Queues every hub Gateway whose aggregate the index changed.
-pub async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: CancellationToken) {
+pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: CancellationToken) {
     let mut views = index.subscribe();
     let mut seen: BTreeMap<GatewayKey, u64> = BTreeMap::new();
     loop {

@@ -98,7 +98,7 @@ impl Notices {
     }
 
     /// Reports that `gw` could not be evaluated for `error`.
-    pub async fn config_error(&self, gw: &Gateway, error: &EngineError) {
+    pub(crate) async fn config_error(&self, gw: &Gateway, error: &EngineError) {
         Metrics::bump(&self.metrics.config_errors);
         let name = gw.metadata.name.clone().unwrap_or_default();
         let message = error.to_string();
@@ -111,7 +111,7 @@ impl Notices {
     }
 
     /// Notes that `gw` could be evaluated again.
-    pub fn config_ok(&self, gw: &Gateway) {
+    pub(crate) fn config_ok(&self, gw: &Gateway) {
         let name = gw.metadata.name.as_deref().unwrap_or_default();
         if self.lock().config.remove(name).is_some() {
             tracing::info!(gateway = %name, "cluster config usable again; computing conditions");

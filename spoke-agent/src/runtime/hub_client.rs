@@ -569,7 +569,7 @@ impl Backoff {
     }
 
     /// The next delay to wait; doubles the step up to the cap.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let step = self.current;
         self.current = (self.current * 2).min(self.max);
         let half = step / 2;

@@ -224,13 +224,13 @@ impl GatewayStore {
     /// read its cluster. The hub client sends no heartbeats meanwhile, so
     /// the hub marks this cluster's report stale rather than showing, as
     /// fresh, a status nobody can check.
-    pub fn set_source_ok(&self, ok: bool) {
+    pub(crate) fn set_source_ok(&self, ok: bool) {
         self.source_ok
             .send_if_modified(|s| std::mem::replace(s, ok) != ok);
     }
 
     /// Follows [`set_source_ok`](Self::set_source_ok).
-    pub fn subscribe_source(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe_source(&self) -> watch::Receiver<bool> {
         self.source_ok.subscribe()
     }
 

@@ -18,13 +18,13 @@ pub const ZONE_NAME_TAG: &str = "Name";
 /// and `*.apps.example.com` name the same record), as the operator does
 /// (Go's `strings.TrimSuffix(h, ".")`); `a.b..` stays `a.b.`, so it does
 /// not match `a.b`.
-pub fn normalize_hostname(hostname: &str) -> &str {
+pub(crate) fn normalize_hostname(hostname: &str) -> &str {
     hostname.strip_suffix('.').unwrap_or(hostname)
 }
 
 /// Whether two zones are the same: the same non-empty `id`, or the same
 /// non-empty `Name` tag.
-pub fn zones_match(a: &DNSZone, b: &DNSZone) -> bool {
+pub(crate) fn zones_match(a: &DNSZone, b: &DNSZone) -> bool {
     (!a.id.is_empty() && a.id == b.id) || name_tag(a).is_some_and(|n| Some(n) == name_tag(b))
 }
 
@@ -36,14 +36,14 @@ fn name_tag(z: &DNSZone) -> Option<&str> {
 }
 
 /// Whether `zone` is the DNS config's publicZone or privateZone.
-pub fn zone_in_config(dns: &DNS, zone: &DNSZone) -> bool {
+pub(crate) fn zone_in_config(dns: &DNS, zone: &DNSZone) -> bool {
     dns.zones().into_iter().any(|z| zones_match(zone, z))
 }
 
 /// A list of zones as Go's `%v` prints a `[]configv1.DNSZone`, which is how
 /// the operator writes them into messages: `[{Z1 map[]} { map[Name:priv]}]`
 /// (struct fields in order, separated by a space; map keys sorted).
-pub fn render_zones(zones: &[&DNSZone]) -> String {
+pub(crate) fn render_zones(zones: &[&DNSZone]) -> String {
     let mut out = String::from("[");
     for (i, z) in zones.iter().enumerate() {
         if i > 0 {
@@ -155,7 +155,9 @@ pub fn dns_ready(dns: &DNS, record: Option<&DNSRecord>) -> Verdict {
 /// The Gateway-level `DNSReady` given the statuses of the listener-level
 /// `DNSReady`s the Gateway carries: `None` (no condition) when no listener
 /// carries one.
-pub fn gateway_dns_ready<'a>(listeners: impl IntoIterator<Item = &'a str>) -> Option<Verdict> {
+pub(crate) fn gateway_dns_ready<'a>(
+    listeners: impl IntoIterator<Item = &'a str>,
+) -> Option<Verdict> {
     let mut any = false;
     let mut all_true = true;
     for status in listeners {

@@ -72,7 +72,7 @@ pub fn is_provisioned(service: &Service) -> bool {
 /// `Service`, apiVersion `v1`, the Service's namespace, name and uid (a
 /// Service without uid has no events: the operator does not list them);
 /// `source.component: service-controller`; reason `SyncLoadBalancerFailed`.
-pub fn is_sync_failure_for(event: &Event, service: &Service) -> bool {
+pub(crate) fn is_sync_failure_for(event: &Event, service: &Service) -> bool {
     let obj = &event.involved_object;
     let uid = service.metadata.uid.as_deref().filter(|u| !u.is_empty());
     uid.is_some()
@@ -109,7 +109,7 @@ pub fn event_time(event: &Event) -> Option<Timestamp> {
 
 /// The newest matching `SyncLoadBalancerFailed` event (ties: the later one in
 /// `events`), whose message explains why the load balancer is not ready.
-pub fn newest_sync_failure<'a>(service: &Service, events: &'a [Event]) -> Option<&'a Event> {
+pub(crate) fn newest_sync_failure<'a>(service: &Service, events: &'a [Event]) -> Option<&'a Event> {
     events
         .iter()
         .filter(|e| is_sync_failure_for(e, service))
