@@ -55,13 +55,24 @@ impl Recorder {
 
     /// Waits until the watch has delivered at least one status.
     pub async fn wait_first(&self, within: Duration) -> bool {
+        self.wait_until(within, |_| true).await
+    }
+
+    /// Waits until the watch has delivered a status that satisfies `done`
+    /// (a GET can see a write before the watch delivers it).
+    pub async fn wait_until(
+        &self,
+        within: Duration,
+        done: impl Fn(&GatewayStatus) -> bool,
+    ) -> bool {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
-            if !self
+            if self
                 .seen
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .is_empty()
+                .iter()
+                .any(|s| done(&s.status))
             {
                 return true;
             }

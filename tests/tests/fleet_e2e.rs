@@ -370,14 +370,20 @@ async fn fleet_end_to_end_with_the_real_binaries() {
         attached_routes(g, "east.https") == Some(3)
     })
     .await;
-    let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
-    drop(recorder);
-    let (before, after): (Vec<_>, Vec<_>) = seen.iter().partition(|s| {
+    // The GET above can see the write before the recorder's watch does.
+    let routed = |s: &GatewayStatus| {
         s.listeners
             .iter()
             .flatten()
-            .all(|l| l.name != "east.https" || l.attached_routes != 3)
-    });
+            .any(|l| l.name == "east.https" && l.attached_routes == 3)
+    };
+    assert!(
+        recorder.wait_until(Duration::from_secs(30), routed).await,
+        "the watch never delivered the status with 3 routes"
+    );
+    let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
+    drop(recorder);
+    let (after, before): (Vec<_>, Vec<_>) = seen.iter().partition(|s| routed(s));
     assert!(!before.is_empty() && !after.is_empty(), "{seen:#?}");
     for (i, s) in before.iter().enumerate() {
         assert_eq!(
