@@ -17,6 +17,7 @@ use gwhub_proto::v1::{
     ingest_server::{Ingest, IngestServer},
 };
 use gwhub_spoke_rules::manifest::Object;
+use gwhub_test_kit::procs::{Process as Child, free_addr};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -366,11 +367,6 @@ fn deltas(log: &[Got]) -> Vec<(u64, Vec<String>)> {
         .collect()
 }
 
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
 const T0: &str = "2025-01-01T00:00:00Z";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -633,36 +629,6 @@ fn copy_example(name: &str, to: &TempDir) {
             p.file_name().unwrap().to_str().unwrap(),
             &std::fs::read_to_string(&p).unwrap(),
         );
-    }
-}
-
-/// A child process killed on drop, so a failed test leaves nothing behind.
-struct Child(std::process::Child);
-
-impl Child {
-    /// SIGTERM, then the exit status (bounded wait).
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.0.id().to_string();
-        let ok = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(s) = self.0.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "agent ignored SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -9,11 +9,9 @@ use std::time::Duration;
 use gwhub_hub::budget::{Budgets, Counters};
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::HubTls;
-use gwhub_proto::client::{ReportStream, open_report};
-use gwhub_proto::v1::{
-    self, agent_message, dashboard_client::DashboardClient, hub_message,
-    ingest_client::IngestClient,
-};
+use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
+use gwhub_test_kit::procs::free_addr;
+use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
@@ -23,97 +21,47 @@ const WAIT: Duration = Duration::from_secs(10);
 
 // ---- a raw agent ----------------------------------------------------------
 
-struct Agent {
-    stream: ReportStream,
+/// The test kit's raw agent, with this suite's Hello and its short forms of
+/// `snapshot` (id = seq + 1) and `recv` (how the stream ended, too).
+struct Agent(RawAgent);
+
+impl std::ops::Deref for Agent {
+    type Target = RawAgent;
+    fn deref(&self) -> &RawAgent {
+        &self.0
+    }
 }
 
-fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut RawAgent {
+        &mut self.0
+    }
 }
 
 fn hello(cluster: &str) -> v1::Hello {
     v1::Hello {
         agent_version: "adversary".into(),
-        capabilities: vec![],
-        cluster: cluster.into(),
+        ..raw_agent::hello(cluster)
     }
 }
 
 impl Agent {
     /// Connects and reads the hub's Hello and NEW_CONNECTION resync.
     async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
-        let mut agent = Agent::open(addr, cluster).await.unwrap();
-        match agent.recv().await.unwrap() {
-            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
-            other => panic!("expected HubHello, got {other:?}"),
-        }
-        match agent.recv().await.unwrap() {
-            hub_message::Message::Resync(_) => {}
-            other => panic!("expected a resync request, got {other:?}"),
-        }
-        agent
+        Agent(RawAgent::connect_with(addr, hello(cluster)).await)
     }
 
     async fn open(addr: SocketAddr, cluster: &str) -> Result<Agent, tonic::Status> {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap()
-            .max_encoding_message_size(64 * 1024 * 1024);
-        let stream = open_report(&mut client, hello(cluster), 64).await?;
-        Ok(Agent { stream })
-    }
-
-    /// Sends, ignoring a stream the hub already ended.
-    async fn send(&self, m: agent_message::Message) {
-        let _ = self.stream.tx.send(msg(m)).await;
+        RawAgent::open(addr, hello(cluster)).await.map(Agent)
     }
 
     /// The next hub message other than a heartbeat, or how the stream ended.
     async fn recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
-        loop {
-            let m = tokio::time::timeout(WAIT, self.stream.rx.next())
-                .await
-                .expect("the hub answered in time")
-                .expect("stream still open")?;
-            match m.message {
-                Some(hub_message::Message::Heartbeat(_)) => continue,
-                Some(m) => return Ok(m),
-                None => panic!("empty hub message"),
-            }
-        }
-    }
-
-    /// The status the hub ended the stream with (acks and resyncs skipped).
-    async fn ended(&mut self) -> tonic::Status {
-        loop {
-            match self.recv().await {
-                Ok(hub_message::Message::Ack(_) | hub_message::Message::Resync(_)) => continue,
-                Ok(other) => panic!("expected the stream to end, got {other:?}"),
-                Err(status) => return status,
-            }
-        }
+        self.0.try_recv().await
     }
 
     async fn snapshot(&mut self, seq: u64, gateways: Vec<v1::GatewayReport>) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: seq.wrapping_add(1),
-            chunk: 0,
-            r#final: true,
-            seq,
-            gateways,
-        }))
-        .await;
-        match self.recv().await {
-            Ok(hub_message::Message::Ack(a)) => assert_eq!(a.seq, seq),
-            other => panic!("expected ack {seq}, got {other:?}"),
-        }
-    }
-
-    async fn heartbeat(&self) {
-        self.send(agent_message::Message::Heartbeat(v1::Heartbeat {
-            sent_unix_millis: 0,
-        }))
-        .await;
+        self.0.snapshot(seq.wrapping_add(1), seq, gateways).await;
     }
 }
 
@@ -607,13 +555,7 @@ async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_st
 #[tokio::test]
 async fn a_tls_handshake_that_never_finishes_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let layout = gwhub::hub::certs::generate(
-        dir.path(),
-        &["east".to_owned()],
-        &["127.0.0.1".to_owned()],
-        false,
-    )
-    .unwrap();
+    let layout = gwhub_test_kit::procs::dev_certs(dir.path(), &["east"], &["127.0.0.1"]);
     let read = |p: &std::path::Path| std::fs::read(p).unwrap();
     let tls = HubTls::from_pem(
         &read(&layout.hub_cert),
@@ -950,13 +892,6 @@ fn gwhub_certs_issues_bounded_validity() {
 }
 
 // ---- 2. at the file descriptor limit ---------------------------------------
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 #[tokio::test]
 async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {

@@ -6,142 +6,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use gwhub_hub::serve::{Hub, HubConfig};
-use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{
-    self, agent_message, change, dashboard_client::DashboardClient, hub_message,
-    ingest_client::IngestClient,
+    self, agent_message, change, dashboard_client::DashboardClient, ingest_client::IngestClient,
 };
+use gwhub_test_kit::procs::free_addr;
+use gwhub_test_kit::raw_agent::{Agent, msg};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 const WAIT: Duration = Duration::from_secs(5);
-
-// ---- a tiny agent ---------------------------------------------------------
-
-struct Agent {
-    tx: mpsc::Sender<v1::AgentMessage>,
-    rx: tonic::Streaming<v1::HubMessage>,
-}
-
-fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
-}
-
-impl Agent {
-    /// Connects, says Hello and checks the hub's greeting.
-    async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap()
-            .max_encoding_message_size(64 * 1024 * 1024);
-        let hello = v1::Hello {
-            agent_version: "test".into(),
-            capabilities: vec![],
-            cluster: cluster.into(),
-        };
-        let ReportStream { tx, rx } = open_report(&mut client, hello, 64).await.unwrap();
-        let mut agent = Agent { tx, rx };
-        match agent.recv().await {
-            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
-            other => panic!("expected HubHello, got {other:?}"),
-        }
-        let r = agent.expect_resync().await;
-        assert_eq!(r.reason, v1::ResyncReason::NewConnection as i32);
-        agent
-    }
-
-    async fn send(&self, m: agent_message::Message) {
-        self.tx.send(msg(m)).await.unwrap();
-    }
-
-    /// The next hub message other than a heartbeat.
-    async fn recv(&mut self) -> hub_message::Message {
-        self.try_recv().await.expect("hub message")
-    }
-
-    async fn try_recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
-        loop {
-            let m = tokio::time::timeout(WAIT, self.rx.next())
-                .await
-                .expect("hub answered in time")
-                .expect("stream still open")?;
-            match m.message {
-                Some(hub_message::Message::Heartbeat(_)) => continue,
-                Some(m) => return Ok(m),
-                None => panic!("empty hub message"),
-            }
-        }
-    }
-
-    /// The status the hub ended the stream with.
-    async fn expect_error(&mut self) -> tonic::Status {
-        loop {
-            match self.try_recv().await {
-                Ok(hub_message::Message::Ack(_)) => continue,
-                Ok(other) => panic!("expected an error, got {other:?}"),
-                Err(status) => return status,
-            }
-        }
-    }
-
-    async fn expect_ack(&mut self, seq: u64) {
-        match self.recv().await {
-            hub_message::Message::Ack(a) => assert_eq!(a.seq, seq),
-            other => panic!("expected ack {seq}, got {other:?}"),
-        }
-    }
-
-    async fn expect_resync(&mut self) -> v1::ResyncRequest {
-        match self.recv().await {
-            hub_message::Message::Resync(r) => r,
-            other => panic!("expected a resync request, got {other:?}"),
-        }
-    }
-
-    async fn snapshot(&mut self, id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: id,
-            chunk: 0,
-            r#final: true,
-            seq,
-            gateways,
-        }))
-        .await;
-        self.expect_ack(seq).await;
-    }
-
-    async fn upsert(&self, seq: u64, report: v1::GatewayReport) {
-        self.send(agent_message::Message::Delta(v1::Delta {
-            seq,
-            changes: vec![v1::Change {
-                change: Some(change::Change::Upsert(report)),
-            }],
-        }))
-        .await;
-    }
-
-    async fn delete(&self, seq: u64, namespace: &str, name: &str) {
-        self.send(agent_message::Message::Delta(v1::Delta {
-            seq,
-            changes: vec![v1::Change {
-                change: Some(change::Change::Delete(v1::GatewayRef {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                })),
-            }],
-        }))
-        .await;
-    }
-
-    async fn heartbeat(&self) {
-        self.send(agent_message::Message::Heartbeat(v1::Heartbeat {
-            sent_unix_millis: 0,
-        }))
-        .await;
-    }
-}
 
 // ---- fixtures -------------------------------------------------------------
 
@@ -507,19 +382,6 @@ async fn bad_messages_end_only_their_stream() {
     let g = eventually(&mut d, "gw", |g| programmed(g) == Some(false)).await;
     assert_eq!(g.clusters, ["good"]);
     hub.shutdown().await.unwrap();
-}
-
-impl Agent {
-    async fn snapshot_no_ack(&self, r: v1::GatewayReport) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: 1,
-            chunk: 0,
-            r#final: true,
-            seq: 0,
-            gateways: vec![r],
-        }))
-        .await;
-    }
 }
 
 #[tokio::test]
@@ -911,31 +773,6 @@ async fn gwhubctl_reads_the_dashboard() {
     hub.shutdown().await.unwrap();
 }
 
-/// Every gwhubctl command takes `-o json` and `-o yaml`.
-#[test]
-fn every_gwhubctl_command_takes_output_json_and_yaml() {
-    use clap::Parser;
-    let commands: [&[&str]; 4] = [
-        &["get", "gateways"],
-        &["get", "clusters"],
-        &["describe", "gateway", "ns/name"],
-        &["watch"],
-    ];
-    for cmd in commands {
-        for format in ["json", "yaml"] {
-            let mut argv = vec!["gwhubctl"];
-            argv.extend_from_slice(cmd);
-            argv.extend(["-o", format]);
-            if let Err(e) = gwhub::ctl::Cli::try_parse_from(&argv) {
-                panic!("{argv:?}: {e}");
-            }
-        }
-    }
-    // With no --server, the Dashboard where `gwhub serve` listens by default.
-    let cli = gwhub::ctl::Cli::try_parse_from(["gwhubctl", "watch"]).unwrap();
-    assert_eq!(cli.server, "http://127.0.0.1:7444");
-}
-
 /// An unreachable hub is named with the cause, not tonic's bare
 /// "transport error".
 #[test]
@@ -1158,12 +995,6 @@ async fn a_stream_over_its_message_rate_is_ended() {
     let g = eventually(&mut d, "gw", |g| programmed(g) == Some(false)).await;
     assert_eq!(g.clusters, ["polite"]);
     hub.shutdown().await.unwrap();
-}
-
-/// A loopback address free a moment ago (the OS picked it).
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
 }
 
 /// `GET /metrics` over plain TCP; `None` until something answers.

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gwhub_test_kit::procs::free_port;
+
 fn venv() -> PathBuf {
     std::env::var_os("GWHUB_PY_VENV")
         .map(PathBuf::from)
@@ -22,13 +24,6 @@ fn venv() -> PathBuf {
                 });
             target.join("py-grpc")
         })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 #[test]

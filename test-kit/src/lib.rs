@@ -2,7 +2,8 @@
 //! Test helpers every suite shares: real etcd and kube-apiserver processes
 //! (one API server per simulated cluster, all on one etcd), the upstream
 //! CRDs installed into them, clients and scenarios for the tests, the gwhub
-//! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, and an
+//! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
+//! `Ingest` client ([`raw_agent`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
 //! Nothing here is mocked.
 //!
@@ -16,6 +17,7 @@ pub mod install;
 pub mod kube_objects;
 pub mod procs;
 pub mod proxy;
+pub mod raw_agent;
 pub mod recorder;
 pub mod scenario;
 pub mod workspace_bin;

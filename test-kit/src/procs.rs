@@ -27,6 +27,27 @@ impl Process {
         self.0.id()
     }
 
+    /// SIGTERM, then the exit status (bounded wait).
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "process ignored SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Kills the process now (SIGKILL: no clean shutdown) and reaps it.
     pub fn kill(&mut self) {
         let _ = self.0.kill();
@@ -46,6 +67,56 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind a free loopback port")
+}
+
+/// The PEM files `gwhub certs` wrote.
+#[derive(Debug, Clone)]
+pub struct DevCerts {
+    pub ca: PathBuf,
+    pub hub_cert: PathBuf,
+    pub hub_key: PathBuf,
+}
+
+/// Runs `gwhub certs` (the binary, so no test needs the CLI crate): a dev CA,
+/// a hub certificate for `hub_sans` and client certificates for `clusters`,
+/// written to `out`.
+///
+/// # Panics
+/// If `gwhub certs` fails.
+pub fn dev_certs(out: &std::path::Path, clusters: &[&str], hub_sans: &[&str]) -> DevCerts {
+    let done = std::process::Command::new(gwhub_binary())
+        .args(["certs", "--clusters", &clusters.join(",")])
+        .args(["--hub-san", &hub_sans.join(",")])
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run gwhub certs");
+    assert!(
+        done.status.success(),
+        "gwhub certs: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    DevCerts {
+        ca: out.join("ca.pem"),
+        hub_cert: out.join("hub.pem"),
+        hub_key: out.join("hub-key.pem"),
+    }
+}
+
+/// A loopback address free a moment ago (the OS picked it).
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free loopback port")
+}
+
+/// An empty directory `gwhub-e2e-<tag>-<pid>` under the system temp dir
+/// (emptied first if a previous run left it).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gwhub-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 /// `GET /metrics` on `port` (a gwhub binary's `--metrics-listen`): every

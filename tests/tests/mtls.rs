@@ -14,10 +14,13 @@ use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::HubTls;
+// The test kit's process guard, binaries and free address, under the
+// names this suite used.
 use gwhub_proto::v1::{
     self, agent_message, dashboard_client::DashboardClient, hub_message,
     ingest_client::IngestClient,
 };
+use gwhub_test_kit::procs::{Process as Child, agent_binary, free_addr, gwhub_binary as hub_bin};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -380,31 +383,6 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
 }
 
 // ---- the real binaries ------------------------------------------------------
-
-fn hub_bin() -> std::path::PathBuf {
-    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
-}
-
-/// `gwhub-agent`, built on demand like the hub (`GWHUB_AGENT_BIN` overrides).
-fn agent_binary() -> PathBuf {
-    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
-}
-
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 #[tokio::test]
 async fn gwhub_certs_output_works_with_the_binaries() {

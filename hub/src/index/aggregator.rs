@@ -101,14 +101,13 @@ impl Index {
         if affected.is_empty() {
             return;
         }
-        self.inner.dirty.lock().extend(affected);
-        self.inner.dirty_notify.notify_one();
+        self.inner.dirty.insert_all(affected);
     }
 
     /// Re-aggregates dirty Gateways until the returned future is dropped.
     pub(crate) async fn run_aggregator(self) {
         loop {
-            self.inner.dirty_notify.notified().await;
+            self.inner.dirty.notified().await;
             self.aggregate_dirty();
             // Let ingest run between passes on a busy hub.
             tokio::task::yield_now().await;
@@ -131,7 +130,7 @@ impl Index {
     /// to insert the finished views.
     pub fn aggregate_dirty(&self) -> bool {
         let _pass = self.inner.aggregating.lock();
-        let keys = std::mem::take(&mut *self.inner.dirty.lock());
+        let keys = self.inner.dirty.take_keys();
         if keys.is_empty() {
             return false;
         }

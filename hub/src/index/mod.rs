@@ -20,10 +20,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_common::CoalescingQueue;
 use gwhub_proto::{convert, v1};
 use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
-use tokio::sync::{Notify, broadcast, watch};
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fleet::SharedReport;
@@ -315,8 +316,8 @@ struct Inner {
     /// The hub Gateways on the management cluster (Kubernetes mode), as
     /// its Gateway watch last saw them; taken alone, never with another lock.
     live: Mutex<BTreeMap<GatewayKey, Arc<LiveHub>>>,
-    dirty: Mutex<BTreeSet<GatewayKey>>,
-    dirty_notify: Notify,
+    /// Gateways to re-aggregate, for the aggregator task.
+    dirty: CoalescingQueue<GatewayKey>,
     views: watch::Sender<Views>,
     /// Bumped whenever some cluster's reports were applied.
     reports: watch::Sender<u64>,
@@ -355,8 +356,7 @@ impl Index {
                 aggregating: Mutex::new(()),
                 clusters: Mutex::new(BTreeMap::new()),
                 live: Mutex::new(BTreeMap::new()),
-                dirty: Mutex::new(BTreeSet::new()),
-                dirty_notify: Notify::new(),
+                dirty: CoalescingQueue::default(),
                 views,
                 reports,
                 transitions,
