@@ -144,6 +144,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         dashboard_token_file: args.dashboard_token_file.as_deref(),
     })?;
     init_logging();
+    raise_open_file_limit(&args.budgets);
     if config.insecure {
         tracing::warn!(
             "--insecure: agents are not authenticated and name their own cluster; use only on a trusted network"
@@ -186,6 +187,28 @@ pub fn run(args: &Args) -> Result<String, String> {
         .map_err(|e| e.to_string())
     })?;
     Ok(String::new())
+}
+
+/// File descriptors the hub needs beside its connections: /metrics
+/// scrapes, the Kubernetes client, logs, the runtime.
+const FD_HEADROOM: u64 = 128;
+
+/// Every connection is a file descriptor, and the default budgets (4,096
+/// agents + 64 Dashboard connections) exceed the common soft limit of 1,024:
+/// raise the soft limit as far as the hard limit allows, and say so when
+/// even that is too low (the accept loop then backs off at the limit
+/// instead of serving every budgeted connection).
+fn raise_open_file_limit(budgets: &gwhub_hub::budget::Budgets) {
+    let need = (budgets.max_connections + budgets.max_dashboard_connections) as u64 + FD_HEADROOM;
+    match rlimit::increase_nofile_limit(need) {
+        Ok(limit) if limit < need => tracing::warn!(
+            limit,
+            need,
+            "the open-file limit is below --max-connections + --max-dashboard-connections + {FD_HEADROOM}; raise it (ulimit -n) or lower the budgets"
+        ),
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-file limit"),
+    }
 }
 
 /// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
