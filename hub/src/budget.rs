@@ -125,6 +125,8 @@ impl Default for Budgets {
 pub struct Counters {
     pub ingest: Arc<ListenerCounters>,
     pub dashboard: Arc<ListenerCounters>,
+    /// The web page's listener (`--web-listen`).
+    pub web: Arc<ListenerCounters>,
     /// Streams refused for `--max-cluster-report-bytes`.
     pub refused_cluster_report_bytes: AtomicU64,
     /// Streams refused for `--max-clusters`.

@@ -32,6 +32,8 @@ use crate::aggregate::{
     Options,
 };
 use crate::budget::Counters;
+use crate::history;
+use crate::listing::Health;
 
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
@@ -56,13 +58,81 @@ pub struct GatewayView {
     /// Condition types in `aggregation.status` that are other writers'
     /// (kept from the live hub Gateway, never applied by the hub).
     pub foreign: BTreeSet<String>,
+    /// Some aggregated condition is not True (the Dashboard's `not_ready`
+    /// filter).
+    pub not_ready: bool,
+    /// Each reporting cluster's own report in one word, in cluster order
+    /// (the web page's fleet overview).
+    pub cells: Vec<Cell>,
     /// The live hub Gateway this aggregation was made from (the same `Arc`
     /// as [`Index::live_hub`] while that is current); a later live object
     /// that aggregates the same updates it without a new view.
     aggregated_with: Mutex<Option<Arc<LiveHub>>>,
 }
 
+/// One cluster's report of a hub Gateway, summarised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cell {
+    pub cluster: String,
+    pub health: Health,
+    pub stale: bool,
+}
+
+/// The cells of the reports `shared`.
+fn cells(shared: &[SharedReport]) -> Vec<Cell> {
+    shared
+        .iter()
+        .map(|r| Cell {
+            cluster: r.cluster.clone(),
+            health: crate::listing::health(
+                r.status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| c.status.as_str()),
+            ),
+            stale: matches!(r.freshness, Freshness::Stale { .. }),
+        })
+        .collect()
+}
+
+/// The conditions the history follows: the aggregated ones (cluster "")
+/// and each cluster's.
+fn history_conditions(aggregated: &GatewayStatus, shared: &[SharedReport]) -> history::Conditions {
+    let one = |cluster: &str, status: &GatewayStatus| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                (
+                    (cluster.to_owned(), c.type_.clone()),
+                    history::State {
+                        status: c.status.clone(),
+                        reason: c.reason.clone(),
+                        message: c.message.clone(),
+                    },
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut all: history::Conditions = one("", aggregated).into_iter().collect();
+    for r in shared {
+        all.extend(one(&r.cluster, &r.status));
+    }
+    all
+}
+
 impl GatewayView {
+    /// The filter's view of this Gateway.
+    pub fn facts(&self) -> crate::listing::Facts<'_> {
+        crate::listing::Facts {
+            namespace: &self.key.namespace,
+            clusters: &self.lean.clusters,
+            not_ready: self.not_ready,
+        }
+    }
+
     /// The live hub Gateway the view was aggregated with.
     pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
         self.aggregated_with.lock().clone()
@@ -327,6 +397,11 @@ struct Inner {
     /// Milliseconds after which a disconnected, silent cluster is forgotten
     /// (`--insecure-prune-after`); 0: never.
     prune_after_millis: AtomicI64,
+    /// The last status transitions of each reported hub Gateway (taken
+    /// alone, by the aggregation pass and `GetGatewayHistory`).
+    history: Mutex<BTreeMap<GatewayKey, history::Ring>>,
+    /// `--gateway-history`: transitions kept per hub Gateway; 0: none.
+    history_capacity: AtomicUsize,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -362,6 +437,8 @@ impl Index {
                 counters: Arc::default(),
                 max_clusters: AtomicUsize::new(usize::MAX),
                 prune_after_millis: AtomicI64::new(0),
+                history: Mutex::new(BTreeMap::new()),
+                history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
             }),
         }
     }
@@ -385,6 +462,44 @@ impl Index {
     pub fn set_prune_after(&self, after: Duration) {
         let ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
         self.inner.prune_after_millis.store(ms, Ordering::Relaxed);
+    }
+
+    /// Keeps the last `capacity` status transitions per hub Gateway
+    /// (`--gateway-history`); 0 keeps none.
+    pub fn set_history_capacity(&self, capacity: usize) {
+        self.inner
+            .history_capacity
+            .store(capacity, Ordering::Relaxed);
+        if capacity == 0 {
+            self.inner.history.lock().clear();
+        }
+    }
+
+    /// The transitions kept per hub Gateway.
+    pub fn history_capacity(&self) -> usize {
+        self.inner.history_capacity.load(Ordering::Relaxed)
+    }
+
+    /// The newest `limit` (0: all) status transitions of `key`, oldest
+    /// first; `None` if the hub keeps no history for it.
+    pub fn history(&self, key: &GatewayKey, limit: usize) -> Option<Vec<history::Transition>> {
+        self.inner.history.lock().get(key).map(|r| r.latest(limit))
+    }
+
+    /// Records the transitions of `key` (see [`history`]).
+    fn record_history(&self, key: &GatewayKey, now: Option<&history::Conditions>, millis: i64) {
+        let capacity = self.history_capacity();
+        let mut all = self.inner.history.lock();
+        match now {
+            Some(now) if capacity > 0 => {
+                all.entry(key.clone())
+                    .or_default()
+                    .record(now, millis, capacity);
+            }
+            _ => {
+                all.remove(key);
+            }
+        }
     }
 
     /// Records the encoded size of the session's cluster's report.
@@ -910,6 +1025,7 @@ impl Index {
         for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
             let old = old.as_ref();
             if shared.is_empty() && live.is_none() {
+                self.record_history(&key, None, now.as_millisecond());
                 if old.is_some() {
                     results.push((key, None));
                 }
@@ -939,8 +1055,16 @@ impl Index {
                 };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
             drop(reports);
+            if shared.is_empty() {
+                self.record_history(&key, None, now.as_millisecond());
+            } else if self.history_capacity() > 0 {
+                let conditions = history_conditions(&aggregation.status, &shared);
+                self.record_history(&key, Some(&conditions), now.as_millisecond());
+            }
+            let cells = cells(&shared);
             if let Some(old) = old
                 && old.aggregation == aggregation
+                && old.cells == cells
                 && old.foreign == foreign
                 && old.lean.clusters.len() == shared.len()
                 && old
@@ -960,6 +1084,7 @@ impl Index {
                 aggregation,
                 foreign,
                 clusters,
+                cells,
                 old.map(|v| &**v),
                 live,
             );
@@ -1048,9 +1173,18 @@ fn build_view(
     aggregation: Aggregation,
     foreign: BTreeSet<String>,
     clusters: Vec<String>,
+    cells: Vec<Cell>,
     old: Option<&GatewayView>,
     live: Option<Arc<LiveHub>>,
 ) -> GatewayView {
+    let not_ready = crate::listing::not_ready(
+        aggregation
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.status.as_str()),
+    );
     let status = convert::status_to_proto(&aggregation.status).unwrap_or_else(|e| {
         tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
         v1::GatewayStatus::default()
@@ -1083,6 +1217,8 @@ fn build_view(
         omissions,
         omissions_revision,
         foreign,
+        not_ready,
+        cells,
         aggregated_with: Mutex::new(live),
     }
 }

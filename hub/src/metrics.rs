@@ -210,7 +210,11 @@ pub fn render_budgets(c: &Counters) -> String {
     ];
     for (name, kind, help, field) in listeners {
         write_header(&mut out, name, kind, help);
-        for (listener, l) in [("ingest", &c.ingest), ("dashboard", &c.dashboard)] {
+        for (listener, l) in [
+            ("ingest", &c.ingest),
+            ("dashboard", &c.dashboard),
+            ("web", &c.web),
+        ] {
             let _ = writeln!(
                 out,
                 "{name}{{listener=\"{listener}\"}} {}",

@@ -245,7 +245,7 @@ fn sized(name: &str, bytes: usize) -> v1::GatewayReport {
 async fn names(hub: &Hub) -> Vec<String> {
     let mut d = dashboard(hub).await;
     let list = d
-        .list_gateways(v1::ListGatewaysRequest {})
+        .list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap()
         .into_inner()
