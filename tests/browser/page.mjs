@@ -139,7 +139,10 @@ async function bench(page, gateways) {
     gateways, { timeout: 120000, polling: 50 });
   const load = Date.now() - t0;
   const cells = await page.$$eval('#overview td.cell', (tds) => tds.length);
-  console.log('FIGURE load_ms ' + load + ' rows ' + gateways + ' cells ' + cells);
+  const first = await page.evaluate(() => window.gwhub.firstSnapshot);
+  console.log('FIGURE load_ms ' + load + ' rows ' + gateways + ' cells ' + cells
+    + ' snapshot_received_ms ' + Math.round(first.at) + ' drawn_ms ' + Math.round(first.drawn)
+    + ' snapshot_bytes ' + first.bytes);
   const times = [];
   for (let i = 0; i < 10; i++) {
     const start = Date.now();

@@ -6,7 +6,7 @@
 //! | path | answer |
 //! | --- | --- |
 //! | `/`, `/app.js`, `/style.css` | the page (no data; no token needed) |
-//! | `/api/fleet?namespace=&cluster=&not_ready=1` | one JSON snapshot: clusters and the matching hub Gateways |
+//! | `/api/fleet?namespace=&cluster=&not_ready=1` | one JSON snapshot: clusters and the matching hub Gateways (a cell per cluster each) |
 //! | `/api/events?...` (same filter) | Server-Sent Events: a `snapshot` event, then a `change` event per change |
 //! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
 //!
@@ -249,7 +249,7 @@ impl State {
             .collect();
         json!({
             "clusters": clusters_json(&self.index.clusters()),
-            "gateways": views.iter().map(|v| gateway_json(v)).collect::<Vec<_>>(),
+            "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
             "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
         })
     }
@@ -340,7 +340,7 @@ impl State {
                 let clusters = clusters_json(&state.index.clusters());
                 let event = if snapshot || !d.is_empty() || clusters != last_clusters {
                     let gateways: Vec<Value> =
-                        d.upserted.iter().map(|(v, _)| gateway_json(v)).collect();
+                        d.upserted.iter().map(|(v, _)| row_json(v)).collect();
                     let deleted: Vec<Value> = d
                         .deleted
                         .iter()
@@ -439,8 +439,24 @@ pub fn clusters_json(clusters: &[ClusterSummary]) -> Value {
         .collect()
 }
 
-/// One hub Gateway as the page shows it: the aggregated status (Gateway API
-/// JSON), a cell per reporting cluster, and what was left out.
+/// One hub Gateway as the overview shows it: a cell per reporting cluster
+/// and whether some aggregated condition is not True. Small on purpose
+/// (the details come from `/api/gateway`): at 100 clusters x 100 Gateways
+/// the whole status of every Gateway would be ~5 MB per snapshot.
+pub fn row_json(v: &GatewayView) -> Value {
+    json!({
+        "namespace": v.key.namespace,
+        "name": v.key.name,
+        "revision": v.revision(),
+        "notReady": v.not_ready,
+        "cells": v.cells.iter().map(|c| json!({
+            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// One hub Gateway as its details show it: [`row_json`] plus the
+/// aggregated status (Gateway API JSON) and what was left out.
 pub fn gateway_json(v: &GatewayView) -> Value {
     json!({
         "namespace": v.key.namespace,

@@ -14,6 +14,9 @@ const state = {
   events: 0,             // events applied (for tests and the bench)
   lastEventAt: 0,        // performance.now() of the last applied event
   rendered: 0,           // renders done
+  // The first snapshot: when it arrived and was drawn (performance.now(),
+  // ms since the page started loading) and its size; for the bench.
+  firstSnapshot: null,
 };
 window.gwhub = state;
 
@@ -87,41 +90,38 @@ function setLive(on, text) {
 
 let retry = null;
 
-async function connect() {
+function connect() {
   if (state.source) { state.source.close(); state.source = null; }
   clearTimeout(retry);
   setLive(false, 'connecting');
-  // A plain request first: EventSource cannot tell a refused token from a
-  // network error.
-  let r;
-  try {
-    r = await fetch('api/fleet?' + query(), { credentials: 'same-origin', cache: 'no-store' });
-  } catch (e) {
-    setLive(false, 'hub unreachable; retrying');
-    retry = setTimeout(connect, 2000);
-    return;
-  }
-  if (r.status === 401) { askToken(); return; }
-  if (!r.ok) {
-    setLive(false, 'hub answered ' + r.status + '; retrying');
-    retry = setTimeout(connect, 2000);
-    return;
-  }
-  $('token-form').classList.add('hidden');
-  applySnapshot(await r.json());
   const es = new EventSource('api/events?' + query());
   state.source = es;
-  es.addEventListener('snapshot', (e) => applySnapshot(JSON.parse(e.data)));
+  es.addEventListener('snapshot', (e) => {
+    $('token-form').classList.add('hidden');
+    const at = performance.now();
+    applySnapshot(JSON.parse(e.data));
+    if (!state.firstSnapshot) {
+      state.firstSnapshot = { at, drawn: performance.now(), bytes: e.data.length };
+    }
+  });
   es.addEventListener('change', (e) => applyChange(JSON.parse(e.data)));
   es.onopen = () => setLive(true, 'live');
   es.onerror = () => {
-    if (es.readyState === EventSource.CLOSED) {
-      setLive(false, 'disconnected; retrying');
-      retry = setTimeout(connect, 2000);
-    } else {
-      setLive(false, 'reconnecting');
-    }
+    if (es.readyState !== EventSource.CLOSED) { setLive(false, 'reconnecting'); return; }
+    // EventSource gives up on an HTTP error without saying which: ask.
+    whyClosed();
   };
+}
+
+async function whyClosed() {
+  let r = null;
+  try {
+    // A namespace no Gateway has: the answer is small.
+    r = await fetch('api/fleet?namespace=%00', { credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) { /* unreachable: retried below */ }
+  if (r && r.status === 401) { askToken(); return; }
+  setLive(false, (r ? 'hub answered ' + r.status : 'hub unreachable') + '; retrying');
+  retry = setTimeout(connect, 2000);
 }
 
 function applySnapshot(d) {
