@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use gwhub_common::key::GatewayKey;
+use crate::aggregate::GatewayKey;
 
 /// Most Gateways one `ListGateways` page carries; a larger `page_size` is
 /// lowered to it. At about 47 KB per Gateway of a 1,000-cluster fleet a
