@@ -5,6 +5,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use gateway_api::apis::standard::gateways::GatewayStatus;
+
 /// Default of `gwhub serve --gateway-history`: transitions kept per hub
 /// Gateway.
 pub const DEFAULT_CAPACITY: usize = 64;
@@ -41,6 +43,33 @@ pub struct Transition {
     pub now: Option<State>,
     /// `(status, reason)` before; `None` when the condition is new.
     pub before: Option<(String, String)>,
+}
+
+/// The conditions the history follows: the hub Gateway's aggregated ones
+/// (cluster "") and each cluster's report's Gateway conditions (listener
+/// conditions are summed up in the Gateway's own, e.g. `DNSReady`).
+pub fn conditions<'a>(
+    aggregated: &GatewayStatus,
+    reports: impl IntoIterator<Item = (&'a str, &'a GatewayStatus)>,
+) -> Conditions {
+    let mut all = Conditions::new();
+    let mut add = |cluster: &str, status: &GatewayStatus| {
+        for c in status.conditions.iter().flatten() {
+            all.insert(
+                (cluster.to_owned(), c.type_.clone()),
+                State {
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                },
+            );
+        }
+    };
+    add("", aggregated);
+    for (cluster, status) in reports {
+        add(cluster, status);
+    }
+    all
 }
 
 /// `message` cut to [`MAX_MESSAGE_BYTES`].
@@ -176,6 +205,35 @@ mod tests {
                 format!("{}:{} {before}->{now}", t.cluster, t.condition_type)
             })
             .collect()
+    }
+
+    #[test]
+    fn conditions_of_the_hub_gateway_and_each_cluster() {
+        let status = |list: &[(&str, &str)]| -> GatewayStatus {
+            serde_json::from_value(serde_json::json!({
+                "conditions": list.iter().map(|(t, s)| serde_json::json!({
+                    "type": t, "status": s, "reason": "R", "message": "M",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                })).collect::<Vec<_>>(),
+            }))
+            .unwrap()
+        };
+        let hub = status(&[("Programmed", "False")]);
+        let east = status(&[("Programmed", "True"), ("DNSReady", "False")]);
+        let none = GatewayStatus::default();
+        let got = conditions(&hub, [("east", &east), ("west", &none)]);
+        let slots: Vec<(&str, &str, &str)> = got
+            .iter()
+            .map(|((c, t), s)| (c.as_str(), t.as_str(), s.status.as_str()))
+            .collect();
+        assert_eq!(
+            slots,
+            [
+                ("", "Programmed", "False"),
+                ("east", "DNSReady", "False"),
+                ("east", "Programmed", "True"),
+            ]
+        );
     }
 
     #[test]

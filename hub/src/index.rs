@@ -96,33 +96,6 @@ fn cells(shared: &[SharedReport]) -> Vec<Cell> {
         .collect()
 }
 
-/// The conditions the history follows: the aggregated ones (cluster "")
-/// and each cluster's.
-fn history_conditions(aggregated: &GatewayStatus, shared: &[SharedReport]) -> history::Conditions {
-    let one = |cluster: &str, status: &GatewayStatus| {
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| {
-                (
-                    (cluster.to_owned(), c.type_.clone()),
-                    history::State {
-                        status: c.status.clone(),
-                        reason: c.reason.clone(),
-                        message: c.message.clone(),
-                    },
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    let mut all: history::Conditions = one("", aggregated).into_iter().collect();
-    for r in shared {
-        all.extend(one(&r.cluster, &r.status));
-    }
-    all
-}
-
 impl GatewayView {
     /// The filter's view of this Gateway.
     pub fn facts(&self) -> crate::listing::Facts<'_> {
@@ -1058,7 +1031,10 @@ impl Index {
             if shared.is_empty() {
                 self.record_history(&key, None, now.as_millisecond());
             } else if self.history_capacity() > 0 {
-                let conditions = history_conditions(&aggregation.status, &shared);
+                let conditions = history::conditions(
+                    &aggregation.status,
+                    shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
+                );
                 self.record_history(&key, Some(&conditions), now.as_millisecond());
             }
             let cells = cells(&shared);
