@@ -4,9 +4,10 @@
 //! implementation of condition bookkeeping (transition times, no-op compare).
 //!
 //! Nothing here talks to a cluster or the network (data in, data out), with
-//! one exception: [`metrics_http`], the `GET /metrics` responder both
-//! binaries' `--metrics-listen` share ([`workspace_bin`] only runs cargo, for
-//! the tests).
+//! two exceptions, runtime plumbing both binaries share: [`metrics_http`],
+//! the `GET /metrics` responder of `--metrics-listen`, and
+//! [`watch_events`], the one loop over a Kubernetes watch
+//! ([`workspace_bin`] only runs cargo, for the tests).
 
 pub mod conditions;
 pub mod errors;
@@ -19,6 +20,7 @@ pub mod output;
 pub mod pace;
 pub mod text;
 pub mod time;
+pub mod watch_events;
 pub mod workspace_bin;
 
 pub use conditions::{Condition, MAX_CONDITIONS};
@@ -26,4 +28,4 @@ pub use errors::error_chain;
 pub use key::GatewayKey;
 pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list, render_object};
-pub use pace::{Backoff, KeyedPacer, Pacer};
+pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};

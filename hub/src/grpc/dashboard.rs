@@ -42,9 +42,7 @@ struct CallPermit {
 
 impl Drop for CallPermit {
     fn drop(&mut self) {
-        self.counters
-            .dashboard_calls
-            .fetch_sub(1, Ordering::Relaxed);
+        self.counters.dashboard_calls.dec();
         if let Some(c) = &self.conn {
             c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
         }
@@ -94,7 +92,7 @@ impl DashboardService {
                 )));
             }
         }
-        counters.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+        counters.dashboard_calls.inc();
         Ok(CallPermit {
             _permit: permit,
             conn,

@@ -21,10 +21,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_common::watch_events::{Change, changes};
 use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -348,19 +349,16 @@ pub async fn run_importer(
     forget: tokio::sync::mpsc::Sender<String>,
     shutdown: CancellationToken,
 ) {
-    let stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut stream = stream.take_until(shutdown.cancelled_owned()).boxed();
-    let mut listed: BTreeSet<String> = BTreeSet::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => listed.clear(),
-            Ok(Event::InitApply(cr)) => {
-                listed.insert(cr.spec.cluster.clone());
-                import(&index, &cr);
-            }
-            Ok(Event::InitDone) => {
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let mut changes = std::pin::pin!(changes(events, shutdown));
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Listed(reports) => {
+                let mut listed: BTreeSet<String> = BTreeSet::new();
+                for cr in &reports {
+                    listed.insert(cr.spec.cluster.clone());
+                    import(&index, cr);
+                }
                 // Objects deleted while the watch was down: deregister.
                 let gone: Vec<String> = index
                     .clusters()
@@ -379,9 +377,11 @@ pub async fn run_importer(
                 }
                 restored.send_replace(true);
             }
-            Ok(Event::Apply(cr)) => import(&index, &cr),
-            Ok(Event::Delete(cr)) => deleted(&index, &forget, &cr.spec.cluster).await,
-            Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
+            Change::Applied(cr) => import(&index, &cr),
+            Change::Deleted(cr) => deleted(&index, &forget, &cr.spec.cluster).await,
+            Change::Failed(e) => {
+                tracing::warn!(error = %e, "watching ClusterReports failed; retrying")
+            }
         }
     }
 }

@@ -16,16 +16,17 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus, GatewayStatusListeners};
+use gwhub_common::CoalescingQueue;
 use gwhub_common::Condition;
 use gwhub_common::conditions::same_ignoring_time;
 use gwhub_common::pace::sleep_until;
+use gwhub_common::watch_events::{Change, changes};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
@@ -231,27 +232,7 @@ async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write)
 }
 
 /// Hub Gateways waiting for a write; one entry per Gateway.
-#[derive(Default)]
-pub struct Queue {
-    dirty: Mutex<BTreeSet<GatewayKey>>,
-    notify: Notify,
-}
-
-impl Queue {
-    pub fn push(&self, key: GatewayKey) {
-        self.dirty.lock().insert(key);
-        self.notify.notify_one();
-    }
-
-    fn extend(&self, keys: impl IntoIterator<Item = GatewayKey>) {
-        self.dirty.lock().extend(keys);
-        self.notify.notify_one();
-    }
-
-    fn take(&self) -> BTreeSet<GatewayKey> {
-        std::mem::take(&mut *self.dirty.lock())
-    }
-}
+pub type Queue = CoalescingQueue<GatewayKey>;
 
 /// Keeps the index's live hub Gateways current (so it aggregates with
 /// them) and queues every one that changed. `synced` turns true once the
@@ -263,38 +244,33 @@ pub async fn run_gateway_watch(
     synced: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) {
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed()
-        .take_until(shutdown.cancelled_owned())
-        .boxed();
-    let mut listing: BTreeMap<GatewayKey, LiveHub> = BTreeMap::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => listing.clear(),
-            Ok(Event::InitApply(gw)) => {
-                listing.insert(
-                    GatewayKey::of(&gw),
-                    LiveHub::from_gateway(&gw, FIELD_MANAGER),
-                );
-            }
-            Ok(Event::InitDone) => {
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let mut changes = std::pin::pin!(changes(events, shutdown));
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Listed(gateways) => {
+                let listing: BTreeMap<GatewayKey, LiveHub> = gateways
+                    .iter()
+                    .map(|gw| (GatewayKey::of(gw), LiveHub::from_gateway(gw, FIELD_MANAGER)))
+                    .collect();
                 let keys: Vec<GatewayKey> = listing.keys().cloned().collect();
-                index.replace_live_hubs(std::mem::take(&mut listing));
-                queue.extend(keys);
+                index.replace_live_hubs(listing);
+                queue.insert_all(keys);
                 synced.send_replace(true);
             }
-            Ok(Event::Apply(gw)) => {
+            Change::Applied(gw) => {
                 let key = GatewayKey::of(&gw);
                 let live = LiveHub::from_gateway(&gw, FIELD_MANAGER);
                 if index.set_live_hub(key.clone(), Some(live)) {
-                    queue.push(key);
+                    queue.insert(key);
                 }
             }
-            Ok(Event::Delete(gw)) => {
+            Change::Deleted(gw) => {
                 index.set_live_hub(GatewayKey::of(&gw), None);
             }
-            Err(e) => tracing::warn!(error = %e, "watching hub Gateways failed; retrying"),
+            Change::Failed(e) => {
+                tracing::warn!(error = %e, "watching hub Gateways failed; retrying")
+            }
         }
     }
 }
@@ -321,7 +297,7 @@ pub async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: Cancella
             changed
         };
         if !changed.is_empty() {
-            queue.extend(changed);
+            queue.insert_all(changed);
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -357,20 +333,18 @@ impl StatusWriter {
     ) {
         // Per hub Gateway: a write for one never waits for another's window.
         let mut pacer = gwhub_common::KeyedPacer::<GatewayKey>::new(self.debounce);
-        // Queued hub Gateways still inside their window.
-        let mut waiting: BTreeSet<GatewayKey> = BTreeSet::new();
         loop {
             let active = *leader.borrow_and_update() && *ready.borrow_and_update();
             if active {
-                waiting.extend(self.queue.take());
+                pacer.wait(self.queue.take_keys());
                 let now = Instant::now();
-                for key in pacer.take_due(&mut waiting, now) {
+                for key in pacer.take_due(now) {
                     if shutdown.is_cancelled() {
                         return;
                     }
                     if !*leader.borrow() {
                         // Lost the lease mid-pass; the next leader writes.
-                        self.queue.push(key);
+                        self.queue.insert(key);
                         continue;
                     }
                     pacer.started(&key, now);
@@ -381,19 +355,19 @@ impl StatusWriter {
                 }
             }
             let next = if active {
-                pacer.next_due(&waiting, Instant::now())
+                pacer.next_due(Instant::now())
             } else {
                 None
             };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = sleep_until(next), if next.is_some() => {}
-                _ = self.queue.notify.notified(), if active => {}
+                _ = self.queue.notified(), if active => {}
                 r = leader.changed() => {
                     if r.is_err() { return }
                     if *leader.borrow() {
                         // A new leader checks every hub Gateway once.
-                        self.queue.extend(self.index.live_hub_keys());
+                        self.queue.insert_all(self.index.live_hub_keys());
                     }
                 }
                 r = ready.changed() => if r.is_err() { return },
@@ -421,7 +395,7 @@ impl StatusWriter {
             // another writer added would be dropped by a plan against it):
             // try again once it is aggregated, paced like a write.
             tracing::debug!(gateway = %key, "hub Gateway changed since aggregation; write requeued");
-            self.queue.push(key);
+            self.queue.insert(key);
             return true;
         }
         let write = match plan(&live, &view.aggregation.status, &view.foreign) {
@@ -466,7 +440,7 @@ impl StatusWriter {
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
-                        _ = tokio::time::sleep(retry) => queue.push(key),
+                        _ = tokio::time::sleep(retry) => queue.insert(key),
                     }
                 });
             }
