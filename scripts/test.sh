@@ -5,6 +5,8 @@
 # end-to-end tests install gwhub with `kubectl apply -k` as a user does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Cheap (cargo tree only): the rules crates stay free of I/O.
+bash scripts/check-deps.sh
 bash scripts/kube-assets.sh >/dev/null
 export GWHUB_REQUIRE_KUBE=1
 # `cargo test` builds the workspace's binaries before it runs any test; the

@@ -84,7 +84,7 @@ pub struct Budgets {
     /// A Dashboard watcher that takes no message for this long (it grants
     /// no flow-control window) is dropped and its connection closed, rather
     /// than the hub buffering for it.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_model::time::parse_duration)]
     pub watch_send_timeout: Duration,
     /// Open connections on the ingest listener (agents hold one each);
     /// past it the hub stops accepting until one closes.
@@ -94,16 +94,16 @@ pub struct Budgets {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = count_flag())]
     pub max_dashboard_connections: usize,
     /// A TLS handshake not finished within this is dropped.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_model::time::parse_duration)]
     pub tls_handshake_timeout: Duration,
     /// A connection with no open call for this long is closed (agent
     /// streams and watches are open calls).
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = gwhub_model::time::parse_duration)]
     pub idle_connection_timeout: Duration,
     /// With --insecure, a disconnected cluster silent for this long is
     /// forgotten (its report and its /metrics rows), so made-up cluster
     /// names cannot grow the registry.
-    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = gwhub_model::time::parse_duration)]
     pub insecure_prune_after: Duration,
 }
 

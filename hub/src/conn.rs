@@ -114,7 +114,7 @@ pub struct ConnInfo {
 }
 
 /// The connection a request came on, with or without TLS.
-pub fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
+pub(crate) fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
     conn_in(request.extensions())
 }
 
@@ -325,7 +325,7 @@ impl AsyncWrite for Conn {
 
 /// Accepts connections on `listener` within `limits`, forever. `name`
 /// (ingest, dashboard) goes into the logs.
-pub fn incoming(
+pub(crate) fn incoming(
     listener: TcpListener,
     limits: ConnLimits,
     counters: Arc<ListenerCounters>,

@@ -66,7 +66,7 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("gRPC server failed: {}", gwhub_common::error_chain(.0))]
+    #[error("gRPC server failed: {}", gwhub_model::error_chain(.0))]
     Server(#[from] tonic::transport::Error),
     #[error("connections did not drain within {0:?}")]
     DrainTimeout(Duration),
@@ -78,7 +78,7 @@ pub enum ServeError {
 }
 
 /// What a task's end says, for [`ServeError::TaskEnded`].
-pub fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
+pub(crate) fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
     ServeError::TaskEnded(match joined {
         Ok(()) => what.to_owned(),
         Err(e) => format!("{what} ({e})"),

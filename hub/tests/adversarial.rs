@@ -6,9 +6,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gwhub::budget::{Budgets, Counters};
-use gwhub::serve::{Hub, HubConfig};
-use gwhub::tls::HubTls;
+use gwhub_hub::budget::{Budgets, Counters};
+use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_hub::tls::HubTls;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{
     self, agent_message, dashboard_client::DashboardClient, hub_message,
@@ -687,7 +687,7 @@ async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_st
 #[tokio::test]
 async fn a_tls_handshake_that_never_finishes_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let layout = gwhub::cli::certs::generate(
+    let layout = gwhub::hub::certs::generate(
         dir.path(),
         &["east".to_owned()],
         &["127.0.0.1".to_owned()],
@@ -793,13 +793,17 @@ async fn gwhubctl_prints_a_rogue_clusters_text_escaped() {
         &["describe", "gateway", "ns/gw"][..],
         &["get", "gateways"][..],
     ] {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-            .arg("--server")
-            .arg(format!("http://{}", hub.dashboard_addr))
-            .args(args)
-            .output()
-            .await
-            .unwrap();
+        let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+            "gwhub",
+            "gwhubctl",
+            "GWHUB_CTL_BIN",
+        ))
+        .arg("--server")
+        .arg(format!("http://{}", hub.dashboard_addr))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
         assert!(
             out.status.success(),
             "{args:?}: {}",
@@ -843,7 +847,7 @@ async fn insecure_clusters_that_leave_and_stay_silent_are_pruned() {
     let left = until(WAIT, || async { index.clusters() }, |c| c.len() == 1).await;
     assert_eq!(left[0].name, "stays");
     until(WAIT, || names(&hub), |n| n == &["kept"]).await;
-    let text = gwhub::metrics::render(&index.clusters(), 1, None);
+    let text = gwhub_hub::metrics::render(&index.clusters(), 1, None);
     assert!(!text.contains("ghost"), "{text}");
     assert_eq!(Counters::get(&index.counters().clusters_pruned), 20);
     heartbeats.abort();
@@ -912,13 +916,17 @@ async fn a_delta_after_the_largest_sequence_number_is_explained() {
 /// Runs `gwhub` with `args`, killed after a generous bound.
 fn gwhub_cli(args: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write as _;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(args)
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut input = child.stdin.take().unwrap();
     let stdin = stdin.to_vec();
     let feeder = std::thread::spawn(move || {
@@ -976,13 +984,17 @@ fn valid_in(path: &std::path::Path, days: u64) -> bool {
 }
 
 fn certs(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(["certs", "--clusters", "east"])
-        .args(extra)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap()
+    std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(["certs", "--clusters", "east"])
+    .args(extra)
+    .arg("--out")
+    .arg(out)
+    .output()
+    .unwrap()
 }
 
 #[test]
@@ -1035,7 +1047,7 @@ async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
         .arg("-c")
         .arg(format!(
             "ulimit -n 64 && exec {} serve --no-kube --insecure --listen {ingest} --dashboard-listen {dash}",
-            env!("CARGO_BIN_EXE_gwhub")
+            gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN").display()
         ))
         .env("RUST_LOG", "warn,gwhub=info")
         .stderr(std::process::Stdio::piped())

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gwhub::serve::{Hub, HubConfig};
+use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{
     self, agent_message, change, dashboard_client::DashboardClient, hub_message,
@@ -772,12 +772,16 @@ async fn health_and_reflection_answer_on_both_listeners() {
 /// `gwhub serve` with the given flags after the listeners: it must fail,
 /// and its stderr is returned.
 fn serve_fails(flags: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(["--dashboard-listen", "127.0.0.1:0"])
-        .args(flags)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(["serve", "--listen", "127.0.0.1:0"])
+    .args(["--dashboard-listen", "127.0.0.1:0"])
+    .args(flags)
+    .output()
+    .unwrap();
     assert!(!out.status.success(), "serve {flags:?} started");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -805,13 +809,17 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
 }
 
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .arg("--server")
-        .arg(format!("http://{}", hub.dashboard_addr))
-        .args(args)
-        .output()
-        .await
-        .unwrap();
+    let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .arg("--server")
+    .arg(format!("http://{}", hub.dashboard_addr))
+    .args(args)
+    .output()
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "gwhubctl {args:?}: {}",
@@ -872,12 +880,16 @@ async fn gwhubctl_reads_the_dashboard() {
         yaml.contains("kind: Gateway") && yaml.contains("reports:"),
         "{yaml}"
     );
-    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .args(["--server", &format!("http://{}", hub.dashboard_addr)])
-        .args(["watch", "-o", "json"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut watch = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .args(["--server", &format!("http://{}", hub.dashboard_addr)])
+    .args(["watch", "-o", "json"])
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let stdout = watch.stdout.take().unwrap();
     let first = tokio::time::timeout(
         Duration::from_secs(20),
@@ -934,15 +946,19 @@ fn gwhubctl_names_why_the_hub_is_unreachable() {
         .local_addr()
         .unwrap()
         .port();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .args([
-            "--server",
-            &format!("http://127.0.0.1:{port}"),
-            "get",
-            "gateways",
-        ])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .args([
+        "--server",
+        &format!("http://127.0.0.1:{port}"),
+        "get",
+        "gateways",
+    ])
+    .output()
+    .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -1044,7 +1060,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
     assert_eq!(s.code(), tonic::Code::InvalidArgument);
     assert_eq!(
         s.message(),
-        "Hello.cluster: \"east west\" contains whitespace or control characters"
+        "Hello.cluster: \"east west\" has characters other than letters, digits, '.', '_' and '-'"
     );
     assert!(hub.index.clusters().is_empty());
     hub.shutdown().await.unwrap();
@@ -1052,7 +1068,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
 
 #[tokio::test]
 async fn gateways_per_cluster_are_limited_in_snapshots_and_deltas() {
-    use gwhub_proto::limits::MAX_GATEWAYS;
+    use gwhub_model::limits::MAX_GATEWAYS;
     let hub = start(Duration::from_secs(60)).await;
 
     // One snapshot past the limit.
@@ -1216,15 +1232,19 @@ fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
 #[tokio::test]
 async fn serve_metrics_listen_exposes_cluster_gauges() {
     let (ingest, dashboard, metrics) = (free_addr(), free_addr(), free_addr());
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(["serve", "--no-kube", "--insecure"])
-        .args(["--listen", &ingest.to_string()])
-        .args(["--dashboard-listen", &dashboard.to_string()])
-        .args(["--metrics-listen", &metrics.to_string()])
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(["serve", "--no-kube", "--insecure"])
+    .args(["--listen", &ingest.to_string()])
+    .args(["--dashboard-listen", &dashboard.to_string()])
+    .args(["--metrics-listen", &metrics.to_string()])
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
 
     // Up, with no cluster yet: the families are declared, no kube counters
     // (the budgets' counters are there).

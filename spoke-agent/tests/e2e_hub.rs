@@ -15,7 +15,9 @@ use gwhub_proto::v1::{
     self, AggregatedGateway, ConditionStatus, dashboard_client::DashboardClient,
 };
 
-const AGENT: &str = env!("CARGO_BIN_EXE_gwhub-agent");
+fn agent_bin() -> std::path::PathBuf {
+    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
+}
 
 /// A child process killed on drop, so a failed test leaves nothing behind.
 struct Child(std::process::Child);
@@ -55,7 +57,7 @@ impl Drop for Child {
 
 /// The hub binary of this workspace, built on demand (`GWHUB_BIN` overrides).
 fn hub_binary() -> PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
+    gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
 }
 
 fn free_addr() -> SocketAddr {
@@ -168,7 +170,7 @@ async fn two_agents_feed_one_hub_and_the_dashboard_follows_file_changes() {
 
     let agent = |cluster: &str, dir: &Path| {
         Child::spawn(
-            Command::new(AGENT)
+            Command::new(agent_bin())
                 .args(["run", "--insecure", "--cluster", cluster])
                 .args(["--hub", &format!("http://{ingest}")])
                 .arg("--from-dir")

@@ -56,7 +56,11 @@ impl DashboardService {
     }
 
     /// With the call and watcher budgets of `budgets`.
-    pub fn with_budgets(index: Index, shutdown: watch::Receiver<bool>, budgets: &Budgets) -> Self {
+    pub(crate) fn with_budgets(
+        index: Index,
+        shutdown: watch::Receiver<bool>,
+        budgets: &Budgets,
+    ) -> Self {
         DashboardService {
             index,
             shutdown,
@@ -129,7 +133,7 @@ impl DashboardService {
         response
     }
 
-    pub fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
+    pub(crate) fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
         v1::dashboard_server::DashboardServer::new(self)
     }
 }

@@ -117,21 +117,6 @@ pub struct Connected {
     pub options: KubeOptions,
 }
 
-/// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
-/// that the store is usable, before the hub listens.
-pub async fn connect(args: &crate::cli::serve::Args) -> Result<Connected, KubeError> {
-    let client = client(args.kubeconfig.as_deref()).await?;
-    let mut options = KubeOptions::new(args.namespace.clone());
-    options.gateway_namespace = args.gateway_namespace.clone();
-    if args.no_leader_election {
-        options.lease = None;
-    }
-    if let Some(lease) = options.lease.as_mut() {
-        lease.set_duration(args.lease_duration);
-    }
-    Connected::new(client, options).await
-}
-
 impl Connected {
     /// Checks that the hub can list its `ClusterReport`s (the CRD from
     /// `manifests/` is installed and RBAC allows it): fail fast, with a hint.

@@ -23,12 +23,10 @@ use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_common::watch_events::{Change, changes};
 use jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
-use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -37,107 +35,8 @@ use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
 
-/// Everything one cluster last reported.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[kube(
-    group = "gwhub.io",
-    version = "v1alpha1",
-    kind = "ClusterReport",
-    plural = "clusterreports",
-    namespaced,
-    shortname = "gwcr",
-    category = "gwhub",
-    doc = "The last report of one workload cluster's Gateway status, persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete one to deregister its cluster.",
-    printcolumn = r#"{"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"}"#,
-    printcolumn = r#"{"name": "Gateways", "type": "integer", "jsonPath": ".spec.gatewayCount"}"#,
-    printcolumn = r#"{"name": "Last Report", "type": "date", "jsonPath": ".spec.lastReportTime"}"#,
-    printcolumn = r#"{"name": "Last Seen", "type": "date", "jsonPath": ".spec.lastSeenTime"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterReportSpec {
-    /// The cluster's name as its agent says it (object names cannot hold
-    /// every cluster name, e.g. `cluster_1`).
-    pub cluster: String,
-    /// Number of Gateways below; for `kubectl get`.
-    pub gateway_count: u32,
-    /// RFC 3339 time of the last snapshot or delta applied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_report_time: Option<String>,
-    /// RFC 3339 time of the last message of any kind (heartbeats included),
-    /// refreshed at most every half `--stale-after`; staleness continues
-    /// from it after a restart.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_seen_time: Option<String>,
-    /// Each Gateway the cluster reports, in namespace/name order.
-    #[serde(default)]
-    pub gateways: Vec<ReportedGateway>,
-}
-
-/// One Gateway's status as the cluster reported it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct ReportedGateway {
-    pub namespace: String,
-    pub name: String,
-    /// The Gateway's status, as the agent reported it (Gateway API
-    /// `GatewayStatus`; validated by the hub on ingest, so kept opaque here).
-    #[schemars(schema_with = "opaque_object")]
-    pub status: GatewayStatus,
-}
-
-fn opaque_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true
-    })
-}
-
-/// The CRD as `manifests/crd-clusterreports.yaml` holds it.
-pub fn crd_yaml() -> String {
-    let crd = ClusterReport::crd();
-    let body = serde_norway::to_string(&crd).unwrap_or_default();
-    format!(
-        "# Generated from gwhub::kube::reports::ClusterReport; do not edit.\n\
-         # Regenerate: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports\n{body}"
-    )
-}
-
-/// The object name for `cluster`: the name itself when it is a valid
-/// object name, else a sanitised form plus a hash of the original, so two
-/// clusters never share an object.
-pub fn object_name(cluster: &str) -> String {
-    let valid = !cluster.is_empty()
-        && cluster.len() <= 253
-        && cluster
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && cluster.as_bytes()[0].is_ascii_alphanumeric()
-        && cluster.as_bytes()[cluster.len() - 1].is_ascii_alphanumeric();
-    if valid {
-        return cluster.to_owned();
-    }
-    let mut base: String = cluster
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(200)
-        .collect();
-    base = base.trim_matches('-').to_owned();
-    if base.is_empty() {
-        base.push_str("cluster");
-    }
-    // FNV-1a: stable across builds and platforms (unlike std's hasher).
-    let hash = cluster.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{base}-{:08x}", hash as u32)
-}
+pub use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec, ReportedGateway};
+pub use gwhub_model::cluster::object_name;
 
 fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
@@ -153,7 +52,7 @@ fn millis(s: Option<&str>) -> i64 {
 }
 
 /// The spec for a cluster's record.
-pub fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
+pub(crate) fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
     ClusterReportSpec {
         cluster: record.cluster.clone(),
         gateway_count: u32::try_from(record.gateways.len()).unwrap_or(u32::MAX),
@@ -172,7 +71,7 @@ pub fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
 }
 
 /// A stored report back into what the index takes.
-pub fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStatus> {
+pub(crate) fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStatus> {
     spec.gateways
         .iter()
         .map(|g| {
@@ -342,7 +241,7 @@ impl ReportWriter {
 
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
-pub async fn run_importer(
+pub(crate) async fn run_importer(
     api: Api<ClusterReport>,
     index: Index,
     restored: watch::Sender<bool>,
@@ -425,49 +324,6 @@ pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const COMMITTED: &str = include_str!("../../../manifests/crd-clusterreports.yaml");
-
-    /// The committed CRD is the one the Rust type generates; run with
-    /// `GWHUB_BLESS=1` to rewrite it after changing the type.
-    #[test]
-    fn committed_crd_matches_the_type() {
-        let generated = crd_yaml();
-        if std::env::var("GWHUB_BLESS").is_ok_and(|v| v == "1") {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../manifests/crd-clusterreports.yaml"
-            );
-            std::fs::write(path, &generated).unwrap();
-            return;
-        }
-        assert_eq!(
-            COMMITTED, generated,
-            "manifests/crd-clusterreports.yaml is out of date: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports"
-        );
-    }
-
-    #[test]
-    fn object_names_are_valid_and_distinct() {
-        assert_eq!(object_name("gateway-1"), "gateway-1");
-        let a = object_name("cluster_1");
-        let b = object_name("cluster-1");
-        assert_ne!(a, b);
-        assert!(a.starts_with("cluster-1-"), "{a}");
-        for name in ["Cluster_1", "_x_", "", &"x".repeat(300), "a.b", "-a"] {
-            let n = object_name(name);
-            assert!(!n.is_empty() && n.len() <= 253, "{n}");
-            assert!(
-                n.bytes().all(|b| b.is_ascii_lowercase()
-                    || b.is_ascii_digit()
-                    || b == b'-'
-                    || b == b'.'),
-                "{n}"
-            );
-            assert!(n.as_bytes()[0].is_ascii_alphanumeric(), "{n}");
-            assert!(n.as_bytes()[n.len() - 1].is_ascii_alphanumeric(), "{n}");
-        }
-    }
 
     #[test]
     fn spec_round_trips_a_record() {

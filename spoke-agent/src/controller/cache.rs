@@ -62,7 +62,7 @@ impl<K: Resource> Cache<K> {
     }
 
     /// The objects `keep` accepts, in key order.
-    pub fn filtered(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+    pub(crate) fn filtered(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
         self.read().values().filter(|o| keep(o)).cloned().collect()
     }
 
@@ -133,7 +133,7 @@ impl Dirty {
 
     /// Marks what `touch` names after `delay` (a retry), unless
     /// `shutdown` comes first.
-    pub fn touch_after(
+    pub(crate) fn touch_after(
         self: &Arc<Self>,
         touch: Touch,
         delay: Duration,
@@ -158,7 +158,7 @@ impl Dirty {
     }
 
     /// How many kinds have been listed once.
-    pub fn synced_count(&self) -> usize {
+    pub(crate) fn synced_count(&self) -> usize {
         self.lock().synced.len()
     }
 

@@ -46,9 +46,7 @@ pub use events::{CLUSTER_CONFIG_MISSING, CONDITION_LIMIT_REACHED, DUPLICATE_DNS_
 pub use metrics::Metrics;
 use writer::{Pending, WriteQueue, Writer};
 
-/// The field manager of our status applies and the reporting controller of
-/// our Events.
-pub const FIELD_MANAGER: &str = "gwhub-agent";
+pub use gwhub_spoke_rules::engine::FIELD_MANAGER;
 
 /// Why the controller could not start.
 #[derive(Debug, thiserror::Error)]

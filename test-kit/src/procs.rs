@@ -1,0 +1,71 @@
+//! The project's own binaries as child processes: built on demand (a test
+//! crate cannot depend on another package's binary), found beside the test
+//! executable, and killed when their guard is dropped.
+
+use std::path::PathBuf;
+use std::process::Child;
+
+pub use crate::workspace_bin::workspace_binary;
+
+/// The `gwhub-agent` binary (`GWHUB_AGENT_BIN` overrides).
+pub fn agent_binary() -> PathBuf {
+    workspace_binary("gwhub", "gwhub-agent", "GWHUB_AGENT_BIN")
+}
+
+/// The hub's `gwhub` binary (`GWHUB_BIN` overrides).
+pub fn gwhub_binary() -> PathBuf {
+    workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
+}
+
+/// A child process killed (as `kill -9` would) and reaped on drop, so a
+/// failing test leaves nothing running.
+pub struct Process(pub Child);
+
+impl Process {
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Kills the process now (SIGKILL: no clean shutdown) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind a free loopback port")
+}
+
+/// `GET /metrics` on `port` (a gwhub binary's `--metrics-listen`): every
+/// `gwhub*` sample by its name, labels included.
+pub async fn scrape(port: u16) -> std::collections::BTreeMap<String, u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    text.lines()
+        .filter(|l| l.starts_with("gwhub"))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_owned(), v.parse().ok()?))
+        })
+        .collect()
+}
