@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares (once) what the browser test needs (hub/tests/browser.rs runs
+# Prepares (once) what the browser test needs (cli/tests/browser.rs runs
 # tests/browser/page.mjs): Debian's chromium, installed with apt-get if it
 # is missing, and playwright-core from npm in a cache directory (it drives
 # the system chromium; no browser download). Prints that directory.

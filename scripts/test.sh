@@ -17,7 +17,7 @@ export GWHUB_BIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/debug"
 GWHUB_PY_VENV=$(bash scripts/python-client.sh)
 export GWHUB_PY_VENV GWHUB_REQUIRE_PYTHON=1
 # Debian's chromium and playwright-core from npm for the web page's browser
-# test (hub/tests/browser.rs, tests/browser/page.mjs); screenshots go to
+# test (cli/tests/browser.rs, tests/browser/page.mjs); screenshots go to
 # target/browser-artifacts/.
 GWHUB_BROWSER_DIR=$(bash scripts/browser.sh)
 export GWHUB_BROWSER_DIR GWHUB_REQUIRE_BROWSER=1

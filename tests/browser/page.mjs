@@ -1,5 +1,5 @@
 // The web status page in a real browser (Debian's chromium, driven by
-// playwright-core). Run by hub/tests/browser.rs, which owns the hub and the
+// playwright-core). Run by cli/tests/browser.rs, which owns the hub and the
 // simulated clusters and acts on requests this script prints on stdout:
 //   CHANGE <cluster> [<gateway>]  make a change on that cluster, answer DONE
 //   STOP <cluster>                stop that cluster's agent, answer DONE
