@@ -84,7 +84,9 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     /// Serve the read-only web status page here (off unless given). It
-    /// takes the Dashboard's TLS and bearer token (see crate::web).
+    /// takes the Dashboard's TLS, client CA and connection budgets; with
+    /// --dashboard-token-file its data needs the token (`Authorization:
+    /// Bearer <token>` or the cookie gwhub_token, which the page sets).
     #[arg(long, value_name = "ADDR")]
     pub web_listen: Option<SocketAddr>,
     /// Status transitions kept in memory per hub Gateway for
