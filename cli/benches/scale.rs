@@ -370,6 +370,7 @@ async fn watcher(
     let mut stream = client
         .watch_gateways(v1::WatchGatewaysRequest {
             omit_unchanged_omissions: true,
+            ..Default::default()
         })
         .await
         .map_err(|e| format!("watch: {e}"))?

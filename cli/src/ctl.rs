@@ -47,6 +47,12 @@ pub enum Command {
         /// wide (more columns), yaml or json; a table by default.
         #[arg(short, long)]
         output: Option<Output>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Gateways fetched per call (1 to 1000); all pages are printed.
+        #[arg(long, value_name = "N", default_value_t = 500,
+              value_parser = clap::value_parser!(u32).range(1..=gwhub_hub_rules::listing::MAX_PAGE_SIZE as i64))]
+        page_size: u32,
     },
     /// Show one hub Gateway with each cluster's report and what was left out.
     Describe {
@@ -65,7 +71,46 @@ pub enum Command {
         /// --output-watch-events -o json|yaml` prints them.
         #[arg(short, long)]
         output: Option<Output>,
+        #[command(flatten)]
+        filter: FilterArgs,
     },
+    /// Show the last status transitions of one hub Gateway (aggregated and
+    /// per cluster), oldest first, as the hub saw them since it started.
+    History {
+        /// NAMESPACE/NAME
+        name: String,
+        /// Only the newest N transitions (0: every one the hub keeps).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        limit: u32,
+        /// yaml or json; a table by default.
+        #[arg(short, long)]
+        output: Option<Output>,
+    },
+}
+
+/// Which hub Gateways `get gateways` and `watch` show (ignored by `get
+/// clusters`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Only hub Gateways in this namespace.
+    #[arg(short = 'n', long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Only hub Gateways this cluster reports.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// Only hub Gateways with an aggregated condition that is not True.
+    #[arg(long)]
+    pub not_ready: bool,
+}
+
+impl FilterArgs {
+    fn to_proto(&self) -> Option<v1::GatewayFilter> {
+        Some(v1::GatewayFilter {
+            namespace: self.namespace.clone().unwrap_or_default(),
+            cluster: self.cluster.clone().unwrap_or_default(),
+            not_ready: self.not_ready,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -98,9 +143,21 @@ pub fn run(cli: Cli) -> Result<(), String> {
         let mut client = connect(&cli).await?;
         let mut out = std::io::stdout().lock();
         let text = match cli.command {
-            Command::Get { what, output } => get(&mut client, what, output).await?,
+            Command::Get {
+                what,
+                output,
+                filter,
+                page_size,
+            } => get(&mut client, what, output, &filter, page_size).await?,
             Command::Describe { name, output, .. } => describe(&mut client, &name, output).await?,
-            Command::Watch { output } => return watch(&mut client, output, &mut out).await,
+            Command::History {
+                name,
+                limit,
+                output,
+            } => history(&mut client, &name, limit, output).await?,
+            Command::Watch { output, filter } => {
+                return watch(&mut client, output, &filter, &mut out).await;
+            }
         };
         // A closed pipe (e.g. `| head`) is not worth an error.
         let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
@@ -348,16 +405,43 @@ fn format_of(output: Option<Output>) -> Option<OutputFormat> {
     }
 }
 
-async fn get(client: &mut Client, what: What, output: Option<Output>) -> Result<String, String> {
+/// Every hub Gateway matching `filter`, fetched `page_size` at a time.
+async fn list_all(
+    client: &mut Client,
+    filter: &FilterArgs,
+    page_size: u32,
+) -> Result<Vec<v1::AggregatedGateway>, String> {
+    let mut gateways = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_gateways(v1::ListGatewaysRequest {
+                page_size,
+                page_token,
+                filter: filter.to_proto(),
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        gateways.extend(page.gateways);
+        if page.next_page_token.is_empty() {
+            return Ok(gateways);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+async fn get(
+    client: &mut Client,
+    what: What,
+    output: Option<Output>,
+    filter: &FilterArgs,
+    page_size: u32,
+) -> Result<String, String> {
     let wide = output == Some(Output::Wide);
     match what {
         What::Gateways => {
-            let gateways = client
-                .list_gateways(v1::ListGatewaysRequest {})
-                .await
-                .map_err(status_error)?
-                .into_inner()
-                .gateways;
+            let gateways = list_all(client, filter, page_size).await?;
             if let Some(f) = format_of(output) {
                 return Ok(render_list(gateways.iter().map(gateway_json).collect(), f));
             }
@@ -554,13 +638,110 @@ pub fn watch_events(msg: &v1::WatchGatewaysResponse) -> Vec<Value> {
     events
 }
 
+/// `ConditionStatus` as a word, `-` for none.
+fn status_name(s: i32) -> &'static str {
+    match v1::ConditionStatus::try_from(s) {
+        Ok(v1::ConditionStatus::True) => "True",
+        Ok(v1::ConditionStatus::False) => "False",
+        Ok(v1::ConditionStatus::Unknown) => "Unknown",
+        _ => "-",
+    }
+}
+
+fn millis_rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
+
+/// `history -o yaml|json`: one object per transition.
+pub fn history_json(t: &v1::GatewayTransition) -> Value {
+    json!({
+        "time": millis_rfc3339(t.time_millis),
+        "cluster": t.cluster,
+        "type": t.condition_type,
+        "status": status_name(t.status),
+        "reason": t.reason,
+        "message": t.message,
+        "previousStatus": status_name(t.previous_status),
+        "previousReason": t.previous_reason,
+    })
+}
+
+async fn history(
+    client: &mut Client,
+    name: &str,
+    limit: u32,
+    output: Option<Output>,
+) -> Result<String, String> {
+    let Some((namespace, gw)) = name.split_once('/') else {
+        return Err(format!("{name:?} is not NAMESPACE/NAME"));
+    };
+    let r = client
+        .get_gateway_history(v1::GetGatewayHistoryRequest {
+            namespace: namespace.into(),
+            name: gw.into(),
+            limit,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if let Some(f) = format_of(output) {
+        return Ok(render_list(
+            r.transitions.iter().map(history_json).collect(),
+            f,
+        ));
+    }
+    let rows: Vec<_> = r
+        .transitions
+        .iter()
+        .map(|t| {
+            vec![
+                millis_rfc3339(t.time_millis),
+                if t.cluster.is_empty() {
+                    "(hub)".into()
+                } else {
+                    t.cluster.clone()
+                },
+                t.condition_type.clone(),
+                format!(
+                    "{} -> {}",
+                    status_name(t.previous_status),
+                    status_name(t.status)
+                ),
+                if t.reason.is_empty() {
+                    "-".into()
+                } else {
+                    t.reason.clone()
+                },
+                t.message.clone(),
+            ]
+        })
+        .collect();
+    Ok(table(
+        &[
+            "TIME",
+            "CLUSTER",
+            "CONDITION",
+            "STATUS",
+            "REASON",
+            "MESSAGE",
+        ],
+        &rows,
+    ))
+}
+
 async fn watch(
     client: &mut Client,
     output: Option<Output>,
+    filter: &FilterArgs,
     out: &mut impl Write,
 ) -> Result<(), String> {
     let mut stream = client
-        .watch_gateways(v1::WatchGatewaysRequest::default())
+        .watch_gateways(v1::WatchGatewaysRequest {
+            filter: filter.to_proto(),
+            ..Default::default()
+        })
         .await
         .map_err(status_error)?
         .into_inner();

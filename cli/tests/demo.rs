@@ -7,10 +7,12 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const ANY_PORTS: [&str; 4] = [
+const ANY_PORTS: [&str; 6] = [
     "--listen",
     "127.0.0.1:0",
     "--dashboard-listen",
+    "127.0.0.1:0",
+    "--web-listen",
     "127.0.0.1:0",
 ];
 
@@ -162,6 +164,12 @@ fn live_view_shows_changes_and_exits_after_duration() {
         out.contains("* east: load balancer lost its address 203.0.113.10"),
         "{out}"
     );
+    // The banner names the web page's address.
+    let web = out
+        .lines()
+        .find(|l| l.starts_with("  Web page"))
+        .unwrap_or_else(|| panic!("no web page line:\n{out}"));
+    assert!(web.contains("http://127.0.0.1:"), "{web}");
     // The loss reaches the aggregate: a row with east's address gone and
     // Programmed/LoadBalancerReady False.
     let after = out
@@ -232,6 +240,8 @@ fn a_taken_port_says_what_to_do() {
             "127.0.0.1:0",
             "--dashboard-listen",
             &addr,
+            "--web-listen",
+            "127.0.0.1:0",
         ],
         Duration::from_secs(30),
     );

@@ -5,11 +5,12 @@
 #[test]
 fn every_gwhubctl_command_takes_output_json_and_yaml() {
     use clap::Parser;
-    let commands: [&[&str]; 4] = [
+    let commands: [&[&str]; 5] = [
         &["get", "gateways"],
         &["get", "clusters"],
         &["describe", "gateway", "ns/name"],
         &["watch"],
+        &["history", "ns/name"],
     ];
     for cmd in commands {
         for format in ["json", "yaml"] {

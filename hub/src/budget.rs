@@ -139,6 +139,8 @@ gwhub_common::metrics! {
         pub ingest: Arc<ListenerCounters>,
         /// The Dashboard listener's row.
         pub dashboard: Arc<ListenerCounters>,
+        /// The web page's listener's row (`--web-listen`; zeros when off).
+        pub web: Arc<ListenerCounters>,
         /// Streams refused for `--max-cluster-report-bytes`.
         pub refused_cluster_report_bytes: Counter =>
             "gwhub_budget_refused_cluster_report_bytes",
@@ -200,6 +202,7 @@ impl Default for Counters {
         Counters {
             ingest: listener("ingest"),
             dashboard: listener("dashboard"),
+            web: listener("web"),
             refused_cluster_report_bytes: Counter::default(),
             refused_clusters: Counter::default(),
             refused_dashboard_calls: Counter::default(),

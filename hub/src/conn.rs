@@ -118,7 +118,8 @@ pub(crate) fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
     conn_in(request.extensions())
 }
 
-fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
+/// The connection a request came on, from its extensions.
+pub fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
     ext.get::<ConnInfo>()
         .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
 }

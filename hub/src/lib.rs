@@ -10,15 +10,16 @@
 //! runtime: they meet only over gRPC.
 
 pub mod budget;
-
 pub mod conn;
-
 pub mod grpc;
 pub mod index;
 pub mod kube;
 pub mod metrics;
 pub mod serve;
 pub mod tls;
+pub mod web;
 
-// The pure engine, under the path the runtime has always used.
+// The pure engine and the Dashboard's listing and history rules, under the
+// paths the runtime has always used.
 pub(crate) use gwhub_hub_rules::aggregate;
+pub use gwhub_hub_rules::{history, listing};

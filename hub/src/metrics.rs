@@ -226,7 +226,7 @@ mod tests {
             "gwhub_connections_saturated_total",
             "gwhub_accept_errors_total",
         ] {
-            for listener in ["ingest", "dashboard"] {
+            for listener in ["ingest", "dashboard", "web"] {
                 pinned.push(format!("{name}{{listener=\"{listener}\"}}"));
             }
         }

@@ -212,6 +212,22 @@ impl tonic::service::Interceptor for DashboardAuth {
     }
 }
 
+impl DashboardAuth {
+    /// Whether a token is required at all.
+    pub fn required(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Whether `given` is the token (always, when none is required).
+    pub fn accepts(&self, given: Option<&str>) -> bool {
+        match (&self.token, given) {
+            (None, _) => true,
+            (Some(t), Some(g)) => constant_time_eq(g.as_bytes(), t.as_bytes()),
+            (Some(_), None) => false,
+        }
+    }
+}
+
 /// Compares without an early exit, so timing does not reveal a prefix.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -193,7 +193,7 @@ fn sized(name: &str, bytes: usize) -> v1::GatewayReport {
 async fn names(hub: &Hub) -> Vec<String> {
     let mut d = dashboard(hub).await;
     let list = d
-        .list_gateways(v1::ListGatewaysRequest {})
+        .list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap()
         .into_inner()
@@ -509,6 +509,86 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
     .await;
     // An agent is served afterwards.
     let _east = Agent::connect(hub.ingest_addr, "east").await;
+    hub.shutdown().await.unwrap();
+}
+
+/// The web page's listener (issue 16) has the Dashboard's bounds:
+/// `--max-dashboard-connections` open connections, idle ones closed after
+/// `--idle-connection-timeout`, an open event stream not idle, and event
+/// streams counted against `--max-dashboard-calls`.
+#[tokio::test]
+async fn the_web_listener_is_bounded_like_the_dashboard() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_connections: 2,
+            max_dashboard_calls: 1,
+            idle_connection_timeout: Duration::from_millis(300),
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let counters = hub.index.counters().clone();
+    // Three silent connections: two fill the listener, all are closed idle.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(web).await.unwrap());
+    }
+    for mut sock in idle {
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(WAIT, async {
+            loop {
+                match sock.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "an idle web connection stayed open");
+    }
+    assert!(Counters::get(&counters.web.saturated) >= 1);
+    assert_eq!(Counters::get(&counters.web.idle_closed), 3);
+
+    // An event stream is an open call: its connection outlives many idle
+    // timeouts, and it holds the one call slot.
+    let get = |path: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: hub\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+            let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+                .await
+                .expect("an answer")
+                .unwrap();
+            assert!(n > 0, "closed before answering");
+            head.extend_from_slice(&buf[..n]);
+        }
+        (s, String::from_utf8_lossy(&head).into_owned())
+    };
+    let (mut stream, head) = get("/api/events").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (_refused_conn, refused) = get("/api/events").await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.contains("--max-dashboard-calls"), "{refused}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        Counters::get(&counters.web.idle_closed),
+        4,
+        "the refused one only"
+    );
+    let mut buf = [0u8; 64];
+    let still_open = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
+    assert!(
+        !matches!(still_open, Ok(Ok(0)) | Ok(Err(_))),
+        "the event stream's connection was closed"
+    );
     hub.shutdown().await.unwrap();
 }
 

@@ -79,7 +79,7 @@ async fn dashboard(hub: &Hub) -> DashboardClient<Channel> {
 }
 
 async fn list(d: &mut DashboardClient<Channel>) -> Vec<v1::AggregatedGateway> {
-    d.list_gateways(v1::ListGatewaysRequest {})
+    d.list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap()
         .into_inner()
@@ -828,7 +828,7 @@ async fn gwhubctl_reads_answers_larger_than_4_mib() {
     // The premise: a client with the default limit cannot read it.
     let err = dashboard(&hub)
         .await
-        .list_gateways(v1::ListGatewaysRequest {})
+        .list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::OutOfRange, "{err}");
@@ -1126,4 +1126,504 @@ async fn serve_metrics_listen_exposes_cluster_gauges() {
     .await;
     drop(east);
     child.kill().await.unwrap();
+}
+
+// ---- paging, filters, history (issue 16) -----------------------------------
+
+fn in_namespace(namespace: &str, mut r: v1::GatewayReport) -> v1::GatewayReport {
+    r.namespace = namespace.into();
+    r
+}
+
+fn names(gateways: &[v1::AggregatedGateway]) -> Vec<String> {
+    gateways
+        .iter()
+        .map(|g| format!("{}/{}", g.namespace, g.name))
+        .collect()
+}
+
+async fn list_with(
+    d: &mut DashboardClient<Channel>,
+    page_size: u32,
+    page_token: &str,
+    filter: Option<v1::GatewayFilter>,
+) -> Result<v1::ListGatewaysResponse, tonic::Status> {
+    d.list_gateways(v1::ListGatewaysRequest {
+        page_size,
+        page_token: page_token.into(),
+        filter,
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+fn filter(namespace: &str, cluster: &str, not_ready: bool) -> Option<v1::GatewayFilter> {
+    Some(v1::GatewayFilter {
+        namespace: namespace.into(),
+        cluster: cluster.into(),
+        not_ready,
+    })
+}
+
+/// east: a (ready), b (not programmed), other/x; west: b, c.
+async fn small_fleet(hub: &Hub) -> (Agent, Agent) {
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(
+        1,
+        0,
+        vec![
+            report("a", true, "10.0.0.1"),
+            report("b", false, "10.0.0.2"),
+            in_namespace("other", report("x", true, "10.0.0.3")),
+        ],
+    )
+    .await;
+    let mut west = Agent::connect(hub.ingest_addr, "west").await;
+    west.snapshot(
+        1,
+        0,
+        vec![report("b", true, "10.1.0.2"), report("c", true, "10.1.0.3")],
+    )
+    .await;
+    let mut d = dashboard(hub).await;
+    eventually(&mut d, "c", |_| true).await;
+    eventually(&mut d, "b", |g| g.clusters.len() == 2).await;
+    (east, west)
+}
+
+#[tokio::test]
+async fn list_gateways_pages_and_filters() {
+    let hub = start(Duration::from_secs(60)).await;
+    let _agents = small_fleet(&hub).await;
+    let mut d = dashboard(&hub).await;
+    let all = [
+        "openshift-ingress/a",
+        "openshift-ingress/b",
+        "openshift-ingress/c",
+        "other/x",
+    ];
+    // Without paging: everything in one answer, as before.
+    let r = list_with(&mut d, 0, "", None).await.unwrap();
+    assert_eq!(names(&r.gateways), all);
+    assert_eq!(r.next_page_token, "");
+    assert_eq!(r.total_size, 4);
+
+    // Pages of 3, then 1; together the whole list in order.
+    let p1 = list_with(&mut d, 3, "", None).await.unwrap();
+    assert_eq!(names(&p1.gateways), all[..3]);
+    assert!(!p1.next_page_token.is_empty());
+    assert_eq!(p1.total_size, 4);
+    let p2 = list_with(&mut d, 3, &p1.next_page_token, None)
+        .await
+        .unwrap();
+    assert_eq!(names(&p2.gateways), all[3..]);
+    assert_eq!(p2.next_page_token, "");
+    // A page size above the maximum is lowered, not refused.
+    let big = list_with(&mut d, 1_000_000, "", None).await.unwrap();
+    assert_eq!(big.gateways.len(), 4);
+
+    // A token the hub did not make is refused, naming it.
+    let e = list_with(&mut d, 3, "not-a-token", None).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("\"not-a-token\""), "{}", e.message());
+    assert!(e.message().contains("page_token"), "{}", e.message());
+
+    // Filters, alone and together; paging applies to the filtered list.
+    for (f, want) in [
+        (filter("other", "", false), &["other/x"][..]),
+        (
+            filter("", "west", false),
+            &["openshift-ingress/b", "openshift-ingress/c"][..],
+        ),
+        (filter("", "", true), &["openshift-ingress/b"][..]),
+        (filter("openshift-ingress", "east", false), &all[..2]),
+        (filter("other", "west", false), &[][..]),
+        (filter("", "nowhere", false), &[][..]),
+    ] {
+        let r = list_with(&mut d, 0, "", f.clone()).await.unwrap();
+        assert_eq!(names(&r.gateways), want, "{f:?}");
+        assert_eq!(r.total_size as usize, want.len(), "{f:?}");
+    }
+    let p = list_with(&mut d, 1, "", filter("", "west", false))
+        .await
+        .unwrap();
+    assert_eq!(names(&p.gateways), ["openshift-ingress/b"]);
+    let p = list_with(&mut d, 1, &p.next_page_token, filter("", "west", false))
+        .await
+        .unwrap();
+    assert_eq!(names(&p.gateways), ["openshift-ingress/c"]);
+    assert_eq!(p.next_page_token, "");
+}
+
+#[tokio::test]
+async fn a_filtered_watch_sees_gateways_enter_and_leave() {
+    let hub = start(Duration::from_secs(60)).await;
+    let (mut east, _west) = small_fleet(&hub).await;
+    let mut d = dashboard(&hub).await;
+    let mut watch = d
+        .watch_gateways(v1::WatchGatewaysRequest {
+            filter: filter("openshift-ingress", "", true),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut next = async || {
+        tokio::time::timeout(WAIT, watch.next())
+            .await
+            .expect("watch message in time")
+            .unwrap()
+            .unwrap()
+    };
+    let first = next().await;
+    assert!(first.snapshot);
+    assert_eq!(names(&first.upserted), ["openshift-ingress/b"]);
+
+    // a turns not ready: it enters the view.
+    east.upsert(1, report("a", false, "10.0.0.1")).await;
+    east.expect_ack(1).await;
+    let m = next().await;
+    assert_eq!(names(&m.upserted), ["openshift-ingress/a"]);
+    assert!(m.deleted.is_empty());
+    // b turns ready: it leaves the view.
+    east.upsert(2, report("b", true, "10.0.0.2")).await;
+    east.expect_ack(2).await;
+    let m = next().await;
+    assert!(m.upserted.is_empty(), "{:?}", names(&m.upserted));
+    assert_eq!(m.deleted.len(), 1);
+    assert_eq!(m.deleted[0].name, "b");
+    // A change outside the filter (namespace other) sends nothing.
+    east.upsert(3, in_namespace("other", report("x", false, "10.0.0.3")))
+        .await;
+    east.expect_ack(3).await;
+    east.heartbeat().await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), watch.next())
+            .await
+            .is_err(),
+        "unexpected watch message"
+    );
+}
+
+#[tokio::test]
+async fn history_keeps_the_last_transitions() {
+    let hub = start(Duration::from_secs(60)).await;
+    let (mut east, _west) = small_fleet(&hub).await;
+    let mut d = dashboard(&hub).await;
+    // a: Programmed True -> False -> True on east.
+    east.upsert(1, report("a", false, "10.0.0.1")).await;
+    east.expect_ack(1).await;
+    eventually(&mut d, "a", |g| programmed(g) == Some(false)).await;
+    east.upsert(2, report("a", true, "10.0.0.1")).await;
+    east.expect_ack(2).await;
+    eventually(&mut d, "a", |g| programmed(g) == Some(true)).await;
+
+    let history = |limit| v1::GetGatewayHistoryRequest {
+        namespace: "openshift-ingress".into(),
+        name: "a".into(),
+        limit,
+    };
+    let r = d
+        .get_gateway_history(history(0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.capacity, 64);
+    let (t, f, none) = (
+        v1::ConditionStatus::True as i32,
+        v1::ConditionStatus::False as i32,
+        v1::ConditionStatus::Unspecified as i32,
+    );
+    let programmed_changes: Vec<(&str, i32, i32)> = r
+        .transitions
+        .iter()
+        .filter(|x| x.condition_type == "Programmed")
+        .map(|x| (x.cluster.as_str(), x.previous_status, x.status))
+        .collect();
+    assert_eq!(
+        programmed_changes,
+        [
+            ("", none, t),
+            ("east", none, t),
+            ("", t, f),
+            ("east", t, f),
+            ("", f, t),
+            ("east", f, t),
+        ],
+        "{:#?}",
+        r.transitions
+    );
+    let down = r
+        .transitions
+        .iter()
+        .find(|x| x.cluster == "east" && x.status == f)
+        .unwrap();
+    assert_eq!(down.reason, "NotOk");
+    assert_eq!(down.previous_reason, "Ok");
+    assert_eq!(down.message, "Address pending");
+    assert!(down.time_millis > 1_700_000_000_000, "{}", down.time_millis);
+    assert!(
+        r.transitions
+            .windows(2)
+            .all(|w| w[0].time_millis <= w[1].time_millis)
+    );
+
+    let last = d
+        .get_gateway_history(history(2))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(last.transitions, r.transitions[r.transitions.len() - 2..]);
+
+    let e = d
+        .get_gateway_history(v1::GetGatewayHistoryRequest {
+            namespace: "openshift-ingress".into(),
+            name: "nope".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    assert!(
+        e.message().contains("openshift-ingress/nope"),
+        "{}",
+        e.message()
+    );
+}
+
+#[tokio::test]
+async fn gwhubctl_filters_pages_and_shows_history() {
+    let hub = start(Duration::from_secs(60)).await;
+    let _agents = small_fleet(&hub).await;
+    let out = gwhubctl(&hub, &["get", "gateways", "--not-ready"]).await;
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert!(rows[0].starts_with("openshift-ingress   b "), "{out}");
+    // Pages of one: every Gateway of west, nothing twice.
+    let out = gwhubctl(
+        &hub,
+        &[
+            "get",
+            "gateways",
+            "--cluster",
+            "west",
+            "--page-size",
+            "1",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let got: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, ["b", "c"], "{out}");
+    let out = gwhubctl(&hub, &["get", "gateways", "-n", "other"]).await;
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.contains("other "), "{out}");
+
+    let out = gwhubctl(&hub, &["history", "openshift-ingress/b"]).await;
+    let header = out.lines().next().unwrap();
+    for col in [
+        "TIME",
+        "CLUSTER",
+        "CONDITION",
+        "STATUS",
+        "REASON",
+        "MESSAGE",
+    ] {
+        assert!(header.contains(col), "{out}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.contains("east") && l.contains("Programmed") && l.contains("- -> False")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("(hub)") && l.contains("Programmed")),
+        "{out}"
+    );
+    let out = gwhubctl(
+        &hub,
+        &[
+            "history",
+            "openshift-ingress/b",
+            "--limit",
+            "1",
+            "-o",
+            "yaml",
+        ],
+    )
+    .await;
+    assert_eq!(out.matches("previousStatus:").count(), 1, "{out}");
+}
+
+// ---- the web page's HTTP API (issue 16) ------------------------------------
+
+/// A plain HTTP/1.1 GET over loopback: the status code and the text read
+/// until the connection closes or `until` shows up in it.
+async fn http_get(addr: SocketAddr, path: &str, method: &str, until: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("{method} {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("answer in time")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+        if !until.is_empty() && String::from_utf8_lossy(&text).contains(until) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text}"));
+    (code, text)
+}
+
+fn body_json(text: &str) -> serde_json::Value {
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn the_web_listener_serves_the_page_and_the_fleet() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.expect("web listener");
+    let _agents = small_fleet(&hub).await;
+
+    let (code, page) = http_get(web, "/", "GET", "").await;
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("text/html") && page.contains("<script src=\"app.js\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("content-security-policy: default-src 'none'"),
+        "{page}"
+    );
+    for asset in ["/app.js", "/style.css"] {
+        let (code, text) = http_get(web, asset, "GET", "").await;
+        assert_eq!(code, 200, "{asset}: {text}");
+    }
+
+    let (code, text) = http_get(web, "/api/fleet", "GET", "").await;
+    assert_eq!(code, 200, "{text}");
+    let fleet = body_json(&text);
+    let clusters: Vec<&str> = fleet["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["east", "west"]);
+    let b = fleet["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "b")
+        .unwrap();
+    assert_eq!(b["notReady"], true);
+    assert_eq!(
+        b["cells"],
+        serde_json::json!([
+            {"cluster": "east", "health": "not-ready", "stale": false},
+            {"cluster": "west", "health": "ready", "stale": false},
+        ])
+    );
+
+    // The same filter as the Dashboard API.
+    let (_, text) = http_get(web, "/api/fleet?cluster=west&not_ready=1", "GET", "").await;
+    let names: Vec<String> = body_json(&text)["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["b"]);
+
+    // One Gateway with each cluster's own report and its history.
+    let (code, text) = http_get(
+        web,
+        "/api/gateway?namespace=openshift-ingress&name=b",
+        "GET",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{text}");
+    let g = body_json(&text);
+    let reports: Vec<&str> = g["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(reports, ["east", "west"]);
+    assert!(!g["history"].as_array().unwrap().is_empty(), "{g}");
+    let conditions = g["gateway"]["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Programmed" && c["status"] == "False"),
+        "{g}"
+    );
+    assert_eq!(g["gateway"]["cells"], b["cells"]);
+    let (code, _) = http_get(
+        web,
+        "/api/gateway?namespace=openshift-ingress&name=nope",
+        "GET",
+        "",
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // Server-Sent Events: the snapshot first, filtered.
+    let (code, text) = http_get(web, "/api/events?namespace=other", "GET", "\n\n").await;
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains("content-type: text/event-stream"), "{text}");
+    let data = text
+        .split("event: snapshot\ndata: ")
+        .nth(1)
+        .and_then(|d| d.split('\n').next())
+        .unwrap_or_else(|| panic!("no snapshot event: {text}"));
+    let snapshot: serde_json::Value = serde_json::from_str(data).unwrap();
+    let names: Vec<&str> = snapshot["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["x"]);
+
+    // Read-only, and nothing else is served.
+    let (code, _) = http_get(web, "/api/fleet", "POST", "").await;
+    assert_eq!(code, 405);
+    let (code, _) = http_get(web, "/etc/passwd", "GET", "").await;
+    assert_eq!(code, 404);
 }

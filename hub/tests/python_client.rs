@@ -52,6 +52,7 @@ fn python_grpcio_reads_the_dashboard_by_reflection_alone() {
     .arg("demo")
     .args(["--listen", &format!("127.0.0.1:{ingest}")])
     .args(["--dashboard-listen", &format!("127.0.0.1:{dashboard}")])
+    .args(["--web-listen", "127.0.0.1:0"])
     .args(["--interval", "1s", "--duration", "120s"])
     .stdin(Stdio::null())
     .stdout(Stdio::null())

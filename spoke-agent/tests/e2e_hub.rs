@@ -62,7 +62,10 @@ async fn gateways(dashboard: SocketAddr) -> Vec<AggregatedGateway> {
     let Ok(mut client) = DashboardClient::connect(format!("http://{dashboard}")).await else {
         return Vec::new();
     };
-    match client.list_gateways(v1::ListGatewaysRequest {}).await {
+    match client
+        .list_gateways(v1::ListGatewaysRequest::default())
+        .await
+    {
         Ok(r) => r.into_inner().gateways,
         Err(_) => Vec::new(),
     }

@@ -625,3 +625,115 @@ async fn cn_identity_works_and_no_identity_is_unauthenticated() {
     }
     hub.shutdown().await.unwrap();
 }
+
+/// GET `path` over TLS (trusting `ca`) with `headers`: the status code and
+/// the answer, read until the connection closes or an event arrives.
+async fn https_get(addr: SocketAddr, ca: &Path, path: &str, headers: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::{self, pki_types};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n{headers}\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(Ok(n)) = tokio::time::timeout(WAIT, tls.read(&mut buf)).await {
+        text.extend_from_slice(&buf[..n]);
+        if n == 0 || String::from_utf8_lossy(&text).contains("event: snapshot") {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text:?}"));
+    (code, text)
+}
+
+/// The web page takes the Dashboard's TLS and bearer token: the page
+/// itself is served to anyone who completes the handshake, its data only
+/// with the token, in the header or the page's cookie.
+#[tokio::test]
+async fn the_web_page_takes_the_dashboards_tls_and_token() {
+    let dir = TempDir::new("web");
+    let l = certs(&dir.0, &["east"]);
+    let mut config = HubConfig::loopback(Duration::from_secs(60));
+    config.insecure = false;
+    config.web_listen = Some("127.0.0.1:0".parse().unwrap());
+    let hub = Hub::start_with_tls(config, Some(hub_tls(&l).with_dashboard_token("s3cret")))
+        .await
+        .unwrap();
+    let web = hub.web_addr.unwrap();
+
+    // Plaintext gets no page.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
+        let _ = s
+            .write_all(b"GET / HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n")
+            .await;
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut buf)).await;
+        assert!(
+            !String::from_utf8_lossy(&buf).contains("200 OK"),
+            "plaintext answered"
+        );
+    }
+
+    let (code, page) = https_get(web, &l.ca, "/", "").await;
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("<!doctype html>"), "{page}");
+    for (headers, want) in [
+        ("", 401),
+        ("Authorization: Bearer wrong\r\n", 401),
+        ("Cookie: gwhub_token=wrong\r\n", 401),
+        ("Authorization: Bearer s3cret\r\n", 200),
+        ("Cookie: theme=dark; gwhub_token=s3cret\r\n", 200),
+    ] {
+        for path in [
+            "/api/fleet",
+            "/api/gateway?namespace=a&name=b",
+            "/api/events",
+        ] {
+            let (code, text) = https_get(web, &l.ca, path, headers).await;
+            // A Gateway no cluster reports: 404 once past the token.
+            let want = match (path.starts_with("/api/gateway"), want) {
+                (true, 200) => 404,
+                (_, w) => w,
+            };
+            if path == "/api/events" && want == 200 {
+                // An open stream, starting with the snapshot.
+                assert_eq!(code, 200, "{text}");
+                assert!(text.contains("text/event-stream"), "{text}");
+                continue;
+            }
+            assert_eq!(code, want, "{headers:?} {path}: {text}");
+            if want == 401 {
+                assert!(text.contains("gwhub_token"), "{text}");
+            }
+        }
+    }
+    hub.shutdown().await.unwrap();
+}

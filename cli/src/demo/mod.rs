@@ -42,6 +42,8 @@ pub struct DemoConfig {
     pub clusters: usize,
     pub listen: SocketAddr,
     pub dashboard_listen: SocketAddr,
+    /// The web status page; off if `None`.
+    pub web_listen: Option<SocketAddr>,
     /// Time between two simulated changes.
     pub interval: Duration,
     /// Stop after this long; `None` runs until the stop signal.
@@ -80,6 +82,8 @@ pub async fn run(
         options: Options::default(),
         max_messages_per_second: gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
         budgets: Default::default(),
+        web_listen: config.web_listen,
+        gateway_history: gwhub_hub_rules::history::DEFAULT_CAPACITY,
     })
     .await
     .map_err(bind_hint)?;
@@ -134,7 +138,7 @@ fn bind_hint(e: ServeError) -> String {
     match e {
         ServeError::Bind { .. } => format!(
             "{e}; is another gwhub running? Pass --listen 127.0.0.1:0 \
-             --dashboard-listen 127.0.0.1:0 to use any free ports"
+             --dashboard-listen 127.0.0.1:0 --web-listen 127.0.0.1:0 to use any free ports"
         ),
         e => e.to_string(),
     }
@@ -295,6 +299,7 @@ fn banner(config: &DemoConfig, hub: &Hub, names: &[&str]) -> String {
         "gwhub demo: a hub and {n} simulated clusters ({clusters}) over loopback gRPC, no Kubernetes.\n\
          \x20 agents stream to   http://{ingest}\n\
          \x20 Dashboard API      http://{dash} (gwhub.v1.Dashboard, health, reflection)\n\
+         {web}\
          Try in another terminal:\n\
          \x20 {ctl} get gateways -o wide\n\
          \x20 {ctl} describe gateway {ns}/{gw}\n\
@@ -304,6 +309,11 @@ fn banner(config: &DemoConfig, hub: &Hub, names: &[&str]) -> String {
         n = names.len(),
         clusters = names.join(", "),
         ingest = hub.ingest_addr,
+        web = match hub.web_addr {
+            Some(a) =>
+                format!("  Web page           http://{a}/ (live status page, for a browser)\n"),
+            None => String::new(),
+        },
         ns = cluster::NAMESPACE,
         gw = cluster::DEFAULT_GATEWAY,
         every = humantime::format_duration(config.interval),

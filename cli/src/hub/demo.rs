@@ -31,6 +31,9 @@ pub struct Args {
     /// Address of the read-only Dashboard API, for gwhubctl or grpcurl.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50052")]
     pub dashboard_listen: SocketAddr,
+    /// Address of the read-only web status page (open it in a browser).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50053")]
+    pub web_listen: SocketAddr,
     /// Time between two simulated changes (e.g. 3s, 500ms).
     #[arg(long, value_name = "DUR", default_value = "3s", value_parser = gwhub_model::time::parse_duration)]
     pub interval: Duration,
@@ -64,6 +67,7 @@ pub fn run(args: &Args) -> Result<String, String> {
         clusters: usize::from(args.clusters),
         listen: args.listen,
         dashboard_listen: args.dashboard_listen,
+        web_listen: Some(args.web_listen),
         interval: args.interval,
         duration: args.duration,
         once: args.once,

@@ -83,6 +83,17 @@ pub struct Args {
     /// Serve Prometheus text on GET /metrics here (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve the read-only web status page here (off unless given). It
+    /// takes the Dashboard's TLS, client CA and connection budgets; with
+    /// --dashboard-token-file its data needs the token (`Authorization:
+    /// Bearer <token>` or the cookie gwhub_token, which the page sets).
+    #[arg(long, value_name = "ADDR")]
+    pub web_listen: Option<SocketAddr>,
+    /// Status transitions kept in memory per hub Gateway for
+    /// GetGatewayHistory (0 to 1024; 0 keeps none).
+    #[arg(long, value_name = "N", default_value_t = gwhub_hub_rules::history::DEFAULT_CAPACITY,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=gwhub_hub_rules::history::MAX_CAPACITY as u64))]
+    pub gateway_history: usize,
     #[command(flatten)]
     pub budgets: gwhub_hub::budget::Budgets,
     /// Address type written for cluster Hostname addresses.
@@ -124,6 +135,8 @@ pub fn config(args: &Args) -> Result<HubConfig, String> {
         options,
         max_messages_per_second: args.max_messages_per_second,
         budgets: args.budgets.clone(),
+        web_listen: args.web_listen,
+        gateway_history: args.gateway_history,
     })
 }
 

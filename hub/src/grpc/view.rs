@@ -10,7 +10,7 @@ use gwhub_proto::{convert, v1};
 use parking_lot::Mutex;
 
 use crate::aggregate::{Aggregation, GatewayKey, LiveHub, Omission};
-use crate::index::GatewayView;
+use crate::index::{Cell, GatewayView};
 
 /// Encodes a changed view; its revision is set when it is published
 /// ([`GatewayView::set_revision`]). Omissions equal to `old`'s keep their
@@ -20,9 +20,18 @@ pub(crate) fn build_view(
     aggregation: Aggregation,
     foreign: BTreeSet<String>,
     clusters: Vec<String>,
+    cells: Vec<Cell>,
     old: Option<&GatewayView>,
     live: Option<Arc<LiveHub>>,
 ) -> GatewayView {
+    let not_ready = crate::listing::not_ready(
+        aggregation
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.status.as_str()),
+    );
     let status = convert::status_to_proto(&aggregation.status).unwrap_or_else(|e| {
         tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
         v1::GatewayStatus::default()
@@ -55,6 +64,8 @@ pub(crate) fn build_view(
         omissions,
         omissions_revision,
         foreign,
+        not_ready,
+        cells,
         aggregated_with: Mutex::new(live),
     }
 }

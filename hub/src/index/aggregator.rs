@@ -158,6 +158,7 @@ impl Index {
         for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
             let old = old.as_ref();
             if shared.is_empty() && live.is_none() {
+                self.record_history(&key, None, now.as_millisecond());
                 if old.is_some() {
                     results.push((key, None));
                 }
@@ -187,8 +188,19 @@ impl Index {
                 };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
             drop(reports);
+            if shared.is_empty() {
+                self.record_history(&key, None, now.as_millisecond());
+            } else if self.history_capacity() > 0 {
+                let conditions = crate::history::conditions(
+                    &aggregation.status,
+                    shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
+                );
+                self.record_history(&key, Some(&conditions), now.as_millisecond());
+            }
+            let cells = super::cells(&shared);
             if let Some(old) = old
                 && old.aggregation == aggregation
+                && old.cells == cells
                 && old.foreign == foreign
                 && old.lean.clusters.len() == shared.len()
                 && old
@@ -208,6 +220,7 @@ impl Index {
                 aggregation,
                 foreign,
                 clusters,
+                cells,
                 old.map(|v| &**v),
                 live,
             );

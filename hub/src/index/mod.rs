@@ -33,6 +33,8 @@ use crate::aggregate::{
 };
 use crate::budget::Counters;
 use crate::grpc::view::build_view;
+use crate::history;
+use crate::listing::Health;
 
 mod aggregator;
 mod reports;
@@ -61,13 +63,54 @@ pub struct GatewayView {
     /// Condition types in `aggregation.status` that are other writers'
     /// (kept from the live hub Gateway, never applied by the hub).
     pub foreign: BTreeSet<String>,
+    /// Some aggregated condition is not True (the Dashboard's `not_ready`
+    /// filter).
+    pub not_ready: bool,
+    /// Each reporting cluster's own report in one word, in cluster order
+    /// (the web page's fleet overview).
+    pub cells: Vec<Cell>,
     /// The live hub Gateway this aggregation was made from (the same `Arc`
     /// as [`Index::live_hub`] while that is current); a later live object
     /// that aggregates the same updates it without a new view.
     pub(crate) aggregated_with: Mutex<Option<Arc<LiveHub>>>,
 }
 
+/// One cluster's report of a hub Gateway, summarised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cell {
+    pub cluster: String,
+    pub health: Health,
+    pub stale: bool,
+}
+
+/// The cells of the reports `shared`.
+pub(crate) fn cells(shared: &[SharedReport]) -> Vec<Cell> {
+    shared
+        .iter()
+        .map(|r| Cell {
+            cluster: r.cluster.clone(),
+            health: crate::listing::health(
+                r.status
+                    .conditions
+                    .iter()
+                    .flatten()
+                    .map(|c| c.status.as_str()),
+            ),
+            stale: matches!(r.freshness, Freshness::Stale { .. }),
+        })
+        .collect()
+}
+
 impl GatewayView {
+    /// The filter's view of this Gateway.
+    pub fn facts(&self) -> crate::listing::Facts<'_> {
+        crate::listing::Facts {
+            namespace: &self.key.namespace,
+            clusters: &self.lean.clusters,
+            not_ready: self.not_ready,
+        }
+    }
+
     /// The live hub Gateway the view was aggregated with.
     pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
         self.aggregated_with.lock().clone()
@@ -332,6 +375,11 @@ struct Inner {
     /// Milliseconds after which a disconnected, silent cluster is forgotten
     /// (`--insecure-prune-after`); 0: never.
     prune_after_millis: AtomicI64,
+    /// The last status transitions of each reported hub Gateway (taken
+    /// alone, by the aggregation pass and `GetGatewayHistory`).
+    history: Mutex<BTreeMap<GatewayKey, history::Ring>>,
+    /// `--gateway-history`: transitions kept per hub Gateway; 0: none.
+    history_capacity: AtomicUsize,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -366,6 +414,8 @@ impl Index {
                 counters: Arc::default(),
                 max_clusters: AtomicUsize::new(usize::MAX),
                 prune_after_millis: AtomicI64::new(0),
+                history: Mutex::new(BTreeMap::new()),
+                history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
             }),
         }
     }
@@ -377,6 +427,50 @@ impl Index {
     /// The budgets' counters (see [`crate::budget`]).
     pub fn counters(&self) -> &Arc<Counters> {
         &self.inner.counters
+    }
+
+    /// Keeps the last `capacity` status transitions per hub Gateway
+    /// (`--gateway-history`); 0 keeps none.
+    pub fn set_history_capacity(&self, capacity: usize) {
+        self.inner
+            .history_capacity
+            .store(capacity, Ordering::Relaxed);
+        if capacity == 0 {
+            self.inner.history.lock().clear();
+        }
+    }
+
+    /// The transitions kept per hub Gateway.
+    pub fn history_capacity(&self) -> usize {
+        self.inner.history_capacity.load(Ordering::Relaxed)
+    }
+
+    /// The newest `limit` (0: all) status transitions of `key`, oldest
+    /// first; `None` if the hub keeps no history for it.
+    pub fn history(&self, key: &GatewayKey, limit: usize) -> Option<Vec<history::Transition>> {
+        self.inner.history.lock().get(key).map(|r| r.latest(limit))
+    }
+
+    /// Records the transitions of `key` (see [`history`]); `None` forgets
+    /// its history.
+    pub(crate) fn record_history(
+        &self,
+        key: &GatewayKey,
+        now: Option<&history::Conditions>,
+        millis: i64,
+    ) {
+        let capacity = self.history_capacity();
+        let mut all = self.inner.history.lock();
+        match now {
+            Some(now) if capacity > 0 => {
+                all.entry(key.clone())
+                    .or_default()
+                    .record(now, millis, capacity);
+            }
+            _ => {
+                all.remove(key);
+            }
+        }
     }
 
     /// Streams for more than `max` clusters are refused (`--max-clusters`).
