@@ -640,12 +640,7 @@ pub fn watch_events(msg: &v1::WatchGatewaysResponse) -> Vec<Value> {
 
 /// `ConditionStatus` as a word, `-` for none.
 fn status_name(s: i32) -> &'static str {
-    match v1::ConditionStatus::try_from(s) {
-        Ok(v1::ConditionStatus::True) => "True",
-        Ok(v1::ConditionStatus::False) => "False",
-        Ok(v1::ConditionStatus::Unknown) => "Unknown",
-        _ => "-",
-    }
+    gwhub_proto::convert::status_word(s).unwrap_or("-")
 }
 
 fn millis_rfc3339(ms: i64) -> String {

@@ -321,21 +321,27 @@ pub fn conditions_to_proto(list: &[Condition]) -> Result<Vec<v1::Condition>> {
         .collect()
 }
 
+/// A wire `ConditionStatus` as Kubernetes spells it (`True`, `False`,
+/// `Unknown`); `None` for an unset or unknown enum value.
+pub fn status_word(status: i32) -> Option<&'static str> {
+    match v1::ConditionStatus::try_from(status) {
+        Ok(v1::ConditionStatus::True) => Some("True"),
+        Ok(v1::ConditionStatus::False) => Some("False"),
+        Ok(v1::ConditionStatus::Unknown) => Some("Unknown"),
+        _ => None,
+    }
+}
+
 /// Decodes and validates one condition.
 pub fn condition_from_proto(c: v1::Condition) -> Result<Condition> {
     check_str("type", &c.r#type, MAX_CONDITION_TYPE_LEN, true)?;
     check_str("reason", &c.reason, MAX_REASON_LEN, false)?;
     check_str("message", &c.message, MAX_CONDITION_MESSAGE_LEN, false)?;
-    let status = match v1::ConditionStatus::try_from(c.status) {
-        Ok(v1::ConditionStatus::True) => "True",
-        Ok(v1::ConditionStatus::False) => "False",
-        Ok(v1::ConditionStatus::Unknown) => "Unknown",
-        _ => {
-            return Err(Invalid::new(
-                "status",
-                Problem::BadConditionStatus(format!("enum value {}", c.status)),
-            ));
-        }
+    let Some(status) = status_word(c.status) else {
+        return Err(Invalid::new(
+            "status",
+            Problem::BadConditionStatus(format!("enum value {}", c.status)),
+        ));
     };
     // Kubernetes writes times with a four-digit year: before year 0 the
     // API server would refuse the hub Gateway's whole status.

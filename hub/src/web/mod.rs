@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use gwhub_proto::{convert, v1};
+use gwhub_proto::convert;
 use http_body_util::{Full, StreamBody};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -415,12 +415,7 @@ impl State {
 }
 
 fn status_name(s: i32) -> &'static str {
-    match v1::ConditionStatus::try_from(s) {
-        Ok(v1::ConditionStatus::True) => "True",
-        Ok(v1::ConditionStatus::False) => "False",
-        Ok(v1::ConditionStatus::Unknown) => "Unknown",
-        _ => "",
-    }
+    convert::status_word(s).unwrap_or("")
 }
 
 /// The clusters as the page shows them.
