@@ -8,6 +8,7 @@
 //! binaries' `--metrics-listen` share ([`workspace_bin`] only runs cargo, for
 //! the tests).
 
+pub mod bucket;
 pub mod conditions;
 pub mod errors;
 pub mod identity;
@@ -21,6 +22,7 @@ pub mod text;
 pub mod time;
 pub mod workspace_bin;
 
+pub use bucket::TokenBucket;
 pub use conditions::{Condition, MAX_CONDITIONS};
 pub use errors::error_chain;
 pub use key::GatewayKey;

@@ -278,6 +278,9 @@ pub struct ClusterSummary {
     pub agent_version: String,
     /// Encoded bytes of the cluster's report (see `--max-cluster-report-bytes`).
     pub report_bytes: u64,
+    /// See [`ClusterRecord::report_rev`]: lets the store skip unchanged
+    /// clusters without copying their reports.
+    pub report_rev: u64,
 }
 
 /// Everything one cluster reports, as persistence stores it.
@@ -1013,6 +1016,7 @@ impl Index {
                 gateway_count: counts.get(&l.name).copied().unwrap_or(0),
                 agent_version: l.agent_version.lock().clone(),
                 report_bytes: l.report_bytes.load(Ordering::Relaxed),
+                report_rev: l.report_rev.load(Ordering::SeqCst),
             })
             .collect()
     }

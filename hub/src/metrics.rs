@@ -22,7 +22,7 @@ use crate::kube::metrics::Metrics;
 pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Metrics>) -> String {
     let mut out = String::new();
     if let Some(m) = kube {
-        let rows: [(&str, &AtomicU64, &str); 9] = [
+        let rows: [(&str, &AtomicU64, &str); 13] = [
             (
                 "status_writes",
                 &m.status_writes,
@@ -52,6 +52,26 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
                 "report_write_errors",
                 &m.report_write_errors,
                 "ClusterReport writes that failed.",
+            ),
+            (
+                "report_write_bytes",
+                &m.report_write_bytes,
+                "Bytes of Gateway status in the ClusterReport writes accepted.",
+            ),
+            (
+                "report_gateways_unstored",
+                &m.report_gateways_unstored,
+                "Gateways left out of a ClusterReport write: larger than any object may be.",
+            ),
+            (
+                "api_throttled_waits",
+                &m.api_throttled_waits,
+                "API writes that waited for the --kube-api-qps budget.",
+            ),
+            (
+                "api_throttled_microseconds",
+                &m.api_throttled_micros,
+                "Microseconds API writes waited for the --kube-api-qps budget, summed.",
             ),
             (
                 "leader_transitions",
@@ -254,6 +274,7 @@ mod tests {
             gateway_count: gateways,
             agent_version: String::new(),
             report_bytes: 0,
+            report_rev: 0,
         }
     }
 

@@ -13,6 +13,14 @@ pub struct Metrics {
     pub report_writes: AtomicU64,
     pub report_writes_skipped: AtomicU64,
     pub report_write_errors: AtomicU64,
+    /// Bytes of Gateway status in the ClusterReport writes accepted.
+    pub report_write_bytes: AtomicU64,
+    /// Gateways left out of the store: too large for any object.
+    pub report_gateways_unstored: AtomicU64,
+    /// API writes that waited for the `--kube-api-qps` budget.
+    pub api_throttled_waits: AtomicU64,
+    /// Microseconds API writes waited for the budget, summed.
+    pub api_throttled_micros: AtomicU64,
     /// Times this replica became leader.
     pub leader_transitions: AtomicU64,
     /// Cluster stale/fresh Events published (see `kube::events`).
@@ -23,6 +31,10 @@ pub struct Metrics {
 impl Metrics {
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn get(counter: &AtomicU64) -> u64 {

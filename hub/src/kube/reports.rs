@@ -1,19 +1,28 @@
-//! The hub's store: one `ClusterReport` object per cluster on the management
-//! cluster, holding everything the cluster last reported and when it was
-//! last heard from.
+//! The hub's store: each cluster's report as `ClusterReport` objects on the
+//! management cluster, holding everything the cluster last reported and
+//! when it was last heard from.
 //!
 //! Namespaced, in the hub's own namespace: the hub then needs only a Role
 //! (not cluster-wide rights) for its store, and `kubectl -n gwhub-system get
-//! clusterreports` lists the fleet. One object per cluster (not per Gateway)
-//! because a cluster's snapshot replaces all its Gateways at once and its
-//! liveness is per cluster; the cost is the object size limit (about 1.5 MiB,
-//! several hundred Gateways per cluster).
+//! clusterreports` lists the fleet. Per cluster (not per Gateway) because a
+//! cluster's snapshot replaces all its Gateways at once and its liveness is
+//! per cluster; a large cluster is split over several objects (the head,
+//! named after the cluster, and `<head>.part-<i>`) so none exceeds the API
+//! server's object limit; [`super::layout`] has the rules. Each object is
+//! labelled `gwhub.io/cluster` and `gwhub.io/part`.
+//!
+//! Writes: the parts that changed first, the head last (it names how many
+//! parts there are), then parts beyond that count are deleted. Reads: a part
+//! counts only once the head names its layout, so a reader never mixes two
+//! layouts; a part missing after a crash mid-write leaves its Gateways out
+//! until the cluster reports again (logged).
 //!
 //! Every replica writes the reports of the agents streaming to it and
 //! imports the others' from a watch, so a restarted hub, or the replica that
 //! becomes leader, starts from the fleet's last known state instead of
-//! "no clusters". Deleting an object deregisters its cluster (unless the
-//! cluster is streaming to this replica, which writes it back).
+//! "no clusters". Deleting the head deregisters its cluster (unless the
+//! cluster is streaming to this replica, which writes it back) and the
+//! hub deletes its other parts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,21 +31,26 @@ use std::time::Duration;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
+use parking_lot::Mutex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
+use super::budget::ApiBudget;
+use super::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
 use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
 
-/// Everything one cluster last reported.
+pub use super::layout::object_name;
+
+/// Everything one cluster last reported, or one part of it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "gwhub.io",
@@ -46,8 +60,10 @@ use crate::index::{ClusterRecord, Index};
     namespaced,
     shortname = "gwcr",
     category = "gwhub",
-    doc = "The last report of one workload cluster's Gateway status, persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete one to deregister its cluster.",
+    doc = "The last report of one workload cluster's Gateway status (or one part of it), persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete a cluster's head (part 0, named after the cluster) to deregister it.",
     printcolumn = r#"{"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"}"#,
+    printcolumn = r#"{"name": "Part", "type": "integer", "jsonPath": ".spec.part"}"#,
+    printcolumn = r#"{"name": "Parts", "type": "integer", "jsonPath": ".spec.parts"}"#,
     printcolumn = r#"{"name": "Gateways", "type": "integer", "jsonPath": ".spec.gatewayCount"}"#,
     printcolumn = r#"{"name": "Last Report", "type": "date", "jsonPath": ".spec.lastReportTime"}"#,
     printcolumn = r#"{"name": "Last Seen", "type": "date", "jsonPath": ".spec.lastSeenTime"}"#,
@@ -58,19 +74,32 @@ pub struct ClusterReportSpec {
     /// The cluster's name as its agent says it (object names cannot hold
     /// every cluster name, e.g. `cluster_1`).
     pub cluster: String,
-    /// Number of Gateways below; for `kubectl get`.
+    /// Which part of the cluster's report this object holds; 0 is the head
+    /// (named after the cluster, holding `lastSeenTime`).
+    #[serde(default)]
+    pub part: u32,
+    /// How many objects hold the cluster's report (the head's count is the
+    /// one that counts; a part written for another count is ignored).
+    #[serde(default = "one")]
+    pub parts: u32,
+    /// Number of Gateways in this object; for `kubectl get`.
     pub gateway_count: u32,
-    /// RFC 3339 time of the last snapshot or delta applied.
+    /// RFC 3339 time of the last snapshot or delta this object was written
+    /// from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_report_time: Option<String>,
     /// RFC 3339 time of the last message of any kind (heartbeats included),
     /// refreshed at most every half `--stale-after`; staleness continues
-    /// from it after a restart.
+    /// from it after a restart. On the head only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen_time: Option<String>,
-    /// Each Gateway the cluster reports, in namespace/name order.
+    /// The Gateways of this part, in namespace/name order.
     #[serde(default)]
     pub gateways: Vec<ReportedGateway>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One Gateway's status as the cluster reported it.
@@ -101,43 +130,6 @@ pub fn crd_yaml() -> String {
     )
 }
 
-/// The object name for `cluster`: the name itself when it is a valid
-/// object name, else a sanitised form plus a hash of the original, so two
-/// clusters never share an object.
-pub fn object_name(cluster: &str) -> String {
-    let valid = !cluster.is_empty()
-        && cluster.len() <= 253
-        && cluster
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && cluster.as_bytes()[0].is_ascii_alphanumeric()
-        && cluster.as_bytes()[cluster.len() - 1].is_ascii_alphanumeric();
-    if valid {
-        return cluster.to_owned();
-    }
-    let mut base: String = cluster
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(200)
-        .collect();
-    base = base.trim_matches('-').to_owned();
-    if base.is_empty() {
-        base.push_str("cluster");
-    }
-    // FNV-1a: stable across builds and platforms (unlike std's hasher).
-    let hash = cluster.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    format!("{base}-{:08x}", hash as u32)
-}
-
 fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
         .then(|| Timestamp::from_millisecond(millis).ok())
@@ -151,29 +143,76 @@ fn millis(s: Option<&str>) -> i64 {
         .unwrap_or(0)
 }
 
-/// The spec for a cluster's record.
-pub fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
-    ClusterReportSpec {
-        cluster: record.cluster.clone(),
-        gateway_count: u32::try_from(record.gateways.len()).unwrap_or(u32::MAX),
-        last_report_time: rfc3339(record.last_report_millis),
-        last_seen_time: rfc3339(record.last_seen_millis),
-        gateways: record
-            .gateways
-            .iter()
-            .map(|(k, status)| ReportedGateway {
-                namespace: k.namespace.clone(),
-                name: k.name.clone(),
-                status: status.clone(),
-            })
-            .collect(),
-    }
+/// One part of a cluster's report, ready to write: its spec and the hash
+/// and size of its stored Gateways.
+pub struct PartSpec {
+    pub spec: ClusterReportSpec,
+    pub hash: u64,
+    pub bytes: usize,
 }
 
-/// A stored report back into what the index takes.
-pub fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStatus> {
-    spec.gateways
-        .iter()
+/// A cluster's record laid out over parts ([`layout::part_count`], given
+/// the count it is stored in now), the head first; Gateways too large for
+/// any object are left out and counted in the second value.
+pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
+    let mut sized: Vec<(ReportedGateway, u64, usize, u64)> = Vec::new();
+    let mut left_out = 0;
+    for (k, status) in record.gateways {
+        let g = ReportedGateway {
+            namespace: k.namespace.clone(),
+            name: k.name.clone(),
+            status,
+        };
+        let bytes = serde_json::to_vec(&g).unwrap_or_default();
+        if bytes.len() > layout::MAX_GATEWAY_BYTES {
+            tracing::warn!(cluster = %record.cluster, gateway = %k, bytes = bytes.len(), "a Gateway's status is too large for a ClusterReport; not stored (still aggregated)");
+            left_out += 1;
+            continue;
+        }
+        sized.push((g, layout::key_hash(&k), bytes.len(), layout::fnv(bytes)));
+    }
+    let items: Vec<(u64, usize)> = sized.iter().map(|(_, h, b, _)| (*h, *b)).collect();
+    let n = layout::part_count(&items, current, layout::PART_BUDGET_BYTES);
+    let mut parts: Vec<PartSpec> = (0..n)
+        .map(|part| PartSpec {
+            spec: ClusterReportSpec {
+                cluster: record.cluster.clone(),
+                part,
+                parts: n,
+                gateway_count: 0,
+                last_report_time: rfc3339(record.last_report_millis),
+                last_seen_time: None,
+                gateways: Vec::new(),
+            },
+            hash: layout::fnv(n.to_le_bytes()),
+            bytes: 0,
+        })
+        .collect();
+    // In key order (the record's), so each part's list is sorted.
+    for (g, h, bytes, content) in sized {
+        let p = &mut parts[(h % u64::from(n)) as usize];
+        p.spec.gateways.push(g);
+        p.spec.gateway_count += 1;
+        p.bytes += bytes;
+        p.hash = layout::fnv(
+            p.hash
+                .to_le_bytes()
+                .into_iter()
+                .chain(content.to_le_bytes()),
+        );
+    }
+    parts[0].spec.last_seen_time = rfc3339(record.last_seen_millis);
+    (parts, left_out)
+}
+
+/// Stored parts back into what the index takes (later parts win a key
+/// that two hold).
+pub fn gateways_of<'a>(
+    parts: impl IntoIterator<Item = &'a ClusterReportSpec>,
+) -> BTreeMap<GatewayKey, GatewayStatus> {
+    parts
+        .into_iter()
+        .flat_map(|s| &s.gateways)
         .map(|g| {
             (
                 GatewayKey::new(g.namespace.clone(), g.name.clone()),
@@ -183,10 +222,17 @@ pub fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStat
         .collect()
 }
 
+/// Which parts of each cluster the store holds (from the importer's
+/// watch), so the writer can delete parts no count names any more, also
+/// ones a previous process left.
+pub type StoredParts = Arc<Mutex<BTreeMap<String, BTreeSet<u32>>>>;
+
 /// What was last written for a cluster.
 struct Written {
     report_rev: u64,
-    gateways: Vec<ReportedGateway>,
+    parts: u32,
+    /// Per part, the hash of the Gateways written (`None`: not written).
+    hashes: Vec<Option<u64>>,
     last_seen_millis: i64,
 }
 
@@ -199,6 +245,9 @@ pub struct ReportWriter {
     pub refresh: Duration,
     /// Wait after a change so a burst becomes one write.
     pub debounce: Duration,
+    /// The API write budget shared with the status writer.
+    pub budget: Arc<ApiBudget>,
+    pub stored: StoredParts,
 }
 
 impl ReportWriter {
@@ -239,17 +288,21 @@ impl ReportWriter {
                 _ = tick.tick() => {}
             }
             reports.mark_unchanged();
-            self.pass(&mut written).await;
+            self.pass(&mut written, &shutdown).await;
         }
     }
 
-    async fn pass(&self, written: &mut BTreeMap<String, Written>) {
+    async fn pass(&self, written: &mut BTreeMap<String, Written>, shutdown: &CancellationToken) {
         let now = Timestamp::now().as_millisecond();
         let refresh = i64::try_from(self.refresh.as_millis()).unwrap_or(i64::MAX);
         let clusters = self.index.clusters();
         // Deregistered clusters need no bookkeeping.
-        written.retain(|name, _| clusters.iter().any(|c| &c.name == name));
-        for summary in clusters {
+        let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
+        written.retain(|name, _| names.contains(name.as_str()));
+        for summary in &clusters {
+            if shutdown.is_cancelled() {
+                return;
+            }
             // A cluster that left keeps its last report: written if it
             // changed before the stream ended (within the debounce), never
             // refreshed (it is silent). Clusters never streamed here are
@@ -257,42 +310,113 @@ impl ReportWriter {
             if !summary.connected && !written.contains_key(&summary.name) {
                 continue;
             }
+            // Only what this replica heard from the cluster itself.
+            if summary.report_rev == 0 {
+                continue;
+            }
+            let w = written.get(&summary.name);
+            let changed = w.is_none_or(|w| w.report_rev != summary.report_rev);
+            // Refresh lastSeenTime only when there is news of the cluster
+            // (a silent connected one would be rewritten on every tick
+            // with the same time).
+            let refresh_due = w.is_some_and(|w| {
+                summary.connected
+                    && summary.last_seen_millis > w.last_seen_millis
+                    && now.saturating_sub(w.last_seen_millis) >= refresh
+            });
+            if !changed && !refresh_due {
+                continue;
+            }
+            // The budget first: what waited for it is the latest state.
+            self.budget.acquire().await;
+            let mut prepaid = true;
             let Some(record) = self.index.cluster_record(&summary.name) else {
                 continue;
             };
-            // Only what this replica heard from the cluster itself.
-            if record.report_rev == 0 {
-                continue;
+            let w = written.get(&summary.name);
+            let report_rev = record.report_rev;
+            let last_seen_millis = record.last_seen_millis;
+            let current = w.map_or(1, |w| w.parts);
+            let (parts, left_out) = parts_of(record, current);
+            if left_out > 0 {
+                Metrics::add(&self.metrics.report_gateways_unstored, left_out as u64);
             }
-            let spec = spec_of(&record);
-            let due = match written.get(&record.cluster) {
-                None => true,
-                Some(w) if w.report_rev != record.report_rev && w.gateways != spec.gateways => true,
-                Some(_) if !summary.connected => false,
-                // Refresh lastSeenTime only when there is news of the
-                // cluster (a silent connected one would be rewritten on
-                // every tick with the same time).
-                Some(w) => {
-                    record.last_seen_millis > w.last_seen_millis
-                        && now.saturating_sub(w.last_seen_millis) >= refresh
-                }
-            };
-            if !due {
+            let n = parts.len() as u32;
+            let relaid = w.is_none_or(|w| w.parts != n);
+            let dirty: Vec<bool> = parts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    relaid || w.and_then(|w| w.hashes.get(i).copied().flatten()) != Some(p.hash)
+                })
+                .collect();
+            let head_due = dirty[0] || refresh_due;
+            if !head_due && !dirty.iter().any(|d| *d) {
                 Metrics::bump(&self.metrics.report_writes_skipped);
-                if let Some(w) = written.get_mut(&record.cluster) {
-                    w.report_rev = record.report_rev;
+                if let Some(w) = written.get_mut(&summary.name) {
+                    w.report_rev = report_rev;
                 }
                 continue;
             }
-            if self.write(&spec).await {
+            let old_parts = w.map_or(0, |w| w.parts);
+            let mut hashes: Vec<Option<u64>> = if relaid {
+                vec![None; n as usize]
+            } else {
+                w.map(|w| w.hashes.clone()).unwrap_or_default()
+            };
+            hashes.resize(n as usize, None);
+            // Parts first, the head (naming the count) last.
+            let mut all_parts = true;
+            for (i, p) in parts.iter().enumerate().skip(1) {
+                if !dirty[i] {
+                    continue;
+                }
+                if self.write(&p.spec, p.bytes, &mut prepaid).await {
+                    hashes[i] = Some(p.hash);
+                } else {
+                    all_parts = false;
+                }
+            }
+            let mut head_written = false;
+            if all_parts && head_due {
+                head_written = self
+                    .write(&parts[0].spec, parts[0].bytes, &mut prepaid)
+                    .await;
+                if head_written {
+                    hashes[0] = Some(parts[0].hash);
+                }
+            }
+            let name = summary.name.clone();
+            if head_written || !relaid {
                 written.insert(
-                    record.cluster.clone(),
+                    name.clone(),
                     Written {
-                        report_rev: record.report_rev,
-                        gateways: spec.gateways,
-                        last_seen_millis: record.last_seen_millis,
+                        // A failed part is retried on the next pass.
+                        report_rev: if hashes.iter().all(Option::is_some) {
+                            report_rev
+                        } else {
+                            0
+                        },
+                        parts: n,
+                        hashes,
+                        last_seen_millis: if head_written {
+                            last_seen_millis
+                        } else {
+                            w.map_or(0, |w| w.last_seen_millis)
+                        },
                     },
                 );
+            }
+            if head_written {
+                // Parts no count names any more: ours and a previous
+                // process's.
+                let mut stale: BTreeSet<u32> = (n..old_parts).collect();
+                if let Some(stored) = self.stored.lock().get(&name) {
+                    stale.extend(stored.iter().filter(|p| **p >= n));
+                }
+                for part in stale {
+                    self.delete_part(&name, part).await;
+                }
             }
         }
     }
@@ -300,6 +424,7 @@ impl ReportWriter {
     /// Deletes the stored report of a cluster `--insecure-prune-after`
     /// forgot: kept, it would be imported again on a relist or restart.
     async fn forget_pruned(&self, cluster: &str) {
+        self.budget.acquire().await;
         match delete(&self.api, cluster).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
@@ -308,14 +433,36 @@ impl ReportWriter {
         }
     }
 
-    async fn write(&self, spec: &ClusterReportSpec) -> bool {
-        let name = object_name(&spec.cluster);
+    async fn delete_part(&self, cluster: &str, part: u32) {
+        self.budget.acquire().await;
+        let name = part_name(cluster, part);
+        match self.api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::debug!(cluster, object = %name, "stale report part deleted"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                tracing::warn!(cluster, object = %name, error = %e, "cannot delete a stale report part")
+            }
+        }
+    }
+
+    /// Writes one object; takes a token unless `prepaid` (then spends it).
+    async fn write(&self, spec: &ClusterReportSpec, bytes: usize, prepaid: &mut bool) -> bool {
+        let name = part_name(&spec.cluster, spec.part);
         let body = serde_json::json!({
             "apiVersion": "gwhub.io/v1alpha1",
             "kind": "ClusterReport",
-            "metadata": {"name": name},
+            "metadata": {
+                "name": name,
+                "labels": {
+                    CLUSTER_LABEL: cluster_label(&spec.cluster),
+                    PART_LABEL: spec.part.to_string(),
+                },
+            },
             "spec": spec,
         });
+        if !std::mem::take(prepaid) {
+            self.budget.acquire().await;
+        }
         match self
             .api
             .patch(
@@ -327,6 +474,7 @@ impl ReportWriter {
         {
             Ok(_) => {
                 Metrics::bump(&self.metrics.report_writes);
+                Metrics::add(&self.metrics.report_write_bytes, bytes as u64);
                 tracing::debug!(cluster = %spec.cluster, object = %name, "report stored");
                 true
             }
@@ -339,29 +487,181 @@ impl ReportWriter {
     }
 }
 
+/// What the importer knows of one cluster's stored objects.
+#[derive(Default)]
+struct Assembly {
+    /// From the head: (parts, lastReportTime, lastSeenTime).
+    head: Option<(u32, i64, i64)>,
+    /// Parts taken into the index: (their count, lastReportTime, keys).
+    taken: BTreeMap<u32, (u32, i64, BTreeSet<GatewayKey>)>,
+    /// Parts not taken yet (during a list, or written for a count the head
+    /// does not name yet).
+    pending: BTreeMap<u32, ClusterReportSpec>,
+}
+
+struct Importer {
+    index: Index,
+    stored: StoredParts,
+    clusters: BTreeMap<String, Assembly>,
+}
+
+impl Importer {
+    fn observe(&mut self, cr: &ClusterReport) -> bool {
+        let spec = &cr.spec;
+        if part_name(&spec.cluster, spec.part) != cr.name_any() {
+            tracing::warn!(object = %cr.name_any(), cluster = %spec.cluster, part = spec.part, "ClusterReport name does not match its cluster and part; ignored");
+            return false;
+        }
+        self.stored
+            .lock()
+            .entry(spec.cluster.clone())
+            .or_default()
+            .insert(spec.part);
+        let a = self.clusters.entry(spec.cluster.clone()).or_default();
+        if spec.part == 0 {
+            a.head = Some((
+                spec.parts.max(1),
+                millis(spec.last_report_time.as_deref()),
+                millis(spec.last_seen_time.as_deref()),
+            ));
+        }
+        a.pending.insert(spec.part, spec.clone());
+        true
+    }
+
+    /// Takes what the head's count names into the index.
+    fn settle(&mut self, cluster: &str) {
+        let Some(a) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        let Some((n, head_report, last_seen)) = a.head else {
+            return;
+        };
+        let promote: Vec<u32> = a
+            .pending
+            .iter()
+            .filter(|(i, s)| s.parts.max(1) == n && **i < n)
+            .map(|(i, _)| *i)
+            .collect();
+        let before = a.taken.len();
+        a.taken.retain(|i, (count, _, _)| *count == n && *i < n);
+        if promote.is_empty() && a.taken.len() == before {
+            return;
+        }
+        let mut gateways = self
+            .index
+            .cluster_record(cluster)
+            .map(|r| r.gateways)
+            .unwrap_or_default();
+        let keep: BTreeSet<&GatewayKey> = a.taken.values().flat_map(|(_, _, k)| k).collect();
+        gateways.retain(|k, _| keep.contains(k));
+        for i in promote {
+            let Some(spec) = a.pending.remove(&i) else {
+                continue;
+            };
+            if let Some((_, _, old)) = a.taken.remove(&i) {
+                for k in &old {
+                    gateways.remove(k);
+                }
+            }
+            let new = gateways_of([&spec]);
+            let keys = new.keys().cloned().collect();
+            gateways.extend(new);
+            a.taken
+                .insert(i, (n, millis(spec.last_report_time.as_deref()), keys));
+        }
+        // Written for another count: the head will name it or it goes.
+        a.pending.retain(|_, s| s.parts.max(1) != n);
+        let last_report = a
+            .taken
+            .values()
+            .map(|(_, t, _)| *t)
+            .fold(head_report, i64::max);
+        if (a.taken.len() as u32) < n {
+            tracing::warn!(
+                cluster,
+                parts = n,
+                stored = a.taken.len(),
+                "a cluster's stored report is missing parts (a write was cut short); their Gateways come back when the cluster reports"
+            );
+        }
+        let count = gateways.len();
+        if self
+            .index
+            .import_cluster(cluster, gateways, last_report, last_seen)
+        {
+            tracing::debug!(cluster, gateways = count, "imported stored report");
+        }
+    }
+
+    /// A part other than the head was deleted.
+    fn part_deleted(&mut self, cluster: &str, part: u32) {
+        if let Some(s) = self.stored.lock().get_mut(cluster) {
+            s.remove(&part);
+        }
+        let Some(a) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        a.pending.remove(&part);
+        let Some((_, _, keys)) = a.taken.remove(&part) else {
+            return;
+        };
+        let Some((_, last_report, last_seen)) = a.head else {
+            return;
+        };
+        if let Some(mut record) = self.index.cluster_record(cluster) {
+            record.gateways.retain(|k, _| !keys.contains(k));
+            self.index
+                .import_cluster(cluster, record.gateways, last_report, last_seen);
+        }
+    }
+}
+
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
 pub async fn run_importer(
     api: Api<ClusterReport>,
     index: Index,
+    stored: StoredParts,
     restored: watch::Sender<bool>,
     forget: tokio::sync::mpsc::Sender<String>,
     shutdown: CancellationToken,
 ) {
-    let stream = watcher::watcher(api, watcher::Config::default())
+    let stream = watcher::watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
     let mut stream = stream.take_until(shutdown.cancelled_owned()).boxed();
+    let mut importer = Importer {
+        index: index.clone(),
+        stored,
+        clusters: BTreeMap::new(),
+    };
     let mut listed: BTreeSet<String> = BTreeSet::new();
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => listed.clear(),
+            Ok(Event::Init) => {
+                listed.clear();
+                importer.stored.lock().clear();
+                for a in importer.clusters.values_mut() {
+                    a.pending.clear();
+                    a.head = None;
+                }
+            }
             Ok(Event::InitApply(cr)) => {
-                listed.insert(cr.spec.cluster.clone());
-                import(&index, &cr);
+                if importer.observe(&cr) && cr.spec.part == 0 {
+                    listed.insert(cr.spec.cluster.clone());
+                }
             }
             Ok(Event::InitDone) => {
-                // Objects deleted while the watch was down: deregister.
+                // Clusters whose head is gone lose their bookkeeping; parts
+                // without a head yet (a new cluster being written) wait for it.
+                importer.clusters.retain(|c, a| {
+                    listed.contains(c) || (a.head.is_none() && !a.pending.is_empty())
+                });
+                for cluster in &listed {
+                    importer.settle(cluster);
+                }
+                // Heads deleted while the watch was down: deregister.
                 let gone: Vec<String> = index
                     .clusters()
                     .into_iter()
@@ -369,7 +669,8 @@ pub async fn run_importer(
                     .filter(|n| !listed.contains(n))
                     .collect();
                 for cluster in gone {
-                    deleted(&index, &forget, &cluster).await;
+                    importer.clusters.remove(&cluster);
+                    deleted(&api, &index, &forget, &cluster).await;
                 }
                 if !*restored.borrow() {
                     tracing::info!(
@@ -379,47 +680,69 @@ pub async fn run_importer(
                 }
                 restored.send_replace(true);
             }
-            Ok(Event::Apply(cr)) => import(&index, &cr),
-            Ok(Event::Delete(cr)) => deleted(&index, &forget, &cr.spec.cluster).await,
+            Ok(Event::Apply(cr)) => {
+                if importer.observe(&cr) {
+                    importer.settle(&cr.spec.cluster);
+                }
+            }
+            Ok(Event::Delete(cr)) => {
+                let cluster = cr.spec.cluster.clone();
+                if part_name(&cluster, cr.spec.part) != cr.name_any() {
+                    continue;
+                }
+                if cr.spec.part == 0 {
+                    importer.clusters.remove(&cluster);
+                    importer.stored.lock().remove(&cluster);
+                    deleted(&api, &index, &forget, &cluster).await;
+                } else {
+                    importer.part_deleted(&cluster, cr.spec.part);
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
         }
     }
 }
 
-fn import(index: &Index, cr: &ClusterReport) {
-    let spec = &cr.spec;
-    if object_name(&spec.cluster) != cr.name_any() {
-        tracing::warn!(object = %cr.name_any(), cluster = %spec.cluster, "ClusterReport name does not match its cluster; ignored");
-        return;
-    }
-    let taken = index.import_cluster(
-        &spec.cluster,
-        gateways_of(spec),
-        millis(spec.last_report_time.as_deref()),
-        millis(spec.last_seen_time.as_deref()),
-    );
-    if taken {
-        tracing::debug!(cluster = %spec.cluster, gateways = spec.gateways.len(), "imported stored report");
-    }
-}
-
-async fn deleted(index: &Index, forget: &tokio::sync::mpsc::Sender<String>, cluster: &str) {
-    if !index.deregister(cluster) {
+async fn deleted(
+    api: &Api<ClusterReport>,
+    index: &Index,
+    forget: &tokio::sync::mpsc::Sender<String>,
+    cluster: &str,
+) {
+    if index.deregister(cluster) {
+        // The cluster's other parts go with its head.
+        let (api, cluster) = (api.clone(), cluster.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = delete(&api, &cluster).await {
+                tracing::debug!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
+            }
+        });
+    } else {
         // Streaming here: written back on the next pass.
         let _ = forget.send(cluster.to_owned()).await;
     }
 }
 
-/// Deletes a cluster's stored report (e.g. `gwhubctl` deregistration).
+/// Deletes a cluster's stored report: its head and every part labelled
+/// with it.
 pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()> {
-    match api
-        .delete(&object_name(cluster), &DeleteParams::default())
-        .await
-    {
+    let gone = |r: kube::Result<_>| match r {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
+    };
+    gone(
+        api.delete(&object_name(cluster), &DeleteParams::default())
+            .await,
+    )?;
+    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    for cr in list.items {
+        if cr.spec.cluster == cluster {
+            gone(api.delete(&cr.name_any(), &DeleteParams::default()).await)?;
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -447,46 +770,90 @@ mod tests {
         );
     }
 
-    #[test]
-    fn object_names_are_valid_and_distinct() {
-        assert_eq!(object_name("gateway-1"), "gateway-1");
-        let a = object_name("cluster_1");
-        let b = object_name("cluster-1");
-        assert_ne!(a, b);
-        assert!(a.starts_with("cluster-1-"), "{a}");
-        for name in ["Cluster_1", "_x_", "", &"x".repeat(300), "a.b", "-a"] {
-            let n = object_name(name);
-            assert!(!n.is_empty() && n.len() <= 253, "{n}");
-            assert!(
-                n.bytes().all(|b| b.is_ascii_lowercase()
-                    || b.is_ascii_digit()
-                    || b == b'-'
-                    || b == b'.'),
-                "{n}"
-            );
-            assert!(n.as_bytes()[0].is_ascii_alphanumeric(), "{n}");
-            assert!(n.as_bytes()[n.len() - 1].is_ascii_alphanumeric(), "{n}");
-        }
+    fn status(listeners: usize) -> GatewayStatus {
+        let ls: Vec<serde_json::Value> = (0..listeners)
+            .map(|i| {
+                serde_json::json!({"name": format!("listener-{i}"), "attachedRoutes": 1,
+                    "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                    "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "listener accepted", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-11-23T10:00:00Z"}]})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({"listeners": ls})).unwrap()
     }
 
-    #[test]
-    fn spec_round_trips_a_record() {
-        let mut gateways = BTreeMap::new();
-        gateways.insert(GatewayKey::new("ns", "gw"), GatewayStatus::default());
-        let record = ClusterRecord {
+    fn record(gateways: usize, listeners: usize) -> ClusterRecord {
+        ClusterRecord {
             cluster: "cluster_1".into(),
-            gateways: gateways.clone(),
+            gateways: (0..gateways)
+                .map(|i| (GatewayKey::new("ns", format!("gw-{i}")), status(listeners)))
+                .collect(),
             last_report_millis: 1_700_000_000_123,
             last_seen_millis: 1_700_000_005_000,
             connected: true,
             report_rev: 3,
-        };
-        let spec = spec_of(&record);
-        assert_eq!(spec.gateway_count, 1);
-        let back: ClusterReportSpec =
-            serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
-        assert_eq!(gateways_of(&back), gateways);
-        assert_eq!(millis(back.last_report_time.as_deref()), 1_700_000_000_123);
-        assert_eq!(millis(back.last_seen_time.as_deref()), 1_700_000_005_000);
+        }
+    }
+
+    /// A record laid out over parts and read back is the same record; each
+    /// part fits the API server's limit; the head carries lastSeenTime.
+    #[test]
+    fn parts_round_trip_a_record_at_any_size() {
+        // (gateways, listeners) -> parts
+        let cases: &[(usize, usize, u32)] = &[(0, 0, 1), (1, 4, 1), (100, 4, 1), (500, 16, 16)];
+        for (gateways, listeners, want) in cases {
+            let rec = record(*gateways, *listeners);
+            let (parts, left_out) = parts_of(rec.clone(), 1);
+            assert_eq!(left_out, 0);
+            assert_eq!(parts.len() as u32, *want, "{gateways} x {listeners}");
+            for (i, p) in parts.iter().enumerate() {
+                assert_eq!(p.spec.part as usize, i);
+                assert_eq!(p.spec.parts, *want);
+                assert_eq!(p.spec.gateway_count as usize, p.spec.gateways.len());
+                assert_eq!(p.spec.last_seen_time.is_some(), i == 0);
+                let json = serde_json::to_vec(&p.spec).unwrap();
+                assert!(json.len() < 1024 * 1024, "part {i}: {} bytes", json.len());
+                let back: ClusterReportSpec = serde_json::from_slice(&json).unwrap();
+                assert_eq!(back, p.spec);
+            }
+            let specs: Vec<&ClusterReportSpec> = parts.iter().map(|p| &p.spec).collect();
+            assert_eq!(gateways_of(specs), rec.gateways);
+            // Same content, same hashes: nothing to rewrite.
+            let (again, _) = parts_of(rec.clone(), *want);
+            let hashes = |p: &[PartSpec]| p.iter().map(|p| p.hash).collect::<Vec<_>>();
+            assert_eq!(hashes(&again), hashes(&parts));
+        }
+        // One Gateway changes: one part's hash changes.
+        let mut rec = record(500, 16);
+        let (before, _) = parts_of(rec.clone(), 1);
+        rec.gateways
+            .insert(GatewayKey::new("ns", "gw-7"), status(15));
+        let (after, _) = parts_of(rec, 16);
+        let changed = before
+            .iter()
+            .zip(&after)
+            .filter(|(a, b)| a.hash != b.hash)
+            .count();
+        assert_eq!(changed, 1);
+    }
+
+    #[test]
+    fn old_objects_without_parts_read_as_one_part() {
+        let spec: ClusterReportSpec = serde_json::from_value(serde_json::json!({
+            "cluster": "east", "gatewayCount": 0, "gateways": []
+        }))
+        .unwrap();
+        assert_eq!((spec.part, spec.parts), (0, 1));
+    }
+
+    #[test]
+    fn times_round_trip() {
+        assert_eq!(
+            millis(rfc3339(1_700_000_000_123).as_deref()),
+            1_700_000_000_123
+        );
+        assert_eq!(rfc3339(0), None);
+        assert_eq!(millis(Some("not a time")), 0);
     }
 }
