@@ -48,6 +48,34 @@ impl TokenBucket {
         }
     }
 
+    /// How long from `now` until a token is there (zero: one is), without
+    /// taking it.
+    pub fn available_in(&self, now: Instant) -> Duration {
+        let Some(qps) = self.qps else {
+            return Duration::ZERO;
+        };
+        let mut b = self.clone();
+        b.refill(now);
+        if b.tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64((1.0 - b.tokens) / qps)
+        }
+    }
+
+    /// Whether the bucket is full at `now` (as if never used).
+    pub fn full(&self, now: Instant) -> bool {
+        let mut b = self.clone();
+        b.refill(now);
+        b.tokens >= b.burst
+    }
+
+    /// Gives back a token taken for something that turned out to cost
+    /// nothing.
+    pub fn refund(&mut self) {
+        self.tokens = (self.tokens + 1.0).min(self.burst);
+    }
+
     /// Takes one token at `now`; returns how long to wait before using it
     /// (zero: at once).
     pub fn take(&mut self, now: Instant) -> Duration {
@@ -104,6 +132,25 @@ mod tests {
             assert_eq!(&got, want, "case {i}");
             assert_eq!(b.limited(), *qps > 0.0, "case {i}");
         }
+    }
+
+    #[test]
+    fn availability_and_refunds() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(10.0, 2, t0);
+        assert!(b.full(t0));
+        assert_eq!(b.available_in(t0), Duration::ZERO);
+        b.take(t0);
+        b.take(t0);
+        assert!(!b.full(t0));
+        assert_eq!(b.available_in(t0), ms(100));
+        assert_eq!(b.available_in(t0 + ms(40)), ms(60));
+        b.refund();
+        assert_eq!(b.available_in(t0), Duration::ZERO);
+        b.refund();
+        b.refund();
+        assert!(b.full(t0), "refunds stop at the burst");
+        assert!(TokenBucket::new(0.0, 1, t0).full(t0));
     }
 
     /// Over a long storm the rate is qps (plus the first burst).

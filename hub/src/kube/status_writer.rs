@@ -342,8 +342,8 @@ pub struct StatusWriter {
     pub index: Index,
     pub queue: Arc<Queue>,
     pub metrics: Arc<Metrics>,
-    /// Minimum spacing of write passes: a lone change is written at once,
-    /// a burst at most once per hub Gateway per window
+    /// Pacing of writes per hub Gateway: written at once up to a burst of
+    /// three, then at most once per hub Gateway per window
     /// ([`gwhub_common::KeyedPacer`]).
     pub debounce: Duration,
     /// The API write budget shared with the report store.
