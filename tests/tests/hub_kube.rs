@@ -1389,3 +1389,67 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     drop(agent);
     second.shutdown().await.unwrap();
 }
+
+/// `--kube-api-qps`: with a budget of one write a second (shared by the
+/// status writer and the store), a burst of 20 changes is written as a few
+/// writes that carry the latest state; nothing is lost.
+#[tokio::test]
+async fn a_write_budget_coalesces_writes_to_the_latest_state() {
+    let Some((_fleet, client, as_hub)) =
+        management("a_write_budget_coalesces_writes_to_the_latest_state").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "web").await;
+    let mut o = options("hub-1");
+    o.api_qps = 1.0;
+    o.api_burst = 1;
+    let hub = KubeHub::start(HubConfig::loopback(Duration::from_secs(60)), o, as_hub)
+        .await
+        .expect("hub starts in Kubernetes mode");
+    let mut a = Agent::connect(hub.hub.ingest_addr, "cluster-a").await;
+    a.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    wait_status(&gateways, "web", "aggregated over 1 cluster", |s| {
+        own(s).is_some_and(|c| c.message == "Aggregated the status of 1 cluster")
+    })
+    .await;
+    let before = Metrics::get(&hub.metrics.status_writes);
+    let ips: Vec<String> = (0..20).map(|i| format!("10.0.1.{i}")).collect();
+    for (i, ip) in ips.iter().enumerate() {
+        a.snapshot(&[(NS, "web", cluster_status(&[ip.as_str()], i % 2 == 0))])
+            .await;
+    }
+    // The last change: address 10.0.1.19, Programmed False.
+    wait_status(&gateways, "web", "the last change", |s| {
+        s.addresses
+            .iter()
+            .flatten()
+            .any(|a| a.value == "cluster-a/10.0.1.19")
+            && find(s, "Programmed").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    let writes = Metrics::get(&hub.metrics.status_writes) - before;
+    assert!(writes < 20, "{writes} status writes for 20 changes");
+    assert!(Metrics::get(&hub.metrics.api_throttled_waits) > 0);
+    assert_eq!(Metrics::get(&hub.metrics.status_write_errors), 0);
+    // The store holds the last report too.
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = reports.get(&object_name("cluster-a")).await.unwrap();
+        let stored = r
+            .spec
+            .gateways
+            .first()
+            .and_then(|g| g.status.addresses.clone());
+        if stored.is_some_and(|a| a.iter().any(|a| a.value == "10.0.1.19")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the last report never stored");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(a);
+    hub.shutdown().await.unwrap();
+}
