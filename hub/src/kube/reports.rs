@@ -227,7 +227,16 @@ pub fn gateways_of<'a>(
 /// ones a previous process left.
 pub type StoredParts = Arc<Mutex<BTreeMap<String, BTreeSet<u32>>>>;
 
+/// What a cluster's store pass leaves to remember.
+enum Outcome {
+    Nothing,
+    /// Nothing to write for this report revision.
+    Rev(u64),
+    Written(Written),
+}
+
 /// What was last written for a cluster.
+#[derive(Clone)]
 struct Written {
     report_rev: u64,
     parts: u32,
@@ -299,6 +308,7 @@ impl ReportWriter {
         // Deregistered clusters need no bookkeeping.
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         written.retain(|name, _| names.contains(name.as_str()));
+        let mut due = Vec::new();
         for summary in &clusters {
             if shutdown.is_cancelled() {
                 return;
@@ -327,98 +337,126 @@ impl ReportWriter {
             if !changed && !refresh_due {
                 continue;
             }
-            // The budget first: what waited for it is the latest state.
-            self.budget.acquire().await;
-            let mut prepaid = true;
-            let Some(record) = self.index.cluster_record(&summary.name) else {
-                continue;
-            };
-            let w = written.get(&summary.name);
-            let report_rev = record.report_rev;
-            let last_seen_millis = record.last_seen_millis;
-            let current = w.map_or(1, |w| w.parts);
-            let (parts, left_out) = parts_of(record, current);
-            if left_out > 0 {
-                Metrics::add(&self.metrics.report_gateways_unstored, left_out as u64);
-            }
-            let n = parts.len() as u32;
-            let relaid = w.is_none_or(|w| w.parts != n);
-            let dirty: Vec<bool> = parts
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    relaid || w.and_then(|w| w.hashes.get(i).copied().flatten()) != Some(p.hash)
-                })
-                .collect();
-            let head_due = dirty[0] || refresh_due;
-            if !head_due && !dirty.iter().any(|d| *d) {
-                Metrics::bump(&self.metrics.report_writes_skipped);
-                if let Some(w) = written.get_mut(&summary.name) {
-                    w.report_rev = report_rev;
+            due.push((summary.clone(), w.cloned(), refresh_due));
+        }
+        // Up to WRITES_IN_FLIGHT clusters at once: one write is an API
+        // round trip, and a fleet written one cluster after another took
+        // 15 s to persist 100 clusters on a loaded machine.
+        let done: Vec<(String, Outcome)> = futures::stream::iter(due)
+            .map(|(summary, w, refresh_due)| self.store(summary, w, refresh_due))
+            .buffer_unordered(super::status_writer::WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (name, outcome) in done {
+            match outcome {
+                Outcome::Nothing => {}
+                Outcome::Rev(rev) => {
+                    if let Some(w) = written.get_mut(&name) {
+                        w.report_rev = rev;
+                    }
                 }
-                continue;
-            }
-            let old_parts = w.map_or(0, |w| w.parts);
-            let mut hashes: Vec<Option<u64>> = if relaid {
-                vec![None; n as usize]
-            } else {
-                w.map(|w| w.hashes.clone()).unwrap_or_default()
-            };
-            hashes.resize(n as usize, None);
-            // Parts first, the head (naming the count) last.
-            let mut all_parts = true;
-            for (i, p) in parts.iter().enumerate().skip(1) {
-                if !dirty[i] {
-                    continue;
-                }
-                if self.write(&p.spec, p.bytes, &mut prepaid).await {
-                    hashes[i] = Some(p.hash);
-                } else {
-                    all_parts = false;
-                }
-            }
-            let mut head_written = false;
-            if all_parts && head_due {
-                head_written = self
-                    .write(&parts[0].spec, parts[0].bytes, &mut prepaid)
-                    .await;
-                if head_written {
-                    hashes[0] = Some(parts[0].hash);
-                }
-            }
-            let name = summary.name.clone();
-            if head_written || !relaid {
-                written.insert(
-                    name.clone(),
-                    Written {
-                        // A failed part is retried on the next pass.
-                        report_rev: if hashes.iter().all(Option::is_some) {
-                            report_rev
-                        } else {
-                            0
-                        },
-                        parts: n,
-                        hashes,
-                        last_seen_millis: if head_written {
-                            last_seen_millis
-                        } else {
-                            w.map_or(0, |w| w.last_seen_millis)
-                        },
-                    },
-                );
-            }
-            if head_written {
-                // Parts no count names any more: ours and a previous
-                // process's.
-                let mut stale: BTreeSet<u32> = (n..old_parts).collect();
-                if let Some(stored) = self.stored.lock().get(&name) {
-                    stale.extend(stored.iter().filter(|p| **p >= n));
-                }
-                for part in stale {
-                    self.delete_part(&name, part).await;
+                Outcome::Written(w) => {
+                    written.insert(name, w);
                 }
             }
         }
+    }
+
+    /// Writes what changed of one cluster's report: parts first, the head
+    /// last, then deletes the parts no count names any more.
+    async fn store(
+        &self,
+        summary: crate::index::ClusterSummary,
+        w: Option<Written>,
+        refresh_due: bool,
+    ) -> (String, Outcome) {
+        // The budget first: what waited for it is the latest state.
+        self.budget.acquire().await;
+        let mut prepaid = true;
+        let Some(record) = self.index.cluster_record(&summary.name) else {
+            return (summary.name, Outcome::Nothing);
+        };
+        let w = w.as_ref();
+        let report_rev = record.report_rev;
+        let last_seen_millis = record.last_seen_millis;
+        let current = w.map_or(1, |w| w.parts);
+        let (parts, left_out) = parts_of(record, current);
+        if left_out > 0 {
+            Metrics::add(&self.metrics.report_gateways_unstored, left_out as u64);
+        }
+        let n = parts.len() as u32;
+        let relaid = w.is_none_or(|w| w.parts != n);
+        let dirty: Vec<bool> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                relaid || w.and_then(|w| w.hashes.get(i).copied().flatten()) != Some(p.hash)
+            })
+            .collect();
+        let head_due = dirty[0] || refresh_due;
+        if !head_due && !dirty.iter().any(|d| *d) {
+            Metrics::bump(&self.metrics.report_writes_skipped);
+            return (summary.name, Outcome::Rev(report_rev));
+        }
+        let old_parts = w.map_or(0, |w| w.parts);
+        let mut hashes: Vec<Option<u64>> = if relaid {
+            vec![None; n as usize]
+        } else {
+            w.map(|w| w.hashes.clone()).unwrap_or_default()
+        };
+        hashes.resize(n as usize, None);
+        // Parts first, the head (naming the count) last.
+        let mut all_parts = true;
+        for (i, p) in parts.iter().enumerate().skip(1) {
+            if !dirty[i] {
+                continue;
+            }
+            if self.write(&p.spec, p.bytes, &mut prepaid).await {
+                hashes[i] = Some(p.hash);
+            } else {
+                all_parts = false;
+            }
+        }
+        let mut head_written = false;
+        if all_parts && head_due {
+            head_written = self
+                .write(&parts[0].spec, parts[0].bytes, &mut prepaid)
+                .await;
+            if head_written {
+                hashes[0] = Some(parts[0].hash);
+            }
+        }
+        let name = summary.name.clone();
+        let mut outcome = Outcome::Nothing;
+        if head_written || !relaid {
+            outcome = Outcome::Written(Written {
+                // A failed part is retried on the next pass.
+                report_rev: if hashes.iter().all(Option::is_some) {
+                    report_rev
+                } else {
+                    0
+                },
+                parts: n,
+                hashes,
+                last_seen_millis: if head_written {
+                    last_seen_millis
+                } else {
+                    w.map_or(0, |w| w.last_seen_millis)
+                },
+            });
+        }
+        if head_written {
+            // Parts no count names any more: ours and a previous
+            // process's.
+            let mut stale: BTreeSet<u32> = (n..old_parts).collect();
+            if let Some(stored) = self.stored.lock().get(&name) {
+                stale.extend(stored.iter().filter(|p| **p >= n));
+            }
+            for part in stale {
+                self.delete_part(&name, part).await;
+            }
+        }
+        (name, outcome)
     }
 
     /// Deletes the stored report of a cluster `--insecure-prune-after`

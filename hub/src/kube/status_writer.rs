@@ -330,6 +330,9 @@ pub async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: Cancella
     }
 }
 
+/// Hub Gateway status writes the writer keeps in flight at once.
+pub const WRITES_IN_FLIGHT: usize = 8;
+
 enum Prepared {
     Nothing,
     Requeued,
@@ -372,17 +375,35 @@ impl StatusWriter {
             if active {
                 waiting.extend(self.queue.take());
                 let now = Instant::now();
-                for key in pacer.take_due(&mut waiting, now) {
-                    if shutdown.is_cancelled() {
-                        return;
-                    }
-                    if !*leader.borrow() {
-                        // Lost the lease mid-pass; the next leader writes.
-                        self.queue.push(key);
-                        continue;
-                    }
-                    pacer.started(&key, now);
-                    if !self.write(key.clone(), &shutdown).await {
+                let due = pacer.take_due(&mut waiting, now);
+                for key in &due {
+                    pacer.started(key, now);
+                }
+                // Up to WRITES_IN_FLIGHT hub Gateways at once: one write is
+                // an API round trip, and a pass over many Gateways written
+                // one after another made the last wait for all the others.
+                let (this, stop, leader_ref) = (&self, &shutdown, &leader);
+                let done: Vec<(GatewayKey, bool)> = futures::stream::iter(due)
+                    .map(|key| async move {
+                        if stop.is_cancelled() {
+                            return (key, true);
+                        }
+                        if !*leader_ref.borrow() {
+                            // Lost the lease mid-pass; the next leader writes.
+                            this.queue.push(key.clone());
+                            return (key, false);
+                        }
+                        let wrote = this.write(key.clone(), stop).await;
+                        (key, wrote)
+                    })
+                    .buffer_unordered(WRITES_IN_FLIGHT)
+                    .collect()
+                    .await;
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                for (key, wrote) in done {
+                    if !wrote {
                         // Typically the echo of our own write.
                         pacer.idle(&key);
                     }
