@@ -24,7 +24,7 @@ fi
 # vfs and chroot isolation: no overlay mounts or namespaces needed, so this
 # works inside containers and CI runners too.
 BUILDAH=(buildah --storage-driver "${BUILDAH_STORAGE_DRIVER:-vfs}")
-cargo build --locked --profile image -p gwhub -p gwhub-agent --bin gwhub --bin gwhub-agent >&2
+cargo build --locked --profile image -p gwhub --bin gwhub --bin gwhub-agent >&2
 for bin in gwhub gwhub-agent; do
   ctx=$(mktemp -d)
   trap 'rm -rf "$ctx"' EXIT

@@ -5,6 +5,8 @@
 # end-to-end tests install gwhub with `kubectl apply -k` as a user does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Cheap (cargo tree only): the rules crates stay free of I/O.
+bash scripts/check-deps.sh
 bash scripts/kube-assets.sh >/dev/null
 export GWHUB_REQUIRE_KUBE=1
 # `cargo test` builds the workspace's binaries before it runs any test; the
@@ -14,6 +16,11 @@ export GWHUB_BIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/debug"
 # venv, for the independent-client test (hub/tests/python_client.rs).
 GWHUB_PY_VENV=$(bash scripts/python-client.sh)
 export GWHUB_PY_VENV GWHUB_REQUIRE_PYTHON=1
+# Debian's chromium and playwright-core from npm for the web page's browser
+# test (cli/tests/browser.rs, tests/browser/page.mjs); screenshots go to
+# target/browser-artifacts/.
+GWHUB_BROWSER_DIR=$(bash scripts/browser.sh)
+export GWHUB_BROWSER_DIR GWHUB_REQUIRE_BROWSER=1
 # Everything once, against Gateway API v1.5.1: the upstream CRDs where
 # ../shared/crds has them, else (a bare clone) CRDs generated from the Rust
 # types and pinned to upstream v1.5.1.

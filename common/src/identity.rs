@@ -37,7 +37,7 @@ pub enum IdentityError {
     )]
     Missing,
     #[error("the certificate's cluster name {0:?} is not valid: {1}")]
-    Invalid(String, &'static str),
+    Invalid(String, String),
     #[error(
         "the certificate names more than one cluster ({0:?}); a certificate must name exactly one"
     )]
@@ -71,9 +71,9 @@ pub fn cluster_from_der(der: &[u8]) -> Result<ClusterIdentity, IdentityError> {
         [] => {
             let mut cns = Vec::new();
             for cn in cert.subject().iter_common_name() {
-                let cn = cn
-                    .as_str()
-                    .map_err(|_| IdentityError::Invalid(String::new(), "the CN is not a string"))?;
+                let cn = cn.as_str().map_err(|_| {
+                    IdentityError::Invalid(String::new(), "the CN is not a string".to_owned())
+                })?;
                 if !cns.contains(&cn) {
                     cns.push(cn);
                 }
@@ -106,21 +106,8 @@ pub fn cluster_from_pem(pem: &[u8]) -> Result<ClusterIdentity, IdentityError> {
     cluster_from_der(&pem.contents)
 }
 
-/// Names usable as a cluster: 1..=253 characters of `[A-Za-z0-9._-]`, so
-/// they are safe in logs, labels and URIs.
+/// Names usable as a cluster: the one rule of [`gwhub_model::cluster`].
 fn validate(name: &str) -> Result<(), IdentityError> {
-    let bad = |why| Err(IdentityError::Invalid(name.to_owned(), why));
-    if name.is_empty() {
-        return bad("empty");
-    }
-    if name.len() > 253 {
-        return bad("longer than 253 characters");
-    }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-    {
-        return bad("only letters, digits, '.', '_' and '-' are allowed");
-    }
-    Ok(())
+    gwhub_model::cluster::validate(name)
+        .map_err(|e| IdentityError::Invalid(name.to_owned(), e.to_string()))
 }

@@ -1,31 +1,23 @@
 #![forbid(unsafe_code)]
 //! Plumbing shared by the agent and the hub: reading Kubernetes manifests the
-//! way `kubectl` writes them, printing results the same way, and the one
-//! implementation of condition bookkeeping (transition times, no-op compare).
+//! way `kubectl` writes them, printing results the same way, pacing, logging,
+//! and the cluster identity of an mTLS certificate. The shared vocabulary
+//! (keys, names, limits, conditions) is `gwhub_model`.
 //!
 //! Nothing here talks to a cluster or the network (data in, data out), with
-//! one exception: [`metrics_http`], the `GET /metrics` responder both
-//! binaries' `--metrics-listen` share ([`workspace_bin`] only runs cargo, for
-//! the tests).
+//! two exceptions, runtime plumbing both binaries share: [`metrics_http`],
+//! the `GET /metrics` responder of `--metrics-listen`, and
+//! [`watch_events`], the one loop over a Kubernetes watch.
 
 pub mod bucket;
-pub mod conditions;
-pub mod errors;
 pub mod identity;
-pub mod key;
 pub mod logging;
-pub mod manifest;
+
 pub mod metrics_http;
 pub mod output;
 pub mod pace;
-pub mod text;
-pub mod time;
-pub mod workspace_bin;
+pub mod watch_events;
 
 pub use bucket::TokenBucket;
-pub use conditions::{Condition, MAX_CONDITIONS};
-pub use errors::error_chain;
-pub use key::GatewayKey;
-pub use manifest::{ManifestError, Object, read_paths};
 pub use output::{OutputFormat, render_list, render_object};
-pub use pace::{Backoff, KeyedPacer, Pacer};
+pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};

@@ -1,19 +1,35 @@
-//! The one HTTP endpoint gwhub has: `GET /metrics` answering Prometheus text,
-//! shared by the agent's and the hub's `--metrics-listen`. A deliberately
-//! tiny HTTP/1 responder (read the request head, answer, close) so neither
-//! binary needs an HTTP server stack for one read-only page.
+//! The one HTTP endpoint gwhub has: `GET /metrics` answering the
+//! OpenMetrics text of a [`prometheus_client`] [`Registry`], shared by the
+//! agent's and the hub's `--metrics-listen`. A deliberately tiny HTTP/1
+//! responder (read the request head, answer, close) so neither binary needs
+//! an HTTP server stack for one read-only page.
+//!
+//! Both runtimes declare each metric once, next to its name and help
+//! ([`register`]), and build one [`Registry`] at start.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Metric;
+pub use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-/// Produces the Prometheus text exposition for one scrape.
-pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
+/// A gauge of a count (never negative).
+pub type CountGauge = Gauge<u64, AtomicU64>;
+
+/// Produces the exposition for one scrape.
+type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The content type of the answer: the OpenMetrics text `prometheus_client`
+/// encodes (counters' samples end in `_total`, the text in `# EOF`), which
+/// Prometheus negotiates and parses.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Longest request head read; the body is never needed.
 const MAX_HEAD: usize = 4096;
@@ -28,16 +44,108 @@ const MAX_CONNECTIONS: usize = 16;
 /// Pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Binds `addr` and serves `GET /metrics` with `render()` until `shutdown`
-/// is cancelled. Returns the bound address (useful with port 0) once
-/// listening; a bind failure is returned, later errors end only their
+/// Binds `addr` and serves `GET /metrics` with the text of `registry` until
+/// `shutdown` is cancelled. Returns the bound address (useful with port 0)
+/// once listening; a bind failure is returned, later errors end only their
 /// connection.
 pub async fn serve(
     addr: SocketAddr,
-    render: Render,
+    registry: Arc<Registry>,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
+    let render: Render = Arc::new(move || encode(&registry));
     serve_with(addr, render, shutdown, READ_TIMEOUT, WRITE_TIMEOUT).await
+}
+
+/// The OpenMetrics text of `registry`.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail; a metric's own encoder failing would
+    // leave a truncated page, which the scraper reports.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        tracing::warn!(error = %e, "cannot encode metrics");
+    }
+    out
+}
+
+/// The samples of an exposition by name and labels (`name{a="b"}`), with
+/// their values; comments and unparsable lines are skipped.
+pub fn samples(text: &str) -> std::collections::BTreeMap<&str, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            Some((key, value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Declares a struct of metrics, each field with its metric name and help
+/// next to it (`field: Type => "name", "help"`), and its
+/// `register(&self, &mut Registry)` registering them in declaration order.
+/// Fields without `=>` are plain fields. A counter is named without
+/// `_total`; the encoder appends it to the sample.
+#[macro_export]
+macro_rules! metrics {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                $fvis:vis $field:ident : $ty:ty $(=> $metric:literal, $help:literal)?
+            ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $( $(#[$fmeta])* $fvis $field: $ty, )*
+        }
+
+        impl $name {
+            /// Declares every metric, with its name and help, in `registry`.
+            pub fn register(&self, registry: &mut $crate::metrics_http::Registry) {
+                $($(
+                    $crate::metrics_http::register(
+                        registry,
+                        $metric,
+                        $help,
+                        self.$field.clone(),
+                    );
+                )?)*
+            }
+        }
+    };
+}
+
+/// Declares one metric: `metric` registered in `registry` under `name` with
+/// `help`, returned for the code that updates it. A counter is named
+/// without `_total`; the encoder appends it to the sample. The registry ends
+/// every help with a period, so one ending `help` is not doubled.
+pub fn register<M: Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help.strip_suffix('.').unwrap_or(help), metric.clone());
+    metric
+}
+
+/// A counter's or count gauge's current value (tests and logs read them).
+pub trait Value {
+    fn value(&self) -> u64;
+}
+
+impl Value for Counter {
+    fn value(&self) -> u64 {
+        self.get()
+    }
+}
+
+impl Value for CountGauge {
+    fn value(&self) -> u64 {
+        self.get()
+    }
 }
 
 async fn serve_with(
@@ -115,7 +223,7 @@ async fn answer(
         ("404 Not Found", "not found; try /metrics\n".to_owned())
     };
     let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: {CONTENT_TYPE}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     drop(body);
@@ -127,36 +235,17 @@ async fn answer(
     let _ = tokio::time::timeout(write_timeout, write).await;
 }
 
-/// A label value escaped for the Prometheus text format: backslash, double
-/// quote and line feed become `\\`, `\"` and `\n`.
-pub fn escape_label_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Appends one metric family's `# HELP` and `# TYPE` lines.
-pub fn write_header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape_label_value(r#"a\b"c"#), r#"a\\b\"c"#);
-        assert_eq!(escape_label_value("x\ny"), "x\\ny");
-        assert_eq!(escape_label_value("plain-name"), "plain-name");
+    /// A registry with one counter `x` (exposed as `x_total`) at 1.
+    fn registry() -> Arc<Registry> {
+        let mut registry = Registry::default();
+        let x = register(&mut registry, "x", "Things.", Counter::default());
+        x.inc();
+        assert_eq!(x.value(), 1);
+        Arc::new(registry)
     }
 
     async fn get(addr: SocketAddr, path: &str) -> String {
@@ -172,8 +261,7 @@ mod tests {
     #[tokio::test]
     async fn clients_trickling_their_head_do_not_block_scrapes() {
         let shutdown = CancellationToken::new();
-        let render: Render = Arc::new(|| "x_total 1\n".to_owned());
-        let addr = serve(([127, 0, 0, 1], 0).into(), render, shutdown.clone())
+        let addr = serve(([127, 0, 0, 1], 0).into(), registry(), shutdown.clone())
             .await
             .unwrap();
         // Every slot taken by a client sending a byte a second, forever.
@@ -236,14 +324,21 @@ mod tests {
     #[tokio::test]
     async fn serves_metrics_and_404_elsewhere_until_shutdown() {
         let shutdown = CancellationToken::new();
-        let render: Render = Arc::new(|| "x_total 1\n".to_owned());
-        let addr = serve(([127, 0, 0, 1], 0).into(), render, shutdown.clone())
+        let addr = serve(([127, 0, 0, 1], 0).into(), registry(), shutdown.clone())
             .await
             .unwrap();
         let ok = get(addr, "/metrics").await;
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
-        assert!(ok.contains("content-length: 10\r\n"), "{ok}");
-        assert!(ok.ends_with("\r\n\r\nx_total 1\n"), "{ok}");
+        let page = "# HELP x Things.\n# TYPE x counter\nx_total 1\n# EOF\n";
+        assert!(
+            ok.contains(&format!("content-length: {}\r\n", page.len())),
+            "{ok}"
+        );
+        assert!(
+            ok.contains(&format!("content-type: {CONTENT_TYPE}\r\n")),
+            "{ok}"
+        );
+        assert!(ok.ends_with(&format!("\r\n\r\n{page}")), "{ok}");
         let missing = get(addr, "/other").await;
         assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
         shutdown.cancel();

@@ -10,6 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
 use crate::bucket::TokenBucket;
 
 /// Leading-edge pacing of passes at least `window` apart.
@@ -58,13 +60,16 @@ pub const KEYED_BURST: u32 = 3;
 /// and changes up to one per `window` pass at once, and a storm costs at
 /// most `KEYED_BURST` + one pass per `window` per key. (A fixed window made
 /// every change landing inside it wait for the rest of it: 4x the floor at
-/// about 10 changes a second.) Writers do one write at a time, so what
-/// changes while a write is in flight coalesces into the next pass.
+/// about 10 changes a second.) Keys taken from a [`CoalescingQueue`] wait
+/// here until their bucket allows; what changes while a write is in flight
+/// coalesces in the queue into the next pass.
 #[derive(Clone, Debug)]
 pub struct KeyedPacer<K> {
     window: Duration,
     burst: u32,
     keys: BTreeMap<K, TokenBucket>,
+    /// Keys due for a pass, still inside their window.
+    waiting: BTreeSet<K>,
 }
 
 impl<K: Ord + Clone> KeyedPacer<K> {
@@ -78,6 +83,7 @@ impl<K: Ord + Clone> KeyedPacer<K> {
             window,
             burst,
             keys: BTreeMap::new(),
+            waiting: BTreeSet::new(),
         }
     }
 
@@ -89,6 +95,11 @@ impl<K: Ord + Clone> KeyedPacer<K> {
         }
     }
 
+    /// Adds `keys` to those waiting for a pass.
+    pub fn wait(&mut self, keys: impl IntoIterator<Item = K>) {
+        self.waiting.extend(keys);
+    }
+
     /// How long `key` must wait at `now`.
     pub fn delay(&self, key: &K, now: Instant) -> Duration {
         self.keys
@@ -96,16 +107,9 @@ impl<K: Ord + Clone> KeyedPacer<K> {
             .map_or(Duration::ZERO, |b| b.available_in(now))
     }
 
-    /// The earliest instant one of `keys` may pass, if any is given.
-    pub fn next_due<'a>(
-        &self,
-        keys: impl IntoIterator<Item = &'a K>,
-        now: Instant,
-    ) -> Option<Instant>
-    where
-        K: 'a,
-    {
-        keys.into_iter().map(|k| now + self.delay(k, now)).min()
+    /// The earliest instant a waiting key may pass, if any is waiting.
+    pub fn next_due(&self, now: Instant) -> Option<Instant> {
+        self.waiting.iter().map(|k| now + self.delay(k, now)).min()
     }
 
     /// Records that `key`'s pass starts at `now` (takes its token).
@@ -132,20 +136,102 @@ impl<K: Ord + Clone> KeyedPacer<K> {
         self.keys.retain(|_, b| !b.full(now));
     }
 
-    /// Starts a round at `now`: prunes, and moves the keys of `waiting`
-    /// that may pass now out of it (in key order); the rest keep waiting.
-    pub fn take_due(&mut self, waiting: &mut BTreeSet<K>, now: Instant) -> Vec<K> {
+    /// Starts a round at `now`: prunes, and takes the waiting keys that
+    /// may pass now (in key order); the rest keep waiting.
+    pub fn take_due(&mut self, now: Instant) -> Vec<K> {
         self.prune(now);
-        let (due, later): (BTreeSet<K>, BTreeSet<K>) = std::mem::take(waiting)
+        let (due, later): (BTreeSet<K>, BTreeSet<K>) = std::mem::take(&mut self.waiting)
             .into_iter()
             .partition(|k| self.delay(k, now).is_zero());
-        *waiting = later;
+        self.waiting = later;
         due.into_iter().collect()
     }
+}
 
-    /// The pacing window (one pass per window per key after the burst).
-    pub fn window(&self) -> Duration {
-        self.window
+/// Work waiting per key, coalesced for one consumer task: one entry per key
+/// however often it is pushed (a later push replaces the value), so a
+/// burst of changes to one key costs one pass. The hub's status writer,
+/// the agent's re-evaluations and the agent's status writes all queue
+/// through it; [`KeyedPacer`] spaces the passes.
+#[derive(Debug)]
+pub struct CoalescingQueue<K, V = ()> {
+    entries: std::sync::Mutex<BTreeMap<K, V>>,
+    notify: Notify,
+}
+
+impl<K, V> Default for CoalescingQueue<K, V> {
+    fn default() -> Self {
+        CoalescingQueue {
+            entries: std::sync::Mutex::new(BTreeMap::new()),
+            notify: Notify::new(),
+        }
+    }
+}
+
+impl<K: Ord, V> CoalescingQueue<K, V> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<K, V>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `value` for `key`, replacing an older entry, and wakes the
+    /// consumer.
+    pub fn push(&self, key: K, value: V) {
+        self.lock().insert(key, value);
+        self.notify.notify_one();
+    }
+
+    /// Queues every entry of `entries` and wakes the consumer once.
+    pub fn extend(&self, entries: impl IntoIterator<Item = (K, V)>) {
+        self.lock().extend(entries);
+        self.notify.notify_one();
+    }
+
+    /// Drops `key`'s entry, if queued (no wake-up).
+    pub fn remove<Q>(&self, key: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
+        self.lock().remove(key);
+    }
+
+    /// Takes the first entry in key order.
+    pub fn pop_first(&self) -> Option<(K, V)> {
+        self.lock().pop_first()
+    }
+
+    /// Takes every entry.
+    pub fn take(&self) -> BTreeMap<K, V> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Wakes the consumer without queueing anything (for state kept beside
+    /// the queue).
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Resolves when something was queued (or [`Self::wake`] called) since
+    /// the consumer last woke; a wake-up before the call is not lost.
+    pub async fn notified(&self) {
+        self.notify.notified().await
+    }
+}
+
+impl<K: Ord> CoalescingQueue<K> {
+    /// Queues `key`.
+    pub fn insert(&self, key: K) {
+        self.push(key, ());
+    }
+
+    /// Queues every key of `keys`.
+    pub fn insert_all(&self, keys: impl IntoIterator<Item = K>) {
+        self.extend(keys.into_iter().map(|k| (k, ())));
+    }
+
+    /// Takes every queued key.
+    pub fn take_keys(&self) -> BTreeSet<K> {
+        self.take().into_keys().collect()
     }
 }
 
@@ -252,20 +338,18 @@ mod tests {
         // Another Gateway does not wait for `a`.
         assert_eq!(p.delay(&"b", t0 + ms(30)), Duration::ZERO);
         p.started(&"b", t0 + ms(30));
-        assert_eq!(
-            p.next_due([&"a", &"b", &"c"], t0 + ms(40)),
-            Some(t0 + ms(40))
-        );
-        assert_eq!(p.next_due([&"a"], t0 + ms(40)), Some(t0 + ms(100)));
-        assert_eq!(p.next_due(std::iter::empty(), t0), None);
+        assert_eq!(p.next_due(t0), None, "nothing waits");
+        p.wait(["a"]);
+        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + ms(100)));
+        p.wait(["b", "c"]);
+        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + ms(40)));
         // An idle pass gives its token back.
         p.idle(&"a");
         assert_eq!(p.delay(&"a", t0 + ms(40)), Duration::ZERO);
         p.started(&"a", t0 + ms(40));
         // A round takes the waiting keys that may pass and leaves the rest.
-        let mut waiting = BTreeSet::from(["a", "b", "c"]);
-        assert_eq!(p.take_due(&mut waiting, t0 + ms(50)), vec!["b", "c"]);
-        assert_eq!(waiting, BTreeSet::from(["a"]));
+        assert_eq!(p.take_due(t0 + ms(50)), vec!["b", "c"]);
+        assert_eq!(p.waiting, BTreeSet::from(["a"]));
         // Pruning keeps only keys whose bucket is not full again.
         p.prune(t0 + ms(50));
         assert_eq!(p.keys.len(), 2);
@@ -359,5 +443,25 @@ mod tests {
         assert_eq!(secs(b.failed(&"a")), 5, "no overflow");
         b.succeeded(&"a");
         assert_eq!(secs(b.failed(&"a")), 1);
+    }
+
+    #[tokio::test]
+    async fn a_queue_coalesces_per_key_and_keeps_a_wake_up() {
+        let q: CoalescingQueue<&str, u32> = CoalescingQueue::default();
+        q.push("b", 1);
+        q.push("a", 2);
+        q.push("b", 3);
+        // Woken before anyone waited: the wake-up is kept.
+        tokio::time::timeout(Duration::from_secs(5), q.notified())
+            .await
+            .expect("a push wakes the consumer");
+        assert_eq!(q.pop_first(), Some(("a", 2)));
+        q.remove(&"b");
+        assert_eq!(q.pop_first(), None);
+        let keys: CoalescingQueue<&str> = CoalescingQueue::default();
+        keys.insert("x");
+        keys.insert_all(["y", "x"]);
+        assert_eq!(keys.take_keys(), BTreeSet::from(["x", "y"]));
+        assert!(keys.take_keys().is_empty());
     }
 }

@@ -13,8 +13,8 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::*;
-use gwhub_common::Condition;
+use gwhub_hub_rules::aggregate::*;
+use gwhub_model::Condition;
 use libfuzzer_sys::fuzz_target;
 
 const CLUSTERS: &[&str] = &[
@@ -68,7 +68,7 @@ impl Cond {
             reason: self.reason.pick(REASONS),
             message: self.message.pick(MESSAGES),
             observed_generation: self.generation.map(i64::from),
-            last_transition_time: gwhub_common::time::k8s_time(
+            last_transition_time: gwhub_model::time::k8s_time(
                 jiff::Timestamp::from_second(i64::from(self.time)).unwrap(),
             ),
         }

@@ -12,12 +12,12 @@ mod common;
 use arbitrary::Arbitrary;
 use common::*;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_agent::conditions::{GATEWAY_TYPES, LISTENER_TYPES};
-use gwhub_agent::engine::{desired_for, evaluate};
-use gwhub_agent::scope::Options;
-use gwhub_agent::snapshot::Snapshot;
-use gwhub_agent::status::{merge, needs_write};
-use gwhub_common::Condition;
+use gwhub_spoke_rules::conditions::{GATEWAY_TYPES, LISTENER_TYPES};
+use gwhub_spoke_rules::engine::{desired_for, evaluate};
+use gwhub_spoke_rules::scope::Options;
+use gwhub_spoke_rules::snapshot::Snapshot;
+use gwhub_spoke_rules::status::{merge, needs_write};
+use gwhub_model::Condition;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 
@@ -326,7 +326,7 @@ fn check_kept(before: &GatewayStatus, after: &GatewayStatus) {
 
 fuzz_target!(|input: Input| {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects(&input)});
-    let objects = gwhub_common::manifest::parse_str("fuzz.json", &list.to_string())
+    let objects = gwhub_spoke_rules::manifest::parse_str("fuzz.json", &list.to_string())
         .expect("the generated List parses");
     let Ok(snapshot) = Snapshot::from_objects(&objects) else {
         return;

@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use gwhub::aggregate::Options;
-use gwhub::grpc::ingest::replay;
-use gwhub::index::Index;
+use gwhub_hub_rules::aggregate::Options;
+use gwhub_hub::grpc::ingest::replay;
+use gwhub_hub::index::Index;
 use gwhub_proto::v1::{self, agent_message};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;

@@ -6,8 +6,8 @@
 
 mod common;
 
-use gwhub::aggregate::{Fleet, HubGateway, Options};
-use gwhub_common::manifest::parse_str;
+use gwhub_hub_rules::aggregate::{Fleet, HubGateway, Options};
+use gwhub_spoke_rules::manifest::parse_str;
 use gwhub_common::output::OutputFormat;
 use libfuzzer_sys::fuzz_target;
 
@@ -24,15 +24,15 @@ fuzz_target!(|data: &[u8]| {
     }
     let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
     // gwhub-agent compute
-    let _ = gwhub_agent::compute::compute(
+    let _ = gwhub::agent::compute::compute(
         &objects,
-        &gwhub_agent::scope::Options::default(),
+        &gwhub_spoke_rules::scope::Options::default(),
         now,
         OutputFormat::Yaml,
     );
     // gwhub aggregate: the same objects as one cluster's files and as the
     // hub Gateways.
-    let Ok(found) = gwhub::cli::aggregate::gateways_from_objects(objects) else {
+    let Ok(found) = gwhub::hub::aggregate::gateways_from_objects(objects) else {
         return;
     };
     let mut fleet = Fleet::new();
@@ -54,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
         // The API server never hands out a negative generation.
         let generation = f.doc.metadata.generation.unwrap_or(1).max(0);
         let hub = HubGateway::from_existing(generation, &existing, &reports);
-        if let Ok(a) = gwhub::aggregate::aggregate(&hub, &reports, &Options::default(), now) {
+        if let Ok(a) = gwhub_hub_rules::aggregate::aggregate(&hub, &reports, &Options::default(), now) {
             let _ = gwhub_common::output::render_list(
                 vec![serde_json::to_value(&a.status).unwrap()],
                 OutputFormat::Json,

@@ -27,8 +27,12 @@
 //! (`--insecure-prune-after`), and never holds more than `C` clusters.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use gwhub_common::metrics_http::{CountGauge, Value};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 use crate::conn::ListenerCounters;
 
@@ -80,7 +84,7 @@ pub struct Budgets {
     /// A Dashboard watcher that takes no message for this long (it grants
     /// no flow-control window) is dropped and its connection closed, rather
     /// than the hub buffering for it.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_model::time::parse_duration)]
     pub watch_send_timeout: Duration,
     /// Open connections on the ingest listener (agents hold one each);
     /// past it the hub stops accepting until one closes.
@@ -90,16 +94,16 @@ pub struct Budgets {
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = count_flag())]
     pub max_dashboard_connections: usize,
     /// A TLS handshake not finished within this is dropped.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_model::time::parse_duration)]
     pub tls_handshake_timeout: Duration,
     /// A connection with no open call for this long is closed (agent
     /// streams and watches are open calls).
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = gwhub_model::time::parse_duration)]
     pub idle_connection_timeout: Duration,
     /// With --insecure, a disconnected cluster silent for this long is
     /// forgotten (its report and its /metrics rows), so made-up cluster
     /// names cannot grow the registry.
-    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = gwhub_common::time::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = gwhub_model::time::parse_duration)]
     pub insecure_prune_after: Duration,
 }
 
@@ -120,37 +124,110 @@ impl Default for Budgets {
     }
 }
 
-/// The budgets' counters, rendered on `/metrics`.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub ingest: Arc<ListenerCounters>,
-    pub dashboard: Arc<ListenerCounters>,
-    /// Streams refused for `--max-cluster-report-bytes`.
-    pub refused_cluster_report_bytes: AtomicU64,
-    /// Streams refused for `--max-clusters`.
-    pub refused_clusters: AtomicU64,
-    /// Dashboard calls refused for `--max-dashboard-calls`.
-    pub refused_dashboard_calls: AtomicU64,
-    /// Dashboard calls refused for `--max-dashboard-calls-per-connection`.
-    pub refused_dashboard_calls_per_connection: AtomicU64,
-    /// Watchers dropped for `--watch-send-timeout`.
-    pub watchers_dropped: AtomicU64,
-    /// Unary Dashboard answers not taken within `--watch-send-timeout`
-    /// (their connections closed).
-    pub answers_dropped: AtomicU64,
-    /// Dashboard calls open right now.
-    pub dashboard_calls: AtomicU64,
-    /// Clusters forgotten by `--insecure-prune-after`.
-    pub clusters_pruned: AtomicU64,
+/// The `listener` label of the per-listener metrics.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Listener {
+    listener: &'static str,
+}
+
+gwhub_common::metrics! {
+    /// The budgets' counters, each declared once with its name and help,
+    /// served on `/metrics`.
+    #[derive(Debug)]
+    pub struct Counters {
+        /// The ingest listener's row of the per-listener metrics.
+        pub ingest: Arc<ListenerCounters>,
+        /// The Dashboard listener's row.
+        pub dashboard: Arc<ListenerCounters>,
+        /// The web page's listener's row (`--web-listen`; zeros when off).
+        pub web: Arc<ListenerCounters>,
+        /// Streams refused for `--max-cluster-report-bytes`.
+        pub refused_cluster_report_bytes: Counter =>
+            "gwhub_budget_refused_cluster_report_bytes",
+            "Agent streams ended for --max-cluster-report-bytes.",
+        /// Streams refused for `--max-clusters`.
+        pub refused_clusters: Counter => "gwhub_budget_refused_clusters",
+            "Agent streams refused for --max-clusters.",
+        /// Dashboard calls refused for `--max-dashboard-calls`.
+        pub refused_dashboard_calls: Counter => "gwhub_budget_refused_dashboard_calls",
+            "Dashboard calls refused for --max-dashboard-calls.",
+        /// Dashboard calls refused for `--max-dashboard-calls-per-connection`.
+        pub refused_dashboard_calls_per_connection: Counter =>
+            "gwhub_budget_refused_dashboard_calls_per_connection",
+            "Dashboard calls refused for --max-dashboard-calls-per-connection.",
+        /// Watchers dropped for `--watch-send-timeout`.
+        pub watchers_dropped: Counter => "gwhub_budget_watchers_dropped",
+            "Dashboard watchers dropped for --watch-send-timeout.",
+        /// Unary Dashboard answers not taken within `--watch-send-timeout`
+        /// (their connections closed).
+        pub answers_dropped: Counter => "gwhub_budget_unread_answers_dropped",
+            "Dashboard answers not taken within --watch-send-timeout (connection closed).",
+        /// Clusters forgotten by `--insecure-prune-after`.
+        pub clusters_pruned: Counter => "gwhub_clusters_pruned",
+            "Silent disconnected clusters forgotten (--insecure-prune-after).",
+        /// Dashboard calls open right now.
+        pub dashboard_calls: CountGauge => "gwhub_dashboard_calls",
+            "Dashboard calls open (budget: --max-dashboard-calls).",
+        connections_open: Family<Listener, CountGauge> => "gwhub_connections_open",
+            "Connections open per listener (budget: --max-connections).",
+        connections_accepted: Family<Listener, Counter> =>
+            "gwhub_connections_accepted", "Connections accepted per listener.",
+        connections_idle_closed: Family<Listener, Counter> =>
+            "gwhub_connections_idle_closed",
+            "Connections closed for having no open call for --idle-connection-timeout.",
+        connections_saturated: Family<Listener, Counter> => "gwhub_connections_saturated",
+            "Times a listener reached --max-connections and paused accepting.",
+        accept_errors: Family<Listener, Counter> => "gwhub_accept_errors",
+            "Failed accepts (e.g. out of file descriptors), each followed by a back-off.",
+    }
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        let connections_open: Family<Listener, CountGauge> = Family::default();
+        let connections_accepted: Family<Listener, Counter> = Family::default();
+        let connections_idle_closed: Family<Listener, Counter> = Family::default();
+        let connections_saturated: Family<Listener, Counter> = Family::default();
+        let accept_errors: Family<Listener, Counter> = Family::default();
+        let listener = |listener: &'static str| {
+            let l = Listener { listener };
+            Arc::new(ListenerCounters {
+                open: connections_open.get_or_create(&l).clone(),
+                accepted: connections_accepted.get_or_create(&l).clone(),
+                idle_closed: connections_idle_closed.get_or_create(&l).clone(),
+                accept_errors: accept_errors.get_or_create(&l).clone(),
+                saturated: connections_saturated.get_or_create(&l).clone(),
+            })
+        };
+        Counters {
+            ingest: listener("ingest"),
+            dashboard: listener("dashboard"),
+            web: listener("web"),
+            refused_cluster_report_bytes: Counter::default(),
+            refused_clusters: Counter::default(),
+            refused_dashboard_calls: Counter::default(),
+            refused_dashboard_calls_per_connection: Counter::default(),
+            watchers_dropped: Counter::default(),
+            answers_dropped: Counter::default(),
+            clusters_pruned: Counter::default(),
+            dashboard_calls: CountGauge::default(),
+            connections_open,
+            connections_accepted,
+            connections_idle_closed,
+            connections_saturated,
+            accept_errors,
+        }
+    }
 }
 
 impl Counters {
-    pub fn bump(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
+    pub fn bump(c: &Counter) {
+        c.inc();
     }
 
-    pub fn get(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
+    /// A counter's or gauge's current value.
+    pub fn get(c: &impl Value) -> u64 {
+        c.value()
     }
 }
 

@@ -11,11 +11,13 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{FutureExt, Stream};
+use gwhub_common::metrics_http::CountGauge;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -42,15 +44,15 @@ pub struct ConnLimits {
 #[derive(Debug, Default)]
 pub struct ListenerCounters {
     /// Connections open right now.
-    pub open: AtomicU64,
+    pub open: CountGauge,
     /// Connections accepted since start.
-    pub accepted: AtomicU64,
+    pub accepted: Counter,
     /// Connections closed because they had no open call for the idle timeout.
-    pub idle_closed: AtomicU64,
+    pub idle_closed: Counter,
     /// Failed accepts (each followed by a back-off).
-    pub accept_errors: AtomicU64,
+    pub accept_errors: Counter,
     /// Times the listener reached `max_connections` and stopped accepting.
-    pub saturated: AtomicU64,
+    pub saturated: Counter,
 }
 
 /// One connection's shared state, reachable from its requests.
@@ -112,11 +114,12 @@ pub struct ConnInfo {
 }
 
 /// The connection a request came on, with or without TLS.
-pub fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
+pub(crate) fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
     conn_in(request.extensions())
 }
 
-fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
+/// The connection a request came on, from its extensions.
+pub fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
     ext.get::<ConnInfo>()
         .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
 }
@@ -265,7 +268,7 @@ pub struct Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        self.counters.open.fetch_sub(1, Ordering::Relaxed);
+        self.counters.open.dec();
     }
 }
 
@@ -322,7 +325,7 @@ impl AsyncWrite for Conn {
 
 /// Accepts connections on `listener` within `limits`, forever. `name`
 /// (ingest, dashboard) goes into the logs.
-pub fn incoming(
+pub(crate) fn incoming(
     listener: TcpListener,
     limits: ConnLimits,
     counters: Arc<ListenerCounters>,
@@ -338,7 +341,7 @@ pub fn incoming(
             let permit = match slots.clone().try_acquire_owned() {
                 Ok(p) => p,
                 Err(_) => {
-                    counters.saturated.fetch_add(1, Ordering::Relaxed);
+                    counters.saturated.inc();
                     // Once a minute at most: an attacker cycling connections
                     // must not flood the log.
                     let now = tokio::time::Instant::now();
@@ -361,7 +364,7 @@ pub fn incoming(
                         return Some((Ok(conn), (listener, slots, limits, counters, last_warned)));
                     }
                     Err(e) => {
-                        counters.accept_errors.fetch_add(1, Ordering::Relaxed);
+                        counters.accept_errors.inc();
                         // Out of file descriptors, typically: back off
                         // instead of spinning on a core.
                         tracing::warn!(listener = name, error = %e, backoff = ?ACCEPT_BACKOFF, "cannot accept a connection");
@@ -399,8 +402,8 @@ fn wrap(
     limits: &ConnLimits,
     counters: &Arc<ListenerCounters>,
 ) -> Conn {
-    counters.open.fetch_add(1, Ordering::Relaxed);
-    counters.accepted.fetch_add(1, Ordering::Relaxed);
+    counters.open.inc();
+    counters.accepted.inc();
     let state = Arc::new(ConnState::default());
     let closed = CancellationToken::new();
     // Closes the connection once it has had no open call for `idle`.
@@ -414,7 +417,7 @@ fn wrap(
         tokio::select! {
             () = on_closed.cancelled() => {}
             () = close_when_idle(&watch, idle) => {
-                idle_counter.idle_closed.fetch_add(1, Ordering::Relaxed);
+                idle_counter.idle_closed.inc();
                 tracing::debug!(%remote, ?idle, "closing a connection with no open call");
                 watch.close();
             }

@@ -1,17 +1,25 @@
 #![forbid(unsafe_code)]
-//! The gwhub hub: aggregates the Gateway status its clusters report onto the
-//! hub Gateways. The engine in [`aggregate`] is pure; [`cli`] wraps it for
-//! the command line.
+//! gwhub's hub runtime: agents stream to [`grpc::ingest`], [`index`] keeps
+//! what every cluster reported and aggregates it with the pure engine of
+//! `gwhub_hub_rules`, [`grpc::dashboard`] serves the result, and [`kube`]
+//! stores reports and writes the hub Gateways' status in Kubernetes mode.
+//! [`serve`] puts them together.
+//!
+//! It exists apart from the rules (which it runs) and from the command line
+//! (`gwhub`, which parses flags and calls it), and it does not know the agent
+//! runtime: they meet only over gRPC.
 
-pub mod aggregate;
 pub mod budget;
-pub mod cli;
 pub mod conn;
-pub mod ctl;
-pub mod demo;
 pub mod grpc;
 pub mod index;
 pub mod kube;
 pub mod metrics;
 pub mod serve;
 pub mod tls;
+pub mod web;
+
+// The pure engine and the Dashboard's listing and history rules, under the
+// paths the runtime has always used.
+pub(crate) use gwhub_hub_rules::aggregate;
+pub use gwhub_hub_rules::{history, listing};

@@ -35,6 +35,10 @@ pub struct HubConfig {
     pub max_messages_per_second: u32,
     /// What bounds the hub as a whole (see [`crate::budget`]).
     pub budgets: Budgets,
+    /// `--web-listen`: the web status page (see [`crate::web`]); off if `None`.
+    pub web_listen: Option<SocketAddr>,
+    /// `--gateway-history`: transitions kept per hub Gateway.
+    pub gateway_history: usize,
 }
 
 impl HubConfig {
@@ -49,6 +53,8 @@ impl HubConfig {
             options: Options::default(),
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
             budgets: Budgets::default(),
+            web_listen: None,
+            gateway_history: crate::history::DEFAULT_CAPACITY,
         }
     }
 }
@@ -60,7 +66,7 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("gRPC server failed: {}", gwhub_common::error_chain(.0))]
+    #[error("gRPC server failed: {}", gwhub_model::error_chain(.0))]
     Server(#[from] tonic::transport::Error),
     #[error("connections did not drain within {0:?}")]
     DrainTimeout(Duration),
@@ -72,7 +78,7 @@ pub enum ServeError {
 }
 
 /// What a task's end says, for [`ServeError::TaskEnded`].
-pub fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
+pub(crate) fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> ServeError {
     ServeError::TaskEnded(match joined {
         Ok(()) => what.to_owned(),
         Err(e) => format!("{what} ({e})"),
@@ -83,6 +89,8 @@ pub fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -> Serve
 pub struct Hub {
     pub ingest_addr: SocketAddr,
     pub dashboard_addr: SocketAddr,
+    /// The web page's address (`--web-listen`), if served.
+    pub web_addr: Option<SocketAddr>,
     pub index: Index,
     shutdown: watch::Sender<bool>,
     servers: JoinSet<Result<(), tonic::transport::Error>>,
@@ -152,9 +160,15 @@ impl Hub {
     pub async fn start_with_tls(config: HubConfig, tls: Option<HubTls>) -> Result<Hub, ServeError> {
         let (ingest_listener, ingest_addr) = bind(config.listen).await?;
         let (dashboard_listener, dashboard_addr) = bind(config.dashboard_listen).await?;
+        let web_listener = match config.web_listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        let web_addr = web_listener.as_ref().map(|(_, a)| *a);
         let index = Index::new(config.options.clone(), config.stale_after);
         let budgets = &config.budgets;
         index.set_max_clusters(budgets.max_clusters);
+        index.set_history_capacity(config.gateway_history);
         if config.insecure {
             index.set_prune_after(budgets.insecure_prune_after);
         }
@@ -183,6 +197,7 @@ impl Hub {
             shutdown_rx.clone(),
         );
         let dashboard = DashboardService::with_budgets(index.clone(), shutdown_rx.clone(), budgets);
+        let auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
 
         let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
         ingest_health
@@ -227,7 +242,7 @@ impl Hub {
                 // connection.
                 .add_service(InterceptedService::new(
                     Tracked::new(dashboard.into_server()),
-                    tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default(),
+                    auth.clone(),
                 ))
                 .serve_with_incoming_shutdown(
                     incoming(
@@ -236,13 +251,35 @@ impl Hub {
                         counters.dashboard.clone(),
                         "dashboard",
                     ),
-                    signal(shutdown_rx),
+                    signal(shutdown_rx.clone()),
                 ),
         );
-        tracing::info!(%ingest_addr, %dashboard_addr, insecure = config.insecure, mtls = tls.is_some(), stale_after = ?config.stale_after, "hub serving");
+        if let Some((web_listener, _)) = web_listener {
+            // The Dashboard's TLS, token and connection budgets (see
+            // crate::web); HTTP/1.1 too, for browsers on plaintext.
+            let web =
+                crate::web::WebService::new(index.clone(), auth, budgets, shutdown_rx.clone());
+            servers.spawn(
+                builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
+                    .accept_http1(true)
+                    .max_concurrent_streams(dashboard_streams)
+                    .add_routes(web.into_routes())
+                    .serve_with_incoming_shutdown(
+                        incoming(
+                            web_listener,
+                            limits(budgets.max_dashboard_connections),
+                            counters.web.clone(),
+                            "web",
+                        ),
+                        signal(shutdown_rx),
+                    ),
+            );
+        }
+        tracing::info!(%ingest_addr, %dashboard_addr, web_addr = ?web_addr, insecure = config.insecure, mtls = tls.is_some(), stale_after = ?config.stale_after, "hub serving");
         Ok(Hub {
             ingest_addr,
             dashboard_addr,
+            web_addr,
             index,
             shutdown,
             servers,

@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use gwhub_common::error_chain;
 use gwhub_common::identity::{self, IdentitySource};
+use gwhub_model::error_chain;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
@@ -158,7 +158,7 @@ impl HubTls {
     }
 
     /// The Dashboard's bearer-token check (a no-op without a token).
-    pub fn dashboard_auth(&self) -> DashboardAuth {
+    pub(crate) fn dashboard_auth(&self) -> DashboardAuth {
         DashboardAuth {
             token: self.dashboard_token.clone(),
         }
@@ -212,6 +212,22 @@ impl tonic::service::Interceptor for DashboardAuth {
     }
 }
 
+impl DashboardAuth {
+    /// Whether a token is required at all.
+    pub fn required(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Whether `given` is the token (always, when none is required).
+    pub fn accepts(&self, given: Option<&str>) -> bool {
+        match (&self.token, given) {
+            (None, _) => true,
+            (Some(t), Some(g)) => constant_time_eq(g.as_bytes(), t.as_bytes()),
+            (Some(_), None) => false,
+        }
+    }
+}
+
 /// Compares without an early exit, so timing does not reveal a prefix.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -219,7 +235,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The cluster the stream's client certificate names; `Unauthenticated`
 /// when there is no certificate or it names no usable cluster.
-pub fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
+pub(crate) fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
     // The hub's own connections ([`crate::conn`]) carry their certificates
     // in their TLS connect info; tonic's own listener in `peer_certs`.
     let certs = request
@@ -244,7 +260,7 @@ pub fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
 
 /// A Hello naming another cluster than the certificate is refused (an
 /// empty claim defers to the certificate).
-pub fn check_claim(certified: &str, claimed: &str) -> Result<(), Status> {
+pub(crate) fn check_claim(certified: &str, claimed: &str) -> Result<(), Status> {
     if claimed.is_empty() || claimed == certified {
         return Ok(());
     }

@@ -6,14 +6,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gwhub::budget::{Budgets, Counters};
-use gwhub::serve::{Hub, HubConfig};
-use gwhub::tls::HubTls;
-use gwhub_proto::client::{ReportStream, open_report};
-use gwhub_proto::v1::{
-    self, agent_message, dashboard_client::DashboardClient, hub_message,
-    ingest_client::IngestClient,
-};
+use gwhub_hub::budget::{Budgets, Counters};
+use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_hub::tls::HubTls;
+use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
+use gwhub_test_kit::procs::free_addr;
+use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
@@ -23,97 +21,47 @@ const WAIT: Duration = Duration::from_secs(10);
 
 // ---- a raw agent ----------------------------------------------------------
 
-struct Agent {
-    stream: ReportStream,
+/// The test kit's raw agent, with this suite's Hello and its short forms of
+/// `snapshot` (id = seq + 1) and `recv` (how the stream ended, too).
+struct Agent(RawAgent);
+
+impl std::ops::Deref for Agent {
+    type Target = RawAgent;
+    fn deref(&self) -> &RawAgent {
+        &self.0
+    }
 }
 
-fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
+impl std::ops::DerefMut for Agent {
+    fn deref_mut(&mut self) -> &mut RawAgent {
+        &mut self.0
+    }
 }
 
 fn hello(cluster: &str) -> v1::Hello {
     v1::Hello {
         agent_version: "adversary".into(),
-        capabilities: vec![],
-        cluster: cluster.into(),
+        ..raw_agent::hello(cluster)
     }
 }
 
 impl Agent {
     /// Connects and reads the hub's Hello and NEW_CONNECTION resync.
     async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
-        let mut agent = Agent::open(addr, cluster).await.unwrap();
-        match agent.recv().await.unwrap() {
-            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
-            other => panic!("expected HubHello, got {other:?}"),
-        }
-        match agent.recv().await.unwrap() {
-            hub_message::Message::Resync(_) => {}
-            other => panic!("expected a resync request, got {other:?}"),
-        }
-        agent
+        Agent(RawAgent::connect_with(addr, hello(cluster)).await)
     }
 
     async fn open(addr: SocketAddr, cluster: &str) -> Result<Agent, tonic::Status> {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap()
-            .max_encoding_message_size(64 * 1024 * 1024);
-        let stream = open_report(&mut client, hello(cluster), 64).await?;
-        Ok(Agent { stream })
-    }
-
-    /// Sends, ignoring a stream the hub already ended.
-    async fn send(&self, m: agent_message::Message) {
-        let _ = self.stream.tx.send(msg(m)).await;
+        RawAgent::open(addr, hello(cluster)).await.map(Agent)
     }
 
     /// The next hub message other than a heartbeat, or how the stream ended.
     async fn recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
-        loop {
-            let m = tokio::time::timeout(WAIT, self.stream.rx.next())
-                .await
-                .expect("the hub answered in time")
-                .expect("stream still open")?;
-            match m.message {
-                Some(hub_message::Message::Heartbeat(_)) => continue,
-                Some(m) => return Ok(m),
-                None => panic!("empty hub message"),
-            }
-        }
-    }
-
-    /// The status the hub ended the stream with (acks and resyncs skipped).
-    async fn ended(&mut self) -> tonic::Status {
-        loop {
-            match self.recv().await {
-                Ok(hub_message::Message::Ack(_) | hub_message::Message::Resync(_)) => continue,
-                Ok(other) => panic!("expected the stream to end, got {other:?}"),
-                Err(status) => return status,
-            }
-        }
+        self.0.try_recv().await
     }
 
     async fn snapshot(&mut self, seq: u64, gateways: Vec<v1::GatewayReport>) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: seq.wrapping_add(1),
-            chunk: 0,
-            r#final: true,
-            seq,
-            gateways,
-        }))
-        .await;
-        match self.recv().await {
-            Ok(hub_message::Message::Ack(a)) => assert_eq!(a.seq, seq),
-            other => panic!("expected ack {seq}, got {other:?}"),
-        }
-    }
-
-    async fn heartbeat(&self) {
-        self.send(agent_message::Message::Heartbeat(v1::Heartbeat {
-            sent_unix_millis: 0,
-        }))
-        .await;
+        self.0.snapshot(seq.wrapping_add(1), seq, gateways).await;
     }
 }
 
@@ -245,7 +193,7 @@ fn sized(name: &str, bytes: usize) -> v1::GatewayReport {
 async fn names(hub: &Hub) -> Vec<String> {
     let mut d = dashboard(hub).await;
     let list = d
-        .list_gateways(v1::ListGatewaysRequest {})
+        .list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap()
         .into_inner()
@@ -564,6 +512,86 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
     hub.shutdown().await.unwrap();
 }
 
+/// The web page's listener (issue 16) has the Dashboard's bounds:
+/// `--max-dashboard-connections` open connections, idle ones closed after
+/// `--idle-connection-timeout`, an open event stream not idle, and event
+/// streams counted against `--max-dashboard-calls`.
+#[tokio::test]
+async fn the_web_listener_is_bounded_like_the_dashboard() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_connections: 2,
+            max_dashboard_calls: 1,
+            idle_connection_timeout: Duration::from_millis(300),
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let counters = hub.index.counters().clone();
+    // Three silent connections: two fill the listener, all are closed idle.
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(tokio::net::TcpStream::connect(web).await.unwrap());
+    }
+    for mut sock in idle {
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(WAIT, async {
+            loop {
+                match sock.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "an idle web connection stayed open");
+    }
+    assert!(Counters::get(&counters.web.saturated) >= 1);
+    assert_eq!(Counters::get(&counters.web.idle_closed), 3);
+
+    // An event stream is an open call: its connection outlives many idle
+    // timeouts, and it holds the one call slot.
+    let get = |path: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: hub\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+            let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+                .await
+                .expect("an answer")
+                .unwrap();
+            assert!(n > 0, "closed before answering");
+            head.extend_from_slice(&buf[..n]);
+        }
+        (s, String::from_utf8_lossy(&head).into_owned())
+    };
+    let (mut stream, head) = get("/api/events").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (_refused_conn, refused) = get("/api/events").await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.contains("--max-dashboard-calls"), "{refused}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        Counters::get(&counters.web.idle_closed),
+        4,
+        "the refused one only"
+    );
+    let mut buf = [0u8; 64];
+    let still_open = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
+    assert!(
+        !matches!(still_open, Ok(Ok(0)) | Ok(Err(_))),
+        "the event stream's connection was closed"
+    );
+    hub.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_stream() {
     let hub = start_with(Budgets {
@@ -607,13 +635,7 @@ async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_st
 #[tokio::test]
 async fn a_tls_handshake_that_never_finishes_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let layout = gwhub::cli::certs::generate(
-        dir.path(),
-        &["east".to_owned()],
-        &["127.0.0.1".to_owned()],
-        false,
-    )
-    .unwrap();
+    let layout = gwhub_test_kit::procs::dev_certs(dir.path(), &["east"], &["127.0.0.1"]);
     let read = |p: &std::path::Path| std::fs::read(p).unwrap();
     let tls = HubTls::from_pem(
         &read(&layout.hub_cert),
@@ -713,13 +735,17 @@ async fn gwhubctl_prints_a_rogue_clusters_text_escaped() {
         &["describe", "gateway", "ns/gw"][..],
         &["get", "gateways"][..],
     ] {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-            .arg("--server")
-            .arg(format!("http://{}", hub.dashboard_addr))
-            .args(args)
-            .output()
-            .await
-            .unwrap();
+        let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+            "gwhub",
+            "gwhubctl",
+            "GWHUB_CTL_BIN",
+        ))
+        .arg("--server")
+        .arg(format!("http://{}", hub.dashboard_addr))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
         assert!(
             out.status.success(),
             "{args:?}: {}",
@@ -763,7 +789,7 @@ async fn insecure_clusters_that_leave_and_stay_silent_are_pruned() {
     let left = until(WAIT, || async { index.clusters() }, |c| c.len() == 1).await;
     assert_eq!(left[0].name, "stays");
     until(WAIT, || names(&hub), |n| n == &["kept"]).await;
-    let text = gwhub::metrics::render(&index.clusters(), 1, None);
+    let text = gwhub_hub::metrics::render(&index.clusters(), 1, None);
     assert!(!text.contains("ghost"), "{text}");
     assert_eq!(Counters::get(&index.counters().clusters_pruned), 20);
     heartbeats.abort();
@@ -832,13 +858,17 @@ async fn a_delta_after_the_largest_sequence_number_is_explained() {
 /// Runs `gwhub` with `args`, killed after a generous bound.
 fn gwhub_cli(args: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write as _;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(args)
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut input = child.stdin.take().unwrap();
     let stdin = stdin.to_vec();
     let feeder = std::thread::spawn(move || {
@@ -896,13 +926,17 @@ fn valid_in(path: &std::path::Path, days: u64) -> bool {
 }
 
 fn certs(out: &std::path::Path, extra: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(["certs", "--clusters", "east"])
-        .args(extra)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .unwrap()
+    std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(["certs", "--clusters", "east"])
+    .args(extra)
+    .arg("--out")
+    .arg(out)
+    .output()
+    .unwrap()
 }
 
 #[test]
@@ -939,13 +973,6 @@ fn gwhub_certs_issues_bounded_validity() {
 
 // ---- 2. at the file descriptor limit ---------------------------------------
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
     use std::io::BufRead as _;
@@ -955,7 +982,7 @@ async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
         .arg("-c")
         .arg(format!(
             "ulimit -n 64 && exec {} serve --no-kube --insecure --listen {ingest} --dashboard-listen {dash}",
-            env!("CARGO_BIN_EXE_gwhub")
+            gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN").display()
         ))
         .env("RUST_LOG", "warn,gwhub=info")
         .stderr(std::process::Stdio::piped())

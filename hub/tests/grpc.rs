@@ -5,143 +5,18 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gwhub::serve::{Hub, HubConfig};
-use gwhub_proto::client::{ReportStream, open_report};
+use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_proto::v1::{
-    self, agent_message, change, dashboard_client::DashboardClient, hub_message,
-    ingest_client::IngestClient,
+    self, agent_message, change, dashboard_client::DashboardClient, ingest_client::IngestClient,
 };
+use gwhub_test_kit::procs::free_addr;
+use gwhub_test_kit::raw_agent::{Agent, msg};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 const WAIT: Duration = Duration::from_secs(5);
-
-// ---- a tiny agent ---------------------------------------------------------
-
-struct Agent {
-    tx: mpsc::Sender<v1::AgentMessage>,
-    rx: tonic::Streaming<v1::HubMessage>,
-}
-
-fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
-}
-
-impl Agent {
-    /// Connects, says Hello and checks the hub's greeting.
-    async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap()
-            .max_encoding_message_size(64 * 1024 * 1024);
-        let hello = v1::Hello {
-            agent_version: "test".into(),
-            capabilities: vec![],
-            cluster: cluster.into(),
-        };
-        let ReportStream { tx, rx } = open_report(&mut client, hello, 64).await.unwrap();
-        let mut agent = Agent { tx, rx };
-        match agent.recv().await {
-            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
-            other => panic!("expected HubHello, got {other:?}"),
-        }
-        let r = agent.expect_resync().await;
-        assert_eq!(r.reason, v1::ResyncReason::NewConnection as i32);
-        agent
-    }
-
-    async fn send(&self, m: agent_message::Message) {
-        self.tx.send(msg(m)).await.unwrap();
-    }
-
-    /// The next hub message other than a heartbeat.
-    async fn recv(&mut self) -> hub_message::Message {
-        self.try_recv().await.expect("hub message")
-    }
-
-    async fn try_recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
-        loop {
-            let m = tokio::time::timeout(WAIT, self.rx.next())
-                .await
-                .expect("hub answered in time")
-                .expect("stream still open")?;
-            match m.message {
-                Some(hub_message::Message::Heartbeat(_)) => continue,
-                Some(m) => return Ok(m),
-                None => panic!("empty hub message"),
-            }
-        }
-    }
-
-    /// The status the hub ended the stream with.
-    async fn expect_error(&mut self) -> tonic::Status {
-        loop {
-            match self.try_recv().await {
-                Ok(hub_message::Message::Ack(_)) => continue,
-                Ok(other) => panic!("expected an error, got {other:?}"),
-                Err(status) => return status,
-            }
-        }
-    }
-
-    async fn expect_ack(&mut self, seq: u64) {
-        match self.recv().await {
-            hub_message::Message::Ack(a) => assert_eq!(a.seq, seq),
-            other => panic!("expected ack {seq}, got {other:?}"),
-        }
-    }
-
-    async fn expect_resync(&mut self) -> v1::ResyncRequest {
-        match self.recv().await {
-            hub_message::Message::Resync(r) => r,
-            other => panic!("expected a resync request, got {other:?}"),
-        }
-    }
-
-    async fn snapshot(&mut self, id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: id,
-            chunk: 0,
-            r#final: true,
-            seq,
-            gateways,
-        }))
-        .await;
-        self.expect_ack(seq).await;
-    }
-
-    async fn upsert(&self, seq: u64, report: v1::GatewayReport) {
-        self.send(agent_message::Message::Delta(v1::Delta {
-            seq,
-            changes: vec![v1::Change {
-                change: Some(change::Change::Upsert(report)),
-            }],
-        }))
-        .await;
-    }
-
-    async fn delete(&self, seq: u64, namespace: &str, name: &str) {
-        self.send(agent_message::Message::Delta(v1::Delta {
-            seq,
-            changes: vec![v1::Change {
-                change: Some(change::Change::Delete(v1::GatewayRef {
-                    namespace: namespace.into(),
-                    name: name.into(),
-                })),
-            }],
-        }))
-        .await;
-    }
-
-    async fn heartbeat(&self) {
-        self.send(agent_message::Message::Heartbeat(v1::Heartbeat {
-            sent_unix_millis: 0,
-        }))
-        .await;
-    }
-}
 
 // ---- fixtures -------------------------------------------------------------
 
@@ -204,7 +79,7 @@ async fn dashboard(hub: &Hub) -> DashboardClient<Channel> {
 }
 
 async fn list(d: &mut DashboardClient<Channel>) -> Vec<v1::AggregatedGateway> {
-    d.list_gateways(v1::ListGatewaysRequest {})
+    d.list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap()
         .into_inner()
@@ -509,19 +384,6 @@ async fn bad_messages_end_only_their_stream() {
     hub.shutdown().await.unwrap();
 }
 
-impl Agent {
-    async fn snapshot_no_ack(&self, r: v1::GatewayReport) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: 1,
-            chunk: 0,
-            r#final: true,
-            seq: 0,
-            gateways: vec![r],
-        }))
-        .await;
-    }
-}
-
 #[tokio::test]
 async fn a_newer_stream_supersedes_an_older_one() {
     let hub = start(Duration::from_secs(60)).await;
@@ -772,12 +634,16 @@ async fn health_and_reflection_answer_on_both_listeners() {
 /// `gwhub serve` with the given flags after the listeners: it must fail,
 /// and its stderr is returned.
 fn serve_fails(flags: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(["--dashboard-listen", "127.0.0.1:0"])
-        .args(flags)
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(["serve", "--listen", "127.0.0.1:0"])
+    .args(["--dashboard-listen", "127.0.0.1:0"])
+    .args(flags)
+    .output()
+    .unwrap();
     assert!(!out.status.success(), "serve {flags:?} started");
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -805,13 +671,17 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
 }
 
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .arg("--server")
-        .arg(format!("http://{}", hub.dashboard_addr))
-        .args(args)
-        .output()
-        .await
-        .unwrap();
+    let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .arg("--server")
+    .arg(format!("http://{}", hub.dashboard_addr))
+    .args(args)
+    .output()
+    .await
+    .unwrap();
     assert!(
         out.status.success(),
         "gwhubctl {args:?}: {}",
@@ -872,12 +742,16 @@ async fn gwhubctl_reads_the_dashboard() {
         yaml.contains("kind: Gateway") && yaml.contains("reports:"),
         "{yaml}"
     );
-    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .args(["--server", &format!("http://{}", hub.dashboard_addr)])
-        .args(["watch", "-o", "json"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut watch = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .args(["--server", &format!("http://{}", hub.dashboard_addr)])
+    .args(["watch", "-o", "json"])
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let stdout = watch.stdout.take().unwrap();
     let first = tokio::time::timeout(
         Duration::from_secs(20),
@@ -899,31 +773,6 @@ async fn gwhubctl_reads_the_dashboard() {
     hub.shutdown().await.unwrap();
 }
 
-/// Every gwhubctl command takes `-o json` and `-o yaml`.
-#[test]
-fn every_gwhubctl_command_takes_output_json_and_yaml() {
-    use clap::Parser;
-    let commands: [&[&str]; 4] = [
-        &["get", "gateways"],
-        &["get", "clusters"],
-        &["describe", "gateway", "ns/name"],
-        &["watch"],
-    ];
-    for cmd in commands {
-        for format in ["json", "yaml"] {
-            let mut argv = vec!["gwhubctl"];
-            argv.extend_from_slice(cmd);
-            argv.extend(["-o", format]);
-            if let Err(e) = gwhub::ctl::Cli::try_parse_from(&argv) {
-                panic!("{argv:?}: {e}");
-            }
-        }
-    }
-    // With no --server, the Dashboard where `gwhub serve` listens by default.
-    let cli = gwhub::ctl::Cli::try_parse_from(["gwhubctl", "watch"]).unwrap();
-    assert_eq!(cli.server, "http://127.0.0.1:7444");
-}
-
 /// An unreachable hub is named with the cause, not tonic's bare
 /// "transport error".
 #[test]
@@ -933,15 +782,19 @@ fn gwhubctl_names_why_the_hub_is_unreachable() {
         .local_addr()
         .unwrap()
         .port();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gwhubctl"))
-        .args([
-            "--server",
-            &format!("http://127.0.0.1:{port}"),
-            "get",
-            "gateways",
-        ])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ))
+    .args([
+        "--server",
+        &format!("http://127.0.0.1:{port}"),
+        "get",
+        "gateways",
+    ])
+    .output()
+    .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -975,7 +828,7 @@ async fn gwhubctl_reads_answers_larger_than_4_mib() {
     // The premise: a client with the default limit cannot read it.
     let err = dashboard(&hub)
         .await
-        .list_gateways(v1::ListGatewaysRequest {})
+        .list_gateways(v1::ListGatewaysRequest::default())
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::OutOfRange, "{err}");
@@ -1043,7 +896,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
     assert_eq!(s.code(), tonic::Code::InvalidArgument);
     assert_eq!(
         s.message(),
-        "Hello.cluster: \"east west\" contains whitespace or control characters"
+        "Hello.cluster: \"east west\" has characters other than letters, digits, '.', '_' and '-'"
     );
     assert!(hub.index.clusters().is_empty());
     hub.shutdown().await.unwrap();
@@ -1051,7 +904,7 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
 
 #[tokio::test]
 async fn gateways_per_cluster_are_limited_in_snapshots_and_deltas() {
-    use gwhub_proto::limits::MAX_GATEWAYS;
+    use gwhub_model::limits::MAX_GATEWAYS;
     let hub = start(Duration::from_secs(60)).await;
 
     // One snapshot past the limit.
@@ -1144,12 +997,6 @@ async fn a_stream_over_its_message_rate_is_ended() {
     hub.shutdown().await.unwrap();
 }
 
-/// A loopback address free a moment ago (the OS picked it).
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
-}
-
 /// `GET /metrics` over plain TCP; `None` until something answers.
 async fn scrape(addr: SocketAddr) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -1215,15 +1062,19 @@ fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
 #[tokio::test]
 async fn serve_metrics_listen_exposes_cluster_gauges() {
     let (ingest, dashboard, metrics) = (free_addr(), free_addr(), free_addr());
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .args(["serve", "--no-kube", "--insecure"])
-        .args(["--listen", &ingest.to_string()])
-        .args(["--dashboard-listen", &dashboard.to_string()])
-        .args(["--metrics-listen", &metrics.to_string()])
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .args(["serve", "--no-kube", "--insecure"])
+    .args(["--listen", &ingest.to_string()])
+    .args(["--dashboard-listen", &dashboard.to_string()])
+    .args(["--metrics-listen", &metrics.to_string()])
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
 
     // Up, with no cluster yet: the families are declared, no kube counters
     // (the budgets' counters are there).
@@ -1275,4 +1126,504 @@ async fn serve_metrics_listen_exposes_cluster_gauges() {
     .await;
     drop(east);
     child.kill().await.unwrap();
+}
+
+// ---- paging, filters, history (issue 16) -----------------------------------
+
+fn in_namespace(namespace: &str, mut r: v1::GatewayReport) -> v1::GatewayReport {
+    r.namespace = namespace.into();
+    r
+}
+
+fn names(gateways: &[v1::AggregatedGateway]) -> Vec<String> {
+    gateways
+        .iter()
+        .map(|g| format!("{}/{}", g.namespace, g.name))
+        .collect()
+}
+
+async fn list_with(
+    d: &mut DashboardClient<Channel>,
+    page_size: u32,
+    page_token: &str,
+    filter: Option<v1::GatewayFilter>,
+) -> Result<v1::ListGatewaysResponse, tonic::Status> {
+    d.list_gateways(v1::ListGatewaysRequest {
+        page_size,
+        page_token: page_token.into(),
+        filter,
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+fn filter(namespace: &str, cluster: &str, not_ready: bool) -> Option<v1::GatewayFilter> {
+    Some(v1::GatewayFilter {
+        namespace: namespace.into(),
+        cluster: cluster.into(),
+        not_ready,
+    })
+}
+
+/// east: a (ready), b (not programmed), other/x; west: b, c.
+async fn small_fleet(hub: &Hub) -> (Agent, Agent) {
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(
+        1,
+        0,
+        vec![
+            report("a", true, "10.0.0.1"),
+            report("b", false, "10.0.0.2"),
+            in_namespace("other", report("x", true, "10.0.0.3")),
+        ],
+    )
+    .await;
+    let mut west = Agent::connect(hub.ingest_addr, "west").await;
+    west.snapshot(
+        1,
+        0,
+        vec![report("b", true, "10.1.0.2"), report("c", true, "10.1.0.3")],
+    )
+    .await;
+    let mut d = dashboard(hub).await;
+    eventually(&mut d, "c", |_| true).await;
+    eventually(&mut d, "b", |g| g.clusters.len() == 2).await;
+    (east, west)
+}
+
+#[tokio::test]
+async fn list_gateways_pages_and_filters() {
+    let hub = start(Duration::from_secs(60)).await;
+    let _agents = small_fleet(&hub).await;
+    let mut d = dashboard(&hub).await;
+    let all = [
+        "openshift-ingress/a",
+        "openshift-ingress/b",
+        "openshift-ingress/c",
+        "other/x",
+    ];
+    // Without paging: everything in one answer, as before.
+    let r = list_with(&mut d, 0, "", None).await.unwrap();
+    assert_eq!(names(&r.gateways), all);
+    assert_eq!(r.next_page_token, "");
+    assert_eq!(r.total_size, 4);
+
+    // Pages of 3, then 1; together the whole list in order.
+    let p1 = list_with(&mut d, 3, "", None).await.unwrap();
+    assert_eq!(names(&p1.gateways), all[..3]);
+    assert!(!p1.next_page_token.is_empty());
+    assert_eq!(p1.total_size, 4);
+    let p2 = list_with(&mut d, 3, &p1.next_page_token, None)
+        .await
+        .unwrap();
+    assert_eq!(names(&p2.gateways), all[3..]);
+    assert_eq!(p2.next_page_token, "");
+    // A page size above the maximum is lowered, not refused.
+    let big = list_with(&mut d, 1_000_000, "", None).await.unwrap();
+    assert_eq!(big.gateways.len(), 4);
+
+    // A token the hub did not make is refused, naming it.
+    let e = list_with(&mut d, 3, "not-a-token", None).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(e.message().contains("\"not-a-token\""), "{}", e.message());
+    assert!(e.message().contains("page_token"), "{}", e.message());
+
+    // Filters, alone and together; paging applies to the filtered list.
+    for (f, want) in [
+        (filter("other", "", false), &["other/x"][..]),
+        (
+            filter("", "west", false),
+            &["openshift-ingress/b", "openshift-ingress/c"][..],
+        ),
+        (filter("", "", true), &["openshift-ingress/b"][..]),
+        (filter("openshift-ingress", "east", false), &all[..2]),
+        (filter("other", "west", false), &[][..]),
+        (filter("", "nowhere", false), &[][..]),
+    ] {
+        let r = list_with(&mut d, 0, "", f.clone()).await.unwrap();
+        assert_eq!(names(&r.gateways), want, "{f:?}");
+        assert_eq!(r.total_size as usize, want.len(), "{f:?}");
+    }
+    let p = list_with(&mut d, 1, "", filter("", "west", false))
+        .await
+        .unwrap();
+    assert_eq!(names(&p.gateways), ["openshift-ingress/b"]);
+    let p = list_with(&mut d, 1, &p.next_page_token, filter("", "west", false))
+        .await
+        .unwrap();
+    assert_eq!(names(&p.gateways), ["openshift-ingress/c"]);
+    assert_eq!(p.next_page_token, "");
+}
+
+#[tokio::test]
+async fn a_filtered_watch_sees_gateways_enter_and_leave() {
+    let hub = start(Duration::from_secs(60)).await;
+    let (mut east, _west) = small_fleet(&hub).await;
+    let mut d = dashboard(&hub).await;
+    let mut watch = d
+        .watch_gateways(v1::WatchGatewaysRequest {
+            filter: filter("openshift-ingress", "", true),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut next = async || {
+        tokio::time::timeout(WAIT, watch.next())
+            .await
+            .expect("watch message in time")
+            .unwrap()
+            .unwrap()
+    };
+    let first = next().await;
+    assert!(first.snapshot);
+    assert_eq!(names(&first.upserted), ["openshift-ingress/b"]);
+
+    // a turns not ready: it enters the view.
+    east.upsert(1, report("a", false, "10.0.0.1")).await;
+    east.expect_ack(1).await;
+    let m = next().await;
+    assert_eq!(names(&m.upserted), ["openshift-ingress/a"]);
+    assert!(m.deleted.is_empty());
+    // b turns ready: it leaves the view.
+    east.upsert(2, report("b", true, "10.0.0.2")).await;
+    east.expect_ack(2).await;
+    let m = next().await;
+    assert!(m.upserted.is_empty(), "{:?}", names(&m.upserted));
+    assert_eq!(m.deleted.len(), 1);
+    assert_eq!(m.deleted[0].name, "b");
+    // A change outside the filter (namespace other) sends nothing.
+    east.upsert(3, in_namespace("other", report("x", false, "10.0.0.3")))
+        .await;
+    east.expect_ack(3).await;
+    east.heartbeat().await;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), watch.next())
+            .await
+            .is_err(),
+        "unexpected watch message"
+    );
+}
+
+#[tokio::test]
+async fn history_keeps_the_last_transitions() {
+    let hub = start(Duration::from_secs(60)).await;
+    let (mut east, _west) = small_fleet(&hub).await;
+    let mut d = dashboard(&hub).await;
+    // a: Programmed True -> False -> True on east.
+    east.upsert(1, report("a", false, "10.0.0.1")).await;
+    east.expect_ack(1).await;
+    eventually(&mut d, "a", |g| programmed(g) == Some(false)).await;
+    east.upsert(2, report("a", true, "10.0.0.1")).await;
+    east.expect_ack(2).await;
+    eventually(&mut d, "a", |g| programmed(g) == Some(true)).await;
+
+    let history = |limit| v1::GetGatewayHistoryRequest {
+        namespace: "openshift-ingress".into(),
+        name: "a".into(),
+        limit,
+    };
+    let r = d
+        .get_gateway_history(history(0))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.capacity, 64);
+    let (t, f, none) = (
+        v1::ConditionStatus::True as i32,
+        v1::ConditionStatus::False as i32,
+        v1::ConditionStatus::Unspecified as i32,
+    );
+    let programmed_changes: Vec<(&str, i32, i32)> = r
+        .transitions
+        .iter()
+        .filter(|x| x.condition_type == "Programmed")
+        .map(|x| (x.cluster.as_str(), x.previous_status, x.status))
+        .collect();
+    assert_eq!(
+        programmed_changes,
+        [
+            ("", none, t),
+            ("east", none, t),
+            ("", t, f),
+            ("east", t, f),
+            ("", f, t),
+            ("east", f, t),
+        ],
+        "{:#?}",
+        r.transitions
+    );
+    let down = r
+        .transitions
+        .iter()
+        .find(|x| x.cluster == "east" && x.status == f)
+        .unwrap();
+    assert_eq!(down.reason, "NotOk");
+    assert_eq!(down.previous_reason, "Ok");
+    assert_eq!(down.message, "Address pending");
+    assert!(down.time_millis > 1_700_000_000_000, "{}", down.time_millis);
+    assert!(
+        r.transitions
+            .windows(2)
+            .all(|w| w[0].time_millis <= w[1].time_millis)
+    );
+
+    let last = d
+        .get_gateway_history(history(2))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(last.transitions, r.transitions[r.transitions.len() - 2..]);
+
+    let e = d
+        .get_gateway_history(v1::GetGatewayHistoryRequest {
+            namespace: "openshift-ingress".into(),
+            name: "nope".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    assert!(
+        e.message().contains("openshift-ingress/nope"),
+        "{}",
+        e.message()
+    );
+}
+
+#[tokio::test]
+async fn gwhubctl_filters_pages_and_shows_history() {
+    let hub = start(Duration::from_secs(60)).await;
+    let _agents = small_fleet(&hub).await;
+    let out = gwhubctl(&hub, &["get", "gateways", "--not-ready"]).await;
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert!(rows[0].starts_with("openshift-ingress   b "), "{out}");
+    // Pages of one: every Gateway of west, nothing twice.
+    let out = gwhubctl(
+        &hub,
+        &[
+            "get",
+            "gateways",
+            "--cluster",
+            "west",
+            "--page-size",
+            "1",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let got: Vec<&str> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, ["b", "c"], "{out}");
+    let out = gwhubctl(&hub, &["get", "gateways", "-n", "other"]).await;
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.contains("other "), "{out}");
+
+    let out = gwhubctl(&hub, &["history", "openshift-ingress/b"]).await;
+    let header = out.lines().next().unwrap();
+    for col in [
+        "TIME",
+        "CLUSTER",
+        "CONDITION",
+        "STATUS",
+        "REASON",
+        "MESSAGE",
+    ] {
+        assert!(header.contains(col), "{out}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.contains("east") && l.contains("Programmed") && l.contains("- -> False")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("(hub)") && l.contains("Programmed")),
+        "{out}"
+    );
+    let out = gwhubctl(
+        &hub,
+        &[
+            "history",
+            "openshift-ingress/b",
+            "--limit",
+            "1",
+            "-o",
+            "yaml",
+        ],
+    )
+    .await;
+    assert_eq!(out.matches("previousStatus:").count(), 1, "{out}");
+}
+
+// ---- the web page's HTTP API (issue 16) ------------------------------------
+
+/// A plain HTTP/1.1 GET over loopback: the status code and the text read
+/// until the connection closes or `until` shows up in it.
+async fn http_get(addr: SocketAddr, path: &str, method: &str, until: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("{method} {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("answer in time")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+        if !until.is_empty() && String::from_utf8_lossy(&text).contains(until) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {text}"));
+    (code, text)
+}
+
+fn body_json(text: &str) -> serde_json::Value {
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[tokio::test]
+async fn the_web_listener_serves_the_page_and_the_fleet() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.expect("web listener");
+    let _agents = small_fleet(&hub).await;
+
+    let (code, page) = http_get(web, "/", "GET", "").await;
+    assert_eq!(code, 200, "{page}");
+    assert!(
+        page.contains("text/html") && page.contains("<script src=\"app.js\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("content-security-policy: default-src 'none'"),
+        "{page}"
+    );
+    for asset in ["/app.js", "/style.css"] {
+        let (code, text) = http_get(web, asset, "GET", "").await;
+        assert_eq!(code, 200, "{asset}: {text}");
+    }
+
+    let (code, text) = http_get(web, "/api/fleet", "GET", "").await;
+    assert_eq!(code, 200, "{text}");
+    let fleet = body_json(&text);
+    let clusters: Vec<&str> = fleet["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(clusters, ["east", "west"]);
+    let b = fleet["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "b")
+        .unwrap();
+    assert_eq!(b["notReady"], true);
+    assert_eq!(
+        b["cells"],
+        serde_json::json!([
+            {"cluster": "east", "health": "not-ready", "stale": false},
+            {"cluster": "west", "health": "ready", "stale": false},
+        ])
+    );
+
+    // The same filter as the Dashboard API.
+    let (_, text) = http_get(web, "/api/fleet?cluster=west&not_ready=1", "GET", "").await;
+    let names: Vec<String> = body_json(&text)["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["b"]);
+
+    // One Gateway with each cluster's own report and its history.
+    let (code, text) = http_get(
+        web,
+        "/api/gateway?namespace=openshift-ingress&name=b",
+        "GET",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{text}");
+    let g = body_json(&text);
+    let reports: Vec<&str> = g["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(reports, ["east", "west"]);
+    assert!(!g["history"].as_array().unwrap().is_empty(), "{g}");
+    let conditions = g["gateway"]["status"]["conditions"].as_array().unwrap();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Programmed" && c["status"] == "False"),
+        "{g}"
+    );
+    assert_eq!(g["gateway"]["cells"], b["cells"]);
+    let (code, _) = http_get(
+        web,
+        "/api/gateway?namespace=openshift-ingress&name=nope",
+        "GET",
+        "",
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // Server-Sent Events: the snapshot first, filtered.
+    let (code, text) = http_get(web, "/api/events?namespace=other", "GET", "\n\n").await;
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains("content-type: text/event-stream"), "{text}");
+    let data = text
+        .split("event: snapshot\ndata: ")
+        .nth(1)
+        .and_then(|d| d.split('\n').next())
+        .unwrap_or_else(|| panic!("no snapshot event: {text}"));
+    let snapshot: serde_json::Value = serde_json::from_str(data).unwrap();
+    let names: Vec<&str> = snapshot["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["x"]);
+
+    // Read-only, and nothing else is served.
+    let (code, _) = http_get(web, "/api/fleet", "POST", "").await;
+    assert_eq!(code, 405);
+    let (code, _) = http_get(web, "/etc/passwd", "GET", "").await;
+    assert_eq!(code, 404);
 }

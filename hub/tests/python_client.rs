@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gwhub_test_kit::procs::free_port;
+
 fn venv() -> PathBuf {
     std::env::var_os("GWHUB_PY_VENV")
         .map(PathBuf::from)
@@ -22,13 +24,6 @@ fn venv() -> PathBuf {
                 });
             target.join("py-grpc")
         })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
 }
 
 #[test]
@@ -49,16 +44,21 @@ fn python_grpcio_reads_the_dashboard_by_reflection_alone() {
         return;
     }
     let (ingest, dashboard) = (free_port(), free_port());
-    let mut demo = Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .arg("demo")
-        .args(["--listen", &format!("127.0.0.1:{ingest}")])
-        .args(["--dashboard-listen", &format!("127.0.0.1:{dashboard}")])
-        .args(["--interval", "1s", "--duration", "120s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start gwhub demo");
+    let mut demo = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhub",
+        "GWHUB_BIN",
+    ))
+    .arg("demo")
+    .args(["--listen", &format!("127.0.0.1:{ingest}")])
+    .args(["--dashboard-listen", &format!("127.0.0.1:{dashboard}")])
+    .args(["--web-listen", "127.0.0.1:0"])
+    .args(["--interval", "1s", "--duration", "120s"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start gwhub demo");
     let script = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/python/dashboard_client.py"

@@ -4,11 +4,10 @@
 //! `.proto` files in `proto/gwhub/v1/` (they carry the versioning rules).
 //!
 //! [`convert`] maps the wire types to the Gateway API types and validates
-//! them against [`limits`], so agent and hub agree on what is acceptable.
+//! them against [`gwhub_model::limits`], so agent and hub agree on what is acceptable.
 
 pub mod client;
 pub mod convert;
-pub mod limits;
 
 /// Generated messages, clients and servers of package `gwhub.v1`.
 pub mod v1 {

@@ -1,22 +1,18 @@
 #![forbid(unsafe_code)]
-//! gwhub's spoke agent. The pure condition engine (data in, status out) is
-//! [`engine::evaluate`] over a [`snapshot::Snapshot`]; [`conditions`] holds
-//! the rules, [`scope`] which objects belong together, [`status`] the merge
-//! that never touches another writer's fields. [`compute`] is the
-//! `gwhub-agent compute` command over files; [`runtime`] streams to the hub.
+//! gwhub's spoke agent runtime: [`controller`] watches the cluster's API
+//! server, evaluates the rules of `gwhub_spoke_rules` on every change and
+//! applies the agent's conditions; [`runtime`] keeps the Gateways the hub
+//! should see and streams them to the hub (snapshot on connect, changes
+//! after).
+//!
+//! It exists apart from the rules (which it runs) and from the command line
+//! (`gwhub`, which parses flags and calls it), and it does not know the hub
+//! runtime: they meet only over gRPC.
 
-pub mod cli;
-pub mod compute;
-pub mod conditions;
 pub mod controller;
-pub mod engine;
-pub mod openshift;
-pub mod ownership;
 pub mod runtime;
-pub mod scope;
-pub mod snapshot;
-pub mod status;
 
-pub use engine::{EngineError, Evaluation, evaluate};
-pub use scope::Options;
-pub use snapshot::Snapshot;
+// The pure rules, under the paths the runtime has always used.
+pub(crate) use gwhub_spoke_rules::{
+    conditions, engine, openshift, ownership, scope, snapshot, status,
+};

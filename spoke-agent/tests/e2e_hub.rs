@@ -7,69 +7,24 @@
 //! a no-op when fresh), since a test can only name its own package's binaries.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gwhub_proto::v1::{
     self, AggregatedGateway, ConditionStatus, dashboard_client::DashboardClient,
 };
+use gwhub_test_kit::procs::{Process, agent_binary, free_addr, gwhub_binary, temp_dir};
 
-const AGENT: &str = env!("CARGO_BIN_EXE_gwhub-agent");
-
-/// A child process killed on drop, so a failed test leaves nothing behind.
-struct Child(std::process::Child);
-
-impl Child {
-    fn spawn(cmd: &mut Command) -> Self {
-        Child(
-            cmd.env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    }
-
-    /// SIGTERM, then the exit status (bounded wait).
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.0.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(s) = self.0.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "process ignored SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The hub binary of this workspace, built on demand (`GWHUB_BIN` overrides).
-fn hub_binary() -> PathBuf {
-    gwhub_common::workspace_bin::workspace_binary("gwhub", "gwhub", "GWHUB_BIN")
-}
-
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gwhub-e2e-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A child process with quiet logs, killed on drop, so a failed test leaves
+/// nothing behind.
+fn spawn(cmd: &mut Command) -> Process {
+    Process(
+        cmd.env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// Writes via a rename, as editors do.
@@ -107,7 +62,10 @@ async fn gateways(dashboard: SocketAddr) -> Vec<AggregatedGateway> {
     let Ok(mut client) = DashboardClient::connect(format!("http://{dashboard}")).await else {
         return Vec::new();
     };
-    match client.list_gateways(v1::ListGatewaysRequest {}).await {
+    match client
+        .list_gateways(v1::ListGatewaysRequest::default())
+        .await
+    {
         Ok(r) => r.into_inner().gateways,
         Err(_) => Vec::new(),
     }
@@ -144,9 +102,9 @@ fn lb_ready(gws: &[AggregatedGateway]) -> Option<(i32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_agents_feed_one_hub_and_the_dashboard_follows_file_changes() {
-    let hub_bin = hub_binary();
+    let hub_bin = gwhub_binary();
     let (ingest, dashboard) = (free_addr(), free_addr());
-    let mut hub = Child::spawn(
+    let mut hub = spawn(
         Command::new(&hub_bin)
             .args(["serve", "--no-kube", "--insecure"])
             .args(["--listen", &ingest.to_string()])
@@ -164,8 +122,8 @@ async fn two_agents_feed_one_hub_and_the_dashboard_follows_file_changes() {
     write(&west, "service.yaml", &pending);
 
     let agent = |cluster: &str, dir: &Path| {
-        Child::spawn(
-            Command::new(AGENT)
+        spawn(
+            Command::new(agent_binary())
                 .args(["run", "--insecure", "--cluster", cluster])
                 .args(["--hub", &format!("http://{ingest}")])
                 .arg("--from-dir")
@@ -222,7 +180,7 @@ async fn two_agents_feed_one_hub_and_the_dashboard_follows_file_changes() {
     // agents reconnect and resend snapshots, and the aggregate returns.
     hub.0.kill().unwrap();
     hub.0.wait().unwrap();
-    hub = Child::spawn(
+    hub = spawn(
         Command::new(&hub_bin)
             .args(["serve", "--no-kube", "--insecure"])
             .args(["--listen", &ingest.to_string()])

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_tests::apiserver::{create_namespaces, require_assets};
-use gwhub_tests::recorder::Recorder;
-use gwhub_tests::scenario::{GW, HUB_NS, NS, Proc, Scenario, free_port, wait_listening};
+use gwhub_test_kit::apiserver::{create_namespaces, require_assets};
+use gwhub_test_kit::recorder::Recorder;
+use gwhub_test_kit::scenario::{GW, HUB_NS, NS, Proc, Scenario, free_port, wait_listening};
 use k8s_openapi::api::core::v1::Service;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -368,7 +368,7 @@ impl WriteCounter {
                 1,
             ),
             count(
-                Api::<gwhub::kube::reports::ClusterReport>::namespaced(mgmt.clone(), HUB_NS),
+                Api::<gwhub_hub_rules::report::ClusterReport>::namespaced(mgmt.clone(), HUB_NS),
                 watcher::Config::default(),
                 counts.clone(),
                 2,

@@ -42,7 +42,7 @@ fn upstream_gateway_crd() -> Option<Value> {
     if !path.exists() {
         return None;
     }
-    let objs = gwhub_common::read_paths(&[path]).expect("the upstream CRD parses");
+    let objs = gwhub_spoke_rules::manifest::read_paths(&[path]).expect("the upstream CRD parses");
     objs.into_iter()
         .find(|o| o.kind == "CustomResourceDefinition")
         .map(|o| o.value)
@@ -111,14 +111,14 @@ fn generated_gateway_status_schema_is_upstream_v1_5_1() {
         return;
     };
     let mut want = status_schema(&upstream);
-    gwhub_tests::crds::sanitize(&mut want);
-    let generated = gwhub_tests::crds::generated();
+    gwhub_test_kit::crds::sanitize(&mut want);
+    let generated = gwhub_test_kit::crds::generated();
     let gateway = generated
         .iter()
         .find(|c| c["spec"]["names"]["kind"] == "Gateway")
         .expect("a generated Gateway CRD");
     let mut have = status_schema(gateway);
-    gwhub_tests::crds::sanitize(&mut have);
+    gwhub_test_kit::crds::sanitize(&mut have);
     let mut diff = Vec::new();
     differences("status", &want, &have, &mut diff);
     assert!(

@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::conditions::new as condition;
+use gwhub_model::conditions::new as condition;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
-use gwhub_tests::apiserver::require_assets;
-use gwhub_tests::proxy::{Mode, Proxy};
-use gwhub_tests::recorder::{Judgement, Recorder, Verdict};
-use gwhub_tests::scenario::{
+use gwhub_test_kit::apiserver::require_assets;
+use gwhub_test_kit::proxy::{Mode, Proxy};
+use gwhub_test_kit::recorder::{Judgement, Recorder, Verdict};
+use gwhub_test_kit::scenario::{
     GW, HUB_NS, LEASE, NS, OWN, Scenario, count_lines, free_port, summary, verdict, wait_listening,
 };
 use jiff::Timestamp;
@@ -70,7 +70,7 @@ fn assert_never_wrong_for_long(test: &str, j: &Judgement) {
 
 struct Running {
     sc: Scenario,
-    hub: gwhub_tests::scenario::Proc,
+    hub: gwhub_test_kit::scenario::Proc,
     hub_port: u16,
 }
 
@@ -466,7 +466,7 @@ impl RawAgent {
     }
 }
 
-fn cond<'a>(s: &'a GatewayStatus, t: &str) -> Option<&'a gwhub_common::Condition> {
+fn cond<'a>(s: &'a GatewayStatus, t: &str) -> Option<&'a gwhub_model::Condition> {
     s.conditions.iter().flatten().find(|c| c.type_ == t)
 }
 

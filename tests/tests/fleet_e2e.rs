@@ -17,13 +17,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub::kube::reports::ClusterReport;
-use gwhub::kube::status_writer::same_status;
-use gwhub_tests::apiserver::{Fleet, require_assets};
-use gwhub_tests::install::{AGENT_SA, HUB_SA, install_agent, install_hub};
-use gwhub_tests::kube_objects::*;
-use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary, scrape};
-use gwhub_tests::recorder::Recorder;
+use gwhub_hub_rules::report::ClusterReport;
+use gwhub_model::status::same_applied_status as same_status;
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::install::{AGENT_SA, HUB_SA, install_agent, install_hub};
+use gwhub_test_kit::kube_objects::*;
+use gwhub_test_kit::procs::{Process, agent_binary, free_port, gwhub_binary, scrape};
+use gwhub_test_kit::recorder::Recorder;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
@@ -370,14 +370,20 @@ async fn fleet_end_to_end_with_the_real_binaries() {
         attached_routes(g, "east.https") == Some(3)
     })
     .await;
-    let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
-    drop(recorder);
-    let (before, after): (Vec<_>, Vec<_>) = seen.iter().partition(|s| {
+    // The GET above can see the write before the recorder's watch does.
+    let routed = |s: &GatewayStatus| {
         s.listeners
             .iter()
             .flatten()
-            .all(|l| l.name != "east.https" || l.attached_routes != 3)
-    });
+            .any(|l| l.name == "east.https" && l.attached_routes == 3)
+    };
+    assert!(
+        recorder.wait_until(Duration::from_secs(30), routed).await,
+        "the watch never delivered the status with 3 routes"
+    );
+    let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
+    drop(recorder);
+    let (after, before): (Vec<_>, Vec<_>) = seen.iter().partition(|s| routed(s));
     assert!(!before.is_empty() && !after.is_empty(), "{seen:#?}");
     for (i, s) in before.iter().enumerate() {
         assert_eq!(

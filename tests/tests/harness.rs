@@ -1,7 +1,7 @@
 //! The harness itself: a real API server starts and serves the CRDs.
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use kube::api::{Api, ListParams};
 
 #[tokio::test]
@@ -22,7 +22,7 @@ async fn apiserver_serves_openshift_crds() {
     if !require_assets("apiserver_serves_openshift_crds") {
         return;
     }
-    use gwhub_agent::openshift::{DNS, DNSRecord};
+    use gwhub_spoke_rules::openshift::{DNS, DNSRecord};
     let fleet = Fleet::start(&["solo"]).await.expect("start fleet");
     let client = fleet.cluster("solo").client().await.unwrap();
     let lp = ListParams::default();

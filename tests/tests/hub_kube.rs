@@ -14,21 +14,22 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::kube::leader::LeaseConfig;
-use gwhub::kube::metrics::Metrics;
-use gwhub::kube::reports::{ClusterReport, object_name};
-use gwhub::kube::status_writer::same_status;
-use gwhub::kube::{KubeHub, KubeOptions};
-use gwhub::serve::HubConfig;
-use gwhub_common::conditions::{Condition, new};
+use gwhub_hub::kube::leader::LeaseConfig;
+use gwhub_hub::kube::metrics::Metrics;
+use gwhub_hub::kube::{KubeHub, KubeOptions};
+use gwhub_hub::serve::HubConfig;
+use gwhub_hub_rules::report::ClusterReport;
+use gwhub_model::cluster::object_name;
+use gwhub_model::conditions::{Condition, new};
+use gwhub_model::status::same_applied_status as same_status;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
-use gwhub_tests::apiserver::{Fleet, require_assets};
-use gwhub_tests::install::{HUB_SA, SYSTEM_NS, apply_k, install_hub};
-use gwhub_tests::kube_objects::manifests;
-use gwhub_tests::procs::gwhub_binary;
-use gwhub_tests::recorder::Recorder;
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::install::{HUB_SA, SYSTEM_NS, apply_k, install_hub};
+use gwhub_test_kit::kube_objects::manifests;
+use gwhub_test_kit::procs::gwhub_binary;
+use gwhub_test_kit::recorder::Recorder;
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -294,7 +295,7 @@ async fn manifests_parse_and_the_api_server_takes_them() {
     ];
     let mut all = Vec::new();
     for dir in &dirs {
-        let objs = gwhub_common::read_paths(std::slice::from_ref(dir))
+        let objs = gwhub_spoke_rules::manifest::read_paths(std::slice::from_ref(dir))
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         for o in &objs {
             if o.kind == "Kustomization" {
@@ -309,7 +310,7 @@ async fn manifests_parse_and_the_api_server_takes_them() {
     // `manifests/` lists the hub's files one by one (older kustomize takes
     // no directories): the same files as `manifests/hub/`.
     let listed = |dir: &std::path::Path, prefix: &str| -> BTreeSet<String> {
-        let k = gwhub_common::read_paths(&[dir.join("kustomization.yaml")]).unwrap();
+        let k = gwhub_spoke_rules::manifest::read_paths(&[dir.join("kustomization.yaml")]).unwrap();
         k[0].value["resources"]
             .as_array()
             .unwrap()
@@ -1351,7 +1352,7 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
         assert!(n < 1024 * 1024, "{}: {n} bytes", r.name_any());
         assert_eq!(
             r.name_any(),
-            gwhub::kube::layout::part_name("big", r.spec.part)
+            gwhub_hub_rules::layout::part_name("big", r.spec.part)
         );
         assert_eq!(
             r.labels().get("gwhub.io/cluster").map(String::as_str),

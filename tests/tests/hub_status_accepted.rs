@@ -6,9 +6,9 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
-use gwhub_common::conditions::{Condition, new};
-use gwhub_tests::apiserver::{Fleet, require_assets};
+use gwhub_hub_rules::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
+use gwhub_model::conditions::{Condition, new};
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};

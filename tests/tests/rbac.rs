@@ -14,18 +14,19 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub::kube::reports::{ClusterReport, object_name};
-use gwhub_agent::openshift::DNS;
+use gwhub_hub_rules::report::ClusterReport;
+use gwhub_model::cluster::object_name;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, ingest_client::IngestClient};
-use gwhub_tests::apiserver::{Cluster, Fleet, require_assets};
-use gwhub_tests::install::{
+use gwhub_spoke_rules::openshift::DNS;
+use gwhub_test_kit::apiserver::{Cluster, Fleet, require_assets};
+use gwhub_test_kit::install::{
     AGENT_SA, HUB_SA, SYSTEM_NS, apply_k, install_agent, install_hub, kubectl, manifests_dir,
     service_account_user,
 };
-use gwhub_tests::kube_objects::*;
-use gwhub_tests::procs::{Process, agent_binary, free_port, gwhub_binary};
+use gwhub_test_kit::kube_objects::*;
+use gwhub_test_kit::procs::{Process, agent_binary, free_port, gwhub_binary};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::Client;
@@ -42,7 +43,7 @@ fn agent_roles() -> Vec<Value> {
 
 /// The Roles and ClusterRoles of `manifests/<file>`.
 fn roles_in(file: &str) -> Vec<Value> {
-    let objs = gwhub_common::read_paths(&[manifests_dir().join(file)])
+    let objs = gwhub_spoke_rules::manifest::read_paths(&[manifests_dir().join(file)])
         .unwrap_or_else(|e| panic!("manifests/{file}: {e}"));
     objs.into_iter()
         .filter(|o| o.kind == "Role" || o.kind == "ClusterRole")

@@ -19,7 +19,9 @@ use crate::budget::{Budgets, Counters};
 use crate::conn::ConnState;
 
 use crate::aggregate::GatewayKey;
+use crate::history;
 use crate::index::{GatewayView, Index, Views};
+use crate::listing::{self, Filter};
 
 pub struct DashboardService {
     index: Index,
@@ -40,9 +42,7 @@ struct CallPermit {
 
 impl Drop for CallPermit {
     fn drop(&mut self) {
-        self.counters
-            .dashboard_calls
-            .fetch_sub(1, Ordering::Relaxed);
+        self.counters.dashboard_calls.dec();
         if let Some(c) = &self.conn {
             c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
         }
@@ -56,7 +56,11 @@ impl DashboardService {
     }
 
     /// With the call and watcher budgets of `budgets`.
-    pub fn with_budgets(index: Index, shutdown: watch::Receiver<bool>, budgets: &Budgets) -> Self {
+    pub(crate) fn with_budgets(
+        index: Index,
+        shutdown: watch::Receiver<bool>,
+        budgets: &Budgets,
+    ) -> Self {
         DashboardService {
             index,
             shutdown,
@@ -92,7 +96,7 @@ impl DashboardService {
                 )));
             }
         }
-        counters.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+        counters.dashboard_calls.inc();
         Ok(CallPermit {
             _permit: permit,
             conn,
@@ -129,7 +133,7 @@ impl DashboardService {
         response
     }
 
-    pub fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
+    pub(crate) fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
         v1::dashboard_server::DashboardServer::new(self)
     }
 }
@@ -140,7 +144,7 @@ fn millis_to_secs(ms: i64) -> i64 {
 
 /// What a watcher was last sent of one Gateway: its revision and its
 /// omissions' revision.
-type Sent = HashMap<GatewayKey, (u64, u64)>;
+pub(crate) type Sent = HashMap<GatewayKey, (u64, u64)>;
 
 /// The next watch message: everything whose revision differs from what the
 /// client last got, and what disappeared. With `lean`, a Gateway whose
@@ -149,9 +153,19 @@ type Sent = HashMap<GatewayKey, (u64, u64)>;
 ///
 /// Only `Arc`s are taken while `views` is borrowed (the watch channel's
 /// lock); the messages are cloned by [`Diff::into_response`] after it.
-fn diff(views: &Views, sent: &mut Sent, snapshot: bool, lean: bool) -> Diff {
+pub(crate) fn diff(
+    views: &Views,
+    sent: &mut Sent,
+    snapshot: bool,
+    lean: bool,
+    filter: &Filter,
+) -> Diff {
     let mut upserted = Vec::new();
+    let matching = |v: &GatewayView| filter.matches(v.facts());
     for (key, view) in &views.gateways {
+        if !matching(view) {
+            continue;
+        }
         let last = sent.get(key).copied();
         if last.map(|(r, _)| r) == Some(view.revision()) {
             continue;
@@ -173,9 +187,9 @@ fn diff(views: &Views, sent: &mut Sent, snapshot: bool, lean: bool) -> Diff {
         }
     }
     let mut deleted = Vec::new();
-    if sent.len() > views.gateways.len() {
+    if sent.len() > views.gateways.len() || !filter.is_empty() {
         sent.retain(|key, _| {
-            let keep = views.gateways.contains_key(key);
+            let keep = views.gateways.get(key).is_some_and(|v| matching(v));
             if !keep {
                 deleted.push(v1::GatewayRef {
                     namespace: key.namespace.clone(),
@@ -194,15 +208,15 @@ fn diff(views: &Views, sent: &mut Sent, snapshot: bool, lean: bool) -> Diff {
 }
 
 /// A watch message before its Gateways are cloned out of their views.
-struct Diff {
-    snapshot: bool,
+pub(crate) struct Diff {
+    pub(crate) snapshot: bool,
     /// Each view, and whether to send it without its omissions.
-    upserted: Vec<(Arc<GatewayView>, bool)>,
-    deleted: Vec<v1::GatewayRef>,
+    pub(crate) upserted: Vec<(Arc<GatewayView>, bool)>,
+    pub(crate) deleted: Vec<v1::GatewayRef>,
 }
 
 impl Diff {
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.upserted.is_empty() && self.deleted.is_empty()
     }
 
@@ -229,17 +243,37 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
         let permit = self.admit(&request)?;
+        let r = request.into_inner();
+        let filter = filter_of(r.filter.as_ref());
+        let after = match r.page_token.as_str() {
+            "" => None,
+            t => Some(
+                listing::decode_token(t).map_err(|e| Status::invalid_argument(e.to_string()))?,
+            ),
+        };
         // Clone the messages after letting go of the watch channel's lock.
-        let views: Vec<Arc<GatewayView>> = self
-            .index
-            .subscribe()
-            .borrow()
-            .gateways
-            .values()
-            .cloned()
-            .collect();
-        let gateways = views.iter().map(|v| v.full()).collect();
-        Ok(self.answer(v1::ListGatewaysResponse { gateways }, permit))
+        let page = {
+            let views = self.index.subscribe();
+            let views = views.borrow();
+            listing::page(
+                views
+                    .gateways
+                    .iter()
+                    .filter(|(_, v)| filter.matches(v.facts()))
+                    .map(|(k, v)| (k, v.clone())),
+                after.as_ref(),
+                listing::page_size(r.page_size),
+            )
+        };
+        let gateways = page.items.iter().map(|v| v.full()).collect();
+        Ok(self.answer(
+            v1::ListGatewaysResponse {
+                gateways,
+                next_page_token: page.next.unwrap_or_default(),
+                total_size: u32::try_from(page.total).unwrap_or(u32::MAX),
+            },
+            permit,
+        ))
     }
 
     async fn get_gateway(
@@ -284,7 +318,9 @@ impl v1::dashboard_server::Dashboard for DashboardService {
     ) -> Result<Response<Self::WatchGatewaysStream>, Status> {
         let permit = self.admit(&request)?;
         let conn = crate::conn::conn_of(&request).map(|c| c.state.clone());
-        let lean = request.into_inner().omit_unchanged_omissions;
+        let r = request.into_inner();
+        let lean = r.omit_unchanged_omissions;
+        let filter = filter_of(r.filter.as_ref());
         let mut views = self.index.subscribe();
         let mut shutdown = self.shutdown.clone();
         let send_timeout = self.watch_send_timeout;
@@ -297,7 +333,13 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             let mut sent = HashMap::new();
             let mut snapshot = true;
             loop {
-                let d = diff(&views.borrow_and_update(), &mut sent, snapshot, lean);
+                let d = diff(
+                    &views.borrow_and_update(),
+                    &mut sent,
+                    snapshot,
+                    lean,
+                    &filter,
+                );
                 if snapshot || !d.is_empty() {
                     snapshot = false;
                     let msg = d.into_response();
@@ -356,6 +398,71 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             })
             .collect();
         Ok(self.answer(v1::ListClustersResponse { clusters }, permit))
+    }
+
+    async fn get_gateway_history(
+        &self,
+        request: Request<v1::GetGatewayHistoryRequest>,
+    ) -> Result<Response<v1::GetGatewayHistoryResponse>, Status> {
+        let permit = self.admit(&request)?;
+        let r = request.into_inner();
+        let key = GatewayKey::new(r.namespace, r.name);
+        let limit = usize::try_from(r.limit).unwrap_or(usize::MAX);
+        let Some(list) = self.index.history(&key, limit) else {
+            return Err(Status::not_found(format!(
+                "the hub keeps no history for Gateway {key} (no cluster reports it, or --gateway-history is 0)"
+            )));
+        };
+        let transitions = list.into_iter().map(transition_to_proto).collect();
+        Ok(self.answer(
+            v1::GetGatewayHistoryResponse {
+                transitions,
+                capacity: u32::try_from(self.index.history_capacity()).unwrap_or(u32::MAX),
+            },
+            permit,
+        ))
+    }
+}
+
+/// The wire's filter as the listing rules take it.
+pub fn filter_of(f: Option<&v1::GatewayFilter>) -> Filter {
+    f.map(|f| Filter::new(&f.namespace, &f.cluster, f.not_ready))
+        .unwrap_or_default()
+}
+
+/// `True`/`False`/`Unknown` as the wire's enum.
+fn status_to_proto(s: &str) -> i32 {
+    match s {
+        "True" => v1::ConditionStatus::True as i32,
+        "False" => v1::ConditionStatus::False as i32,
+        "Unknown" => v1::ConditionStatus::Unknown as i32,
+        _ => v1::ConditionStatus::Unspecified as i32,
+    }
+}
+
+/// A history entry as `GetGatewayHistory` sends it.
+pub fn transition_to_proto(t: history::Transition) -> v1::GatewayTransition {
+    let (status, reason, message) = match t.now {
+        Some(s) => (status_to_proto(&s.status), s.reason, s.message),
+        None => (
+            v1::ConditionStatus::Unspecified as i32,
+            String::new(),
+            String::new(),
+        ),
+    };
+    let (previous_status, previous_reason) = match t.before {
+        Some((s, r)) => (status_to_proto(&s), r),
+        None => (v1::ConditionStatus::Unspecified as i32, String::new()),
+    };
+    v1::GatewayTransition {
+        time_millis: t.time_millis,
+        cluster: t.cluster,
+        condition_type: t.condition_type,
+        status,
+        reason,
+        message,
+        previous_status,
+        previous_reason,
     }
 }
 

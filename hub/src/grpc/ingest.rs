@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_model::limits::*;
 use gwhub_proto::convert::{self, check_count, check_str};
-use gwhub_proto::limits::*;
 use gwhub_proto::v1::{self, agent_message, change, hub_message};
 use prost::Message as _;
 use tokio::sync::{mpsc, watch};
@@ -57,7 +57,7 @@ pub const DEFAULT_MAX_MESSAGES_PER_SECOND: u32 = 50_000;
 impl IngestConfig {
     /// Heartbeats three times per staleness window, so one lost heartbeat
     /// never makes a cluster stale.
-    pub fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
+    pub(crate) fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
         IngestConfig {
             insecure,
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
@@ -85,7 +85,7 @@ impl IngestService {
     }
 
     /// The tonic service with the hub's message size limit.
-    pub fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
+    pub(crate) fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
         v1::ingest_server::IngestServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -236,15 +236,10 @@ fn superseded(session: &Session) -> Status {
     Status::aborted(crate::index::Superseded(session.cluster().to_owned()).to_string())
 }
 
+/// The one cluster-name rule, the same an mTLS certificate's name meets.
 fn valid_cluster_name(name: &str) -> Result<(), Status> {
-    check_str("Hello.cluster", name, MAX_CLUSTER_NAME_LEN, true)
-        .map_err(|e| Status::invalid_argument(e.to_string()))?;
-    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(Status::invalid_argument(format!(
-            "Hello.cluster: {name:?} contains whitespace or control characters"
-        )));
-    }
-    Ok(())
+    gwhub_model::cluster::validate(name)
+        .map_err(|e| Status::invalid_argument(format!("Hello.cluster: {e}")))
 }
 
 fn check_hello(hello: &v1::Hello) -> Result<(), Status> {
@@ -672,7 +667,7 @@ impl AgentStream {
 /// Runs already-decoded agent messages through exactly what a plaintext
 /// (`--insecure`) stream does with them (Hello first and its checks, snapshot
 /// assembly, sequence checks and resyncs, validation against
-/// [`gwhub_proto::limits`], the index), without the network, timers or rate
+/// [`gwhub_model::limits`], the index), without the network, timers or rate
 /// limit. For the fuzzers and tests. Returns the status the live stream would
 /// have ended with, or what the hub would have sent.
 pub fn replay(

@@ -96,7 +96,7 @@ fn describe(t: &ClusterTransition, stale_after: std::time::Duration) -> (&str, E
                 reason: CLUSTER_STALE.into(),
                 note: Some(format!(
                     "cluster {cluster} sent nothing since {} (--stale-after {}): its reports are shown as stale on every hub Gateway it reports",
-                    gwhub_common::time::rfc3339(*last_seen),
+                    gwhub_model::time::rfc3339(*last_seen),
                     humantime::format_duration(stale_after)
                 )),
                 action: "Aggregate".into(),

@@ -1,43 +1,61 @@
-//! Counters of the hub's Kubernetes mode, readable by tests and logs.
+//! Counters of the hub's Kubernetes mode, each declared once with its name
+//! and help; readable by tests and logs, served on `/metrics`
+//! ([`crate::metrics`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use gwhub_common::metrics_http::Value;
+use prometheus_client::metrics::counter::Counter;
 
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// Hub Gateway status applies the API server accepted.
-    pub status_writes: AtomicU64,
-    /// Status applies skipped because the live status already matched
-    /// (ignoring times).
-    pub status_writes_skipped: AtomicU64,
-    pub status_write_errors: AtomicU64,
-    pub report_writes: AtomicU64,
-    pub report_writes_skipped: AtomicU64,
-    pub report_write_errors: AtomicU64,
-    /// Bytes of Gateway status in the ClusterReport writes accepted.
-    pub report_write_bytes: AtomicU64,
-    /// Gateways left out of the store: too large for any object.
-    pub report_gateways_unstored: AtomicU64,
-    /// API writes that waited for the `--kube-api-qps` budget.
-    pub api_throttled_waits: AtomicU64,
-    /// Microseconds API writes waited for the budget, summed.
-    pub api_throttled_micros: AtomicU64,
-    /// Times this replica became leader.
-    pub leader_transitions: AtomicU64,
-    /// Cluster stale/fresh Events published (see `kube::events`).
-    pub events_published: AtomicU64,
-    pub event_publish_errors: AtomicU64,
+gwhub_common::metrics! {
+    #[derive(Debug, Default)]
+    pub struct Metrics {
+        /// Hub Gateway status applies the API server accepted.
+        pub status_writes: Counter => "gwhub_status_writes",
+            "Hub Gateway status applies accepted by the API server.",
+        /// Status applies skipped because the live status already matched
+        /// (ignoring times).
+        pub status_writes_skipped: Counter => "gwhub_status_writes_skipped",
+            "Status applies skipped because the live status already matched.",
+        pub status_write_errors: Counter =>
+            "gwhub_status_write_errors", "Hub Gateway status applies that failed.",
+        pub report_writes: Counter =>
+            "gwhub_report_writes", "ClusterReport writes accepted by the API server.",
+        pub report_writes_skipped: Counter => "gwhub_report_writes_skipped",
+            "ClusterReport writes skipped because nothing changed.",
+        pub report_write_errors: Counter =>
+            "gwhub_report_write_errors", "ClusterReport writes that failed.",
+        /// Bytes of Gateway status in the ClusterReport writes accepted.
+        pub report_write_bytes: Counter => "gwhub_report_write_bytes",
+            "Bytes of Gateway status in the ClusterReport writes accepted.",
+        /// Gateways left out of the store: too large for any object.
+        pub report_gateways_unstored: Counter => "gwhub_report_gateways_unstored",
+            "Gateways left out of a ClusterReport write: larger than any object may be.",
+        /// API writes that waited for the `--kube-api-qps` budget.
+        pub api_throttled_waits: Counter => "gwhub_api_throttled_waits",
+            "API writes that waited for the --kube-api-qps budget.",
+        /// Microseconds API writes waited for the budget, summed.
+        pub api_throttled_micros: Counter => "gwhub_api_throttled_microseconds",
+            "Microseconds API writes waited for the --kube-api-qps budget, summed.",
+        /// Times this replica became leader.
+        pub leader_transitions: Counter =>
+            "gwhub_leader_transitions", "Times this replica became leader.",
+        /// Cluster stale/fresh Events published (see `kube::events`).
+        pub events_published: Counter =>
+            "gwhub_events_published", "Cluster stale/fresh Events published.",
+        pub event_publish_errors: Counter => "gwhub_event_publish_errors",
+            "Cluster stale/fresh Events the API server refused.",
+    }
 }
 
 impl Metrics {
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    pub fn bump(counter: &Counter) {
+        counter.inc();
     }
 
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+    pub fn add(counter: &Counter, n: u64) {
+        counter.inc_by(n);
     }
 
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
+    pub fn get(counter: &Counter) -> u64 {
+        counter.value()
     }
 }

@@ -14,7 +14,6 @@
 
 pub mod budget;
 pub mod events;
-pub mod layout;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
@@ -123,23 +122,6 @@ pub struct KubeHub {
 pub struct Connected {
     pub client: Client,
     pub options: KubeOptions,
-}
-
-/// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
-/// that the store is usable, before the hub listens.
-pub async fn connect(args: &crate::cli::serve::Args) -> Result<Connected, KubeError> {
-    let client = client(args.kubeconfig.as_deref()).await?;
-    let mut options = KubeOptions::new(args.namespace.clone());
-    options.gateway_namespace = args.gateway_namespace.clone();
-    if args.no_leader_election {
-        options.lease = None;
-    }
-    if let Some(lease) = options.lease.as_mut() {
-        lease.set_duration(args.lease_duration);
-    }
-    options.api_qps = args.kube_api_qps;
-    options.api_burst = args.kube_api_burst;
-    Connected::new(client, options).await
 }
 
 impl Connected {

@@ -8,7 +8,7 @@
 //! cluster's snapshot replaces all its Gateways at once and its liveness is
 //! per cluster; a large cluster is split over several objects (the head,
 //! named after the cluster, and `<head>.part-<i>`) so none exceeds the API
-//! server's object limit; [`super::layout`] has the rules. Each object is
+//! server's object limit; [`gwhub_hub_rules::layout`] has the rules. Each object is
 //! labelled `gwhub.io/cluster` and `gwhub.io/part`.
 //!
 //! Writes: the parts that changed first, the head last (it names how many
@@ -31,104 +31,23 @@ use std::time::Duration;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use parking_lot::Mutex;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
 use super::budget::ApiBudget;
-use super::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
 use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
+use gwhub_hub_rules::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
 
-pub use super::layout::object_name;
-
-/// Everything one cluster last reported, or one part of it.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[kube(
-    group = "gwhub.io",
-    version = "v1alpha1",
-    kind = "ClusterReport",
-    plural = "clusterreports",
-    namespaced,
-    shortname = "gwcr",
-    category = "gwhub",
-    doc = "The last report of one workload cluster's Gateway status (or one part of it), persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete a cluster's head (part 0, named after the cluster) to deregister it.",
-    printcolumn = r#"{"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"}"#,
-    printcolumn = r#"{"name": "Part", "type": "integer", "jsonPath": ".spec.part"}"#,
-    printcolumn = r#"{"name": "Parts", "type": "integer", "jsonPath": ".spec.parts"}"#,
-    printcolumn = r#"{"name": "Gateways", "type": "integer", "jsonPath": ".spec.gatewayCount"}"#,
-    printcolumn = r#"{"name": "Last Report", "type": "date", "jsonPath": ".spec.lastReportTime"}"#,
-    printcolumn = r#"{"name": "Last Seen", "type": "date", "jsonPath": ".spec.lastSeenTime"}"#,
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterReportSpec {
-    /// The cluster's name as its agent says it (object names cannot hold
-    /// every cluster name, e.g. `cluster_1`).
-    pub cluster: String,
-    /// Which part of the cluster's report this object holds; 0 is the head
-    /// (named after the cluster, holding `lastSeenTime`).
-    #[serde(default)]
-    pub part: u32,
-    /// How many objects hold the cluster's report (the head's count is the
-    /// one that counts; a part written for another count is ignored).
-    #[serde(default = "one")]
-    pub parts: u32,
-    /// Number of Gateways in this object; for `kubectl get`.
-    pub gateway_count: u32,
-    /// RFC 3339 time of the last snapshot or delta this object was written
-    /// from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_report_time: Option<String>,
-    /// RFC 3339 time of the last message of any kind (heartbeats included),
-    /// refreshed at most every half `--stale-after`; staleness continues
-    /// from it after a restart. On the head only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_seen_time: Option<String>,
-    /// The Gateways of this part, in namespace/name order.
-    #[serde(default)]
-    pub gateways: Vec<ReportedGateway>,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// One Gateway's status as the cluster reported it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-pub struct ReportedGateway {
-    pub namespace: String,
-    pub name: String,
-    /// The Gateway's status, as the agent reported it (Gateway API
-    /// `GatewayStatus`; validated by the hub on ingest, so kept opaque here).
-    #[schemars(schema_with = "opaque_object")]
-    pub status: GatewayStatus,
-}
-
-fn opaque_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true
-    })
-}
-
-/// The CRD as `manifests/crd-clusterreports.yaml` holds it.
-pub fn crd_yaml() -> String {
-    let crd = ClusterReport::crd();
-    let body = serde_norway::to_string(&crd).unwrap_or_default();
-    format!(
-        "# Generated from gwhub::kube::reports::ClusterReport; do not edit.\n\
-         # Regenerate: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports\n{body}"
-    )
-}
+pub use gwhub_hub_rules::layout::object_name;
+pub use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec, ReportedGateway};
 
 fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
@@ -786,27 +705,6 @@ pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const COMMITTED: &str = include_str!("../../../manifests/crd-clusterreports.yaml");
-
-    /// The committed CRD is the one the Rust type generates; run with
-    /// `GWHUB_BLESS=1` to rewrite it after changing the type.
-    #[test]
-    fn committed_crd_matches_the_type() {
-        let generated = crd_yaml();
-        if std::env::var("GWHUB_BLESS").is_ok_and(|v| v == "1") {
-            let path = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../manifests/crd-clusterreports.yaml"
-            );
-            std::fs::write(path, &generated).unwrap();
-            return;
-        }
-        assert_eq!(
-            COMMITTED, generated,
-            "manifests/crd-clusterreports.yaml is out of date: GWHUB_BLESS=1 cargo test -p gwhub --lib kube::reports"
-        );
-    }
 
     fn status(listeners: usize) -> GatewayStatus {
         let ls: Vec<serde_json::Value> = (0..listeners)

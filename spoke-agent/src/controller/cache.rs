@@ -11,12 +11,13 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
+use gwhub_common::CoalescingQueue;
+use gwhub_common::watch_events::{Change, changes};
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
@@ -61,7 +62,7 @@ impl<K: Resource> Cache<K> {
     }
 
     /// The objects `keep` accepts, in key order.
-    pub fn filtered(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+    pub(crate) fn filtered(&self, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
         self.read().values().filter(|o| keep(o)).cloned().collect()
     }
 
@@ -94,7 +95,6 @@ pub enum Touch {
 #[derive(Default)]
 struct DirtyInner {
     all: bool,
-    names: BTreeSet<String>,
     synced: BTreeSet<&'static str>,
 }
 
@@ -102,8 +102,9 @@ struct DirtyInner {
 /// changes touched it, so a burst costs one evaluation (and at most one write).
 #[derive(Default)]
 pub struct Dirty {
+    /// "Every Gateway", and the kinds listed once, beside the queue.
     inner: Mutex<DirtyInner>,
-    notify: Notify,
+    names: CoalescingQueue<String>,
 }
 
 /// What the reconciler takes from [`Dirty`] in one go.
@@ -120,22 +121,19 @@ impl Dirty {
 
     /// Marks what `touch` names for re-evaluation.
     pub fn touch(&self, touch: Touch) {
-        {
-            let mut d = self.lock();
-            match touch {
-                Touch::Nothing => return,
-                Touch::Gateway(name) => {
-                    d.names.insert(name);
-                }
-                Touch::All => d.all = true,
+        match touch {
+            Touch::Nothing => {}
+            Touch::Gateway(name) => self.names.insert(name),
+            Touch::All => {
+                self.lock().all = true;
+                self.names.wake();
             }
         }
-        self.notify.notify_one();
     }
 
     /// Marks what `touch` names after `delay` (a retry), unless
     /// `shutdown` comes first.
-    pub fn touch_after(
+    pub(crate) fn touch_after(
         self: &Arc<Self>,
         touch: Touch,
         delay: Duration,
@@ -156,26 +154,26 @@ impl Dirty {
         d.synced.insert(kind);
         d.all = true;
         drop(d);
-        self.notify.notify_one();
+        self.names.wake();
     }
 
     /// How many kinds have been listed once.
-    pub fn synced_count(&self) -> usize {
+    pub(crate) fn synced_count(&self) -> usize {
         self.lock().synced.len()
     }
 
     /// Takes everything marked so far.
     pub fn take(&self) -> Batch {
-        let mut d = self.lock();
+        let all = std::mem::take(&mut self.lock().all);
         Batch {
-            all: std::mem::take(&mut d.all),
-            names: std::mem::take(&mut d.names),
+            all,
+            names: self.names.take_keys(),
         }
     }
 
     /// Resolves when something was marked since the last call.
     pub async fn changed(&self) {
-        self.notify.notified().await
+        self.names.notified().await
     }
 }
 
@@ -255,42 +253,28 @@ where
                     o.managed_fields_mut().clear()
                 }
             });
-        let mut stream = std::pin::pin!(stream);
-        let mut buffer: Option<BTreeMap<Key, Arc<K>>> = None;
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                next = stream.next() => next,
-            };
-            let event = match next {
-                None => return,
-                Some(Ok(event)) => event,
-                Some(Err(e)) => {
+        let mut changes = std::pin::pin!(changes(stream, shutdown));
+        while let Some(change) = changes.next().await {
+            match change {
+                Change::Failed(e) => {
                     self.health.set(self.kind, false);
                     Metrics::bump(&self.metrics.watch_errors);
                     tracing::warn!(kind = self.kind, error = %e, "watch failed; retrying with backoff");
-                    continue;
                 }
-            };
-            match event {
-                Event::Init => buffer = Some(BTreeMap::new()),
-                Event::InitApply(obj) => {
-                    if let Some(k) = self.parse(obj) {
-                        buffer
-                            .get_or_insert_default()
-                            .insert(key_of(&k), Arc::new(k));
-                    }
-                }
-                Event::InitDone => {
+                Change::Listed(objects) => {
                     self.health.set(self.kind, true);
-                    let fresh = buffer.take().unwrap_or_default();
+                    let fresh: BTreeMap<Key, Arc<K>> = objects
+                        .into_iter()
+                        .filter_map(|obj| self.parse(obj))
+                        .map(|k| (key_of(&k), Arc::new(k)))
+                        .collect();
                     *self.cache.write() = fresh;
                     // A re-list may have missed deletes and changes: every
                     // Gateway is re-evaluated (and the first one makes the
                     // kind count as synced).
                     self.dirty.synced(self.kind);
                 }
-                Event::Apply(obj) => {
+                Change::Applied(obj) => {
                     self.health.set(self.kind, true);
                     if let Some(k) = self.parse(obj) {
                         let new = (self.touches)(&k);
@@ -298,7 +282,7 @@ where
                         self.touch_both(old.as_deref(), new);
                     }
                 }
-                Event::Delete(obj) => {
+                Change::Deleted(obj) => {
                     self.health.set(self.kind, true);
                     let key = (
                         obj.metadata.namespace.clone().unwrap_or_default(),

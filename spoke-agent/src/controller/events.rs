@@ -14,6 +14,7 @@ use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use crate::engine::EngineError;
 use crate::status::Problem;
+use gwhub_model::text::truncate_bytes;
 
 /// Longest wait for the API server to take an Event.
 const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -97,7 +98,7 @@ impl Notices {
     }
 
     /// Reports that `gw` could not be evaluated for `error`.
-    pub async fn config_error(&self, gw: &Gateway, error: &EngineError) {
+    pub(crate) async fn config_error(&self, gw: &Gateway, error: &EngineError) {
         Metrics::bump(&self.metrics.config_errors);
         let name = gw.metadata.name.clone().unwrap_or_default();
         let message = error.to_string();
@@ -110,7 +111,7 @@ impl Notices {
     }
 
     /// Notes that `gw` could be evaluated again.
-    pub fn config_ok(&self, gw: &Gateway) {
+    pub(crate) fn config_ok(&self, gw: &Gateway) {
         let name = gw.metadata.name.as_deref().unwrap_or_default();
         if self.lock().config.remove(name).is_some() {
             tracing::info!(gateway = %name, "cluster config usable again; computing conditions");
@@ -121,7 +122,7 @@ impl Notices {
         let event = Event {
             type_: EventType::Warning,
             reason: reason.into(),
-            note: Some(truncate(message, 1000)),
+            note: Some(truncate_bytes(message, 1000)),
             action: "ComputeStatus".into(),
             secondary: None,
         };
@@ -141,16 +142,4 @@ impl Notices {
             }
         }
     }
-}
-
-/// Events' notes are limited to 1 kB.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max.saturating_sub(3);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }

@@ -1,49 +1,84 @@
-//! The Kubernetes controller's counters: plain atomics so every task can bump
-//! them without a lock, rendered as Prometheus text for `--metrics-listen`.
+//! The Kubernetes controller's metrics: `prometheus_client` counters (shared
+//! atomics, so every task bumps them without a lock), each declared once
+//! with its name and help in [`Metrics::register`], served on
+//! `--metrics-listen`.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use gwhub_common::metrics_http::{self, CountGauge, Value};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 
 use crate::ownership::GatewayMode;
 
-/// Counters since start. `Relaxed` is enough: each is independent.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    /// Gateways evaluated.
-    pub reconciles: AtomicU64,
-    /// Status applies the API server accepted.
-    pub writes: AtomicU64,
-    /// Evaluations whose result differed from the live status in nothing
-    /// but time, so no write was sent.
-    pub skipped_writes: AtomicU64,
-    /// Applies rejected with a conflict (another manager changed a field we
-    /// co-own); retried from the fresh object.
-    pub write_conflicts: AtomicU64,
-    /// Applies that failed otherwise.
-    pub write_errors: AtomicU64,
-    /// Watch errors (the watcher backs off and resumes).
-    pub watch_errors: AtomicU64,
-    /// Objects that did not parse as their kind (skipped).
-    pub parse_errors: AtomicU64,
-    /// Evaluations refused for a missing/unusable cluster DNS or
-    /// Infrastructure config.
-    pub config_errors: AtomicU64,
-    /// Fresh lists of a Service's Events that failed.
-    pub event_list_errors: AtomicU64,
-    /// Conditions or listener entries skipped for lack of room.
-    pub condition_limit: AtomicU64,
-    /// Kubernetes Events the agent failed to publish.
-    pub event_publish_errors: AtomicU64,
-    /// Per in-scope Gateway (`namespace/name`): does the agent write our
-    /// conditions, some of them, or only stream (`--write-local-status`).
-    modes: Mutex<BTreeMap<String, GatewayMode>>,
+/// The labels of `gwhub_agent_gateway_write_mode`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModeLabels {
+    namespace: String,
+    name: String,
+    mode: &'static str,
+}
+
+gwhub_common::metrics! {
+    /// Counters since start.
+    #[derive(Debug, Default)]
+    pub struct Metrics {
+        /// Gateways evaluated.
+        pub reconciles: Counter => "gwhub_agent_reconciles", "Gateways evaluated.",
+        /// Status applies the API server accepted.
+        pub writes: Counter =>
+            "gwhub_agent_status_writes", "Status applies accepted by the API server.",
+        /// Evaluations whose result differed from the live status in nothing
+        /// but time, so no write was sent.
+        pub skipped_writes: Counter => "gwhub_agent_status_writes_skipped",
+            "Evaluations where nothing but time changed, so no write was sent.",
+        /// Applies rejected with a conflict (another manager changed a field
+        /// we co-own); retried from the fresh object.
+        pub write_conflicts: Counter => "gwhub_agent_status_write_conflicts",
+            "Status applies rejected with a conflict (retried).",
+        /// Applies that failed otherwise.
+        pub write_errors: Counter =>
+            "gwhub_agent_status_write_errors", "Status applies that failed otherwise.",
+        /// Watch errors (the watcher backs off and resumes).
+        pub watch_errors: Counter =>
+            "gwhub_agent_watch_errors", "Watch errors (the watch resumes).",
+        /// Objects that did not parse as their kind (skipped).
+        pub parse_errors: Counter =>
+            "gwhub_agent_parse_errors", "Objects that did not parse and were skipped.",
+        /// Evaluations refused for a missing/unusable cluster DNS or
+        /// Infrastructure config.
+        pub config_errors: Counter => "gwhub_agent_cluster_config_errors",
+            "Evaluations refused for a missing cluster DNS config.",
+        /// Fresh lists of a Service's Events that failed.
+        pub event_list_errors: Counter =>
+            "gwhub_agent_event_list_errors", "Failed fresh lists of a Service's Events.",
+        /// Conditions or listener entries skipped for lack of room.
+        pub condition_limit: Counter => "gwhub_agent_condition_limit",
+            "Conditions or listener entries skipped for lack of room.",
+        /// Kubernetes Events the agent failed to publish.
+        pub event_publish_errors: Counter => "gwhub_agent_event_publish_errors",
+            "Kubernetes Events that could not be published.",
+        /// Per in-scope Gateway, 1 for its current mode and 0 for the others
+        /// (kept by [`Metrics::set_mode`] from `modes`).
+        write_mode: Family<ModeLabels, CountGauge> => "gwhub_agent_gateway_write_mode",
+            "Per Gateway, 1 for its current --write-local-status outcome: write (the agent writes every condition of ours), partial (another field manager writes some), stream (the agent writes none and only streams).",
+        /// Per in-scope Gateway (`namespace/name`): does the agent write our
+        /// conditions, some of them, or only stream (`--write-local-status`).
+        modes: Mutex<BTreeMap<String, GatewayMode>>,
+    }
 }
 
 impl Metrics {
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn bump(counter: &Counter) {
+        counter.inc();
+    }
+
+    /// A counter's current value.
+    pub fn get(counter: &Counter) -> u64 {
+        counter.value()
     }
 
     /// Records `gateway`'s mode; returns the previous one when it changed
@@ -51,15 +86,21 @@ impl Metrics {
     pub fn set_mode(&self, gateway: &str, mode: GatewayMode) -> Option<Option<GatewayMode>> {
         let mut modes = self.modes.lock().unwrap_or_else(|e| e.into_inner());
         let before = modes.insert(gateway.to_owned(), mode);
+        for m in GatewayMode::ALL {
+            self.write_mode
+                .get_or_create(&mode_labels(gateway, m))
+                .set(u64::from(m == mode));
+        }
         (before != Some(mode)).then_some(before)
     }
 
     /// Forgets a Gateway that left scope.
     pub fn forget_mode(&self, gateway: &str) {
-        self.modes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(gateway);
+        let mut modes = self.modes.lock().unwrap_or_else(|e| e.into_inner());
+        modes.remove(gateway);
+        for m in GatewayMode::ALL {
+            self.write_mode.remove(&mode_labels(gateway, m));
+        }
     }
 
     /// `gateway`'s current mode.
@@ -71,90 +112,21 @@ impl Metrics {
             .copied()
     }
 
-    /// A counter's current value.
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
-    /// Prometheus text exposition (version 0.0.4).
+    /// The OpenMetrics text of these metrics alone.
     pub fn render(&self) -> String {
-        let rows: [(&str, &AtomicU64, &str); 11] = [
-            ("reconciles", &self.reconciles, "Gateways evaluated."),
-            (
-                "status_writes",
-                &self.writes,
-                "Status applies accepted by the API server.",
-            ),
-            (
-                "status_writes_skipped",
-                &self.skipped_writes,
-                "Evaluations where nothing but time changed, so no write was sent.",
-            ),
-            (
-                "status_write_conflicts",
-                &self.write_conflicts,
-                "Status applies rejected with a conflict (retried).",
-            ),
-            (
-                "status_write_errors",
-                &self.write_errors,
-                "Status applies that failed otherwise.",
-            ),
-            (
-                "watch_errors",
-                &self.watch_errors,
-                "Watch errors (the watch resumes).",
-            ),
-            (
-                "parse_errors",
-                &self.parse_errors,
-                "Objects that did not parse and were skipped.",
-            ),
-            (
-                "cluster_config_errors",
-                &self.config_errors,
-                "Evaluations refused for a missing cluster DNS config.",
-            ),
-            (
-                "event_list_errors",
-                &self.event_list_errors,
-                "Failed fresh lists of a Service's Events.",
-            ),
-            (
-                "condition_limit",
-                &self.condition_limit,
-                "Conditions or listener entries skipped for lack of room.",
-            ),
-            (
-                "event_publish_errors",
-                &self.event_publish_errors,
-                "Kubernetes Events that could not be published.",
-            ),
-        ];
-        let mut out = String::new();
-        for (name, counter, help) in rows {
-            let _ = writeln!(out, "# HELP gwhub_agent_{name}_total {help}");
-            let _ = writeln!(out, "# TYPE gwhub_agent_{name}_total counter");
-            let _ = writeln!(out, "gwhub_agent_{name}_total {}", Self::get(counter));
-        }
-        let _ = writeln!(
-            out,
-            "# HELP gwhub_agent_gateway_write_mode Per Gateway, 1 for its current --write-local-status outcome: write (the agent writes every condition of ours), partial (another field manager writes some), stream (the agent writes none and only streams)."
-        );
-        let _ = writeln!(out, "# TYPE gwhub_agent_gateway_write_mode gauge");
-        let modes = self.modes.lock().unwrap_or_else(|e| e.into_inner());
-        for (gateway, current) in modes.iter() {
-            let (ns, name) = gateway.split_once('/').unwrap_or(("", gateway));
-            for m in GatewayMode::ALL {
-                let _ = writeln!(
-                    out,
-                    "gwhub_agent_gateway_write_mode{{namespace=\"{ns}\",name=\"{name}\",mode=\"{}\"}} {}",
-                    m.as_str(),
-                    u8::from(m == *current)
-                );
-            }
-        }
-        out
+        let mut registry = Registry::default();
+        self.register(&mut registry);
+        metrics_http::encode(&registry)
+    }
+}
+
+/// The gauge labels of `gateway` (`namespace/name`) in `mode`.
+fn mode_labels(gateway: &str, mode: GatewayMode) -> ModeLabels {
+    let (ns, name) = gateway.split_once('/').unwrap_or(("", gateway));
+    ModeLabels {
+        namespace: ns.to_owned(),
+        name: name.to_owned(),
+        mode: mode.as_str(),
     }
 }
 
@@ -171,7 +143,8 @@ mod tests {
             text.contains("gwhub_agent_status_writes_total 1\n"),
             "{text}"
         );
-        assert!(text.contains("# TYPE gwhub_agent_reconciles_total counter\n"));
+        assert!(text.contains("# TYPE gwhub_agent_reconciles counter\n"));
+        assert!(text.contains("gwhub_agent_reconciles_total 0\n"));
         assert_eq!(m.set_mode("ns/gw", GatewayMode::Write), Some(None));
         assert_eq!(m.set_mode("ns/gw", GatewayMode::Write), None);
         assert_eq!(
@@ -188,5 +161,36 @@ mod tests {
         assert!(text.contains(
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"write\"} 0\n"
         ));
+    }
+
+    /// What dashboards, the README and the end-to-end tests scrape: every
+    /// sample the agent exposes, by name and labels. A rename fails here.
+    #[test]
+    fn exposed_names_and_labels_are_pinned() {
+        let m = Metrics::default();
+        m.set_mode("ns/gw", GatewayMode::Partial);
+        let text = m.render();
+        let samples: Vec<&str> = metrics_http::samples(&text).into_keys().collect();
+        let mut pinned = vec![
+            "gwhub_agent_reconciles_total",
+            "gwhub_agent_status_writes_total",
+            "gwhub_agent_status_writes_skipped_total",
+            "gwhub_agent_status_write_conflicts_total",
+            "gwhub_agent_status_write_errors_total",
+            "gwhub_agent_watch_errors_total",
+            "gwhub_agent_parse_errors_total",
+            "gwhub_agent_cluster_config_errors_total",
+            "gwhub_agent_event_list_errors_total",
+            "gwhub_agent_condition_limit_total",
+            "gwhub_agent_event_publish_errors_total",
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"write\"}",
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"partial\"}",
+            "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"stream\"}",
+        ];
+        pinned.sort_unstable();
+        assert_eq!(samples, pinned, "{text}");
+        // A Gateway that left scope leaves no rows.
+        m.forget_mode("ns/gw");
+        assert!(!m.render().contains("name=\"gw\""));
     }
 }

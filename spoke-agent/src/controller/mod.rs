@@ -46,9 +46,7 @@ pub use events::{CLUSTER_CONFIG_MISSING, CONDITION_LIMIT_REACHED, DUPLICATE_DNS_
 pub use metrics::Metrics;
 use writer::{Pending, WriteQueue, Writer};
 
-/// The field manager of our status applies and the reporting controller of
-/// our Events.
-pub const FIELD_MANAGER: &str = "gwhub-agent";
+pub use gwhub_spoke_rules::engine::FIELD_MANAGER;
 
 /// Why the controller could not start.
 #[derive(Debug, thiserror::Error)]
@@ -302,13 +300,11 @@ impl Reconciler {
     async fn run(self) {
         // Per Gateway: a change to one never waits for another's window.
         let mut pacer = gwhub_common::KeyedPacer::<String>::new(self.settings.debounce);
-        // Dirty Gateways still inside their window.
-        let mut waiting: BTreeSet<String> = BTreeSet::new();
         let mut resync = tokio::time::interval(self.settings.resync);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resync.tick().await;
         loop {
-            let due = pacer.next_due(&waiting, Instant::now());
+            let due = pacer.next_due(Instant::now());
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 _ = self.dirty.changed() => {}
@@ -325,7 +321,7 @@ impl Reconciler {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .clone();
-                waiting.extend(
+                pacer.wait(
                     self.gateways
                         .all()
                         .iter()
@@ -333,9 +329,9 @@ impl Reconciler {
                         .chain(streamed),
                 );
             }
-            waiting.extend(batch.names);
+            pacer.wait(batch.names);
             let now = Instant::now();
-            for name in pacer.take_due(&mut waiting, now) {
+            for name in pacer.take_due(now) {
                 if self.shutdown.is_cancelled() {
                     return;
                 }
@@ -364,7 +360,7 @@ impl Reconciler {
                 let gone = self.store.delete(&key);
                 self.metrics.forget_mode(&key.to_string());
                 self.set_streamed(name, false);
-                self.queue.forget(name);
+                self.queue.remove(name);
                 self.notices.forget(name);
                 return gone;
             }
@@ -490,8 +486,9 @@ pub async fn serve_metrics(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let render: gwhub_common::metrics_http::Render = Arc::new(move || metrics.render());
-    let addr = gwhub_common::metrics_http::serve(addr, render, shutdown)
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let addr = gwhub_common::metrics_http::serve(addr, Arc::new(registry), shutdown)
         .await
         .map_err(|source| Error::MetricsListen { addr, source })?;
     tracing::info!(%addr, "serving metrics on /metrics");

@@ -2,14 +2,12 @@
 //! result wins, so it is bounded by the number of Gateways) drained by a
 //! single task that server-side applies our conditions.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::Backoff;
+use gwhub_common::{Backoff, CoalescingQueue};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
@@ -29,33 +27,9 @@ pub(crate) struct Pending {
     pub force: bool,
 }
 
-/// Gateways (by name) with a status to write.
-#[derive(Default)]
-pub(crate) struct WriteQueue {
-    pending: Mutex<BTreeMap<String, Pending>>,
-    notify: Notify,
-}
-
-impl WriteQueue {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Queues `pending` for `name`, replacing an older entry.
-    pub fn push(&self, name: String, pending: Pending) {
-        self.lock().insert(name, pending);
-        self.notify.notify_one();
-    }
-
-    /// Drops a queued write (the Gateway left scope or was deleted).
-    pub fn forget(&self, name: &str) {
-        self.lock().remove(name);
-    }
-
-    fn pop(&self) -> Option<(String, Pending)> {
-        self.lock().pop_first()
-    }
-}
+/// Gateways (by name) with a status to write: a newer status replaces a
+/// queued one.
+pub(crate) type WriteQueue = CoalescingQueue<String, Pending>;
 
 /// What the writer needs.
 pub(crate) struct Writer {
@@ -74,7 +48,7 @@ impl Writer {
     /// Writes queued statuses until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         loop {
-            while let Some((name, pending)) = self.queue.pop() {
+            while let Some((name, pending)) = self.queue.pop_first() {
                 if shutdown.is_cancelled() {
                     return;
                 }
@@ -82,7 +56,7 @@ impl Writer {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                _ = self.queue.notify.notified() => {}
+                _ = self.queue.notified() => {}
             }
         }
     }

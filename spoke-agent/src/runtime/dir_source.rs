@@ -14,10 +14,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_common::manifest::{Object, manifest_files, read_paths};
+use gwhub_spoke_rules::manifest::{Object, manifest_files, read_paths};
 use tokio_util::sync::CancellationToken;
 
 use super::store::GatewayStore;
+use gwhub_spoke_rules::{Options, Snapshot, evaluate};
+use jiff::Timestamp;
 
 /// Turns a cluster's objects into its in-scope Gateways with the status the
 /// agent sees (its own conditions merged into everything else's).
@@ -161,6 +163,26 @@ impl DirSource {
         };
         Some((fp, result))
     }
+}
+
+/// The condition engine as a directory source uses it: the same
+/// [`evaluate`] `compute` runs, at the current time, yielding each in-scope
+/// Gateway with its merged status.
+pub fn engine_evaluate(options: Options) -> Evaluate {
+    Arc::new(move |objects| {
+        let snapshot = Snapshot::from_objects(objects).map_err(|e| e.to_string())?;
+        let evaluations =
+            evaluate(&snapshot, &options, Timestamp::now()).map_err(|e| e.to_string())?;
+        Ok(evaluations
+            .iter()
+            .map(|e| {
+                for p in &e.problems {
+                    tracing::warn!(gateway = %format!("{}/{}", e.namespace(), e.name()), "{p}");
+                }
+                e.merged_gateway()
+            })
+            .collect())
+    })
 }
 
 #[cfg(test)]

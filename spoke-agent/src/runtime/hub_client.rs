@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::error_chain;
+use gwhub_model::error_chain;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::report_to_proto;
 use gwhub_proto::v1::{
@@ -81,7 +81,7 @@ impl HubConfig {
             backoff_initial: Duration::from_millis(100),
             backoff_max: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
-            max_message_bytes: gwhub_proto::limits::MAX_MESSAGE_BYTES,
+            max_message_bytes: gwhub_model::limits::MAX_MESSAGE_BYTES,
             chunk_gateways: 256,
             delta_batch: 64,
             max_unacked: 64,
@@ -569,7 +569,7 @@ impl Backoff {
     }
 
     /// The next delay to wait; doubles the step up to the cap.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         let step = self.current;
         self.current = (self.current * 2).min(self.max);
         let half = step / 2;

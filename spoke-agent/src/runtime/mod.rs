@@ -2,7 +2,6 @@
 //! [`GatewayStore`], fed by a source (a directory today, the Kubernetes API
 //! later, a simulation in `gwhub demo`), and streams them to the hub.
 
-pub mod command;
 pub mod dir_source;
 pub mod hub_client;
 pub mod outbox;
@@ -22,7 +21,11 @@ use tokio_util::sync::CancellationToken;
 /// any source (a `gwhub demo` simulating clusters fills a store per cluster
 /// with [`GatewayStore::replace_all`], calls [`GatewayStore::mark_ready`] and
 /// runs one of these per cluster). Returns after shutdown.
-pub async fn run_agent(config: HubConfig, store: Arc<GatewayStore>, shutdown: CancellationToken) {
+pub(crate) async fn run_agent(
+    config: HubConfig,
+    store: Arc<GatewayStore>,
+    shutdown: CancellationToken,
+) {
     HubClient::new(config, store).run(shutdown).await
 }
 
@@ -41,7 +44,7 @@ pub async fn run_dir_agent(config: HubConfig, source: DirSource, shutdown: Cance
 /// the agent stops vouching for the cluster at once (no more heartbeats, so
 /// the hub marks it stale instead of trusting frozen reports) and shuts
 /// down so that it is restarted.
-pub fn stop_if_source_ends(
+pub(crate) fn stop_if_source_ends(
     source: tokio::task::JoinHandle<()>,
     store: Arc<GatewayStore>,
     shutdown: CancellationToken,

@@ -78,7 +78,7 @@ impl<K: Hash + Eq + Clone, V> Outbox<K, V> {
     }
 
     /// Takes the oldest pending entry.
-    pub fn pop(&mut self) -> Option<(K, Change<V>)> {
+    pub(crate) fn pop(&mut self) -> Option<(K, Change<V>)> {
         let key = self.order.pop_front()?;
         let change = self
             .entries
@@ -106,7 +106,7 @@ impl<K: Hash + Eq + Clone, V> Outbox<K, V> {
     }
 
     /// Whether deltas were dropped and a full snapshot is owed.
-    pub fn overflowed(&self) -> bool {
+    pub(crate) fn overflowed(&self) -> bool {
         self.overflowed
     }
 

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_common::conditions;
+use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_model::status::same_gateway as same_ignoring_time;
 use tokio::sync::{Notify, watch};
 
 use super::outbox::{Change, Outbox, Pushed};
 
-pub use gwhub_common::GatewayKey;
+pub use gwhub_model::GatewayKey;
 
 /// A pending change as the hub client sends it.
 pub type GatewayChange = Change<Arc<Gateway>>;
@@ -224,13 +224,13 @@ impl GatewayStore {
     /// read its cluster. The hub client sends no heartbeats meanwhile, so
     /// the hub marks this cluster's report stale rather than showing, as
     /// fresh, a status nobody can check.
-    pub fn set_source_ok(&self, ok: bool) {
+    pub(crate) fn set_source_ok(&self, ok: bool) {
         self.source_ok
             .send_if_modified(|s| std::mem::replace(s, ok) != ok);
     }
 
     /// Follows [`set_source_ok`](Self::set_source_ok).
-    pub fn subscribe_source(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe_source(&self) -> watch::Receiver<bool> {
         self.source_ok.subscribe()
     }
 
@@ -255,47 +255,11 @@ impl GatewayStore {
     }
 }
 
-/// Whether two Gateways report the same thing to the hub: identity,
-/// generation and status, ignoring condition transition times. Walks both
-/// without cloning: it runs on every change of every Gateway.
-pub fn same_ignoring_time(a: &Gateway, b: &Gateway) -> bool {
-    let (ma, mb) = (&a.metadata, &b.metadata);
-    ma.namespace == mb.namespace
-        && ma.name == mb.name
-        && ma.uid == mb.uid
-        && ma.generation == mb.generation
-        && match (&a.status, &b.status) {
-            (None, None) => true,
-            (Some(x), Some(y)) => same_status(x, y),
-            _ => false,
-        }
-}
-
-fn same_status(x: &GatewayStatus, y: &GatewayStatus) -> bool {
-    conditions::same_ignoring_time(or_empty(&x.conditions), or_empty(&y.conditions))
-        && or_empty(&x.addresses) == or_empty(&y.addresses)
-        && x.attached_listener_sets == y.attached_listener_sets
-        && match (&x.listeners, &y.listeners) {
-            (Some(lx), Some(ly)) => {
-                lx.len() == ly.len()
-                    && lx.iter().zip(ly).all(|(l, m)| {
-                        l.name == m.name
-                            && l.attached_routes == m.attached_routes
-                            && or_empty(&l.supported_kinds) == or_empty(&m.supported_kinds)
-                            && conditions::same_ignoring_time(&l.conditions, &m.conditions)
-                    })
-            }
-            (lx, ly) => or_empty(lx).is_empty() && or_empty(ly).is_empty(),
-        }
-}
-
-fn or_empty<T>(list: &Option<Vec<T>>) -> &[T] {
-    list.as_deref().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+    use gwhub_model::conditions;
 
     fn gw(name: &str, reason: &str, at: i64) -> Gateway {
         let mut g = Gateway::default();

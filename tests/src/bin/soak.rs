@@ -23,9 +23,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use gwhub_tests::proxy::{Mode, Proxy};
-use gwhub_tests::recorder::Recorder;
-use gwhub_tests::scenario::{GW, Proc, Scenario, count_lines, free_port, wait_listening};
+use gwhub_test_kit::proxy::{Mode, Proxy};
+use gwhub_test_kit::recorder::Recorder;
+use gwhub_test_kit::scenario::{GW, Proc, Scenario, count_lines, free_port, wait_listening};
 
 /// splitmix64: small, seeded, reproducible.
 struct Rng(u64);
@@ -124,7 +124,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if !gwhub_tests::apiserver::assets_present() {
+    if !gwhub_test_kit::apiserver::assets_present() {
         eprintln!("soak: no kube-apiserver/etcd; run scripts/kube-assets.sh first");
         std::process::exit(2);
     }
@@ -316,7 +316,7 @@ async fn lost(fleet: &Fleet) -> u32 {
     for c in CLUSTERS {
         let truth = fleet.sc.truth()[c];
         let shown_failing = programmed.as_ref().is_some_and(|(s, m)| {
-            s == "False" && m.contains(&format!("{c} {}", gwhub_tests::scenario::NOT_PROGRAMMED))
+            s == "False" && m.contains(&format!("{c} {}", gwhub_test_kit::scenario::NOT_PROGRAMMED))
         });
         let shown_ok = programmed.as_ref().is_some_and(|(s, _)| s == "True")
             || (programmed.is_some() && !shown_failing);

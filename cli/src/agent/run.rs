@@ -1,0 +1,384 @@
+//! `gwhub-agent run`: the long-running agent (spec §6). Without
+//! `--from-dir` it watches the cluster's API server ([`gwhub_agent::controller`]);
+//! with it, a directory of manifests stands in for the API server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::ScopeArgs;
+use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
+use gwhub_agent::runtime::hub_client::HubConfig;
+
+/// `gwhub-agent run --hub URL (--insecure --cluster NAME | --tls-cert P
+/// --tls-key P --ca P) --from-dir DIR`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "\
+The hub connection is authenticated with mTLS (--tls-cert, --tls-key, --ca), \
+where the cluster name comes from the client certificate, or explicitly \
+unauthenticated with --insecure, where --cluster names it. With neither, the \
+agent refuses to start.
+
+Logging: RUST_LOG (e.g. RUST_LOG=debug), default info, to stderr.")]
+pub struct RunArgs {
+    /// URL of the hub's agent endpoint, e.g. http://hub.example:7443.
+    #[arg(long, value_name = "URL")]
+    pub hub: String,
+    /// The cluster this agent reports for (required with --insecure; with
+    /// mTLS the client certificate names it, and this must match if given).
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// Connect without TLS and without client authentication (development
+    /// only: anyone who reaches the hub can report for any cluster).
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "ca"])]
+    pub insecure: bool,
+    /// Client certificate (PEM) for mTLS.
+    #[arg(long, value_name = "PATH", requires_all = ["tls_key", "ca"])]
+    pub tls_cert: Option<PathBuf>,
+    /// Client private key (PEM) for mTLS.
+    #[arg(long, value_name = "PATH", requires_all = ["tls_cert", "ca"])]
+    pub tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) that signed the hub's certificate.
+    #[arg(long, value_name = "PATH", requires_all = ["tls_cert", "tls_key"])]
+    pub ca: Option<PathBuf>,
+    /// Read the cluster's objects from this directory's manifests (YAML,
+    /// JSON, `kind: List`) instead of an API server, following changes.
+    #[arg(long, value_name = "DIR", conflicts_with = "kubeconfig")]
+    pub from_dir: Option<PathBuf>,
+    /// Kubeconfig of the cluster (default: KUBECONFIG, ~/.kube/config, then
+    /// the in-cluster service account).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Write our conditions to the local Gateways' status: `auto` writes a
+    /// condition type only while no other field manager writes it (so where
+    /// the ingress operator writes them, from OpenShift 4.22, the agent only
+    /// streams), `true` always, `false` never (compute and stream only).
+    #[arg(long, value_name = "auto|true|false", default_value = "auto")]
+    pub write_local_status: gwhub_spoke_rules::ownership::WriteMode,
+    /// Serve Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9090.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Send a heartbeat after this long without other traffic.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = gwhub_model::time::parse_duration)]
+    pub heartbeat: Duration,
+    /// How often --from-dir looks for changed files.
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = gwhub_model::time::parse_duration)]
+    pub poll_interval: Duration,
+}
+
+/// A validated `run` command line, ready to start.
+#[derive(Debug)]
+pub struct Plan {
+    pub hub: HubConfig,
+    pub source: Source,
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// Where the cluster's objects come from.
+#[derive(Debug)]
+pub enum Source {
+    /// `--from-dir DIR`.
+    Dir(DirSource),
+    /// The API server of `kubeconfig` (or the inferred one).
+    Kube {
+        kubeconfig: Option<PathBuf>,
+        settings: gwhub_agent::controller::Settings,
+    },
+}
+
+/// Checks the flags; every error says what to do instead.
+pub fn plan(args: &RunArgs) -> Result<Plan, String> {
+    let (cluster, tls) = gwhub_agent::runtime::tls::hub_connection(
+        &args.hub,
+        args.insecure,
+        args.cluster.as_deref(),
+        args.tls_cert.as_deref(),
+        args.tls_key.as_deref(),
+        args.ca.as_deref(),
+    )?;
+    let source = match &args.from_dir {
+        Some(dir) => Source::Dir(
+            DirSource::new(dir, engine_evaluate(args.scope.options()))
+                .map_err(|e| format!("--from-dir: {e}"))?
+                .poll_interval(if args.poll_interval.is_zero() {
+                    DEFAULT_POLL
+                } else {
+                    args.poll_interval
+                }),
+        ),
+        None => {
+            let mut settings = gwhub_agent::controller::Settings::new(args.scope.options());
+            settings.write_local_status = args.write_local_status;
+            Source::Kube {
+                kubeconfig: args.kubeconfig.clone(),
+                settings,
+            }
+        }
+    };
+    let mut hub = HubConfig::new(args.hub.clone(), cluster);
+    hub.tls = tls;
+    hub.heartbeat = args.heartbeat.max(Duration::from_millis(10));
+    Ok(Plan {
+        hub,
+        source,
+        metrics_listen: args.metrics_listen,
+    })
+}
+
+/// Runs the command until SIGINT or SIGTERM.
+pub fn run(args: &RunArgs) -> Result<(), String> {
+    let plan = plan(args)?;
+    init_tracing();
+    if plan.hub.tls.is_none() {
+        tracing::warn!(
+            "--insecure: the hub connection is neither encrypted nor authenticated; \
+             use mTLS outside development"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            on_signal.cancel();
+        });
+        let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
+        if let Some(addr) = plan.metrics_listen {
+            gwhub_agent::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        match plan.source {
+            Source::Dir(source) => {
+                tracing::info!(
+                    cluster = %plan.hub.cluster,
+                    hub = %plan.hub.endpoint,
+                    dir = %source.dir().display(),
+                    "gwhub-agent starting"
+                );
+                gwhub_agent::runtime::run_dir_agent(plan.hub, source, shutdown).await;
+            }
+            Source::Kube {
+                kubeconfig,
+                settings,
+            } => {
+                let client = gwhub_agent::controller::client(kubeconfig.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(
+                    cluster = %plan.hub.cluster,
+                    hub = %plan.hub.endpoint,
+                    namespace = %settings.scope.namespace,
+                    write_local_status = %settings.write_local_status,
+                    "gwhub-agent starting against the Kubernetes API"
+                );
+                gwhub_agent::controller::run_kube_agent(
+                    plan.hub, client, settings, metrics, shutdown,
+                )
+                .await;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn init_tracing() {
+    gwhub_common::logging::init("info");
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<RunArgs, String> {
+        T::try_parse_from(std::iter::once("run").chain(args.iter().copied()))
+            .map(|t| t.run)
+            .map_err(|e| e.to_string())
+    }
+
+    fn plan_of(args: &[&str]) -> Result<Plan, String> {
+        plan(&parse(args)?)
+    }
+
+    #[test]
+    fn refuses_without_tls_or_insecure() {
+        let e = plan_of(&[
+            "--hub",
+            "http://h:1",
+            "--cluster",
+            "c",
+            "--from-dir",
+            "/tmp",
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("refusing to start: no TLS material"), "{e}");
+        assert!(e.contains("--insecure"), "{e}");
+    }
+
+    #[test]
+    fn insecure_needs_a_cluster() {
+        let e = plan_of(&["--hub", "http://h:1", "--insecure", "--from-dir", "/tmp"]).unwrap_err();
+        assert!(e.contains("--cluster NAME is required"), "{e}");
+        let e = plan_of(&[
+            "--hub",
+            "http://h:1",
+            "--insecure",
+            "--cluster",
+            " ",
+            "--from-dir",
+            "/tmp",
+        ])
+        .unwrap_err();
+        assert!(e.contains("--cluster NAME is required"), "{e}");
+    }
+
+    #[test]
+    fn kubernetes_mode_without_from_dir() {
+        let p = plan_of(&["--hub", "http://h:1", "--insecure", "--cluster", "c"]).unwrap();
+        let Source::Kube {
+            kubeconfig,
+            settings,
+        } = p.source
+        else {
+            panic!("expected the Kubernetes mode");
+        };
+        assert_eq!(kubeconfig, None);
+        assert_eq!(
+            settings.write_local_status,
+            gwhub_spoke_rules::ownership::WriteMode::Auto
+        );
+        let p = plan_of(&[
+            "--hub",
+            "http://h:1",
+            "--insecure",
+            "--cluster",
+            "c",
+            "--kubeconfig",
+            "/k",
+            "--write-local-status=false",
+            "--metrics-listen",
+            "127.0.0.1:9090",
+        ])
+        .unwrap();
+        assert!(matches!(
+            p.source,
+            Source::Kube { ref kubeconfig, ref settings }
+                if kubeconfig.as_deref() == Some(std::path::Path::new("/k")) && settings.write_local_status == gwhub_spoke_rules::ownership::WriteMode::Never
+        ));
+        assert_eq!(p.metrics_listen, Some("127.0.0.1:9090".parse().unwrap()));
+        let e = parse(&[
+            "--hub",
+            "http://h:1",
+            "--from-dir",
+            "/tmp",
+            "--kubeconfig",
+            "/k",
+        ])
+        .unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+    }
+
+    #[test]
+    fn tls_files_are_read_at_start() {
+        let e = plan_of(&[
+            "--hub",
+            "https://h:1",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--ca",
+            "ca.pem",
+            "--from-dir",
+            "/tmp",
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("--tls-cert c.pem: "), "{e}");
+        let e = parse(&["--hub", "http://h:1", "--insecure", "--tls-cert", "c.pem"]).unwrap_err();
+        assert!(e.contains("cannot be used with"), "{e}");
+    }
+
+    #[test]
+    fn bad_directory_and_url() {
+        let e = plan_of(&[
+            "--hub",
+            "http://h:1",
+            "--insecure",
+            "--cluster",
+            "c",
+            "--from-dir",
+            "/nonexistent/gwhub",
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("--from-dir: /nonexistent/gwhub: "), "{e}");
+        let e = plan_of(&[
+            "--hub",
+            "h:1",
+            "--insecure",
+            "--cluster",
+            "c",
+            "--from-dir",
+            "/tmp",
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("--hub \"h:1\""), "{e}");
+    }
+
+    #[test]
+    fn good_flags() {
+        let p = plan_of(&[
+            "--hub",
+            "http://127.0.0.1:7443",
+            "--insecure",
+            "--cluster",
+            "east",
+            "--from-dir",
+            "/tmp",
+            "--heartbeat",
+            "250ms",
+        ])
+        .unwrap();
+        assert_eq!(p.hub.cluster, "east");
+        assert_eq!(p.hub.heartbeat, Duration::from_millis(250));
+    }
+}

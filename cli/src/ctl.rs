@@ -1,0 +1,831 @@
+//! `gwhubctl`: a kubectl-style client of the Dashboard API.
+
+use std::io::Write;
+
+use gwhub_common::{OutputFormat, render_list, render_object};
+use gwhub_proto::{convert, v1, v1::dashboard_client::DashboardClient};
+use serde_json::{Value, json};
+use tokio_stream::StreamExt;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::{Interceptor, interceptor::InterceptedService};
+use tonic::transport::Channel;
+
+/// gwhubctl: read the hub's aggregated Gateways and clusters.
+#[derive(Debug, clap::Parser)]
+#[command(name = "gwhubctl", version, about)]
+pub struct Cli {
+    /// The hub's Dashboard API (by default where `gwhub serve` listens for
+    /// it by default, on this host).
+    #[arg(
+        long,
+        global = true,
+        default_value = crate::hub::serve::DEFAULT_DASHBOARD_SERVER,
+        env = "GWHUB_SERVER"
+    )]
+    pub server: String,
+    /// CA (PEM) the hub's certificate chains to; use with an https:// --server.
+    #[arg(long, global = true, value_name = "PATH", env = "GWHUB_CA")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM), for a hub run with --dashboard-client-ca.
+    #[arg(long, global = true, value_name = "PATH", requires_all = ["tls_key", "ca"])]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Client private key (PEM) for --tls-cert.
+    #[arg(long, global = true, value_name = "PATH", requires_all = ["tls_cert", "ca"])]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// File holding a bearer token, for a hub run with --dashboard-token-file.
+    #[arg(long, global = true, value_name = "PATH", env = "GWHUB_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// List hub Gateways or clusters.
+    Get {
+        what: What,
+        /// wide (more columns), yaml or json; a table by default.
+        #[arg(short, long)]
+        output: Option<Output>,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Gateways fetched per call (1 to 1000); all pages are printed.
+        #[arg(long, value_name = "N", default_value_t = 500,
+              value_parser = clap::value_parser!(u32).range(1..=gwhub_hub_rules::listing::MAX_PAGE_SIZE as i64))]
+        page_size: u32,
+    },
+    /// Show one hub Gateway with each cluster's report and what was left out.
+    Describe {
+        /// Only `gateway` for now.
+        what: DescribeWhat,
+        /// NAMESPACE/NAME
+        name: String,
+        /// yaml or json (the Gateway with each cluster's report); text by default.
+        #[arg(short, long)]
+        output: Option<Output>,
+    },
+    /// Print the hub Gateways, then a line per change (like `kubectl get -w`).
+    Watch {
+        /// wide (more columns), or yaml or json: one watch event
+        /// (`{type, object}`) per change, as `kubectl get -w
+        /// --output-watch-events -o json|yaml` prints them.
+        #[arg(short, long)]
+        output: Option<Output>,
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
+    /// Show the last status transitions of one hub Gateway (aggregated and
+    /// per cluster), oldest first, as the hub saw them since it started.
+    History {
+        /// NAMESPACE/NAME
+        name: String,
+        /// Only the newest N transitions (0: every one the hub keeps).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        limit: u32,
+        /// yaml or json; a table by default.
+        #[arg(short, long)]
+        output: Option<Output>,
+    },
+}
+
+/// Which hub Gateways `get gateways` and `watch` show (ignored by `get
+/// clusters`).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct FilterArgs {
+    /// Only hub Gateways in this namespace.
+    #[arg(short = 'n', long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Only hub Gateways this cluster reports.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// Only hub Gateways with an aggregated condition that is not True.
+    #[arg(long)]
+    pub not_ready: bool,
+}
+
+impl FilterArgs {
+    fn to_proto(&self) -> Option<v1::GatewayFilter> {
+        Some(v1::GatewayFilter {
+            namespace: self.namespace.clone().unwrap_or_default(),
+            cluster: self.cluster.clone().unwrap_or_default(),
+            not_ready: self.not_ready,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum What {
+    #[value(alias = "gateway", alias = "gw")]
+    Gateways,
+    #[value(alias = "cluster")]
+    Clusters,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DescribeWhat {
+    #[value(alias = "gateways", alias = "gw")]
+    Gateway,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Wide,
+    Yaml,
+    Json,
+}
+
+pub fn run(cli: Cli) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let mut client = connect(&cli).await?;
+        let mut out = std::io::stdout().lock();
+        let text = match cli.command {
+            Command::Get {
+                what,
+                output,
+                filter,
+                page_size,
+            } => get(&mut client, what, output, &filter, page_size).await?,
+            Command::Describe { name, output, .. } => describe(&mut client, &name, output).await?,
+            Command::History {
+                name,
+                limit,
+                output,
+            } => history(&mut client, &name, limit, output).await?,
+            Command::Watch { output, filter } => {
+                return watch(&mut client, output, &filter, &mut out).await;
+            }
+        };
+        // A closed pipe (e.g. `| head`) is not worth an error.
+        let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        Ok(())
+    })
+}
+
+/// A Dashboard client that sends the bearer token, if any, on every call.
+type Client = DashboardClient<InterceptedService<Channel, BearerToken>>;
+
+/// Adds `authorization: Bearer <token>` to each request.
+#[derive(Clone)]
+struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            req.metadata_mut().insert("authorization", token.clone());
+        }
+        Ok(req)
+    }
+}
+
+fn bearer_token(cli: &Cli) -> Result<BearerToken, String> {
+    let Some(path) = &cli.token_file else {
+        return Ok(BearerToken(None));
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(format!(
+            "--token-file {}: the file is empty",
+            path.display()
+        ));
+    }
+    MetadataValue::try_from(format!("Bearer {token}"))
+        .map(|v| BearerToken(Some(v)))
+        .map_err(|_| {
+            format!(
+                "--token-file {}: the token is not printable ASCII",
+                path.display()
+            )
+        })
+}
+
+async fn connect(cli: &Cli) -> Result<Client, String> {
+    let token = bearer_token(cli)?;
+    let server = &cli.server;
+    let mut endpoint = Channel::from_shared(server.to_owned())
+        .map_err(|e| format!("invalid --server {server:?}: {e}"))?;
+    // The Dashboard shares the hub's server certificate when mTLS is on.
+    if let Some(ca) = &cli.ca {
+        let read = |flag: &str, p: &std::path::Path| {
+            std::fs::read(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+        };
+        let mut tls = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(read("--ca", ca)?));
+        if let (Some(cert), Some(key)) = (&cli.tls_cert, &cli.tls_key) {
+            tls = tls.identity(tonic::transport::Identity::from_pem(
+                read("--tls-cert", cert)?,
+                read("--tls-key", key)?,
+            ));
+        }
+        endpoint = endpoint.tls_config(tls).map_err(|e| {
+            format!(
+                "--ca/--tls-cert/--tls-key: {}",
+                gwhub_model::error_chain(&e)
+            )
+        })?;
+    }
+    let channel = endpoint.connect().await.map_err(|e| {
+        format!(
+            "cannot reach the hub at {server}: {}",
+            gwhub_model::error_chain(&e)
+        )
+    })?;
+    Ok(DashboardClient::with_interceptor(channel, token)
+        .max_decoding_message_size(MAX_ANSWER_BYTES))
+}
+
+/// The largest Dashboard answer gwhubctl reads. gRPC's default (4 MiB) is
+/// far too small for a large fleet: 1,000 clusters x 100 Gateways list as
+/// ~47 MB, mostly the names of entries the hub left out.
+const MAX_ANSWER_BYTES: usize = 1 << 30;
+
+fn status_error(s: tonic::Status) -> String {
+    format!("{:?}: {}", s.code(), printable(s.message()))
+}
+
+/// `s` with control characters (ESC, BEL, CR, LF, ...) and bidirectional
+/// overrides escaped, so text from the server (a rogue cluster's names and
+/// messages) cannot move the cursor or draw rows of its own.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| match c {
+            c if unsafe_char(c) => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
+}
+
+/// Renders rows as a kubectl-style table: left-aligned, three spaces apart.
+/// Cells are [`printable`].
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| printable(c).into_owned()).collect())
+        .collect();
+    let rows = rows.as_slice();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, (cell, w)) in cells.zip(&widths).enumerate() {
+            if i + 1 == widths.len() {
+                l.push_str(cell);
+            } else {
+                l.push_str(&format!("{cell:<w$}   "));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// The aggregated condition of `type_`, if the hub wrote one.
+pub fn condition<'a>(g: &'a v1::AggregatedGateway, type_: &str) -> Option<&'a v1::Condition> {
+    g.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.r#type == type_)
+}
+
+/// `True`/`False`/`Unknown`, or `-` for a missing condition.
+pub fn status_word(c: Option<&v1::Condition>) -> String {
+    match c.map(|c| v1::ConditionStatus::try_from(c.status)) {
+        Some(Ok(v1::ConditionStatus::True)) => "True".into(),
+        Some(Ok(v1::ConditionStatus::False)) => "False".into(),
+        Some(Ok(v1::ConditionStatus::Unknown)) => "Unknown".into(),
+        _ => "-".into(),
+    }
+}
+
+const GATEWAY_HEADER: [&str; 6] = [
+    "NAMESPACE",
+    "NAME",
+    "CLUSTERS",
+    "ACCEPTED",
+    "PROGRAMMED",
+    "AGGREGATED",
+];
+const GATEWAY_WIDE: [&str; 3] = ["ADDRESSES", "LISTENERS", "LEFT-OUT"];
+
+fn gateway_row(g: &v1::AggregatedGateway, wide: bool) -> Vec<String> {
+    let own = condition(g, "kuadrant.io/MultiClusterAggregated");
+    let aggregated = match own {
+        Some(c) if c.status == v1::ConditionStatus::True as i32 => c.reason.clone(),
+        Some(c) => format!("{} ({})", status_word(Some(c)), c.reason),
+        None => "-".into(),
+    };
+    let mut row = vec![
+        g.namespace.clone(),
+        g.name.clone(),
+        if wide {
+            g.clusters.join(",")
+        } else {
+            g.clusters.len().to_string()
+        },
+        status_word(condition(g, "Accepted")),
+        status_word(condition(g, "Programmed")),
+        aggregated,
+    ];
+    if wide {
+        let s = g.status.clone().unwrap_or_default();
+        row.push(s.addresses.len().to_string());
+        row.push(s.listeners.len().to_string());
+        row.push(
+            g.omissions
+                .iter()
+                .map(|o| o.names.len())
+                .sum::<usize>()
+                .to_string(),
+        );
+    }
+    row
+}
+
+fn rfc3339(secs: i64) -> String {
+    if secs <= 0 {
+        return "never".into();
+    }
+    jiff::Timestamp::from_second(secs)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| secs.to_string())
+}
+
+/// The hub Gateway as `-o yaml|json` prints it (shared with `gwhub demo --once`).
+pub fn gateway_json(g: &v1::AggregatedGateway) -> Value {
+    let status = g
+        .status
+        .clone()
+        .and_then(|s| convert::status_from_proto(s).ok())
+        .unwrap_or_default();
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"namespace": g.namespace, "name": g.name},
+        "status": status,
+        "gwhub": {
+            "clusters": g.clusters,
+            "revision": g.revision,
+            "omissions": g.omissions.iter().map(|o| json!({
+                "cluster": o.cluster, "item": o.item, "names": o.names,
+                "rule": o.rule, "message": o.message,
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+fn format_of(output: Option<Output>) -> Option<OutputFormat> {
+    match output {
+        Some(Output::Yaml) => Some(OutputFormat::Yaml),
+        Some(Output::Json) => Some(OutputFormat::Json),
+        _ => None,
+    }
+}
+
+/// Every hub Gateway matching `filter`, fetched `page_size` at a time.
+async fn list_all(
+    client: &mut Client,
+    filter: &FilterArgs,
+    page_size: u32,
+) -> Result<Vec<v1::AggregatedGateway>, String> {
+    let mut gateways = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = client
+            .list_gateways(v1::ListGatewaysRequest {
+                page_size,
+                page_token,
+                filter: filter.to_proto(),
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        gateways.extend(page.gateways);
+        if page.next_page_token.is_empty() {
+            return Ok(gateways);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+async fn get(
+    client: &mut Client,
+    what: What,
+    output: Option<Output>,
+    filter: &FilterArgs,
+    page_size: u32,
+) -> Result<String, String> {
+    let wide = output == Some(Output::Wide);
+    match what {
+        What::Gateways => {
+            let gateways = list_all(client, filter, page_size).await?;
+            if let Some(f) = format_of(output) {
+                return Ok(render_list(gateways.iter().map(gateway_json).collect(), f));
+            }
+            let mut header = GATEWAY_HEADER.to_vec();
+            if wide {
+                header.extend(GATEWAY_WIDE);
+            }
+            let rows: Vec<_> = gateways.iter().map(|g| gateway_row(g, wide)).collect();
+            Ok(table(&header, &rows))
+        }
+        What::Clusters => {
+            let clusters = client
+                .list_clusters(v1::ListClustersRequest {})
+                .await
+                .map_err(status_error)?
+                .into_inner()
+                .clusters;
+            if let Some(f) = format_of(output) {
+                let items = clusters
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "kind": "Cluster",
+                            "name": c.name,
+                            "connected": c.connected,
+                            "stale": c.stale,
+                            "gatewayCount": c.gateway_count,
+                            "lastReportTime": (c.last_report_time > 0).then(|| rfc3339(c.last_report_time)),
+                            "lastSeenTime": (c.last_seen_time > 0).then(|| rfc3339(c.last_seen_time)),
+                            "agentVersion": c.agent_version,
+                        })
+                    })
+                    .collect();
+                return Ok(render_list(items, f));
+            }
+            let mut header = vec!["NAME", "CONNECTED", "STALE", "GATEWAYS", "LAST-REPORT"];
+            if wide {
+                header.extend(["LAST-SEEN", "AGENT"]);
+            }
+            let rows: Vec<_> = clusters
+                .iter()
+                .map(|c| {
+                    let mut row = vec![
+                        c.name.clone(),
+                        c.connected.to_string(),
+                        c.stale.to_string(),
+                        c.gateway_count.to_string(),
+                        rfc3339(c.last_report_time),
+                    ];
+                    if wide {
+                        row.push(rfc3339(c.last_seen_time));
+                        row.push(c.agent_version.clone());
+                    }
+                    row
+                })
+                .collect();
+            Ok(table(&header, &rows))
+        }
+    }
+}
+
+fn conditions_table(indent: &str, list: &[v1::Condition]) -> String {
+    let rows: Vec<_> = list
+        .iter()
+        .map(|c| {
+            vec![
+                c.r#type.clone(),
+                status_word(Some(c)),
+                c.reason.clone(),
+                c.message.clone(),
+            ]
+        })
+        .collect();
+    table(&["TYPE", "STATUS", "REASON", "MESSAGE"], &rows)
+        .lines()
+        .map(|l| format!("{indent}{l}\n"))
+        .collect()
+}
+
+fn status_text(indent: &str, s: &v1::GatewayStatus) -> String {
+    let mut out = format!("{indent}Conditions:\n");
+    out.push_str(&conditions_table(&format!("{indent}  "), &s.conditions));
+    out.push_str(&format!("{indent}Addresses:\n"));
+    for a in &s.addresses {
+        out.push_str(&format!(
+            "{indent}  {} {}\n",
+            printable(a.r#type.as_deref().unwrap_or("IPAddress")),
+            printable(&a.value)
+        ));
+    }
+    out.push_str(&format!("{indent}Listeners:\n"));
+    for l in &s.listeners {
+        out.push_str(&format!(
+            "{indent}  {} (attachedRoutes: {})\n",
+            printable(&l.name),
+            l.attached_routes
+        ));
+        out.push_str(&conditions_table(&format!("{indent}    "), &l.conditions));
+    }
+    out
+}
+
+async fn describe(
+    client: &mut Client,
+    name: &str,
+    output: Option<Output>,
+) -> Result<String, String> {
+    let Some((namespace, gw)) = name.split_once('/') else {
+        return Err(format!("{name:?} is not NAMESPACE/NAME"));
+    };
+    let r = client
+        .get_gateway(v1::GetGatewayRequest {
+            namespace: namespace.into(),
+            name: gw.into(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let g = r.gateway.clone().unwrap_or_default();
+    match output {
+        None => {}
+        Some(Output::Wide) => return Err("describe prints no table: use -o yaml or -o json".into()),
+        Some(o) => {
+            let f = format_of(Some(o)).unwrap_or_default();
+            return Ok(render_object(&describe_json(&r), f));
+        }
+    }
+    let mut out = format!(
+        "Name:       {}\nNamespace:  {}\nClusters:   {}\nRevision:   {}\nAggregated status:\n",
+        printable(&g.name),
+        printable(&g.namespace),
+        printable(&g.clusters.join(", ")),
+        g.revision
+    );
+    out.push_str(&status_text("  ", &g.status.clone().unwrap_or_default()));
+    out.push_str("Left out:\n");
+    if g.omissions.is_empty() {
+        out.push_str("  (nothing)\n");
+    }
+    for o in &g.omissions {
+        out.push_str(&format!("  {}\n", printable(&o.message)));
+    }
+    out.push_str("Per cluster:\n");
+    for c in &r.clusters {
+        let fresh = if c.stale { "stale" } else { "fresh" };
+        out.push_str(&format!(
+            "  {} ({fresh}, last report {}):\n",
+            printable(&c.cluster),
+            rfc3339(c.last_report_time)
+        ));
+        out.push_str(&status_text("    ", &c.status.clone().unwrap_or_default()));
+    }
+    Ok(out)
+}
+
+/// `describe -o yaml|json`: the hub Gateway as `get -o` prints it, plus
+/// each cluster's report under `gwhub.reports`.
+pub fn describe_json(r: &v1::GetGatewayResponse) -> Value {
+    let mut v = gateway_json(&r.gateway.clone().unwrap_or_default());
+    v["gwhub"]["reports"] = r
+        .clusters
+        .iter()
+        .map(|c| {
+            let status = c
+                .status
+                .clone()
+                .and_then(|s| convert::status_from_proto(s).ok())
+                .unwrap_or_default();
+            json!({
+                "cluster": c.cluster,
+                "stale": c.stale,
+                "lastReportTime": (c.last_report_time > 0).then(|| rfc3339(c.last_report_time)),
+                "status": status,
+            })
+        })
+        .collect();
+    v
+}
+
+/// `watch -o yaml|json`: one watch event per upserted or deleted Gateway
+/// (`ADDED` for the first snapshot, then `MODIFIED`/`DELETED`).
+pub fn watch_events(msg: &v1::WatchGatewaysResponse) -> Vec<Value> {
+    let kind = if msg.snapshot { "ADDED" } else { "MODIFIED" };
+    let mut events: Vec<Value> = msg
+        .upserted
+        .iter()
+        .map(|g| json!({"type": kind, "object": gateway_json(g)}))
+        .collect();
+    events.extend(msg.deleted.iter().map(|d| {
+        json!({"type": "DELETED", "object": {
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"namespace": d.namespace, "name": d.name}}})
+    }));
+    events
+}
+
+/// `ConditionStatus` as a word, `-` for none.
+fn status_name(s: i32) -> &'static str {
+    match v1::ConditionStatus::try_from(s) {
+        Ok(v1::ConditionStatus::True) => "True",
+        Ok(v1::ConditionStatus::False) => "False",
+        Ok(v1::ConditionStatus::Unknown) => "Unknown",
+        _ => "-",
+    }
+}
+
+fn millis_rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
+
+/// `history -o yaml|json`: one object per transition.
+pub fn history_json(t: &v1::GatewayTransition) -> Value {
+    json!({
+        "time": millis_rfc3339(t.time_millis),
+        "cluster": t.cluster,
+        "type": t.condition_type,
+        "status": status_name(t.status),
+        "reason": t.reason,
+        "message": t.message,
+        "previousStatus": status_name(t.previous_status),
+        "previousReason": t.previous_reason,
+    })
+}
+
+async fn history(
+    client: &mut Client,
+    name: &str,
+    limit: u32,
+    output: Option<Output>,
+) -> Result<String, String> {
+    let Some((namespace, gw)) = name.split_once('/') else {
+        return Err(format!("{name:?} is not NAMESPACE/NAME"));
+    };
+    let r = client
+        .get_gateway_history(v1::GetGatewayHistoryRequest {
+            namespace: namespace.into(),
+            name: gw.into(),
+            limit,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if let Some(f) = format_of(output) {
+        return Ok(render_list(
+            r.transitions.iter().map(history_json).collect(),
+            f,
+        ));
+    }
+    let rows: Vec<_> = r
+        .transitions
+        .iter()
+        .map(|t| {
+            vec![
+                millis_rfc3339(t.time_millis),
+                if t.cluster.is_empty() {
+                    "(hub)".into()
+                } else {
+                    t.cluster.clone()
+                },
+                t.condition_type.clone(),
+                format!(
+                    "{} -> {}",
+                    status_name(t.previous_status),
+                    status_name(t.status)
+                ),
+                if t.reason.is_empty() {
+                    "-".into()
+                } else {
+                    t.reason.clone()
+                },
+                t.message.clone(),
+            ]
+        })
+        .collect();
+    Ok(table(
+        &[
+            "TIME",
+            "CLUSTER",
+            "CONDITION",
+            "STATUS",
+            "REASON",
+            "MESSAGE",
+        ],
+        &rows,
+    ))
+}
+
+async fn watch(
+    client: &mut Client,
+    output: Option<Output>,
+    filter: &FilterArgs,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let mut stream = client
+        .watch_gateways(v1::WatchGatewaysRequest {
+            filter: filter.to_proto(),
+            ..Default::default()
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    if let Some(f) = format_of(output) {
+        while let Some(msg) = stream.next().await {
+            let msg = msg.map_err(status_error)?;
+            for event in watch_events(&msg) {
+                let mut text = render_object(&event, f);
+                if f == OutputFormat::Yaml {
+                    text = format!("---\n{text}");
+                }
+                if out
+                    .write_all(text.as_bytes())
+                    .and_then(|_| out.flush())
+                    .is_err()
+                {
+                    return Ok(());
+                }
+            }
+        }
+        return Ok(());
+    }
+    let wide = output == Some(Output::Wide);
+    let mut header = vec!["EVENT"];
+    header.extend(GATEWAY_HEADER);
+    if wide {
+        header.extend(GATEWAY_WIDE);
+    }
+    let mut printed_header = false;
+    while let Some(msg) = stream.next().await {
+        let msg = msg.map_err(status_error)?;
+        let event = if msg.snapshot { "" } else { "MODIFIED" };
+        let mut rows: Vec<Vec<String>> = msg
+            .upserted
+            .iter()
+            .map(|g| {
+                let mut row = vec![event.to_owned()];
+                row.extend(gateway_row(g, wide));
+                row
+            })
+            .collect();
+        rows.extend(msg.deleted.iter().map(|d| {
+            let mut row = vec![
+                "DELETED".into(),
+                d.namespace.clone(),
+                d.name.clone(),
+                "0".into(),
+            ];
+            row.resize(header.len(), "-".into());
+            row
+        }));
+        let text = table(&header, &rows);
+        let text = if printed_header {
+            text.split_once('\n')
+                .map(|(_, rest)| rest)
+                .unwrap_or_default()
+        } else {
+            &text
+        };
+        printed_header = true;
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|_| out.flush())
+            .is_err()
+        {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_is_printed_with_control_characters_escaped() {
+        assert_eq!(printable("east"), "east");
+        assert_eq!(
+            printable("a\u{1b}[2Jb\u{7}\r\nfake-row\u{202e}"),
+            "a\\u{1b}[2Jb\\u{7}\\r\\nfake-row\\u{202e}"
+        );
+        let t = table(&["NAME"], &[vec!["gw\nwest   True".into()]]);
+        assert_eq!(t.lines().count(), 2, "{t}");
+        assert!(!t.contains('\u{1b}'));
+    }
+}

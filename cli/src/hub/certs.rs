@@ -1,0 +1,315 @@
+//! `gwhub certs`: a development CA, the hub's server certificate and one
+//! client certificate per cluster, so mTLS is as easy to try as
+//! `--insecure`. Not a PKI: keys are written unencrypted and never rotate,
+//! and every certificate expires after `--validity` (one year by default;
+//! run it again, with `--force`, to renew).
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use gwhub_common::identity::SPIFFE_CLUSTER_PREFIX;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+/// Hub SANs when `--hub-san` is not given: loopback and the in-cluster
+/// Service name of the manifests.
+pub const DEFAULT_HUB_SANS: &str = "127.0.0.1,localhost,gwhub.gwhub-system.svc";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Directory to write the PEM files to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Clusters to create client certificates for, e.g. east,west.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', required = true)]
+    pub clusters: Vec<String>,
+    /// DNS names and IP addresses the hub's certificate is valid for.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', default_value = DEFAULT_HUB_SANS)]
+    pub hub_san: Vec<String>,
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+    /// How long the CA and every certificate are valid (from yesterday, so
+    /// clock skew does not matter); at most 10 years (3650d).
+    #[arg(long, value_name = "DUR", default_value = "365d", value_parser = parse_validity)]
+    pub validity: Duration,
+}
+
+/// Default of `--validity`: one year.
+pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
+/// Longest `--validity`: ten years.
+pub const MAX_VALIDITY: Duration = Duration::from_secs(3650 * 86_400);
+
+fn parse_validity(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 365d)"))?;
+    if d < Duration::from_secs(86_400) || d > MAX_VALIDITY {
+        return Err(format!("{s:?}: must be between 1d and 3650d"));
+    }
+    Ok(d)
+}
+
+/// The files one `gwhub certs` run writes, relative to `--out`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub ca: PathBuf,
+    pub ca_key: PathBuf,
+    pub hub_cert: PathBuf,
+    pub hub_key: PathBuf,
+    /// `(cluster, cert, key)`.
+    pub clusters: Vec<(String, PathBuf, PathBuf)>,
+}
+
+impl Layout {
+    pub fn new(out: &Path, clusters: &[String]) -> Self {
+        Layout {
+            ca: out.join("ca.pem"),
+            ca_key: out.join("ca-key.pem"),
+            hub_cert: out.join("hub.pem"),
+            hub_key: out.join("hub-key.pem"),
+            clusters: clusters
+                .iter()
+                .map(|c| {
+                    (
+                        c.clone(),
+                        out.join(format!("{c}.pem")),
+                        out.join(format!("{c}-key.pem")),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn all(&self) -> Vec<&Path> {
+        let mut v = vec![
+            self.ca.as_path(),
+            self.ca_key.as_path(),
+            self.hub_cert.as_path(),
+            self.hub_key.as_path(),
+        ];
+        for (_, c, k) in &self.clusters {
+            v.push(c);
+            v.push(k);
+        }
+        v
+    }
+}
+
+fn cluster_name_ok(name: &str) -> bool {
+    gwhub_model::cluster::validate(name).is_ok()
+}
+
+fn rc(what: &str) -> impl Fn(rcgen::Error) -> String + '_ {
+    move |e| format!("cannot create the {what}: {e}")
+}
+
+/// Creates the CA, hub and cluster certificates, valid for
+/// [`DEFAULT_VALIDITY`]; returns the files written.
+pub fn generate(
+    out: &Path,
+    clusters: &[String],
+    hub_sans: &[String],
+    force: bool,
+) -> Result<Layout, String> {
+    generate_valid_for(out, clusters, hub_sans, force, DEFAULT_VALIDITY)
+}
+
+/// [`generate`] with certificates valid for `validity` from yesterday.
+pub fn generate_valid_for(
+    out: &Path,
+    clusters: &[String],
+    hub_sans: &[String],
+    force: bool,
+    validity: Duration,
+) -> Result<Layout, String> {
+    if validity > MAX_VALIDITY {
+        return Err(format!(
+            "--validity: at most {} days",
+            MAX_VALIDITY.as_secs() / 86_400
+        ));
+    }
+    let yesterday = jiff::Zoned::now()
+        .date()
+        .yesterday()
+        .map_err(|e| format!("cannot date the certificates: {e}"))?;
+    let not_before = rcgen::date_time_ymd(
+        i32::from(yesterday.year()),
+        yesterday.month() as u8,
+        yesterday.day() as u8,
+    );
+    let not_after = not_before + validity;
+    let valid = |p: &mut CertificateParams| {
+        p.not_before = not_before;
+        p.not_after = not_after;
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for c in clusters {
+        if !cluster_name_ok(c) {
+            return Err(format!(
+                "--clusters: {c:?} is not a valid cluster name (letters, digits, '.', '_', '-')"
+            ));
+        }
+        if matches!(c.as_str(), "ca" | "ca-key" | "hub" | "hub-key") {
+            return Err(format!(
+                "--clusters: {c:?} would clash with the CA or hub files"
+            ));
+        }
+        if !seen.insert(c) {
+            return Err(format!("--clusters: {c:?} given twice"));
+        }
+    }
+    let hub_sans: Vec<String> = hub_sans
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if hub_sans.is_empty() {
+        return Err("--hub-san: at least one DNS name or IP address is needed".to_owned());
+    }
+    let layout = Layout::new(out, clusters);
+    if !force {
+        let existing: Vec<String> = layout
+            .all()
+            .into_iter()
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .collect();
+        if !existing.is_empty() {
+            return Err(format!(
+                "refusing to overwrite {} (pass --force to replace them)",
+                existing.join(", ")
+            ));
+        }
+    }
+
+    let ca_key = KeyPair::generate().map_err(rc("CA key"))?;
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name
+        .push(DnType::CommonName, "gwhub development CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    valid(&mut ca);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).map_err(rc("CA"))?;
+    let issuer = Issuer::new(ca, &ca_key);
+
+    let leaf = |cn: &str,
+                sans: Vec<SanType>,
+                usage: ExtendedKeyUsagePurpose|
+     -> Result<(String, String), String> {
+        let key = KeyPair::generate().map_err(rc("key"))?;
+        let mut p = CertificateParams::default();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        p.subject_alt_names = sans;
+        p.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        p.extended_key_usages = vec![usage];
+        p.use_authority_key_identifier_extension = true;
+        valid(&mut p);
+        let cert = p
+            .signed_by(&key, &issuer)
+            .map_err(rc(&format!("certificate for {cn}")))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    };
+
+    let mut sans = Vec::new();
+    for s in &hub_sans {
+        sans.push(match s.parse::<IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => SanType::DnsName(
+                s.as_str()
+                    .try_into()
+                    .map_err(|e| format!("--hub-san {s:?}: {e}"))?,
+            ),
+        });
+    }
+    let hub = leaf("gwhub", sans, ExtendedKeyUsagePurpose::ServerAuth)?;
+    let mut files = vec![
+        (layout.ca.clone(), ca_cert.pem(), false),
+        (layout.ca_key.clone(), ca_key.serialize_pem(), true),
+        (layout.hub_cert.clone(), hub.0, false),
+        (layout.hub_key.clone(), hub.1, true),
+    ];
+    for (name, cert, key) in &layout.clusters {
+        let uri = format!("{SPIFFE_CLUSTER_PREFIX}{name}");
+        let san = SanType::URI(
+            uri.as_str()
+                .try_into()
+                .map_err(|e| format!("--clusters {name:?}: {e}"))?,
+        );
+        let (c, k) = leaf(name, vec![san], ExtendedKeyUsagePurpose::ClientAuth)?;
+        files.push((cert.clone(), c, false));
+        files.push((key.clone(), k, true));
+    }
+
+    std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
+    for (path, contents, secret) in files {
+        write(&path, &contents, secret).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(layout)
+}
+
+/// Keys are readable by the owner only.
+fn write(path: &Path, contents: &str, secret: bool) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    if secret {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = secret;
+    std::io::Write::write_all(&mut options.open(path)?, contents.as_bytes())
+}
+
+pub fn run(args: &Args) -> Result<String, String> {
+    let l = generate_valid_for(
+        &args.out,
+        &args.clusters,
+        &args.hub_san,
+        args.force,
+        args.validity,
+    )?;
+    let d = |p: &Path| p.display().to_string();
+    let mut out = String::from("wrote:\n");
+    out.push_str(&format!("  {}  (CA certificate)\n", d(&l.ca)));
+    out.push_str(&format!("  {}  (CA key: keep it private)\n", d(&l.ca_key)));
+    out.push_str(&format!(
+        "  {}, {}  (hub, valid for {})\n",
+        d(&l.hub_cert),
+        d(&l.hub_key),
+        args.hub_san.join(", ")
+    ));
+    for (name, cert, key) in &l.clusters {
+        out.push_str(&format!(
+            "  {}, {}  (cluster {name}: {SPIFFE_CLUSTER_PREFIX}{name})\n",
+            d(cert),
+            d(key)
+        ));
+    }
+    out.push_str(&format!(
+        "\nhub:\n  gwhub serve --no-kube --listen 127.0.0.1:7443 --dashboard-listen 127.0.0.1:7444 \\\n    \
+         --tls-cert {} --tls-key {} --client-ca {}\n",
+        d(&l.hub_cert),
+        d(&l.hub_key),
+        d(&l.ca)
+    ));
+    for (name, cert, key) in &l.clusters {
+        out.push_str(&format!(
+            "agent ({name}):\n  gwhub-agent run --hub https://127.0.0.1:7443 \\\n    \
+             --tls-cert {} --tls-key {} --ca {} --from-dir DIR\n",
+            d(cert),
+            d(key),
+            d(&l.ca)
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,280 @@
+//! `gwhub serve`: flag checks, logging, and a runtime around
+//! [`gwhub_hub::serve::Hub`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use gwhub_hub::serve::{Hub, HubConfig, shutdown_signal};
+use gwhub_hub_rules::aggregate::Options;
+
+/// Where `gwhub serve` listens for agents by default (the manifests' port).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:7443";
+/// Where `gwhub serve` serves the Dashboard by default (the manifests' port).
+pub const DEFAULT_DASHBOARD_LISTEN: &str = "0.0.0.0:7444";
+/// `gwhubctl --server`'s default: that Dashboard on this host.
+pub const DEFAULT_DASHBOARD_SERVER: &str = "http://127.0.0.1:7444";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address agents connect to (gwhub.v1.Ingest).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Address of the read-only Dashboard API (gwhub.v1.Dashboard).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_DASHBOARD_LISTEN)]
+    pub dashboard_listen: SocketAddr,
+    /// Keep reports in memory instead of on the management cluster.
+    #[arg(long)]
+    pub no_kube: bool,
+    /// Kubeconfig of the management cluster (default: KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_kube")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the hub's ClusterReports and leader Lease (its own).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "POD_NAMESPACE",
+        default_value = "gwhub-system"
+    )]
+    pub namespace: String,
+    /// Manage only the hub Gateways in this namespace (default: all).
+    #[arg(long, value_name = "NS", conflicts_with = "no_kube")]
+    pub gateway_namespace: Option<String>,
+    /// Write without a leader Lease: for exactly one replica.
+    #[arg(long, conflicts_with = "no_kube")]
+    pub no_leader_election: bool,
+    /// How long the leader's Lease lasts unrenewed: a killed leader's
+    /// successor writes status after at most this (renewed every third of
+    /// it). Whole seconds, at least 3s; shorter means more API writes.
+    #[arg(
+        long,
+        value_name = "DUR",
+        default_value = "15s",
+        value_parser = parse_lease_duration,
+        conflicts_with_all = ["no_kube", "no_leader_election"]
+    )]
+    pub lease_duration: Duration,
+    /// Writes per second to the management cluster's API server, all of the
+    /// hub's writers together (hub Gateway status, ClusterReports); writes
+    /// waiting for the budget coalesce to each object's latest state. 0: no
+    /// limit.
+    #[arg(long, value_name = "QPS", default_value_t = gwhub_hub::kube::budget::DEFAULT_QPS, value_parser = parse_qps, conflicts_with = "no_kube")]
+    pub kube_api_qps: f64,
+    /// Writes that may go at once before --kube-api-qps applies.
+    #[arg(long, value_name = "N", default_value_t = gwhub_hub::kube::budget::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "no_kube")]
+    pub kube_api_burst: u32,
+    /// Accept plaintext agents whose Hello names their cluster (development only).
+    #[arg(long)]
+    pub insecure: bool,
+    /// A cluster with no report or heartbeat for this long is stale (e.g. 60s, 2m).
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = gwhub_model::time::parse_duration)]
+    pub stale_after: Duration,
+    /// Messages per second one agent stream may send (bursts of one second's
+    /// worth); a faster stream is ended with RESOURCE_EXHAUSTED. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
+    pub max_messages_per_second: u32,
+    /// Server certificate (PEM) for mTLS.
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// Server private key (PEM) for mTLS.
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that signs agents' client certificates.
+    #[arg(long, value_name = "PATH")]
+    pub client_ca: Option<PathBuf>,
+    /// Require Dashboard clients to present a certificate signed by this CA (PEM).
+    #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
+    pub dashboard_client_ca: Option<PathBuf>,
+    /// Require `authorization: Bearer <token>` on Dashboard calls; the file holds the token.
+    #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
+    pub dashboard_token_file: Option<PathBuf>,
+    /// Serve Prometheus text on GET /metrics here (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Serve the read-only web status page here (off unless given). It
+    /// takes the Dashboard's TLS, client CA and connection budgets; with
+    /// --dashboard-token-file its data needs the token (`Authorization:
+    /// Bearer <token>` or the cookie gwhub_token, which the page sets).
+    #[arg(long, value_name = "ADDR")]
+    pub web_listen: Option<SocketAddr>,
+    /// Status transitions kept in memory per hub Gateway for
+    /// GetGatewayHistory (0 to 1024; 0 keeps none).
+    #[arg(long, value_name = "N", default_value_t = gwhub_hub_rules::history::DEFAULT_CAPACITY,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=gwhub_hub_rules::history::MAX_CAPACITY as u64))]
+    pub gateway_history: usize,
+    #[command(flatten)]
+    pub budgets: gwhub_hub::budget::Budgets,
+    /// Address type written for cluster Hostname addresses.
+    #[arg(long, value_name = "TYPE", default_value = gwhub_hub_rules::aggregate::HOSTNAME_ADDRESS_TYPE)]
+    pub hostname_address_type: String,
+}
+
+fn parse_qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
+        _ => Err(format!(
+            "{s:?}: must be a number of writes per second, 0 or more (0: no limit)"
+        )),
+    }
+}
+
+/// The Lease API counts whole seconds, and a renewal must fit well inside.
+fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+    let d = gwhub_model::time::parse_duration(s)?;
+    if d.subsec_nanos() != 0 || d < Duration::from_secs(3) {
+        return Err(format!("{s:?}: must be whole seconds, at least 3s"));
+    }
+    Ok(d)
+}
+
+/// Checks the flags' combination; the error says why the hub will not start.
+pub fn config(args: &Args) -> Result<HubConfig, String> {
+    let tls = [&args.tls_cert, &args.tls_key, &args.client_ca];
+    let given = tls.iter().filter(|p| p.is_some()).count();
+    if given == 0 && !args.insecure {
+        return Err("refusing to start: no TLS material (--tls-cert, --tls-key, --client-ca) and no --insecure; \
+             without either, any agent could report for any cluster. Pass --insecure to accept plaintext agents \
+             that name their cluster in Hello (development only)"
+            .to_owned());
+    }
+    if given > 0 && args.insecure {
+        return Err(
+            "--insecure cannot be combined with --tls-cert, --tls-key or --client-ca".to_owned(),
+        );
+    }
+    let options = Options::with_hostname_address_type(&args.hostname_address_type)
+        .map_err(|e| e.to_string())?;
+    Ok(HubConfig {
+        listen: args.listen,
+        dashboard_listen: args.dashboard_listen,
+        insecure: args.insecure,
+        stale_after: args.stale_after,
+        options,
+        max_messages_per_second: args.max_messages_per_second,
+        budgets: args.budgets.clone(),
+        web_listen: args.web_listen,
+        gateway_history: args.gateway_history,
+    })
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default `info`,
+/// `GWHUB_LOG_FORMAT=json` gives JSON lines.
+pub fn init_logging() {
+    gwhub_common::logging::init("info");
+}
+
+/// Runs the hub until SIGINT or SIGTERM.
+pub fn run(args: &Args) -> Result<String, String> {
+    let config = config(args)?;
+    let tls = gwhub_hub::tls::HubTls::load(&gwhub_hub::tls::TlsPaths {
+        cert: args.tls_cert.as_deref(),
+        key: args.tls_key.as_deref(),
+        client_ca: args.client_ca.as_deref(),
+        dashboard_client_ca: args.dashboard_client_ca.as_deref(),
+        dashboard_token_file: args.dashboard_token_file.as_deref(),
+    })?;
+    init_logging();
+    raise_open_file_limit(&args.budgets);
+    if config.insecure {
+        tracing::warn!(
+            "--insecure: agents are not authenticated and name their own cluster; use only on a trusted network"
+        );
+    }
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
+        // Before listening: a hub that cannot reach its store should not serve.
+        let kube = match args.no_kube {
+            true => None,
+            false => Some(connect_kube(args).await.map_err(|e| e.to_string())?),
+        };
+        let hub = Hub::start_with_tls(config, tls)
+            .await
+            .map_err(|e| e.to_string())?;
+        let stop_metrics = tokio_util::sync::CancellationToken::new();
+        let _stop_metrics = stop_metrics.clone().drop_guard();
+        let index = hub.index.clone();
+        let serve_metrics = |kube_metrics| async {
+            match args.metrics_listen {
+                Some(addr) => gwhub_hub::metrics::serve(addr, index, kube_metrics, stop_metrics)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("cannot serve metrics on {addr}: {e}")),
+                None => Ok(()),
+            }
+        };
+        match kube {
+            None => {
+                serve_metrics(None).await?;
+                hub.run_until(shutdown_signal()).await
+            }
+            Some(kube) => {
+                let kube = kube.attach(hub);
+                serve_metrics(Some(kube.metrics.clone())).await?;
+                kube.run_until(shutdown_signal()).await
+            }
+        }
+        .map_err(|e| e.to_string())
+    })?;
+    Ok(String::new())
+}
+
+/// File descriptors the hub needs beside its connections: /metrics
+/// scrapes, the Kubernetes client, logs, the runtime.
+const FD_HEADROOM: u64 = 128;
+
+/// Every connection is a file descriptor, and the default budgets (4,096
+/// agents + 64 Dashboard connections) exceed the common soft limit of 1,024:
+/// raise the soft limit as far as the hard limit allows, and say so when
+/// even that is too low (the accept loop then backs off at the limit
+/// instead of serving every budgeted connection).
+fn raise_open_file_limit(budgets: &gwhub_hub::budget::Budgets) {
+    let need = (budgets.max_connections + budgets.max_dashboard_connections) as u64 + FD_HEADROOM;
+    match rlimit::increase_nofile_limit(need) {
+        Ok(limit) if limit < need => tracing::warn!(
+            limit,
+            need,
+            "the open-file limit is below --max-connections + --max-dashboard-connections + {FD_HEADROOM}; raise it (ulimit -n) or lower the budgets"
+        ),
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot read or raise the open-file limit"),
+    }
+}
+
+/// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
+/// that the store is usable, before the hub listens.
+async fn connect_kube(
+    args: &Args,
+) -> Result<gwhub_hub::kube::Connected, gwhub_hub::kube::KubeError> {
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
+    let mut options = gwhub_hub::kube::KubeOptions::new(args.namespace.clone());
+    options.gateway_namespace = args.gateway_namespace.clone();
+    if args.no_leader_election {
+        options.lease = None;
+    }
+    if let Some(lease) = options.lease.as_mut() {
+        lease.set_duration(args.lease_duration);
+    }
+    options.api_qps = args.kube_api_qps;
+    options.api_burst = args.kube_api_burst;
+    gwhub_hub::kube::Connected::new(client, options).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `gwhubctl` with no `--server` reaches a `gwhub serve` with no
+    /// `--dashboard-listen` on the same host.
+    #[test]
+    fn gwhubctl_defaults_to_the_default_dashboard() {
+        let listen: SocketAddr = DEFAULT_DASHBOARD_LISTEN.parse().unwrap();
+        let server = DEFAULT_DASHBOARD_SERVER
+            .strip_prefix("http://")
+            .and_then(|a| a.parse::<SocketAddr>().ok())
+            .expect("an http://host:port address");
+        assert_eq!(server.port(), listen.port());
+        assert!(listen.ip().is_unspecified() || listen.ip() == server.ip());
+    }
+}

@@ -1,0 +1,279 @@
+//! `gwhub aggregate` end to end: golden outputs of the shipped examples
+//! (regenerate with `GWHUB_BLESS=1 cargo test -p gwhub --test cli`) and the
+//! errors of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const NOW: &str = "2025-05-01T12:00:00Z";
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn gwhub(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gwhub"))
+        .current_dir(dir().join("../hub"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn golden(name: &str, args: &[&str]) {
+    let out = gwhub(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?} failed: {stderr}");
+    let got = String::from_utf8(out.stdout).unwrap();
+    let path = dir().join("tests/golden").join(name);
+    if std::env::var_os("GWHUB_BLESS").is_some() {
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with GWHUB_BLESS=1)", path.display()));
+    assert_eq!(
+        got, want,
+        "{name} differs; run with GWHUB_BLESS=1 to accept"
+    );
+}
+
+fn fails(args: &[&str], wanted: &str) {
+    let out = gwhub(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(
+        stderr.contains(wanted),
+        "{args:?}: {stderr:?} lacks {wanted:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+const THREE: [&str; 6] = [
+    "--cluster",
+    "east=examples/three-clusters/east.yaml",
+    "--cluster",
+    "west=examples/three-clusters/west.yaml",
+    "--cluster",
+    "central=examples/three-clusters/central.json",
+];
+
+fn with(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut v = vec!["aggregate", "--now", NOW];
+    v.extend(THREE);
+    v.extend(extra);
+    v
+}
+
+#[test]
+fn three_clusters() {
+    golden("three-clusters.yaml", &with(&[]));
+}
+
+#[test]
+fn three_clusters_json_order_of_flags_irrelevant() {
+    golden("three-clusters.json", &with(&["-o", "json"]));
+    let mut reversed = vec!["aggregate", "--now", NOW, "-o", "json"];
+    reversed.extend(THREE.chunks(2).rev().flatten());
+    let out = gwhub(&reversed);
+    let want = std::fs::read_to_string(dir().join("tests/golden/three-clusters.json")).unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), want);
+}
+
+#[test]
+fn three_clusters_onto_hub_gateway() {
+    golden(
+        "three-clusters-hub.yaml",
+        &with(&[
+            "-f",
+            "examples/three-clusters/hub.yaml",
+            "--hostname-address-type",
+            "kuadrant.io/MultiClusterHostname",
+        ]),
+    );
+}
+
+#[test]
+fn design_doc_example() {
+    golden(
+        "design-doc.yaml",
+        &[
+            "aggregate",
+            "--now",
+            NOW,
+            "--cluster",
+            "cluster_1=examples/design-doc/cluster_1.yaml",
+            "--cluster",
+            "cluster_2=examples/design-doc/cluster_2.yaml",
+        ],
+    );
+}
+
+#[test]
+fn hub_gateway_without_clusters() {
+    golden(
+        "no-clusters.yaml",
+        &[
+            "aggregate",
+            "--now",
+            NOW,
+            "-f",
+            "examples/three-clusters/hub.yaml",
+        ],
+    );
+}
+
+fn tmp(name: &str, text: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gwhub-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let p = d.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn gateway_without_status_reports_nothing() {
+    let p = tmp(
+        "nostatus.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: public, namespace: openshift-ingress}\nspec: {gatewayClassName: x, listeners: []}\n",
+    );
+    let arg = format!("bare={}", p.display());
+    let out = gwhub(&[
+        "aggregate",
+        "--now",
+        NOW,
+        "-o",
+        "json",
+        "--cluster",
+        &arg,
+        "--cluster",
+        "east=examples/three-clusters/east.yaml",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let public = &v["items"][1];
+    assert_eq!(public["metadata"]["name"], "public");
+    let accepted = &public["status"]["conditions"][0];
+    assert_eq!(accepted["type"], "Accepted");
+    assert_eq!(accepted["status"], "False");
+    assert_eq!(accepted["message"], "bare Accepted not reported");
+}
+
+#[test]
+fn bad_input() {
+    let e = "examples/three-clusters/east.yaml";
+    fails(
+        &["aggregate", "--cluster", "east"],
+        "--cluster \"east\": expected NAME=PATH",
+    );
+    fails(
+        &["aggregate", "--cluster", &format!("={e}")],
+        "the cluster name is empty",
+    );
+    fails(&["aggregate", "--cluster", "east="], "the path is empty");
+    fails(
+        &[
+            "aggregate",
+            "--cluster",
+            &format!("east={e}"),
+            "--cluster",
+            &format!("east={e}"),
+        ],
+        "cluster \"east\" is given twice",
+    );
+    fails(
+        &["aggregate", "--cluster", "east=/nonexistent/east.yaml"],
+        "--cluster east: /nonexistent/east.yaml: cannot read",
+    );
+    fails(&["aggregate"], "nothing to aggregate");
+    fails(
+        &[
+            "aggregate",
+            "--cluster",
+            &format!("east={e}"),
+            "--now",
+            "yesterday",
+        ],
+        "--now: invalid RFC 3339 time",
+    );
+    fails(
+        &[
+            "aggregate",
+            "--cluster",
+            &format!("east={e}"),
+            "--hostname-address-type",
+            "Hostname",
+        ],
+        "--hostname-address-type: hostname address type \"Hostname\"",
+    );
+    let bad = tmp("bad.yaml", "apiVersion: v1\nkind: [unclosed\n");
+    fails(
+        &["aggregate", "--cluster", &format!("x={}", bad.display())],
+        "bad.yaml: invalid YAML",
+    );
+    let wrong = tmp(
+        "wrong.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g}\nstatus: {addresses: [{value: 5}]}\n",
+    );
+    fails(
+        &["aggregate", "--cluster", &format!("x={}", wrong.display())],
+        "wrong.yaml: document 1: Gateway g: status.addresses[0].value",
+    );
+    let alpha = tmp(
+        "alpha.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1alpha9\nkind: Gateway\nmetadata: {name: g}\n",
+    );
+    fails(
+        &["aggregate", "--cluster", &format!("x={}", alpha.display())],
+        "unsupported apiVersion",
+    );
+    let twice = tmp(
+        "twice.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g}\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g, namespace: default}\n",
+    );
+    fails(
+        &["aggregate", "--cluster", &format!("x={}", twice.display())],
+        "Gateway default/g appears twice",
+    );
+    fails(
+        &["aggregate", "-f", &twice.display().to_string()],
+        "hub Gateway default/g appears twice",
+    );
+    let unnamed = tmp(
+        "unnamed.yaml",
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {}\n",
+    );
+    fails(
+        &[
+            "aggregate",
+            "--cluster",
+            &format!("x={}", unnamed.display()),
+        ],
+        "Gateway has no metadata.name",
+    );
+}
+
+#[test]
+fn other_kinds_are_ignored() {
+    let p = tmp(
+        "mixed.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\napiVersion: example.com/v1\nkind: Gateway\nmetadata: {name: other}\n",
+    );
+    let out = gwhub(&[
+        "aggregate",
+        "--now",
+        NOW,
+        "-o",
+        "json",
+        "--cluster",
+        &format!("x={}", Path::new(&p).display()),
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["items"], serde_json::json!([]));
+}

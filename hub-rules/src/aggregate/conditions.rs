@@ -1,0 +1,186 @@
+//! Gateway-level summary conditions: one per type any cluster reports, True
+//! only where every cluster agrees, with a message that says which clusters
+//! disagree and why.
+
+use gwhub_model::Condition;
+use gwhub_model::time::rfc3339;
+
+use super::constants::{
+    FRAGMENT_SEPARATOR, MORE_CLUSTERS, REASON_NOT_TRUE_IN_SOME, REASON_TRUE_IN_ALL,
+};
+use super::limits::{MAX_MESSAGE, char_len};
+use super::{ClusterReport, Freshness};
+
+/// The status/reason/message of one aggregated type, before bookkeeping
+/// (observedGeneration, lastTransitionTime) is added.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub status: &'static str,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Summarises `type_` over `reports` (already in cluster order).
+pub(crate) fn summarize(type_: &str, reports: &[ClusterReport<'_>]) -> Summary {
+    let mut fragments = Vec::new();
+    for r in reports {
+        if let Some(fragment) = fragment(type_, r) {
+            fragments.push(fragment);
+        }
+    }
+    if fragments.is_empty() {
+        let n = reports.len();
+        let message = if n == 1 {
+            format!("{type_} is True in the only cluster")
+        } else {
+            format!("{type_} is True in all {n} clusters")
+        };
+        Summary {
+            status: "True",
+            reason: REASON_TRUE_IN_ALL,
+            message,
+        }
+    } else {
+        Summary {
+            status: "False",
+            reason: REASON_NOT_TRUE_IN_SOME,
+            message: cap_join(&fragments, MORE_CLUSTERS),
+        }
+    }
+}
+
+/// The fragment a cluster contributes when `type_` is not True there.
+pub fn fragment(type_: &str, r: &ClusterReport<'_>) -> Option<String> {
+    let cluster = r.cluster;
+    if let Freshness::Stale { last_report } = r.freshness {
+        return Some(format!(
+            "{cluster} status is stale: no report since {}",
+            rfc3339(last_report)
+        ));
+    }
+    let conditions = r.status.conditions.as_deref().unwrap_or_default();
+    match gwhub_model::conditions::find(conditions, type_) {
+        None => Some(format!("{cluster} {type_} not reported")),
+        Some(c) if c.status == "True" => None,
+        Some(c) if c.message.is_empty() => {
+            Some(format!("{cluster} {type_} is {} ({})", c.status, c.reason))
+        }
+        Some(c) => Some(format!("{cluster} {}", c.message)),
+    }
+}
+
+/// Joins `fragments` with `"; "` into at most [`MAX_MESSAGE`] characters,
+/// cutting whole fragments and ending with `; and N more <unit>`. A first
+/// fragment too long on its own is shortened (ending in `...`) rather than
+/// dropped, so the message always names at least one problem.
+pub(crate) fn cap_join(fragments: &[String], unit: &str) -> String {
+    cap_join_at(fragments, unit, MAX_MESSAGE)
+}
+
+/// [`cap_join`] with an explicit limit (for tests).
+pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> String {
+    let n = fragments.len();
+    let suffix = |more: usize| -> String {
+        if more == 0 {
+            String::new()
+        } else {
+            format!("{FRAGMENT_SEPARATOR}and {more} more {unit}")
+        }
+    };
+    let sep = char_len(FRAGMENT_SEPARATOR);
+    // Largest k such that the first k fragments plus the suffix fit.
+    let mut best = 0;
+    let mut total = 0;
+    for (i, f) in fragments.iter().enumerate() {
+        total += char_len(f) + if i > 0 { sep } else { 0 };
+        if total > max {
+            break;
+        }
+        if total + char_len(&suffix(n - i - 1)) <= max {
+            best = i + 1;
+        }
+    }
+    if best > 0 {
+        let mut out = fragments[..best].join(FRAGMENT_SEPARATOR);
+        out.push_str(&suffix(n - best));
+        return out;
+    }
+    let Some(first) = fragments.first() else {
+        return String::new();
+    };
+    // Not even one whole fragment fits: shorten the first one.
+    let tail = suffix(n - 1);
+    let room = max.saturating_sub(char_len(&tail) + 3);
+    let mut out: String = first.chars().take(room).collect();
+    out.push_str("...");
+    out.push_str(&tail);
+    out
+}
+
+/// Builds the condition, keeping the previous transition time while the
+/// status is unchanged.
+pub fn to_condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    generation: i64,
+    previous: &[Condition],
+    now: jiff::Timestamp,
+) -> Condition {
+    let next = gwhub_model::conditions::new(type_, status, reason, message, Some(generation), now);
+    gwhub_model::conditions::carry_transition_time(
+        next,
+        gwhub_model::conditions::find(previous, type_),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_cuts_whole_fragments() {
+        let f: Vec<String> = ["a", "b", "c"].iter().map(|c| c.repeat(30)).collect();
+        // All three: 30 + 2 + 30 + 2 + 30 = 94 characters.
+        assert_eq!(cap_join_at(&f, "clusters", 94), f.join("; "));
+        // Two plus "; and 1 more clusters" (21) = 83.
+        let m = cap_join_at(&f, "clusters", 93);
+        assert_eq!(m, format!("{}; {}; and 1 more clusters", f[0], f[1]));
+        assert_eq!(char_len(&m), 83);
+        assert_eq!(cap_join_at(&f, "clusters", 83), m);
+        assert_eq!(
+            cap_join_at(&f, "clusters", 82),
+            format!("{}; and 2 more clusters", f[0])
+        );
+        assert_eq!(cap_join_at(&[], "clusters", 10), "");
+    }
+
+    #[test]
+    fn cap_shortens_a_giant_first_fragment() {
+        let f = vec!["x".repeat(100), "y".into()];
+        let m = cap_join_at(&f, "clusters", 50);
+        assert_eq!(char_len(&m), 50);
+        assert!(m.ends_with("...; and 1 more clusters"), "{m}");
+        let f = vec!["é".repeat(40_000)];
+        let m = cap_join(&f, "clusters");
+        assert_eq!(char_len(&m), MAX_MESSAGE);
+        assert!(m.ends_with("..."));
+    }
+
+    #[test]
+    fn cap_at_the_real_limit() {
+        let f: Vec<String> = (0..2000)
+            .map(|i| format!("c{i:04} {}", "m".repeat(30)))
+            .collect();
+        let m = cap_join(&f, "clusters");
+        assert!(char_len(&m) <= MAX_MESSAGE);
+        assert!(m.ends_with("more clusters"));
+        let shown = m.matches("; c").count() + 1;
+        assert!(
+            m.ends_with(&format!("; and {} more clusters", 2000 - shown)),
+            "{}",
+            &m[m.len() - 40..]
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! The hub's aggregation engine: the reports of a hub Gateway's clusters in,
+//! the hub Gateway's status out. Pure (no I/O, no clock, no async), so the
+//! gRPC runtime, the CLI and the tests all get byte-identical results for the
+//! same inputs, whatever order the reports arrived in.
+
+pub mod addresses;
+pub mod conditions;
+pub mod constants;
+pub mod fleet;
+pub mod limits;
+pub mod listeners;
+pub mod live;
+pub mod omissions;
+
+use std::collections::BTreeSet;
+
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_model::Condition;
+use jiff::Timestamp;
+
+pub use constants::*;
+pub use fleet::{Fleet, GatewayKey};
+pub use live::LiveHub;
+pub use omissions::{Item, Omission, Omissions, Rule};
+
+use limits::{MAX_CONDITIONS, condition_problem, is_condition_type};
+
+/// Whether a cluster's report can be trusted as current.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// No report or heartbeat for too long; `last_report` is named in every
+    /// aggregated condition so operators know how old the data is.
+    Stale {
+        last_report: Timestamp,
+    },
+}
+
+/// One cluster's view of the Gateway, borrowed so re-aggregation copies
+/// nothing but the output.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterReport<'a> {
+    pub cluster: &'a str,
+    pub status: &'a GatewayStatus,
+    pub freshness: Freshness,
+}
+
+/// What the hub Gateway already carries.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HubGateway {
+    /// `metadata.generation`, written as every condition's observedGeneration.
+    pub generation: i64,
+    /// The conditions the hub wrote last time (for lastTransitionTime).
+    pub previous: Vec<Condition>,
+    /// Other writers' conditions on the hub Gateway: kept as they are and
+    /// counted toward the 8.
+    pub foreign: Vec<Condition>,
+}
+
+impl HubGateway {
+    /// Splits a hub Gateway's existing conditions when the caller cannot tell
+    /// whose they are (the CLI, reading a file): a condition of the hub's own
+    /// type or of a type the clusters report is the hub's; any other type is
+    /// another writer's. A condition with one of the aggregation's reasons
+    /// (`TrueInAllClusters`, `NotTrueInSomeClusters`) is the hub's too, so a
+    /// type no cluster reports any more drops out instead of lingering as
+    /// another writer's.
+    pub fn from_existing(
+        generation: i64,
+        existing: &[Condition],
+        reports: &[ClusterReport<'_>],
+    ) -> Self {
+        let reported = reported_types(reports);
+        let (previous, foreign) = existing.iter().cloned().partition(|c| {
+            c.type_ == OWN_CONDITION
+                || reported.contains(c.type_.as_str())
+                || c.reason == REASON_TRUE_IN_ALL
+                || c.reason == REASON_NOT_TRUE_IN_SOME
+        });
+        HubGateway {
+            generation,
+            previous,
+            foreign,
+        }
+    }
+}
+
+/// Every Gateway-level condition type any of `reports` carries.
+pub(crate) fn reported_types<'a>(reports: &[ClusterReport<'a>]) -> BTreeSet<&'a str> {
+    reports
+        .iter()
+        .flat_map(|r| r.status.conditions.as_deref().unwrap_or_default())
+        .map(|c| c.type_.as_str())
+        .collect()
+}
+
+/// Choices an operator can make.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Address type written for cluster `Hostname` addresses.
+    pub hostname_address_type: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            hostname_address_type: HOSTNAME_ADDRESS_TYPE.to_owned(),
+        }
+    }
+}
+
+impl Options {
+    /// Options with another hostname address type (e.g. the draft spelling
+    /// [`HOSTNAME_ADDRESS_TYPE_DRAFT`]); it must be a domain-prefixed type the
+    /// CRD accepts.
+    pub fn with_hostname_address_type(type_: &str) -> Result<Self, AggregateError> {
+        if limits::is_multi_cluster_address_type(type_) {
+            Ok(Options {
+                hostname_address_type: type_.to_owned(),
+            })
+        } else {
+            Err(AggregateError::HostnameAddressType(type_.to_owned()))
+        }
+    }
+}
+
+/// The aggregated status and everything left out of it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aggregation {
+    pub status: GatewayStatus,
+    /// Also named in the hub's own condition; kept structured for the
+    /// Dashboard API.
+    pub omissions: Vec<Omission>,
+}
+
+/// Inputs the engine refuses rather than guess about.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AggregateError {
+    #[error("cluster {0:?} reported twice for the same Gateway")]
+    DuplicateCluster(String),
+    #[error(
+        "hostname address type {0:?} is not a domain-prefixed address type (like {HOSTNAME_ADDRESS_TYPE})"
+    )]
+    HostnameAddressType(String),
+}
+
+/// Aggregates the reports of a hub Gateway's clusters into its status.
+///
+/// `reports` may come in any order; a cluster named twice is an error.
+pub fn aggregate(
+    hub: &HubGateway,
+    reports: &[ClusterReport<'_>],
+    options: &Options,
+    now: Timestamp,
+) -> Result<Aggregation, AggregateError> {
+    let mut reports = reports.to_vec();
+    reports.sort_by(|a, b| a.cluster.cmp(b.cluster));
+    if let Some(w) = reports.windows(2).find(|w| w[0].cluster == w[1].cluster) {
+        return Err(AggregateError::DuplicateCluster(w[0].cluster.to_owned()));
+    }
+    let reports = &reports[..];
+    let mut omissions = Omissions::default();
+
+    // Gateway-level condition types; invalid ones cannot be written.
+    let mut types: BTreeSet<&str> = BTreeSet::new();
+    for r in reports {
+        let mut bad = BTreeSet::new();
+        for c in r.status.conditions.as_deref().unwrap_or_default() {
+            if is_condition_type(&c.type_) {
+                types.insert(c.type_.as_str());
+            } else if bad.insert(c.type_.as_str()) {
+                let why = Rule::InvalidCondition(
+                    "type does not match the condition type pattern or is longer than 316 characters".into(),
+                );
+                omissions.push(Some(r.cluster), Item::Condition, c.type_.clone(), why);
+            }
+        }
+    }
+
+    // Other writers' conditions: valid, one per type, never the hub's own.
+    let mut foreign: Vec<&Condition> = Vec::new();
+    for c in &hub.foreign {
+        let rule = if c.type_ == OWN_CONDITION {
+            Some(Rule::OwnType)
+        } else if let Some(why) = condition_problem(c) {
+            Some(Rule::InvalidCondition(why))
+        } else if foreign.iter().any(|f| f.type_ == c.type_) {
+            Some(Rule::DuplicateConditionType)
+        } else if foreign.len() >= MAX_CONDITIONS - 1 {
+            Some(Rule::TooMany(MAX_CONDITIONS))
+        } else {
+            None
+        };
+        match rule {
+            Some(rule) => omissions.push(None, Item::ForeignCondition, c.type_.clone(), rule),
+            None => foreign.push(c),
+        }
+    }
+
+    // Priority: Accepted, Programmed, then by name; the own condition and
+    // other writers' conditions take their slots first.
+    let mut ordered: Vec<&str> = Vec::with_capacity(types.len());
+    for p in PRIORITY_TYPES {
+        if types.contains(p) {
+            ordered.push(p);
+        }
+    }
+    ordered.extend(
+        types
+            .iter()
+            .copied()
+            .filter(|t| !PRIORITY_TYPES.contains(t)),
+    );
+    let mut budget = MAX_CONDITIONS - 1 - foreign.len();
+    let mut kept = Vec::new();
+    for t in ordered {
+        if t == OWN_CONDITION {
+            omissions.push(None, Item::Condition, t.to_owned(), Rule::OwnType);
+        } else if foreign.iter().any(|f| f.type_ == t) {
+            omissions.push(
+                None,
+                Item::Condition,
+                t.to_owned(),
+                Rule::TypeOwnedByOtherWriter,
+            );
+        } else if budget == 0 {
+            omissions.push(
+                None,
+                Item::Condition,
+                t.to_owned(),
+                Rule::TooMany(MAX_CONDITIONS),
+            );
+        } else {
+            budget -= 1;
+            kept.push(t);
+        }
+    }
+
+    let addresses = addresses::aggregate(reports, options, &mut omissions);
+    let listeners = listeners::aggregate(reports, &mut omissions);
+
+    let generation = hub.generation.max(0);
+    let mut out_conditions = Vec::with_capacity(kept.len() + foreign.len() + 1);
+    for t in kept {
+        let s = conditions::summarize(t, reports);
+        out_conditions.push(conditions::to_condition(
+            t,
+            s.status,
+            s.reason,
+            s.message,
+            generation,
+            &hub.previous,
+            now,
+        ));
+    }
+    let fragments = omissions.fragments();
+    let (status, reason, message) = if reports.is_empty() {
+        let mut all = vec!["No cluster reports this Gateway".to_owned()];
+        all.extend(fragments);
+        (
+            "False",
+            REASON_NO_CLUSTERS,
+            conditions::cap_join(&all, MORE_PROBLEMS),
+        )
+    } else if !fragments.is_empty() {
+        (
+            "False",
+            REASON_VALIDATION_FAILED,
+            conditions::cap_join(&fragments, MORE_PROBLEMS),
+        )
+    } else {
+        let n = reports.len();
+        let noun = if n == 1 { "cluster" } else { "clusters" };
+        (
+            "True",
+            REASON_AGGREGATED,
+            format!("Aggregated the status of {n} {noun}"),
+        )
+    };
+    out_conditions.push(conditions::to_condition(
+        OWN_CONDITION,
+        status,
+        reason,
+        message,
+        generation,
+        &hub.previous,
+        now,
+    ));
+    out_conditions.extend(foreign.into_iter().cloned());
+
+    Ok(Aggregation {
+        status: GatewayStatus {
+            addresses: Some(addresses),
+            attached_listener_sets: None,
+            conditions: Some(out_conditions),
+            listeners: Some(listeners),
+        },
+        omissions: omissions.0,
+    })
+}

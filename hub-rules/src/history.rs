@@ -1,0 +1,349 @@
+//! Status history rules: which condition changes of a hub Gateway (its
+//! aggregated conditions and each cluster's report of it) count as a
+//! transition, and the bounded ring of the last transitions kept per hub
+//! Gateway. Pure: the caller gives the time and the conditions.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use gateway_api::apis::standard::gateways::GatewayStatus;
+
+/// Default of `gwhub serve --gateway-history`: transitions kept per hub
+/// Gateway.
+pub const DEFAULT_CAPACITY: usize = 64;
+/// Largest `--gateway-history`.
+pub const MAX_CAPACITY: usize = 1024;
+/// Longest message a transition keeps (bytes, cut at a character
+/// boundary and ended with "..."): a bound on the ring's memory, since
+/// aggregated messages join many clusters' messages.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Where a condition lives: the cluster ("" for the hub Gateway's own
+/// aggregated conditions) and the condition type.
+pub type Slot = (String, String);
+
+/// A condition as far as a transition is concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Every condition of a hub Gateway and of its clusters' reports.
+pub type Conditions = BTreeMap<Slot, State>;
+
+/// One change of one condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub time_millis: i64,
+    /// "" for the hub Gateway's aggregated condition.
+    pub cluster: String,
+    pub condition_type: String,
+    /// `None` when the condition went away.
+    pub now: Option<State>,
+    /// `(status, reason)` before; `None` when the condition is new.
+    pub before: Option<(String, String)>,
+}
+
+/// The conditions the history follows: the hub Gateway's aggregated ones
+/// (cluster "") and each cluster's report's Gateway conditions (listener
+/// conditions are summed up in the Gateway's own, e.g. `DNSReady`).
+pub fn conditions<'a>(
+    aggregated: &GatewayStatus,
+    reports: impl IntoIterator<Item = (&'a str, &'a GatewayStatus)>,
+) -> Conditions {
+    let mut all = Conditions::new();
+    let mut add = |cluster: &str, status: &GatewayStatus| {
+        for c in status.conditions.iter().flatten() {
+            all.insert(
+                (cluster.to_owned(), c.type_.clone()),
+                State {
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                },
+            );
+        }
+    };
+    add("", aggregated);
+    for (cluster, status) in reports {
+        add(cluster, status);
+    }
+    all
+}
+
+/// `message` cut to [`MAX_MESSAGE_BYTES`].
+pub fn cut(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_owned();
+    }
+    let mut end = MAX_MESSAGE_BYTES - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
+/// What counts as a transition from `before` to `after`: a condition whose
+/// status or reason changed, that appeared, or that went away (a change of
+/// message alone is not one: aggregated messages name report ages and
+/// would fill the ring). In slot order.
+pub fn transitions(
+    before: &BTreeMap<Slot, (String, String)>,
+    after: &Conditions,
+    time_millis: i64,
+) -> Vec<Transition> {
+    let mut out = Vec::new();
+    for (slot, now) in after {
+        let old = before.get(slot);
+        if old.is_some_and(|(s, r)| *s == now.status && *r == now.reason) {
+            continue;
+        }
+        out.push(Transition {
+            time_millis,
+            cluster: slot.0.clone(),
+            condition_type: slot.1.clone(),
+            now: Some(State {
+                message: cut(&now.message),
+                ..now.clone()
+            }),
+            before: old.cloned(),
+        });
+    }
+    for (slot, old) in before {
+        if !after.contains_key(slot) {
+            out.push(Transition {
+                time_millis,
+                cluster: slot.0.clone(),
+                condition_type: slot.1.clone(),
+                now: None,
+                before: Some(old.clone()),
+            });
+        }
+    }
+    out
+}
+
+/// The last transitions of one hub Gateway, at most `capacity`.
+#[derive(Clone, Debug, Default)]
+pub struct Ring {
+    entries: VecDeque<Transition>,
+    /// Each condition's status and reason as last recorded.
+    last: BTreeMap<Slot, (String, String)>,
+}
+
+impl Ring {
+    /// Records the transitions from the last recorded conditions to `now`;
+    /// the oldest entries beyond `capacity` are dropped. Returns how many
+    /// transitions were recorded.
+    pub fn record(&mut self, now: &Conditions, time_millis: i64, capacity: usize) -> usize {
+        let ts = transitions(&self.last, now, time_millis);
+        let n = ts.len();
+        if n == 0 {
+            return 0;
+        }
+        self.last = now
+            .iter()
+            .map(|(slot, s)| (slot.clone(), (s.status.clone(), s.reason.clone())))
+            .collect();
+        self.entries.extend(ts);
+        while self.entries.len() > capacity {
+            self.entries.pop_front();
+        }
+        n
+    }
+
+    /// The newest `limit` transitions (all with 0), oldest first.
+    pub fn latest(&self, limit: usize) -> Vec<Transition> {
+        let skip = match limit {
+            0 => 0,
+            n => self.entries.len().saturating_sub(n),
+        };
+        self.entries.iter().skip(skip).cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(status: &str, reason: &str) -> State {
+        State {
+            status: status.into(),
+            reason: reason.into(),
+            message: format!("{reason} message"),
+        }
+    }
+
+    fn conds(list: &[(&str, &str, &str, &str)]) -> Conditions {
+        list.iter()
+            .map(|(c, t, s, r)| ((c.to_string(), t.to_string()), st(s, r)))
+            .collect()
+    }
+
+    fn short(ts: &[Transition]) -> Vec<String> {
+        ts.iter()
+            .map(|t| {
+                let before = t
+                    .before
+                    .as_ref()
+                    .map(|(s, r)| format!("{s}/{r}"))
+                    .unwrap_or("-".into());
+                let now = t
+                    .now
+                    .as_ref()
+                    .map(|s| format!("{}/{}", s.status, s.reason))
+                    .unwrap_or("-".into());
+                format!("{}:{} {before}->{now}", t.cluster, t.condition_type)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn conditions_of_the_hub_gateway_and_each_cluster() {
+        let status = |list: &[(&str, &str)]| -> GatewayStatus {
+            serde_json::from_value(serde_json::json!({
+                "conditions": list.iter().map(|(t, s)| serde_json::json!({
+                    "type": t, "status": s, "reason": "R", "message": "M",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                })).collect::<Vec<_>>(),
+            }))
+            .unwrap()
+        };
+        let hub = status(&[("Programmed", "False")]);
+        let east = status(&[("Programmed", "True"), ("DNSReady", "False")]);
+        let none = GatewayStatus::default();
+        let got = conditions(&hub, [("east", &east), ("west", &none)]);
+        let slots: Vec<(&str, &str, &str)> = got
+            .iter()
+            .map(|((c, t), s)| (c.as_str(), t.as_str(), s.status.as_str()))
+            .collect();
+        assert_eq!(
+            slots,
+            [
+                ("", "Programmed", "False"),
+                ("east", "DNSReady", "False"),
+                ("east", "Programmed", "True"),
+            ]
+        );
+    }
+
+    #[test]
+    fn what_counts_as_a_transition() {
+        type Case<'a> = (
+            &'a [(&'a str, &'a str, &'a str, &'a str)],
+            &'a [(&'a str, &'a str, &'a str, &'a str)],
+            &'a [&'a str],
+        );
+        let cases: &[Case<'_>] = &[
+            (&[], &[], &[]),
+            (
+                &[],
+                &[("", "Accepted", "True", "TrueInAllClusters")],
+                &[":Accepted -->True/TrueInAllClusters"],
+            ),
+            (
+                &[(
+                    "east",
+                    "LoadBalancerReady",
+                    "True",
+                    "LoadBalancerProvisioned",
+                )],
+                &[(
+                    "east",
+                    "LoadBalancerReady",
+                    "False",
+                    "SyncLoadBalancerFailed",
+                )],
+                &[
+                    "east:LoadBalancerReady True/LoadBalancerProvisioned->False/SyncLoadBalancerFailed",
+                ],
+            ),
+            // Same status, other reason: a transition.
+            (
+                &[("west", "DNSReady", "False", "NoZones")],
+                &[("west", "DNSReady", "False", "FailedZones")],
+                &["west:DNSReady False/NoZones->False/FailedZones"],
+            ),
+            // Unchanged: nothing.
+            (
+                &[("west", "DNSReady", "False", "NoZones")],
+                &[("west", "DNSReady", "False", "NoZones")],
+                &[],
+            ),
+            // Gone.
+            (
+                &[("central", "Programmed", "True", "Programmed")],
+                &[],
+                &["central:Programmed True/Programmed->-"],
+            ),
+            // Per cluster: only the cluster that changed.
+            (
+                &[
+                    ("east", "Accepted", "True", "Accepted"),
+                    ("west", "Accepted", "True", "Accepted"),
+                ],
+                &[
+                    ("east", "Accepted", "True", "Accepted"),
+                    ("west", "Accepted", "False", "Invalid"),
+                ],
+                &["west:Accepted True/Accepted->False/Invalid"],
+            ),
+        ];
+        for (before, after, want) in cases {
+            let before: BTreeMap<Slot, (String, String)> = conds(before)
+                .into_iter()
+                .map(|(k, s)| (k, (s.status, s.reason)))
+                .collect();
+            let got = transitions(&before, &conds(after), 7);
+            assert_eq!(short(&got), *want, "{before:?} -> {after:?}");
+            assert!(got.iter().all(|t| t.time_millis == 7));
+        }
+    }
+
+    #[test]
+    fn message_change_alone_is_not_a_transition_and_messages_are_cut() {
+        let mut ring = Ring::default();
+        let mut c = conds(&[("", "Accepted", "True", "TrueInAllClusters")]);
+        assert_eq!(ring.record(&c, 1, 8), 1);
+        c.values_mut().for_each(|s| s.message = "other".into());
+        assert_eq!(ring.record(&c, 2, 8), 0);
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        c.values_mut().for_each(|s| {
+            s.status = "False".into();
+            s.message = long.clone();
+        });
+        assert_eq!(ring.record(&c, 3, 8), 1);
+        let last = ring.latest(1);
+        let m = &last[0].now.as_ref().unwrap().message;
+        assert!(
+            m.len() <= MAX_MESSAGE_BYTES && m.ends_with("..."),
+            "{}",
+            m.len()
+        );
+        assert_eq!(cut("short"), "short");
+    }
+
+    #[test]
+    fn the_ring_keeps_the_newest_within_its_capacity() {
+        let mut ring = Ring::default();
+        for i in 0..10 {
+            let status = if i % 2 == 0 { "True" } else { "False" };
+            ring.record(&conds(&[("east", "Programmed", status, "R")]), i, 4);
+        }
+        assert_eq!(ring.len(), 4);
+        let times: Vec<i64> = ring.latest(0).iter().map(|t| t.time_millis).collect();
+        assert_eq!(times, [6, 7, 8, 9]);
+        let times: Vec<i64> = ring.latest(2).iter().map(|t| t.time_millis).collect();
+        assert_eq!(times, [8, 9]);
+        assert_eq!(ring.latest(100).len(), 4);
+    }
+}

@@ -1,0 +1,21 @@
+#![forbid(unsafe_code)]
+//! The hub's rules, pure: [`aggregate`] turns the statuses the clusters
+//! reported for one Gateway (and the hub Gateway as it is) into the status
+//! the hub writes, with everything left out named; [`status_plan`] decides
+//! what the status writer applies and clears; [`report`] is the
+//! `ClusterReport` type the hub stores reports in; [`listing`] filters and
+//! pages the Dashboard's lists and sums up a cluster's report in one word;
+//! [`history`] decides which condition changes are a hub Gateway's
+//! transitions and keeps the last ones in a bounded ring.
+//!
+//! It exists apart from the hub runtime so the compiler keeps the rules free
+//! of I/O: it depends on no async runtime, gRPC or Kubernetes client
+//! (`scripts/check-deps.sh`), and `gwhub aggregate`, the benchmarks and the
+//! tests use it without them.
+
+pub mod aggregate;
+pub mod history;
+pub mod layout;
+pub mod listing;
+pub mod report;
+pub mod status_plan;

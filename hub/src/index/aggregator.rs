@@ -1,0 +1,255 @@
+//! The aggregator: the hub Gateways as the management cluster holds them,
+//! the dirty set, and the one task that re-aggregates each dirty Gateway
+//! once and publishes the views the Dashboard and the status writer share.
+
+#[allow(unused_imports)]
+use super::*;
+
+impl Index {
+    /// Aggregated hub Gateways; `changed()` fires only on real change.
+    pub fn subscribe(&self) -> watch::Receiver<Views> {
+        self.inner.views.subscribe()
+    }
+
+    /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
+    /// management cluster holds it; it is re-aggregated if that changed.
+    /// Returns whether it changed.
+    pub(crate) fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
+        let changed = {
+            let mut map = self.inner.live.lock();
+            match live {
+                Some(live) if map.get(&key).is_some_and(|l| **l == live) => false,
+                Some(live) => {
+                    map.insert(key.clone(), Arc::new(live));
+                    true
+                }
+                None => map.remove(&key).is_some(),
+            }
+        };
+        if changed {
+            self.mark_dirty(BTreeSet::from([key]));
+        }
+        changed
+    }
+
+    /// Installs `written` (the answer to a status write planned against
+    /// `planned`) as the live hub Gateway `key`, unless the watch installed
+    /// another object meanwhile: the answer may be older than that (a spec
+    /// edited since), and the watch is then the source. Returns whether it
+    /// was installed.
+    pub(crate) fn set_live_hub_written(
+        &self,
+        key: GatewayKey,
+        planned: &Arc<LiveHub>,
+        written: LiveHub,
+    ) -> bool {
+        {
+            let mut map = self.inner.live.lock();
+            match map.get(&key) {
+                Some(current) if Arc::ptr_eq(current, planned) => {
+                    if **current == written {
+                        return false;
+                    }
+                    map.insert(key.clone(), Arc::new(written));
+                }
+                _ => return false,
+            }
+        }
+        self.mark_dirty(BTreeSet::from([key]));
+        true
+    }
+
+    /// Replaces every live hub Gateway (after the watch listed them all);
+    /// the ones that changed, came or went are re-aggregated.
+    pub(crate) fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
+        let affected: BTreeSet<GatewayKey> = {
+            let mut map = self.inner.live.lock();
+            let mut affected: BTreeSet<GatewayKey> = map
+                .keys()
+                .filter(|k| !all.contains_key(*k))
+                .cloned()
+                .collect();
+            let mut next = BTreeMap::new();
+            for (key, live) in all {
+                match map.remove(&key) {
+                    Some(old) if *old == live => {
+                        next.insert(key, old);
+                    }
+                    _ => {
+                        affected.insert(key.clone());
+                        next.insert(key, Arc::new(live));
+                    }
+                }
+            }
+            *map = next;
+            affected
+        };
+        self.mark_dirty(affected);
+    }
+
+    /// The hub Gateway `key` as the management cluster holds it.
+    pub(crate) fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
+        self.inner.live.lock().get(key).cloned()
+    }
+
+    /// Every hub Gateway the management cluster holds.
+    pub(crate) fn live_hub_keys(&self) -> Vec<GatewayKey> {
+        self.inner.live.lock().keys().cloned().collect()
+    }
+
+    pub(super) fn mark_dirty(&self, affected: BTreeSet<GatewayKey>) {
+        if affected.is_empty() {
+            return;
+        }
+        self.inner.dirty.insert_all(affected);
+    }
+
+    /// Re-aggregates dirty Gateways until the returned future is dropped.
+    pub(crate) async fn run_aggregator(self) {
+        loop {
+            self.inner.dirty.notified().await;
+            self.aggregate_dirty();
+            // Let ingest run between passes on a busy hub.
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// One aggregation pass over the dirty Gateways; publishes only if some
+    /// aggregated Gateway changed. Returns whether one did. Also called by
+    /// the status writer before it reads a view, so what it applies was
+    /// aggregated with every input set before.
+    ///
+    /// Each Gateway is aggregated with the hub Gateway as the management
+    /// cluster holds it (its generation, the hub's conditions for their
+    /// lastTransitionTime, other writers' conditions), or, where there is
+    /// none, with generation 1 and the previous view's conditions.
+    ///
+    /// The reports are taken under one short read lock (shared, not copied),
+    /// the live hub Gateways under another; aggregation, comparison and
+    /// encoding happen after them, and the watch channel's lock is held only
+    /// to insert the finished views.
+    pub fn aggregate_dirty(&self) -> bool {
+        let _pass = self.inner.aggregating.lock();
+        let keys = self.inner.dirty.take_keys();
+        if keys.is_empty() {
+            return false;
+        }
+        let inputs: Vec<(GatewayKey, Vec<SharedReport>)> = {
+            let fleet = self.inner.fleet.read();
+            keys.into_iter()
+                .map(|key| {
+                    let reports = fleet.reports_shared(&key);
+                    (key, reports)
+                })
+                .collect()
+        };
+        let lives: Vec<Option<Arc<LiveHub>>> = {
+            let live = self.inner.live.lock();
+            inputs.iter().map(|(k, _)| live.get(k).cloned()).collect()
+        };
+        let now = Timestamp::now();
+        // Only this pass (see `aggregating`) changes the views, so what it
+        // reads here stays current until it publishes.
+        let olds: Vec<Option<Arc<GatewayView>>> = {
+            let views = self.inner.views.borrow();
+            inputs.iter().map(|(k, _)| views.get(k).cloned()).collect()
+        };
+        let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
+        for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
+            let old = old.as_ref();
+            if shared.is_empty() && live.is_none() {
+                self.record_history(&key, None, now.as_millisecond());
+                if old.is_some() {
+                    results.push((key, None));
+                }
+                continue;
+            }
+            let reports: Vec<ClusterReport<'_>> =
+                shared.iter().map(SharedReport::as_report).collect();
+            let hub = match &live {
+                Some(live) => live.hub_gateway(&reports),
+                None => HubGateway {
+                    generation: NO_KUBE_GENERATION,
+                    previous: old
+                        .and_then(|v| v.aggregation.status.conditions.clone())
+                        .unwrap_or_default(),
+                    foreign: Vec::new(),
+                },
+            };
+            let aggregation =
+                match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // The fleet holds one report per cluster, so this
+                        // cannot happen; keep the last good view.
+                        tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                        continue;
+                    }
+                };
+            let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
+            drop(reports);
+            if shared.is_empty() {
+                self.record_history(&key, None, now.as_millisecond());
+            } else if self.history_capacity() > 0 {
+                let conditions = crate::history::conditions(
+                    &aggregation.status,
+                    shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
+                );
+                self.record_history(&key, Some(&conditions), now.as_millisecond());
+            }
+            let cells = super::cells(&shared);
+            if let Some(old) = old
+                && old.aggregation == aggregation
+                && old.cells == cells
+                && old.foreign == foreign
+                && old.lean.clusters.len() == shared.len()
+                && old
+                    .lean
+                    .clusters
+                    .iter()
+                    .zip(&shared)
+                    .all(|(a, b)| *a == b.cluster)
+            {
+                // Same result from this live object: the view stands for it.
+                *old.aggregated_with.lock() = live;
+                continue;
+            }
+            let clusters = shared.into_iter().map(|r| r.cluster).collect();
+            let view = build_view(
+                key.clone(),
+                aggregation,
+                foreign,
+                clusters,
+                cells,
+                old.map(|v| &**v),
+                live,
+            );
+            results.push((key, Some(view)));
+        }
+        if results.is_empty() {
+            return false;
+        }
+        self.inner.views.send_if_modified(|views| {
+            for (key, view) in results {
+                views.gateways.remove(&key);
+                views.unreported.remove(&key);
+                if let Some(mut view) = view {
+                    views.revision += 1;
+                    view.set_revision(views.revision);
+                    let map = match view.lean.clusters.is_empty() {
+                        true => &mut views.unreported,
+                        false => &mut views.gateways,
+                    };
+                    map.insert(key, Arc::new(view));
+                }
+            }
+            views.revision += 1;
+            true
+        })
+    }
+
+    /// The published aggregation of `key`, reported or not.
+    pub fn view(&self, key: &GatewayKey) -> Option<Arc<GatewayView>> {
+        self.inner.views.borrow().get(key).cloned()
+    }
+}

@@ -1,0 +1,366 @@
+// gwhub web status page. Plain JavaScript, no framework, no other origin:
+// the hub serves this file, the JSON API and the Server-Sent Events stream
+// (see hub/src/web/mod.rs). Every string from the hub goes into the page as
+// text (textContent), never as HTML.
+'use strict';
+
+const TOKEN_COOKIE = 'gwhub_token';
+const state = {
+  clusters: [],          // [{name, connected, stale, gatewayCount, lastSeenMillis}]
+  gateways: new Map(),   // "ns/name" -> gateway JSON
+  namespaces: new Set(),
+  selected: null,        // "ns/name"
+  source: null,          // EventSource
+  events: 0,             // events applied (for tests and the bench)
+  lastEventAt: 0,        // performance.now() of the last applied event
+  rendered: 0,           // renders done
+  // The first snapshot: when it arrived and was drawn (performance.now(),
+  // ms since the page started loading) and its size; for the bench.
+  firstSnapshot: null,
+};
+window.gwhub = state;
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, cls, text) => {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+};
+const keyOf = (g) => g.namespace + '/' + g.name;
+
+// ---- filters: in the address (shareable), sent to the hub ----------------
+
+function filters() {
+  const p = new URLSearchParams(location.search);
+  return {
+    namespace: p.get('namespace') || '',
+    cluster: p.get('cluster') || '',
+    notReady: p.get('not_ready') === '1',
+  };
+}
+
+function setFilters(f) {
+  const p = new URLSearchParams();
+  if (f.namespace) p.set('namespace', f.namespace);
+  if (f.cluster) p.set('cluster', f.cluster);
+  if (f.notReady) p.set('not_ready', '1');
+  const q = p.toString();
+  history.replaceState(null, '', location.pathname + (q ? '?' + q : '') + location.hash);
+  connect();
+}
+
+function query() {
+  const f = filters();
+  const p = new URLSearchParams();
+  if (f.namespace) p.set('namespace', f.namespace);
+  if (f.cluster) p.set('cluster', f.cluster);
+  if (f.notReady) p.set('not_ready', '1');
+  return p.toString();
+}
+
+// ---- the token: a cookie the API and EventSource send by themselves -------
+
+function saveToken(token) {
+  const secure = location.protocol === 'https:' ? '; Secure' : '';
+  document.cookie = TOKEN_COOKIE + '=' + encodeURIComponent(token) + '; path=/; SameSite=Strict' + secure;
+}
+
+function tokenFromFragment() {
+  const m = /^#token=(.+)$/.exec(location.hash);
+  if (m) {
+    saveToken(decodeURIComponent(m[1]));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+}
+
+function askToken(message) {
+  $('token-form').classList.remove('hidden');
+  $('token-error').textContent = message || '';
+  setLive(false, 'token needed');
+}
+
+// ---- live connection ------------------------------------------------------
+
+function setLive(on, text) {
+  const l = $('live');
+  l.className = 'live ' + (on ? 'on' : 'off');
+  l.textContent = text;
+}
+
+let retry = null;
+
+function connect() {
+  if (state.source) { state.source.close(); state.source = null; }
+  clearTimeout(retry);
+  setLive(false, 'connecting');
+  const es = new EventSource('api/events?' + query());
+  state.source = es;
+  es.addEventListener('snapshot', (e) => {
+    $('token-form').classList.add('hidden');
+    const at = performance.now();
+    applySnapshot(JSON.parse(e.data));
+    if (!state.firstSnapshot) {
+      state.firstSnapshot = { at, drawn: performance.now(), bytes: e.data.length };
+    }
+  });
+  es.addEventListener('change', (e) => applyChange(JSON.parse(e.data)));
+  es.onopen = () => setLive(true, 'live');
+  es.onerror = () => {
+    if (es.readyState !== EventSource.CLOSED) { setLive(false, 'reconnecting'); return; }
+    // EventSource gives up on an HTTP error without saying which: ask.
+    whyClosed();
+  };
+}
+
+async function whyClosed() {
+  let r = null;
+  try {
+    // A namespace no Gateway has: the answer is small.
+    r = await fetch('api/fleet?namespace=%00', { credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) { /* unreachable: retried below */ }
+  if (r && r.status === 401) { askToken(); return; }
+  setLive(false, (r ? 'hub answered ' + r.status : 'hub unreachable') + '; retrying');
+  retry = setTimeout(connect, 2000);
+}
+
+function applySnapshot(d) {
+  state.clusters = d.clusters;
+  state.gateways = new Map();
+  for (const g of d.gateways) { state.gateways.set(keyOf(g), g); state.namespaces.add(g.namespace); }
+  state.events++;
+  state.lastEventAt = performance.now();
+  render();
+  refreshDetails(true);
+}
+
+function applyChange(d) {
+  const columnsBefore = columnKey();
+  state.clusters = d.clusters;
+  let structural = columnKey() !== columnsBefore;
+  const changed = [];
+  for (const g of d.upserted) {
+    const k = keyOf(g);
+    if (!state.gateways.has(k)) structural = true;
+    state.gateways.set(k, g);
+    state.namespaces.add(g.namespace);
+    changed.push(k);
+  }
+  for (const r of d.deleted) { state.gateways.delete(keyOf(r)); structural = true; }
+  state.events++;
+  state.lastEventAt = performance.now();
+  if (structural) {
+    render();
+  } else {
+    for (const k of changed) replaceRow(k);
+    renderCounts();
+  }
+  if (state.selected && (changed.includes(state.selected) || !state.gateways.has(state.selected))) {
+    refreshDetails(false);
+  }
+}
+
+// ---- the overview --------------------------------------------------------
+
+function visibleClusters() {
+  const f = filters();
+  return state.clusters.filter((c) => !f.cluster || c.name === f.cluster);
+}
+
+function columnKey() {
+  return visibleClusters().map((c) => c.name + (c.stale ? '!' : '') + (c.connected ? '' : '~')).join(',');
+}
+
+function render() {
+  renderFilters();
+  const table = $('overview');
+  const head = el('tr');
+  head.appendChild(el('th', 'gw', 'Hub Gateway'));
+  head.appendChild(el('th', null, 'Aggregated'));
+  for (const c of visibleClusters()) {
+    const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected'),
+      c.name + (c.stale ? ' (stale)' : ''));
+    th.dataset.cluster = c.name;
+    th.title = c.name + ': ' + (c.stale ? 'STALE, no report or heartbeat within --stale-after; ' : '')
+      + (c.connected ? 'agent connected' : 'agent not connected') + ', ' + c.gatewayCount + ' Gateways';
+    head.appendChild(th);
+  }
+  const thead = table.tHead;
+  thead.replaceChildren(head);
+  const body = document.createElement('tbody');
+  const keys = [...state.gateways.keys()].sort();
+  for (const k of keys) body.appendChild(row(state.gateways.get(k)));
+  table.tBodies[0].replaceWith(body);
+  $('empty').classList.toggle('hidden', keys.length > 0);
+  renderCounts();
+  state.rendered++;
+}
+
+function renderCounts() {
+  const n = state.gateways.size;
+  const bad = [...state.gateways.values()].filter((g) => g.notReady).length;
+  const stale = state.clusters.filter((c) => c.stale).length;
+  $('counts').textContent = n + ' hub Gateways (' + bad + ' not ready), '
+    + state.clusters.length + ' clusters (' + stale + ' stale)';
+}
+
+function row(g) {
+  const tr = el('tr');
+  const k = keyOf(g);
+  tr.dataset.gateway = k;
+  tr.dataset.revision = g.revision;
+  if (k === state.selected) tr.classList.add('selected');
+  tr.appendChild(el('td', 'gw', k));
+  const agg = el('td');
+  agg.appendChild(el('span', 'badge ' + (g.notReady ? 'not-ready' : 'ready'), g.notReady ? 'not ready' : 'ready'));
+  tr.appendChild(agg);
+  const cells = new Map(g.cells.map((c) => [c.cluster, c]));
+  for (const c of visibleClusters()) {
+    const cell = cells.get(c.name);
+    const td = el('td', 'cell ' + (cell ? cell.health : 'missing') + (cell && cell.stale ? ' stale' : ''));
+    td.dataset.cluster = c.name;
+    if (cell) {
+      td.dataset.health = cell.health;
+      if (cell.stale) td.textContent = 'S';
+      td.title = c.name + ': ' + cell.health.replace('-', ' ') + (cell.stale ? ' (STALE report)' : '');
+    } else {
+      td.textContent = '\u2013';
+      td.title = c.name + ' does not report this Gateway';
+    }
+    tr.appendChild(td);
+  }
+  tr.addEventListener('click', () => select(k));
+  return tr;
+}
+
+function replaceRow(k) {
+  const old = document.querySelector('#overview tbody tr[data-gateway="' + CSS.escape(k) + '"]');
+  const g = state.gateways.get(k);
+  if (old && g) old.replaceWith(row(g)); else render();
+  state.rendered++;
+}
+
+function renderFilters() {
+  const f = filters();
+  const fill = (sel, values, current) => {
+    const want = ['', ...values];
+    if (current && !want.includes(current)) want.push(current);
+    const have = [...sel.options].map((o) => o.value);
+    if (have.join('\n') !== want.join('\n')) {
+      sel.replaceChildren(...want.map((v) => { const o = el('option', null, v || 'all'); o.value = v; return o; }));
+    }
+    sel.value = current;
+  };
+  fill($('f-namespace'), [...state.namespaces].sort(), f.namespace);
+  fill($('f-cluster'), state.clusters.map((c) => c.name), f.cluster);
+  $('f-not-ready').checked = f.notReady;
+}
+
+// ---- one hub Gateway -----------------------------------------------------
+
+function select(k) {
+  state.selected = k;
+  for (const tr of document.querySelectorAll('#overview tbody tr')) {
+    tr.classList.toggle('selected', tr.dataset.gateway === k);
+  }
+  refreshDetails(true);
+}
+
+let detailsSeq = 0;
+
+async function refreshDetails(scroll) {
+  const k = state.selected;
+  const box = $('details');
+  if (!k) { box.classList.add('hidden'); return; }
+  const [ns, ...rest] = k.split('/');
+  const seq = ++detailsSeq;
+  const r = await fetch('api/gateway?' + new URLSearchParams({ namespace: ns, name: rest.join('/') }),
+    { credentials: 'same-origin', cache: 'no-store' });
+  if (seq !== detailsSeq) return;
+  if (r.status === 401) { askToken(); return; }
+  if (!r.ok) { box.classList.add('hidden'); return; }
+  const d = await r.json();
+  if (seq !== detailsSeq) return;
+  box.classList.remove('hidden');
+  const g = d.gateway;
+  $('d-title').textContent = keyOf(g) + '  (revision ' + g.revision + ')';
+  conditions($('d-conditions'), (g.status && g.status.conditions) || []);
+  list($('d-addresses'), ((g.status && g.status.addresses) || []).map((a) => (a.type || 'IPAddress') + '  ' + a.value), 'none');
+  listeners($('d-listeners'), (g.status && g.status.listeners) || []);
+  list($('d-omissions'), g.omissions.map((o) => o.message + ' [' + o.rule + ']'), 'nothing left out');
+  const reports = $('d-reports');
+  reports.replaceChildren(...d.reports.map((rep) => {
+    const div = el('div', 'report' + (rep.stale ? ' stale' : ''));
+    div.dataset.cluster = rep.cluster;
+    const h = el('h4', null, rep.cluster);
+    if (rep.stale) h.appendChild(el('span', 'badge stale', 'stale'));
+    div.appendChild(h);
+    const t = el('table', 'conds');
+    conditions(t, (rep.status && rep.status.conditions) || []);
+    div.appendChild(t);
+    const addrs = ((rep.status && rep.status.addresses) || []).map((a) => a.value).join(', ');
+    div.appendChild(el('div', 'msg', 'addresses: ' + (addrs || 'none') + '; listeners: '
+      + ((rep.status && rep.status.listeners) || []).map((l) => l.name).join(', ')));
+    return div;
+  }));
+  const h = $('d-history');
+  h.replaceChildren(header(['time', 'cluster', 'condition', 'change', 'reason', 'message']),
+    ...d.history.map((t) => {
+      const tr = el('tr');
+      tr.appendChild(el('td', null, new Date(t.timeMillis).toLocaleTimeString()));
+      tr.appendChild(el('td', null, t.cluster || '(aggregated)'));
+      tr.appendChild(el('td', null, t.type));
+      tr.appendChild(el('td', 'st-' + (t.status || 'none'), (t.previousStatus || '\u2013') + ' \u2192 ' + (t.status || 'gone')));
+      tr.appendChild(el('td', null, t.reason));
+      tr.appendChild(el('td', 'msg', t.message));
+      return tr;
+    }));
+  if (scroll) box.scrollIntoView({ block: 'nearest' });
+}
+
+function header(names) {
+  const tr = el('tr');
+  for (const n of names) tr.appendChild(el('th', null, n));
+  return tr;
+}
+
+function conditions(table, list) {
+  table.replaceChildren(header(['type', 'status', 'reason', 'message']), ...list.map((c) => {
+    const tr = el('tr');
+    tr.appendChild(el('td', null, c.type));
+    tr.appendChild(el('td', 'st-' + c.status, c.status));
+    tr.appendChild(el('td', null, c.reason));
+    tr.appendChild(el('td', 'msg', c.message));
+    return tr;
+  }));
+}
+
+function listeners(table, list) {
+  table.replaceChildren(header(['listener', 'routes', 'conditions']), ...list.map((l) => {
+    const tr = el('tr');
+    tr.appendChild(el('td', null, l.name));
+    tr.appendChild(el('td', null, l.attachedRoutes));
+    tr.appendChild(el('td', 'msg', (l.conditions || []).map((c) => c.type + '=' + c.status).join(', ')));
+    return tr;
+  }));
+}
+
+function list(ul, items, none) {
+  ul.replaceChildren(...(items.length ? items : [none]).map((t) => el('li', null, t)));
+}
+
+// ---- start ---------------------------------------------------------------
+
+document.addEventListener('DOMContentLoaded', () => {
+  tokenFromFragment();
+  $('f-namespace').addEventListener('change', (e) => setFilters({ ...filters(), namespace: e.target.value }));
+  $('f-cluster').addEventListener('change', (e) => setFilters({ ...filters(), cluster: e.target.value }));
+  $('f-not-ready').addEventListener('change', (e) => setFilters({ ...filters(), notReady: e.target.checked }));
+  $('token-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    saveToken($('token').value.trim());
+    $('token').value = '';
+    connect();
+  });
+  connect();
+});

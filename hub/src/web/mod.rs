@@ -1,0 +1,522 @@
+//! `gwhub serve --web-listen ADDR`: a read-only status page of the fleet.
+//!
+//! The page (HTML, CSS and JavaScript written by hand, no framework, no
+//! CDN) is embedded in the binary and served next to a small JSON API:
+//!
+//! | path | answer |
+//! | --- | --- |
+//! | `/`, `/app.js`, `/style.css` | the page (no data; no token needed) |
+//! | `/api/fleet?namespace=&cluster=&not_ready=1` | one JSON snapshot: clusters and the matching hub Gateways (a cell per cluster each) |
+//! | `/api/events?...` (same filter) | Server-Sent Events: a `snapshot` event, then a `change` event per change |
+//! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
+//!
+//! Live updates are Server-Sent Events fed by the index's `watch` channel,
+//! through the same [`crate::grpc::dashboard::diff`] and filter as
+//! `WatchGateways`: a browser cannot speak gRPC (it needs HTTP/2 trailers),
+//! and grpc-web would need a proxy or a JavaScript library; `EventSource`
+//! is built into every browser, reconnects by itself and sends the
+//! page's cookies. Changes coalesce in the watch channel while a page is
+//! slow, exactly as for a gRPC watcher, and a page that takes no event for
+//! `--watch-send-timeout` loses its connection.
+//!
+//! Transport and budgets are the Dashboard's: the page is served by tonic's
+//! HTTP server (hyper 1, HTTP/1.1 and HTTP/2) over [`crate::conn::incoming`]
+//! with `--max-dashboard-connections` and `--idle-connection-timeout`, the
+//! Dashboard's TLS (server certificate, `--dashboard-client-ca`) and
+//! `--tls-handshake-timeout`; event streams count against
+//! `--max-dashboard-calls`. With `--dashboard-token-file` every `/api/`
+//! request needs the token, as `Authorization: Bearer <token>` or as the
+//! cookie `gwhub_token=<token>`; the page asks for the token when the API
+//! refuses it and keeps it in that cookie (`SameSite=Strict`, `Secure`),
+//! or takes it from the address's fragment (`https://hub:7445/#token=...`;
+//! a fragment is never sent to the server or logged).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use gwhub_proto::{convert, v1};
+use http_body_util::{Full, StreamBody};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::body::Body;
+use tonic::codegen::{Bytes, Service, http};
+
+use crate::aggregate::GatewayKey;
+use crate::budget::{Budgets, Counters};
+use crate::grpc::dashboard::{diff, transition_to_proto};
+use crate::index::{ClusterSummary, GatewayView, Index};
+use crate::listing::Filter;
+use crate::tls::DashboardAuth;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+/// A comment line on an idle event stream this often: proxies keep it
+/// open, and a page that went away is noticed.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The cookie the page keeps the bearer token in.
+pub const TOKEN_COOKIE: &str = "gwhub_token";
+
+/// What the web listener serves; cheap to clone.
+#[derive(Clone)]
+pub struct WebService {
+    state: Arc<State>,
+}
+
+struct State {
+    index: Index,
+    auth: DashboardAuth,
+    /// Event streams open at once (`--max-dashboard-calls`).
+    streams: Arc<Semaphore>,
+    max_streams: usize,
+    send_timeout: Duration,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl WebService {
+    pub fn new(
+        index: Index,
+        auth: DashboardAuth,
+        budgets: &Budgets,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        WebService {
+            state: Arc::new(State {
+                index,
+                auth,
+                streams: Arc::new(Semaphore::new(
+                    budgets.max_dashboard_calls.min(Semaphore::MAX_PERMITS),
+                )),
+                max_streams: budgets.max_dashboard_calls,
+                send_timeout: budgets.watch_send_timeout,
+                shutdown,
+            }),
+        }
+    }
+
+    /// The tonic routes serving it (HTTP/1.1 needs `accept_http1`).
+    pub fn into_routes(self) -> tonic::service::Routes {
+        let tracked = crate::conn::Tracked::new(self);
+        tonic::service::Routes::from(axum::Router::new().fallback_service(tracked))
+    }
+}
+
+/// Binds `addr` for the web page; the caller serves it.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr).await?;
+    let local = l.local_addr()?;
+    Ok((l, local))
+}
+
+type Answer = http::Response<Body>;
+
+fn full(status: http::StatusCode, content_type: &str, body: impl Into<Bytes>) -> Answer {
+    let mut r = http::Response::new(Body::new(Full::new(body.into())));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    let set = |h: &mut http::HeaderMap, k: &'static str, v: &str| {
+        if let Ok(v) = http::HeaderValue::from_str(v) {
+            h.insert(k, v);
+        }
+    };
+    set(h, "content-type", content_type);
+    set(h, "cache-control", "no-store");
+    set(h, "x-content-type-options", "nosniff");
+    set(h, "referrer-policy", "no-referrer");
+    set(h, "x-frame-options", "DENY");
+    // Only the page's own files; no inline script, no other origin.
+    set(
+        h,
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    );
+    r
+}
+
+fn json_answer(status: http::StatusCode, v: &Value) -> Answer {
+    full(status, "application/json", v.to_string())
+}
+
+fn error(status: http::StatusCode, message: impl Into<String>) -> Answer {
+    json_answer(status, &json!({ "error": message.into() }))
+}
+
+/// The query's `key=value` pairs, percent-decoded.
+fn query(uri: &http::Uri) -> HashMap<String, String> {
+    form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// The filter a page asked for (`namespace`, `cluster`, `not_ready=1`).
+fn filter_of(q: &HashMap<String, String>) -> Filter {
+    let get = |k: &str| q.get(k).map(String::as_str).unwrap_or_default();
+    Filter::new(
+        get("namespace"),
+        get("cluster"),
+        matches!(get("not_ready"), "1" | "true"),
+    )
+}
+
+/// The bearer token a request carries: the `Authorization` header, else
+/// the page's cookie.
+fn token_of(headers: &http::HeaderMap) -> Option<&str> {
+    if let Some(t) = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        return Some(t);
+    }
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(k, _)| *k == TOKEN_COOKIE)
+        .map(|(_, v)| v)
+}
+
+impl<B> Service<http::Request<B>> for WebService {
+    type Response = Answer;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let answer = self.state.clone().answer(&request);
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+impl State {
+    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Answer {
+        use http::StatusCode as S;
+        if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
+            return error(S::METHOD_NOT_ALLOWED, "the page is read-only: GET only");
+        }
+        let path = request.uri().path();
+        match path {
+            "/" | "/index.html" => return full(S::OK, "text/html; charset=utf-8", INDEX_HTML),
+            "/app.js" => return full(S::OK, "text/javascript; charset=utf-8", APP_JS),
+            "/style.css" => return full(S::OK, "text/css; charset=utf-8", STYLE_CSS),
+            _ => {}
+        }
+        if !path.starts_with("/api/") {
+            return error(S::NOT_FOUND, format!("no page {path:?}"));
+        }
+        if !self.auth.accepts(token_of(request.headers())) {
+            return error(
+                S::UNAUTHORIZED,
+                format!(
+                    "the hub requires its Dashboard token: send `Authorization: Bearer <token>` or the cookie {TOKEN_COOKIE}"
+                ),
+            );
+        }
+        let q = query(request.uri());
+        match path {
+            "/api/fleet" => json_answer(S::OK, &self.fleet(&filter_of(&q))),
+            "/api/gateway" => self.gateway(&q),
+            "/api/events" => self.events(request.extensions(), filter_of(&q)),
+            _ => error(S::NOT_FOUND, format!("no API {path:?}")),
+        }
+    }
+
+    /// Every cluster and every hub Gateway matching `filter`.
+    fn fleet(&self, filter: &Filter) -> Value {
+        let views: Vec<Arc<GatewayView>> = self
+            .index
+            .subscribe()
+            .borrow()
+            .gateways
+            .values()
+            .filter(|v| filter.matches(v.facts()))
+            .cloned()
+            .collect();
+        json!({
+            "clusters": clusters_json(&self.index.clusters()),
+            "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
+            "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+
+    fn gateway(&self, q: &HashMap<String, String>) -> Answer {
+        use http::StatusCode as S;
+        let (Some(ns), Some(name)) = (q.get("namespace"), q.get("name")) else {
+            return error(S::BAD_REQUEST, "namespace and name are required");
+        };
+        let key = GatewayKey::new(ns.as_str(), name.as_str());
+        let Some(view) = self.index.subscribe().borrow().gateways.get(&key).cloned() else {
+            return error(S::NOT_FOUND, format!("no cluster reports Gateway {key}"));
+        };
+        let reports: Vec<Value> = self
+            .index
+            .cluster_reports(&key)
+            .into_iter()
+            .map(|c| {
+                let status = convert::status_from_proto(c.status).unwrap_or_default();
+                json!({
+                    "cluster": c.cluster,
+                    "stale": c.stale,
+                    "lastSeenMillis": c.last_seen_millis,
+                    "status": serde_json::to_value(&status).unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        let history: Vec<Value> = self
+            .index
+            .history(&key, 0)
+            .unwrap_or_default()
+            .into_iter()
+            .rev()
+            .map(|t| {
+                let t = transition_to_proto(t);
+                json!({
+                    "timeMillis": t.time_millis,
+                    "cluster": t.cluster,
+                    "type": t.condition_type,
+                    "status": status_name(t.status),
+                    "reason": t.reason,
+                    "message": t.message,
+                    "previousStatus": status_name(t.previous_status),
+                    "previousReason": t.previous_reason,
+                })
+            })
+            .collect();
+        json_answer(
+            S::OK,
+            &json!({ "gateway": gateway_json(&view), "reports": reports, "history": history }),
+        )
+    }
+
+    /// A Server-Sent Events stream of the matching hub Gateways.
+    fn events(self: Arc<Self>, ext: &http::Extensions, filter: Filter) -> Answer {
+        let Ok(permit) = self.streams.clone().try_acquire_owned() else {
+            Counters::bump(&self.index.counters().refused_dashboard_calls);
+            return error(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{} event streams are open, the hub's --max-dashboard-calls; retry later",
+                    self.max_streams
+                ),
+            );
+        };
+        let conn = crate::conn::conn_in(ext).map(|c| c.state.clone());
+        // One event in flight, as for WatchGateways: while the page is
+        // slow, changes coalesce in the watch channel, not here.
+        let (tx, rx) = mpsc::channel::<Bytes>(1);
+        let state = self.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut views = state.index.subscribe();
+            let mut shutdown = state.shutdown.clone();
+            let mut sent = HashMap::new();
+            let mut snapshot = true;
+            let mut keepalive = tokio::time::interval(KEEPALIVE);
+            keepalive.reset();
+            let mut last_clusters = Value::Null;
+            loop {
+                let d = diff(
+                    &views.borrow_and_update(),
+                    &mut sent,
+                    snapshot,
+                    false,
+                    &filter,
+                );
+                let clusters = clusters_json(&state.index.clusters());
+                let event = if snapshot || !d.is_empty() || clusters != last_clusters {
+                    let gateways: Vec<Value> =
+                        d.upserted.iter().map(|(v, _)| row_json(v)).collect();
+                    let deleted: Vec<Value> = d
+                        .deleted
+                        .iter()
+                        .map(|r| json!({"namespace": r.namespace, "name": r.name}))
+                        .collect();
+                    let (kind, data) = if snapshot {
+                        (
+                            "snapshot",
+                            json!({"clusters": clusters, "gateways": gateways,
+                                   "staleAfterMillis": u64::try_from(state.index.stale_after().as_millis()).unwrap_or(u64::MAX)}),
+                        )
+                    } else {
+                        (
+                            "change",
+                            json!({"clusters": clusters, "upserted": gateways, "deleted": deleted}),
+                        )
+                    };
+                    snapshot = false;
+                    last_clusters = clusters;
+                    Some(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")))
+                } else {
+                    None
+                };
+                if let Some(event) = event
+                    && !state.send(&tx, event, conn.as_deref()).await
+                {
+                    return;
+                }
+                tokio::select! {
+                    r = views.changed() => if r.is_err() { return },
+                    _ = keepalive.tick() => {
+                        // Also picks up a cluster connecting or going
+                        // away without any Gateway changing.
+                        if !state.send(&tx, Bytes::from_static(b": keep-alive\n\n"), conn.as_deref()).await {
+                            return;
+                        }
+                    }
+                    _ = tx.closed() => return,
+                    _ = crate::grpc::shutting_down(&mut shutdown) => return,
+                }
+            }
+        });
+        let body = StreamBody::new(
+            ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(http_body::Frame::data(b))),
+        );
+        let mut r = full(http::StatusCode::OK, "text/event-stream", Bytes::new());
+        *r.body_mut() = Body::new(body);
+        r
+    }
+
+    /// Hands `event` to the page's connection, or gives up on a page that
+    /// took nothing for `--watch-send-timeout` (closing its connection).
+    async fn send(
+        &self,
+        tx: &mpsc::Sender<Bytes>,
+        event: Bytes,
+        conn: Option<&crate::conn::ConnState>,
+    ) -> bool {
+        match tokio::time::timeout(self.send_timeout, tx.send(event)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                Counters::bump(&self.index.counters().watchers_dropped);
+                tracing::warn!(timeout = ?self.send_timeout, "dropping a web page that takes no events (--watch-send-timeout)");
+                if let Some(c) = conn {
+                    c.close();
+                }
+                false
+            }
+        }
+    }
+}
+
+fn status_name(s: i32) -> &'static str {
+    match v1::ConditionStatus::try_from(s) {
+        Ok(v1::ConditionStatus::True) => "True",
+        Ok(v1::ConditionStatus::False) => "False",
+        Ok(v1::ConditionStatus::Unknown) => "Unknown",
+        _ => "",
+    }
+}
+
+/// The clusters as the page shows them.
+pub fn clusters_json(clusters: &[ClusterSummary]) -> Value {
+    clusters
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "connected": c.connected,
+                "stale": c.stale,
+                "gatewayCount": c.gateway_count,
+                "lastSeenMillis": c.last_seen_millis,
+            })
+        })
+        .collect()
+}
+
+/// One hub Gateway as the overview shows it: a cell per reporting cluster
+/// and whether some aggregated condition is not True. Small on purpose
+/// (the details come from `/api/gateway`): at 100 clusters x 100 Gateways
+/// the whole status of every Gateway would be ~5 MB per snapshot.
+pub fn row_json(v: &GatewayView) -> Value {
+    json!({
+        "namespace": v.key.namespace,
+        "name": v.key.name,
+        "revision": v.revision(),
+        "notReady": v.not_ready,
+        "cells": v.cells.iter().map(|c| json!({
+            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// One hub Gateway as its details show it: [`row_json`] plus the
+/// aggregated status (Gateway API JSON) and what was left out.
+pub fn gateway_json(v: &GatewayView) -> Value {
+    json!({
+        "namespace": v.key.namespace,
+        "name": v.key.name,
+        "revision": v.revision(),
+        "notReady": v.not_ready,
+        "clusters": v.lean.clusters,
+        "cells": v.cells.iter().map(|c| json!({
+            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
+        })).collect::<Vec<_>>(),
+        "status": serde_json::to_value(&v.aggregation.status).unwrap_or(Value::Null),
+        "omissions": v.omissions.iter().map(|o| json!({
+            "cluster": o.cluster, "item": o.item, "names": o.names,
+            "rule": o.rule, "message": o.message,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_come_from_the_header_or_the_cookie() {
+        let h = |pairs: &[(&'static str, &str)]| {
+            let mut m = http::HeaderMap::new();
+            for (k, v) in pairs {
+                m.append(*k, http::HeaderValue::from_str(v).unwrap());
+            }
+            m
+        };
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: &[Case<'_>] = &[
+            (&[], None),
+            (&[("authorization", "Bearer abc")], Some("abc")),
+            (&[("authorization", "Basic abc")], None),
+            (&[("cookie", "a=1; gwhub_token=xyz; b=2")], Some("xyz")),
+            (&[("cookie", "gwhub_tokenx=1")], None),
+            (&[("cookie", "a=1"), ("cookie", "gwhub_token=q")], Some("q")),
+            (
+                &[("authorization", "Bearer h"), ("cookie", "gwhub_token=c")],
+                Some("h"),
+            ),
+        ];
+        for (pairs, want) in cases {
+            assert_eq!(token_of(&h(pairs)), *want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn filters_from_the_query() {
+        let q = |s: &str| query(&format!("/api/fleet?{s}").parse().unwrap());
+        assert_eq!(filter_of(&q("")), Filter::default());
+        assert_eq!(
+            filter_of(&q("namespace=openshift-ingress&cluster=east&not_ready=1")),
+            Filter::new("openshift-ingress", "east", true)
+        );
+        assert_eq!(
+            filter_of(&q("cluster=a%2Fb&not_ready=0")),
+            Filter::new("", "a/b", false)
+        );
+    }
+}

@@ -1,0 +1,25 @@
+#![forbid(unsafe_code)]
+//! Test helpers every suite shares: real etcd and kube-apiserver processes
+//! (one API server per simulated cluster, all on one etcd), the upstream
+//! CRDs installed into them, clients and scenarios for the tests, the gwhub
+//! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
+//! `Ingest` client ([`raw_agent`]), and an
+//! independent checker of the Gateway CRD's status rules ([`crd_check`]).
+//! Nothing here is mocked.
+//!
+//! It exists so that helpers have one copy instead of one per suite; it
+//! depends on the rules crates' types but on neither runtime.
+
+pub mod apiserver;
+pub mod crd_check;
+pub mod crds;
+pub mod install;
+pub mod kube_objects;
+pub mod procs;
+pub mod proxy;
+pub mod raw_agent;
+pub mod recorder;
+pub mod scenario;
+pub mod workspace_bin;
+
+pub use apiserver::{Fleet, FleetError};

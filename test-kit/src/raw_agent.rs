@@ -1,0 +1,183 @@
+//! A hand-rolled agent for driving the hub's `Ingest` stream in tests: it
+//! sends exactly the messages a test gives it (well-formed or not) and reads
+//! the hub's answers, heartbeats skipped. The real agent runtime is tested
+//! through its own suites; this one stays small and predictable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use gwhub_proto::client::{ReportStream, open_report};
+use gwhub_proto::v1::{self, agent_message, change, hub_message, ingest_client::IngestClient};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+
+/// Generous bound for any answer the hub gives "at once".
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// One `Report` stream to the hub.
+pub struct Agent {
+    /// Messages to the hub, after the Hello.
+    pub tx: mpsc::Sender<v1::AgentMessage>,
+    /// The hub's messages.
+    pub rx: tonic::Streaming<v1::HubMessage>,
+}
+
+/// Wraps one message body.
+pub fn msg(m: agent_message::Message) -> v1::AgentMessage {
+    v1::AgentMessage { message: Some(m) }
+}
+
+/// The Hello of a test agent for `cluster`.
+pub fn hello(cluster: &str) -> v1::Hello {
+    v1::Hello {
+        agent_version: "test".into(),
+        capabilities: vec![],
+        cluster: cluster.into(),
+    }
+}
+
+impl Agent {
+    /// Connects, says Hello and checks the hub's greeting and its
+    /// NEW_CONNECTION resync request.
+    pub async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
+        Agent::connect_with(addr, hello(cluster)).await
+    }
+
+    /// [`Agent::connect`] with the given Hello.
+    pub async fn connect_with(addr: SocketAddr, hello: v1::Hello) -> Agent {
+        let cluster = hello.cluster.clone();
+        let mut agent = Agent::open(addr, hello).await.unwrap();
+        match agent.recv().await {
+            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
+            other => panic!("expected HubHello, got {other:?}"),
+        }
+        let r = agent.expect_resync().await;
+        assert_eq!(r.reason, v1::ResyncReason::NewConnection as i32);
+        agent
+    }
+
+    /// Opens the stream with `hello`; the hub's answers are left unread.
+    pub async fn open(addr: SocketAddr, hello: v1::Hello) -> Result<Agent, tonic::Status> {
+        let mut client = IngestClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap()
+            .max_encoding_message_size(64 * 1024 * 1024);
+        let ReportStream { tx, rx } = open_report(&mut client, hello, 64).await?;
+        Ok(Agent { tx, rx })
+    }
+
+    /// Sends, ignoring a stream the hub already ended (what the hub said
+    /// about it is read with [`Agent::try_recv`]).
+    pub async fn send(&self, m: agent_message::Message) {
+        let _ = self.tx.send(msg(m)).await;
+    }
+
+    /// The next hub message other than a heartbeat.
+    pub async fn recv(&mut self) -> hub_message::Message {
+        self.try_recv().await.expect("hub message")
+    }
+
+    /// The next hub message other than a heartbeat, or how the stream ended.
+    pub async fn try_recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
+        loop {
+            let m = tokio::time::timeout(WAIT, self.rx.next())
+                .await
+                .expect("hub answered in time")
+                .expect("stream still open")?;
+            match m.message {
+                Some(hub_message::Message::Heartbeat(_)) => continue,
+                Some(m) => return Ok(m),
+                None => panic!("empty hub message"),
+            }
+        }
+    }
+
+    /// The status the hub ended the stream with (acks skipped).
+    pub async fn expect_error(&mut self) -> tonic::Status {
+        loop {
+            match self.try_recv().await {
+                Ok(hub_message::Message::Ack(_)) => continue,
+                Ok(other) => panic!("expected an error, got {other:?}"),
+                Err(status) => return status,
+            }
+        }
+    }
+
+    /// The status the hub ended the stream with (acks and resyncs skipped).
+    pub async fn ended(&mut self) -> tonic::Status {
+        loop {
+            match self.try_recv().await {
+                Ok(hub_message::Message::Ack(_) | hub_message::Message::Resync(_)) => continue,
+                Ok(other) => panic!("expected the stream to end, got {other:?}"),
+                Err(status) => return status,
+            }
+        }
+    }
+
+    pub async fn expect_ack(&mut self, seq: u64) {
+        match self.recv().await {
+            hub_message::Message::Ack(a) => assert_eq!(a.seq, seq),
+            other => panic!("expected ack {seq}, got {other:?}"),
+        }
+    }
+
+    pub async fn expect_resync(&mut self) -> v1::ResyncRequest {
+        match self.recv().await {
+            hub_message::Message::Resync(r) => r,
+            other => panic!("expected a resync request, got {other:?}"),
+        }
+    }
+
+    /// A one-chunk snapshot, then its ack.
+    pub async fn snapshot(&mut self, id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) {
+        self.send_snapshot(id, seq, gateways).await;
+        self.expect_ack(seq).await;
+    }
+
+    /// The one-report snapshot 1 at sequence number 0, answer unread.
+    pub async fn snapshot_no_ack(&self, r: v1::GatewayReport) {
+        self.send_snapshot(1, 0, vec![r]).await;
+    }
+
+    /// A one-chunk snapshot, answer unread.
+    pub async fn send_snapshot(&self, id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) {
+        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
+            snapshot_id: id,
+            chunk: 0,
+            r#final: true,
+            seq,
+            gateways,
+        }))
+        .await;
+    }
+
+    pub async fn upsert(&self, seq: u64, report: v1::GatewayReport) {
+        self.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes: vec![v1::Change {
+                change: Some(change::Change::Upsert(report)),
+            }],
+        }))
+        .await;
+    }
+
+    pub async fn delete(&self, seq: u64, namespace: &str, name: &str) {
+        self.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes: vec![v1::Change {
+                change: Some(change::Change::Delete(v1::GatewayRef {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                })),
+            }],
+        }))
+        .await;
+    }
+
+    pub async fn heartbeat(&self) {
+        self.send(agent_message::Message::Heartbeat(v1::Heartbeat {
+            sent_unix_millis: 0,
+        }))
+        .await;
+    }
+}

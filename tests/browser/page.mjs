@@ -1,0 +1,158 @@
+// The web status page in a real browser (Debian's chromium, driven by
+// playwright-core). Run by cli/tests/browser.rs, which owns the hub and the
+// simulated clusters and acts on requests this script prints on stdout:
+//   CHANGE <cluster> [<gateway>]  make a change on that cluster, answer DONE
+//   STOP <cluster>                stop that cluster's agent, answer DONE
+// Usage: node page.mjs <page url> <artifacts dir> test|bench [gateways]
+// Needs GWHUB_NODE_MODULES (scripts/browser.sh prints its parent).
+import { createRequire } from 'node:module';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const require = createRequire(join(process.env.GWHUB_NODE_MODULES, 'x.js'));
+const { chromium } = require('playwright-core');
+
+const [url, artifacts, mode = 'test', expectGateways = '0'] = process.argv.slice(2);
+mkdirSync(artifacts, { recursive: true });
+
+const answers = createInterface({ input: process.stdin });
+const pending = [];
+answers.on('line', (l) => { const r = pending.shift(); if (r) r(l); });
+function ask(request) {
+  return new Promise((resolve) => { pending.push(resolve); console.log(request); });
+}
+
+function check(ok, what) {
+  if (!ok) throw new Error('FAILED: ' + what);
+  console.log('ok - ' + what);
+}
+
+// A fresh profile each run (Playwright passes it as --user-data-dir).
+const userDataDir = mkdtempSync(join(tmpdir(), 'gwhub-chromium-'));
+const browser = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+  viewport: { width: 1400, height: 1000 },
+});
+let exit = 0;
+try {
+  const page = browser.pages()[0] || await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  if (mode === 'bench') {
+    await bench(page, Number(expectGateways));
+  } else {
+    await test(page);
+  }
+  check(errors.length === 0, 'no script errors on the page ' + JSON.stringify(errors));
+  console.log('PASS');
+} catch (e) {
+  console.log(String(e && e.stack || e));
+  exit = 1;
+} finally {
+  await browser.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+  answers.close();
+}
+process.exit(exit);
+
+async function test(page) {
+  const DEFAULT = 'tr[data-gateway="openshift-ingress/default-gateway"]';
+  const INTERNAL = 'tr[data-gateway="openshift-ingress/internal"]';
+  await page.goto(url);
+  // 1. The demo's Gateways and clusters.
+  await page.waitForSelector(DEFAULT);
+  await page.waitForSelector(INTERNAL);
+  await page.waitForSelector('#live.on');
+  const clusters = await page.$$eval('#overview thead th[data-cluster]', (ths) => ths.map((t) => t.dataset.cluster));
+  check(JSON.stringify(clusters) === JSON.stringify(['central', 'east', 'west']), 'the clusters are the columns: ' + clusters);
+  await page.waitForSelector(DEFAULT + ' td[data-cluster="east"][data-health="ready"]');
+  check(await page.$(INTERNAL + ' td[data-cluster="central"].missing') !== null, 'central does not report internal');
+  await page.screenshot({ path: join(artifacts, '1-overview.png'), fullPage: true });
+
+  // 2. A change on a simulated cluster shows within 2 s, without reload.
+  const navigations = [];
+  page.on('framenavigated', (f) => { if (f === page.mainFrame()) navigations.push(f.url()); });
+  const t0 = Date.now();
+  await ask('CHANGE east');
+  await page.waitForSelector(DEFAULT + ' td[data-cluster="east"][data-health="not-ready"]', { timeout: 2000 });
+  const ms = Date.now() - t0;
+  check(ms <= 2000, 'east losing its load balancer shows on the page in ' + ms + ' ms');
+  check(navigations.length === 0, 'no reload');
+  await page.waitForSelector(DEFAULT + ' .badge.not-ready');
+
+  // Drill into the hub Gateway: aggregated conditions, each cluster's own
+  // report, the transition just made.
+  await page.click(DEFAULT + ' td.gw');
+  await page.waitForSelector('#details:not(.hidden) #d-reports .report[data-cluster="east"]');
+  const conds = await page.textContent('#d-conditions');
+  check(conds.includes('LoadBalancerReady') && conds.includes('NotTrueInSomeClusters'), 'aggregated conditions are shown');
+  const addresses = await page.textContent('#d-addresses');
+  check(addresses.includes('west/203.0.113.11'), 'aggregated addresses are shown: ' + addresses);
+  check((await page.textContent('#d-listeners')).includes('east.apps-http'), 'listeners are shown');
+  await page.waitForFunction(() => [...document.querySelectorAll('#d-history tr')]
+    .some((tr) => tr.textContent.includes('east') && tr.textContent.includes('LoadBalancerReady') && tr.textContent.includes('False')));
+  check(true, 'the history shows east LoadBalancerReady turning False');
+  await page.screenshot({ path: join(artifacts, '2-details.png'), fullPage: true });
+
+  // 3. Filters narrow the view.
+  await page.check('#f-not-ready');
+  await page.waitForSelector(INTERNAL, { state: 'detached' });
+  check(await page.$(DEFAULT) !== null, 'not ready: only default-gateway is left');
+  check(page.url().includes('not_ready=1'), 'the filter is in the address');
+  await page.uncheck('#f-not-ready');
+  await page.waitForSelector(INTERNAL);
+  await page.selectOption('#f-cluster', 'central');
+  await page.waitForSelector(INTERNAL, { state: 'detached' });
+  const cols = await page.$$eval('#overview thead th[data-cluster]', (ths) => ths.map((t) => t.dataset.cluster));
+  check(JSON.stringify(cols) === '["central"]', 'cluster filter: one column, Gateways of central only');
+  await page.selectOption('#f-cluster', '');
+  await page.waitForSelector(INTERNAL);
+  await page.selectOption('#f-namespace', 'openshift-ingress');
+  await page.waitForSelector(INTERNAL);
+  check((await page.$$('#overview tbody tr')).length === 2, 'namespace filter keeps both demo Gateways');
+  await page.selectOption('#f-namespace', '');
+
+  // 4. A cluster that goes silent is marked stale.
+  await ask('STOP central');
+  await page.waitForSelector('#overview thead th[data-cluster="central"].stale', { timeout: 30000 });
+  await page.waitForSelector(DEFAULT + ' td[data-cluster="central"].stale');
+  check(true, 'central is marked stale in its column and its cell');
+  await page.click(INTERNAL + ' td.gw');
+  await page.click(DEFAULT + ' td.gw');
+  await page.waitForSelector('#d-reports .report.stale[data-cluster="central"]');
+  check(true, 'its report is marked stale in the details');
+  await page.screenshot({ path: join(artifacts, 'web-page-full.png'), fullPage: true });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(artifacts, 'web-page.png') });
+}
+
+// Page load and update latency at scale: figures, not assertions.
+async function bench(page, gateways) {
+  const t0 = Date.now();
+  await page.goto(url);
+  await page.waitForFunction((n) => document.querySelectorAll('#overview tbody tr').length === n,
+    gateways, { timeout: 120000, polling: 50 });
+  const load = Date.now() - t0;
+  const cells = await page.$$eval('#overview td.cell', (tds) => tds.length);
+  const first = await page.evaluate(() => window.gwhub.firstSnapshot);
+  console.log('FIGURE load_ms ' + load + ' rows ' + gateways + ' cells ' + cells
+    + ' snapshot_received_ms ' + Math.round(first.at) + ' drawn_ms ' + Math.round(first.drawn)
+    + ' snapshot_bytes ' + first.bytes);
+  const times = [];
+  for (let i = 0; i < 10; i++) {
+    const start = Date.now();
+    const reply = await ask('CHANGE ' + i);   // answer: "<gateway key> <cluster> <health>"
+    const [key, cluster, health] = reply.split(' ');
+    const sel = 'tr[data-gateway="' + key + '"] td[data-cluster="' + cluster + '"][data-health="' + health + '"]';
+    await page.waitForSelector(sel, { timeout: 60000, state: 'attached' });
+    times.push(Date.now() - start);
+  }
+  times.sort((a, b) => a - b);
+  console.log('FIGURE update_ms ' + times.join(','));
+  await page.screenshot({ path: join(artifacts, 'bench-' + gateways + '.png') });
+}
