@@ -9,6 +9,7 @@
 //! the `GET /metrics` responder of `--metrics-listen`, and
 //! [`watch_events`], the one loop over a Kubernetes watch.
 
+pub mod bucket;
 pub mod identity;
 pub mod logging;
 
@@ -17,5 +18,6 @@ pub mod output;
 pub mod pace;
 pub mod watch_events;
 
+pub use bucket::TokenBucket;
 pub use output::{OutputFormat, render_list, render_object};
 pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};

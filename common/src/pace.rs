@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+use crate::bucket::TokenBucket;
+
 /// Leading-edge pacing of passes at least `window` apart.
 #[derive(Clone, Debug)]
 pub struct Pacer {
@@ -49,23 +51,47 @@ impl Pacer {
     }
 }
 
-/// A [`Pacer`] per key (a Gateway): each key's passes are at least
-/// `window` apart, and a pass for one key never waits for another's. Keys
-/// taken from a [`CoalescingQueue`] wait here until their window allows.
+/// Writes a key may make at once before [`KeyedPacer`]'s rate applies.
+pub const KEYED_BURST: u32 = 3;
+
+/// Per key (a Gateway), a token bucket of [`KEYED_BURST`] passes refilled
+/// at one per `window`: a pass for one key never waits for another's, a
+/// change waits only once its key has used up the burst, so lone changes
+/// and changes up to one per `window` pass at once, and a storm costs at
+/// most `KEYED_BURST` + one pass per `window` per key. (A fixed window made
+/// every change landing inside it wait for the rest of it: 4x the floor at
+/// about 10 changes a second.) Keys taken from a [`CoalescingQueue`] wait
+/// here until their bucket allows; what changes while a write is in flight
+/// coalesces in the queue into the next pass.
 #[derive(Clone, Debug)]
 pub struct KeyedPacer<K> {
     window: Duration,
-    keys: BTreeMap<K, Pacer>,
+    burst: u32,
+    keys: BTreeMap<K, TokenBucket>,
     /// Keys due for a pass, still inside their window.
     waiting: BTreeSet<K>,
 }
 
 impl<K: Ord + Clone> KeyedPacer<K> {
     pub fn new(window: Duration) -> Self {
+        Self::with_burst(window, KEYED_BURST)
+    }
+
+    /// Passes per key at once before the rate (one per `window`) applies.
+    pub fn with_burst(window: Duration, burst: u32) -> Self {
         KeyedPacer {
             window,
+            burst,
             keys: BTreeMap::new(),
             waiting: BTreeSet::new(),
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        if self.window.is_zero() {
+            0.0
+        } else {
+            1.0 / self.window.as_secs_f64()
         }
     }
 
@@ -76,7 +102,9 @@ impl<K: Ord + Clone> KeyedPacer<K> {
 
     /// How long `key` must wait at `now`.
     pub fn delay(&self, key: &K, now: Instant) -> Duration {
-        self.keys.get(key).map_or(Duration::ZERO, |p| p.delay(now))
+        self.keys
+            .get(key)
+            .map_or(Duration::ZERO, |b| b.available_in(now))
     }
 
     /// The earliest instant a waiting key may pass, if any is waiting.
@@ -84,26 +112,28 @@ impl<K: Ord + Clone> KeyedPacer<K> {
         self.waiting.iter().map(|k| now + self.delay(k, now)).min()
     }
 
-    /// Records that `key`'s pass starts at `now`.
+    /// Records that `key`'s pass starts at `now` (takes its token).
     pub fn started(&mut self, key: &K, now: Instant) {
+        let (rate, burst) = (self.rate(), self.burst);
         self.keys
             .entry(key.clone())
-            .or_insert_with(|| Pacer::new(self.window))
-            .started(now);
+            .or_insert_with(|| TokenBucket::new(rate, burst, now))
+            .take(now);
     }
 
-    /// `key`'s pass begun last changed nothing (see [`Pacer::idle`]).
+    /// `key`'s pass begun last changed nothing (typically the echo of our
+    /// own write): its token is given back.
     pub fn idle(&mut self, key: &K) {
-        if let Some(p) = self.keys.get_mut(key) {
-            p.idle();
+        if let Some(b) = self.keys.get_mut(key) {
+            b.refund();
         }
     }
 
-    /// Forgets the keys whose window is over, so only keys passed within the
-    /// last window are kept (deleted Gateways do not accumulate). Call
-    /// before a round of passes, not between `started` and `idle`.
+    /// Forgets the keys whose bucket is full again, so only keys passed
+    /// recently are kept (deleted Gateways do not accumulate). Call before
+    /// a round of passes, not between `started` and `idle`.
     pub fn prune(&mut self, now: Instant) {
-        self.keys.retain(|_, p| !p.delay(now).is_zero());
+        self.keys.retain(|_, b| !b.full(now));
     }
 
     /// Starts a round at `now`: prunes, and takes the waiting keys that
@@ -299,29 +329,81 @@ mod tests {
         let t0 = Instant::now();
         let w = Duration::from_millis(100);
         let ms = Duration::from_millis;
-        let mut p = KeyedPacer::new(w);
+        let mut p = KeyedPacer::with_burst(w, 2);
+        // A burst of two passes at once, then one per window.
         p.started(&"a", t0);
-        // Another Gateway does not wait for `a`'s window; `a` does.
-        assert_eq!(p.delay(&"b", t0 + ms(30)), Duration::ZERO);
+        assert_eq!(p.delay(&"a", t0 + ms(10)), Duration::ZERO);
+        p.started(&"a", t0 + ms(10));
         assert_eq!(p.delay(&"a", t0 + ms(30)), ms(70));
+        // Another Gateway does not wait for `a`.
+        assert_eq!(p.delay(&"b", t0 + ms(30)), Duration::ZERO);
         p.started(&"b", t0 + ms(30));
         assert_eq!(p.next_due(t0), None, "nothing waits");
-        p.wait(["a", "b"]);
-        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + w));
-        p.wait(["c"]);
+        p.wait(["a"]);
+        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + ms(100)));
+        p.wait(["b", "c"]);
         assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + ms(40)));
-        // An idle pass gives the key's window back.
-        p.idle(&"b");
-        assert_eq!(p.delay(&"b", t0 + ms(40)), Duration::ZERO);
+        // An idle pass gives its token back.
+        p.idle(&"a");
+        assert_eq!(p.delay(&"a", t0 + ms(40)), Duration::ZERO);
+        p.started(&"a", t0 + ms(40));
         // A round takes the waiting keys that may pass and leaves the rest.
-        assert_eq!(p.take_due(t0 + ms(40)), vec!["b", "c"]);
+        assert_eq!(p.take_due(t0 + ms(50)), vec!["b", "c"]);
         assert_eq!(p.waiting, BTreeSet::from(["a"]));
-        assert_eq!(p.next_due(t0 + ms(40)), Some(t0 + w));
-        // Pruning keeps only keys still inside their window.
+        // Pruning keeps only keys whose bucket is not full again.
         p.prune(t0 + ms(50));
-        assert_eq!(p.keys.len(), 1);
-        p.prune(t0 + w);
+        assert_eq!(p.keys.len(), 2);
+        p.prune(t0 + ms(300));
         assert!(p.keys.is_empty());
+    }
+
+    /// (changes: every `every` ms for 1 s, window ms) -> at most this many
+    /// passes, and each change waits at most this long (ms).
+    #[test]
+    fn keyed_pacing_bounds_storms_and_spares_moderate_rates() {
+        let ms = Duration::from_millis;
+        let cases: &[(u64, u64, usize, u64)] = &[
+            // Lone changes: never wait.
+            (500, 100, 2, 0),
+            // About 10 a second against a 100 ms window: never wait.
+            (100, 100, 10, 0),
+            // Jittery 10 a second (two at once, then a gap): never wait.
+            (50, 100, 13, 50),
+            // A storm (every 2 ms): burst + one per window.
+            (2, 100, 3 + 10, 100),
+            (2, 50, 3 + 20, 50),
+        ];
+        for (every, window, max_passes, max_wait) in cases {
+            let t0 = Instant::now();
+            let mut p = KeyedPacer::new(ms(*window));
+            let mut passes: Vec<Instant> = Vec::new();
+            let mut worst = Duration::ZERO;
+            let mut change = t0;
+            let mut pending: Option<Instant> = None;
+            let mut now = t0;
+            while now < t0 + Duration::from_secs(1) || pending.is_some() {
+                if change <= now && change < t0 + Duration::from_secs(1) {
+                    pending.get_or_insert(change);
+                    change += ms(*every);
+                }
+                if let Some(first) = pending
+                    && p.delay(&"gw", now).is_zero()
+                {
+                    worst = worst.max(now - first);
+                    p.started(&"gw", now);
+                    passes.push(now);
+                    pending = None;
+                }
+                now += ms(1);
+            }
+            let case = format!("every {every} ms, window {window} ms");
+            assert!(
+                passes.len() <= *max_passes,
+                "{case}: {} passes",
+                passes.len()
+            );
+            assert!(worst <= ms(*max_wait), "{case}: waited {worst:?}");
+        }
     }
 
     #[test]

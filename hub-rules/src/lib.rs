@@ -15,6 +15,7 @@
 
 pub mod aggregate;
 pub mod history;
+pub mod layout;
 pub mod listing;
 pub mod report;
 pub mod status_plan;

@@ -1,5 +1,5 @@
-//! The `ClusterReport` custom resource: the hub's store, one object per
-//! cluster holding everything the cluster last reported (the hub's
+//! The `ClusterReport` custom resource: the hub's store, one or more
+//! objects per cluster (see [`crate::layout`]) holding everything the cluster last reported (the hub's
 //! `kube::reports` reads and writes them). Only the type and its CRD live
 //! here, so tests and tools can name it without the hub runtime.
 
@@ -8,7 +8,7 @@ use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Everything one cluster last reported.
+/// Everything one cluster last reported, or one part of it.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "gwhub.io",
@@ -18,8 +18,10 @@ use serde::{Deserialize, Serialize};
     namespaced,
     shortname = "gwcr",
     category = "gwhub",
-    doc = "The last report of one workload cluster's Gateway status, persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete one to deregister its cluster.",
+    doc = "The last report of one workload cluster's Gateway status (or one part of it), persisted by the gwhub hub so a restarted hub resumes without flapping. Written by the hub; delete a cluster's head (part 0, named after the cluster) to deregister it.",
     printcolumn = r#"{"name": "Cluster", "type": "string", "jsonPath": ".spec.cluster"}"#,
+    printcolumn = r#"{"name": "Part", "type": "integer", "jsonPath": ".spec.part"}"#,
+    printcolumn = r#"{"name": "Parts", "type": "integer", "jsonPath": ".spec.parts"}"#,
     printcolumn = r#"{"name": "Gateways", "type": "integer", "jsonPath": ".spec.gatewayCount"}"#,
     printcolumn = r#"{"name": "Last Report", "type": "date", "jsonPath": ".spec.lastReportTime"}"#,
     printcolumn = r#"{"name": "Last Seen", "type": "date", "jsonPath": ".spec.lastSeenTime"}"#,
@@ -30,19 +32,32 @@ pub struct ClusterReportSpec {
     /// The cluster's name as its agent says it (object names cannot hold
     /// every cluster name, e.g. `cluster_1`).
     pub cluster: String,
-    /// Number of Gateways below; for `kubectl get`.
+    /// Which part of the cluster's report this object holds; 0 is the head
+    /// (named after the cluster, holding `lastSeenTime`).
+    #[serde(default)]
+    pub part: u32,
+    /// How many objects hold the cluster's report (the head's count is the
+    /// one that counts; a part written for another count is ignored).
+    #[serde(default = "one")]
+    pub parts: u32,
+    /// Number of Gateways in this object; for `kubectl get`.
     pub gateway_count: u32,
-    /// RFC 3339 time of the last snapshot or delta applied.
+    /// RFC 3339 time of the last snapshot or delta this object was written
+    /// from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_report_time: Option<String>,
     /// RFC 3339 time of the last message of any kind (heartbeats included),
     /// refreshed at most every half `--stale-after`; staleness continues
-    /// from it after a restart.
+    /// from it after a restart. On the head only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen_time: Option<String>,
-    /// Each Gateway the cluster reports, in namespace/name order.
+    /// The Gateways of this part, in namespace/name order.
     #[serde(default)]
     pub gateways: Vec<ReportedGateway>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One Gateway's status as the cluster reported it.

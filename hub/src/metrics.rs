@@ -147,6 +147,7 @@ mod tests {
             gateway_count: gateways,
             agent_version: String::new(),
             report_bytes: 0,
+            report_rev: 0,
         }
     }
 
@@ -200,6 +201,10 @@ mod tests {
             "gwhub_report_writes_total",
             "gwhub_report_writes_skipped_total",
             "gwhub_report_write_errors_total",
+            "gwhub_report_write_bytes_total",
+            "gwhub_report_gateways_unstored_total",
+            "gwhub_api_throttled_waits_total",
+            "gwhub_api_throttled_microseconds_total",
             "gwhub_leader_transitions_total",
             "gwhub_events_published_total",
             "gwhub_event_publish_errors_total",

@@ -93,8 +93,18 @@ impl Agent {
 
     /// A full snapshot of `(namespace, name, status)`; waits for the ack.
     async fn snapshot(&mut self, gateways: &[(&str, &str, GatewayStatus)]) {
+        self.snapshot_chunked(gateways, usize::MAX).await;
+    }
+
+    /// [`Agent::snapshot`] in chunks of `per_chunk` Gateways (the ingest
+    /// limits a message to 4 MiB).
+    async fn snapshot_chunked(
+        &mut self,
+        gateways: &[(&str, &str, GatewayStatus)],
+        per_chunk: usize,
+    ) {
         self.seq += 1;
-        let gateways = gateways
+        let gateways: Vec<v1::GatewayReport> = gateways
             .iter()
             .map(|(ns, name, status)| v1::GatewayReport {
                 namespace: (*ns).into(),
@@ -104,16 +114,27 @@ impl Agent {
                 status: Some(status_to_proto(status).unwrap()),
             })
             .collect();
-        self.tx
-            .send(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
-                snapshot_id: self.seq,
-                chunk: 0,
-                r#final: true,
-                seq: self.seq,
-                gateways,
-            })))
-            .await
-            .unwrap();
+        let chunks: Vec<Vec<v1::GatewayReport>> = if gateways.is_empty() {
+            vec![vec![]]
+        } else {
+            gateways
+                .chunks(per_chunk.max(1))
+                .map(<[_]>::to_vec)
+                .collect()
+        };
+        let last = chunks.len() - 1;
+        for (i, gateways) in chunks.into_iter().enumerate() {
+            self.tx
+                .send(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+                    snapshot_id: self.seq,
+                    chunk: i as u32,
+                    r#final: i == last,
+                    seq: self.seq,
+                    gateways,
+                })))
+                .await
+                .unwrap();
+        }
         loop {
             if let hub_message::Message::Ack(a) = self.recv().await
                 && a.seq == self.seq
@@ -1208,5 +1229,228 @@ async fn the_dashboard_shows_what_the_hub_wrote() {
         "3 foreign, own, Accepted, Programmed, DNSReady, LoadBalancerReady"
     );
     assert_eq!(Metrics::get(&hub.metrics.status_write_errors), 0);
+    hub.shutdown().await.unwrap();
+}
+
+/// A Gateway of `listeners` listeners as OpenShift's agent reports it: four
+/// conditions on the Gateway, four per listener, two addresses.
+fn large_status(i: usize, listeners: usize) -> GatewayStatus {
+    let c = |t: &str, reason: &str, message: &str| cond(t, "True", reason, message);
+    GatewayStatus {
+        addresses: Some(vec![
+            GatewayStatusAddresses {
+                r#type: Some("IPAddress".into()),
+                value: format!("10.{}.{}.1", i / 256, i % 256),
+            },
+            GatewayStatusAddresses {
+                r#type: Some("Hostname".into()),
+                value: format!("a{i}-1234567890.us-east-1.elb.amazonaws.com"),
+            },
+        ]),
+        conditions: Some(vec![
+            c("Accepted", "Accepted", "Resource accepted"),
+            c(
+                "Programmed",
+                "Programmed",
+                "Resource programmed, assigned to service(s)",
+            ),
+            c(
+                "LoadBalancerReady",
+                "LoadBalancerProvisioned",
+                "The LoadBalancer service is provisioned",
+            ),
+            c(
+                "DNSReady",
+                "AllListenersReady",
+                "All the listeners have DNS ready",
+            ),
+        ]),
+        listeners: Some(
+            (0..listeners)
+                .map(|l| GatewayStatusListeners {
+                    name: format!("https-{l}"),
+                    attached_routes: 3,
+                    supported_kinds: Some(vec![GatewayStatusListenersSupportedKinds {
+                        group: Some("gateway.networking.k8s.io".into()),
+                        kind: "HTTPRoute".into(),
+                    }]),
+                    conditions: vec![
+                        c("Accepted", "Accepted", "No errors found"),
+                        c("Programmed", "Programmed", "No errors found"),
+                        c("ResolvedRefs", "ResolvedRefs", "No errors found"),
+                        c(
+                            "DNSReady",
+                            "NoFailedZones",
+                            "The record is provisioned in all reported zones.",
+                        ),
+                    ],
+                })
+                .collect(),
+        ),
+        attached_listener_sets: None,
+    }
+}
+
+/// The stored objects of `cluster` once they hold `gateways` Gateways in
+/// as many objects as the head names.
+async fn stored_report(
+    reports: &Api<ClusterReport>,
+    cluster: &str,
+    gateways: usize,
+) -> Vec<ClusterReport> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let mine: Vec<ClusterReport> = reports
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|r| r.spec.cluster == cluster)
+            .collect();
+        let total: usize = mine.iter().map(|r| r.spec.gateways.len()).sum();
+        let head = mine.iter().find(|r| r.spec.part == 0);
+        if total == gateways && head.is_some_and(|h| h.spec.parts as usize == mine.len()) {
+            return mine;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{cluster}: {} objects holding {total} Gateways, head {:?}",
+            mine.len(),
+            head.map(|h| h.spec.parts)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Issue #15: a cluster of 500 Gateways x 16 listeners (far over one
+/// object's ~1.5 MiB) is stored over several ClusterReports, each within
+/// the limit; a new hub reassembles it exactly; when the cluster shrinks,
+/// the parts no longer needed are deleted.
+#[tokio::test]
+async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
+    let Some((_fleet, client, as_hub)) =
+        management("a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts").await
+    else {
+        return;
+    };
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    let first = start_hub(&as_hub, "hub-1").await;
+    let names: Vec<String> = (0..500).map(|i| format!("gw-{i:03}")).collect();
+    let big: Vec<(&str, &str, GatewayStatus)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (NS, n.as_str(), large_status(i, 16)))
+        .collect();
+    let mut agent = Agent::connect(first.hub.ingest_addr, "big").await;
+    agent.snapshot_chunked(&big, 25).await;
+    let stored = stored_report(&reports, "big", 500).await;
+    assert!(stored.len() > 1, "one object for 500 x 16");
+    let mut bytes = 0;
+    for r in &stored {
+        let n = serde_json::to_vec(r).unwrap().len();
+        assert!(n < 1024 * 1024, "{}: {n} bytes", r.name_any());
+        assert_eq!(
+            r.name_any(),
+            gwhub_hub_rules::layout::part_name("big", r.spec.part)
+        );
+        assert_eq!(
+            r.labels().get("gwhub.io/cluster").map(String::as_str),
+            Some("big")
+        );
+        bytes += n;
+    }
+    println!(
+        "500 x 16 listeners: {} objects, {bytes} bytes, {} bytes per (cluster, Gateway)",
+        stored.len(),
+        bytes / 500
+    );
+    let want = first.hub.index.cluster_record("big").unwrap().gateways;
+    assert_eq!(want.len(), 500);
+    assert_eq!(Metrics::get(&first.metrics.report_write_errors), 0);
+    drop(agent);
+    first.shutdown().await.unwrap();
+
+    // A new hub reassembles the cluster from the parts.
+    let second = start_hub(&as_hub, "hub-2").await;
+    let deadline = Instant::now() + WAIT;
+    while !*second.ready.borrow() {
+        assert!(Instant::now() < deadline, "second hub never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let restored = second.hub.index.cluster_record("big").expect("restored");
+    assert!(restored.gateways == want, "restored report differs");
+
+    // The cluster shrinks: one object again, the other parts deleted.
+    let mut agent = Agent::connect(second.hub.ingest_addr, "big").await;
+    agent.snapshot(&big[..3]).await;
+    let stored = stored_report(&reports, "big", 3).await;
+    assert_eq!(stored.len(), 1, "stale parts left");
+    assert_eq!(stored[0].spec.parts, 1);
+    drop(agent);
+    second.shutdown().await.unwrap();
+}
+
+/// `--kube-api-qps`: with a budget of one write a second (shared by the
+/// status writer and the store), a burst of 20 changes is written as a few
+/// writes that carry the latest state; nothing is lost.
+#[tokio::test]
+async fn a_write_budget_coalesces_writes_to_the_latest_state() {
+    let Some((_fleet, client, as_hub)) =
+        management("a_write_budget_coalesces_writes_to_the_latest_state").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "web").await;
+    let mut o = options("hub-1");
+    o.api_qps = 1.0;
+    o.api_burst = 1;
+    let hub = KubeHub::start(HubConfig::loopback(Duration::from_secs(60)), o, as_hub)
+        .await
+        .expect("hub starts in Kubernetes mode");
+    let mut a = Agent::connect(hub.hub.ingest_addr, "cluster-a").await;
+    a.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    wait_status(&gateways, "web", "aggregated over 1 cluster", |s| {
+        own(s).is_some_and(|c| c.message == "Aggregated the status of 1 cluster")
+    })
+    .await;
+    let before = Metrics::get(&hub.metrics.status_writes);
+    let ips: Vec<String> = (0..20).map(|i| format!("10.0.1.{i}")).collect();
+    for (i, ip) in ips.iter().enumerate() {
+        a.snapshot(&[(NS, "web", cluster_status(&[ip.as_str()], i % 2 == 0))])
+            .await;
+    }
+    // The last change: address 10.0.1.19, Programmed False.
+    wait_status(&gateways, "web", "the last change", |s| {
+        s.addresses
+            .iter()
+            .flatten()
+            .any(|a| a.value == "cluster-a/10.0.1.19")
+            && find(s, "Programmed").is_some_and(|c| c.status == "False")
+    })
+    .await;
+    let writes = Metrics::get(&hub.metrics.status_writes) - before;
+    assert!(writes < 20, "{writes} status writes for 20 changes");
+    assert!(Metrics::get(&hub.metrics.api_throttled_waits) > 0);
+    assert_eq!(Metrics::get(&hub.metrics.status_write_errors), 0);
+    // The store holds the last report too.
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = reports.get(&object_name("cluster-a")).await.unwrap();
+        let stored = r
+            .spec
+            .gateways
+            .first()
+            .and_then(|g| g.status.addresses.clone());
+        if stored.is_some_and(|a| a.iter().any(|a| a.value == "10.0.1.19")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the last report never stored");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(a);
     hub.shutdown().await.unwrap();
 }

@@ -55,6 +55,15 @@ pub struct Args {
         conflicts_with_all = ["no_kube", "no_leader_election"]
     )]
     pub lease_duration: Duration,
+    /// Writes per second to the management cluster's API server, all of the
+    /// hub's writers together (hub Gateway status, ClusterReports); writes
+    /// waiting for the budget coalesce to each object's latest state. 0: no
+    /// limit.
+    #[arg(long, value_name = "QPS", default_value_t = gwhub_hub::kube::budget::DEFAULT_QPS, value_parser = parse_qps, conflicts_with = "no_kube")]
+    pub kube_api_qps: f64,
+    /// Writes that may go at once before --kube-api-qps applies.
+    #[arg(long, value_name = "N", default_value_t = gwhub_hub::kube::budget::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "no_kube")]
+    pub kube_api_burst: u32,
     /// Accept plaintext agents whose Hello names their cluster (development only).
     #[arg(long)]
     pub insecure: bool,
@@ -99,6 +108,15 @@ pub struct Args {
     /// Address type written for cluster Hostname addresses.
     #[arg(long, value_name = "TYPE", default_value = gwhub_hub_rules::aggregate::HOSTNAME_ADDRESS_TYPE)]
     pub hostname_address_type: String,
+}
+
+fn parse_qps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
+        _ => Err(format!(
+            "{s:?}: must be a number of writes per second, 0 or more (0: no limit)"
+        )),
+    }
 }
 
 /// The Lease API counts whole seconds, and a renewal must fit well inside.
@@ -238,6 +256,8 @@ async fn connect_kube(
     if let Some(lease) = options.lease.as_mut() {
         lease.set_duration(args.lease_duration);
     }
+    options.api_qps = args.kube_api_qps;
+    options.api_burst = args.kube_api_burst;
     gwhub_hub::kube::Connected::new(client, options).await
 }
 

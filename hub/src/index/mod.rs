@@ -326,6 +326,9 @@ pub struct ClusterSummary {
     pub agent_version: String,
     /// Encoded bytes of the cluster's report (see `--max-cluster-report-bytes`).
     pub report_bytes: u64,
+    /// See [`ClusterRecord::report_rev`]: lets the store skip unchanged
+    /// clusters without copying their reports.
+    pub report_rev: u64,
 }
 
 /// Everything one cluster reports, as persistence stores it.

@@ -65,7 +65,7 @@ impl Index {
     }
 
     /// Everything `cluster` reports, for persistence; `None` if unknown.
-    pub(crate) fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
+    pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
         let live = self.inner.clusters.lock().get(cluster).cloned()?;
         let (report_rev, gateways) = {
             let fleet = self.inner.fleet.read();
@@ -203,6 +203,7 @@ impl Index {
                 gateway_count: counts.get(&l.name).copied().unwrap_or(0),
                 agent_version: l.agent_version.lock().clone(),
                 report_bytes: l.report_bytes.load(Ordering::Relaxed),
+                report_rev: l.report_rev.load(Ordering::SeqCst),
             })
             .collect()
     }

@@ -23,6 +23,18 @@ gwhub_common::metrics! {
             "ClusterReport writes skipped because nothing changed.",
         pub report_write_errors: Counter =>
             "gwhub_report_write_errors", "ClusterReport writes that failed.",
+        /// Bytes of Gateway status in the ClusterReport writes accepted.
+        pub report_write_bytes: Counter => "gwhub_report_write_bytes",
+            "Bytes of Gateway status in the ClusterReport writes accepted.",
+        /// Gateways left out of the store: too large for any object.
+        pub report_gateways_unstored: Counter => "gwhub_report_gateways_unstored",
+            "Gateways left out of a ClusterReport write: larger than any object may be.",
+        /// API writes that waited for the `--kube-api-qps` budget.
+        pub api_throttled_waits: Counter => "gwhub_api_throttled_waits",
+            "API writes that waited for the --kube-api-qps budget.",
+        /// Microseconds API writes waited for the budget, summed.
+        pub api_throttled_micros: Counter => "gwhub_api_throttled_microseconds",
+            "Microseconds API writes waited for the --kube-api-qps budget, summed.",
         /// Times this replica became leader.
         pub leader_transitions: Counter =>
             "gwhub_leader_transitions", "Times this replica became leader.",
@@ -37,6 +49,10 @@ gwhub_common::metrics! {
 impl Metrics {
     pub fn bump(counter: &Counter) {
         counter.inc();
+    }
+
+    pub fn add(counter: &Counter, n: u64) {
+        counter.inc_by(n);
     }
 
     pub fn get(counter: &Counter) -> u64 {

@@ -12,6 +12,7 @@
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
 //!   reports again.
 
+pub mod budget;
 pub mod events;
 pub mod leader;
 pub mod metrics;
@@ -52,6 +53,10 @@ pub struct KubeOptions {
     /// Minimum spacing of the hub's write passes (status and reports), so
     /// a burst of reports becomes one write per hub Gateway per window.
     pub debounce: Duration,
+    /// API writes per second (all writers together; 0: no limit).
+    pub api_qps: f64,
+    /// API writes that may go at once before `api_qps` applies.
+    pub api_burst: u32,
 }
 
 impl KubeOptions {
@@ -61,6 +66,8 @@ impl KubeOptions {
             gateway_namespace: None,
             lease: Some(LeaseConfig::new(leader::default_identity())),
             debounce: Duration::from_millis(50),
+            api_qps: budget::DEFAULT_QPS,
+            api_burst: budget::DEFAULT_BURST,
         }
     }
 }
@@ -145,9 +152,16 @@ impl Connected {
         let mut tasks = JoinSet::new();
         let (restored_tx, mut restored) = watch::channel(false);
         let (forget_tx, forget_rx) = mpsc::channel(64);
+        let budget = Arc::new(budget::ApiBudget::new(
+            options.api_qps,
+            options.api_burst,
+            metrics.clone(),
+        ));
+        let stored = reports::StoredParts::default();
         tasks.spawn(reports::run_importer(
             reports_api.clone(),
             index.clone(),
+            stored.clone(),
             restored_tx,
             forget_tx,
             shutdown.clone(),
@@ -159,6 +173,8 @@ impl Connected {
                 metrics: metrics.clone(),
                 refresh: (stale_after / 2).max(Duration::from_millis(500)),
                 debounce: options.debounce,
+                budget: budget.clone(),
+                stored,
             }
             .run(forget_rx, shutdown.clone()),
         );
@@ -229,6 +245,7 @@ impl Connected {
                 queue,
                 metrics: metrics.clone(),
                 debounce: options.debounce,
+                budget,
                 retry: gwhub_common::Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             }
             .run(leader.clone(), ready.clone(), shutdown.clone()),

@@ -1,19 +1,28 @@
-//! The hub's store: one `ClusterReport` object per cluster on the management
-//! cluster, holding everything the cluster last reported and when it was
-//! last heard from.
+//! The hub's store: each cluster's report as `ClusterReport` objects on the
+//! management cluster, holding everything the cluster last reported and
+//! when it was last heard from.
 //!
 //! Namespaced, in the hub's own namespace: the hub then needs only a Role
 //! (not cluster-wide rights) for its store, and `kubectl -n gwhub-system get
-//! clusterreports` lists the fleet. One object per cluster (not per Gateway)
-//! because a cluster's snapshot replaces all its Gateways at once and its
-//! liveness is per cluster; the cost is the object size limit (about 1.5 MiB,
-//! several hundred Gateways per cluster).
+//! clusterreports` lists the fleet. Per cluster (not per Gateway) because a
+//! cluster's snapshot replaces all its Gateways at once and its liveness is
+//! per cluster; a large cluster is split over several objects (the head,
+//! named after the cluster, and `<head>.part-<i>`) so none exceeds the API
+//! server's object limit; [`gwhub_hub_rules::layout`] has the rules. Each object is
+//! labelled `gwhub.io/cluster` and `gwhub.io/part`.
+//!
+//! Writes: the parts that changed first, the head last (it names how many
+//! parts there are), then parts beyond that count are deleted. Reads: a part
+//! counts only once the head names its layout, so a reader never mixes two
+//! layouts; a part missing after a crash mid-write leaves its Gateways out
+//! until the cluster reports again (logged).
 //!
 //! Every replica writes the reports of the agents streaming to it and
 //! imports the others' from a watch, so a restarted hub, or the replica that
 //! becomes leader, starts from the fleet's last known state instead of
-//! "no clusters". Deleting an object deregisters its cluster (unless the
-//! cluster is streaming to this replica, which writes it back).
+//! "no clusters". Deleting the head deregisters its cluster (unless the
+//! cluster is streaming to this replica, which writes it back) and the
+//! hub deletes its other parts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,22 +30,24 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_common::watch_events::{Change, changes};
 use jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, Event};
+use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
+use super::budget::ApiBudget;
 use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
+use gwhub_hub_rules::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
 
+pub use gwhub_hub_rules::layout::object_name;
 pub use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec, ReportedGateway};
-pub use gwhub_model::cluster::object_name;
 
 fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
@@ -51,29 +62,76 @@ fn millis(s: Option<&str>) -> i64 {
         .unwrap_or(0)
 }
 
-/// The spec for a cluster's record.
-pub(crate) fn spec_of(record: &ClusterRecord) -> ClusterReportSpec {
-    ClusterReportSpec {
-        cluster: record.cluster.clone(),
-        gateway_count: u32::try_from(record.gateways.len()).unwrap_or(u32::MAX),
-        last_report_time: rfc3339(record.last_report_millis),
-        last_seen_time: rfc3339(record.last_seen_millis),
-        gateways: record
-            .gateways
-            .iter()
-            .map(|(k, status)| ReportedGateway {
-                namespace: k.namespace.clone(),
-                name: k.name.clone(),
-                status: status.clone(),
-            })
-            .collect(),
-    }
+/// One part of a cluster's report, ready to write: its spec and the hash
+/// and size of its stored Gateways.
+pub struct PartSpec {
+    pub spec: ClusterReportSpec,
+    pub hash: u64,
+    pub bytes: usize,
 }
 
-/// A stored report back into what the index takes.
-pub(crate) fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, GatewayStatus> {
-    spec.gateways
-        .iter()
+/// A cluster's record laid out over parts ([`layout::part_count`], given
+/// the count it is stored in now), the head first; Gateways too large for
+/// any object are left out and counted in the second value.
+pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
+    let mut sized: Vec<(ReportedGateway, u64, usize, u64)> = Vec::new();
+    let mut left_out = 0;
+    for (k, status) in record.gateways {
+        let g = ReportedGateway {
+            namespace: k.namespace.clone(),
+            name: k.name.clone(),
+            status,
+        };
+        let bytes = serde_json::to_vec(&g).unwrap_or_default();
+        if bytes.len() > layout::MAX_GATEWAY_BYTES {
+            tracing::warn!(cluster = %record.cluster, gateway = %k, bytes = bytes.len(), "a Gateway's status is too large for a ClusterReport; not stored (still aggregated)");
+            left_out += 1;
+            continue;
+        }
+        sized.push((g, layout::key_hash(&k), bytes.len(), layout::fnv(bytes)));
+    }
+    let items: Vec<(u64, usize)> = sized.iter().map(|(_, h, b, _)| (*h, *b)).collect();
+    let n = layout::part_count(&items, current, layout::PART_BUDGET_BYTES);
+    let mut parts: Vec<PartSpec> = (0..n)
+        .map(|part| PartSpec {
+            spec: ClusterReportSpec {
+                cluster: record.cluster.clone(),
+                part,
+                parts: n,
+                gateway_count: 0,
+                last_report_time: rfc3339(record.last_report_millis),
+                last_seen_time: None,
+                gateways: Vec::new(),
+            },
+            hash: layout::fnv(n.to_le_bytes()),
+            bytes: 0,
+        })
+        .collect();
+    // In key order (the record's), so each part's list is sorted.
+    for (g, h, bytes, content) in sized {
+        let p = &mut parts[(h % u64::from(n)) as usize];
+        p.spec.gateways.push(g);
+        p.spec.gateway_count += 1;
+        p.bytes += bytes;
+        p.hash = layout::fnv(
+            p.hash
+                .to_le_bytes()
+                .into_iter()
+                .chain(content.to_le_bytes()),
+        );
+    }
+    parts[0].spec.last_seen_time = rfc3339(record.last_seen_millis);
+    (parts, left_out)
+}
+
+/// Stored parts back into what the index takes (later parts win a key
+/// that two hold).
+pub fn gateways_of<'a>(
+    parts: impl IntoIterator<Item = &'a ClusterReportSpec>,
+) -> BTreeMap<GatewayKey, GatewayStatus> {
+    parts
+        .into_iter()
+        .flat_map(|s| &s.gateways)
         .map(|g| {
             (
                 GatewayKey::new(g.namespace.clone(), g.name.clone()),
@@ -83,10 +141,26 @@ pub(crate) fn gateways_of(spec: &ClusterReportSpec) -> BTreeMap<GatewayKey, Gate
         .collect()
 }
 
+/// Which parts of each cluster the store holds (from the importer's
+/// watch), so the writer can delete parts no count names any more, also
+/// ones a previous process left.
+pub type StoredParts = Arc<Mutex<BTreeMap<String, BTreeSet<u32>>>>;
+
+/// What a cluster's store pass leaves to remember.
+enum Outcome {
+    Nothing,
+    /// Nothing to write for this report revision.
+    Rev(u64),
+    Written(Written),
+}
+
 /// What was last written for a cluster.
+#[derive(Clone)]
 struct Written {
     report_rev: u64,
-    gateways: Vec<ReportedGateway>,
+    parts: u32,
+    /// Per part, the hash of the Gateways written (`None`: not written).
+    hashes: Vec<Option<u64>>,
     last_seen_millis: i64,
 }
 
@@ -99,6 +173,9 @@ pub struct ReportWriter {
     pub refresh: Duration,
     /// Wait after a change so a burst becomes one write.
     pub debounce: Duration,
+    /// The API write budget shared with the status writer.
+    pub budget: Arc<ApiBudget>,
+    pub stored: StoredParts,
 }
 
 impl ReportWriter {
@@ -139,17 +216,22 @@ impl ReportWriter {
                 _ = tick.tick() => {}
             }
             reports.mark_unchanged();
-            self.pass(&mut written).await;
+            self.pass(&mut written, &shutdown).await;
         }
     }
 
-    async fn pass(&self, written: &mut BTreeMap<String, Written>) {
+    async fn pass(&self, written: &mut BTreeMap<String, Written>, shutdown: &CancellationToken) {
         let now = Timestamp::now().as_millisecond();
         let refresh = i64::try_from(self.refresh.as_millis()).unwrap_or(i64::MAX);
         let clusters = self.index.clusters();
         // Deregistered clusters need no bookkeeping.
-        written.retain(|name, _| clusters.iter().any(|c| &c.name == name));
-        for summary in clusters {
+        let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
+        written.retain(|name, _| names.contains(name.as_str()));
+        let mut due = Vec::new();
+        for summary in &clusters {
+            if shutdown.is_cancelled() {
+                return;
+            }
             // A cluster that left keeps its last report: written if it
             // changed before the stream ended (within the debounce), never
             // refreshed (it is silent). Clusters never streamed here are
@@ -157,49 +239,149 @@ impl ReportWriter {
             if !summary.connected && !written.contains_key(&summary.name) {
                 continue;
             }
-            let Some(record) = self.index.cluster_record(&summary.name) else {
-                continue;
-            };
             // Only what this replica heard from the cluster itself.
-            if record.report_rev == 0 {
+            if summary.report_rev == 0 {
                 continue;
             }
-            let spec = spec_of(&record);
-            let due = match written.get(&record.cluster) {
-                None => true,
-                Some(w) if w.report_rev != record.report_rev && w.gateways != spec.gateways => true,
-                Some(_) if !summary.connected => false,
-                // Refresh lastSeenTime only when there is news of the
-                // cluster (a silent connected one would be rewritten on
-                // every tick with the same time).
-                Some(w) => {
-                    record.last_seen_millis > w.last_seen_millis
-                        && now.saturating_sub(w.last_seen_millis) >= refresh
-                }
-            };
-            if !due {
-                Metrics::bump(&self.metrics.report_writes_skipped);
-                if let Some(w) = written.get_mut(&record.cluster) {
-                    w.report_rev = record.report_rev;
-                }
+            let w = written.get(&summary.name);
+            let changed = w.is_none_or(|w| w.report_rev != summary.report_rev);
+            // Refresh lastSeenTime only when there is news of the cluster
+            // (a silent connected one would be rewritten on every tick
+            // with the same time).
+            let refresh_due = w.is_some_and(|w| {
+                summary.connected
+                    && summary.last_seen_millis > w.last_seen_millis
+                    && now.saturating_sub(w.last_seen_millis) >= refresh
+            });
+            if !changed && !refresh_due {
                 continue;
             }
-            if self.write(&spec).await {
-                written.insert(
-                    record.cluster.clone(),
-                    Written {
-                        report_rev: record.report_rev,
-                        gateways: spec.gateways,
-                        last_seen_millis: record.last_seen_millis,
-                    },
-                );
+            due.push((summary.clone(), w.cloned(), refresh_due));
+        }
+        // Up to WRITES_IN_FLIGHT clusters at once: one write is an API
+        // round trip, and a fleet written one cluster after another took
+        // 15 s to persist 100 clusters on a loaded machine.
+        let done: Vec<(String, Outcome)> = futures::stream::iter(due)
+            .map(|(summary, w, refresh_due)| self.store(summary, w, refresh_due))
+            .buffer_unordered(super::status_writer::WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (name, outcome) in done {
+            match outcome {
+                Outcome::Nothing => {}
+                Outcome::Rev(rev) => {
+                    if let Some(w) = written.get_mut(&name) {
+                        w.report_rev = rev;
+                    }
+                }
+                Outcome::Written(w) => {
+                    written.insert(name, w);
+                }
             }
         }
+    }
+
+    /// Writes what changed of one cluster's report: parts first, the head
+    /// last, then deletes the parts no count names any more.
+    async fn store(
+        &self,
+        summary: crate::index::ClusterSummary,
+        w: Option<Written>,
+        refresh_due: bool,
+    ) -> (String, Outcome) {
+        // The budget first: what waited for it is the latest state.
+        self.budget.acquire().await;
+        let mut prepaid = true;
+        let Some(record) = self.index.cluster_record(&summary.name) else {
+            return (summary.name, Outcome::Nothing);
+        };
+        let w = w.as_ref();
+        let report_rev = record.report_rev;
+        let last_seen_millis = record.last_seen_millis;
+        let current = w.map_or(1, |w| w.parts);
+        let (parts, left_out) = parts_of(record, current);
+        if left_out > 0 {
+            Metrics::add(&self.metrics.report_gateways_unstored, left_out as u64);
+        }
+        let n = parts.len() as u32;
+        let relaid = w.is_none_or(|w| w.parts != n);
+        let dirty: Vec<bool> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                relaid || w.and_then(|w| w.hashes.get(i).copied().flatten()) != Some(p.hash)
+            })
+            .collect();
+        let head_due = dirty[0] || refresh_due;
+        if !head_due && !dirty.iter().any(|d| *d) {
+            Metrics::bump(&self.metrics.report_writes_skipped);
+            return (summary.name, Outcome::Rev(report_rev));
+        }
+        let old_parts = w.map_or(0, |w| w.parts);
+        let mut hashes: Vec<Option<u64>> = if relaid {
+            vec![None; n as usize]
+        } else {
+            w.map(|w| w.hashes.clone()).unwrap_or_default()
+        };
+        hashes.resize(n as usize, None);
+        // Parts first, the head (naming the count) last.
+        let mut all_parts = true;
+        for (i, p) in parts.iter().enumerate().skip(1) {
+            if !dirty[i] {
+                continue;
+            }
+            if self.write(&p.spec, p.bytes, &mut prepaid).await {
+                hashes[i] = Some(p.hash);
+            } else {
+                all_parts = false;
+            }
+        }
+        let mut head_written = false;
+        if all_parts && head_due {
+            head_written = self
+                .write(&parts[0].spec, parts[0].bytes, &mut prepaid)
+                .await;
+            if head_written {
+                hashes[0] = Some(parts[0].hash);
+            }
+        }
+        let name = summary.name.clone();
+        let mut outcome = Outcome::Nothing;
+        if head_written || !relaid {
+            outcome = Outcome::Written(Written {
+                // A failed part is retried on the next pass.
+                report_rev: if hashes.iter().all(Option::is_some) {
+                    report_rev
+                } else {
+                    0
+                },
+                parts: n,
+                hashes,
+                last_seen_millis: if head_written {
+                    last_seen_millis
+                } else {
+                    w.map_or(0, |w| w.last_seen_millis)
+                },
+            });
+        }
+        if head_written {
+            // Parts no count names any more: ours and a previous
+            // process's.
+            let mut stale: BTreeSet<u32> = (n..old_parts).collect();
+            if let Some(stored) = self.stored.lock().get(&name) {
+                stale.extend(stored.iter().filter(|p| **p >= n));
+            }
+            for part in stale {
+                self.delete_part(&name, part).await;
+            }
+        }
+        (name, outcome)
     }
 
     /// Deletes the stored report of a cluster `--insecure-prune-after`
     /// forgot: kept, it would be imported again on a relist or restart.
     async fn forget_pruned(&self, cluster: &str) {
+        self.budget.acquire().await;
         match delete(&self.api, cluster).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
@@ -208,14 +390,36 @@ impl ReportWriter {
         }
     }
 
-    async fn write(&self, spec: &ClusterReportSpec) -> bool {
-        let name = object_name(&spec.cluster);
+    async fn delete_part(&self, cluster: &str, part: u32) {
+        self.budget.acquire().await;
+        let name = part_name(cluster, part);
+        match self.api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::debug!(cluster, object = %name, "stale report part deleted"),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                tracing::warn!(cluster, object = %name, error = %e, "cannot delete a stale report part")
+            }
+        }
+    }
+
+    /// Writes one object; takes a token unless `prepaid` (then spends it).
+    async fn write(&self, spec: &ClusterReportSpec, bytes: usize, prepaid: &mut bool) -> bool {
+        let name = part_name(&spec.cluster, spec.part);
         let body = serde_json::json!({
             "apiVersion": "gwhub.io/v1alpha1",
             "kind": "ClusterReport",
-            "metadata": {"name": name},
+            "metadata": {
+                "name": name,
+                "labels": {
+                    CLUSTER_LABEL: cluster_label(&spec.cluster),
+                    PART_LABEL: spec.part.to_string(),
+                },
+            },
             "spec": spec,
         });
+        if !std::mem::take(prepaid) {
+            self.budget.acquire().await;
+        }
         match self
             .api
             .patch(
@@ -227,6 +431,7 @@ impl ReportWriter {
         {
             Ok(_) => {
                 Metrics::bump(&self.metrics.report_writes);
+                Metrics::add(&self.metrics.report_write_bytes, bytes as u64);
                 tracing::debug!(cluster = %spec.cluster, object = %name, "report stored");
                 true
             }
@@ -239,26 +444,181 @@ impl ReportWriter {
     }
 }
 
+/// What the importer knows of one cluster's stored objects.
+#[derive(Default)]
+struct Assembly {
+    /// From the head: (parts, lastReportTime, lastSeenTime).
+    head: Option<(u32, i64, i64)>,
+    /// Parts taken into the index: (their count, lastReportTime, keys).
+    taken: BTreeMap<u32, (u32, i64, BTreeSet<GatewayKey>)>,
+    /// Parts not taken yet (during a list, or written for a count the head
+    /// does not name yet).
+    pending: BTreeMap<u32, ClusterReportSpec>,
+}
+
+struct Importer {
+    index: Index,
+    stored: StoredParts,
+    clusters: BTreeMap<String, Assembly>,
+}
+
+impl Importer {
+    fn observe(&mut self, cr: &ClusterReport) -> bool {
+        let spec = &cr.spec;
+        if part_name(&spec.cluster, spec.part) != cr.name_any() {
+            tracing::warn!(object = %cr.name_any(), cluster = %spec.cluster, part = spec.part, "ClusterReport name does not match its cluster and part; ignored");
+            return false;
+        }
+        self.stored
+            .lock()
+            .entry(spec.cluster.clone())
+            .or_default()
+            .insert(spec.part);
+        let a = self.clusters.entry(spec.cluster.clone()).or_default();
+        if spec.part == 0 {
+            a.head = Some((
+                spec.parts.max(1),
+                millis(spec.last_report_time.as_deref()),
+                millis(spec.last_seen_time.as_deref()),
+            ));
+        }
+        a.pending.insert(spec.part, spec.clone());
+        true
+    }
+
+    /// Takes what the head's count names into the index.
+    fn settle(&mut self, cluster: &str) {
+        let Some(a) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        let Some((n, head_report, last_seen)) = a.head else {
+            return;
+        };
+        let promote: Vec<u32> = a
+            .pending
+            .iter()
+            .filter(|(i, s)| s.parts.max(1) == n && **i < n)
+            .map(|(i, _)| *i)
+            .collect();
+        let before = a.taken.len();
+        a.taken.retain(|i, (count, _, _)| *count == n && *i < n);
+        if promote.is_empty() && a.taken.len() == before {
+            return;
+        }
+        let mut gateways = self
+            .index
+            .cluster_record(cluster)
+            .map(|r| r.gateways)
+            .unwrap_or_default();
+        let keep: BTreeSet<&GatewayKey> = a.taken.values().flat_map(|(_, _, k)| k).collect();
+        gateways.retain(|k, _| keep.contains(k));
+        for i in promote {
+            let Some(spec) = a.pending.remove(&i) else {
+                continue;
+            };
+            if let Some((_, _, old)) = a.taken.remove(&i) {
+                for k in &old {
+                    gateways.remove(k);
+                }
+            }
+            let new = gateways_of([&spec]);
+            let keys = new.keys().cloned().collect();
+            gateways.extend(new);
+            a.taken
+                .insert(i, (n, millis(spec.last_report_time.as_deref()), keys));
+        }
+        // Written for another count: the head will name it or it goes.
+        a.pending.retain(|_, s| s.parts.max(1) != n);
+        let last_report = a
+            .taken
+            .values()
+            .map(|(_, t, _)| *t)
+            .fold(head_report, i64::max);
+        if (a.taken.len() as u32) < n {
+            tracing::warn!(
+                cluster,
+                parts = n,
+                stored = a.taken.len(),
+                "a cluster's stored report is missing parts (a write was cut short); their Gateways come back when the cluster reports"
+            );
+        }
+        let count = gateways.len();
+        if self
+            .index
+            .import_cluster(cluster, gateways, last_report, last_seen)
+        {
+            tracing::debug!(cluster, gateways = count, "imported stored report");
+        }
+    }
+
+    /// A part other than the head was deleted.
+    fn part_deleted(&mut self, cluster: &str, part: u32) {
+        if let Some(s) = self.stored.lock().get_mut(cluster) {
+            s.remove(&part);
+        }
+        let Some(a) = self.clusters.get_mut(cluster) else {
+            return;
+        };
+        a.pending.remove(&part);
+        let Some((_, _, keys)) = a.taken.remove(&part) else {
+            return;
+        };
+        let Some((_, last_report, last_seen)) = a.head else {
+            return;
+        };
+        if let Some(mut record) = self.index.cluster_record(cluster) {
+            record.gateways.retain(|k, _| !keys.contains(k));
+            self.index
+                .import_cluster(cluster, record.gateways, last_report, last_seen);
+        }
+    }
+}
+
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
-pub(crate) async fn run_importer(
+pub async fn run_importer(
     api: Api<ClusterReport>,
     index: Index,
+    stored: StoredParts,
     restored: watch::Sender<bool>,
     forget: tokio::sync::mpsc::Sender<String>,
     shutdown: CancellationToken,
 ) {
-    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    let mut changes = std::pin::pin!(changes(events, shutdown));
-    while let Some(change) = changes.next().await {
-        match change {
-            Change::Listed(reports) => {
-                let mut listed: BTreeSet<String> = BTreeSet::new();
-                for cr in &reports {
-                    listed.insert(cr.spec.cluster.clone());
-                    import(&index, cr);
+    let stream = watcher::watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut stream = stream.take_until(shutdown.cancelled_owned()).boxed();
+    let mut importer = Importer {
+        index: index.clone(),
+        stored,
+        clusters: BTreeMap::new(),
+    };
+    let mut listed: BTreeSet<String> = BTreeSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => {
+                listed.clear();
+                importer.stored.lock().clear();
+                for a in importer.clusters.values_mut() {
+                    a.pending.clear();
+                    a.head = None;
                 }
-                // Objects deleted while the watch was down: deregister.
+            }
+            Ok(Event::InitApply(cr)) => {
+                if importer.observe(&cr) && cr.spec.part == 0 {
+                    listed.insert(cr.spec.cluster.clone());
+                }
+            }
+            Ok(Event::InitDone) => {
+                // Clusters whose head is gone lose their bookkeeping; parts
+                // without a head yet (a new cluster being written) wait for it.
+                importer.clusters.retain(|c, a| {
+                    listed.contains(c) || (a.head.is_none() && !a.pending.is_empty())
+                });
+                for cluster in &listed {
+                    importer.settle(cluster);
+                }
+                // Heads deleted while the watch was down: deregister.
                 let gone: Vec<String> = index
                     .clusters()
                     .into_iter()
@@ -266,7 +626,8 @@ pub(crate) async fn run_importer(
                     .filter(|n| !listed.contains(n))
                     .collect();
                 for cluster in gone {
-                    deleted(&index, &forget, &cluster).await;
+                    importer.clusters.remove(&cluster);
+                    deleted(&api, &index, &forget, &cluster).await;
                 }
                 if !*restored.borrow() {
                     tracing::info!(
@@ -276,73 +637,159 @@ pub(crate) async fn run_importer(
                 }
                 restored.send_replace(true);
             }
-            Change::Applied(cr) => import(&index, &cr),
-            Change::Deleted(cr) => deleted(&index, &forget, &cr.spec.cluster).await,
-            Change::Failed(e) => {
-                tracing::warn!(error = %e, "watching ClusterReports failed; retrying")
+            Ok(Event::Apply(cr)) => {
+                if importer.observe(&cr) {
+                    importer.settle(&cr.spec.cluster);
+                }
             }
+            Ok(Event::Delete(cr)) => {
+                let cluster = cr.spec.cluster.clone();
+                if part_name(&cluster, cr.spec.part) != cr.name_any() {
+                    continue;
+                }
+                if cr.spec.part == 0 {
+                    importer.clusters.remove(&cluster);
+                    importer.stored.lock().remove(&cluster);
+                    deleted(&api, &index, &forget, &cluster).await;
+                } else {
+                    importer.part_deleted(&cluster, cr.spec.part);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
         }
     }
 }
 
-fn import(index: &Index, cr: &ClusterReport) {
-    let spec = &cr.spec;
-    if object_name(&spec.cluster) != cr.name_any() {
-        tracing::warn!(object = %cr.name_any(), cluster = %spec.cluster, "ClusterReport name does not match its cluster; ignored");
-        return;
-    }
-    let taken = index.import_cluster(
-        &spec.cluster,
-        gateways_of(spec),
-        millis(spec.last_report_time.as_deref()),
-        millis(spec.last_seen_time.as_deref()),
-    );
-    if taken {
-        tracing::debug!(cluster = %spec.cluster, gateways = spec.gateways.len(), "imported stored report");
-    }
-}
-
-async fn deleted(index: &Index, forget: &tokio::sync::mpsc::Sender<String>, cluster: &str) {
-    if !index.deregister(cluster) {
+async fn deleted(
+    api: &Api<ClusterReport>,
+    index: &Index,
+    forget: &tokio::sync::mpsc::Sender<String>,
+    cluster: &str,
+) {
+    if index.deregister(cluster) {
+        // The cluster's other parts go with its head.
+        let (api, cluster) = (api.clone(), cluster.to_owned());
+        tokio::spawn(async move {
+            if let Err(e) = delete(&api, &cluster).await {
+                tracing::debug!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
+            }
+        });
+    } else {
         // Streaming here: written back on the next pass.
         let _ = forget.send(cluster.to_owned()).await;
     }
 }
 
-/// Deletes a cluster's stored report (e.g. `gwhubctl` deregistration).
+/// Deletes a cluster's stored report: its head and every part labelled
+/// with it.
 pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()> {
-    match api
-        .delete(&object_name(cluster), &DeleteParams::default())
-        .await
-    {
+    let gone = |r: kube::Result<_>| match r {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
+    };
+    gone(
+        api.delete(&object_name(cluster), &DeleteParams::default())
+            .await,
+    )?;
+    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    for cr in list.items {
+        if cr.spec.cluster == cluster {
+            gone(api.delete(&cr.name_any(), &DeleteParams::default()).await)?;
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn spec_round_trips_a_record() {
-        let mut gateways = BTreeMap::new();
-        gateways.insert(GatewayKey::new("ns", "gw"), GatewayStatus::default());
-        let record = ClusterRecord {
+    fn status(listeners: usize) -> GatewayStatus {
+        let ls: Vec<serde_json::Value> = (0..listeners)
+            .map(|i| {
+                serde_json::json!({"name": format!("listener-{i}"), "attachedRoutes": 1,
+                    "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                    "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                        "message": "listener accepted", "observedGeneration": 1,
+                        "lastTransitionTime": "2026-11-23T10:00:00Z"}]})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({"listeners": ls})).unwrap()
+    }
+
+    fn record(gateways: usize, listeners: usize) -> ClusterRecord {
+        ClusterRecord {
             cluster: "cluster_1".into(),
-            gateways: gateways.clone(),
+            gateways: (0..gateways)
+                .map(|i| (GatewayKey::new("ns", format!("gw-{i}")), status(listeners)))
+                .collect(),
             last_report_millis: 1_700_000_000_123,
             last_seen_millis: 1_700_000_005_000,
             connected: true,
             report_rev: 3,
-        };
-        let spec = spec_of(&record);
-        assert_eq!(spec.gateway_count, 1);
-        let back: ClusterReportSpec =
-            serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
-        assert_eq!(gateways_of(&back), gateways);
-        assert_eq!(millis(back.last_report_time.as_deref()), 1_700_000_000_123);
-        assert_eq!(millis(back.last_seen_time.as_deref()), 1_700_000_005_000);
+        }
+    }
+
+    /// A record laid out over parts and read back is the same record; each
+    /// part fits the API server's limit; the head carries lastSeenTime.
+    #[test]
+    fn parts_round_trip_a_record_at_any_size() {
+        // (gateways, listeners) -> parts
+        let cases: &[(usize, usize, u32)] = &[(0, 0, 1), (1, 4, 1), (100, 4, 1), (500, 16, 16)];
+        for (gateways, listeners, want) in cases {
+            let rec = record(*gateways, *listeners);
+            let (parts, left_out) = parts_of(rec.clone(), 1);
+            assert_eq!(left_out, 0);
+            assert_eq!(parts.len() as u32, *want, "{gateways} x {listeners}");
+            for (i, p) in parts.iter().enumerate() {
+                assert_eq!(p.spec.part as usize, i);
+                assert_eq!(p.spec.parts, *want);
+                assert_eq!(p.spec.gateway_count as usize, p.spec.gateways.len());
+                assert_eq!(p.spec.last_seen_time.is_some(), i == 0);
+                let json = serde_json::to_vec(&p.spec).unwrap();
+                assert!(json.len() < 1024 * 1024, "part {i}: {} bytes", json.len());
+                let back: ClusterReportSpec = serde_json::from_slice(&json).unwrap();
+                assert_eq!(back, p.spec);
+            }
+            let specs: Vec<&ClusterReportSpec> = parts.iter().map(|p| &p.spec).collect();
+            assert_eq!(gateways_of(specs), rec.gateways);
+            // Same content, same hashes: nothing to rewrite.
+            let (again, _) = parts_of(rec.clone(), *want);
+            let hashes = |p: &[PartSpec]| p.iter().map(|p| p.hash).collect::<Vec<_>>();
+            assert_eq!(hashes(&again), hashes(&parts));
+        }
+        // One Gateway changes: one part's hash changes.
+        let mut rec = record(500, 16);
+        let (before, _) = parts_of(rec.clone(), 1);
+        rec.gateways
+            .insert(GatewayKey::new("ns", "gw-7"), status(15));
+        let (after, _) = parts_of(rec, 16);
+        let changed = before
+            .iter()
+            .zip(&after)
+            .filter(|(a, b)| a.hash != b.hash)
+            .count();
+        assert_eq!(changed, 1);
+    }
+
+    #[test]
+    fn old_objects_without_parts_read_as_one_part() {
+        let spec: ClusterReportSpec = serde_json::from_value(serde_json::json!({
+            "cluster": "east", "gatewayCount": 0, "gateways": []
+        }))
+        .unwrap();
+        assert_eq!((spec.part, spec.parts), (0, 1));
+    }
+
+    #[test]
+    fn times_round_trip() {
+        assert_eq!(
+            millis(rfc3339(1_700_000_000_123).as_deref()),
+            1_700_000_000_123
+        );
+        assert_eq!(rfc3339(0), None);
+        assert_eq!(millis(Some("not a time")), 0);
     }
 }

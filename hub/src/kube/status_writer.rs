@@ -132,16 +132,27 @@ pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: C
     }
 }
 
+/// Hub Gateway status writes the writer keeps in flight at once.
+pub const WRITES_IN_FLIGHT: usize = 8;
+
+enum Prepared {
+    Nothing,
+    Requeued,
+    Write(Arc<LiveHub>, Write),
+}
+
 /// The writer task.
 pub struct StatusWriter {
     pub client: Client,
     pub index: Index,
     pub queue: Arc<Queue>,
     pub metrics: Arc<Metrics>,
-    /// Minimum spacing of write passes: a lone change is written at once,
-    /// a burst at most once per hub Gateway per window
+    /// Pacing of writes per hub Gateway: written at once up to a burst of
+    /// three, then at most once per hub Gateway per window
     /// ([`gwhub_common::KeyedPacer`]).
     pub debounce: Duration,
+    /// The API write budget shared with the report store.
+    pub budget: Arc<super::budget::ApiBudget>,
     /// Delay before a failed write is tried again: the base, doubling per
     /// consecutive failure of the same hub Gateway (a refused status is not
     /// re-sent every second forever).
@@ -164,17 +175,35 @@ impl StatusWriter {
             if active {
                 pacer.wait(self.queue.take_keys());
                 let now = Instant::now();
-                for key in pacer.take_due(now) {
-                    if shutdown.is_cancelled() {
-                        return;
-                    }
-                    if !*leader.borrow() {
-                        // Lost the lease mid-pass; the next leader writes.
-                        self.queue.insert(key);
-                        continue;
-                    }
-                    pacer.started(&key, now);
-                    if !self.write(key.clone(), &shutdown).await {
+                let due = pacer.take_due(now);
+                for key in &due {
+                    pacer.started(key, now);
+                }
+                // Up to WRITES_IN_FLIGHT hub Gateways at once: one write is
+                // an API round trip, and a pass over many Gateways written
+                // one after another made the last wait for all the others.
+                let (this, stop, leader_ref) = (&self, &shutdown, &leader);
+                let done: Vec<(GatewayKey, bool)> = futures::stream::iter(due)
+                    .map(|key| async move {
+                        if stop.is_cancelled() {
+                            return (key, true);
+                        }
+                        if !*leader_ref.borrow() {
+                            // Lost the lease mid-pass; the next leader writes.
+                            this.queue.insert(key.clone());
+                            return (key, false);
+                        }
+                        let wrote = this.write(key.clone(), stop).await;
+                        (key, wrote)
+                    })
+                    .buffer_unordered(WRITES_IN_FLIGHT)
+                    .collect()
+                    .await;
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                for (key, wrote) in done {
+                    if !wrote {
                         // Typically the echo of our own write.
                         pacer.idle(&key);
                     }
@@ -201,38 +230,57 @@ impl StatusWriter {
         }
     }
 
-    /// Applies the published aggregation of `key` if it differs from the
-    /// live hub Gateway; returns whether it sent a write (or requeued one).
-    async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) -> bool {
+    /// What writing `key` takes now: nothing, a requeue, or a write.
+    fn prepare(&self, key: &GatewayKey) -> Prepared {
         // Inputs set before this (a live change, a report) are aggregated
         // first, so what is applied was aggregated with them.
         self.index.aggregate_dirty();
-        let Some(live) = self.index.live_hub(&key) else {
+        let Some(live) = self.index.live_hub(key) else {
             // Not a hub Gateway (or not in scope): nothing to write on.
-            return false;
+            return Prepared::Nothing;
         };
-        let Some(view) = self.index.view(&key) else {
+        let Some(view) = self.index.view(key) else {
             // Every live hub Gateway is aggregated; a failed aggregation
             // was logged by the index.
-            return false;
+            return Prepared::Nothing;
         };
         if !view.aggregated_from(&live) {
             // The live object changed after the aggregation (a condition
             // another writer added would be dropped by a plan against it):
             // try again once it is aggregated, paced like a write.
             tracing::debug!(gateway = %key, "hub Gateway changed since aggregation; write requeued");
-            self.queue.insert(key);
-            return true;
+            self.queue.insert(key.clone());
+            return Prepared::Requeued;
         }
-        let write = match plan(&live, &view.aggregation.status, &view.foreign) {
+        match plan(&live, &view.aggregation.status, &view.foreign) {
             Plan::Noop => {
                 Metrics::bump(&self.metrics.status_writes_skipped);
-                return false;
+                Prepared::Nothing
             }
-            Plan::Write(write) => write,
+            Plan::Write(write) => Prepared::Write(live, write),
+        }
+    }
+
+    /// Applies the published aggregation of `key` if it differs from the
+    /// live hub Gateway; returns whether it sent a write (or requeued one).
+    async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) -> bool {
+        let (mut live, mut write) = match self.prepare(&key) {
+            Prepared::Nothing => return false,
+            Prepared::Requeued => return true,
+            Prepared::Write(live, write) => (live, write),
         };
+        // The API write budget: after a wait, write the latest state
+        // (what changed meanwhile coalesces into this write).
+        if self.budget.acquire().await > Duration::ZERO {
+            (live, write) = match self.prepare(&key) {
+                Prepared::Nothing => return false,
+                Prepared::Requeued => return true,
+                Prepared::Write(live, write) => (live, write),
+            };
+        }
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         if write.clears() {
+            self.budget.acquire().await;
             clear_before_apply(&api, &key, &write).await;
         }
         // Forced: these fields are the hub's alone (a CRD default or an

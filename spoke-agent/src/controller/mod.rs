@@ -101,9 +101,9 @@ pub struct Settings {
     /// `--write-local-status`: which of our conditions the agent writes to
     /// each Gateway ([`crate::ownership::plan`]).
     pub write_local_status: WriteMode,
-    /// Minimum spacing of evaluation passes: a lone change is evaluated at
-    /// once, a burst gives at most one evaluation and one write per Gateway
-    /// per window ([`gwhub_common::KeyedPacer`]).
+    /// Pacing of evaluation passes per Gateway: changes are evaluated at
+    /// once up to a burst of three, then at most one evaluation and one
+    /// write per Gateway per window ([`gwhub_common::KeyedPacer`]).
     pub debounce: Duration,
     /// How often every Gateway is re-evaluated regardless of changes.
     pub resync: Duration,
