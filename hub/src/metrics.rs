@@ -148,6 +148,7 @@ mod tests {
             agent_version: String::new(),
             report_bytes: 0,
             report_rev: 0,
+            session: 0,
         }
     }
 

@@ -1335,8 +1335,9 @@ async fn stored_report(
 
 /// Issue #15: a cluster of 500 Gateways x 16 listeners (far over one
 /// object's ~1.5 MiB) is stored over several ClusterReports, each within
-/// the limit; a new hub reassembles it exactly; when the cluster shrinks,
-/// the parts no longer needed are deleted.
+/// the limit; a part lost while the cluster was away is written again when
+/// it reconnects; a new hub reassembles it exactly; when the cluster
+/// shrinks, the parts no longer needed are deleted.
 #[tokio::test]
 async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     let Some((_fleet, client, as_hub)) =
@@ -1378,6 +1379,25 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     let want = first.hub.index.cluster_record("big").unwrap().gateways;
     assert_eq!(want.len(), 500);
     assert_eq!(Metrics::get(&first.metrics.report_write_errors), 0);
+
+    // A part deleted behind the hub's back (or rewritten by another replica
+    // the cluster streamed to meanwhile) is written again once the cluster
+    // streams here anew: a new stream trusts nothing written for the old.
+    drop(agent);
+    reports
+        .delete(
+            &gwhub_hub_rules::layout::part_name("big", 1),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let mut agent = Agent::connect(first.hub.ingest_addr, "big").await;
+    agent.snapshot_chunked(&big, 25).await;
+    let stored = stored_report(&reports, "big", 500).await;
+    assert!(
+        stored.iter().any(|r| r.spec.part == 1),
+        "part 1 never written again"
+    );
     drop(agent);
     first.shutdown().await.unwrap();
 

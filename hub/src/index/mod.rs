@@ -329,6 +329,10 @@ pub struct ClusterSummary {
     /// See [`ClusterRecord::report_rev`]: lets the store skip unchanged
     /// clusters without copying their reports.
     pub report_rev: u64,
+    /// The id of the cluster's latest stream to this hub (a new stream, a
+    /// new id), so the store knows when its record of what it wrote for
+    /// the cluster may be out of date.
+    pub session: u64,
 }
 
 /// Everything one cluster reports, as persistence stores it.

@@ -204,6 +204,7 @@ impl Index {
                 agent_version: l.agent_version.lock().clone(),
                 report_bytes: l.report_bytes.load(Ordering::Relaxed),
                 report_rev: l.report_rev.load(Ordering::SeqCst),
+                session: l.session.lock().id,
             })
             .collect()
     }

@@ -157,6 +157,10 @@ enum Outcome {
 /// What was last written for a cluster.
 #[derive(Clone)]
 struct Written {
+    /// The cluster's stream (here) this was written for: after another
+    /// stream, possibly to another replica that rewrote the objects in its
+    /// own layout, nothing of this is known to be stored any more.
+    session: u64,
     report_rev: u64,
     parts: u32,
     /// Per part, the hash of the Gateways written (`None`: not written).
@@ -243,7 +247,9 @@ impl ReportWriter {
             if summary.report_rev == 0 {
                 continue;
             }
-            let w = written.get(&summary.name);
+            let w = written
+                .get(&summary.name)
+                .filter(|w| w.session == summary.session);
             let changed = w.is_none_or(|w| w.report_rev != summary.report_rev);
             // Refresh lastSeenTime only when there is news of the cluster
             // (a silent connected one would be rewritten on every tick
@@ -333,6 +339,8 @@ impl ReportWriter {
             if self.write(&p.spec, p.bytes, &mut prepaid).await {
                 hashes[i] = Some(p.hash);
             } else {
+                // Unknown now: written again on the next pass.
+                hashes[i] = None;
                 all_parts = false;
             }
         }
@@ -343,12 +351,15 @@ impl ReportWriter {
                 .await;
             if head_written {
                 hashes[0] = Some(parts[0].hash);
+            } else {
+                hashes[0] = None;
             }
         }
         let name = summary.name.clone();
         let mut outcome = Outcome::Nothing;
         if head_written || !relaid {
             outcome = Outcome::Written(Written {
+                session: summary.session,
                 // A failed part is retried on the next pass.
                 report_rev: if hashes.iter().all(Option::is_some) {
                     report_rev
