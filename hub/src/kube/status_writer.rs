@@ -193,7 +193,7 @@ impl StatusWriter {
                             this.queue.insert(key.clone());
                             return (key, false);
                         }
-                        let wrote = this.write(key.clone(), stop).await;
+                        let wrote = this.write(key.clone(), stop, leader_ref).await;
                         (key, wrote)
                     })
                     .buffer_unordered(WRITES_IN_FLIGHT)
@@ -263,7 +263,12 @@ impl StatusWriter {
 
     /// Applies the published aggregation of `key` if it differs from the
     /// live hub Gateway; returns whether it sent a write (or requeued one).
-    async fn write(&self, key: GatewayKey, shutdown: &CancellationToken) -> bool {
+    async fn write(
+        &self,
+        key: GatewayKey,
+        shutdown: &CancellationToken,
+        leader: &watch::Receiver<bool>,
+    ) -> bool {
         let (mut live, mut write) = match self.prepare(&key) {
             Prepared::Nothing => return false,
             Prepared::Requeued => return true,
@@ -272,6 +277,12 @@ impl StatusWriter {
         // The API write budget: after a wait, write the latest state
         // (what changed meanwhile coalesces into this write).
         if self.budget.acquire().await > Duration::ZERO {
+            // The wait can outlast the Lease: a replica that stepped down
+            // meanwhile must not write beside the new leader.
+            if !*leader.borrow() {
+                self.queue.insert(key);
+                return false;
+            }
             (live, write) = match self.prepare(&key) {
                 Prepared::Nothing => return false,
                 Prepared::Requeued => return true,
@@ -280,7 +291,10 @@ impl StatusWriter {
         }
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         if write.clears() {
-            self.budget.acquire().await;
+            if self.budget.acquire().await > Duration::ZERO && !*leader.borrow() {
+                self.queue.insert(key);
+                return false;
+            }
             clear_before_apply(&api, &key, &write).await;
         }
         // Forced: these fields are the hub's alone (a CRD default or an
