@@ -31,6 +31,7 @@
 //! or takes it from the address's fragment (`https://hub:7445/#token=...`;
 //! a fragment is never sent to the server or logged).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -169,14 +170,15 @@ fn filter_of(q: &HashMap<String, String>) -> Filter {
 }
 
 /// The bearer token a request carries: the `Authorization` header, else
-/// the page's cookie.
-fn token_of(headers: &http::HeaderMap) -> Option<&str> {
+/// the page's cookie (which the page writes percent-encoded, so a token
+/// with `+`, `/` or `=` survives the cookie syntax).
+fn token_of(headers: &http::HeaderMap) -> Option<Cow<'_, str>> {
     if let Some(t) = headers
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
     {
-        return Some(t);
+        return Some(Cow::Borrowed(t));
     }
     headers
         .get_all(http::header::COOKIE)
@@ -185,7 +187,7 @@ fn token_of(headers: &http::HeaderMap) -> Option<&str> {
         .flat_map(|v| v.split(';'))
         .filter_map(|c| c.trim().split_once('='))
         .find(|(k, _)| *k == TOKEN_COOKIE)
-        .map(|(_, v)| v)
+        .and_then(|(_, v)| percent_encoding::percent_decode_str(v).decode_utf8().ok())
 }
 
 impl<B> Service<http::Request<B>> for WebService {
@@ -219,7 +221,7 @@ impl State {
         if !path.starts_with("/api/") {
             return error(S::NOT_FOUND, format!("no page {path:?}"));
         }
-        if !self.auth.accepts(token_of(request.headers())) {
+        if !self.auth.accepts(token_of(request.headers()).as_deref()) {
             return error(
                 S::UNAUTHORIZED,
                 format!(
@@ -490,6 +492,11 @@ mod tests {
             (&[("authorization", "Basic abc")], None),
             (&[("cookie", "a=1; gwhub_token=xyz; b=2")], Some("xyz")),
             (&[("cookie", "gwhub_tokenx=1")], None),
+            // As the page writes it: encodeURIComponent of a base64 token.
+            (
+                &[("cookie", "gwhub_token=a%2Bb%2Fc%3D%3D")],
+                Some("a+b/c=="),
+            ),
             (&[("cookie", "a=1"), ("cookie", "gwhub_token=q")], Some("q")),
             (
                 &[("authorization", "Bearer h"), ("cookie", "gwhub_token=c")],
@@ -497,7 +504,7 @@ mod tests {
             ),
         ];
         for (pairs, want) in cases {
-            assert_eq!(token_of(&h(pairs)), *want, "{pairs:?}");
+            assert_eq!(token_of(&h(pairs)).as_deref(), *want, "{pairs:?}");
         }
     }
 
