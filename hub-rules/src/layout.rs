@@ -34,12 +34,7 @@ pub const PART_LABEL: &str = "gwhub.io/part";
 
 const PART_SUFFIX: &str = ".part-";
 
-/// FNV-1a: stable across builds and platforms (unlike std's hasher).
-pub fn fnv(bytes: impl IntoIterator<Item = u8>) -> u64 {
-    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
+pub use gwhub_model::cluster::fnv;
 
 /// Whether `name` ends like a part's name (`.part-<digits>`).
 fn looks_like_part(name: &str) -> bool {
@@ -143,12 +138,7 @@ mod tests {
     use super::*;
 
     fn valid_name(n: &str) -> bool {
-        !n.is_empty()
-            && n.len() <= 253
-            && n.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && n.as_bytes()[0].is_ascii_alphanumeric()
-            && n.as_bytes()[n.len() - 1].is_ascii_alphanumeric()
+        gwhub_model::names::NameRule::Dns1123Subdomain.allows(n)
     }
 
     #[test]
