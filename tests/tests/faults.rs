@@ -603,6 +603,13 @@ async fn ha_failover_after_the_leader_is_killed() {
         Ok(s) => s,
         Err(e) => panic!("{e}\n{}", tail(&b.log())),
     };
+    // wait_truth reads with a GET, which can see the write before the
+    // recorder's watch delivers it.
+    let right = |s: &GatewayStatus| verdict(s, sc.truth()) == Verdict::Right;
+    assert!(
+        rec.wait_until(Duration::from_secs(30), right).await,
+        "the watch never delivered the follower's write"
+    );
     let written = rec
         .seen()
         .into_iter()
