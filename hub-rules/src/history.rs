@@ -234,7 +234,10 @@ impl Ring {
         }
         self.last = Last::new(now, &mut self.pool);
         self.pool.sweep();
-        self.entries.extend(ts);
+        // Only the newest `capacity` can stay: the ring never grows past
+        // them (a first report of 1,000 clusters is thousands at once).
+        self.entries
+            .extend(ts.into_iter().skip(n.saturating_sub(capacity)));
         while self.entries.len() > capacity {
             self.entries.pop_front();
         }
@@ -433,6 +436,8 @@ mod tests {
             .collect();
         assert_eq!(ring.record(&conds(&list), 1, 8), 100);
         assert_eq!(ring.last.len(), 100);
+        assert_eq!(ring.len(), 8);
+        assert!(ring.entries.capacity() < 100, "{}", ring.entries.capacity());
         // 50 cluster names, 2 types (also the reasons), "True".
         assert_eq!(ring.pool.len(), 53);
         let e = &ring.last.0[0];

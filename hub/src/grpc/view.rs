@@ -63,10 +63,13 @@ pub(crate) fn build_view(
         status,
         omissions: engine_omissions,
     } = aggregation;
-    let omission_rules = engine_omissions
-        .into_iter()
-        .map(|o| (o.rule, o.cluster.is_some()))
-        .collect();
+    // A new vector: collecting in place would keep the omissions' larger one.
+    let mut omission_rules = Vec::with_capacity(engine_omissions.len());
+    omission_rules.extend(
+        engine_omissions
+            .into_iter()
+            .map(|o| (o.rule, o.cluster.is_some())),
+    );
     GatewayView {
         key,
         aggregation: Aggregation {
@@ -175,6 +178,7 @@ mod tests {
         };
         let v = view(base());
         assert!(v.aggregation.omissions.is_empty());
+        assert_eq!(v.omission_rules.capacity(), 2);
         assert_eq!(v.omissions.len(), 2);
         assert!(v.same_omissions(&base()));
         let changed: Vec<Box<dyn Fn(&mut Vec<Omission>)>> = vec![
