@@ -181,16 +181,21 @@ mod tests {
         assert_eq!(v.omission_rules.capacity(), 2);
         assert_eq!(v.omissions.len(), 2);
         assert!(v.same_omissions(&base()));
-        let changed: Vec<Box<dyn Fn(&mut Vec<Omission>)>> = vec![
-            Box::new(|o| o[0].cluster = Some("west".into())),
-            Box::new(|o| o[1].cluster = Some(String::new())),
-            Box::new(|o| o[0].item = Item::Address),
-            Box::new(|o| o[0].names.pop().map(drop).unwrap_or_default()),
-            Box::new(|o| o[0].names[1] = "east.c".into()),
-            Box::new(|o| o[0].rule = Rule::TooManyRoundRobin(16)),
-            Box::new(|o| o[1].rule = Rule::InvalidCondition("x".into())),
-            Box::new(|o| drop(o.pop())),
-            Box::new(|o| o.reverse()),
+        type Change = fn(&mut Vec<Omission>);
+        let changed: [Change; 9] = [
+            |o| o[0].cluster = Some("west".into()),
+            |o| o[1].cluster = Some(String::new()),
+            |o| o[0].item = Item::Address,
+            |o| {
+                o[0].names.pop();
+            },
+            |o| o[0].names[1] = "east.c".into(),
+            |o| o[0].rule = Rule::TooManyRoundRobin(16),
+            |o| o[1].rule = Rule::InvalidCondition("x".into()),
+            |o| {
+                o.pop();
+            },
+            |o| o.reverse(),
         ];
         for (i, change) in changed.iter().enumerate() {
             let mut o = base();
