@@ -6,7 +6,9 @@ use clap::Parser;
 
 /// The hub allocates and frees a decoded status per report; mimalloc keeps
 /// that cheaper and its memory less fragmented than the system allocator
-/// (see the scale figures in the README).
+/// (see the scale figures in the README). Built without its transparent
+/// huge pages (`no_thp` in Cargo.toml): they cost more memory than the hub's
+/// state per agent connection.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -3,7 +3,8 @@
 //! transition, and the bounded ring of the last transitions kept per hub
 //! Gateway. Pure: the caller gives the time and the conditions.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 
@@ -84,42 +85,129 @@ pub fn cut(message: &str) -> String {
     format!("{}...", &message[..end])
 }
 
+/// Each condition's status and reason as last recorded, in slot order:
+/// cluster, type, status, reason. The strings are shared through the
+/// ring's [`Pool`], so what repeats across a fleet (a cluster's name in each
+/// of its slots, the types, statuses and reasons every cluster reports) is
+/// kept once per hub Gateway, and an entry is four pointers.
+#[derive(Clone, Debug, Default)]
+pub struct Last(Box<[[Arc<str>; 4]]>);
+
+impl Last {
+    /// `conditions`' status and reason of each slot, with strings from `pool`.
+    pub fn new(conditions: &Conditions, pool: &mut Pool) -> Self {
+        Last(
+            conditions
+                .iter()
+                .map(|((cluster, type_), s)| {
+                    [
+                        pool.get(cluster),
+                        pool.get(type_),
+                        pool.get(&s.status),
+                        pool.get(&s.reason),
+                    ]
+                })
+                .collect(),
+        )
+    }
+
+    /// The status and reason of `(cluster, type_)`, if recorded.
+    pub fn get(&self, cluster: &str, type_: &str) -> Option<(&str, &str)> {
+        let at = self
+            .0
+            .binary_search_by(|e| (&*e[0], &*e[1]).cmp(&(cluster, type_)))
+            .ok()?;
+        let e = &self.0[at];
+        Some((&*e[2], &*e[3]))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Shared strings: one `Arc<str>` per distinct text in use. [`Pool::sweep`]
+/// frees the ones nothing else holds any more (a cluster that stopped
+/// reporting, a reason no cluster gives now), so it never outgrows what is
+/// in use.
+#[derive(Clone, Debug, Default)]
+pub struct Pool(BTreeSet<Arc<str>>);
+
+impl Pool {
+    /// The shared copy of `text`.
+    pub fn get(&mut self, text: &str) -> Arc<str> {
+        if let Some(s) = self.0.get(text) {
+            return s.clone();
+        }
+        let s: Arc<str> = Arc::from(text);
+        self.0.insert(s.clone());
+        s
+    }
+
+    /// Frees the strings only the pool holds.
+    pub fn sweep(&mut self) {
+        self.0.retain(|s| Arc::strong_count(s) > 1);
+    }
+
+    /// Distinct strings held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// What counts as a transition from `before` to `after`: a condition whose
 /// status or reason changed, that appeared, or that went away (a change of
 /// message alone is not one: aggregated messages name report ages and
 /// would fill the ring). In slot order.
-pub fn transitions(
-    before: &BTreeMap<Slot, (String, String)>,
-    after: &Conditions,
-    time_millis: i64,
-) -> Vec<Transition> {
+pub fn transitions(before: &Last, after: &Conditions, time_millis: i64) -> Vec<Transition> {
     let mut out = Vec::new();
-    for (slot, now) in after {
-        let old = before.get(slot);
-        if old.is_some_and(|(s, r)| *s == now.status && *r == now.reason) {
+    for ((cluster, type_), now) in after {
+        let old = before.get(cluster, type_);
+        if old.is_some_and(|(s, r)| s == now.status && r == now.reason) {
             continue;
         }
         out.push(Transition {
             time_millis,
-            cluster: slot.0.clone(),
-            condition_type: slot.1.clone(),
+            cluster: cluster.clone(),
+            condition_type: type_.clone(),
             now: Some(State {
                 message: cut(&now.message),
                 ..now.clone()
             }),
-            before: old.cloned(),
+            before: old.map(|(s, r)| (s.to_owned(), r.to_owned())),
         });
     }
-    for (slot, old) in before {
-        if !after.contains_key(slot) {
-            out.push(Transition {
-                time_millis,
-                cluster: slot.0.clone(),
-                condition_type: slot.1.clone(),
-                now: None,
-                before: Some(old.clone()),
-            });
+    // Both in slot order: walk them together.
+    let mut present = after.keys().peekable();
+    for e in &before.0 {
+        let slot = (&*e[0], &*e[1]);
+        while present
+            .peek()
+            .is_some_and(|(c, t)| (c.as_str(), t.as_str()) < slot)
+        {
+            present.next();
         }
+        if present
+            .peek()
+            .is_some_and(|(c, t)| (c.as_str(), t.as_str()) == slot)
+        {
+            continue;
+        }
+        out.push(Transition {
+            time_millis,
+            cluster: slot.0.to_owned(),
+            condition_type: slot.1.to_owned(),
+            now: None,
+            before: Some((e[2].to_string(), e[3].to_string())),
+        });
     }
     out
 }
@@ -129,7 +217,9 @@ pub fn transitions(
 pub struct Ring {
     entries: VecDeque<Transition>,
     /// Each condition's status and reason as last recorded.
-    last: BTreeMap<Slot, (String, String)>,
+    last: Last,
+    /// The strings of `last`.
+    pool: Pool,
 }
 
 impl Ring {
@@ -142,18 +232,18 @@ impl Ring {
         if n == 0 {
             return 0;
         }
-        self.last = now
-            .iter()
-            .map(|(slot, s)| (slot.clone(), (s.status.clone(), s.reason.clone())))
-            .collect();
-        self.entries.extend(ts);
+        self.last = Last::new(now, &mut self.pool);
+        self.pool.sweep();
+        // Only the newest `capacity` can stay: the ring never grows past
+        // them (a first report of 1,000 clusters is thousands at once).
+        self.entries
+            .extend(ts.into_iter().skip(n.saturating_sub(capacity)));
         while self.entries.len() > capacity {
             self.entries.pop_front();
         }
         n
     }
 
-    /// The newest `limit` transitions (all with 0), oldest first.
     pub fn latest(&self, limit: usize) -> Vec<Transition> {
         let skip = match limit {
             0 => 0,
@@ -299,10 +389,7 @@ mod tests {
             ),
         ];
         for (before, after, want) in cases {
-            let before: BTreeMap<Slot, (String, String)> = conds(before)
-                .into_iter()
-                .map(|(k, s)| (k, (s.status, s.reason)))
-                .collect();
+            let before = Last::new(&conds(before), &mut Pool::default());
             let got = transitions(&before, &conds(after), 7);
             assert_eq!(short(&got), *want, "{before:?} -> {after:?}");
             assert!(got.iter().all(|t| t.time_millis == 7));
@@ -330,6 +417,54 @@ mod tests {
             m.len()
         );
         assert_eq!(cut("short"), "short");
+    }
+
+    /// The last recorded conditions share their strings, and a string no
+    /// condition uses any more (a cluster gone, a reason no longer given)
+    /// is freed, so the pool never outgrows what is in use.
+    #[test]
+    fn recorded_strings_are_shared_and_freed_when_unused() {
+        let mut ring = Ring::default();
+        let many: Vec<(String, &str, &str, &str)> = (0..50)
+            .flat_map(|i| {
+                ["Accepted", "Programmed"].map(|t| (format!("cluster-{i}"), t, "True", t))
+            })
+            .collect();
+        let list: Vec<(&str, &str, &str, &str)> = many
+            .iter()
+            .map(|(c, t, s, r)| (c.as_str(), *t, *s, *r))
+            .collect();
+        assert_eq!(ring.record(&conds(&list), 1, 8), 100);
+        assert_eq!(ring.last.len(), 100);
+        assert_eq!(ring.len(), 8);
+        assert!(ring.entries.capacity() < 100, "{}", ring.entries.capacity());
+        // 50 cluster names, 2 types (also the reasons), "True".
+        assert_eq!(ring.pool.len(), 53);
+        let e = &ring.last.0[0];
+        let same = ring
+            .last
+            .0
+            .iter()
+            .filter(|f| Arc::ptr_eq(&f[2], &e[2]))
+            .count();
+        assert_eq!(same, 100, "one shared \"True\"");
+        assert_eq!(
+            ring.last.get("cluster-7", "Programmed"),
+            Some(("True", "Programmed"))
+        );
+
+        // One cluster left, with a new reason: the rest is freed.
+        ring.record(
+            &conds(&[("cluster-3", "Accepted", "False", "Invalid")]),
+            2,
+            8,
+        );
+        assert_eq!(ring.last.len(), 1);
+        let left: Vec<&str> = ring.pool.0.iter().map(|s| &**s).collect();
+        assert_eq!(left, ["Accepted", "False", "Invalid", "cluster-3"]);
+        assert_eq!(ring.last.get("cluster-4", "Accepted"), None);
+        // Every string the pool holds is in use.
+        assert!(ring.pool.0.iter().all(|s| Arc::strong_count(s) > 1));
     }
 
     #[test]

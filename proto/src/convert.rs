@@ -194,32 +194,35 @@ fn none_if_empty<T>(v: Vec<T>) -> Option<Vec<T>> {
 }
 
 /// Decodes and validates a status.
+///
+/// Every list is decoded into a vector of exactly its length: prost grows
+/// repeated fields by doubling (capacity 4 for 2 entries) and collecting
+/// in place would keep that capacity, and the hub keeps every cluster's
+/// status for as long as the cluster reports it.
 pub fn status_from_proto(s: v1::GatewayStatus) -> Result<api::GatewayStatus> {
     check_count("conditions", s.conditions.len(), MAX_CONDITIONS)?;
     check_count("addresses", s.addresses.len(), MAX_ADDRESSES)?;
     check_count("listeners", s.listeners.len(), MAX_LISTENERS)?;
     Ok(api::GatewayStatus {
         conditions: none_if_empty(conditions_from_proto(s.conditions)?),
-        addresses: none_if_empty(
-            s.addresses
-                .into_iter()
-                .enumerate()
-                .map(|(i, a)| {
-                    address_from_proto(a).map_err(|e| e.within(format!("addresses[{i}]")))
-                })
-                .collect::<Result<_>>()?,
-        ),
-        listeners: none_if_empty(
-            s.listeners
-                .into_iter()
-                .enumerate()
-                .map(|(i, l)| {
-                    listener_from_proto(l).map_err(|e| e.within(format!("listeners[{i}]")))
-                })
-                .collect::<Result<_>>()?,
-        ),
+        addresses: none_if_empty(exact(s.addresses, |i, a| {
+            address_from_proto(a).map_err(|e| e.within(format!("addresses[{i}]")))
+        })?),
+        listeners: none_if_empty(exact(s.listeners, |i, l| {
+            listener_from_proto(l).map_err(|e| e.within(format!("listeners[{i}]")))
+        })?),
         attached_listener_sets: s.attached_listener_sets,
     })
+}
+
+/// `list` converted by `f` (given each entry's index) into a vector of
+/// exactly `list.len()` entries; the first error ends it.
+fn exact<T, U>(list: Vec<T>, mut f: impl FnMut(usize, T) -> Result<U>) -> Result<Vec<U>> {
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.into_iter().enumerate() {
+        out.push(f(i, item)?);
+    }
+    Ok(out)
 }
 
 /// Encodes a status; fails only on a condition status the API would reject.
@@ -281,22 +284,17 @@ fn listener_from_proto(l: v1::ListenerStatus) -> Result<api::GatewayStatusListen
         MAX_SUPPORTED_KINDS,
     )?;
     check_count("conditions", l.conditions.len(), MAX_CONDITIONS)?;
-    let supported_kinds = l
-        .supported_kinds
-        .into_iter()
-        .enumerate()
-        .map(|(i, k)| {
-            let at = || format!("supportedKinds[{i}]");
-            if let Some(g) = &k.group {
-                check_str("group", g, MAX_NAME_LEN, false).map_err(|e| e.within(at()))?;
-            }
-            check_str("kind", &k.kind, MAX_KIND_LEN, true).map_err(|e| e.within(at()))?;
-            Ok(api::GatewayStatusListenersSupportedKinds {
-                group: k.group,
-                kind: k.kind,
-            })
+    let supported_kinds = exact(l.supported_kinds, |i, k| {
+        let at = || format!("supportedKinds[{i}]");
+        if let Some(g) = &k.group {
+            check_str("group", g, MAX_NAME_LEN, false).map_err(|e| e.within(at()))?;
+        }
+        check_str("kind", &k.kind, MAX_KIND_LEN, true).map_err(|e| e.within(at()))?;
+        Ok(api::GatewayStatusListenersSupportedKinds {
+            group: k.group,
+            kind: k.kind,
         })
-        .collect::<Result<Vec<_>>>()?;
+    })?;
     Ok(api::GatewayStatusListeners {
         name: l.name,
         attached_routes: l.attached_routes,
@@ -307,10 +305,9 @@ fn listener_from_proto(l: v1::ListenerStatus) -> Result<api::GatewayStatusListen
 
 /// Decodes and validates a condition list (its count is checked by callers).
 pub fn conditions_from_proto(list: Vec<v1::Condition>) -> Result<Vec<Condition>> {
-    list.into_iter()
-        .enumerate()
-        .map(|(i, c)| condition_from_proto(c).map_err(|e| e.within(format!("conditions[{i}]"))))
-        .collect()
+    exact(list, |i, c| {
+        condition_from_proto(c).map_err(|e| e.within(format!("conditions[{i}]")))
+    })
 }
 
 /// Encodes a condition list.
@@ -443,6 +440,30 @@ mod tests {
         );
     }
 
+    /// A decoded status keeps no spare capacity, however the wire lists
+    /// grew while decoding (the hub keeps every cluster's status).
+    #[test]
+    fn decoded_lists_have_exactly_their_length() {
+        let mut p = status_to_proto(&sample()).unwrap();
+        p.conditions.reserve(13);
+        p.addresses.reserve(7);
+        p.listeners.reserve(5);
+        p.listeners[0].conditions.reserve(3);
+        p.listeners[0].supported_kinds.reserve(3);
+        let s = status_from_proto(p).unwrap();
+        let conditions = s.conditions.unwrap();
+        let addresses = s.addresses.unwrap();
+        let listeners = s.listeners.unwrap();
+        assert_eq!(conditions.capacity(), conditions.len());
+        assert_eq!(addresses.capacity(), addresses.len());
+        assert_eq!(listeners.capacity(), listeners.len());
+        let kinds = listeners[0].supported_kinds.as_ref().unwrap();
+        assert_eq!(kinds.capacity(), kinds.len());
+        assert_eq!(
+            listeners[0].conditions.capacity(),
+            listeners[0].conditions.len()
+        );
+    }
     #[test]
     fn empty_lists_decode_as_absent() {
         let s = api::GatewayStatus {

@@ -37,7 +37,7 @@ pub(crate) fn build_view(
         v1::GatewayStatus::default()
     });
     // Unchanged omissions are copied from the old view, not formatted again.
-    let unchanged = old.filter(|o| o.aggregation.omissions == aggregation.omissions);
+    let unchanged = old.filter(|o| o.same_omissions(&aggregation.omissions));
     // 0: changed, set to the view's revision on publishing.
     let omissions_revision = unchanged.map_or(0, |o| o.omissions_revision);
     let lean = v1::AggregatedGateway {
@@ -57,11 +57,28 @@ pub(crate) fn build_view(
             .map(omission_to_proto)
             .collect(),
     };
+    // Kept once, encoded (see `GatewayView::aggregation`): at 1,000
+    // clusters a hub Gateway leaves out thousands of listeners and addresses.
+    let Aggregation {
+        status,
+        omissions: engine_omissions,
+    } = aggregation;
+    // A new vector: collecting in place would keep the omissions' larger one.
+    let mut omission_rules = Vec::with_capacity(engine_omissions.len());
+    omission_rules.extend(
+        engine_omissions
+            .into_iter()
+            .map(|o| (o.rule, o.cluster.is_some())),
+    );
     GatewayView {
         key,
-        aggregation,
+        aggregation: Aggregation {
+            status,
+            omissions: Vec::new(),
+        },
         lean,
         omissions,
+        omission_rules,
         omissions_revision,
         foreign,
         not_ready,
@@ -71,6 +88,26 @@ pub(crate) fn build_view(
 }
 
 impl GatewayView {
+    /// Whether the engine's `omissions` are the ones this view encodes.
+    /// Exact: an omission is its cluster, item, names and rule, and its
+    /// message is made of them alone; item codes are distinct.
+    pub(crate) fn same_omissions(&self, omissions: &[Omission]) -> bool {
+        self.omissions.len() == omissions.len()
+            && self.omission_rules.len() == omissions.len()
+            && self
+                .omissions
+                .iter()
+                .zip(&self.omission_rules)
+                .zip(omissions)
+                .all(|((encoded, (rule, has_cluster)), o)| {
+                    *has_cluster == o.cluster.is_some()
+                        && encoded.cluster == o.cluster.as_deref().unwrap_or_default()
+                        && encoded.item == o.item.code()
+                        && *rule == o.rule
+                        && encoded.names == o.names
+                })
+    }
+
     pub(crate) fn set_revision(&mut self, revision: u64) {
         self.lean.revision = revision;
         if self.omissions_revision == 0 {
@@ -87,5 +124,87 @@ pub(crate) fn omission_to_proto(o: &Omission) -> v1::Omission {
         names: o.names.clone(),
         rule: o.rule.code().to_owned(),
         message: o.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+
+    use super::*;
+    use crate::aggregate::{Item, Rule};
+
+    fn omission(cluster: Option<&str>, item: Item, names: &[&str], rule: Rule) -> Omission {
+        Omission {
+            cluster: cluster.map(str::to_owned),
+            item,
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+            rule,
+        }
+    }
+
+    fn view(omissions: Vec<Omission>) -> GatewayView {
+        let aggregation = Aggregation {
+            status: GatewayStatus::default(),
+            omissions,
+        };
+        let key = GatewayKey::new("ns", "web");
+        build_view(
+            key,
+            aggregation,
+            BTreeSet::new(),
+            Vec::new(),
+            Vec::new(),
+            None,
+            None,
+        )
+    }
+
+    /// The view keeps its omissions once, encoded, and still tells exactly
+    /// whether a new aggregation left out the same: any field differing
+    /// (also a rule's detail, a cluster of "" against none) is a change.
+    #[test]
+    fn omissions_are_kept_once_and_compared_exactly() {
+        let base = || {
+            vec![
+                omission(
+                    Some("east"),
+                    Item::Listener,
+                    &["east.a", "east.b"],
+                    Rule::TooManyRoundRobin(64),
+                ),
+                omission(None, Item::Condition, &["X"], Rule::TooMany(8)),
+            ]
+        };
+        let v = view(base());
+        assert!(v.aggregation.omissions.is_empty());
+        assert_eq!(v.omission_rules.capacity(), 2);
+        assert_eq!(v.omissions.len(), 2);
+        assert!(v.same_omissions(&base()));
+        type Change = fn(&mut Vec<Omission>);
+        let changed: [Change; 9] = [
+            |o| o[0].cluster = Some("west".into()),
+            |o| o[1].cluster = Some(String::new()),
+            |o| o[0].item = Item::Address,
+            |o| {
+                o[0].names.pop();
+            },
+            |o| o[0].names[1] = "east.c".into(),
+            |o| o[0].rule = Rule::TooManyRoundRobin(16),
+            |o| o[1].rule = Rule::InvalidCondition("x".into()),
+            |o| {
+                o.pop();
+            },
+            |o| o.reverse(),
+        ];
+        for (i, change) in changed.iter().enumerate() {
+            let mut o = base();
+            change(&mut o);
+            assert!(!v.same_omissions(&o), "change {i}");
+            // What is published for it differs too.
+            let encoded: Vec<v1::Omission> = o.iter().map(omission_to_proto).collect();
+            assert_ne!(encoded, v.omissions, "change {i}");
+        }
+        assert!(view(Vec::new()).same_omissions(&[]));
     }
 }

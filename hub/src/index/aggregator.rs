@@ -199,7 +199,8 @@ impl Index {
             }
             let cells = super::cells(&shared);
             if let Some(old) = old
-                && old.aggregation == aggregation
+                && old.aggregation.status == aggregation.status
+                && old.same_omissions(&aggregation.omissions)
                 && old.cells == cells
                 && old.foreign == foreign
                 && old.lean.clusters.len() == shared.len()

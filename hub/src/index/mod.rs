@@ -52,12 +52,19 @@ const NO_KUBE_GENERATION: i64 = 1;
 #[derive(Debug)]
 pub struct GatewayView {
     pub key: GatewayKey,
+    /// The aggregated status; its `omissions` are always empty here: they
+    /// are kept once, encoded, in [`GatewayView::omissions`] (with their
+    /// rules in `omission_rules`, so a new aggregation is compared exactly).
     pub aggregation: Aggregation,
     /// Without omissions and with `omissions_unchanged` set, as watchers
     /// that already have the omissions get it; `clusters` in name order.
     pub lean: v1::AggregatedGateway,
     /// The omissions as the Dashboard API spells them.
     pub omissions: Vec<v1::Omission>,
+    /// Each omission's rule and whether it names a cluster: with
+    /// `omissions`, exactly the engine's omissions (see
+    /// [`GatewayView::same_omissions`]).
+    pub(crate) omission_rules: Vec<(crate::aggregate::Rule, bool)>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
     /// Condition types in `aggregation.status` that are other writers'
@@ -626,7 +633,7 @@ mod tests {
             .unwrap();
         index.aggregate_dirty();
         let view = index.view(&key("web")).unwrap();
-        assert!(view.aggregation.omissions.is_empty());
+        assert!(view.omissions.is_empty());
         assert_eq!(
             view.lean.status.as_ref().unwrap().conditions[0].observed_generation,
             Some(1)
