@@ -204,6 +204,7 @@ mod tests {
             "gwhub_report_write_errors_total",
             "gwhub_report_write_bytes_total",
             "gwhub_report_gateways_unstored_total",
+            "gwhub_report_unreadable_total",
             "gwhub_api_throttled_waits_total",
             "gwhub_api_throttled_microseconds_total",
             "gwhub_leader_transitions_total",

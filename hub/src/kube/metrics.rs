@@ -29,6 +29,9 @@ gwhub_common::metrics! {
         /// Gateways left out of the store: too large for any object.
         pub report_gateways_unstored: Counter => "gwhub_report_gateways_unstored",
             "Gateways left out of a ClusterReport write: larger than any object may be.",
+        /// Stored ClusterReports whose Gateways could not be read (skipped).
+        pub report_unreadable: Counter => "gwhub_report_unreadable",
+            "Stored ClusterReports whose packed Gateways could not be read; skipped.",
         /// API writes that waited for the `--kube-api-qps` budget.
         pub api_throttled_waits: Counter => "gwhub_api_throttled_waits",
             "API writes that waited for the --kube-api-qps budget.",

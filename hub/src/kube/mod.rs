@@ -162,6 +162,7 @@ impl Connected {
             reports_api.clone(),
             index.clone(),
             stored.clone(),
+            metrics.clone(),
             restored_tx,
             forget_tx,
             shutdown.clone(),

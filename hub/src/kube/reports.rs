@@ -47,6 +47,7 @@ use crate::index::{ClusterRecord, Index};
 use gwhub_hub_rules::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
 
 pub use gwhub_hub_rules::layout::object_name;
+use gwhub_hub_rules::report;
 pub use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec, ReportedGateway};
 
 fn rfc3339(millis: i64) -> Option<String> {
@@ -62,8 +63,8 @@ fn millis(s: Option<&str>) -> i64 {
         .unwrap_or(0)
 }
 
-/// One part of a cluster's report, ready to write: its spec and the hash
-/// and size of its stored Gateways.
+/// One part of a cluster's report, ready to write: its spec (Gateways
+/// packed) and the hash and packed size of its Gateways.
 pub struct PartSpec {
     pub spec: ClusterReportSpec,
     pub hash: u64,
@@ -72,9 +73,13 @@ pub struct PartSpec {
 
 /// A cluster's record laid out over parts ([`layout::part_count`], given
 /// the count it is stored in now), the head first; Gateways too large for
-/// any object are left out and counted in the second value.
+/// any object are left out and counted in the second value. A Gateway's
+/// size for the layout is its packed size on its own, which is never less
+/// than what it adds to its part's packed string (a part compresses better
+/// than its Gateways one by one), so a part stays within the budget.
 pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
-    let mut sized: Vec<(ReportedGateway, u64, usize, u64)> = Vec::new();
+    // (json, key hash, packed bytes, content hash)
+    let mut sized: Vec<(Vec<u8>, u64, usize, u64)> = Vec::new();
     let mut left_out = 0;
     for (k, status) in record.gateways {
         let g = ReportedGateway {
@@ -82,16 +87,19 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
             name: k.name.clone(),
             status,
         };
-        let bytes = serde_json::to_vec(&g).unwrap_or_default();
-        if bytes.len() > layout::MAX_GATEWAY_BYTES {
-            tracing::warn!(cluster = %record.cluster, gateway = %k, bytes = bytes.len(), "a Gateway's status is too large for a ClusterReport; not stored (still aggregated)");
+        let json = serde_json::to_vec(&g).unwrap_or_default();
+        let bytes = report::packed_len(&json);
+        if bytes > layout::MAX_GATEWAY_BYTES {
+            tracing::warn!(cluster = %record.cluster, gateway = %k, bytes, "a Gateway's status is too large for a ClusterReport; not stored (still aggregated)");
             left_out += 1;
             continue;
         }
-        sized.push((g, layout::key_hash(&k), bytes.len(), layout::fnv(bytes)));
+        let content = layout::fnv(json.iter().copied());
+        sized.push((json, layout::key_hash(&k), bytes, content));
     }
     let items: Vec<(u64, usize)> = sized.iter().map(|(_, h, b, _)| (*h, *b)).collect();
     let n = layout::part_count(&items, current, layout::PART_BUDGET_BYTES);
+    let mut arrays: Vec<Vec<u8>> = vec![b"[".to_vec(); n as usize];
     let mut parts: Vec<PartSpec> = (0..n)
         .map(|part| PartSpec {
             spec: ClusterReportSpec {
@@ -101,6 +109,7 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
                 gateway_count: 0,
                 last_report_time: rfc3339(record.last_report_millis),
                 last_seen_time: None,
+                gateways_packed: None,
                 gateways: Vec::new(),
             },
             hash: layout::fnv(n.to_le_bytes()),
@@ -108,11 +117,14 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
         })
         .collect();
     // In key order (the record's), so each part's list is sorted.
-    for (g, h, bytes, content) in sized {
-        let p = &mut parts[(h % u64::from(n)) as usize];
-        p.spec.gateways.push(g);
+    for (json, h, _, content) in sized {
+        let i = (h % u64::from(n)) as usize;
+        let p = &mut parts[i];
+        if p.spec.gateway_count > 0 {
+            arrays[i].push(b',');
+        }
+        arrays[i].extend_from_slice(&json);
         p.spec.gateway_count += 1;
-        p.bytes += bytes;
         p.hash = layout::fnv(
             p.hash
                 .to_le_bytes()
@@ -120,25 +132,34 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
                 .chain(content.to_le_bytes()),
         );
     }
+    for (p, mut array) in parts.iter_mut().zip(arrays) {
+        array.push(b']');
+        let packed = report::pack(&array);
+        p.bytes = packed.len();
+        p.spec.gateways_packed = Some(packed);
+    }
     parts[0].spec.last_seen_time = rfc3339(record.last_seen_millis);
     (parts, left_out)
 }
 
 /// Stored parts back into what the index takes (later parts win a key
-/// that two hold).
+/// that two hold); a part whose Gateways cannot be read adds none.
 pub fn gateways_of<'a>(
     parts: impl IntoIterator<Item = &'a ClusterReportSpec>,
 ) -> BTreeMap<GatewayKey, GatewayStatus> {
-    parts
-        .into_iter()
-        .flat_map(|s| &s.gateways)
-        .map(|g| {
-            (
-                GatewayKey::new(g.namespace.clone(), g.name.clone()),
-                g.status.clone(),
-            )
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    for spec in parts {
+        match spec.reported_gateways() {
+            Ok(list) => out.extend(
+                list.into_iter()
+                    .map(|g| (GatewayKey::new(g.namespace, g.name), g.status)),
+            ),
+            Err(e) => {
+                tracing::error!(cluster = %spec.cluster, object = %part_name(&spec.cluster, spec.part), error = %e, "a stored ClusterReport cannot be read; its Gateways are left out")
+            }
+        }
+    }
+    out
 }
 
 /// Which parts of each cluster the store holds (from the importer's
@@ -470,6 +491,7 @@ struct Assembly {
 struct Importer {
     index: Index,
     stored: StoredParts,
+    metrics: Arc<Metrics>,
     clusters: BTreeMap<String, Assembly>,
 }
 
@@ -485,6 +507,23 @@ impl Importer {
             .entry(spec.cluster.clone())
             .or_default()
             .insert(spec.part);
+        // Unpacked once, here. An object whose Gateways cannot be read
+        // adds none (they come back when the cluster reports; its writer
+        // replaces the object); its scalars still count, so an unreadable
+        // head does not deregister its cluster.
+        let gateways = match spec.reported_gateways() {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!(object = %cr.name_any(), cluster = %spec.cluster, part = spec.part, error = %e, "a stored ClusterReport's Gateways cannot be read; skipped");
+                Metrics::bump(&self.metrics.report_unreadable);
+                Vec::new()
+            }
+        };
+        let spec = &ClusterReportSpec {
+            gateways_packed: None,
+            gateways,
+            ..spec.clone()
+        };
         let a = self.clusters.entry(spec.cluster.clone()).or_default();
         if spec.part == 0 {
             a.head = Some((
@@ -591,6 +630,7 @@ pub async fn run_importer(
     api: Api<ClusterReport>,
     index: Index,
     stored: StoredParts,
+    metrics: Arc<Metrics>,
     restored: watch::Sender<bool>,
     forget: tokio::sync::mpsc::Sender<String>,
     shutdown: CancellationToken,
@@ -602,6 +642,7 @@ pub async fn run_importer(
     let mut importer = Importer {
         index: index.clone(),
         stored,
+        metrics,
         clusters: BTreeMap::new(),
     };
     let mut listed: BTreeSet<String> = BTreeSet::new();
@@ -717,13 +758,28 @@ pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()>
 mod tests {
     use super::*;
 
-    fn status(listeners: usize) -> GatewayStatus {
+    /// A Gateway's status with `listeners` listeners, each with a message
+    /// of 256 hex digits unique to (`gateway`, listener): hardly
+    /// compressible, so the packed size grows with the count.
+    fn status(gateway: usize, listeners: usize) -> GatewayStatus {
         let ls: Vec<serde_json::Value> = (0..listeners)
             .map(|i| {
+                let noise: String = (0..16u64)
+                    .map(|k| {
+                        format!(
+                            "{:016x}",
+                            layout::fnv(
+                                [gateway as u64, i as u64, k]
+                                    .iter()
+                                    .flat_map(|v| v.to_le_bytes())
+                            )
+                        )
+                    })
+                    .collect();
                 serde_json::json!({"name": format!("listener-{i}"), "attachedRoutes": 1,
                     "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
                     "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
-                        "message": "listener accepted", "observedGeneration": 1,
+                        "message": noise, "observedGeneration": 1,
                         "lastTransitionTime": "2026-11-23T10:00:00Z"}]})
             })
             .collect();
@@ -734,7 +790,12 @@ mod tests {
         ClusterRecord {
             cluster: "cluster_1".into(),
             gateways: (0..gateways)
-                .map(|i| (GatewayKey::new("ns", format!("gw-{i}")), status(listeners)))
+                .map(|i| {
+                    (
+                        GatewayKey::new("ns", format!("gw-{i}")),
+                        status(i, listeners),
+                    )
+                })
                 .collect(),
             last_report_millis: 1_700_000_000_123,
             last_seen_millis: 1_700_000_005_000,
@@ -748,7 +809,7 @@ mod tests {
     #[test]
     fn parts_round_trip_a_record_at_any_size() {
         // (gateways, listeners) -> parts
-        let cases: &[(usize, usize, u32)] = &[(0, 0, 1), (1, 4, 1), (100, 4, 1), (500, 16, 16)];
+        let cases: &[(usize, usize, u32)] = &[(0, 0, 1), (1, 4, 1), (100, 4, 1), (500, 16, 8)];
         for (gateways, listeners, want) in cases {
             let rec = record(*gateways, *listeners);
             let (parts, left_out) = parts_of(rec.clone(), 1);
@@ -756,8 +817,21 @@ mod tests {
             assert_eq!(parts.len() as u32, *want, "{gateways} x {listeners}");
             for (i, p) in parts.iter().enumerate() {
                 assert_eq!(p.spec.part as usize, i);
+                assert!(
+                    p.bytes <= layout::PART_BUDGET_BYTES,
+                    "part {i}: {}",
+                    p.bytes
+                );
+                assert_eq!(
+                    Some(p.bytes),
+                    p.spec.gateways_packed.as_ref().map(String::len)
+                );
                 assert_eq!(p.spec.parts, *want);
-                assert_eq!(p.spec.gateway_count as usize, p.spec.gateways.len());
+                assert_eq!(
+                    p.spec.gateway_count as usize,
+                    p.spec.reported_gateways().unwrap().len()
+                );
+                assert!(p.spec.gateways.is_empty(), "written packed only");
                 assert_eq!(p.spec.last_seen_time.is_some(), i == 0);
                 let json = serde_json::to_vec(&p.spec).unwrap();
                 assert!(json.len() < 1024 * 1024, "part {i}: {} bytes", json.len());
@@ -775,8 +849,8 @@ mod tests {
         let mut rec = record(500, 16);
         let (before, _) = parts_of(rec.clone(), 1);
         rec.gateways
-            .insert(GatewayKey::new("ns", "gw-7"), status(15));
-        let (after, _) = parts_of(rec, 16);
+            .insert(GatewayKey::new("ns", "gw-7"), status(7, 15));
+        let (after, _) = parts_of(rec, 8);
         let changed = before
             .iter()
             .zip(&after)
