@@ -38,6 +38,12 @@ gwhub_common::metrics! {
         /// Microseconds API writes waited for the budget, summed.
         pub api_throttled_micros: Counter => "gwhub_api_throttled_microseconds",
             "Microseconds API writes waited for the --kube-api-qps budget, summed.",
+        /// Of those, the microseconds hub Gateway status writes waited.
+        pub api_throttled_status_micros: Counter => "gwhub_api_throttled_status_microseconds",
+            "Microseconds hub Gateway status writes waited for the API budget, summed.",
+        /// Of those, the microseconds ClusterReport writes waited.
+        pub api_throttled_report_micros: Counter => "gwhub_api_throttled_report_microseconds",
+            "Microseconds ClusterReport writes and deletions waited for the API budget, summed.",
         /// Times this replica became leader.
         pub leader_transitions: Counter =>
             "gwhub_leader_transitions", "Times this replica became leader.",

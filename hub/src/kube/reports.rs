@@ -317,7 +317,7 @@ impl ReportWriter {
         refresh_due: bool,
     ) -> (String, Outcome) {
         // The budget first: what waited for it is the latest state.
-        self.budget.acquire().await;
+        self.budget.acquire_report().await;
         let mut prepaid = true;
         let Some(record) = self.index.cluster_record(&summary.name) else {
             return (summary.name, Outcome::Nothing);
@@ -413,7 +413,7 @@ impl ReportWriter {
     /// Deletes the stored report of a cluster `--insecure-prune-after`
     /// forgot: kept, it would be imported again on a relist or restart.
     async fn forget_pruned(&self, cluster: &str) {
-        self.budget.acquire().await;
+        self.budget.acquire_report().await;
         match delete(&self.api, cluster).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
@@ -423,7 +423,7 @@ impl ReportWriter {
     }
 
     async fn delete_part(&self, cluster: &str, part: u32) {
-        self.budget.acquire().await;
+        self.budget.acquire_report().await;
         let name = part_name(cluster, part);
         match self.api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::debug!(cluster, object = %name, "stale report part deleted"),
@@ -450,7 +450,7 @@ impl ReportWriter {
             "spec": spec,
         });
         if !std::mem::take(prepaid) {
-            self.budget.acquire().await;
+            self.budget.acquire_report().await;
         }
         match self
             .api
