@@ -176,6 +176,7 @@ impl Connected {
                 debounce: options.debounce,
                 budget: budget.clone(),
                 stored,
+                rewrite_every: reports::REWRITE_EVERY,
             }
             .run(forget_rx, shutdown.clone()),
         );

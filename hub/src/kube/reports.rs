@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
@@ -45,6 +45,7 @@ use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
 use gwhub_hub_rules::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
+use gwhub_hub_rules::store_queue;
 
 pub use gwhub_hub_rules::layout::object_name;
 use gwhub_hub_rules::report;
@@ -201,11 +202,27 @@ pub struct ReportWriter {
     /// The API write budget shared with the status writer.
     pub budget: Arc<ApiBudget>,
     pub stored: StoredParts,
+    /// A cluster that keeps changing is written at most this often
+    /// ([`REWRITE_EVERY`]).
+    pub rewrite_every: Duration,
+}
+
+/// A cluster that keeps changing is written at most this often (see
+/// [`gwhub_hub_rules::store_queue`]).
+pub const REWRITE_EVERY: Duration = Duration::from_secs(3);
+
+/// What the writer knows of a cluster waiting for a write.
+struct Pending {
+    dirty: store_queue::Dirty,
+    summary: crate::index::ClusterSummary,
+    refresh_due: bool,
 }
 
 impl ReportWriter {
-    /// Writes changed reports until `shutdown`; `forget` names clusters
-    /// whose object was deleted while they stream here (written again).
+    /// Writes changed reports until `shutdown`, up to WRITES_IN_FLIGHT at
+    /// once, oldest unpersisted change first ([`store_queue::next_writes`]);
+    /// `forget` names clusters whose object was deleted while they stream
+    /// here (written again).
     pub async fn run(
         self,
         mut forget: tokio::sync::mpsc::Receiver<String>,
@@ -214,23 +231,79 @@ impl ReportWriter {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
         let mut written: BTreeMap<String, Written> = BTreeMap::new();
+        let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
+        // When each cluster's last write started (for REWRITE_EVERY).
+        let mut started: BTreeMap<String, Instant> = BTreeMap::new();
+        let mut in_flight: BTreeSet<String> = BTreeSet::new();
+        let mut running = futures::stream::FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut scan_at: Option<Instant> = Some(Instant::now());
         loop {
+            let now = Instant::now();
+            if scan_at.is_some_and(|t| t <= now) {
+                scan_at = None;
+                self.scan(&mut written, &in_flight, &mut pending, &started, now);
+            }
+            let slots = super::status_writer::WRITES_IN_FLIGHT.saturating_sub(running.len());
+            let (picked, next) = store_queue::next_writes(
+                pending.iter().map(|(n, p)| (n.as_str(), p.dirty)),
+                now,
+                self.rewrite_every,
+                slots,
+            );
+            let picked: Vec<String> = picked.into_iter().map(str::to_owned).collect();
+            for name in picked {
+                let Some(p) = pending.remove(&name) else {
+                    continue;
+                };
+                let w = written
+                    .get(&name)
+                    .filter(|w| w.session == p.summary.session)
+                    .cloned();
+                started.insert(name.clone(), now);
+                in_flight.insert(name);
+                running.push(self.store(p.summary, w, p.refresh_due));
+            }
+            let wake = match (next, scan_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 r = reports.changed() => {
                     if r.is_err() {
                         return;
                     }
-                    tokio::time::sleep(self.debounce).await;
+                    reports.mark_unchanged();
+                    // A burst of changes becomes one scan.
+                    scan_at.get_or_insert(Instant::now() + self.debounce);
+                }
+                Some((name, outcome)) = running.next(), if !running.is_empty() => {
+                    in_flight.remove(&name);
+                    match outcome {
+                        Outcome::Nothing => {}
+                        Outcome::Rev(rev) => {
+                            if let Some(w) = written.get_mut(&name) {
+                                w.report_rev = rev;
+                            }
+                        }
+                        Outcome::Written(w) => {
+                            written.insert(name, w);
+                        }
+                    }
+                    // A change that came during the write is due (one scan
+                    // per debounce, however many writes end).
+                    scan_at.get_or_insert(Instant::now() + self.debounce);
                 }
                 Some(cluster) = forget.recv() => {
                     written.remove(&cluster);
+                    scan_at = Some(Instant::now());
                 }
                 r = pruned.recv() => match r {
                     Ok(cluster) => {
                         written.remove(&cluster);
+                        pending.remove(&cluster);
                         self.forget_pruned(&cluster).await;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
@@ -238,30 +311,44 @@ impl ReportWriter {
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
-                _ = tick.tick() => {}
+                _ = gwhub_common::pace::sleep_until(wake), if wake.is_some() => {}
+                _ = tick.tick() => {
+                    scan_at.get_or_insert(Instant::now());
+                }
             }
-            reports.mark_unchanged();
-            self.pass(&mut written, &shutdown).await;
+            if shutdown.is_cancelled() {
+                return;
+            }
         }
     }
 
-    async fn pass(&self, written: &mut BTreeMap<String, Written>, shutdown: &CancellationToken) {
-        let now = Timestamp::now().as_millisecond();
+    /// Finds the clusters with something to write (not in flight) and
+    /// notes since when; drops bookkeeping of deregistered clusters.
+    fn scan(
+        &self,
+        written: &mut BTreeMap<String, Written>,
+        in_flight: &BTreeSet<String>,
+        pending: &mut BTreeMap<String, Pending>,
+        started: &BTreeMap<String, Instant>,
+        now: Instant,
+    ) {
+        let wall = Timestamp::now().as_millisecond();
         let refresh = i64::try_from(self.refresh.as_millis()).unwrap_or(i64::MAX);
         let clusters = self.index.clusters();
         // Deregistered clusters need no bookkeeping.
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         written.retain(|name, _| names.contains(name.as_str()));
-        let mut due = Vec::new();
-        for summary in &clusters {
-            if shutdown.is_cancelled() {
-                return;
+        pending.retain(|name, _| names.contains(name.as_str()));
+        for summary in clusters {
+            if in_flight.contains(&summary.name) {
+                continue;
             }
             // A cluster that left keeps its last report: written if it
             // changed before the stream ended (within the debounce), never
             // refreshed (it is silent). Clusters never streamed here are
             // another replica's to write.
             if !summary.connected && !written.contains_key(&summary.name) {
+                pending.remove(&summary.name);
                 continue;
             }
             // Only what this replica heard from the cluster itself.
@@ -278,33 +365,22 @@ impl ReportWriter {
             let refresh_due = w.is_some_and(|w| {
                 summary.connected
                     && summary.last_seen_millis > w.last_seen_millis
-                    && now.saturating_sub(w.last_seen_millis) >= refresh
+                    && wall.saturating_sub(w.last_seen_millis) >= refresh
             });
             if !changed && !refresh_due {
+                pending.remove(&summary.name);
                 continue;
             }
-            due.push((summary.clone(), w.cloned(), refresh_due));
-        }
-        // Up to WRITES_IN_FLIGHT clusters at once: one write is an API
-        // round trip, and a fleet written one cluster after another took
-        // 15 s to persist 100 clusters on a loaded machine.
-        let done: Vec<(String, Outcome)> = futures::stream::iter(due)
-            .map(|(summary, w, refresh_due)| self.store(summary, w, refresh_due))
-            .buffer_unordered(super::status_writer::WRITES_IN_FLIGHT)
-            .collect()
-            .await;
-        for (name, outcome) in done {
-            match outcome {
-                Outcome::Nothing => {}
-                Outcome::Rev(rev) => {
-                    if let Some(w) = written.get_mut(&name) {
-                        w.report_rev = rev;
-                    }
-                }
-                Outcome::Written(w) => {
-                    written.insert(name, w);
-                }
-            }
+            let since = pending.get(&summary.name).map_or(now, |p| p.dirty.since);
+            let last_start = started.get(&summary.name).copied();
+            pending.insert(
+                summary.name.clone(),
+                Pending {
+                    dirty: store_queue::Dirty { since, last_start },
+                    summary,
+                    refresh_due,
+                },
+            );
         }
     }
 
