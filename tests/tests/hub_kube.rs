@@ -1414,13 +1414,54 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     let restored = second.hub.index.cluster_record("big").expect("restored");
     assert!(restored.gateways == want, "restored report differs");
 
-    // The cluster shrinks: one object again, the other parts deleted.
+    // A part deleted while the cluster streams here is written again
+    // (the importer sees the Delete), without a change or a reconnect.
     let mut agent = Agent::connect(second.hub.ingest_addr, "big").await;
+    agent.snapshot_chunked(&big, 25).await;
+    let stored = stored_report(&reports, "big", 500).await;
+    let parts = stored.len();
+    reports
+        .delete(
+            &gwhub_hub_rules::layout::part_name("big", 1),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let stored = stored_report(&reports, "big", 500).await;
+    assert_eq!(stored.len(), parts);
+
+    // The cluster shrinks: one object again, the other parts deleted.
     agent.snapshot(&big[..3]).await;
     let stored = stored_report(&reports, "big", 3).await;
     assert_eq!(stored.len(), 1, "stale parts left");
     assert_eq!(stored[0].spec.parts, 1);
+
+    // Grown again, then away: deleting the head deregisters the cluster
+    // and the hub deletes its other parts (through its API budget).
+    agent.snapshot_chunked(&big, 25).await;
+    stored_report(&reports, "big", 500).await;
     drop(agent);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    reports.delete("big", &Default::default()).await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = reports
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|r| r.spec.cluster == "big")
+            .count();
+        if left == 0 && second.hub.index.cluster_record("big").is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} objects of a deregistered cluster left"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     second.shutdown().await.unwrap();
 }
 

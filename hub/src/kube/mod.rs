@@ -159,10 +159,13 @@ impl Connected {
         ));
         let stored = reports::StoredParts::default();
         tasks.spawn(reports::run_importer(
-            reports_api.clone(),
-            index.clone(),
-            stored.clone(),
-            metrics.clone(),
+            reports::Store {
+                api: reports_api.clone(),
+                index: index.clone(),
+                stored: stored.clone(),
+                metrics: metrics.clone(),
+                budget: budget.clone(),
+            },
             restored_tx,
             forget_tx,
             shutdown.clone(),

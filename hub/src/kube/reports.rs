@@ -163,10 +163,31 @@ pub fn gateways_of<'a>(
     out
 }
 
+/// What the importer saw removed of a cluster's stored report while the
+/// cluster may be streaming here: the writer writes it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The head was deleted (the whole report is rewritten).
+    Cluster(String),
+    /// One part other than the head was deleted.
+    Part(String, u32),
+}
+
 /// Which parts of each cluster the store holds (from the importer's
 /// watch), so the writer can delete parts no count names any more, also
 /// ones a previous process left.
 pub type StoredParts = Arc<Mutex<BTreeMap<String, BTreeSet<u32>>>>;
+
+/// A part of `cluster`'s written layout is gone: written again on the next
+/// pass (a part beyond the layout is one the writer deleted itself).
+fn mark_lost(written: &mut BTreeMap<String, Written>, cluster: &str, part: u32) {
+    if let Some(w) = written.get_mut(cluster)
+        && let Some(h) = w.hashes.get_mut(part as usize)
+    {
+        *h = None;
+        w.report_rev = 0;
+    }
+}
 
 /// What a cluster's store pass leaves to remember.
 enum Outcome {
@@ -225,7 +246,7 @@ impl ReportWriter {
     /// here (written again).
     pub async fn run(
         self,
-        mut forget: tokio::sync::mpsc::Receiver<String>,
+        mut forget: tokio::sync::mpsc::Receiver<Lost>,
         shutdown: CancellationToken,
     ) {
         let mut reports = self.index.subscribe_reports();
@@ -235,6 +256,8 @@ impl ReportWriter {
         // When each cluster's last write started (for REWRITE_EVERY).
         let mut started: BTreeMap<String, Instant> = BTreeMap::new();
         let mut in_flight: BTreeSet<String> = BTreeSet::new();
+        // Parts deleted while their cluster's write was in flight.
+        let mut lost_in_flight: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
         let mut running = futures::stream::FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -289,15 +312,32 @@ impl ReportWriter {
                             }
                         }
                         Outcome::Written(w) => {
-                            written.insert(name, w);
+                            written.insert(name.clone(), w);
                         }
+                    }
+                    for part in lost_in_flight.remove(&name).unwrap_or_default() {
+                        mark_lost(&mut written, &name, part);
                     }
                     // A change that came during the write is due (one scan
                     // per debounce, however many writes end).
                     scan_at.get_or_insert(Instant::now() + self.debounce);
                 }
-                Some(cluster) = forget.recv() => {
-                    written.remove(&cluster);
+                Some(lost) = forget.recv() => {
+                    match lost {
+                        Lost::Cluster(cluster) => {
+                            written.remove(&cluster);
+                        }
+                        // A part of the layout written (a part beyond it
+                        // is one this writer deleted): written again.
+                        Lost::Part(cluster, part) => {
+                            if in_flight.contains(&cluster) {
+                                // Its outcome would overwrite the mark.
+                                lost_in_flight.entry(cluster).or_default().insert(part);
+                            } else {
+                                mark_lost(&mut written, &cluster, part);
+                            }
+                        }
+                    }
                     scan_at = Some(Instant::now());
                 }
                 r = pruned.recv() => match r {
@@ -569,6 +609,10 @@ struct Importer {
     stored: StoredParts,
     metrics: Arc<Metrics>,
     clusters: BTreeMap<String, Assembly>,
+    /// The clusters whose head the current (re-)list named.
+    listed: BTreeSet<String>,
+    /// The parts of each cluster the current (re-)list named.
+    relisted: BTreeMap<String, BTreeSet<u32>>,
 }
 
 impl Importer {
@@ -677,6 +721,51 @@ impl Importer {
         }
     }
 
+    /// A (re-)list of the store begins.
+    fn list_begins(&mut self) {
+        self.listed.clear();
+        self.relisted.clear();
+        self.stored.lock().clear();
+        for a in self.clusters.values_mut() {
+            a.pending.clear();
+            a.head = None;
+        }
+    }
+
+    /// One object of the (re-)list.
+    fn list_apply(&mut self, cr: &ClusterReport) {
+        if self.observe(cr) {
+            self.relisted
+                .entry(cr.spec.cluster.clone())
+                .or_default()
+                .insert(cr.spec.part);
+            if cr.spec.part == 0 {
+                self.listed.insert(cr.spec.cluster.clone());
+            }
+        }
+    }
+
+    /// The (re-)list is in: clusters whose head is gone lose their
+    /// bookkeeping (parts without a head yet, a new cluster being written,
+    /// wait for it); parts taken before that the list did not name were
+    /// deleted while the watch was down, and leave with their Gateways;
+    /// every listed cluster is settled. Deregistering clusters whose head
+    /// is gone is the caller's (it deletes through the API).
+    fn list_done(&mut self) {
+        let (listed, relisted) = (&self.listed, &self.relisted);
+        self.clusters
+            .retain(|c, a| listed.contains(c) || (a.head.is_none() && !a.pending.is_empty()));
+        for (cluster, a) in &mut self.clusters {
+            let seen = relisted.get(cluster);
+            a.taken
+                .retain(|part, _| seen.is_some_and(|s| s.contains(part)));
+        }
+        let listed: Vec<String> = self.listed.iter().cloned().collect();
+        for cluster in &listed {
+            self.settle(cluster);
+        }
+    }
+
     /// A part other than the head was deleted.
     fn part_deleted(&mut self, cluster: &str, part: u32) {
         if let Some(s) = self.stored.lock().get_mut(cluster) {
@@ -700,17 +789,31 @@ impl Importer {
     }
 }
 
+/// What the importer works on.
+pub struct Store {
+    pub api: Api<ClusterReport>,
+    pub index: Index,
+    pub stored: StoredParts,
+    pub metrics: Arc<Metrics>,
+    /// For deleting a deregistered cluster's parts.
+    pub budget: Arc<ApiBudget>,
+}
+
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
 pub async fn run_importer(
-    api: Api<ClusterReport>,
-    index: Index,
-    stored: StoredParts,
-    metrics: Arc<Metrics>,
+    store: Store,
     restored: watch::Sender<bool>,
-    forget: tokio::sync::mpsc::Sender<String>,
+    forget: tokio::sync::mpsc::Sender<Lost>,
     shutdown: CancellationToken,
 ) {
+    let Store {
+        api,
+        index,
+        stored,
+        metrics,
+        budget,
+    } = store;
     let stream = watcher::watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -720,32 +823,16 @@ pub async fn run_importer(
         stored,
         metrics,
         clusters: BTreeMap::new(),
+        listed: BTreeSet::new(),
+        relisted: BTreeMap::new(),
     };
-    let mut listed: BTreeSet<String> = BTreeSet::new();
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => {
-                listed.clear();
-                importer.stored.lock().clear();
-                for a in importer.clusters.values_mut() {
-                    a.pending.clear();
-                    a.head = None;
-                }
-            }
-            Ok(Event::InitApply(cr)) => {
-                if importer.observe(&cr) && cr.spec.part == 0 {
-                    listed.insert(cr.spec.cluster.clone());
-                }
-            }
+            Ok(Event::Init) => importer.list_begins(),
+            Ok(Event::InitApply(cr)) => importer.list_apply(&cr),
             Ok(Event::InitDone) => {
-                // Clusters whose head is gone lose their bookkeeping; parts
-                // without a head yet (a new cluster being written) wait for it.
-                importer.clusters.retain(|c, a| {
-                    listed.contains(c) || (a.head.is_none() && !a.pending.is_empty())
-                });
-                for cluster in &listed {
-                    importer.settle(cluster);
-                }
+                importer.list_done();
+                let listed = &importer.listed;
                 // Heads deleted while the watch was down: deregister.
                 let gone: Vec<String> = index
                     .clusters()
@@ -753,15 +840,13 @@ pub async fn run_importer(
                     .map(|c| c.name)
                     .filter(|n| !listed.contains(n))
                     .collect();
+                let clusters = listed.len();
                 for cluster in gone {
                     importer.clusters.remove(&cluster);
-                    deleted(&api, &index, &forget, &cluster).await;
+                    deleted(&api, &budget, &index, &forget, &cluster).await;
                 }
                 if !*restored.borrow() {
-                    tracing::info!(
-                        clusters = listed.len(),
-                        "restored cluster reports from the store"
-                    );
+                    tracing::info!(clusters, "restored cluster reports from the store");
                 }
                 restored.send_replace(true);
             }
@@ -778,9 +863,11 @@ pub async fn run_importer(
                 if cr.spec.part == 0 {
                     importer.clusters.remove(&cluster);
                     importer.stored.lock().remove(&cluster);
-                    deleted(&api, &index, &forget, &cluster).await;
+                    deleted(&api, &budget, &index, &forget, &cluster).await;
                 } else {
                     importer.part_deleted(&cluster, cr.spec.part);
+                    // Streaming here: its writer writes the part again.
+                    let _ = forget.send(Lost::Part(cluster, cr.spec.part)).await;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
@@ -790,22 +877,65 @@ pub async fn run_importer(
 
 async fn deleted(
     api: &Api<ClusterReport>,
+    budget: &Arc<ApiBudget>,
     index: &Index,
-    forget: &tokio::sync::mpsc::Sender<String>,
+    forget: &tokio::sync::mpsc::Sender<Lost>,
     cluster: &str,
 ) {
     if index.deregister(cluster) {
         // The cluster's other parts go with its head.
-        let (api, cluster) = (api.clone(), cluster.to_owned());
+        let (api, budget, cluster) = (api.clone(), budget.clone(), cluster.to_owned());
         tokio::spawn(async move {
-            if let Err(e) = delete(&api, &cluster).await {
-                tracing::debug!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
+            if let Err(e) = delete_parts(&api, &budget, &cluster).await {
+                tracing::warn!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
             }
         });
     } else {
         // Streaming here: written back on the next pass.
-        let _ = forget.send(cluster.to_owned()).await;
+        let _ = forget.send(Lost::Cluster(cluster.to_owned())).await;
     }
+}
+
+/// Deletes the parts (not the head) of a deregistered cluster, through the
+/// API budget, each only as listed (a uid precondition): a head written
+/// again meanwhile (the cluster reconnected to another replica) keeps its
+/// parts, and a part rewritten after the list is left alone.
+async fn delete_parts(
+    api: &Api<ClusterReport>,
+    budget: &ApiBudget,
+    cluster: &str,
+) -> kube::Result<()> {
+    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let mine: Vec<&ClusterReport> = list
+        .items
+        .iter()
+        .filter(|cr| cr.spec.cluster == cluster)
+        .collect();
+    if mine.iter().any(|cr| cr.spec.part == 0) {
+        tracing::debug!(
+            cluster,
+            "a deregistered cluster's head is back; its parts stay"
+        );
+        return Ok(());
+    }
+    for cr in mine {
+        budget.acquire_report().await;
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: cr.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&cr.name_any(), &params).await {
+            Ok(_) => {}
+            // Gone, or another object by now.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes a cluster's stored report: its head and every part labelled
@@ -933,6 +1063,62 @@ mod tests {
             .filter(|(a, b)| a.hash != b.hash)
             .count();
         assert_eq!(changed, 1);
+    }
+
+    /// The objects `parts_of` lays `rec` out in, as the API server would
+    /// list them.
+    fn objects(rec: &ClusterRecord) -> Vec<ClusterReport> {
+        let (parts, _) = parts_of(rec.clone(), 1);
+        parts
+            .into_iter()
+            .map(|p| ClusterReport::new(&part_name(&rec.cluster, p.spec.part), p.spec))
+            .collect()
+    }
+
+    /// A re-list that no longer names a part (deleted while the watch was
+    /// down) drops that part's Gateways; one that names them all keeps
+    /// them; a cluster whose head the list no longer names loses its
+    /// bookkeeping (the caller deregisters it).
+    #[test]
+    fn a_relist_drops_parts_that_vanished_meanwhile() {
+        let index = Index::new(Default::default(), Duration::from_secs(60));
+        let mut importer = Importer {
+            index: index.clone(),
+            stored: StoredParts::default(),
+            metrics: Arc::new(Metrics::default()),
+            clusters: BTreeMap::new(),
+            listed: BTreeSet::new(),
+            relisted: BTreeMap::new(),
+        };
+        let rec = record(500, 16);
+        let objs = objects(&rec);
+        assert!(objs.len() > 2, "{} objects", objs.len());
+        let list = |importer: &mut Importer, objs: &[&ClusterReport]| {
+            importer.list_begins();
+            for o in objs {
+                importer.list_apply(o);
+            }
+            importer.list_done();
+        };
+        list(&mut importer, &objs.iter().collect::<Vec<_>>());
+        let got = index.cluster_record("cluster_1").unwrap().gateways;
+        assert!(got == rec.gateways, "first list imports every part");
+        // Part 1 vanished during an outage.
+        let without: Vec<&ClusterReport> = objs.iter().filter(|o| o.spec.part != 1).collect();
+        list(&mut importer, &without);
+        let got = index.cluster_record("cluster_1").unwrap().gateways;
+        let part1 = gateways_of([&objs[1].spec]);
+        assert!(!part1.is_empty());
+        assert_eq!(got.len(), rec.gateways.len() - part1.len());
+        assert!(got.keys().all(|k| !part1.contains_key(k)));
+        assert_eq!(importer.stored.lock()["cluster_1"].len(), objs.len() - 1);
+        // Back again: whole.
+        list(&mut importer, &objs.iter().collect::<Vec<_>>());
+        let got = index.cluster_record("cluster_1").unwrap().gateways;
+        assert!(got == rec.gateways, "re-listed part imported again");
+        // The head gone: bookkeeping dropped.
+        list(&mut importer, &objs[1..].iter().collect::<Vec<_>>());
+        assert!(!importer.listed.contains("cluster_1"));
     }
 
     #[test]
