@@ -98,10 +98,10 @@ struct Args {
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
     /// `gwhub serve --kube-api-qps` (Kubernetes mode).
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 100.0)]
     qps: f64,
     /// `gwhub serve --kube-api-burst` (Kubernetes mode).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 200)]
     burst: u32,
     /// Kubernetes mode: `kill -9` the hub this far into the delta phase and
     /// start it again (agents reconnect and resend their snapshot).

@@ -19,12 +19,15 @@ use super::metrics::Metrics;
 
 /// client-go's defaults are 5 QPS / burst 10, sized for one small
 /// controller; the hub writes a status per hub Gateway and a report per
-/// cluster, so it starts higher, as controller-runtime operators commonly do.
-pub const DEFAULT_QPS: f64 = 50.0;
-pub const DEFAULT_BURST: u32 = 100;
+/// cluster, so it starts higher, as controller-runtime operators commonly
+/// do. 100/s: at 1,000 clusters x 10 Gateways changing 100 times a second,
+/// 50/s left the persisted lag at ~56 s (over `--stale-after`/2), 100/s
+/// kept it under 20 s with the API server at 0.9 of 2 cores (packed
+/// reports; docs/benchmarks.md).
+pub const DEFAULT_QPS: f64 = 100.0;
+pub const DEFAULT_BURST: u32 = 200;
 /// The share of `--kube-api-qps` ClusterReport writes keep while status
-/// writes would take it all: at the default 50/s, 25 report writes/s, which
-/// persists 1,000 changing clusters every 40 s at worst.
+/// writes would take it all: at the default 100/s, 50 report writes/s.
 pub const REPORT_FLOOR_SHARE: f64 = 0.5;
 
 pub struct ApiBudget {
