@@ -98,10 +98,10 @@ struct Args {
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
     /// `gwhub serve --kube-api-qps` (Kubernetes mode).
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 100.0)]
     qps: f64,
     /// `gwhub serve --kube-api-burst` (Kubernetes mode).
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 200)]
     burst: u32,
     /// Kubernetes mode: `kill -9` the hub this far into the delta phase and
     /// start it again (agents reconnect and resend their snapshot).
@@ -134,6 +134,10 @@ struct Shared {
     last_sent_ms: Vec<AtomicU64>,
     /// Agents whose stream is open and snapshot acked (restart recovery).
     streaming: AtomicU64,
+    /// Agents opening their stream at once: 1,000 connecting together on a
+    /// loaded machine overflowed the listen backlog and some agents gave up
+    /// (the run then waited for them until its timeout).
+    opening: tokio::sync::Semaphore,
 }
 
 fn wall_ms() -> u64 {
@@ -361,7 +365,13 @@ async fn agent(
 ) -> Result<AgentDone, String> {
     let cluster = cluster_name(c);
     let err = |what: &str, e: &dyn std::fmt::Display| format!("{cluster}: {what}: {e}");
+    let permit = shared
+        .opening
+        .acquire()
+        .await
+        .map_err(|e| err("opening", &e))?;
     let (mut tx, mut inbound) = open(&url, messages, args.window, &cluster, 0).await?;
+    drop(permit);
     shared.streaming.fetch_add(1, Ordering::Relaxed);
     let snapshot_acked = Instant::now();
     go.wait_for(|g| *g).await.map_err(|e| err("go", &e))?;
@@ -821,6 +831,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
             stop: AtomicBool::new(false),
             last_sent_ms: (0..args.clusters).map(|_| AtomicU64::new(0)).collect(),
             streaming: AtomicU64::new(0),
+            opening: tokio::sync::Semaphore::new(64),
         });
         let (complete_tx, mut complete) = watch::channel(None);
         let (finish_tx, finish) = watch::channel(false);
@@ -1241,6 +1252,7 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
             stop: AtomicBool::new(false),
             last_sent_ms: (0..args.clusters).map(|_| AtomicU64::new(0)).collect(),
             streaming: AtomicU64::new(0),
+            opening: tokio::sync::Semaphore::new(64),
         });
         let view = Arc::new(Mutex::new(KubeView::default()));
         let (finish_tx, finish) = watch::channel(false);
@@ -1443,6 +1455,9 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
         let report_bytes = diff("gwhub_report_write_bytes_total");
         let status_writes = diff("gwhub_status_writes_total");
         let throttled = diff("gwhub_api_throttled_waits_total");
+        let waited_ms = |k: &str| diff(k) as f64 / 1000.0;
+        let status_waited_ms = waited_ms("gwhub_api_throttled_status_microseconds_total");
+        let report_waited_ms = waited_ms("gwhub_api_throttled_report_microseconds_total");
         let (p50, p99, max) = (
             percentile(&latencies, 0.50),
             percentile(&latencies, 0.99),
@@ -1476,6 +1491,7 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
             "report_bytes_per_s": report_bytes as f64 / delta_s,
             "status_writes_per_s": status_writes as f64 / delta_s,
             "api_throttled_waits": throttled,
+            "api_waited_ms": {"status": status_waited_ms, "reports": report_waited_ms},
             "persisted_lag_ms": {"p50": lag(0.5), "p99": lag(0.99), "max": lag(1.0), "clusters": lags.len()},
             "hub_cpu_cores": hub_cpu_s / delta_s,
             "apiserver_cpu_cores": api_cpu_s / delta_s,
@@ -1507,7 +1523,7 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
             );
             println!("  change -> hub Gateway    p50 {p50:.0} ms  p99 {p99:.0} ms  max {max:.0} ms  ({} samples, {unobserved} unobserved)", latencies.len());
             println!(
-                "  API writes               reports {:.1}/s ({:.0} KB/s), status {:.1}/s, throttled waits {throttled} (qps {}, burst {})",
+                "  API writes               reports {:.1}/s ({:.0} KB/s), status {:.1}/s, throttled waits {throttled} (qps {}, burst {}): status waited {status_waited_ms:.0} ms, reports {report_waited_ms:.0} ms in all",
                 report_writes as f64 / delta_s, report_bytes as f64 / delta_s / 1e3,
                 status_writes as f64 / delta_s, args.qps, args.burst
             );

@@ -92,9 +92,206 @@ impl TokenBucket {
     }
 }
 
+/// Which class a write of a [`PriorityBucket`] belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Served first (the hub's Gateway status writes).
+    High,
+    /// Served from what `High` leaves, and a floor share of the rate when
+    /// `High` takes it all (the hub's ClusterReport writes).
+    Low,
+}
+
+/// One [`TokenBucket`] shared by two classes of writes: the total rate
+/// stays within `qps` / `burst`, a [`Class::High`] write reserves its token
+/// at once (it waits only behind other reservations, never behind a queue
+/// of `Low` writes), and a [`Class::Low`] write takes a token only when one
+/// is there now, or when its own floor bucket (`qps * floor_share`, a
+/// burst of one) grants it a reservation: `Low` writes are never starved,
+/// and at most one `Low` reservation per floor interval sits ahead of a
+/// `High` write.
+#[derive(Clone, Debug)]
+pub struct PriorityBucket {
+    total: TokenBucket,
+    floor: TokenBucket,
+}
+
+impl PriorityBucket {
+    /// `qps` 0: no limit. `floor_share` is clamped to (0, 1].
+    pub fn new(qps: f64, burst: u32, floor_share: f64, now: Instant) -> Self {
+        let share = if floor_share.is_finite() {
+            floor_share.clamp(0.01, 1.0)
+        } else {
+            1.0
+        };
+        let floor_qps = if qps.is_finite() && qps > 0.0 {
+            qps * share
+        } else {
+            0.0
+        };
+        PriorityBucket {
+            total: TokenBucket::new(qps, burst, now),
+            floor: TokenBucket::new(floor_qps, 1, now),
+        }
+    }
+
+    /// Takes a token for a `class` write at `now`: `Ok(wait)` once granted
+    /// (wait that long, then write), `Err(retry)` when a `Low` write must
+    /// ask again after `retry`.
+    pub fn take(&mut self, class: Class, now: Instant) -> Result<Duration, Duration> {
+        if !self.total.limited() {
+            return Ok(Duration::ZERO);
+        }
+        match class {
+            Class::High => Ok(self.total.take(now)),
+            Class::Low => {
+                if self.total.available_in(now).is_zero() {
+                    return Ok(self.total.take(now));
+                }
+                let floor = self.floor.available_in(now);
+                if floor.is_zero() {
+                    self.floor.take(now);
+                    return Ok(self.total.take(now));
+                }
+                let retry = floor.min(self.total.available_in(now));
+                Err(retry.max(Duration::from_millis(1)))
+            }
+        }
+    }
+
+    /// Gives back a token taken for something that turned out to cost
+    /// nothing.
+    pub fn refund(&mut self) {
+        self.total.refund();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each case: (qps, burst, floor share, takes as (time ms, class)) ->
+    /// per take, the wait in ms, or `None` for "ask again".
+    #[test]
+    fn priority_takes_serve_high_first_and_keep_a_floor_for_low() {
+        use Class::{High as H, Low as L};
+        type Case = (
+            f64,
+            u32,
+            f64,
+            &'static [(u64, Class)],
+            &'static [Option<u64>],
+        );
+        let cases: &[Case] = &[
+            // Unlimited: everything at once.
+            (
+                0.0,
+                1,
+                0.5,
+                &[(0, H), (0, L), (0, L)],
+                &[Some(0), Some(0), Some(0)],
+            ),
+            // Tokens there: both classes go at once.
+            (10.0, 2, 0.5, &[(0, L), (0, H)], &[Some(0), Some(0)]),
+            // Empty bucket: High reserves and waits its turn...
+            (
+                10.0,
+                1,
+                0.5,
+                &[(0, H), (0, H), (0, H)],
+                &[Some(0), Some(100), Some(200)],
+            ),
+            // ...Low gets one floor reservation (behind High's), then asks
+            // again rather than queueing ahead of later High writes.
+            (
+                10.0,
+                1,
+                0.5,
+                &[(0, H), (0, H), (0, L), (0, L), (0, H)],
+                &[Some(0), Some(100), Some(200), None, Some(300)],
+            ),
+            // A High write after a queue of Low requests waits only for
+            // the rate, not for them (they were told to ask again).
+            (
+                10.0,
+                1,
+                0.5,
+                &[(0, L), (0, L), (0, L), (0, L), (0, H)],
+                &[Some(0), Some(100), None, None, Some(200)],
+            ),
+            // The floor refills at qps * share: one more Low reservation
+            // per 200 ms while High keeps the bucket empty.
+            (
+                10.0,
+                1,
+                0.5,
+                &[(0, H), (0, L), (0, H), (100, L), (200, L), (200, H)],
+                &[Some(0), Some(100), Some(200), None, Some(100), Some(200)],
+            ),
+            // A quiet spell: Low takes what High leaves, at once.
+            (
+                10.0,
+                2,
+                0.5,
+                &[(0, H), (1000, L), (1000, L)],
+                &[Some(0), Some(0), Some(0)],
+            ),
+        ];
+        for (i, (qps, burst, share, takes, want)) in cases.iter().enumerate() {
+            let t0 = Instant::now();
+            let mut b = PriorityBucket::new(*qps, *burst, *share, t0);
+            let got: Vec<Option<u64>> = takes
+                .iter()
+                .map(|(t, class)| {
+                    b.take(*class, t0 + ms(*t))
+                        .ok()
+                        .map(|w| (w.as_secs_f64() * 1000.0).round() as u64)
+                })
+                .collect();
+            assert_eq!(&got, want, "case {i}");
+        }
+    }
+
+    /// Over a long storm of both classes, 8 writers each (as the hub keeps
+    /// 8 writes in flight per class), each asking again as soon as its last
+    /// grant is used: the total rate is qps, Low gets at least its floor
+    /// share and High the rest.
+    #[test]
+    fn a_two_class_storm_is_held_to_the_rate_with_a_floor_for_low() {
+        let t0 = Instant::now();
+        let mut b = PriorityBucket::new(50.0, 10, 0.25, t0);
+        let end = 60_000u64;
+        // Per writer: when it asks next (ms), and its class.
+        let mut writers: Vec<(u64, Class)> = (0..16)
+            .map(|i| (0, if i < 8 { Class::High } else { Class::Low }))
+            .collect();
+        let (mut high, mut low) = (0u32, 0u32);
+        for t in 0..end {
+            for (next, class) in &mut writers {
+                if *next != t {
+                    continue;
+                }
+                match b.take(*class, t0 + ms(t)) {
+                    Ok(w) => {
+                        let at = t + w.as_millis() as u64;
+                        if at < end {
+                            match class {
+                                Class::High => high += 1,
+                                Class::Low => low += 1,
+                            }
+                        }
+                        // The write itself takes 1 ms.
+                        *next = at + 1;
+                    }
+                    Err(retry) => *next = t + (retry.as_millis() as u64).max(1),
+                }
+            }
+        }
+        let total = high + low;
+        assert!(total <= 10 + 50 * 60, "total {total}");
+        assert!(low >= (50.0 * 60.0 * 0.25) as u32 - 5, "low {low}");
+        assert!(high >= (50.0 * 60.0 * 0.7) as u32, "high {high}");
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

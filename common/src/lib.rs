@@ -18,6 +18,6 @@ pub mod output;
 pub mod pace;
 pub mod watch_events;
 
-pub use bucket::TokenBucket;
+pub use bucket::{Class, PriorityBucket, TokenBucket};
 pub use output::{OutputFormat, render_list, render_object};
 pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};

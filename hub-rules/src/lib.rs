@@ -19,3 +19,4 @@ pub mod layout;
 pub mod listing;
 pub mod report;
 pub mod status_plan;
+pub mod store_queue;

@@ -51,9 +51,85 @@ pub struct ClusterReportSpec {
     /// from it after a restart. On the head only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen_time: Option<String>,
-    /// The Gateways of this part, in namespace/name order.
-    #[serde(default)]
+    /// The Gateways of this part, in namespace/name order, packed: the
+    /// JSON array of `{namespace, name, status}` gzip-compressed and
+    /// base64-encoded. One opaque string costs the API server
+    /// a fraction of a deep object to decode, validate and track in
+    /// managedFields (measured in docs/benchmarks.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateways_packed: Option<String>,
+    /// The Gateways as objects written before `gatewaysPacked` existed
+    /// (read, never written: a rewrite by the hub's field manager drops it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<ReportedGateway>,
+}
+
+impl ClusterReportSpec {
+    /// This object's Gateways: unpacked from `gatewaysPacked`, or the list
+    /// of an object written in the earlier format.
+    pub fn reported_gateways(&self) -> Result<Vec<ReportedGateway>, UnpackError> {
+        match &self.gateways_packed {
+            Some(packed) => unpack(packed),
+            None => Ok(self.gateways.clone()),
+        }
+    }
+}
+
+/// Most bytes a packed part may unpack to (a part is written for at most
+/// [`crate::layout::PART_BUDGET_BYTES`] packed; this bounds a hostile or
+/// corrupt object's cost, a zip bomb included).
+pub const MAX_UNPACKED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Why a stored `gatewaysPacked` cannot be read.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum UnpackError {
+    #[error("gatewaysPacked is not base64: {0}")]
+    Base64(String),
+    #[error("gatewaysPacked is not gzip: {0}")]
+    Gzip(String),
+    #[error("gatewaysPacked unpacks to more than {MAX_UNPACKED_BYTES} bytes")]
+    TooLarge,
+    #[error("gatewaysPacked does not hold a list of Gateways: {0}")]
+    Json(String),
+}
+
+/// The packed form of `json` (a JSON array of [`ReportedGateway`]s):
+/// gzip, then standard base64.
+pub fn pack(json: &[u8]) -> String {
+    use base64::Engine;
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing into a Vec cannot fail.
+    let _ = gz.write_all(json);
+    let bytes = gz.finish().unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The length of [`pack`]ing `json`, without the base64 string.
+pub fn packed_len(json: &[u8]) -> usize {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let _ = gz.write_all(json);
+    let n = gz.finish().map(|b| b.len()).unwrap_or(json.len());
+    n.div_ceil(3) * 4
+}
+
+/// The Gateways [`pack`] packed.
+pub fn unpack(packed: &str) -> Result<Vec<ReportedGateway>, UnpackError> {
+    use base64::Engine;
+    use std::io::Read;
+    let gz = base64::engine::general_purpose::STANDARD
+        .decode(packed.trim())
+        .map_err(|e| UnpackError::Base64(e.to_string()))?;
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .take(MAX_UNPACKED_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| UnpackError::Gzip(e.to_string()))?;
+    if json.len() as u64 > MAX_UNPACKED_BYTES {
+        return Err(UnpackError::TooLarge);
+    }
+    serde_json::from_slice(&json).map_err(|e| UnpackError::Json(e.to_string()))
 }
 
 fn one() -> u32 {
@@ -91,6 +167,71 @@ pub fn crd_yaml() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gateway(name: &str) -> ReportedGateway {
+        serde_json::from_value(serde_json::json!({
+            "namespace": "openshift-ingress", "name": name,
+            "status": {"conditions": [{"type": "Programmed", "status": "True",
+                "reason": "Programmed", "message": "ok", "lastTransitionTime": "2026-11-23T10:00:00Z"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn packed_gateways_round_trip_and_bad_ones_are_named() {
+        let list = vec![gateway("a"), gateway("b")];
+        let json = serde_json::to_vec(&list).unwrap();
+        let packed = pack(&json);
+        assert_eq!(packed.len(), packed_len(&json));
+        assert_eq!(unpack(&packed).unwrap(), list);
+        assert_eq!(unpack(&pack(b"[]")).unwrap(), vec![]);
+        // What cannot be read says why.
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        type Case = (String, fn(&UnpackError) -> bool);
+        let cases: &[Case] = &[
+            ("not base64!".into(), |e| {
+                matches!(e, UnpackError::Base64(_))
+            }),
+            (b64(b"plain text"), |e| matches!(e, UnpackError::Gzip(_))),
+            (pack(b"{\"not\": \"a list\"}"), |e| {
+                matches!(e, UnpackError::Json(_))
+            }),
+            (pack(&vec![b' '; MAX_UNPACKED_BYTES as usize + 1]), |e| {
+                *e == UnpackError::TooLarge
+            }),
+        ];
+        for (i, (packed, want)) in cases.iter().enumerate() {
+            let e = unpack(packed).unwrap_err();
+            assert!(want(&e), "case {i}: {e}");
+        }
+    }
+
+    /// Objects written before `gatewaysPacked` (a deep `gateways` list) still
+    /// read; new ones carry only the packed string.
+    #[test]
+    fn objects_of_either_format_read() {
+        let old: ClusterReportSpec = serde_json::from_value(serde_json::json!({
+            "cluster": "east", "gatewayCount": 1,
+            "gateways": [serde_json::to_value(gateway("a")).unwrap()]
+        }))
+        .unwrap();
+        assert_eq!(old.reported_gateways().unwrap(), vec![gateway("a")]);
+        let new = ClusterReportSpec {
+            gateways_packed: Some(pack(&serde_json::to_vec(&[gateway("b")]).unwrap())),
+            gateways: Vec::new(),
+            ..old.clone()
+        };
+        let json = serde_json::to_value(&new).unwrap();
+        assert!(json.get("gateways").is_none(), "{json}");
+        let back: ClusterReportSpec = serde_json::from_value(json).unwrap();
+        assert_eq!(back.reported_gateways().unwrap(), vec![gateway("b")]);
+        let bad = ClusterReportSpec {
+            gateways_packed: Some("%%%".into()),
+            ..old
+        };
+        assert!(bad.reported_gateways().is_err());
+    }
 
     const COMMITTED: &str = include_str!("../../manifests/crd-clusterreports.yaml");
 

@@ -897,7 +897,7 @@ async fn the_last_report_before_a_disconnect_is_stored() {
             loop {
                 let r = reports.get_opt(&object_name("east")).await.unwrap();
                 if r.as_ref()
-                    .is_some_and(|r| r.spec.gateways.len() == gateways)
+                    .is_some_and(|r| r.spec.reported_gateways().unwrap().len() == gateways)
                 {
                     return;
                 }
@@ -1318,7 +1318,10 @@ async fn stored_report(
             .into_iter()
             .filter(|r| r.spec.cluster == cluster)
             .collect();
-        let total: usize = mine.iter().map(|r| r.spec.gateways.len()).sum();
+        let total: usize = mine
+            .iter()
+            .map(|r| r.spec.reported_gateways().unwrap().len())
+            .sum();
         let head = mine.iter().find(|r| r.spec.part == 0);
         if total == gateways && head.is_some_and(|h| h.spec.parts as usize == mine.len()) {
             return mine;
@@ -1411,13 +1414,54 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     let restored = second.hub.index.cluster_record("big").expect("restored");
     assert!(restored.gateways == want, "restored report differs");
 
-    // The cluster shrinks: one object again, the other parts deleted.
+    // A part deleted while the cluster streams here is written again
+    // (the importer sees the Delete), without a change or a reconnect.
     let mut agent = Agent::connect(second.hub.ingest_addr, "big").await;
+    agent.snapshot_chunked(&big, 25).await;
+    let stored = stored_report(&reports, "big", 500).await;
+    let parts = stored.len();
+    reports
+        .delete(
+            &gwhub_hub_rules::layout::part_name("big", 1),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    let stored = stored_report(&reports, "big", 500).await;
+    assert_eq!(stored.len(), parts);
+
+    // The cluster shrinks: one object again, the other parts deleted.
     agent.snapshot(&big[..3]).await;
     let stored = stored_report(&reports, "big", 3).await;
     assert_eq!(stored.len(), 1, "stale parts left");
     assert_eq!(stored[0].spec.parts, 1);
+
+    // Grown again, then away: deleting the head deregisters the cluster
+    // and the hub deletes its other parts (through its API budget).
+    agent.snapshot_chunked(&big, 25).await;
+    stored_report(&reports, "big", 500).await;
     drop(agent);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    reports.delete("big", &Default::default()).await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = reports
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|r| r.spec.cluster == "big")
+            .count();
+        if left == 0 && second.hub.index.cluster_record("big").is_none() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} objects of a deregistered cluster left"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     second.shutdown().await.unwrap();
 }
 
@@ -1472,7 +1516,8 @@ async fn a_write_budget_coalesces_writes_to_the_latest_state() {
         let r = reports.get(&object_name("cluster-a")).await.unwrap();
         let stored = r
             .spec
-            .gateways
+            .reported_gateways()
+            .unwrap()
             .first()
             .and_then(|g| g.status.addresses.clone());
         if stored.is_some_and(|a| a.iter().any(|a| a.value == "10.0.1.19")) {
@@ -1483,4 +1528,100 @@ async fn a_write_budget_coalesces_writes_to_the_latest_state() {
     }
     drop(a);
     hub.shutdown().await.unwrap();
+}
+
+/// Issue #15: the store packs each part's Gateways into one string. A hub
+/// upgraded over a store written in the earlier format (a deep `gateways`
+/// list, by the same field manager) imports it, and its first write of the
+/// cluster replaces the list with the packed form; an object whose packed
+/// string does not unpack is skipped with an error naming it (counted),
+/// and the rest of the store still imports.
+#[tokio::test]
+async fn an_old_format_store_is_imported_and_a_bad_object_is_skipped() {
+    let Some((_fleet, client, as_hub)) =
+        management("an_old_format_store_is_imported_and_a_bad_object_is_skipped").await
+    else {
+        return;
+    };
+    let reports: Api<ClusterReport> = Api::namespaced(as_hub.clone(), HUB_NS);
+    let apply = |name: &str, spec: serde_json::Value| {
+        let reports = reports.clone();
+        let body = json!({
+            "apiVersion": "gwhub.io/v1alpha1", "kind": "ClusterReport",
+            "metadata": {"name": name, "labels": {"gwhub.io/cluster": name, "gwhub.io/part": "0"}},
+            "spec": spec,
+        });
+        let name = name.to_owned();
+        async move {
+            reports
+                .patch(
+                    &name,
+                    &PatchParams::apply(gwhub_hub::kube::FIELD_MANAGER).force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let old_status = cluster_status(&["10.0.0.1"], true);
+    apply(
+        "old",
+        json!({"cluster": "old", "gatewayCount": 1, "lastReportTime": "2026-11-24T03:00:00Z",
+            "lastSeenTime": "2026-11-24T03:00:00Z",
+            "gateways": [{"namespace": NS, "name": "web", "status": old_status}]}),
+    )
+    .await;
+    apply(
+        "broken",
+        json!({"cluster": "broken", "gatewayCount": 1, "lastReportTime": "2026-11-24T03:00:00Z",
+            "lastSeenTime": "2026-11-24T03:00:00Z", "gatewaysPacked": "not base64 %%%"}),
+    )
+    .await;
+
+    let hub = start_hub(&as_hub, "hub-1").await;
+    let deadline = Instant::now() + WAIT;
+    while !*hub.ready.borrow() {
+        assert!(Instant::now() < deadline, "hub never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let old = hub.hub.index.cluster_record("old").expect("old imported");
+    let web = gwhub_model::GatewayKey::new(NS, "web");
+    assert!(
+        old.gateways
+            .get(&web)
+            .is_some_and(|s| same_status(s, &old_status)),
+        "old-format Gateway not imported: {:?}",
+        old.gateways
+    );
+    let broken = hub
+        .hub
+        .index
+        .cluster_record("broken")
+        .expect("an unreadable object keeps its cluster registered");
+    assert!(broken.gateways.is_empty());
+    assert_eq!(Metrics::get(&hub.metrics.report_unreadable), 1);
+
+    // The cluster reports: written packed, the old list gone.
+    let mut agent = Agent::connect(hub.hub.ingest_addr, "old").await;
+    let new_status = cluster_status(&["10.0.0.9"], true);
+    agent.snapshot(&[(NS, "web", new_status.clone())]).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = client_reports(&client).get("old").await.unwrap();
+        if r.spec.gateways_packed.is_some() {
+            assert!(r.spec.gateways.is_empty(), "old list kept: {:?}", r.spec);
+            let got = r.spec.reported_gateways().unwrap();
+            assert_eq!(got.len(), 1);
+            assert!(same_status(&got[0].status, &new_status));
+            break;
+        }
+        assert!(Instant::now() < deadline, "old never rewritten packed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(agent);
+    hub.shutdown().await.unwrap();
+}
+
+fn client_reports(client: &Client) -> Api<ClusterReport> {
+    Api::namespaced(client.clone(), HUB_NS)
 }

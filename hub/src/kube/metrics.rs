@@ -29,12 +29,21 @@ gwhub_common::metrics! {
         /// Gateways left out of the store: too large for any object.
         pub report_gateways_unstored: Counter => "gwhub_report_gateways_unstored",
             "Gateways left out of a ClusterReport write: larger than any object may be.",
+        /// Stored ClusterReports whose Gateways could not be read (skipped).
+        pub report_unreadable: Counter => "gwhub_report_unreadable",
+            "Stored ClusterReports whose packed Gateways could not be read; skipped.",
         /// API writes that waited for the `--kube-api-qps` budget.
         pub api_throttled_waits: Counter => "gwhub_api_throttled_waits",
             "API writes that waited for the --kube-api-qps budget.",
         /// Microseconds API writes waited for the budget, summed.
         pub api_throttled_micros: Counter => "gwhub_api_throttled_microseconds",
             "Microseconds API writes waited for the --kube-api-qps budget, summed.",
+        /// Of those, the microseconds hub Gateway status writes waited.
+        pub api_throttled_status_micros: Counter => "gwhub_api_throttled_status_microseconds",
+            "Microseconds hub Gateway status writes waited for the API budget, summed.",
+        /// Of those, the microseconds ClusterReport writes waited.
+        pub api_throttled_report_micros: Counter => "gwhub_api_throttled_report_microseconds",
+            "Microseconds ClusterReport writes and deletions waited for the API budget, summed.",
         /// Times this replica became leader.
         pub leader_transitions: Counter =>
             "gwhub_leader_transitions", "Times this replica became leader.",

@@ -159,9 +159,13 @@ impl Connected {
         ));
         let stored = reports::StoredParts::default();
         tasks.spawn(reports::run_importer(
-            reports_api.clone(),
-            index.clone(),
-            stored.clone(),
+            reports::Store {
+                api: reports_api.clone(),
+                index: index.clone(),
+                stored: stored.clone(),
+                metrics: metrics.clone(),
+                budget: budget.clone(),
+            },
             restored_tx,
             forget_tx,
             shutdown.clone(),
@@ -175,6 +179,7 @@ impl Connected {
                 debounce: options.debounce,
                 budget: budget.clone(),
                 stored,
+                rewrite_every: reports::REWRITE_EVERY,
             }
             .run(forget_rx, shutdown.clone()),
         );

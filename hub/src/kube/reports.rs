@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
@@ -45,8 +45,10 @@ use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 use crate::index::{ClusterRecord, Index};
 use gwhub_hub_rules::layout::{self, CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
+use gwhub_hub_rules::store_queue;
 
 pub use gwhub_hub_rules::layout::object_name;
+use gwhub_hub_rules::report;
 pub use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec, ReportedGateway};
 
 fn rfc3339(millis: i64) -> Option<String> {
@@ -62,8 +64,8 @@ fn millis(s: Option<&str>) -> i64 {
         .unwrap_or(0)
 }
 
-/// One part of a cluster's report, ready to write: its spec and the hash
-/// and size of its stored Gateways.
+/// One part of a cluster's report, ready to write: its spec (Gateways
+/// packed) and the hash and packed size of its Gateways.
 pub struct PartSpec {
     pub spec: ClusterReportSpec,
     pub hash: u64,
@@ -72,9 +74,13 @@ pub struct PartSpec {
 
 /// A cluster's record laid out over parts ([`layout::part_count`], given
 /// the count it is stored in now), the head first; Gateways too large for
-/// any object are left out and counted in the second value.
+/// any object are left out and counted in the second value. A Gateway's
+/// size for the layout is its packed size on its own, which is never less
+/// than what it adds to its part's packed string (a part compresses better
+/// than its Gateways one by one), so a part stays within the budget.
 pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
-    let mut sized: Vec<(ReportedGateway, u64, usize, u64)> = Vec::new();
+    // (json, key hash, packed bytes, content hash)
+    let mut sized: Vec<(Vec<u8>, u64, usize, u64)> = Vec::new();
     let mut left_out = 0;
     for (k, status) in record.gateways {
         let g = ReportedGateway {
@@ -82,16 +88,19 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
             name: k.name.clone(),
             status,
         };
-        let bytes = serde_json::to_vec(&g).unwrap_or_default();
-        if bytes.len() > layout::MAX_GATEWAY_BYTES {
-            tracing::warn!(cluster = %record.cluster, gateway = %k, bytes = bytes.len(), "a Gateway's status is too large for a ClusterReport; not stored (still aggregated)");
+        let json = serde_json::to_vec(&g).unwrap_or_default();
+        let bytes = report::packed_len(&json);
+        if bytes > layout::MAX_GATEWAY_BYTES {
+            tracing::warn!(cluster = %record.cluster, gateway = %k, bytes, "a Gateway's status is too large for a ClusterReport; not stored (still aggregated)");
             left_out += 1;
             continue;
         }
-        sized.push((g, layout::key_hash(&k), bytes.len(), layout::fnv(bytes)));
+        let content = content_hash(&json);
+        sized.push((json, layout::key_hash(&k), bytes, content));
     }
     let items: Vec<(u64, usize)> = sized.iter().map(|(_, h, b, _)| (*h, *b)).collect();
     let n = layout::part_count(&items, current, layout::PART_BUDGET_BYTES);
+    let mut arrays: Vec<Vec<u8>> = vec![b"[".to_vec(); n as usize];
     let mut parts: Vec<PartSpec> = (0..n)
         .map(|part| PartSpec {
             spec: ClusterReportSpec {
@@ -101,18 +110,22 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
                 gateway_count: 0,
                 last_report_time: rfc3339(record.last_report_millis),
                 last_seen_time: None,
+                gateways_packed: None,
                 gateways: Vec::new(),
             },
-            hash: layout::fnv(n.to_le_bytes()),
+            hash: part_hash(n, []),
             bytes: 0,
         })
         .collect();
     // In key order (the record's), so each part's list is sorted.
-    for (g, h, bytes, content) in sized {
-        let p = &mut parts[(h % u64::from(n)) as usize];
-        p.spec.gateways.push(g);
+    for (json, h, _, content) in sized {
+        let i = (h % u64::from(n)) as usize;
+        let p = &mut parts[i];
+        if p.spec.gateway_count > 0 {
+            arrays[i].push(b',');
+        }
+        arrays[i].extend_from_slice(&json);
         p.spec.gateway_count += 1;
-        p.bytes += bytes;
         p.hash = layout::fnv(
             p.hash
                 .to_le_bytes()
@@ -120,31 +133,87 @@ pub fn parts_of(record: ClusterRecord, current: u32) -> (Vec<PartSpec>, usize) {
                 .chain(content.to_le_bytes()),
         );
     }
+    for (p, mut array) in parts.iter_mut().zip(arrays) {
+        array.push(b']');
+        let packed = report::pack(&array);
+        p.bytes = packed.len();
+        p.spec.gateways_packed = Some(packed);
+    }
     parts[0].spec.last_seen_time = rfc3339(record.last_seen_millis);
     (parts, left_out)
 }
 
 /// Stored parts back into what the index takes (later parts win a key
-/// that two hold).
+/// that two hold); a part whose Gateways cannot be read adds none.
 pub fn gateways_of<'a>(
     parts: impl IntoIterator<Item = &'a ClusterReportSpec>,
 ) -> BTreeMap<GatewayKey, GatewayStatus> {
-    parts
-        .into_iter()
-        .flat_map(|s| &s.gateways)
-        .map(|g| {
-            (
-                GatewayKey::new(g.namespace.clone(), g.name.clone()),
-                g.status.clone(),
-            )
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    for spec in parts {
+        match spec.reported_gateways() {
+            Ok(list) => out.extend(
+                list.into_iter()
+                    .map(|g| (GatewayKey::new(g.namespace, g.name), g.status)),
+            ),
+            Err(e) => {
+                tracing::error!(cluster = %spec.cluster, object = %part_name(&spec.cluster, spec.part), error = %e, "a stored ClusterReport cannot be read; its Gateways are left out")
+            }
+        }
+    }
+    out
+}
+
+/// What the importer saw removed of a cluster's stored report while the
+/// cluster may be streaming here: the writer writes it again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The head was deleted (the whole report is rewritten).
+    Cluster(String),
+    /// One part other than the head was deleted.
+    Part(String, u32),
 }
 
 /// Which parts of each cluster the store holds (from the importer's
 /// watch), so the writer can delete parts no count names any more, also
 /// ones a previous process left.
-pub type StoredParts = Arc<Mutex<BTreeMap<String, BTreeSet<u32>>>>;
+pub type StoredParts = Arc<Mutex<BTreeMap<String, BTreeMap<u32, StoredPart>>>>;
+
+/// One stored object as the importer last saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredPart {
+    /// The count of parts it was written for.
+    pub parts: u32,
+    /// The hash of its Gateways as [`parts_of`] computes it (`None`:
+    /// unreadable, or written in the earlier format: to be rewritten).
+    pub hash: Option<u64>,
+    /// On a head: its lastSeenTime (ms).
+    pub last_seen_millis: i64,
+}
+
+/// The hash of one Gateway's stored JSON.
+fn content_hash(json: &[u8]) -> u64 {
+    layout::fnv(json.iter().copied())
+}
+
+/// A part's hash: its count and its Gateways' content hashes in order.
+fn part_hash(parts: u32, contents: impl IntoIterator<Item = u64>) -> u64 {
+    contents
+        .into_iter()
+        .fold(layout::fnv(parts.to_le_bytes()), |h, c| {
+            layout::fnv(h.to_le_bytes().into_iter().chain(c.to_le_bytes()))
+        })
+}
+
+/// A part of `cluster`'s written layout is gone: written again on the next
+/// pass (a part beyond the layout is one the writer deleted itself).
+fn mark_lost(written: &mut BTreeMap<String, Written>, cluster: &str, part: u32) {
+    if let Some(w) = written.get_mut(cluster)
+        && let Some(h) = w.hashes.get_mut(part as usize)
+    {
+        *h = None;
+        w.report_rev = 0;
+    }
+}
 
 /// What a cluster's store pass leaves to remember.
 enum Outcome {
@@ -180,36 +249,132 @@ pub struct ReportWriter {
     /// The API write budget shared with the status writer.
     pub budget: Arc<ApiBudget>,
     pub stored: StoredParts,
+    /// A cluster that keeps changing is written at most this often
+    /// ([`REWRITE_EVERY`]).
+    pub rewrite_every: Duration,
+}
+
+/// A cluster that keeps changing is written at most this often (see
+/// [`gwhub_hub_rules::store_queue`]).
+pub const REWRITE_EVERY: Duration = Duration::from_secs(3);
+
+/// Report writes the writer keeps in flight at once: one write is an API
+/// round trip (~0.2 s on a loaded machine), so 8 capped the store near 40
+/// writes/s below the API budget; the budget, not this, bounds the rate.
+pub const WRITES_IN_FLIGHT: usize = 16;
+
+/// What the writer knows of a cluster waiting for a write.
+struct Pending {
+    dirty: store_queue::Dirty,
+    summary: crate::index::ClusterSummary,
+    refresh_due: bool,
 }
 
 impl ReportWriter {
-    /// Writes changed reports until `shutdown`; `forget` names clusters
-    /// whose object was deleted while they stream here (written again).
+    /// Writes changed reports until `shutdown`, up to WRITES_IN_FLIGHT at
+    /// once, oldest unpersisted change first ([`store_queue::next_writes`]);
+    /// `forget` names clusters whose object was deleted while they stream
+    /// here (written again).
     pub async fn run(
         self,
-        mut forget: tokio::sync::mpsc::Receiver<String>,
+        mut forget: tokio::sync::mpsc::Receiver<Lost>,
         shutdown: CancellationToken,
     ) {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
         let mut written: BTreeMap<String, Written> = BTreeMap::new();
+        let mut pending: BTreeMap<String, Pending> = BTreeMap::new();
+        // When each cluster's last write started (for REWRITE_EVERY).
+        let mut started: BTreeMap<String, Instant> = BTreeMap::new();
+        let mut in_flight: BTreeSet<String> = BTreeSet::new();
+        // Parts deleted while their cluster's write was in flight.
+        let mut lost_in_flight: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+        let mut running = futures::stream::FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut scan_at: Option<Instant> = Some(Instant::now());
         loop {
+            let now = Instant::now();
+            if scan_at.is_some_and(|t| t <= now) {
+                scan_at = None;
+                self.scan(&mut written, &in_flight, &mut pending, &started, now);
+            }
+            let slots = WRITES_IN_FLIGHT.saturating_sub(running.len());
+            let (picked, next) = store_queue::next_writes(
+                pending.iter().map(|(n, p)| (n.as_str(), p.dirty)),
+                now,
+                self.rewrite_every,
+                slots,
+            );
+            let picked: Vec<String> = picked.into_iter().map(str::to_owned).collect();
+            for name in picked {
+                let Some(p) = pending.remove(&name) else {
+                    continue;
+                };
+                let w = written
+                    .get(&name)
+                    .filter(|w| w.session == p.summary.session)
+                    .cloned();
+                started.insert(name.clone(), now);
+                in_flight.insert(name);
+                running.push(self.store(p.summary, w, p.refresh_due));
+            }
+            let wake = match (next, scan_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 r = reports.changed() => {
                     if r.is_err() {
                         return;
                     }
-                    tokio::time::sleep(self.debounce).await;
+                    reports.mark_unchanged();
+                    // A burst of changes becomes one scan.
+                    scan_at.get_or_insert(Instant::now() + self.debounce);
                 }
-                Some(cluster) = forget.recv() => {
-                    written.remove(&cluster);
+                Some((name, outcome)) = running.next(), if !running.is_empty() => {
+                    in_flight.remove(&name);
+                    match outcome {
+                        Outcome::Nothing => {}
+                        Outcome::Rev(rev) => {
+                            if let Some(w) = written.get_mut(&name) {
+                                w.report_rev = rev;
+                            }
+                        }
+                        Outcome::Written(w) => {
+                            written.insert(name.clone(), w);
+                        }
+                    }
+                    for part in lost_in_flight.remove(&name).unwrap_or_default() {
+                        mark_lost(&mut written, &name, part);
+                    }
+                    // A change that came during the write is due (one scan
+                    // per debounce, however many writes end).
+                    scan_at.get_or_insert(Instant::now() + self.debounce);
+                }
+                Some(lost) = forget.recv() => {
+                    match lost {
+                        Lost::Cluster(cluster) => {
+                            written.remove(&cluster);
+                        }
+                        // A part of the layout written (a part beyond it
+                        // is one this writer deleted): written again.
+                        Lost::Part(cluster, part) => {
+                            if in_flight.contains(&cluster) {
+                                // Its outcome would overwrite the mark.
+                                lost_in_flight.entry(cluster).or_default().insert(part);
+                            } else {
+                                mark_lost(&mut written, &cluster, part);
+                            }
+                        }
+                    }
+                    scan_at = Some(Instant::now());
                 }
                 r = pruned.recv() => match r {
                     Ok(cluster) => {
                         written.remove(&cluster);
+                        pending.remove(&cluster);
                         self.forget_pruned(&cluster).await;
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
@@ -217,35 +382,56 @@ impl ReportWriter {
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
-                _ = tick.tick() => {}
+                _ = gwhub_common::pace::sleep_until(wake), if wake.is_some() => {}
+                _ = tick.tick() => {
+                    scan_at.get_or_insert(Instant::now());
+                }
             }
-            reports.mark_unchanged();
-            self.pass(&mut written, &shutdown).await;
+            if shutdown.is_cancelled() {
+                return;
+            }
         }
     }
 
-    async fn pass(&self, written: &mut BTreeMap<String, Written>, shutdown: &CancellationToken) {
-        let now = Timestamp::now().as_millisecond();
+    /// Finds the clusters with something to write (not in flight) and
+    /// notes since when; drops bookkeeping of deregistered clusters.
+    fn scan(
+        &self,
+        written: &mut BTreeMap<String, Written>,
+        in_flight: &BTreeSet<String>,
+        pending: &mut BTreeMap<String, Pending>,
+        started: &BTreeMap<String, Instant>,
+        now: Instant,
+    ) {
+        let wall = Timestamp::now().as_millisecond();
         let refresh = i64::try_from(self.refresh.as_millis()).unwrap_or(i64::MAX);
         let clusters = self.index.clusters();
         // Deregistered clusters need no bookkeeping.
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         written.retain(|name, _| names.contains(name.as_str()));
-        let mut due = Vec::new();
-        for summary in &clusters {
-            if shutdown.is_cancelled() {
-                return;
+        pending.retain(|name, _| names.contains(name.as_str()));
+        for summary in clusters {
+            if in_flight.contains(&summary.name) {
+                continue;
             }
             // A cluster that left keeps its last report: written if it
             // changed before the stream ended (within the debounce), never
             // refreshed (it is silent). Clusters never streamed here are
             // another replica's to write.
             if !summary.connected && !written.contains_key(&summary.name) {
+                pending.remove(&summary.name);
                 continue;
             }
             // Only what this replica heard from the cluster itself.
             if summary.report_rev == 0 {
                 continue;
+            }
+            if written
+                .get(&summary.name)
+                .is_none_or(|w| w.session != summary.session)
+                && let Some(seed) = self.seed(&summary)
+            {
+                written.insert(summary.name.clone(), seed);
             }
             let w = written
                 .get(&summary.name)
@@ -257,34 +443,44 @@ impl ReportWriter {
             let refresh_due = w.is_some_and(|w| {
                 summary.connected
                     && summary.last_seen_millis > w.last_seen_millis
-                    && now.saturating_sub(w.last_seen_millis) >= refresh
+                    && wall.saturating_sub(w.last_seen_millis) >= refresh
             });
             if !changed && !refresh_due {
+                pending.remove(&summary.name);
                 continue;
             }
-            due.push((summary.clone(), w.cloned(), refresh_due));
+            let since = pending.get(&summary.name).map_or(now, |p| p.dirty.since);
+            let last_start = started.get(&summary.name).copied();
+            pending.insert(
+                summary.name.clone(),
+                Pending {
+                    dirty: store_queue::Dirty { since, last_start },
+                    summary,
+                    refresh_due,
+                },
+            );
         }
-        // Up to WRITES_IN_FLIGHT clusters at once: one write is an API
-        // round trip, and a fleet written one cluster after another took
-        // 15 s to persist 100 clusters on a loaded machine.
-        let done: Vec<(String, Outcome)> = futures::stream::iter(due)
-            .map(|(summary, w, refresh_due)| self.store(summary, w, refresh_due))
-            .buffer_unordered(super::status_writer::WRITES_IN_FLIGHT)
-            .collect()
-            .await;
-        for (name, outcome) in done {
-            match outcome {
-                Outcome::Nothing => {}
-                Outcome::Rev(rev) => {
-                    if let Some(w) = written.get_mut(&name) {
-                        w.report_rev = rev;
-                    }
-                }
-                Outcome::Written(w) => {
-                    written.insert(name, w);
-                }
-            }
-        }
+    }
+
+    /// What the store holds of a cluster new here (a new stream, e.g. after
+    /// a restart), as the importer last saw it: only its parts that differ
+    /// (or are missing, unreadable, in the earlier format) are written,
+    /// not the whole fleet again after a restart.
+    fn seed(&self, summary: &crate::index::ClusterSummary) -> Option<Written> {
+        let stored = self.stored.lock();
+        let parts = stored.get(&summary.name)?;
+        let head = parts.get(&0)?;
+        let n = head.parts;
+        let hashes = (0..n)
+            .map(|i| parts.get(&i).filter(|p| p.parts == n).and_then(|p| p.hash))
+            .collect();
+        Some(Written {
+            session: summary.session,
+            report_rev: 0,
+            parts: n,
+            hashes,
+            last_seen_millis: head.last_seen_millis,
+        })
     }
 
     /// Writes what changed of one cluster's report: parts first, the head
@@ -296,7 +492,7 @@ impl ReportWriter {
         refresh_due: bool,
     ) -> (String, Outcome) {
         // The budget first: what waited for it is the latest state.
-        self.budget.acquire().await;
+        self.budget.acquire_report().await;
         let mut prepaid = true;
         let Some(record) = self.index.cluster_record(&summary.name) else {
             return (summary.name, Outcome::Nothing);
@@ -380,7 +576,7 @@ impl ReportWriter {
             // process's.
             let mut stale: BTreeSet<u32> = (n..old_parts).collect();
             if let Some(stored) = self.stored.lock().get(&name) {
-                stale.extend(stored.iter().filter(|p| **p >= n));
+                stale.extend(stored.keys().filter(|p| **p >= n));
             }
             for part in stale {
                 self.delete_part(&name, part).await;
@@ -392,7 +588,7 @@ impl ReportWriter {
     /// Deletes the stored report of a cluster `--insecure-prune-after`
     /// forgot: kept, it would be imported again on a relist or restart.
     async fn forget_pruned(&self, cluster: &str) {
-        self.budget.acquire().await;
+        self.budget.acquire_report().await;
         match delete(&self.api, cluster).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
@@ -402,7 +598,7 @@ impl ReportWriter {
     }
 
     async fn delete_part(&self, cluster: &str, part: u32) {
-        self.budget.acquire().await;
+        self.budget.acquire_report().await;
         let name = part_name(cluster, part);
         match self.api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::debug!(cluster, object = %name, "stale report part deleted"),
@@ -429,7 +625,7 @@ impl ReportWriter {
             "spec": spec,
         });
         if !std::mem::take(prepaid) {
-            self.budget.acquire().await;
+            self.budget.acquire_report().await;
         }
         match self
             .api
@@ -470,7 +666,12 @@ struct Assembly {
 struct Importer {
     index: Index,
     stored: StoredParts,
+    metrics: Arc<Metrics>,
     clusters: BTreeMap<String, Assembly>,
+    /// The clusters whose head the current (re-)list named.
+    listed: BTreeSet<String>,
+    /// The parts of each cluster the current (re-)list named.
+    relisted: BTreeMap<String, BTreeSet<u32>>,
 }
 
 impl Importer {
@@ -480,11 +681,46 @@ impl Importer {
             tracing::warn!(object = %cr.name_any(), cluster = %spec.cluster, part = spec.part, "ClusterReport name does not match its cluster and part; ignored");
             return false;
         }
+        // Unpacked once, here. An object whose Gateways cannot be read
+        // adds none (they come back when the cluster reports; its writer
+        // replaces the object); its scalars still count, so an unreadable
+        // head does not deregister its cluster.
+        let gateways = match spec.reported_gateways() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                tracing::error!(object = %cr.name_any(), cluster = %spec.cluster, part = spec.part, error = %e, "a stored ClusterReport's Gateways cannot be read; skipped");
+                Metrics::bump(&self.metrics.report_unreadable);
+                None
+            }
+        };
+        let hash = gateways
+            .as_ref()
+            .filter(|_| spec.gateways_packed.is_some())
+            .map(|g| {
+                part_hash(
+                    spec.parts.max(1),
+                    g.iter()
+                        .map(|g| content_hash(&serde_json::to_vec(g).unwrap_or_default())),
+                )
+            });
+        let gateways = gateways.unwrap_or_default();
         self.stored
             .lock()
             .entry(spec.cluster.clone())
             .or_default()
-            .insert(spec.part);
+            .insert(
+                spec.part,
+                StoredPart {
+                    parts: spec.parts.max(1),
+                    hash,
+                    last_seen_millis: millis(spec.last_seen_time.as_deref()),
+                },
+            );
+        let spec = &ClusterReportSpec {
+            gateways_packed: None,
+            gateways,
+            ..spec.clone()
+        };
         let a = self.clusters.entry(spec.cluster.clone()).or_default();
         if spec.part == 0 {
             a.head = Some((
@@ -562,6 +798,51 @@ impl Importer {
         }
     }
 
+    /// A (re-)list of the store begins.
+    fn list_begins(&mut self) {
+        self.listed.clear();
+        self.relisted.clear();
+        self.stored.lock().clear();
+        for a in self.clusters.values_mut() {
+            a.pending.clear();
+            a.head = None;
+        }
+    }
+
+    /// One object of the (re-)list.
+    fn list_apply(&mut self, cr: &ClusterReport) {
+        if self.observe(cr) {
+            self.relisted
+                .entry(cr.spec.cluster.clone())
+                .or_default()
+                .insert(cr.spec.part);
+            if cr.spec.part == 0 {
+                self.listed.insert(cr.spec.cluster.clone());
+            }
+        }
+    }
+
+    /// The (re-)list is in: clusters whose head is gone lose their
+    /// bookkeeping (parts without a head yet, a new cluster being written,
+    /// wait for it); parts taken before that the list did not name were
+    /// deleted while the watch was down, and leave with their Gateways;
+    /// every listed cluster is settled. Deregistering clusters whose head
+    /// is gone is the caller's (it deletes through the API).
+    fn list_done(&mut self) {
+        let (listed, relisted) = (&self.listed, &self.relisted);
+        self.clusters
+            .retain(|c, a| listed.contains(c) || (a.head.is_none() && !a.pending.is_empty()));
+        for (cluster, a) in &mut self.clusters {
+            let seen = relisted.get(cluster);
+            a.taken
+                .retain(|part, _| seen.is_some_and(|s| s.contains(part)));
+        }
+        let listed: Vec<String> = self.listed.iter().cloned().collect();
+        for cluster in &listed {
+            self.settle(cluster);
+        }
+    }
+
     /// A part other than the head was deleted.
     fn part_deleted(&mut self, cluster: &str, part: u32) {
         if let Some(s) = self.stored.lock().get_mut(cluster) {
@@ -585,16 +866,31 @@ impl Importer {
     }
 }
 
+/// What the importer works on.
+pub struct Store {
+    pub api: Api<ClusterReport>,
+    pub index: Index,
+    pub stored: StoredParts,
+    pub metrics: Arc<Metrics>,
+    /// For deleting a deregistered cluster's parts.
+    pub budget: Arc<ApiBudget>,
+}
+
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
 pub async fn run_importer(
-    api: Api<ClusterReport>,
-    index: Index,
-    stored: StoredParts,
+    store: Store,
     restored: watch::Sender<bool>,
-    forget: tokio::sync::mpsc::Sender<String>,
+    forget: tokio::sync::mpsc::Sender<Lost>,
     shutdown: CancellationToken,
 ) {
+    let Store {
+        api,
+        index,
+        stored,
+        metrics,
+        budget,
+    } = store;
     let stream = watcher::watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -602,33 +898,18 @@ pub async fn run_importer(
     let mut importer = Importer {
         index: index.clone(),
         stored,
+        metrics,
         clusters: BTreeMap::new(),
+        listed: BTreeSet::new(),
+        relisted: BTreeMap::new(),
     };
-    let mut listed: BTreeSet<String> = BTreeSet::new();
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => {
-                listed.clear();
-                importer.stored.lock().clear();
-                for a in importer.clusters.values_mut() {
-                    a.pending.clear();
-                    a.head = None;
-                }
-            }
-            Ok(Event::InitApply(cr)) => {
-                if importer.observe(&cr) && cr.spec.part == 0 {
-                    listed.insert(cr.spec.cluster.clone());
-                }
-            }
+            Ok(Event::Init) => importer.list_begins(),
+            Ok(Event::InitApply(cr)) => importer.list_apply(&cr),
             Ok(Event::InitDone) => {
-                // Clusters whose head is gone lose their bookkeeping; parts
-                // without a head yet (a new cluster being written) wait for it.
-                importer.clusters.retain(|c, a| {
-                    listed.contains(c) || (a.head.is_none() && !a.pending.is_empty())
-                });
-                for cluster in &listed {
-                    importer.settle(cluster);
-                }
+                importer.list_done();
+                let listed = &importer.listed;
                 // Heads deleted while the watch was down: deregister.
                 let gone: Vec<String> = index
                     .clusters()
@@ -636,15 +917,13 @@ pub async fn run_importer(
                     .map(|c| c.name)
                     .filter(|n| !listed.contains(n))
                     .collect();
+                let clusters = listed.len();
                 for cluster in gone {
                     importer.clusters.remove(&cluster);
-                    deleted(&api, &index, &forget, &cluster).await;
+                    deleted(&api, &budget, &index, &forget, &cluster).await;
                 }
                 if !*restored.borrow() {
-                    tracing::info!(
-                        clusters = listed.len(),
-                        "restored cluster reports from the store"
-                    );
+                    tracing::info!(clusters, "restored cluster reports from the store");
                 }
                 restored.send_replace(true);
             }
@@ -661,9 +940,11 @@ pub async fn run_importer(
                 if cr.spec.part == 0 {
                     importer.clusters.remove(&cluster);
                     importer.stored.lock().remove(&cluster);
-                    deleted(&api, &index, &forget, &cluster).await;
+                    deleted(&api, &budget, &index, &forget, &cluster).await;
                 } else {
                     importer.part_deleted(&cluster, cr.spec.part);
+                    // Streaming here: its writer writes the part again.
+                    let _ = forget.send(Lost::Part(cluster, cr.spec.part)).await;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
@@ -673,22 +954,65 @@ pub async fn run_importer(
 
 async fn deleted(
     api: &Api<ClusterReport>,
+    budget: &Arc<ApiBudget>,
     index: &Index,
-    forget: &tokio::sync::mpsc::Sender<String>,
+    forget: &tokio::sync::mpsc::Sender<Lost>,
     cluster: &str,
 ) {
     if index.deregister(cluster) {
         // The cluster's other parts go with its head.
-        let (api, cluster) = (api.clone(), cluster.to_owned());
+        let (api, budget, cluster) = (api.clone(), budget.clone(), cluster.to_owned());
         tokio::spawn(async move {
-            if let Err(e) = delete(&api, &cluster).await {
-                tracing::debug!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
+            if let Err(e) = delete_parts(&api, &budget, &cluster).await {
+                tracing::warn!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
             }
         });
     } else {
         // Streaming here: written back on the next pass.
-        let _ = forget.send(cluster.to_owned()).await;
+        let _ = forget.send(Lost::Cluster(cluster.to_owned())).await;
     }
+}
+
+/// Deletes the parts (not the head) of a deregistered cluster, through the
+/// API budget, each only as listed (a uid precondition): a head written
+/// again meanwhile (the cluster reconnected to another replica) keeps its
+/// parts, and a part rewritten after the list is left alone.
+async fn delete_parts(
+    api: &Api<ClusterReport>,
+    budget: &ApiBudget,
+    cluster: &str,
+) -> kube::Result<()> {
+    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let mine: Vec<&ClusterReport> = list
+        .items
+        .iter()
+        .filter(|cr| cr.spec.cluster == cluster)
+        .collect();
+    if mine.iter().any(|cr| cr.spec.part == 0) {
+        tracing::debug!(
+            cluster,
+            "a deregistered cluster's head is back; its parts stay"
+        );
+        return Ok(());
+    }
+    for cr in mine {
+        budget.acquire_report().await;
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: cr.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&cr.name_any(), &params).await {
+            Ok(_) => {}
+            // Gone, or another object by now.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Deletes a cluster's stored report: its head and every part labelled
@@ -717,13 +1041,28 @@ pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()>
 mod tests {
     use super::*;
 
-    fn status(listeners: usize) -> GatewayStatus {
+    /// A Gateway's status with `listeners` listeners, each with a message
+    /// of 256 hex digits unique to (`gateway`, listener): hardly
+    /// compressible, so the packed size grows with the count.
+    fn status(gateway: usize, listeners: usize) -> GatewayStatus {
         let ls: Vec<serde_json::Value> = (0..listeners)
             .map(|i| {
+                let noise: String = (0..16u64)
+                    .map(|k| {
+                        format!(
+                            "{:016x}",
+                            layout::fnv(
+                                [gateway as u64, i as u64, k]
+                                    .iter()
+                                    .flat_map(|v| v.to_le_bytes())
+                            )
+                        )
+                    })
+                    .collect();
                 serde_json::json!({"name": format!("listener-{i}"), "attachedRoutes": 1,
                     "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
                     "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
-                        "message": "listener accepted", "observedGeneration": 1,
+                        "message": noise, "observedGeneration": 1,
                         "lastTransitionTime": "2026-11-23T10:00:00Z"}]})
             })
             .collect();
@@ -734,7 +1073,12 @@ mod tests {
         ClusterRecord {
             cluster: "cluster_1".into(),
             gateways: (0..gateways)
-                .map(|i| (GatewayKey::new("ns", format!("gw-{i}")), status(listeners)))
+                .map(|i| {
+                    (
+                        GatewayKey::new("ns", format!("gw-{i}")),
+                        status(i, listeners),
+                    )
+                })
                 .collect(),
             last_report_millis: 1_700_000_000_123,
             last_seen_millis: 1_700_000_005_000,
@@ -748,7 +1092,7 @@ mod tests {
     #[test]
     fn parts_round_trip_a_record_at_any_size() {
         // (gateways, listeners) -> parts
-        let cases: &[(usize, usize, u32)] = &[(0, 0, 1), (1, 4, 1), (100, 4, 1), (500, 16, 16)];
+        let cases: &[(usize, usize, u32)] = &[(0, 0, 1), (1, 4, 1), (100, 4, 1), (500, 16, 8)];
         for (gateways, listeners, want) in cases {
             let rec = record(*gateways, *listeners);
             let (parts, left_out) = parts_of(rec.clone(), 1);
@@ -756,8 +1100,21 @@ mod tests {
             assert_eq!(parts.len() as u32, *want, "{gateways} x {listeners}");
             for (i, p) in parts.iter().enumerate() {
                 assert_eq!(p.spec.part as usize, i);
+                assert!(
+                    p.bytes <= layout::PART_BUDGET_BYTES,
+                    "part {i}: {}",
+                    p.bytes
+                );
+                assert_eq!(
+                    Some(p.bytes),
+                    p.spec.gateways_packed.as_ref().map(String::len)
+                );
                 assert_eq!(p.spec.parts, *want);
-                assert_eq!(p.spec.gateway_count as usize, p.spec.gateways.len());
+                assert_eq!(
+                    p.spec.gateway_count as usize,
+                    p.spec.reported_gateways().unwrap().len()
+                );
+                assert!(p.spec.gateways.is_empty(), "written packed only");
                 assert_eq!(p.spec.last_seen_time.is_some(), i == 0);
                 let json = serde_json::to_vec(&p.spec).unwrap();
                 assert!(json.len() < 1024 * 1024, "part {i}: {} bytes", json.len());
@@ -775,14 +1132,79 @@ mod tests {
         let mut rec = record(500, 16);
         let (before, _) = parts_of(rec.clone(), 1);
         rec.gateways
-            .insert(GatewayKey::new("ns", "gw-7"), status(15));
-        let (after, _) = parts_of(rec, 16);
+            .insert(GatewayKey::new("ns", "gw-7"), status(7, 15));
+        let (after, _) = parts_of(rec, 8);
         let changed = before
             .iter()
             .zip(&after)
             .filter(|(a, b)| a.hash != b.hash)
             .count();
         assert_eq!(changed, 1);
+    }
+
+    /// The objects `parts_of` lays `rec` out in, as the API server would
+    /// list them.
+    fn objects(rec: &ClusterRecord) -> Vec<ClusterReport> {
+        let (parts, _) = parts_of(rec.clone(), 1);
+        parts
+            .into_iter()
+            .map(|p| ClusterReport::new(&part_name(&rec.cluster, p.spec.part), p.spec))
+            .collect()
+    }
+
+    /// A re-list that no longer names a part (deleted while the watch was
+    /// down) drops that part's Gateways; one that names them all keeps
+    /// them; a cluster whose head the list no longer names loses its
+    /// bookkeeping (the caller deregisters it).
+    #[test]
+    fn a_relist_drops_parts_that_vanished_meanwhile() {
+        let index = Index::new(Default::default(), Duration::from_secs(60));
+        let mut importer = Importer {
+            index: index.clone(),
+            stored: StoredParts::default(),
+            metrics: Arc::new(Metrics::default()),
+            clusters: BTreeMap::new(),
+            listed: BTreeSet::new(),
+            relisted: BTreeMap::new(),
+        };
+        let rec = record(500, 16);
+        let objs = objects(&rec);
+        assert!(objs.len() > 2, "{} objects", objs.len());
+        let list = |importer: &mut Importer, objs: &[&ClusterReport]| {
+            importer.list_begins();
+            for o in objs {
+                importer.list_apply(o);
+            }
+            importer.list_done();
+        };
+        list(&mut importer, &objs.iter().collect::<Vec<_>>());
+        let got = index.cluster_record("cluster_1").unwrap().gateways;
+        assert!(got == rec.gateways, "first list imports every part");
+        // What the importer saw hashes as the writer's layout does, so a
+        // new stream rewrites nothing unchanged.
+        let (laid, _) = parts_of(rec.clone(), 1);
+        let seen: Vec<Option<u64>> = importer.stored.lock()["cluster_1"]
+            .values()
+            .map(|p| p.hash)
+            .collect();
+        let want: Vec<Option<u64>> = laid.iter().map(|p| Some(p.hash)).collect();
+        assert_eq!(seen, want);
+        // Part 1 vanished during an outage.
+        let without: Vec<&ClusterReport> = objs.iter().filter(|o| o.spec.part != 1).collect();
+        list(&mut importer, &without);
+        let got = index.cluster_record("cluster_1").unwrap().gateways;
+        let part1 = gateways_of([&objs[1].spec]);
+        assert!(!part1.is_empty());
+        assert_eq!(got.len(), rec.gateways.len() - part1.len());
+        assert!(got.keys().all(|k| !part1.contains_key(k)));
+        assert_eq!(importer.stored.lock()["cluster_1"].len(), objs.len() - 1);
+        // Back again: whole.
+        list(&mut importer, &objs.iter().collect::<Vec<_>>());
+        let got = index.cluster_record("cluster_1").unwrap().gateways;
+        assert!(got == rec.gateways, "re-listed part imported again");
+        // The head gone: bookkeeping dropped.
+        list(&mut importer, &objs[1..].iter().collect::<Vec<_>>());
+        assert!(!importer.listed.contains("cluster_1"));
     }
 
     #[test]
