@@ -1625,3 +1625,65 @@ async fn an_old_format_store_is_imported_and_a_bad_object_is_skipped() {
 fn client_reports(client: &Client) -> Api<ClusterReport> {
     Api::namespaced(client.clone(), HUB_NS)
 }
+
+/// A hub newer than the management cluster's ClusterReport CRD (the CRD
+/// not applied before the hub on an upgrade) does not count a report the
+/// API server stripped of `gatewaysPacked` as stored: it fails the write,
+/// names the CRD, and stores the report once the CRD is applied.
+#[tokio::test]
+async fn an_older_clusterreport_crd_fails_writes_instead_of_storing_nothing() {
+    let Some((_fleet, client, as_hub)) =
+        management("an_older_clusterreport_crd_fails_writes_instead_of_storing_nothing").await
+    else {
+        return;
+    };
+    let gvk = GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition");
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(&gvk, "customresourcedefinitions");
+    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let name = "clusterreports.gwhub.io";
+    let current = crds.get(name).await.unwrap();
+    let mut older = current.clone();
+    let removed = older.data["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        ["spec"]["properties"]
+        .as_object_mut()
+        .and_then(|p| p.remove("gatewaysPacked"));
+    assert!(removed.is_some(), "the CRD has no gatewaysPacked to remove");
+    crds.replace(name, &PostParams::default(), &older)
+        .await
+        .unwrap();
+    // The API server serves the new schema shortly after.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let hub = start_hub(&as_hub, "hub-1").await;
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    let deadline = Instant::now() + WAIT;
+    while Metrics::get(&hub.metrics.report_write_errors) == 0 {
+        assert!(Instant::now() < deadline, "no write failed on the old CRD");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(Metrics::get(&hub.metrics.report_writes), 0);
+
+    // The current CRD back: the next attempt stores the Gateway.
+    let mut fixed = crds.get(name).await.unwrap();
+    fixed.data["spec"] = current.data["spec"].clone();
+    crds.replace(name, &PostParams::default(), &fixed)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = reports.get_opt(&object_name("east")).await.unwrap();
+        let n = r
+            .as_ref()
+            .and_then(|r| r.spec.reported_gateways().ok())
+            .map_or(0, |g| g.len());
+        if n == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "east never stored: {r:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    hub.shutdown().await.unwrap();
+}

@@ -61,6 +61,12 @@ impl ApiBudget {
         self.acquire_as(Class::Low).await
     }
 
+    /// Gives back a token taken for a write that turned out not to be
+    /// needed (nothing to write), so an idle pass costs no budget.
+    pub fn refund(&self) {
+        self.bucket.lock().refund();
+    }
+
     async fn acquire_as(&self, class: Class) -> Duration {
         let start = Instant::now();
         let mut slept = false;

@@ -289,6 +289,8 @@ impl ReportWriter {
         let mut in_flight: BTreeSet<String> = BTreeSet::new();
         // Parts deleted while their cluster's write was in flight.
         let mut lost_in_flight: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+        // Heads deleted while their cluster's write was in flight.
+        let mut heads_lost_in_flight: BTreeSet<String> = BTreeSet::new();
         let mut running = futures::stream::FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -297,7 +299,7 @@ impl ReportWriter {
             let now = Instant::now();
             if scan_at.is_some_and(|t| t <= now) {
                 scan_at = None;
-                self.scan(&mut written, &in_flight, &mut pending, &started, now);
+                self.scan(&mut written, &in_flight, &mut pending, &mut started, now);
             }
             let slots = WRITES_IN_FLIGHT.saturating_sub(running.len());
             let (picked, next) = store_queue::next_writes(
@@ -349,6 +351,9 @@ impl ReportWriter {
                     for part in lost_in_flight.remove(&name).unwrap_or_default() {
                         mark_lost(&mut written, &name, part);
                     }
+                    if heads_lost_in_flight.remove(&name) {
+                        written.remove(&name);
+                    }
                     // A change that came during the write is due (one scan
                     // per debounce, however many writes end).
                     scan_at.get_or_insert(Instant::now() + self.debounce);
@@ -356,6 +361,10 @@ impl ReportWriter {
                 Some(lost) = forget.recv() => {
                     match lost {
                         Lost::Cluster(cluster) => {
+                            if in_flight.contains(&cluster) {
+                                // Its outcome would record it as written.
+                                heads_lost_in_flight.insert(cluster.clone());
+                            }
                             written.remove(&cluster);
                         }
                         // A part of the layout written (a part beyond it
@@ -400,7 +409,7 @@ impl ReportWriter {
         written: &mut BTreeMap<String, Written>,
         in_flight: &BTreeSet<String>,
         pending: &mut BTreeMap<String, Pending>,
-        started: &BTreeMap<String, Instant>,
+        started: &mut BTreeMap<String, Instant>,
         now: Instant,
     ) {
         let wall = Timestamp::now().as_millisecond();
@@ -410,6 +419,7 @@ impl ReportWriter {
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         written.retain(|name, _| names.contains(name.as_str()));
         pending.retain(|name, _| names.contains(name.as_str()));
+        started.retain(|name, _| names.contains(name.as_str()) || in_flight.contains(name));
         for summary in clusters {
             if in_flight.contains(&summary.name) {
                 continue;
@@ -495,6 +505,7 @@ impl ReportWriter {
         self.budget.acquire_report().await;
         let mut prepaid = true;
         let Some(record) = self.index.cluster_record(&summary.name) else {
+            self.budget.refund();
             return (summary.name, Outcome::Nothing);
         };
         let w = w.as_ref();
@@ -517,6 +528,7 @@ impl ReportWriter {
         let head_due = dirty[0] || refresh_due;
         if !head_due && !dirty.iter().any(|d| *d) {
             Metrics::bump(&self.metrics.report_writes_skipped);
+            self.budget.refund();
             return (summary.name, Outcome::Rev(report_rev));
         }
         let old_parts = w.map_or(0, |w| w.parts);
@@ -636,6 +648,16 @@ impl ReportWriter {
             )
             .await
         {
+            // An API server whose ClusterReport CRD predates
+            // `gatewaysPacked` prunes it and stores no Gateways: say so
+            // instead of counting an empty report as written.
+            Ok(stored)
+                if spec.gateways_packed.is_some() && stored.spec.gateways_packed.is_none() =>
+            {
+                Metrics::bump(&self.metrics.report_write_errors);
+                tracing::error!(cluster = %spec.cluster, object = %name, "the management cluster's ClusterReport CRD is older than this hub (it drops spec.gatewaysPacked): apply manifests/crd-clusterreports.yaml; retrying");
+                false
+            }
             Ok(_) => {
                 Metrics::bump(&self.metrics.report_writes);
                 Metrics::add(&self.metrics.report_write_bytes, bytes as u64);
@@ -679,6 +701,11 @@ impl Importer {
         let spec = &cr.spec;
         if part_name(&spec.cluster, spec.part) != cr.name_any() {
             tracing::warn!(object = %cr.name_any(), cluster = %spec.cluster, part = spec.part, "ClusterReport name does not match its cluster and part; ignored");
+            return false;
+        }
+        if spec.parts > layout::MAX_PARTS {
+            tracing::error!(object = %cr.name_any(), cluster = %spec.cluster, parts = spec.parts, max = layout::MAX_PARTS, "a stored ClusterReport names more parts than any hub writes; ignored");
+            Metrics::bump(&self.metrics.report_unreadable);
             return false;
         }
         // Unpacked once, here. An object whose Gateways cannot be read
@@ -974,9 +1001,10 @@ async fn deleted(
 }
 
 /// Deletes the parts (not the head) of a deregistered cluster, through the
-/// API budget, each only as listed (a uid precondition): a head written
-/// again meanwhile (the cluster reconnected to another replica) keeps its
-/// parts, and a part rewritten after the list is left alone.
+/// API budget, each only as listed (uid and resourceVersion
+/// preconditions): a head written again meanwhile (the cluster reconnected
+/// to another replica) keeps its parts, and a part rewritten after the
+/// list is left alone.
 async fn delete_parts(
     api: &Api<ClusterReport>,
     budget: &ApiBudget,
@@ -1001,7 +1029,8 @@ async fn delete_parts(
         let params = DeleteParams {
             preconditions: Some(kube::api::Preconditions {
                 uid: cr.uid(),
-                resource_version: None,
+                // A part rewritten since the list keeps its uid.
+                resource_version: cr.resource_version(),
             }),
             ..DeleteParams::default()
         };
