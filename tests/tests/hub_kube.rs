@@ -1387,13 +1387,19 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     // the cluster streamed to meanwhile) is written again once the cluster
     // streams here anew: a new stream trusts nothing written for the old.
     drop(agent);
-    reports
-        .delete(
-            &gwhub_hub_rules::layout::part_name("big", 1),
-            &Default::default(),
-        )
-        .await
-        .unwrap();
+    let delete_part_1 = || {
+        let reports = reports.clone();
+        async move {
+            reports
+                .delete(
+                    &gwhub_hub_rules::layout::part_name("big", 1),
+                    &Default::default(),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    delete_part_1().await;
     let mut agent = Agent::connect(first.hub.ingest_addr, "big").await;
     agent.snapshot_chunked(&big, 25).await;
     let stored = stored_report(&reports, "big", 500).await;
@@ -1420,13 +1426,7 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     agent.snapshot_chunked(&big, 25).await;
     let stored = stored_report(&reports, "big", 500).await;
     let parts = stored.len();
-    reports
-        .delete(
-            &gwhub_hub_rules::layout::part_name("big", 1),
-            &Default::default(),
-        )
-        .await
-        .unwrap();
+    delete_part_1().await;
     let stored = stored_report(&reports, "big", 500).await;
     assert_eq!(stored.len(), parts);
 
