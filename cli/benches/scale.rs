@@ -140,6 +140,25 @@ struct Shared {
     opening: tokio::sync::Semaphore,
 }
 
+impl Shared {
+    /// A run's counters for `clusters` x `gateways`, started now.
+    fn new(clusters: usize, gateways: usize) -> Self {
+        Shared {
+            start: Instant::now(),
+            gateways,
+            marks: (0..clusters * gateways)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            acked: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            last_sent_ms: (0..clusters).map(|_| AtomicU64::new(0)).collect(),
+            streaming: AtomicU64::new(0),
+            opening: tokio::sync::Semaphore::new(64),
+        }
+    }
+}
+
 fn wall_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -822,17 +841,7 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         // Let the hub settle before the baseline.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let (rss_idle, _) = rss(pid);
-        let shared = Arc::new(Shared {
-            start: Instant::now(),
-            gateways: args.gateways,
-            marks: (0..pairs).map(|_| AtomicU64::new(0)).collect(),
-            acked: AtomicU64::new(0),
-            sent: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            last_sent_ms: (0..args.clusters).map(|_| AtomicU64::new(0)).collect(),
-            streaming: AtomicU64::new(0),
-            opening: tokio::sync::Semaphore::new(64),
-        });
+        let shared = Arc::new(Shared::new(args.clusters, args.gateways));
         let (complete_tx, mut complete) = watch::channel(None);
         let (finish_tx, finish) = watch::channel(false);
         // Its own thread and runtime, so the agents' tasks cannot delay it.
@@ -1243,17 +1252,7 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
         let mut pid = hub.child.id();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let (rss_idle, _) = rss(pid);
-        let shared = Arc::new(Shared {
-            start: Instant::now(),
-            gateways: args.gateways,
-            marks: (0..pairs).map(|_| AtomicU64::new(0)).collect(),
-            acked: AtomicU64::new(0),
-            sent: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            last_sent_ms: (0..args.clusters).map(|_| AtomicU64::new(0)).collect(),
-            streaming: AtomicU64::new(0),
-            opening: tokio::sync::Semaphore::new(64),
-        });
+        let shared = Arc::new(Shared::new(args.clusters, args.gateways));
         let view = Arc::new(Mutex::new(KubeView::default()));
         let (finish_tx, finish) = watch::channel(false);
         let watch_task = {
