@@ -95,8 +95,9 @@ impl Index {
     }
 
     /// Takes a cluster's reports from the store (a restart, or another hub
-    /// replica the agent streams to), unless the cluster's live stream to
-    /// this hub has already reported, which is newer. Liveness continues from the stored
+    /// replica the agent streams to), unless the cluster's stream to this
+    /// hub has reported and is still on or was later than the stored
+    /// report. Liveness continues from the stored
     /// times, so a cluster silent for `stale_after` is stale at once and a
     /// live one does not flap. A cluster past `--max-clusters` is not
     /// taken. Returns whether it was taken.
@@ -129,7 +130,16 @@ impl Index {
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
             .clone();
         let mut fleet = self.inner.fleet.write();
-        if live.connected.load(Ordering::SeqCst) && live.report_rev.load(Ordering::SeqCst) > 0 {
+        // What a stream here reported stays while it streams, and after
+        // it ended unless the store holds a later report (another replica
+        // the agent moved to): the watch echo of this hub's own earlier
+        // write, arriving after the disconnect, would otherwise roll the
+        // cluster back to it and the store would never keep the last
+        // report. (Report times are each replica's wall clock.)
+        if live.report_rev.load(Ordering::SeqCst) > 0
+            && (live.connected.load(Ordering::SeqCst)
+                || last_report_millis <= live.last_report.load(Ordering::SeqCst))
+        {
             return false;
         }
         let seen = last_seen_millis.max(live.last_seen.load(Ordering::SeqCst));

@@ -336,7 +336,8 @@ mod tests {
         BTreeMap::from([(GatewayKey::new("ns", "gw"), status)])
     }
 
-    /// A stored report never overwrites what the cluster's own stream said;
+    /// A stored report never overwrites what the cluster's own stream said
+    /// (after the stream ended, unless the store's is later);
     /// one silent for longer than stale_after is stale at once; a deleted
     /// store object deregisters only a cluster that is not streaming here.
     #[test]
@@ -357,6 +358,24 @@ mod tests {
         let rec = index.cluster_record("live").unwrap();
         assert_eq!(rec.gateways, one("10.0.0.4"));
         assert!(rec.connected && rec.report_rev > 0);
+        // The stream ends: the echo of an earlier write of this hub (an
+        // older report) does not roll it back; a later report, written by
+        // the replica the agent moved to, is taken.
+        index.disconnect(&session);
+        let reported_at = index.cluster_record("live").unwrap().last_report_millis;
+        assert!(!index.import_cluster("live", one("10.0.0.3"), reported_at - 500, now));
+        assert!(!index.import_cluster("live", one("10.0.0.3"), reported_at, now));
+        assert_eq!(
+            index.cluster_record("live").unwrap().gateways,
+            one("10.0.0.4")
+        );
+        assert!(index.import_cluster("live", one("10.0.0.6"), reported_at + 1, now));
+        assert_eq!(
+            index.cluster_record("live").unwrap().gateways,
+            one("10.0.0.6")
+        );
+        let session = index.connect("live", "test").unwrap();
+        index.replace_snapshot(&session, one("10.0.0.4")).unwrap();
 
         assert!(!index.deregister("live"));
         assert!(index.deregister("old"));
