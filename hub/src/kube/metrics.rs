@@ -44,6 +44,14 @@ gwhub_common::metrics! {
         /// Of those, the microseconds ClusterReport writes waited.
         pub api_throttled_report_micros: Counter => "gwhub_api_throttled_report_microseconds",
             "Microseconds ClusterReport writes and deletions waited for the API budget, summed.",
+        /// Microseconds hub Gateway status applies spent in the API call
+        /// (request to answer), summed.
+        pub status_api_micros: Counter => "gwhub_status_api_microseconds",
+            "Microseconds hub Gateway status applies spent in the API call, summed.",
+        /// Microseconds spent aggregating and planning hub Gateway status
+        /// writes, summed.
+        pub status_prepare_micros: Counter => "gwhub_status_prepare_microseconds",
+            "Microseconds spent aggregating and planning hub Gateway status writes, summed.",
         /// Times this replica became leader.
         pub leader_transitions: Counter =>
             "gwhub_leader_transitions", "Times this replica became leader.",

@@ -232,6 +232,17 @@ impl StatusWriter {
 
     /// What writing `key` takes now: nothing, a requeue, or a write.
     fn prepare(&self, key: &GatewayKey) -> Prepared {
+        let started = Instant::now();
+        let prepared = self.prepare_now(key);
+        Metrics::add(
+            &self.metrics.status_prepare_micros,
+            started.elapsed().as_micros() as u64,
+        );
+        prepared
+    }
+
+    /// [`Self::prepare`]'s work, untimed.
+    fn prepare_now(&self, key: &GatewayKey) -> Prepared {
         // Inputs set before this (a live change, a report) are aggregated
         // first, so what is applied was aggregated with them.
         self.index.aggregate_dirty();
@@ -300,10 +311,15 @@ impl StatusWriter {
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        match api
+        let sent = Instant::now();
+        let answer = api
             .patch_status(&key.name, &params, &Patch::Apply(&write.apply))
-            .await
-        {
+            .await;
+        Metrics::add(
+            &self.metrics.status_api_micros,
+            sent.elapsed().as_micros() as u64,
+        );
+        match answer {
             Ok(gw) => {
                 self.retry.succeeded(&key);
                 Metrics::bump(&self.metrics.status_writes);
