@@ -1152,6 +1152,81 @@ fn loadavg() -> String {
 
 /// Per cluster, the newest `lastReportTime` over its ClusterReports (ms)
 /// and how many bytes its objects take.
+/// The largest hub Gateway on the API server: its status's and its whole
+/// object's size (managedFields included), in bytes of JSON, and the
+/// object. What each status write carries and the API server decodes,
+/// merges and stores.
+async fn largest_hub_gateway(
+    client: &kube::Client,
+) -> Result<
+    (
+        usize,
+        usize,
+        Option<gateway_api::apis::standard::gateways::Gateway>,
+    ),
+    String,
+> {
+    let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
+        kube::Api::all(client.clone());
+    let list = api
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("list hub Gateways: {e}"))?;
+    let len = |v: serde_json::Result<Vec<u8>>| v.map_or(0, |b| b.len());
+    let largest = list
+        .items
+        .into_iter()
+        .max_by_key(|gw| len(serde_json::to_vec(&gw.status)));
+    Ok(match largest {
+        Some(gw) => (
+            len(serde_json::to_vec(&gw.status)),
+            len(serde_json::to_vec(&gw)),
+            Some(gw),
+        ),
+        None => (0, 0, None),
+    })
+}
+
+/// What one hub Gateway status apply costs the API server alone (the hub
+/// stopped, nothing else writing): `APPLIES` server-side applies of
+/// `gw`'s status as the hub's field manager, one at a time, each with a
+/// condition message changed. Returns (API server CPU ms, wall ms) per
+/// apply.
+async fn status_apply_cost(
+    client: &kube::Client,
+    api_pid: Option<u32>,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+) -> Result<(f64, f64), String> {
+    const APPLIES: u32 = 40;
+    let ns = gw.metadata.namespace.clone().unwrap_or_default();
+    let name = gw.metadata.name.clone().unwrap_or_default();
+    let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let mut status = serde_json::to_value(&gw.status).map_err(|e| e.to_string())?;
+    let cpu0 = api_pid.map_or(0.0, cpu_seconds);
+    let t0 = Instant::now();
+    for i in 0..APPLIES {
+        if let Some(c) = status.pointer_mut("/conditions/0/message") {
+            *c = serde_json::Value::String(format!("cost probe {i}"));
+        }
+        let body = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": ns},
+            "status": status,
+        });
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams::apply("gwhub").force(),
+            &kube::api::Patch::Apply(&body),
+        )
+        .await
+        .map_err(|e| format!("status apply probe: {e}"))?;
+    }
+    let wall_ms = t0.elapsed().as_secs_f64() * 1000.0 / f64::from(APPLIES);
+    let cpu_ms = (api_pid.map_or(0.0, cpu_seconds) - cpu0) * 1000.0 / f64::from(APPLIES);
+    Ok((cpu_ms, wall_ms))
+}
+
 async fn stored_reports(
     client: &kube::Client,
 ) -> Result<(HashMap<String, u64>, HashMap<String, u64>, usize), String> {
@@ -1408,6 +1483,7 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
             .collect();
         lags.sort_unstable();
         let m1 = gwhub_test_kit::procs::scrape(metrics_port).await;
+        let (status_bytes, object_bytes, largest) = largest_hub_gateway(&admin).await?;
         let hub_cpu_s = if restart.is_some() {
             hub_cpu_before_kill + cpu_seconds(pid)
         } else {
@@ -1433,6 +1509,13 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
         let mut latencies = watch_task
             .join()
             .map_err(|_| "the watcher panicked".to_owned())??;
+        // The hub stopped: what a status apply costs the API server alone.
+        let _ = hub.child.kill();
+        let _ = hub.child.wait();
+        let (apply_cpu_ms, apply_wall_ms) = match &largest {
+            Some(gw) => status_apply_cost(&admin, api_pid, gw).await?,
+            None => (f64::NAN, f64::NAN),
+        };
         latencies.sort_unstable();
         let problems = hub.problems.lock().clone();
         if problems.0 > 0 {
@@ -1457,6 +1540,11 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
         let waited_ms = |k: &str| diff(k) as f64 / 1000.0;
         let status_waited_ms = waited_ms("gwhub_api_throttled_status_microseconds_total");
         let report_waited_ms = waited_ms("gwhub_api_throttled_report_microseconds_total");
+        // Where a status write's time goes: the API call vs aggregating and
+        // planning it (mean per accepted write).
+        let per_status_write = |k: &str| waited_ms(k) / status_writes.max(1) as f64;
+        let status_api_ms = per_status_write("gwhub_status_api_microseconds_total");
+        let status_prepare_ms = per_status_write("gwhub_status_prepare_microseconds_total");
         let (p50, p99, max) = (
             percentile(&latencies, 0.50),
             percentile(&latencies, 0.99),
@@ -1491,6 +1579,11 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
             "status_writes_per_s": status_writes as f64 / delta_s,
             "api_throttled_waits": throttled,
             "api_waited_ms": {"status": status_waited_ms, "reports": report_waited_ms},
+            "status_write": {
+                "mean_ms": {"api_call": status_api_ms, "prepare": status_prepare_ms},
+                "largest_hub_gateway_bytes": {"status": status_bytes, "object": object_bytes},
+                "alone_ms": {"apiserver_cpu": apply_cpu_ms, "wall": apply_wall_ms},
+            },
             "persisted_lag_ms": {"p50": lag(0.5), "p99": lag(0.99), "max": lag(1.0), "clusters": lags.len()},
             "hub_cpu_cores": hub_cpu_s / delta_s,
             "apiserver_cpu_cores": api_cpu_s / delta_s,
@@ -1526,6 +1619,8 @@ fn run_kube(args: Args) -> Result<serde_json::Value, String> {
                 report_writes as f64 / delta_s, report_bytes as f64 / delta_s / 1e3,
                 status_writes as f64 / delta_s, args.qps, args.burst
             );
+            println!("  per status write (mean)  API call {status_api_ms:.1} ms, aggregate + plan {status_prepare_ms:.1} ms; largest hub Gateway status {:.1} KB (object {:.1} KB)", status_bytes as f64 / 1e3, object_bytes as f64 / 1e3);
+            println!("  one status apply alone   API server CPU {apply_cpu_ms:.1} ms, {apply_wall_ms:.1} ms round trip (the largest hub Gateway, hub stopped, one at a time)");
             println!("  persisted lag at the end p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms", lag(0.5), lag(0.99), lag(1.0));
             println!(
                 "  CPU                      hub {:.2} cores, API server {:.2} cores",
