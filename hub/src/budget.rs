@@ -14,12 +14,13 @@
 //!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
 //!        + V                the aggregated views
 //!        + N_i·S_i·M        one message being decoded per ingest stream
-//!        + 2·D·V            per Dashboard call: a watcher holds at most one
-//!                           message being written and the next one; a unary
-//!                           answer keeps its call slot until it is sent. A
-//!                           caller that takes nothing is dropped
-//!                           --watch-send-timeout after the next change (a
-//!                           watcher) or after the answer (a unary call)
+//!        + 3·D·V            per Dashboard call: a watcher holds at most one
+//!                           message being written, one its transport took
+//!                           and the next one; a unary answer keeps its call
+//!                           slot until it is sent. A caller that takes
+//!                           nothing is dropped --watch-send-timeout after a
+//!                           message its transport does not take (a watcher)
+//!                           or after the answer (a unary call)
 //! ```
 //!
 //! A superseded stream ends at once, so one stream per cluster assembles a

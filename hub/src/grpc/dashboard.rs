@@ -5,13 +5,12 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::Stream;
 use gwhub_proto::v1;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
@@ -324,10 +323,9 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         let mut views = self.index.subscribe();
         let mut shutdown = self.shutdown.clone();
         let send_timeout = self.watch_send_timeout;
-        // One message in flight: while the client is slow, changes coalesce
+        // One message queued: while the client is slow, changes coalesce
         // in the watch channel instead of queueing here.
         let (tx, rx) = mpsc::channel(1);
-        let (rx, drained) = Drained::new(ReceiverStream::new(rx));
         tokio::spawn(async move {
             let permit = permit;
             let mut sent = HashMap::new();
@@ -343,18 +341,25 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 if snapshot || !d.is_empty() {
                     snapshot = false;
                     let msg = d.into_response();
-                    drained.reset();
                     tokio::select! {
                         r = tx.send(Ok(msg)) => if r.is_err() { return },
                         _ = crate::grpc::shutting_down(&mut shutdown) => break,
                     }
-                    // The transport takes this message only once it has
-                    // written the previous one out: a watcher that grants no
-                    // flow-control window is dropped, with its connection,
-                    // rather than buffered for (see `Drained`).
+                    // The transport takes the next message from the queue
+                    // only once it handed the one before to HTTP/2, which
+                    // needs the peer's flow-control window: a watcher that
+                    // grants none is dropped, with its connection, rather
+                    // than buffered for. (Taking, not polling, is the
+                    // signal: how often the transport polls depends on the
+                    // message's size and on wake-ups, and counting polls
+                    // dropped honest watchers of large views.)
                     let taken = tokio::select! {
-                        t = tokio::time::timeout(send_timeout, drained.wait()) => t.is_ok(),
-                        _ = tx.closed() => return,
+                        t = tokio::time::timeout(send_timeout, tx.reserve()) => match t {
+                            Ok(Ok(_slot)) => true,
+                            Ok(Err(_)) => return,
+                            Err(_) => false,
+                        },
+                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
                     };
                     if !taken {
                         Counters::bump(&permit.counters.watchers_dropped);
@@ -375,7 +380,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 .send(Err(Status::unavailable("the hub is shutting down")))
                 .await;
         });
-        Ok(Response::new(Box::pin(rx)))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn list_clusters(
@@ -463,69 +468,5 @@ pub fn transition_to_proto(t: history::Transition) -> v1::GatewayTransition {
         message,
         previous_status,
         previous_reason,
-    }
-}
-
-/// A response stream that tells when the transport has taken its last
-/// message and come back for more twice. The first ask comes at once (the
-/// encoder batches small messages until the stream is pending; HTTP/2 asks
-/// again right after buffering a message); the HTTP/2 layer asks again only
-/// when woken by progress: the buffered message's bytes leaving within the
-/// peer's flow-control window, or the next message needing that window. A
-/// watcher that grants no window makes no progress, so it holds at most
-/// the message being written and the next one until the watcher gives up
-/// on it. (Coupled to how tonic and hyper poll a body; the adversarial
-/// tests cover both a stalled and an honest watcher.)
-struct Drained<S> {
-    inner: S,
-    waiting: Arc<(AtomicU32, Notify)>,
-}
-
-/// The watcher's side of [`Drained`].
-struct DrainedSignal(Arc<(AtomicU32, Notify)>);
-
-impl<S> Drained<S> {
-    fn new(inner: S) -> (Self, DrainedSignal) {
-        let waiting = Arc::new((AtomicU32::new(0), Notify::new()));
-        (
-            Drained {
-                inner,
-                waiting: waiting.clone(),
-            },
-            DrainedSignal(waiting),
-        )
-    }
-}
-
-impl DrainedSignal {
-    /// Before handing the transport a message.
-    fn reset(&self) {
-        self.0.0.store(0, Ordering::SeqCst);
-    }
-
-    /// Resolves once the transport took the message and asked twice more.
-    async fn wait(&self) {
-        loop {
-            let notified = self.0.1.notified();
-            if self.0.0.load(Ordering::SeqCst) >= 2 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-impl<S: Stream + Unpin> Stream for Drained<S> {
-    type Item = S::Item;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
-        let polled = Pin::new(&mut self.inner).poll_next(cx);
-        if polled.is_pending() {
-            self.waiting.0.fetch_add(1, Ordering::SeqCst);
-            self.waiting.1.notify_waiters();
-        } else {
-            self.waiting.0.store(0, Ordering::SeqCst);
-        }
-        polled
     }
 }
