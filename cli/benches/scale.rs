@@ -883,14 +883,30 @@ fn run(args: Args) -> Result<serde_json::Value, String> {
         let complete_or_failed = async {
             tokio::select! {
                 done = complete.wait_for(Option::is_some) => {
-                    done.map(|t| t.expect("some")).map_err(|_| "watcher ended early".to_owned())
+                    done.map(|t| t.expect("some")).map_err(|_| None)
                 }
-                Ok(e) = failed.wait_for(Option::is_some) => Err(e.clone().expect("some")),
+                Ok(e) = failed.wait_for(Option::is_some) => Err(e.clone()),
             }
         };
-        let dashboard_at = tokio::time::timeout(timeout, complete_or_failed)
-            .await
-            .map_err(|_| "snapshots did not reach the Dashboard within 600 s".to_owned())??;
+        let dashboard_at = match tokio::time::timeout(timeout, complete_or_failed).await {
+            Err(_) => return Err("snapshots did not reach the Dashboard within 600 s".to_owned()),
+            Ok(Ok(at)) => at,
+            Ok(Err(Some(e))) => return Err(e),
+            // The watcher returned before the fleet was complete: say why,
+            // and what the hub logged.
+            Ok(Err(None)) => {
+                let why = match watch_task.join() {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(_)) => "the hub ended the Dashboard watch".to_owned(),
+                    Err(_) => "the watcher panicked".to_owned(),
+                };
+                let problems = hub.problems.lock().clone();
+                return Err(format!(
+                    "watcher ended before the fleet was complete: {why}; the hub logged {} warnings/errors: {:?}",
+                    problems.0, problems.1
+                ));
+            }
+        };
         let fleet_at = fleet_task.await.map_err(|e| e.to_string())??;
         let ingest_s = (dashboard_at - t0).as_secs_f64();
         let fleet_s = (fleet_at - t0).as_secs_f64();
