@@ -649,18 +649,10 @@ fn millis_rfc3339(ms: i64) -> String {
         .unwrap_or_else(|_| ms.to_string())
 }
 
-/// `history -o yaml|json`: one object per transition.
+/// `history -o yaml|json`: one object per transition, as the web page
+/// gives it but with an RFC 3339 `time`.
 pub fn history_json(t: &v1::GatewayTransition) -> Value {
-    json!({
-        "time": millis_rfc3339(t.time_millis),
-        "cluster": t.cluster,
-        "type": t.condition_type,
-        "status": status_name(t.status),
-        "reason": t.reason,
-        "message": t.message,
-        "previousStatus": status_name(t.previous_status),
-        "previousReason": t.previous_reason,
-    })
+    gwhub_hub::web::transition_json(t, "time", json!(millis_rfc3339(t.time_millis)))
 }
 
 async fn history(

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use gwhub_proto::convert;
+use gwhub_proto::{convert, v1};
 use http_body_util::{Full, StreamBody};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -287,16 +287,7 @@ impl State {
             .rev()
             .map(|t| {
                 let t = transition_to_proto(t);
-                json!({
-                    "timeMillis": t.time_millis,
-                    "cluster": t.cluster,
-                    "type": t.condition_type,
-                    "status": status_name(t.status),
-                    "reason": t.reason,
-                    "message": t.message,
-                    "previousStatus": status_name(t.previous_status),
-                    "previousReason": t.previous_reason,
-                })
+                transition_json(&t, "timeMillis", json!(t.time_millis))
             })
             .collect();
         json_answer(
@@ -420,6 +411,26 @@ fn status_name(s: i32) -> &'static str {
     convert::status_word(s).unwrap_or("")
 }
 
+/// One condition transition as JSON, for the web page and for `gwhubctl
+/// history -o json|yaml`: `time` goes under `time_key` (the page takes
+/// milliseconds, the CLI RFC 3339); a status that is none (a condition
+/// appearing or going) is "".
+pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -> Value {
+    let mut v = json!({
+        "cluster": t.cluster,
+        "type": t.condition_type,
+        "status": status_name(t.status),
+        "reason": t.reason,
+        "message": t.message,
+        "previousStatus": status_name(t.previous_status),
+        "previousReason": t.previous_reason,
+    });
+    if let Some(fields) = v.as_object_mut() {
+        fields.insert(time_key.to_owned(), time);
+    }
+    v
+}
+
 /// The clusters as the page shows them.
 pub fn clusters_json(clusters: &[ClusterSummary]) -> Value {
     clusters
@@ -475,6 +486,37 @@ pub fn gateway_json(v: &GatewayView) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page and the CLI get the same fields; only the time's key and
+    /// form are theirs, and a condition that appears has no previous
+    /// status ("").
+    #[test]
+    fn a_transition_is_one_json_shape_with_its_own_time() {
+        let t = v1::GatewayTransition {
+            time_millis: 1_700_000_000_000,
+            cluster: "east".into(),
+            condition_type: "Programmed".into(),
+            status: v1::ConditionStatus::False as i32,
+            reason: "Pending".into(),
+            ..Default::default()
+        };
+        let page = transition_json(&t, "timeMillis", json!(t.time_millis));
+        let cli = transition_json(&t, "time", json!("2023-11-14T22:13:20Z"));
+        assert_eq!(page["timeMillis"], 1_700_000_000_000_i64);
+        assert_eq!(cli["time"], "2023-11-14T22:13:20Z");
+        assert_eq!(page["status"], "False");
+        assert_eq!(page["previousStatus"], "");
+        let fields = |v: &Value| -> Vec<String> {
+            v.as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| !k.starts_with("time"))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(fields(&page), fields(&cli));
+        assert_eq!(fields(&page).len(), 7);
+    }
 
     #[test]
     fn tokens_come_from_the_header_or_the_cookie() {
