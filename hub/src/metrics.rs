@@ -209,6 +209,8 @@ mod tests {
             "gwhub_api_throttled_microseconds_total",
             "gwhub_api_throttled_status_microseconds_total",
             "gwhub_api_throttled_report_microseconds_total",
+            "gwhub_status_api_microseconds_total",
+            "gwhub_status_prepare_microseconds_total",
             "gwhub_leader_transitions_total",
             "gwhub_events_published_total",
             "gwhub_event_publish_errors_total",
