@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -165,13 +166,19 @@ pub fn gateways_of<'a>(
 
 /// What the importer saw removed of a cluster's stored report while the
 /// cluster may be streaming here: the writer writes it again.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Lost {
     /// The head was deleted (the whole report is rewritten).
     Cluster(String),
     /// One part other than the head was deleted.
     Part(String, u32),
 }
+
+/// The importer's [`Lost`] entries for the writer: pushing never waits
+/// (the importer's watch keeps importing while the writer waits for the
+/// API budget), and an entry is held once however often it is pushed, so
+/// the queue holds at most one entry per stored object.
+pub type LostQueue = CoalescingQueue<Lost>;
 
 /// Which parts of each cluster the store holds (from the importer's
 /// watch), so the writer can delete parts no count names any more, also
@@ -275,11 +282,7 @@ impl ReportWriter {
     /// once, oldest unpersisted change first ([`store_queue::next_writes`]);
     /// `forget` names clusters whose object was deleted while they stream
     /// here (written again).
-    pub async fn run(
-        self,
-        mut forget: tokio::sync::mpsc::Receiver<Lost>,
-        shutdown: CancellationToken,
-    ) {
+    pub async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
         let mut written: BTreeMap<String, Written> = BTreeMap::new();
@@ -358,23 +361,25 @@ impl ReportWriter {
                     // per debounce, however many writes end).
                     scan_at.get_or_insert(Instant::now() + self.debounce);
                 }
-                Some(lost) = forget.recv() => {
-                    match lost {
-                        Lost::Cluster(cluster) => {
-                            if in_flight.contains(&cluster) {
-                                // Its outcome would record it as written.
-                                heads_lost_in_flight.insert(cluster.clone());
+                _ = forget.notified() => {
+                    for lost in forget.take_keys() {
+                        match lost {
+                            Lost::Cluster(cluster) => {
+                                if in_flight.contains(&cluster) {
+                                    // Its outcome would record it as written.
+                                    heads_lost_in_flight.insert(cluster.clone());
+                                }
+                                written.remove(&cluster);
                             }
-                            written.remove(&cluster);
-                        }
-                        // A part of the layout written (a part beyond it
-                        // is one this writer deleted): written again.
-                        Lost::Part(cluster, part) => {
-                            if in_flight.contains(&cluster) {
-                                // Its outcome would overwrite the mark.
-                                lost_in_flight.entry(cluster).or_default().insert(part);
-                            } else {
-                                mark_lost(&mut written, &cluster, part);
+                            // A part of the layout written (a part beyond it
+                            // is one this writer deleted): written again.
+                            Lost::Part(cluster, part) => {
+                                if in_flight.contains(&cluster) {
+                                    // Its outcome would overwrite the mark.
+                                    lost_in_flight.entry(cluster).or_default().insert(part);
+                                } else {
+                                    mark_lost(&mut written, &cluster, part);
+                                }
                             }
                         }
                     }
@@ -908,7 +913,7 @@ pub struct Store {
 pub async fn run_importer(
     store: Store,
     restored: watch::Sender<bool>,
-    forget: tokio::sync::mpsc::Sender<Lost>,
+    forget: Arc<LostQueue>,
     shutdown: CancellationToken,
 ) {
     let Store {
@@ -947,7 +952,7 @@ pub async fn run_importer(
                 let clusters = listed.len();
                 for cluster in gone {
                     importer.clusters.remove(&cluster);
-                    deleted(&api, &budget, &index, &forget, &cluster).await;
+                    deleted(&api, &budget, &index, &forget, &cluster);
                 }
                 if !*restored.borrow() {
                     tracing::info!(clusters, "restored cluster reports from the store");
@@ -967,11 +972,11 @@ pub async fn run_importer(
                 if cr.spec.part == 0 {
                     importer.clusters.remove(&cluster);
                     importer.stored.lock().remove(&cluster);
-                    deleted(&api, &budget, &index, &forget, &cluster).await;
+                    deleted(&api, &budget, &index, &forget, &cluster);
                 } else {
                     importer.part_deleted(&cluster, cr.spec.part);
                     // Streaming here: its writer writes the part again.
-                    let _ = forget.send(Lost::Part(cluster, cr.spec.part)).await;
+                    forget.insert(Lost::Part(cluster, cr.spec.part));
                 }
             }
             Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
@@ -979,11 +984,11 @@ pub async fn run_importer(
     }
 }
 
-async fn deleted(
+fn deleted(
     api: &Api<ClusterReport>,
     budget: &Arc<ApiBudget>,
     index: &Index,
-    forget: &tokio::sync::mpsc::Sender<Lost>,
+    forget: &LostQueue,
     cluster: &str,
 ) {
     if index.deregister(cluster) {
@@ -996,7 +1001,7 @@ async fn deleted(
         });
     } else {
         // Streaming here: written back on the next pass.
-        let _ = forget.send(Lost::Cluster(cluster.to_owned())).await;
+        forget.insert(Lost::Cluster(cluster.to_owned()));
     }
 }
 
@@ -1234,6 +1239,25 @@ mod tests {
         // The head gone: bookkeeping dropped.
         list(&mut importer, &objs[1..].iter().collect::<Vec<_>>());
         assert!(!importer.listed.contains("cluster_1"));
+    }
+
+    /// The importer's lost entries never wait for the writer (nobody takes
+    /// them here, as while the writer waits for the API budget) and stay
+    /// one per object however often an object is deleted.
+    #[test]
+    fn lost_entries_never_wait_and_coalesce() {
+        let q = LostQueue::default();
+        for round in 0..1000 {
+            for part in 1..5 {
+                q.insert(Lost::Part("east".into(), part));
+            }
+            q.insert(Lost::Cluster("east".into()));
+            q.insert(Lost::Cluster(format!("c{}", round % 10)));
+        }
+        let got = q.take_keys();
+        assert_eq!(got.len(), 4 + 1 + 10);
+        assert!(got.contains(&Lost::Part("east".into(), 4)));
+        assert!(q.take_keys().is_empty());
     }
 
     #[test]
