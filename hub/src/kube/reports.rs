@@ -270,6 +270,10 @@ pub const REWRITE_EVERY: Duration = Duration::from_secs(3);
 /// writes/s below the API budget; the budget, not this, bounds the rate.
 pub const WRITES_IN_FLIGHT: usize = 16;
 
+/// Deletions of pruned clusters' stored reports the writer keeps in flight
+/// at once, beside its writes ([`store_queue::Prunes`]).
+pub const PRUNES_IN_FLIGHT: usize = 4;
+
 /// What the writer knows of a cluster waiting for a write.
 struct Pending {
     dirty: store_queue::Dirty,
@@ -281,7 +285,10 @@ impl ReportWriter {
     /// Writes changed reports until `shutdown`, up to WRITES_IN_FLIGHT at
     /// once, oldest unpersisted change first ([`store_queue::next_writes`]);
     /// `forget` names clusters whose object was deleted while they stream
-    /// here (written again).
+    /// here (written again). Beside the writes, deletes the reports of
+    /// clusters `--insecure-prune-after` forgot, up to PRUNES_IN_FLIGHT at
+    /// once, each after its cluster's write in flight ends
+    /// ([`store_queue::Prunes`]).
     pub async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
@@ -295,6 +302,8 @@ impl ReportWriter {
         // Heads deleted while their cluster's write was in flight.
         let mut heads_lost_in_flight: BTreeSet<String> = BTreeSet::new();
         let mut running = futures::stream::FuturesUnordered::new();
+        let mut prunes = store_queue::Prunes::default();
+        let mut deleting = futures::stream::FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut scan_at: Option<Instant> = Some(Instant::now());
@@ -304,9 +313,15 @@ impl ReportWriter {
                 scan_at = None;
                 self.scan(&mut written, &in_flight, &mut pending, &mut started, now);
             }
+            for (cluster, parts) in prunes.start(|c| in_flight.contains(c), PRUNES_IN_FLIGHT) {
+                deleting.push(self.forget_pruned(cluster, parts));
+            }
             let slots = WRITES_IN_FLIGHT.saturating_sub(running.len());
             let (picked, next) = store_queue::next_writes(
-                pending.iter().map(|(n, p)| (n.as_str(), p.dirty)),
+                pending
+                    .iter()
+                    .filter(|(n, _)| !prunes.holds(n))
+                    .map(|(n, p)| (n.as_str(), p.dirty)),
                 now,
                 self.rewrite_every,
                 slots,
@@ -340,6 +355,18 @@ impl ReportWriter {
                 }
                 Some((name, outcome)) = running.next(), if !running.is_empty() => {
                     in_flight.remove(&name);
+                    let parts = match &outcome {
+                        Outcome::Written(w) => w.parts,
+                        Outcome::Nothing | Outcome::Rev(_) => 0,
+                    };
+                    if prunes.write_ended(&name, parts) {
+                        // Pruned meanwhile: deleted next, not kept as
+                        // written.
+                        written.remove(&name);
+                        lost_in_flight.remove(&name);
+                        heads_lost_in_flight.remove(&name);
+                        continue;
+                    }
                     match outcome {
                         Outcome::Nothing => {}
                         Outcome::Rev(rev) => {
@@ -387,15 +414,18 @@ impl ReportWriter {
                 }
                 r = pruned.recv() => match r {
                     Ok(cluster) => {
-                        written.remove(&cluster);
+                        let parts = written.remove(&cluster).map_or(0, |w| w.parts);
                         pending.remove(&cluster);
-                        self.forget_pruned(&cluster).await;
+                        prunes.pruned(&cluster, parts);
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "pruned clusters' reports not deleted (too many at once); a relist brings them back stale, to be pruned again");
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
+                Some(cluster) = deleting.next(), if !deleting.is_empty() => {
+                    prunes.done(&cluster);
+                }
                 _ = gwhub_common::pace::sleep_until(wake), if wake.is_some() => {}
                 _ = tick.tick() => {
                     scan_at.get_or_insert(Instant::now());
@@ -603,15 +633,17 @@ impl ReportWriter {
     }
 
     /// Deletes the stored report of a cluster `--insecure-prune-after`
-    /// forgot: kept, it would be imported again on a relist or restart.
-    async fn forget_pruned(&self, cluster: &str) {
+    /// forgot (kept, it would be imported again on a relist or restart);
+    /// returns the cluster.
+    async fn forget_pruned(&self, cluster: String, _parts: u32) -> String {
         self.budget.acquire_report().await;
-        match delete(&self.api, cluster).await {
+        match delete(&self.api, &cluster).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
                 tracing::warn!(cluster, error = %e, "cannot delete a pruned cluster's stored report")
             }
         }
+        cluster
     }
 
     async fn delete_part(&self, cluster: &str, part: u32) {
