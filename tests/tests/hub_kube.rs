@@ -926,7 +926,8 @@ async fn the_last_report_before_a_disconnect_is_stored() {
 
 /// Under --insecure, a cluster pruned for silence loses its stored report
 /// too (as the hub's ServiceAccount), so a relist or restart does not
-/// bring the made-up name back.
+/// bring the made-up name back; a cluster stored in parts loses them all
+/// (those its writer and its importer know of: no list).
 #[tokio::test]
 async fn a_pruned_clusters_stored_report_is_deleted() {
     let Some((_fleet, client, as_hub)) =
@@ -965,6 +966,37 @@ async fn a_pruned_clusters_stored_report_is_deleted() {
     stored(true).await;
     drop(rogue);
     stored(false).await;
+
+    let names: Vec<String> = (0..500).map(|i| format!("gw-{i:03}")).collect();
+    let big: Vec<(&str, &str, GatewayStatus)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (NS, n.as_str(), large_status(i, 16)))
+        .collect();
+    let mut agent = Agent::connect(hub.hub.ingest_addr, "rogue-big").await;
+    agent.snapshot_chunked(&big, 25).await;
+    let parts = stored_report(&reports, "rogue-big", 500).await.len();
+    assert!(parts > 1, "one object for 500 x 16");
+    drop(agent);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = reports
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|r| r.spec.cluster == "rogue-big")
+            .count();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} of {parts} objects of a pruned cluster left"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     hub.shutdown().await.unwrap();
 }
 

@@ -33,7 +33,7 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
@@ -633,11 +633,15 @@ impl ReportWriter {
     }
 
     /// Deletes the stored report of a cluster `--insecure-prune-after`
-    /// forgot (kept, it would be imported again on a relist or restart);
-    /// returns the cluster.
-    async fn forget_pruned(&self, cluster: String, _parts: u32) -> String {
-        self.budget.acquire_report().await;
-        match delete(&self.api, &cluster).await {
+    /// forgot (kept, it would be imported again on a relist or restart):
+    /// the `parts` this writer wrote and every part the importer saw, no
+    /// list needed; returns the cluster.
+    async fn forget_pruned(&self, cluster: String, parts: u32) -> String {
+        let mut all: BTreeSet<u32> = (0..parts).collect();
+        if let Some(stored) = self.stored.lock().get(&cluster) {
+            all.extend(stored.keys());
+        }
+        match delete(&self.api, &self.budget, &cluster, all).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
                 tracing::warn!(cluster, error = %e, "cannot delete a pruned cluster's stored report")
@@ -720,7 +724,26 @@ struct Assembly {
     /// Parts not taken yet (during a list, or written for a count the head
     /// does not name yet).
     pending: BTreeMap<u32, ClusterReportSpec>,
+    /// Every object of the cluster seen (head and parts), as last seen:
+    /// what deleting them once the head is gone needs, without a list.
+    seen: BTreeMap<u32, Seen>,
 }
+
+/// One stored object's identity as last seen: deleted only as such (a
+/// part rewritten since keeps its uid but not its resourceVersion).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// The parts of deregistered clusters to delete, each as last seen: one
+/// entry per (cluster, part), so it stays bounded by the store's objects.
+type PartDeletions = CoalescingQueue<(String, u32), Seen>;
+
+/// Deletions of deregistered clusters' parts running at once (on every
+/// replica: each saw the head go).
+pub const PART_DELETIONS_AT_ONCE: usize = 4;
 
 struct Importer {
     index: Index,
@@ -786,6 +809,13 @@ impl Importer {
             ..spec.clone()
         };
         let a = self.clusters.entry(spec.cluster.clone()).or_default();
+        a.seen.insert(
+            spec.part,
+            Seen {
+                uid: cr.uid(),
+                resource_version: cr.resource_version(),
+            },
+        );
         if spec.part == 0 {
             a.head = Some((
                 spec.parts.max(1),
@@ -862,6 +892,18 @@ impl Importer {
         }
     }
 
+    /// `cluster`'s head is gone: its bookkeeping is dropped; returns its
+    /// other parts as last seen.
+    fn head_deleted(&mut self, cluster: &str) -> BTreeMap<u32, Seen> {
+        let mut seen = self
+            .clusters
+            .remove(cluster)
+            .map(|a| a.seen)
+            .unwrap_or_default();
+        seen.remove(&0);
+        seen
+    }
+
     /// A (re-)list of the store begins.
     fn list_begins(&mut self) {
         self.listed.clear();
@@ -870,6 +912,7 @@ impl Importer {
         for a in self.clusters.values_mut() {
             a.pending.clear();
             a.head = None;
+            a.seen.clear();
         }
     }
 
@@ -916,6 +959,7 @@ impl Importer {
             return;
         };
         a.pending.remove(&part);
+        a.seen.remove(&part);
         let Some((_, _, keys)) = a.taken.remove(&part) else {
             return;
         };
@@ -958,7 +1002,9 @@ pub async fn run_importer(
     let stream = watcher::watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut stream = stream.take_until(shutdown.cancelled_owned()).boxed();
+    let mut stream = stream
+        .take_until(shutdown.clone().cancelled_owned())
+        .boxed();
     let mut importer = Importer {
         index: index.clone(),
         stored,
@@ -967,6 +1013,16 @@ pub async fn run_importer(
         listed: BTreeSet::new(),
         relisted: BTreeMap::new(),
     };
+    let deletions = Arc::new(PartDeletions::default());
+    for _ in 0..PART_DELETIONS_AT_ONCE {
+        tokio::spawn(delete_parts(
+            api.clone(),
+            budget.clone(),
+            index.clone(),
+            deletions.clone(),
+            shutdown.clone(),
+        ));
+    }
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => importer.list_begins(),
@@ -983,8 +1039,8 @@ pub async fn run_importer(
                     .collect();
                 let clusters = listed.len();
                 for cluster in gone {
-                    importer.clusters.remove(&cluster);
-                    deleted(&api, &budget, &index, &forget, &cluster);
+                    let parts = importer.head_deleted(&cluster);
+                    deleted(&index, &forget, &deletions, &cluster, parts);
                 }
                 if !*restored.borrow() {
                     tracing::info!(clusters, "restored cluster reports from the store");
@@ -1002,9 +1058,9 @@ pub async fn run_importer(
                     continue;
                 }
                 if cr.spec.part == 0 {
-                    importer.clusters.remove(&cluster);
                     importer.stored.lock().remove(&cluster);
-                    deleted(&api, &budget, &index, &forget, &cluster);
+                    let parts = importer.head_deleted(&cluster);
+                    deleted(&index, &forget, &deletions, &cluster, parts);
                 } else {
                     importer.part_deleted(&cluster, cr.spec.part);
                     // Streaming here: its writer writes the part again.
@@ -1016,88 +1072,123 @@ pub async fn run_importer(
     }
 }
 
+/// `cluster`'s head is gone: deregistered, its `parts` (as the importer
+/// last saw them) are queued for deletion; streaming here, it is written
+/// back on the next pass.
 fn deleted(
-    api: &Api<ClusterReport>,
-    budget: &Arc<ApiBudget>,
     index: &Index,
     forget: &LostQueue,
+    deletions: &PartDeletions,
     cluster: &str,
+    parts: BTreeMap<u32, Seen>,
 ) {
     if index.deregister(cluster) {
         // The cluster's other parts go with its head.
-        let (api, budget, cluster) = (api.clone(), budget.clone(), cluster.to_owned());
-        tokio::spawn(async move {
-            if let Err(e) = delete_parts(&api, &budget, &cluster).await {
-                tracing::warn!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
-            }
-        });
+        deletions.extend(
+            parts
+                .into_iter()
+                .map(|(part, seen)| ((cluster.to_owned(), part), seen)),
+        );
     } else {
         // Streaming here: written back on the next pass.
         forget.insert(Lost::Cluster(cluster.to_owned()));
     }
 }
 
-/// Deletes the parts (not the head) of a deregistered cluster, through the
-/// API budget, each only as listed (uid and resourceVersion
-/// preconditions): a head written again meanwhile (the cluster reconnected
-/// to another replica) keeps its parts, and a part rewritten after the
-/// list is left alone.
+/// Deletes deregistered clusters' parts, one at a time per task (the
+/// importer runs PART_DELETIONS_AT_ONCE), each with its own API token and
+/// only as last seen (uid and resourceVersion preconditions): a part
+/// rewritten meanwhile is left alone, and a cluster known again (its head
+/// is back: it reconnected, here or to another replica) keeps its parts.
 async fn delete_parts(
+    api: Api<ClusterReport>,
+    budget: Arc<ApiBudget>,
+    index: Index,
+    queue: Arc<PartDeletions>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        while let Some(((cluster, part), seen)) = queue.pop_first() {
+            // More may wait: another task may take them.
+            queue.wake();
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = delete_seen_part(&api, &budget, &index, &cluster, part, seen) => {}
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = queue.notified() => {}
+        }
+    }
+}
+
+async fn delete_seen_part(
+    api: &Api<ClusterReport>,
+    budget: &ApiBudget,
+    index: &Index,
+    cluster: &str,
+    part: u32,
+    seen: Seen,
+) {
+    let back = || {
+        let back = index.has_cluster(cluster);
+        if back {
+            tracing::debug!(
+                cluster,
+                part,
+                "a deregistered cluster's head is back; its parts stay"
+            );
+        }
+        back
+    };
+    if back() {
+        return;
+    }
+    budget.acquire_report().await;
+    // The token may have taken a while.
+    if back() {
+        budget.refund();
+        return;
+    }
+    let name = part_name(cluster, part);
+    let params = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: seen.uid,
+            resource_version: seen.resource_version,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => tracing::debug!(cluster, object = %name, "deregistered cluster's part deleted"),
+        // Gone, or rewritten by now.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => {
+            tracing::warn!(cluster, object = %name, error = %e, "cannot delete a deregistered cluster's report part")
+        }
+    }
+}
+
+/// Deletes a cluster's stored report: `parts` (other than the head) first,
+/// then the head, each delete with its own token from `budget`; stops at
+/// the first failure (the head, kept, brings the cluster back on a relist
+/// or restart, to be pruned and deleted again).
+pub async fn delete(
     api: &Api<ClusterReport>,
     budget: &ApiBudget,
     cluster: &str,
+    parts: impl IntoIterator<Item = u32>,
 ) -> kube::Result<()> {
-    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
-    let mine: Vec<&ClusterReport> = list
-        .items
-        .iter()
-        .filter(|cr| cr.spec.cluster == cluster)
-        .collect();
-    if mine.iter().any(|cr| cr.spec.part == 0) {
-        tracing::debug!(
-            cluster,
-            "a deregistered cluster's head is back; its parts stay"
-        );
-        return Ok(());
-    }
-    for cr in mine {
+    let parts: BTreeSet<u32> = parts.into_iter().filter(|p| *p != 0).collect();
+    for part in parts.into_iter().chain([0]) {
         budget.acquire_report().await;
-        let params = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: cr.uid(),
-                // A part rewritten since the list keeps its uid.
-                resource_version: cr.resource_version(),
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&cr.name_any(), &params).await {
+        match api
+            .delete(&part_name(cluster, part), &DeleteParams::default())
+            .await
+        {
             Ok(_) => {}
-            // Gone, or another object by now.
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Deletes a cluster's stored report: its head and every part labelled
-/// with it.
-pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()> {
-    let gone = |r: kube::Result<_>| match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    };
-    gone(
-        api.delete(&object_name(cluster), &DeleteParams::default())
-            .await,
-    )?;
-    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
-    for cr in list.items {
-        if cr.spec.cluster == cluster {
-            gone(api.delete(&cr.name_any(), &DeleteParams::default()).await)?;
         }
     }
     Ok(())
@@ -1271,6 +1362,52 @@ mod tests {
         // The head gone: bookkeeping dropped.
         list(&mut importer, &objs[1..].iter().collect::<Vec<_>>());
         assert!(!importer.listed.contains("cluster_1"));
+    }
+
+    /// A deleted head leaves its cluster's other parts to delete as the
+    /// importer last saw them (uid and resourceVersion: no list needed); a
+    /// part deleted before is not among them, one rewritten is as seen
+    /// last; the cluster's bookkeeping goes.
+    #[test]
+    fn a_deleted_heads_parts_are_known_as_last_seen() {
+        let index = Index::new(Default::default(), Duration::from_secs(60));
+        let mut importer = Importer {
+            index: index.clone(),
+            stored: StoredParts::default(),
+            metrics: Arc::new(Metrics::default()),
+            clusters: BTreeMap::new(),
+            listed: BTreeSet::new(),
+            relisted: BTreeMap::new(),
+        };
+        let mut objs = objects(&record(500, 16));
+        let n = objs.len() as u32;
+        assert!(n > 3, "{n} objects");
+        for (i, o) in objs.iter_mut().enumerate() {
+            o.metadata.uid = Some(format!("uid-{i}"));
+            o.metadata.resource_version = Some(format!("{}", 10 + i));
+        }
+        importer.list_begins();
+        for o in &objs {
+            importer.list_apply(o);
+        }
+        importer.list_done();
+        objs[2].metadata.resource_version = Some("99".into());
+        assert!(importer.observe(&objs[2]));
+        importer.settle("cluster_1");
+        importer.part_deleted("cluster_1", 1);
+        let got = importer.head_deleted("cluster_1");
+        let seen = |i: u32, rv: &str| Seen {
+            uid: Some(format!("uid-{i}")),
+            resource_version: Some(rv.to_owned()),
+        };
+        let mut want: BTreeMap<u32, Seen> = (3..n)
+            .map(|i| (i, seen(i, &format!("{}", 10 + i))))
+            .collect();
+        want.insert(2, seen(2, "99"));
+        assert_eq!(got, want);
+        assert!(!importer.clusters.contains_key("cluster_1"));
+        // A cluster never seen leaves nothing to delete.
+        assert!(importer.head_deleted("elsewhere").is_empty());
     }
 
     /// The importer's lost entries never wait for the writer (nobody takes
