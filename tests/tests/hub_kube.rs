@@ -1000,6 +1000,85 @@ async fn a_pruned_clusters_stored_report_is_deleted() {
     hub.shutdown().await.unwrap();
 }
 
+/// The store's importer keeps importing while the writer waits for the API
+/// budget: here a pruned cluster's delete waits (one write per 100 s, the
+/// one token spent on its report) while 70 objects are deleted behind the
+/// hub's back (70 entries for the writer) and another replica stores a
+/// new cluster, which this hub still imports. The delete used to run
+/// inline in the writer, and the importer handed entries over on a
+/// 64-slot channel: the 65th blocked its watch.
+#[tokio::test]
+async fn the_importer_keeps_importing_while_the_writer_waits_for_the_budget() {
+    let Some((_fleet, client, as_hub)) =
+        management("the_importer_keeps_importing_while_the_writer_waits_for_the_budget").await
+    else {
+        return;
+    };
+    let mut config = HubConfig::loopback(Duration::from_secs(60));
+    config.budgets.insecure_prune_after = Duration::from_secs(1);
+    let mut opts = options("hub-1");
+    opts.api_qps = 0.01;
+    opts.api_burst = 1;
+    let hub = KubeHub::start(config, opts, as_hub.clone())
+        .await
+        .expect("hub starts in Kubernetes mode");
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    let mut rogue = Agent::connect(hub.hub.ingest_addr, "rogue").await;
+    rogue
+        .snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    // Its report takes the one token.
+    let deadline = Instant::now() + WAIT;
+    while reports
+        .get_opt(&object_name("rogue"))
+        .await
+        .unwrap()
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "rogue never stored");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(rogue);
+    let deadline = Instant::now() + WAIT;
+    while hub.hub.index.cluster_record("rogue").is_some() {
+        assert!(Instant::now() < deadline, "rogue never pruned");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let object = |cluster: &str, part: u32| -> ClusterReport {
+        serde_json::from_value(json!({
+            "apiVersion": "gwhub.io/v1alpha1", "kind": "ClusterReport",
+            "metadata": {
+                "name": gwhub_hub_rules::layout::part_name(cluster, part),
+                "labels": {"gwhub.io/cluster": cluster, "gwhub.io/part": part.to_string()},
+            },
+            "spec": {"cluster": cluster, "part": part, "parts": 2, "gatewayCount": 0,
+                "gateways": [], "lastReportTime": Timestamp::now().to_string()},
+        }))
+        .unwrap()
+    };
+    for part in 1..=70 {
+        let o = object("ghost", part);
+        reports.create(&PostParams::default(), &o).await.unwrap();
+        reports
+            .delete(&o.name_any(), &Default::default())
+            .await
+            .unwrap();
+    }
+    reports
+        .create(&PostParams::default(), &object("other", 0))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while hub.hub.index.cluster_record("other").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "another replica's report never imported"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    hub.shutdown().await.unwrap();
+}
+
 /// When its clusters withdraw every address and listener (the conditions
 /// staying the same), or stop reporting the Gateway, the hub Gateway drops
 /// what the hub wrote, and no write is refused on the way (an empty
