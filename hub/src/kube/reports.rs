@@ -311,7 +311,9 @@ impl ReportWriter {
             let now = Instant::now();
             if scan_at.is_some_and(|t| t <= now) {
                 scan_at = None;
-                self.scan(&mut written, &in_flight, &mut pending, &mut started, now);
+                // Not a cluster written or deleted now.
+                let busy = |c: &str| in_flight.contains(c) || prunes.holds(c);
+                self.scan(&mut written, busy, &mut pending, &mut started, now);
             }
             for (cluster, parts) in prunes.start(|c| in_flight.contains(c), PRUNES_IN_FLIGHT) {
                 deleting.push(self.forget_pruned(cluster, parts));
@@ -425,6 +427,9 @@ impl ReportWriter {
                 },
                 Some(cluster) = deleting.next(), if !deleting.is_empty() => {
                     prunes.done(&cluster);
+                    // Back meanwhile: written whole.
+                    written.remove(&cluster);
+                    scan_at.get_or_insert(Instant::now());
                 }
                 _ = gwhub_common::pace::sleep_until(wake), if wake.is_some() => {}
                 _ = tick.tick() => {
@@ -437,12 +442,13 @@ impl ReportWriter {
         }
     }
 
-    /// Finds the clusters with something to write (not in flight) and
-    /// notes since when; drops bookkeeping of deregistered clusters.
+    /// Finds the clusters with something to write (not `busy`: a write in
+    /// flight, or a pruned cluster's deletion waiting or running) and notes
+    /// since when; drops bookkeeping of deregistered clusters.
     fn scan(
         &self,
         written: &mut BTreeMap<String, Written>,
-        in_flight: &BTreeSet<String>,
+        busy: impl Fn(&str) -> bool,
         pending: &mut BTreeMap<String, Pending>,
         started: &mut BTreeMap<String, Instant>,
         now: Instant,
@@ -454,9 +460,9 @@ impl ReportWriter {
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         written.retain(|name, _| names.contains(name.as_str()));
         pending.retain(|name, _| names.contains(name.as_str()));
-        started.retain(|name, _| names.contains(name.as_str()) || in_flight.contains(name));
+        started.retain(|name, _| names.contains(name.as_str()) || busy(name));
         for summary in clusters {
-            if in_flight.contains(&summary.name) {
+            if busy(&summary.name) {
                 continue;
             }
             // A cluster that left keeps its last report: written if it
