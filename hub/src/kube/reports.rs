@@ -22,7 +22,9 @@
 //! becomes leader, starts from the fleet's last known state instead of
 //! "no clusters". Deleting the head deregisters its cluster (unless the
 //! cluster is streaming to this replica, which writes it back) and the
-//! hub deletes its other parts.
+//! hub deletes its other parts as its watch last saw them (no list), a few
+//! at a time. Every write and delete takes a token from the API budget
+//! ([`ApiBudget`]); the importer never waits for the writer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
