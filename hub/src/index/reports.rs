@@ -173,6 +173,12 @@ impl Index {
         true
     }
 
+    /// Whether `cluster` is known here (streaming to this hub, or imported
+    /// from the store).
+    pub(crate) fn has_cluster(&self, cluster: &str) -> bool {
+        self.inner.clusters.lock().contains_key(cluster)
+    }
+
     /// Forgets a cluster that is not streaming to this hub (its stored
     /// report was deleted: the operator deregistered it). Returns whether it
     /// was forgotten.

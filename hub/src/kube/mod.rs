@@ -28,7 +28,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -151,7 +151,7 @@ impl Connected {
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let (restored_tx, mut restored) = watch::channel(false);
-        let (forget_tx, forget_rx) = mpsc::channel(64);
+        let forget = Arc::new(reports::LostQueue::default());
         let budget = Arc::new(budget::ApiBudget::new(
             options.api_qps,
             options.api_burst,
@@ -167,7 +167,7 @@ impl Connected {
                 budget: budget.clone(),
             },
             restored_tx,
-            forget_tx,
+            forget.clone(),
             shutdown.clone(),
         ));
         tasks.spawn(
@@ -181,7 +181,7 @@ impl Connected {
                 stored,
                 rewrite_every: reports::REWRITE_EVERY,
             }
-            .run(forget_rx, shutdown.clone()),
+            .run(forget, shutdown.clone()),
         );
 
         let gateways: Api<Gateway> = match &options.gateway_namespace {

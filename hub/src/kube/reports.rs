@@ -22,7 +22,9 @@
 //! becomes leader, starts from the fleet's last known state instead of
 //! "no clusters". Deleting the head deregisters its cluster (unless the
 //! cluster is streaming to this replica, which writes it back) and the
-//! hub deletes its other parts.
+//! hub deletes its other parts as its watch last saw them (no list), a few
+//! at a time. Every write and delete takes a token from the API budget
+//! ([`ApiBudget`]); the importer never waits for the writer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,9 +32,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use parking_lot::Mutex;
@@ -165,13 +168,19 @@ pub fn gateways_of<'a>(
 
 /// What the importer saw removed of a cluster's stored report while the
 /// cluster may be streaming here: the writer writes it again.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Lost {
     /// The head was deleted (the whole report is rewritten).
     Cluster(String),
     /// One part other than the head was deleted.
     Part(String, u32),
 }
+
+/// The importer's [`Lost`] entries for the writer: pushing never waits
+/// (the importer's watch keeps importing while the writer waits for the
+/// API budget), and an entry is held once however often it is pushed, so
+/// the queue holds at most one entry per stored object.
+pub type LostQueue = CoalescingQueue<Lost>;
 
 /// Which parts of each cluster the store holds (from the importer's
 /// watch), so the writer can delete parts no count names any more, also
@@ -263,6 +272,10 @@ pub const REWRITE_EVERY: Duration = Duration::from_secs(3);
 /// writes/s below the API budget; the budget, not this, bounds the rate.
 pub const WRITES_IN_FLIGHT: usize = 16;
 
+/// Deletions of pruned clusters' stored reports the writer keeps in flight
+/// at once, beside its writes ([`store_queue::Prunes`]).
+pub const PRUNES_IN_FLIGHT: usize = 4;
+
 /// What the writer knows of a cluster waiting for a write.
 struct Pending {
     dirty: store_queue::Dirty,
@@ -274,12 +287,11 @@ impl ReportWriter {
     /// Writes changed reports until `shutdown`, up to WRITES_IN_FLIGHT at
     /// once, oldest unpersisted change first ([`store_queue::next_writes`]);
     /// `forget` names clusters whose object was deleted while they stream
-    /// here (written again).
-    pub async fn run(
-        self,
-        mut forget: tokio::sync::mpsc::Receiver<Lost>,
-        shutdown: CancellationToken,
-    ) {
+    /// here (written again). Beside the writes, deletes the reports of
+    /// clusters `--insecure-prune-after` forgot, up to PRUNES_IN_FLIGHT at
+    /// once, each after its cluster's write in flight ends
+    /// ([`store_queue::Prunes`]).
+    pub async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
         let mut written: BTreeMap<String, Written> = BTreeMap::new();
@@ -292,6 +304,8 @@ impl ReportWriter {
         // Heads deleted while their cluster's write was in flight.
         let mut heads_lost_in_flight: BTreeSet<String> = BTreeSet::new();
         let mut running = futures::stream::FuturesUnordered::new();
+        let mut prunes = store_queue::Prunes::default();
+        let mut deleting = futures::stream::FuturesUnordered::new();
         let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut scan_at: Option<Instant> = Some(Instant::now());
@@ -299,11 +313,19 @@ impl ReportWriter {
             let now = Instant::now();
             if scan_at.is_some_and(|t| t <= now) {
                 scan_at = None;
-                self.scan(&mut written, &in_flight, &mut pending, &mut started, now);
+                // Not a cluster written or deleted now.
+                let busy = |c: &str| in_flight.contains(c) || prunes.holds(c);
+                self.scan(&mut written, busy, &mut pending, &mut started, now);
+            }
+            for (cluster, parts) in prunes.start(|c| in_flight.contains(c), PRUNES_IN_FLIGHT) {
+                deleting.push(self.forget_pruned(cluster, parts));
             }
             let slots = WRITES_IN_FLIGHT.saturating_sub(running.len());
             let (picked, next) = store_queue::next_writes(
-                pending.iter().map(|(n, p)| (n.as_str(), p.dirty)),
+                pending
+                    .iter()
+                    .filter(|(n, _)| !prunes.holds(n))
+                    .map(|(n, p)| (n.as_str(), p.dirty)),
                 now,
                 self.rewrite_every,
                 slots,
@@ -337,6 +359,18 @@ impl ReportWriter {
                 }
                 Some((name, outcome)) = running.next(), if !running.is_empty() => {
                     in_flight.remove(&name);
+                    let parts = match &outcome {
+                        Outcome::Written(w) => w.parts,
+                        Outcome::Nothing | Outcome::Rev(_) => 0,
+                    };
+                    if prunes.write_ended(&name, parts) {
+                        // Pruned meanwhile: deleted next, not kept as
+                        // written.
+                        written.remove(&name);
+                        lost_in_flight.remove(&name);
+                        heads_lost_in_flight.remove(&name);
+                        continue;
+                    }
                     match outcome {
                         Outcome::Nothing => {}
                         Outcome::Rev(rev) => {
@@ -358,23 +392,25 @@ impl ReportWriter {
                     // per debounce, however many writes end).
                     scan_at.get_or_insert(Instant::now() + self.debounce);
                 }
-                Some(lost) = forget.recv() => {
-                    match lost {
-                        Lost::Cluster(cluster) => {
-                            if in_flight.contains(&cluster) {
-                                // Its outcome would record it as written.
-                                heads_lost_in_flight.insert(cluster.clone());
+                _ = forget.notified() => {
+                    for lost in forget.take_keys() {
+                        match lost {
+                            Lost::Cluster(cluster) => {
+                                if in_flight.contains(&cluster) {
+                                    // Its outcome would record it as written.
+                                    heads_lost_in_flight.insert(cluster.clone());
+                                }
+                                written.remove(&cluster);
                             }
-                            written.remove(&cluster);
-                        }
-                        // A part of the layout written (a part beyond it
-                        // is one this writer deleted): written again.
-                        Lost::Part(cluster, part) => {
-                            if in_flight.contains(&cluster) {
-                                // Its outcome would overwrite the mark.
-                                lost_in_flight.entry(cluster).or_default().insert(part);
-                            } else {
-                                mark_lost(&mut written, &cluster, part);
+                            // A part of the layout written (a part beyond it
+                            // is one this writer deleted): written again.
+                            Lost::Part(cluster, part) => {
+                                if in_flight.contains(&cluster) {
+                                    // Its outcome would overwrite the mark.
+                                    lost_in_flight.entry(cluster).or_default().insert(part);
+                                } else {
+                                    mark_lost(&mut written, &cluster, part);
+                                }
                             }
                         }
                     }
@@ -382,15 +418,21 @@ impl ReportWriter {
                 }
                 r = pruned.recv() => match r {
                     Ok(cluster) => {
-                        written.remove(&cluster);
+                        let parts = written.remove(&cluster).map_or(0, |w| w.parts);
                         pending.remove(&cluster);
-                        self.forget_pruned(&cluster).await;
+                        prunes.pruned(&cluster, parts);
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "pruned clusters' reports not deleted (too many at once); a relist brings them back stale, to be pruned again");
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
+                Some(cluster) = deleting.next(), if !deleting.is_empty() => {
+                    prunes.done(&cluster);
+                    // Back meanwhile: written whole.
+                    written.remove(&cluster);
+                    scan_at.get_or_insert(Instant::now());
+                }
                 _ = gwhub_common::pace::sleep_until(wake), if wake.is_some() => {}
                 _ = tick.tick() => {
                     scan_at.get_or_insert(Instant::now());
@@ -402,12 +444,13 @@ impl ReportWriter {
         }
     }
 
-    /// Finds the clusters with something to write (not in flight) and
-    /// notes since when; drops bookkeeping of deregistered clusters.
+    /// Finds the clusters with something to write (not `busy`: a write in
+    /// flight, or a pruned cluster's deletion waiting or running) and notes
+    /// since when; drops bookkeeping of deregistered clusters.
     fn scan(
         &self,
         written: &mut BTreeMap<String, Written>,
-        in_flight: &BTreeSet<String>,
+        busy: impl Fn(&str) -> bool,
         pending: &mut BTreeMap<String, Pending>,
         started: &mut BTreeMap<String, Instant>,
         now: Instant,
@@ -419,9 +462,9 @@ impl ReportWriter {
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         written.retain(|name, _| names.contains(name.as_str()));
         pending.retain(|name, _| names.contains(name.as_str()));
-        started.retain(|name, _| names.contains(name.as_str()) || in_flight.contains(name));
+        started.retain(|name, _| names.contains(name.as_str()) || busy(name));
         for summary in clusters {
-            if in_flight.contains(&summary.name) {
+            if busy(&summary.name) {
                 continue;
             }
             // A cluster that left keeps its last report: written if it
@@ -598,15 +641,21 @@ impl ReportWriter {
     }
 
     /// Deletes the stored report of a cluster `--insecure-prune-after`
-    /// forgot: kept, it would be imported again on a relist or restart.
-    async fn forget_pruned(&self, cluster: &str) {
-        self.budget.acquire_report().await;
-        match delete(&self.api, cluster).await {
+    /// forgot (kept, it would be imported again on a relist or restart):
+    /// the `parts` this writer wrote and every part the importer saw, no
+    /// list needed; returns the cluster.
+    async fn forget_pruned(&self, cluster: String, parts: u32) -> String {
+        let mut all: BTreeSet<u32> = (0..parts).collect();
+        if let Some(stored) = self.stored.lock().get(&cluster) {
+            all.extend(stored.keys());
+        }
+        match delete(&self.api, &self.budget, &cluster, all).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
                 tracing::warn!(cluster, error = %e, "cannot delete a pruned cluster's stored report")
             }
         }
+        cluster
     }
 
     async fn delete_part(&self, cluster: &str, part: u32) {
@@ -683,7 +732,26 @@ struct Assembly {
     /// Parts not taken yet (during a list, or written for a count the head
     /// does not name yet).
     pending: BTreeMap<u32, ClusterReportSpec>,
+    /// Every object of the cluster seen (head and parts), as last seen:
+    /// what deleting them once the head is gone needs, without a list.
+    seen: BTreeMap<u32, Seen>,
 }
+
+/// One stored object's identity as last seen: deleted only as such (a
+/// part rewritten since keeps its uid but not its resourceVersion).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Seen {
+    uid: Option<String>,
+    resource_version: Option<String>,
+}
+
+/// The parts of deregistered clusters to delete, each as last seen: one
+/// entry per (cluster, part), so it stays bounded by the store's objects.
+type PartDeletions = CoalescingQueue<(String, u32), Seen>;
+
+/// Deletions of deregistered clusters' parts running at once (on every
+/// replica: each saw the head go).
+pub const PART_DELETIONS_AT_ONCE: usize = 4;
 
 struct Importer {
     index: Index,
@@ -749,6 +817,13 @@ impl Importer {
             ..spec.clone()
         };
         let a = self.clusters.entry(spec.cluster.clone()).or_default();
+        a.seen.insert(
+            spec.part,
+            Seen {
+                uid: cr.uid(),
+                resource_version: cr.resource_version(),
+            },
+        );
         if spec.part == 0 {
             a.head = Some((
                 spec.parts.max(1),
@@ -825,6 +900,18 @@ impl Importer {
         }
     }
 
+    /// `cluster`'s head is gone: its bookkeeping is dropped; returns its
+    /// other parts as last seen.
+    fn head_deleted(&mut self, cluster: &str) -> BTreeMap<u32, Seen> {
+        let mut seen = self
+            .clusters
+            .remove(cluster)
+            .map(|a| a.seen)
+            .unwrap_or_default();
+        seen.remove(&0);
+        seen
+    }
+
     /// A (re-)list of the store begins.
     fn list_begins(&mut self) {
         self.listed.clear();
@@ -833,6 +920,7 @@ impl Importer {
         for a in self.clusters.values_mut() {
             a.pending.clear();
             a.head = None;
+            a.seen.clear();
         }
     }
 
@@ -879,6 +967,7 @@ impl Importer {
             return;
         };
         a.pending.remove(&part);
+        a.seen.remove(&part);
         let Some((_, _, keys)) = a.taken.remove(&part) else {
             return;
         };
@@ -908,7 +997,7 @@ pub struct Store {
 pub async fn run_importer(
     store: Store,
     restored: watch::Sender<bool>,
-    forget: tokio::sync::mpsc::Sender<Lost>,
+    forget: Arc<LostQueue>,
     shutdown: CancellationToken,
 ) {
     let Store {
@@ -921,7 +1010,9 @@ pub async fn run_importer(
     let stream = watcher::watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut stream = stream.take_until(shutdown.cancelled_owned()).boxed();
+    let mut stream = stream
+        .take_until(shutdown.clone().cancelled_owned())
+        .boxed();
     let mut importer = Importer {
         index: index.clone(),
         stored,
@@ -930,6 +1021,16 @@ pub async fn run_importer(
         listed: BTreeSet::new(),
         relisted: BTreeMap::new(),
     };
+    let deletions = Arc::new(PartDeletions::default());
+    for _ in 0..PART_DELETIONS_AT_ONCE {
+        tokio::spawn(delete_parts(
+            api.clone(),
+            budget.clone(),
+            index.clone(),
+            deletions.clone(),
+            shutdown.clone(),
+        ));
+    }
     while let Some(event) = stream.next().await {
         match event {
             Ok(Event::Init) => importer.list_begins(),
@@ -946,8 +1047,8 @@ pub async fn run_importer(
                     .collect();
                 let clusters = listed.len();
                 for cluster in gone {
-                    importer.clusters.remove(&cluster);
-                    deleted(&api, &budget, &index, &forget, &cluster).await;
+                    let parts = importer.head_deleted(&cluster);
+                    deleted(&index, &forget, &deletions, &cluster, parts);
                 }
                 if !*restored.borrow() {
                     tracing::info!(clusters, "restored cluster reports from the store");
@@ -965,13 +1066,13 @@ pub async fn run_importer(
                     continue;
                 }
                 if cr.spec.part == 0 {
-                    importer.clusters.remove(&cluster);
                     importer.stored.lock().remove(&cluster);
-                    deleted(&api, &budget, &index, &forget, &cluster).await;
+                    let parts = importer.head_deleted(&cluster);
+                    deleted(&index, &forget, &deletions, &cluster, parts);
                 } else {
                     importer.part_deleted(&cluster, cr.spec.part);
                     // Streaming here: its writer writes the part again.
-                    let _ = forget.send(Lost::Part(cluster, cr.spec.part)).await;
+                    forget.insert(Lost::Part(cluster, cr.spec.part));
                 }
             }
             Err(e) => tracing::warn!(error = %e, "watching ClusterReports failed; retrying"),
@@ -979,88 +1080,123 @@ pub async fn run_importer(
     }
 }
 
-async fn deleted(
-    api: &Api<ClusterReport>,
-    budget: &Arc<ApiBudget>,
+/// `cluster`'s head is gone: deregistered, its `parts` (as the importer
+/// last saw them) are queued for deletion; streaming here, it is written
+/// back on the next pass.
+fn deleted(
     index: &Index,
-    forget: &tokio::sync::mpsc::Sender<Lost>,
+    forget: &LostQueue,
+    deletions: &PartDeletions,
     cluster: &str,
+    parts: BTreeMap<u32, Seen>,
 ) {
     if index.deregister(cluster) {
         // The cluster's other parts go with its head.
-        let (api, budget, cluster) = (api.clone(), budget.clone(), cluster.to_owned());
-        tokio::spawn(async move {
-            if let Err(e) = delete_parts(&api, &budget, &cluster).await {
-                tracing::warn!(cluster, error = %e, "cannot delete a deregistered cluster's report parts");
-            }
-        });
+        deletions.extend(
+            parts
+                .into_iter()
+                .map(|(part, seen)| ((cluster.to_owned(), part), seen)),
+        );
     } else {
         // Streaming here: written back on the next pass.
-        let _ = forget.send(Lost::Cluster(cluster.to_owned())).await;
+        forget.insert(Lost::Cluster(cluster.to_owned()));
     }
 }
 
-/// Deletes the parts (not the head) of a deregistered cluster, through the
-/// API budget, each only as listed (uid and resourceVersion
-/// preconditions): a head written again meanwhile (the cluster reconnected
-/// to another replica) keeps its parts, and a part rewritten after the
-/// list is left alone.
+/// Deletes deregistered clusters' parts, one at a time per task (the
+/// importer runs PART_DELETIONS_AT_ONCE), each with its own API token and
+/// only as last seen (uid and resourceVersion preconditions): a part
+/// rewritten meanwhile is left alone, and a cluster known again (its head
+/// is back: it reconnected, here or to another replica) keeps its parts.
 async fn delete_parts(
+    api: Api<ClusterReport>,
+    budget: Arc<ApiBudget>,
+    index: Index,
+    queue: Arc<PartDeletions>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        while let Some(((cluster, part), seen)) = queue.pop_first() {
+            // More may wait: another task may take them.
+            queue.wake();
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = delete_seen_part(&api, &budget, &index, &cluster, part, seen) => {}
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = queue.notified() => {}
+        }
+    }
+}
+
+async fn delete_seen_part(
+    api: &Api<ClusterReport>,
+    budget: &ApiBudget,
+    index: &Index,
+    cluster: &str,
+    part: u32,
+    seen: Seen,
+) {
+    let back = || {
+        let back = index.has_cluster(cluster);
+        if back {
+            tracing::debug!(
+                cluster,
+                part,
+                "a deregistered cluster's head is back; its parts stay"
+            );
+        }
+        back
+    };
+    if back() {
+        return;
+    }
+    budget.acquire_report().await;
+    // The token may have taken a while.
+    if back() {
+        budget.refund();
+        return;
+    }
+    let name = part_name(cluster, part);
+    let params = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: seen.uid,
+            resource_version: seen.resource_version,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => tracing::debug!(cluster, object = %name, "deregistered cluster's part deleted"),
+        // Gone, or rewritten by now.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => {
+            tracing::warn!(cluster, object = %name, error = %e, "cannot delete a deregistered cluster's report part")
+        }
+    }
+}
+
+/// Deletes a cluster's stored report: `parts` (other than the head) first,
+/// then the head, each delete with its own token from `budget`; stops at
+/// the first failure (the head, kept, brings the cluster back on a relist
+/// or restart, to be pruned and deleted again).
+pub async fn delete(
     api: &Api<ClusterReport>,
     budget: &ApiBudget,
     cluster: &str,
+    parts: impl IntoIterator<Item = u32>,
 ) -> kube::Result<()> {
-    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
-    let mine: Vec<&ClusterReport> = list
-        .items
-        .iter()
-        .filter(|cr| cr.spec.cluster == cluster)
-        .collect();
-    if mine.iter().any(|cr| cr.spec.part == 0) {
-        tracing::debug!(
-            cluster,
-            "a deregistered cluster's head is back; its parts stay"
-        );
-        return Ok(());
-    }
-    for cr in mine {
+    let parts: BTreeSet<u32> = parts.into_iter().filter(|p| *p != 0).collect();
+    for part in parts.into_iter().chain([0]) {
         budget.acquire_report().await;
-        let params = DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: cr.uid(),
-                // A part rewritten since the list keeps its uid.
-                resource_version: cr.resource_version(),
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&cr.name_any(), &params).await {
+        match api
+            .delete(&part_name(cluster, part), &DeleteParams::default())
+            .await
+        {
             Ok(_) => {}
-            // Gone, or another object by now.
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Deletes a cluster's stored report: its head and every part labelled
-/// with it.
-pub async fn delete(api: &Api<ClusterReport>, cluster: &str) -> kube::Result<()> {
-    let gone = |r: kube::Result<_>| match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(e),
-    };
-    gone(
-        api.delete(&object_name(cluster), &DeleteParams::default())
-            .await,
-    )?;
-    let selector = format!("{CLUSTER_LABEL}={}", cluster_label(cluster));
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
-    for cr in list.items {
-        if cr.spec.cluster == cluster {
-            gone(api.delete(&cr.name_any(), &DeleteParams::default()).await)?;
         }
     }
     Ok(())
@@ -1234,6 +1370,71 @@ mod tests {
         // The head gone: bookkeeping dropped.
         list(&mut importer, &objs[1..].iter().collect::<Vec<_>>());
         assert!(!importer.listed.contains("cluster_1"));
+    }
+
+    /// A deleted head leaves its cluster's other parts to delete as the
+    /// importer last saw them (uid and resourceVersion: no list needed); a
+    /// part deleted before is not among them, one rewritten is as seen
+    /// last; the cluster's bookkeeping goes.
+    #[test]
+    fn a_deleted_heads_parts_are_known_as_last_seen() {
+        let index = Index::new(Default::default(), Duration::from_secs(60));
+        let mut importer = Importer {
+            index: index.clone(),
+            stored: StoredParts::default(),
+            metrics: Arc::new(Metrics::default()),
+            clusters: BTreeMap::new(),
+            listed: BTreeSet::new(),
+            relisted: BTreeMap::new(),
+        };
+        let mut objs = objects(&record(500, 16));
+        let n = objs.len() as u32;
+        assert!(n > 3, "{n} objects");
+        for (i, o) in objs.iter_mut().enumerate() {
+            o.metadata.uid = Some(format!("uid-{i}"));
+            o.metadata.resource_version = Some(format!("{}", 10 + i));
+        }
+        importer.list_begins();
+        for o in &objs {
+            importer.list_apply(o);
+        }
+        importer.list_done();
+        objs[2].metadata.resource_version = Some("99".into());
+        assert!(importer.observe(&objs[2]));
+        importer.settle("cluster_1");
+        importer.part_deleted("cluster_1", 1);
+        let got = importer.head_deleted("cluster_1");
+        let seen = |i: u32, rv: &str| Seen {
+            uid: Some(format!("uid-{i}")),
+            resource_version: Some(rv.to_owned()),
+        };
+        let mut want: BTreeMap<u32, Seen> = (3..n)
+            .map(|i| (i, seen(i, &format!("{}", 10 + i))))
+            .collect();
+        want.insert(2, seen(2, "99"));
+        assert_eq!(got, want);
+        assert!(!importer.clusters.contains_key("cluster_1"));
+        // A cluster never seen leaves nothing to delete.
+        assert!(importer.head_deleted("elsewhere").is_empty());
+    }
+
+    /// The importer's lost entries never wait for the writer (nobody takes
+    /// them here, as while the writer waits for the API budget) and stay
+    /// one per object however often an object is deleted.
+    #[test]
+    fn lost_entries_never_wait_and_coalesce() {
+        let q = LostQueue::default();
+        for round in 0..1000 {
+            for part in 1..5 {
+                q.insert(Lost::Part("east".into(), part));
+            }
+            q.insert(Lost::Cluster("east".into()));
+            q.insert(Lost::Cluster(format!("c{}", round % 10)));
+        }
+        let got = q.take_keys();
+        assert_eq!(got.len(), 4 + 1 + 10);
+        assert!(got.contains(&Lost::Part("east".into(), 4)));
+        assert!(q.take_keys().is_empty());
     }
 
     #[test]
