@@ -62,6 +62,37 @@ pub const DEFAULT_MAX_CLUSTER_REPORT_BYTES: u64 = 32 * 1024 * 1024;
 /// Cluster Management is scale-tested with 3,500 managed clusters).
 pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
 
+/// The slots of `--max-dashboard-calls`: one pool for the gRPC Dashboard's
+/// calls and the web page's event streams, so the flag bounds both
+/// together (the memory bound above counts D calls in all).
+#[derive(Clone, Debug)]
+pub struct DashboardCalls {
+    slots: Arc<tokio::sync::Semaphore>,
+    max: usize,
+}
+
+impl DashboardCalls {
+    pub fn new(max: usize) -> Self {
+        DashboardCalls {
+            // Clamped: the flag is bounded, a programmatic value may not be.
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                max.min(tokio::sync::Semaphore::MAX_PERMITS),
+            )),
+            max,
+        }
+    }
+
+    /// A slot, held until dropped; `None` when every slot is taken.
+    pub fn try_take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// `--max-dashboard-calls`, for messages.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+}
+
 /// The flags; [`Default`] is what `gwhub serve` uses without them.
 #[derive(Clone, Debug, clap::Args)]
 pub struct Budgets {

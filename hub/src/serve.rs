@@ -196,7 +196,15 @@ impl Hub {
             },
             shutdown_rx.clone(),
         );
-        let dashboard = DashboardService::with_budgets(index.clone(), shutdown_rx.clone(), budgets);
+        // One pool of --max-dashboard-calls for the gRPC Dashboard and the
+        // web page's event streams.
+        let dashboard_calls = crate::budget::DashboardCalls::new(budgets.max_dashboard_calls);
+        let dashboard = DashboardService::with_budgets(
+            index.clone(),
+            shutdown_rx.clone(),
+            budgets,
+            dashboard_calls.clone(),
+        );
         let auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
 
         let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
@@ -257,8 +265,13 @@ impl Hub {
         if let Some((web_listener, _)) = web_listener {
             // The Dashboard's TLS, token and connection budgets (see
             // crate::web); HTTP/1.1 too, for browsers on plaintext.
-            let web =
-                crate::web::WebService::new(index.clone(), auth, budgets, shutdown_rx.clone());
+            let web = crate::web::WebService::new(
+                index.clone(),
+                auth,
+                budgets,
+                dashboard_calls,
+                shutdown_rx.clone(),
+            );
             servers.spawn(
                 builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
                     .accept_http1(true)

@@ -567,7 +567,8 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
 /// The web page's listener (issue 16) has the Dashboard's bounds:
 /// `--max-dashboard-connections` open connections, idle ones closed after
 /// `--idle-connection-timeout`, an open event stream not idle, and event
-/// streams counted against `--max-dashboard-calls`.
+/// streams taking slots of `--max-dashboard-calls` from the pool the gRPC
+/// Dashboard's calls take theirs from.
 #[tokio::test]
 async fn the_web_listener_is_bounded_like_the_dashboard() {
     let hub = Hub::start(HubConfig {
@@ -641,6 +642,32 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
         !matches!(still_open, Ok(Ok(0)) | Ok(Err(_))),
         "the event stream's connection was closed"
     );
+    // One pool with the gRPC Dashboard: its calls are refused while the
+    // page's stream holds the slot, and served once it is gone.
+    let mut d = dashboard(&hub).await;
+    let refused = d
+        .list_clusters(v1::ListClustersRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        tonic::Code::ResourceExhausted,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().contains("--max-dashboard-calls"),
+        "{refused:?}"
+    );
+    drop(stream);
+    until(
+        WAIT,
+        || {
+            let mut d = d.clone();
+            async move { d.list_clusters(v1::ListClustersRequest {}).await.is_ok() }
+        },
+        |served| *served,
+    )
+    .await;
     hub.shutdown().await.unwrap();
 }
 

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use futures::Stream;
 use gwhub_proto::v1;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use crate::budget::{Budgets, Counters};
+use crate::budget::{Budgets, Counters, DashboardCalls};
 use crate::conn::ConnState;
 
 use crate::aggregate::GatewayKey;
@@ -25,9 +25,8 @@ use crate::listing::{self, Filter};
 pub struct DashboardService {
     index: Index,
     shutdown: watch::Receiver<bool>,
-    /// `--max-dashboard-calls`.
-    calls: Arc<Semaphore>,
-    max_calls: usize,
+    /// `--max-dashboard-calls`, shared with the web page.
+    calls: DashboardCalls,
     max_calls_per_connection: usize,
     watch_send_timeout: Duration,
 }
@@ -51,23 +50,23 @@ impl Drop for CallPermit {
 impl DashboardService {
     /// `shutdown` turning true ends every watch.
     pub fn new(index: Index, shutdown: watch::Receiver<bool>) -> Self {
-        Self::with_budgets(index, shutdown, &Budgets::default())
+        let budgets = Budgets::default();
+        let calls = DashboardCalls::new(budgets.max_dashboard_calls);
+        Self::with_budgets(index, shutdown, &budgets, calls)
     }
 
-    /// With the call and watcher budgets of `budgets`.
+    /// With the call and watcher budgets of `budgets`; `calls` are the
+    /// slots of `--max-dashboard-calls` (shared with the web page).
     pub(crate) fn with_budgets(
         index: Index,
         shutdown: watch::Receiver<bool>,
         budgets: &Budgets,
+        calls: DashboardCalls,
     ) -> Self {
         DashboardService {
             index,
             shutdown,
-            // Clamped: the flag is bounded, a programmatic value may not be.
-            calls: Arc::new(Semaphore::new(
-                budgets.max_dashboard_calls.min(Semaphore::MAX_PERMITS),
-            )),
-            max_calls: budgets.max_dashboard_calls,
+            calls,
             max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
             watch_send_timeout: budgets.watch_send_timeout,
         }
@@ -78,11 +77,11 @@ impl DashboardService {
     fn admit<T>(&self, request: &Request<T>) -> Result<CallPermit, Status> {
         let counters = self.index.counters().clone();
         let conn = crate::conn::conn_of(request).map(|c| c.state.clone());
-        let Ok(permit) = self.calls.clone().try_acquire_owned() else {
+        let Some(permit) = self.calls.try_take() else {
             Counters::bump(&counters.refused_dashboard_calls);
             return Err(Status::resource_exhausted(format!(
-                "Dashboard budget: {} calls are open, the hub's --max-dashboard-calls; retry later",
-                self.max_calls
+                "Dashboard budget: {} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later",
+                self.calls.max()
             )));
         };
         if let Some(c) = &conn {

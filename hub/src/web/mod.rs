@@ -23,11 +23,12 @@
 //! HTTP server (hyper 1, HTTP/1.1 and HTTP/2) over [`crate::conn::incoming`]
 //! with `--max-dashboard-connections` and `--idle-connection-timeout`, the
 //! Dashboard's TLS (server certificate, `--dashboard-client-ca`) and
-//! `--tls-handshake-timeout`; event streams count against
-//! `--max-dashboard-calls`. With `--dashboard-token-file` every `/api/`
-//! request needs the token, as `Authorization: Bearer <token>` or as the
-//! cookie `gwhub_token=<token>`; the page asks for the token when the API
-//! refuses it and keeps it in that cookie (`SameSite=Strict`, `Secure`),
+//! `--tls-handshake-timeout`; event streams take slots of
+//! `--max-dashboard-calls` from the same pool as gRPC Dashboard calls.
+//! With `--dashboard-token-file` every `/api/` request needs the token, as
+//! `Authorization: Bearer <token>` or as the cookie `gwhub_token=<token>`;
+//! the page asks for the token when the API refuses it and keeps it in
+//! that cookie (`SameSite=Strict`, `Secure`),
 //! or takes it from the address's fragment (`https://hub:7445/#token=...`;
 //! a fragment is never sent to the server or logged).
 
@@ -44,14 +45,14 @@ use gwhub_proto::{convert, v1};
 use http_body_util::{Full, StreamBody};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codegen::{Bytes, Service, http};
 
 use crate::aggregate::GatewayKey;
-use crate::budget::{Budgets, Counters};
+use crate::budget::{Budgets, Counters, DashboardCalls};
 use crate::grpc::dashboard::{diff, transition_to_proto};
 use crate::index::{ClusterSummary, GatewayView, Index};
 use crate::listing::Filter;
@@ -77,9 +78,9 @@ pub struct WebService {
 struct State {
     index: Index,
     auth: DashboardAuth,
-    /// Event streams open at once (`--max-dashboard-calls`).
-    streams: Arc<Semaphore>,
-    max_streams: usize,
+    /// Event streams open at once: slots of `--max-dashboard-calls`,
+    /// shared with the gRPC Dashboard.
+    streams: DashboardCalls,
     send_timeout: Duration,
     shutdown: watch::Receiver<bool>,
 }
@@ -89,16 +90,14 @@ impl WebService {
         index: Index,
         auth: DashboardAuth,
         budgets: &Budgets,
+        streams: DashboardCalls,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         WebService {
             state: Arc::new(State {
                 index,
                 auth,
-                streams: Arc::new(Semaphore::new(
-                    budgets.max_dashboard_calls.min(Semaphore::MAX_PERMITS),
-                )),
-                max_streams: budgets.max_dashboard_calls,
+                streams,
                 send_timeout: budgets.watch_send_timeout,
                 shutdown,
             }),
@@ -298,13 +297,13 @@ impl State {
 
     /// A Server-Sent Events stream of the matching hub Gateways.
     fn events(self: Arc<Self>, ext: &http::Extensions, filter: Filter) -> Answer {
-        let Ok(permit) = self.streams.clone().try_acquire_owned() else {
+        let Some(permit) = self.streams.try_take() else {
             Counters::bump(&self.index.counters().refused_dashboard_calls);
             return error(
                 http::StatusCode::SERVICE_UNAVAILABLE,
                 format!(
-                    "{} event streams are open, the hub's --max-dashboard-calls; retry later",
-                    self.max_streams
+                    "{} Dashboard calls and event streams are open, the hub's --max-dashboard-calls; retry later",
+                    self.streams.max()
                 ),
             );
         };
