@@ -765,6 +765,17 @@ struct Importer {
 }
 
 impl Importer {
+    fn new(index: Index, stored: StoredParts, metrics: Arc<Metrics>) -> Self {
+        Importer {
+            index,
+            stored,
+            metrics,
+            clusters: BTreeMap::new(),
+            listed: BTreeSet::new(),
+            relisted: BTreeMap::new(),
+        }
+    }
+
     fn observe(&mut self, cr: &ClusterReport) -> bool {
         let spec = &cr.spec;
         if part_name(&spec.cluster, spec.part) != cr.name_any() {
@@ -1013,14 +1024,7 @@ pub async fn run_importer(
     let mut stream = stream
         .take_until(shutdown.clone().cancelled_owned())
         .boxed();
-    let mut importer = Importer {
-        index: index.clone(),
-        stored,
-        metrics,
-        clusters: BTreeMap::new(),
-        listed: BTreeSet::new(),
-        relisted: BTreeMap::new(),
-    };
+    let mut importer = Importer::new(index.clone(), stored, metrics);
     let deletions = Arc::new(PartDeletions::default());
     for _ in 0..PART_DELETIONS_AT_ONCE {
         tokio::spawn(delete_parts(
@@ -1324,14 +1328,11 @@ mod tests {
     #[test]
     fn a_relist_drops_parts_that_vanished_meanwhile() {
         let index = Index::new(Default::default(), Duration::from_secs(60));
-        let mut importer = Importer {
-            index: index.clone(),
-            stored: StoredParts::default(),
-            metrics: Arc::new(Metrics::default()),
-            clusters: BTreeMap::new(),
-            listed: BTreeSet::new(),
-            relisted: BTreeMap::new(),
-        };
+        let mut importer = Importer::new(
+            index.clone(),
+            StoredParts::default(),
+            Arc::new(Metrics::default()),
+        );
         let rec = record(500, 16);
         let objs = objects(&rec);
         assert!(objs.len() > 2, "{} objects", objs.len());
@@ -1379,14 +1380,11 @@ mod tests {
     #[test]
     fn a_deleted_heads_parts_are_known_as_last_seen() {
         let index = Index::new(Default::default(), Duration::from_secs(60));
-        let mut importer = Importer {
-            index: index.clone(),
-            stored: StoredParts::default(),
-            metrics: Arc::new(Metrics::default()),
-            clusters: BTreeMap::new(),
-            listed: BTreeSet::new(),
-            relisted: BTreeMap::new(),
-        };
+        let mut importer = Importer::new(
+            index.clone(),
+            StoredParts::default(),
+            Arc::new(Metrics::default()),
+        );
         let mut objs = objects(&record(500, 16));
         let n = objs.len() as u32;
         assert!(n > 3, "{n} objects");
