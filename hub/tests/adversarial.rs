@@ -12,6 +12,7 @@ use gwhub_hub::tls::HubTls;
 use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
 use gwhub_test_kit::procs::free_addr;
 use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
+use gwhub_test_kit::wait::until;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
@@ -101,26 +102,6 @@ async fn cluster(mut d: DashboardClient<Channel>, name: &str) -> Option<v1::Clus
         .clusters
         .into_iter()
         .find(|c| c.name == name)
-}
-
-/// Polls until `check` holds, for at most `within`.
-async fn until<T: std::fmt::Debug, F: Future<Output = T>>(
-    within: Duration,
-    mut probe: impl FnMut() -> F,
-    check: impl Fn(&T) -> bool,
-) -> T {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        let v = probe().await;
-        if check(&v) {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never held within {within:?}; last {v:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 // ---- 1. supersession ------------------------------------------------------

@@ -3,7 +3,7 @@
 //! (one API server per simulated cluster, all on one etcd), the upstream
 //! CRDs installed into them, clients and scenarios for the tests, the gwhub
 //! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
-//! `Ingest` client ([`raw_agent`]), and an
+//! `Ingest` client ([`raw_agent`]), a poll-until helper ([`wait`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
 //! Nothing here is mocked.
 //!
@@ -20,6 +20,7 @@ pub mod proxy;
 pub mod raw_agent;
 pub mod recorder;
 pub mod scenario;
+pub mod wait;
 pub mod workspace_bin;
 
 pub use apiserver::{Fleet, FleetError};

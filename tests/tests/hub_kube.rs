@@ -30,6 +30,7 @@ use gwhub_test_kit::install::{HUB_SA, SYSTEM_NS, apply_k, install_hub};
 use gwhub_test_kit::kube_objects::manifests;
 use gwhub_test_kit::procs::gwhub_binary;
 use gwhub_test_kit::recorder::Recorder;
+use gwhub_test_kit::wait::until;
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -570,19 +571,12 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
 
     // The store: one ClusterReport per cluster, object names valid.
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
-    let deadline = Instant::now() + WAIT;
-    let stored = loop {
-        let list = reports.list(&Default::default()).await.unwrap();
-        if list.items.len() == 3 {
-            break list.items;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} ClusterReports",
-            list.items.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let stored = until(
+        WAIT,
+        || async { reports.list(&Default::default()).await.unwrap().items },
+        |items| items.len() == 3,
+    )
+    .await;
     let mut clusters: Vec<(String, String, u32)> = stored
         .iter()
         .map(|r| (r.name_any(), r.spec.cluster.clone(), r.spec.gateway_count))
@@ -801,17 +795,14 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
     east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
         .await;
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
-    let deadline = Instant::now() + WAIT;
-    let uid = loop {
-        if let Some(r) = reports.get_opt(&object_name("east")).await.unwrap() {
-            break r.uid().expect("a stored object has a uid");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "east's ClusterReport never stored"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let uid = until(
+        WAIT,
+        || async { reports.get_opt(&object_name("east")).await.unwrap() },
+        Option::is_some,
+    )
+    .await
+    .and_then(|r| r.uid())
+    .expect("a stored object has a uid");
 
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), HUB_NS);
     let about_east = |reason: &'static str| {
@@ -833,15 +824,7 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
         }
     };
     let wait_for = |reason: &'static str| async move {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let found = about_east(reason).await;
-            if !found.is_empty() {
-                return found;
-            }
-            assert!(Instant::now() < deadline, "no {reason} Event for east");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        until(WAIT, || about_east(reason), |found| !found.is_empty()).await
     };
 
     // Silent (the stream closes; no heartbeats): stale after 2 s.
@@ -866,15 +849,13 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
     assert_eq!(fresh[0].type_.as_deref(), Some("Normal"));
     // The Event is on the API server before the hub has its answer and
     // counts it.
-    let deadline = Instant::now() + WAIT;
-    while Metrics::get(&hub.metrics.events_published) < 2 {
-        assert!(
-            Instant::now() < deadline,
-            "gwhub_events_published_total stayed at {}",
-            Metrics::get(&hub.metrics.events_published)
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // gwhub_events_published_total
+    until(
+        WAIT,
+        || async { Metrics::get(&hub.metrics.events_published) },
+        |n| *n >= 2,
+    )
+    .await;
     hub.shutdown().await.unwrap();
 }
 
@@ -893,20 +874,15 @@ async fn the_last_report_before_a_disconnect_is_stored() {
     let stored_with = |gateways: usize| {
         let reports = reports.clone();
         async move {
-            let deadline = Instant::now() + WAIT;
-            loop {
-                let r = reports.get_opt(&object_name("east")).await.unwrap();
-                if r.as_ref()
-                    .is_some_and(|r| r.spec.reported_gateways().unwrap().len() == gateways)
-                {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "east never stored with {gateways} Gateways: {r:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            until(
+                WAIT,
+                || async { reports.get_opt(&object_name("east")).await.unwrap() },
+                |r| {
+                    r.as_ref()
+                        .is_some_and(|r| r.spec.reported_gateways().unwrap().len() == gateways)
+                },
+            )
+            .await;
         }
     };
     let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
@@ -944,19 +920,12 @@ async fn a_pruned_clusters_stored_report_is_deleted() {
     let stored = |present: bool| {
         let reports = reports.clone();
         async move {
-            let deadline = Instant::now() + WAIT;
-            loop {
-                let r = reports.get_opt(&object_name("rogue")).await.unwrap();
-                if r.is_some() == present {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "rogue's report never {}: {r:?}",
-                    if present { "stored" } else { "deleted" }
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            until(
+                WAIT,
+                || async { reports.get_opt(&object_name("rogue")).await.unwrap() },
+                |r| r.is_some() == present,
+            )
+            .await;
         }
     };
     let mut rogue = Agent::connect(hub.hub.ingest_addr, "rogue").await;
@@ -1023,22 +992,20 @@ async fn the_importer_keeps_importing_while_the_writer_waits_for_the_budget() {
         .snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
         .await;
     // Its report takes the one token.
-    let deadline = Instant::now() + WAIT;
-    while reports
-        .get_opt(&object_name("rogue"))
-        .await
-        .unwrap()
-        .is_none()
-    {
-        assert!(Instant::now() < deadline, "rogue never stored");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(
+        WAIT,
+        || async { reports.get_opt(&object_name("rogue")).await.unwrap() },
+        Option::is_some,
+    )
+    .await;
     drop(rogue);
-    let deadline = Instant::now() + WAIT;
-    while hub.hub.index.cluster_record("rogue").is_some() {
-        assert!(Instant::now() < deadline, "rogue never pruned");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Pruned.
+    until(
+        WAIT,
+        || async { hub.hub.index.cluster_record("rogue") },
+        Option::is_none,
+    )
+    .await;
     // Heard from in an hour: not pruned while the test looks (a head
     // without a lastSeenTime would be silent since 1970).
     let last_seen = Timestamp::now()
@@ -1070,14 +1037,13 @@ async fn the_importer_keeps_importing_while_the_writer_waits_for_the_budget() {
         .create(&PostParams::default(), &object("other", 0))
         .await
         .unwrap();
-    let deadline = Instant::now() + WAIT;
-    while hub.hub.index.cluster_record("other").is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "another replica's report never imported"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Another replica's report, imported.
+    until(
+        WAIT,
+        || async { hub.hub.index.cluster_record("other") },
+        Option::is_some,
+    )
+    .await;
     hub.shutdown().await.unwrap();
 }
 
@@ -1180,14 +1146,19 @@ async fn a_mass_deregistration_deletes_every_part_without_listing() {
                 .unwrap();
         }
     }
-    let deadline = Instant::now() + WAIT;
-    while clusters
-        .iter()
-        .any(|c| hub.hub.index.cluster_record(c).is_none())
-    {
-        assert!(Instant::now() < deadline, "the clusters never imported");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Every cluster imported: none left to wait for.
+    until(
+        WAIT,
+        || async {
+            clusters
+                .iter()
+                .filter(|c| hub.hub.index.cluster_record(c).is_none())
+                .cloned()
+                .collect::<Vec<_>>()
+        },
+        Vec::is_empty,
+    )
+    .await;
     let parts: Vec<String> = clusters
         .iter()
         .flat_map(|c| [part_name(c, 1), part_name(c, 2)])
@@ -1906,11 +1877,13 @@ async fn an_older_clusterreport_crd_fails_writes_instead_of_storing_nothing() {
     let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
     east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
         .await;
-    let deadline = Instant::now() + WAIT;
-    while Metrics::get(&hub.metrics.report_write_errors) == 0 {
-        assert!(Instant::now() < deadline, "no write failed on the old CRD");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // A write failed on the old CRD.
+    until(
+        WAIT,
+        || async { Metrics::get(&hub.metrics.report_write_errors) },
+        |n| *n > 0,
+    )
+    .await;
     assert_eq!(Metrics::get(&hub.metrics.report_writes), 0);
 
     // The current CRD back: the next attempt stores the Gateway.
@@ -1919,18 +1892,15 @@ async fn an_older_clusterreport_crd_fails_writes_instead_of_storing_nothing() {
     crds.replace(name, &PostParams::default(), &fixed)
         .await
         .unwrap();
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let r = reports.get_opt(&object_name("east")).await.unwrap();
-        let n = r
-            .as_ref()
-            .and_then(|r| r.spec.reported_gateways().ok())
-            .map_or(0, |g| g.len());
-        if n == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "east never stored: {r:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    until(
+        WAIT,
+        || async { reports.get_opt(&object_name("east")).await.unwrap() },
+        |r| {
+            r.as_ref()
+                .and_then(|r| r.spec.reported_gateways().ok())
+                .is_some_and(|g| g.len() == 1)
+        },
+    )
+    .await;
     hub.shutdown().await.unwrap();
 }

@@ -1,0 +1,29 @@
+//! Waiting in tests for what the system does in its own time: one poll
+//! loop (probe, check, give up after a bound naming the last value seen)
+//! instead of one hand-written per test.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+/// Polls `probe` every 50 ms until `check` holds and returns the value
+/// that held; panics after `within`, showing the last value seen (so let
+/// the probe return what explains a failure, not a bare `bool`).
+pub async fn until<T: Debug, F: Future<Output = T>>(
+    within: Duration,
+    mut probe: impl FnMut() -> F,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let v = probe().await;
+        if check(&v) {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never held within {within:?}; last {v:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
