@@ -97,10 +97,10 @@ impl Index {
     /// Takes a cluster's reports from the store (a restart, or another hub
     /// replica the agent streams to), unless the cluster's stream to this
     /// hub has reported and is still on or was later than the stored
-    /// report. Liveness continues from the stored
-    /// times, so a cluster silent for `stale_after` is stale at once and a
-    /// live one does not flap. A cluster past `--max-clusters` is not
-    /// taken. Returns whether it was taken.
+    /// report (its liveness is still taken then). Liveness continues from
+    /// the stored times, so a cluster silent for `stale_after` is stale at
+    /// once and a live one does not flap. A cluster past `--max-clusters` is not
+    /// taken. Returns whether its Gateways were taken.
     pub(crate) fn import_cluster(
         &self,
         cluster: &str,
@@ -130,18 +130,20 @@ impl Index {
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
             .clone();
         let mut fleet = self.inner.fleet.write();
-        // What a stream here reported stays while it streams, and after
-        // it ended unless the store holds a later report (another replica
+        let heard_here = live.report_rev.load(Ordering::SeqCst) > 0;
+        if heard_here && live.connected.load(Ordering::SeqCst) {
+            return false;
+        }
+        // After its stream here ended, a cluster's Gateways stay as it
+        // reported them unless the store holds a later report (the replica
         // the agent moved to): the watch echo of this hub's own earlier
         // write, arriving after the disconnect, would otherwise roll the
         // cluster back to it and the store would never keep the last
-        // report. (Report times are each replica's wall clock.)
-        if live.report_rev.load(Ordering::SeqCst) > 0
-            && (live.connected.load(Ordering::SeqCst)
-                || last_report_millis <= live.last_report.load(Ordering::SeqCst))
-        {
-            return false;
-        }
+        // report. Its liveness is taken either way: the other replica
+        // refreshes lastSeenTime without a new report, and the cluster is
+        // not stale while it streams there. (Report times are each
+        // replica's wall clock.)
+        let keep_ours = heard_here && last_report_millis <= live.last_report.load(Ordering::SeqCst);
         let seen = last_seen_millis.max(live.last_seen.load(Ordering::SeqCst));
         live.last_seen.store(seen, Ordering::SeqCst);
         live.last_report.store(
@@ -151,7 +153,11 @@ impl Index {
         let stale = now_millis().saturating_sub(seen) >= limit;
         let was_stale = live.stale.swap(stale, Ordering::SeqCst);
         let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
-        let mut affected = fleet.replace_snapshot(cluster, gateways);
+        let mut affected = if keep_ours {
+            BTreeSet::new()
+        } else {
+            fleet.replace_snapshot(cluster, gateways)
+        };
         affected.extend(if stale {
             fleet.mark_stale(cluster, last)
         } else {
@@ -170,7 +176,7 @@ impl Index {
             }),
             _ => {}
         }
-        true
+        !keep_ours
     }
 
     /// Whether `cluster` is known here (streaming to this hub, or imported
