@@ -649,7 +649,8 @@ impl ReportWriter {
         if let Some(stored) = self.stored.lock().get(&cluster) {
             all.extend(stored.keys());
         }
-        match delete(&self.api, &self.budget, &cluster, all).await {
+        let still_gone = || !self.index.has_cluster(&cluster);
+        match delete(&self.api, &self.budget, &cluster, all, still_gone).await {
             Ok(()) => tracing::debug!(cluster, "pruned cluster's stored report deleted"),
             Err(e) => {
                 tracing::warn!(cluster, error = %e, "cannot delete a pruned cluster's stored report")
@@ -1026,13 +1027,17 @@ pub async fn run_importer(
         .boxed();
     let mut importer = Importer::new(index.clone(), stored, metrics);
     let deletions = Arc::new(PartDeletions::default());
+    // The deleting tasks end with the importer, also when it is dropped
+    // rather than shut down.
+    let deleters = shutdown.child_token();
+    let _deleters_end = deleters.clone().drop_guard();
     for _ in 0..PART_DELETIONS_AT_ONCE {
         tokio::spawn(delete_parts(
             api.clone(),
             budget.clone(),
             index.clone(),
             deletions.clone(),
-            shutdown.clone(),
+            deleters.clone(),
         ));
     }
     while let Some(event) = stream.next().await {
@@ -1182,18 +1187,29 @@ async fn delete_seen_part(
 }
 
 /// Deletes a cluster's stored report: `parts` (other than the head) first,
-/// then the head, each delete with its own token from `budget`; stops at
-/// the first failure (the head, kept, brings the cluster back on a relist
-/// or restart, to be pruned and deleted again).
+/// then the head, each delete with its own token from `budget`, while
+/// `still_gone()` holds (checked after each token: a cluster back
+/// meanwhile keeps what is left, and its writer rewrites the rest); stops
+/// at the first failure (the head, kept, brings the cluster back on a
+/// relist or restart, to be pruned and deleted again).
 pub async fn delete(
     api: &Api<ClusterReport>,
     budget: &ApiBudget,
     cluster: &str,
     parts: impl IntoIterator<Item = u32>,
+    still_gone: impl Fn() -> bool,
 ) -> kube::Result<()> {
     let parts: BTreeSet<u32> = parts.into_iter().filter(|p| *p != 0).collect();
     for part in parts.into_iter().chain([0]) {
         budget.acquire_report().await;
+        if !still_gone() {
+            budget.refund();
+            tracing::debug!(
+                cluster,
+                "a pruned cluster is back; what is left of its report stays"
+            );
+            return Ok(());
+        }
         match api
             .delete(&part_name(cluster, part), &DeleteParams::default())
             .await
