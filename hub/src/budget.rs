@@ -14,13 +14,16 @@
 //!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
 //!        + V                the aggregated views
 //!        + N_i·S_i·M        one message being decoded per ingest stream
-//!        + 3·D·V            per Dashboard call: a watcher holds at most one
-//!                           message being written, one its transport took
-//!                           and the next one; a unary answer keeps its call
-//!                           slot until it is sent. A caller that takes
+//!        + D·(3·V + 400 KiB) per Dashboard call: a watcher holds at most
+//!                           one message queued, one its transport took and
+//!                           one being written, plus HTTP/2's send buffer
+//!                           (hyper's 400 KiB); a unary answer keeps its
+//!                           call slot until it is sent. A caller that takes
 //!                           nothing is dropped --watch-send-timeout after a
-//!                           message its transport does not take (a watcher)
-//!                           or after the answer (a unary call)
+//!                           message its transport does not take (a watcher;
+//!                           a quiet fleet queues none, so one that stalls
+//!                           then keeps its slot until the next change) or
+//!                           after the answer (a unary call)
 //! ```
 //!
 //! A superseded stream ends at once, so one stream per cluster assembles a

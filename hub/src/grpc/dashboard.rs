@@ -375,9 +375,9 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                     _ = crate::grpc::shutting_down(&mut shutdown) => break,
                 }
             }
-            let _ = tx
-                .send(Err(Status::unavailable("the hub is shutting down")))
-                .await;
+            // Not waited for: a watcher that takes nothing must not hold
+            // the hub's shutdown up.
+            let _ = tx.try_send(Err(Status::unavailable("the hub is shutting down")));
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
