@@ -122,7 +122,10 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         }
     };
     let mut hub = HubConfig::new(args.hub.clone(), cluster);
-    hub.tls = tls;
+    if let Some((config, files)) = tls {
+        hub.tls = Some(config);
+        hub.tls_files = Some(files);
+    }
     hub.heartbeat = args.heartbeat.max(Duration::from_millis(10));
     Ok(Plan {
         hub,
@@ -154,6 +157,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             on_signal.cancel();
         });
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
+        let mut plan = plan;
+        if let Some(files) = plan.hub.tls_files.as_mut() {
+            // The certificate's expiry, set at each (re)load of the files.
+            let expiry = metrics.certificate_expiry.clone();
+            expiry.set(files.expiry.get());
+            files.expiry = expiry;
+        }
         if let Some(addr) = plan.metrics_listen {
             gwhub_agent::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
                 .await
