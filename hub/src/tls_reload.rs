@@ -155,6 +155,17 @@ impl TlsMetrics {
             .inc();
     }
 
+    /// Reloads of `certificate` (`serving`, `client_ca`,
+    /// `dashboard_client_ca`) with `result` (`ok`, `error`) so far.
+    pub fn reloads(&self, certificate: &'static str, result: &'static str) -> u64 {
+        self.reloads
+            .get_or_create(&ReloadLabels {
+                certificate,
+                result,
+            })
+            .get()
+    }
+
     /// Streams ended for `reason` (`expired`, `untrusted`) so far.
     pub fn streams_ended(&self, reason: &'static str) -> u64 {
         self.streams_ended
