@@ -33,8 +33,8 @@ pub struct Args {
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,
-    /// How long the CA and every certificate are valid (from yesterday, so
-    /// clock skew does not matter); at most 10 years (3650d).
+    /// How long the CA and every certificate are valid, from now
+    /// (back-dated five minutes for clock skew); at most 10 years (3650d).
     #[arg(long, value_name = "DUR", default_value = "365d", value_parser = parse_validity)]
     pub validity: Duration,
 }
