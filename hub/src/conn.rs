@@ -105,8 +105,8 @@ impl Drop for CallGuard {
     }
 }
 
-/// The `ConnectInfo` of a hub connection (in every request's extensions,
-/// inside [`TlsConnectInfo`] with TLS).
+/// The `ConnectInfo` of a hub connection (in every request's extensions;
+/// with TLS it also carries the peer's certificates).
 #[derive(Clone, Debug)]
 pub struct ConnInfo {
     pub remote: SocketAddr,
@@ -568,13 +568,11 @@ async fn handshake(
     match tokio::time::timeout(timeout, tls.acceptor.accept(conn)).await {
         Ok(Ok(mut stream)) => {
             let (conn, session) = stream.get_mut();
-            conn.info.tls = Some(crate::tls_reload::PeerTls::new(
-                session
-                    .peer_certificates()
-                    .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-                    .unwrap_or_default(),
-                &tls,
-            ));
+            conn.info.tls = session
+                .peer_certificates()
+                .filter(|c| !c.is_empty())
+                .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                .map(|certs| crate::tls_reload::PeerTls::new(certs, &tls));
             Some(HubIo::Tls(Box::new(stream)))
         }
         Ok(Err(e)) => {

@@ -10,6 +10,7 @@
 //! it ends at the certificate's `notAfter`, or when a reloaded client CA no
 //! longer trusts it ([`stream_end`]).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -369,24 +370,20 @@ impl TlsRuntime {
         let ca_bytes = sources.client_ca.read()?;
         let client_ca = Trust::parse(&ca_bytes, &sources.client_ca.describe())?;
         metrics.expiry(CLIENT_CA, client_ca.soonest);
-        let dashboard = match &sources.dashboard_client_ca {
+        let (dashboard_ca, dashboard_bytes) = match &sources.dashboard_client_ca {
             Some(d) => {
                 let bytes = d.read()?;
                 let t = Trust::parse(&bytes, &d.describe())?;
                 metrics.expiry(DASHBOARD_CLIENT_CA, t.soonest);
-                Some((t, bytes))
+                (Some(t), Some(bytes))
             }
-            None => None,
+            None => (None, None),
         };
+        let slot = |t| Arc::new(watch::Sender::new(Arc::new(t)));
         let runtime = Arc::new(TlsRuntime {
             serving: Arc::new(watch::Sender::new(Arc::new(serving))),
-            client_ca: Arc::new(watch::Sender::new(Arc::new(client_ca))),
-            dashboard_ca: dashboard.as_ref().map(|(t, _)| {
-                Arc::new(watch::Sender::new(Arc::new(Trust {
-                    verifier: t.verifier.clone(),
-                    soonest: t.soonest,
-                })))
-            }),
+            client_ca: slot(client_ca),
+            dashboard_ca: dashboard_ca.map(slot),
             metrics,
         });
         let files = sources.cert.is_file()
@@ -400,7 +397,8 @@ impl TlsRuntime {
             let seen = Seen {
                 serving: serving_bytes,
                 client_ca: ca_bytes,
-                dashboard_ca: dashboard.map(|(_, b)| b),
+                dashboard_ca: dashboard_bytes,
+                unreadable: BTreeMap::new(),
             };
             runtime.clone().follow(sources, seen)
         });
@@ -447,6 +445,7 @@ impl TlsRuntime {
                 &self.client_ca,
                 &sources.client_ca,
                 &mut seen.client_ca,
+                &mut seen.unreadable,
                 CLIENT_CA,
                 &self.metrics,
             );
@@ -455,20 +454,24 @@ impl TlsRuntime {
                 &sources.dashboard_client_ca,
                 seen.dashboard_ca.as_mut(),
             ) {
-                reload_trust(slot, pem, bytes, DASHBOARD_CLIENT_CA, &self.metrics);
+                reload_trust(
+                    slot,
+                    pem,
+                    bytes,
+                    &mut seen.unreadable,
+                    DASHBOARD_CLIENT_CA,
+                    &self.metrics,
+                );
             }
         }
     }
 
     fn reload_serving(&self, sources: &Sources, seen: &mut Seen) {
-        let (c, k) = match (sources.cert.read(), sources.key.read()) {
-            (Ok(c), Ok(k)) => (c, k),
-            // A file missing for a moment (an operator's non-atomic copy):
-            // wait for the next look, keeping what is in use.
-            (Err(e), _) | (_, Err(e)) => {
-                tracing::debug!(error = %e, "cannot read the serving certificate files");
-                return;
-            }
+        let (Some(c), Some(k)) = (
+            read_noting(&sources.cert, &mut seen.unreadable),
+            read_noting(&sources.key, &mut seen.unreadable),
+        ) else {
+            return;
         };
         if seen.serving[0] == c && seen.serving[1] == k {
             return;
@@ -503,21 +506,38 @@ struct Seen {
     serving: PairBytes,
     client_ca: Arc<[u8]>,
     dashboard_ca: Option<Arc<[u8]>>,
+    /// Files that cannot be read now, with the error last logged.
+    unreadable: BTreeMap<String, String>,
+}
+
+/// `pem`'s content, or `None` (keeping what is in use) when it cannot be
+/// read: a file missing for a moment (an operator's non-atomic copy) or
+/// for good; each new error is logged once.
+fn read_noting(pem: &Pem, unreadable: &mut BTreeMap<String, String>) -> Option<Arc<[u8]>> {
+    match pem.read() {
+        Ok(b) => {
+            unreadable.remove(&pem.describe());
+            Some(b)
+        }
+        Err(e) => {
+            if unreadable.insert(pem.describe(), e.clone()).as_ref() != Some(&e) {
+                tracing::warn!(error = %e, "cannot read a TLS file; keeping what is in use");
+            }
+            None
+        }
+    }
 }
 
 fn reload_trust(
     slot: &Slot<Trust>,
     pem: &Pem,
     seen: &mut Arc<[u8]>,
+    unreadable: &mut BTreeMap<String, String>,
     certificate: &'static str,
     metrics: &TlsMetrics,
 ) {
-    let bytes = match pem.read() {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot read a client CA file");
-            return;
-        }
+    let Some(bytes) = read_noting(pem, unreadable) else {
+        return;
     };
     if *seen == bytes {
         return;
@@ -703,6 +723,69 @@ mod tests {
             Serving::parse(ca_pem.as_bytes(), b"", "--tls-cert /c", "--tls-key /k").unwrap_err();
         assert!(e.contains("--tls-key /k"), "{e}");
         assert!(Trust::parse(ca_pem.as_bytes(), "x").is_ok());
+    }
+
+    fn leaf(issuer: &rcgen::Issuer<'static, rcgen::KeyPair>) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        (
+            p.signed_by(&key, issuer).unwrap().pem(),
+            key.serialize_pem(),
+        )
+    }
+
+    /// Every file is followed: a changed CA is swapped in and counted, a
+    /// garbage one or a missing one keeps what is in use, nothing panics.
+    #[tokio::test]
+    async fn files_are_followed_and_bad_ones_kept_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca_pem, issuer) = ca();
+        let (cert, key) = leaf(&issuer);
+        let file = |name: &str, content: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, content).unwrap();
+            p
+        };
+        let src = |flag, path| Pem::File { flag, path };
+        let sources = Sources {
+            cert: src("--tls-cert", file("tls.crt", &cert)),
+            key: src("--tls-key", file("tls.key", &key)),
+            client_ca: src("--client-ca", file("ca.crt", &ca_pem)),
+            dashboard_client_ca: Some(src("--dashboard-client-ca", file("dash.crt", &ca_pem))),
+            reload_every: Duration::from_millis(20),
+        };
+        let metrics = TlsMetrics::default();
+        let (runtime, follow) = TlsRuntime::start(sources, metrics.clone()).unwrap();
+        let follow = tokio::spawn(follow.expect("files are followed"));
+        let wait = |certificate, result, n| {
+            let metrics = metrics.clone();
+            async move {
+                for _ in 0..250 {
+                    if metrics.reloads(certificate, result) == n {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                panic!("{certificate} {result} never reached {n}");
+            }
+        };
+        let dashboard = runtime.dashboard_ca.clone().unwrap();
+        let before = dashboard.borrow().clone();
+        let (other_ca, _) = ca();
+        file("dash.crt", &other_ca);
+        wait(DASHBOARD_CLIENT_CA, "ok", 1).await;
+        assert!(!Arc::ptr_eq(&before, &dashboard.borrow()));
+        let current = dashboard.borrow().clone();
+        file("dash.crt", "garbage");
+        wait(DASHBOARD_CLIENT_CA, "error", 1).await;
+        assert!(Arc::ptr_eq(&current, &dashboard.borrow()));
+        std::fs::remove_file(dir.path().join("ca.crt")).unwrap();
+        std::fs::remove_file(dir.path().join("tls.key")).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(metrics.reloads(CLIENT_CA, "error"), 0);
+        assert_eq!(metrics.reloads(SERVING, "error"), 0);
+        assert!(!follow.is_finished());
+        follow.abort();
     }
 
     #[test]
