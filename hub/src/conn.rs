@@ -576,10 +576,17 @@ async fn handshake(
             Some(HubIo::Tls(Box::new(stream)))
         }
         Ok(Err(e)) => {
-            tracing::debug!(listener = name, %remote, error = %e, "TLS handshake failed");
+            let reason = crate::tls_reload::refusal_reason(&e);
+            tls.metrics.refused(name, reason);
+            if matches!(reason, "expired" | "untrusted") {
+                tracing::info!(listener = name, %remote, reason, error = %e, "client certificate refused");
+            } else {
+                tracing::debug!(listener = name, %remote, error = %e, "TLS handshake failed");
+            }
             None
         }
         Err(_) => {
+            tls.metrics.refused(name, "timeout");
             tracing::debug!(listener = name, %remote, ?timeout, "TLS handshake timed out");
             None
         }

@@ -108,6 +108,33 @@ gwhub_common::metrics! {
             "TLS files re-read after a change, by result (an error keeps the old material).",
         streams_ended: Family<ReasonLabel, Counter> => "gwhub_tls_streams_ended",
             "Agent streams ended because the client certificate expired or is no longer trusted.",
+        handshakes_refused: Family<RefusalLabels, Counter> => "gwhub_tls_handshakes_refused",
+            "TLS handshakes that failed, per listener and reason (expired, untrusted, no_certificate, timeout, other).",
+    }
+}
+
+/// The labels of a failed handshake.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    listener: &'static str,
+    reason: &'static str,
+}
+
+/// Why a handshake failed, from tokio-rustls' error: the client
+/// certificate expired (or is not valid yet), does not chain to the CA in
+/// use, was not sent; anything else (the client refused ours, garbage).
+pub(crate) fn refusal_reason(e: &std::io::Error) -> &'static str {
+    use rustls::CertificateError as C;
+    let Some(e) = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
+        return "other";
+    };
+    match e {
+        rustls::Error::InvalidCertificate(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        ) => "expired",
+        rustls::Error::InvalidCertificate(_) => "untrusted",
+        rustls::Error::NoCertificatesPresented => "no_certificate",
+        _ => "other",
     }
 }
 
@@ -117,6 +144,7 @@ impl Default for TlsMetrics {
             expiry: Family::default(),
             reloads: Family::default(),
             streams_ended: Family::default(),
+            handshakes_refused: Family::default(),
         };
         for certificate in [SERVING, CLIENT_CA, DASHBOARD_CLIENT_CA] {
             for result in ["ok", "error"] {
@@ -164,6 +192,20 @@ impl TlsMetrics {
                 certificate,
                 result,
             })
+            .get()
+    }
+
+    /// Counts a failed handshake on `listener`.
+    pub(crate) fn refused(&self, listener: &'static str, reason: &'static str) {
+        self.handshakes_refused
+            .get_or_create(&RefusalLabels { listener, reason })
+            .inc();
+    }
+
+    /// Handshakes on `listener` refused for `reason` so far.
+    pub fn handshakes_refused(&self, listener: &'static str, reason: &'static str) -> u64 {
+        self.handshakes_refused
+            .get_or_create(&RefusalLabels { listener, reason })
             .get()
     }
 

@@ -994,6 +994,7 @@ async fn a_replaced_client_ca_ends_and_refuses_old_ca_agents() {
     assert_eq!(tls.reloads("client_ca", "ok"), 1);
     // A fresh connection with the old CA's certificate.
     assert_refused_by_tls(&hub, old.client(&east)).await;
+    assert!(tls.handshakes_refused("ingest", "untrusted") >= 1);
 
     let (west_agent, _) = spawn_agent(&hub, &west_secret, &stop);
     connected(&hub, "west").await;
@@ -1069,6 +1070,7 @@ async fn an_expiring_client_certificate_ends_the_stream_until_renewed() {
     .await;
     // The expired certificate is refused at the handshake now.
     assert_refused_by_tls(&hub, pki.client(&short)).await;
+    assert!(tls.handshakes_refused("ingest", "expired") >= 1);
 
     let renewed = pki.cluster("east", Some((now - 300, now + 86_400)));
     east_secret
