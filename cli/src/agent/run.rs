@@ -36,7 +36,8 @@ pub struct RunArgs {
     /// only: anyone who reaches the hub can report for any cluster).
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "ca"])]
     pub insecure: bool,
-    /// Client certificate (PEM) for mTLS.
+    /// Client certificate (PEM) for mTLS; the TLS files are read again at
+    /// every (re)connect, so a renewed certificate needs no restart.
     #[arg(long, value_name = "PATH", requires_all = ["tls_key", "ca"])]
     pub tls_cert: Option<PathBuf>,
     /// Client private key (PEM) for mTLS.
