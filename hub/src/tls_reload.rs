@@ -588,10 +588,14 @@ fn reload_trust(
     let name = pem.describe();
     match Trust::parse(&bytes, &name) {
         Ok(t) => {
-            tracing::info!(
-                file = name,
-                "reloaded a client CA; streams it no longer trusts end"
-            );
+            if certificate == CLIENT_CA {
+                tracing::info!(
+                    file = name,
+                    "reloaded the agents' client CA; streams it no longer trusts end"
+                );
+            } else {
+                tracing::info!(file = name, "reloaded the Dashboard's client CA");
+            }
             metrics.expiry(certificate, t.soonest);
             metrics.reloaded(certificate, true);
             slot.send_replace(Arc::new(t));
