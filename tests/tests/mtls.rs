@@ -746,6 +746,9 @@ async fn the_web_page_takes_the_dashboards_tls_and_token() {
 
 /// How often the hub compares its TLS files in these tests.
 const RELOAD: Duration = Duration::from_millis(200);
+/// The short-lived certificates' lifetime (s): the agent connects well
+/// within it.
+const LIFETIME: i64 = 8;
 /// Long enough for a certificate to expire and a stream to notice.
 const EXPIRY_WAIT: Duration = Duration::from_secs(30);
 
@@ -1021,16 +1024,16 @@ async fn an_expiring_client_certificate_ends_the_stream_until_renewed() {
     .unwrap();
     let hub = start_mounted(&hub_secret).await;
     let now = unix_now();
-    let short = pki.cluster("east", Some((now - 300, now + 6)));
+    let short = pki.cluster("east", Some((now - 300, now + LIFETIME)));
     let mut east_secret =
         MountedSecret::new(&dir.0.join("east"), &secret_files(&short, &pki.ca_pem)).unwrap();
     let stop = CancellationToken::new();
     let (agent, expiry) = spawn_agent(&hub, &east_secret, &stop);
-    assert_eq!(expiry(), now + 6);
+    assert_eq!(expiry(), now + LIFETIME);
     let session = connected(&hub, "east").await;
 
     // What the hub says, on a raw stream of another short-lived cluster.
-    let south = pki.cluster("south", Some((now - 300, now + 6)));
+    let south = pki.cluster("south", Some((now - 300, now + LIFETIME)));
     let ch = channel(hub.ingest_addr, pki.client(&south)).await.unwrap();
     let mut client = IngestClient::new(ch);
     let (tx, rx) = mpsc::channel(4);
