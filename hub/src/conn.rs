@@ -112,7 +112,7 @@ pub struct ConnInfo {
     pub remote: SocketAddr,
     pub state: Arc<ConnState>,
     /// The peer's certificates, on a TLS connection of the hub's own
-    /// handshake ([`with_tls`]).
+    /// handshake (`with_tls`).
     pub tls: Option<crate::tls_reload::PeerTls>,
 }
 

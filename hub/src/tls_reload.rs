@@ -4,11 +4,11 @@
 //! content changes (a mounted Secret's `..data` swap, cert-manager, an
 //! operator's copy), so new handshakes use them without a restart. A file
 //! that fails to parse keeps the old material (logged and counted, naming
-//! the file). The hub does its own TLS handshakes ([`crate::conn::with_tls`])
+//! the file). The hub does its own TLS handshakes (`conn::with_tls`)
 //! over a rustls config whose certificate resolver and client verifier read
 //! the current material, and each agent stream watches its certificate:
 //! it ends at the certificate's `notAfter`, or when a reloaded client CA no
-//! longer trusts it ([`stream_end`]).
+//! longer trusts it (`tls::stream_end`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
