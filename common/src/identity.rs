@@ -111,3 +111,55 @@ fn validate(name: &str) -> Result<(), IdentityError> {
     gwhub_model::cluster::validate(name)
         .map_err(|e| IdentityError::Invalid(name.to_owned(), e.to_string()))
 }
+
+/// A certificate's validity window, in Unix seconds (inclusive bounds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+impl Validity {
+    /// Whether `now` (Unix seconds) is past `not_after`.
+    pub fn expired_at(&self, now: i64) -> bool {
+        now > self.not_after
+    }
+}
+
+/// The validity window of a DER certificate.
+pub fn validity_from_der(der: &[u8]) -> Result<Validity, IdentityError> {
+    let (_, cert) =
+        X509Certificate::from_der(der).map_err(|e| IdentityError::Parse(e.to_string()))?;
+    let v = cert.validity();
+    Ok(Validity {
+        not_before: v.not_before.timestamp(),
+        not_after: v.not_after.timestamp(),
+    })
+}
+
+/// The validity windows of every certificate in a PEM file's contents, in
+/// file order; an error when there is none or one does not parse.
+pub fn validities_from_pem(pem: &[u8]) -> Result<Vec<Validity>, IdentityError> {
+    let mut out = Vec::new();
+    for block in x509_parser::pem::Pem::iter_from_buffer(pem) {
+        let block = block.map_err(|e| IdentityError::Parse(format!("not PEM: {e}")))?;
+        if block.label == "CERTIFICATE" {
+            out.push(validity_from_der(&block.contents)?);
+        }
+    }
+    if out.is_empty() {
+        return Err(IdentityError::Parse(
+            "no CERTIFICATE PEM block found".to_owned(),
+        ));
+    }
+    Ok(out)
+}
+
+/// The soonest `notAfter` (Unix seconds) among a PEM file's certificates.
+pub fn soonest_expiry_pem(pem: &[u8]) -> Result<i64, IdentityError> {
+    Ok(validities_from_pem(pem)?
+        .iter()
+        .map(|v| v.not_after)
+        .min()
+        .unwrap_or(i64::MAX))
+}

@@ -176,6 +176,9 @@ gwhub_common::metrics! {
         pub dashboard: Arc<ListenerCounters>,
         /// The web page's listener's row (`--web-listen`; zeros when off).
         pub web: Arc<ListenerCounters>,
+        /// TLS material: expiry, reloads, streams ended for a certificate
+        /// (registered by [`crate::metrics`]).
+        pub tls: crate::tls_reload::TlsMetrics,
         /// Streams refused for `--max-cluster-report-bytes`.
         pub refused_cluster_report_bytes: Counter =>
             "gwhub_budget_refused_cluster_report_bytes",
@@ -238,6 +241,7 @@ impl Default for Counters {
             ingest: listener("ingest"),
             dashboard: listener("dashboard"),
             web: listener("web"),
+            tls: crate::tls_reload::TlsMetrics::default(),
             refused_cluster_report_bytes: Counter::default(),
             refused_clusters: Counter::default(),
             refused_dashboard_calls: Counter::default(),

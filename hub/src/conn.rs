@@ -105,12 +105,15 @@ impl Drop for CallGuard {
     }
 }
 
-/// The `ConnectInfo` of a hub connection (in every request's extensions,
-/// inside [`TlsConnectInfo`] with TLS).
+/// The `ConnectInfo` of a hub connection (in every request's extensions;
+/// with TLS it also carries the peer's certificates).
 #[derive(Clone, Debug)]
 pub struct ConnInfo {
     pub remote: SocketAddr,
     pub state: Arc<ConnState>,
+    /// The peer's certificates, on a TLS connection of the hub's own
+    /// handshake (`with_tls`).
+    pub tls: Option<crate::tls_reload::PeerTls>,
 }
 
 /// The connection a request came on, with or without TLS.
@@ -426,9 +429,166 @@ fn wrap(
     Conn {
         tcp,
         killed: Box::pin(state.kill.clone().cancelled_owned()),
-        info: ConnInfo { remote, state },
+        info: ConnInfo {
+            remote,
+            state,
+            tls: None,
+        },
         _permit: permit,
         _closed: closed.drop_guard(),
         counters: counters.clone(),
+    }
+}
+
+/// A hub connection: plaintext, or TLS from the hub's own handshake.
+pub enum HubIo {
+    Plain(Conn),
+    Tls(Box<tokio_rustls::server::TlsStream<Conn>>),
+}
+
+impl Connected for HubIo {
+    type ConnectInfo = ConnInfo;
+
+    fn connect_info(&self) -> ConnInfo {
+        match self {
+            HubIo::Plain(c) => c.info.clone(),
+            HubIo::Tls(t) => t.get_ref().0.info.clone(),
+        }
+    }
+}
+
+impl AsyncRead for HubIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            HubIo::Plain(c) => Pin::new(c).poll_read(cx, buf),
+            HubIo::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for HubIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            HubIo::Plain(c) => Pin::new(c).poll_write(cx, buf),
+            HubIo::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            HubIo::Plain(c) => Pin::new(c).poll_write_vectored(cx, bufs),
+            HubIo::Tls(t) => Pin::new(t.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            HubIo::Plain(c) => c.is_write_vectored(),
+            HubIo::Tls(t) => t.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            HubIo::Plain(c) => Pin::new(c).poll_flush(cx),
+            HubIo::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            HubIo::Plain(c) => Pin::new(c).poll_shutdown(cx),
+            HubIo::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// The hub's connections from `incoming`, through a TLS handshake when
+/// `tls` is given. Handshakes run concurrently, each within `timeout` (a
+/// stalled one holds its connection slot no longer), so one slow client
+/// never delays another; a failed one is logged at debug and dropped.
+pub(crate) fn with_tls(
+    incoming: impl Stream<Item = Result<Conn, io::Error>> + Send + 'static,
+    tls: Option<crate::tls_reload::Acceptor>,
+    timeout: Duration,
+    name: &'static str,
+) -> Pin<Box<dyn Stream<Item = Result<HubIo, io::Error>> + Send>> {
+    use futures::StreamExt;
+    let Some(tls) = tls else {
+        return Box::pin(incoming.map(|c| c.map(HubIo::Plain)));
+    };
+    let state = (Box::pin(incoming), tokio::task::JoinSet::new(), false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut incoming, mut handshakes, mut done)| {
+            let tls = tls.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        next = incoming.next(), if !done => match next {
+                            Some(Ok(conn)) => {
+                                let tls = tls.clone();
+                                handshakes.spawn(handshake(conn, tls, timeout, name));
+                            }
+                            Some(Err(e)) => return Some((Err(e), (incoming, handshakes, done))),
+                            None => done = true,
+                        },
+                        Some(joined) = handshakes.join_next() => {
+                            if let Ok(Some(io)) = joined {
+                                return Some((Ok(io), (incoming, handshakes, done)));
+                            }
+                        }
+                        else => return None,
+                    }
+                }
+            }
+        },
+    ))
+}
+
+async fn handshake(
+    conn: Conn,
+    tls: crate::tls_reload::Acceptor,
+    timeout: Duration,
+    name: &'static str,
+) -> Option<HubIo> {
+    let remote = conn.info.remote;
+    match tokio::time::timeout(timeout, tls.acceptor.accept(conn)).await {
+        Ok(Ok(mut stream)) => {
+            let (conn, session) = stream.get_mut();
+            conn.info.tls = session
+                .peer_certificates()
+                .filter(|c| !c.is_empty())
+                .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
+                .map(|certs| crate::tls_reload::PeerTls::new(certs, &tls));
+            Some(HubIo::Tls(Box::new(stream)))
+        }
+        Ok(Err(e)) => {
+            let reason = crate::tls_reload::refusal_reason(&e);
+            tls.metrics.refused(name, reason);
+            if matches!(reason, "expired" | "untrusted") {
+                tracing::info!(listener = name, %remote, reason, error = %e, "client certificate refused");
+            } else {
+                tracing::debug!(listener = name, %remote, error = %e, "TLS handshake failed");
+            }
+            None
+        }
+        Err(_) => {
+            tls.metrics.refused(name, "timeout");
+            tracing::debug!(listener = name, %remote, ?timeout, "TLS handshake timed out");
+            None
+        }
     }
 }

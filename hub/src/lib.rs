@@ -17,6 +17,7 @@ pub mod kube;
 pub mod metrics;
 pub mod serve;
 pub mod tls;
+pub mod tls_reload;
 pub mod web;
 
 // The pure engine and the Dashboard's listing and history rules, under the

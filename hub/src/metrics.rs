@@ -97,6 +97,7 @@ fn registry(counters: &Counters, summaries: Box<Summaries>, kube: Option<&Metric
     }
     registry.register_collector(Box::new(ClusterGauges(summaries)));
     counters.register(&mut registry);
+    counters.tls.register(&mut registry);
     registry
 }
 
@@ -227,6 +228,8 @@ mod tests {
             "gwhub_budget_unread_answers_dropped_total",
             "gwhub_clusters_pruned_total",
             "gwhub_dashboard_calls",
+            "gwhub_tls_streams_ended_total{reason=\"expired\"}",
+            "gwhub_tls_streams_ended_total{reason=\"untrusted\"}",
         ]
         .map(str::to_owned)
         .to_vec();
@@ -239,6 +242,13 @@ mod tests {
         ] {
             for listener in ["ingest", "dashboard", "web"] {
                 pinned.push(format!("{name}{{listener=\"{listener}\"}}"));
+            }
+        }
+        for certificate in ["serving", "client_ca", "dashboard_client_ca"] {
+            for result in ["ok", "error"] {
+                pinned.push(format!(
+                    "gwhub_tls_reloads_total{{certificate=\"{certificate}\",result=\"{result}\"}}"
+                ));
             }
         }
         pinned.sort_unstable();

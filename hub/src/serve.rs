@@ -14,11 +14,12 @@ use tonic::transport::Server;
 
 use crate::aggregate::Options;
 use crate::budget::Budgets;
-use crate::conn::{ConnLimits, Tracked, incoming};
+use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::Index;
 use crate::tls::HubTls;
+use crate::tls_reload::{ListenerKind, TlsRuntime};
 
 /// How long shutdown waits for connections to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,6 +69,9 @@ pub enum ServeError {
     },
     #[error("gRPC server failed: {}", gwhub_model::error_chain(.0))]
     Server(#[from] tonic::transport::Error),
+    /// TLS material that does not load (names the file).
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("connections did not drain within {0:?}")]
     DrainTimeout(Duration),
     /// A task that runs until shutdown ended: the hub would go on serving
@@ -141,14 +145,6 @@ fn builder() -> Server {
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
 }
 
-/// [`builder`] with TLS when the hub has it.
-fn builder_tls(tls: Option<tonic::transport::ServerTlsConfig>) -> Result<Server, ServeError> {
-    match tls {
-        Some(tls) => Ok(builder().tls_config(tls)?),
-        None => Ok(builder()),
-    }
-}
-
 impl Hub {
     /// Binds both listeners and starts serving (plaintext).
     pub async fn start(config: HubConfig) -> Result<Hub, ServeError> {
@@ -179,11 +175,30 @@ impl Hub {
         let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
             .unwrap_or(u32::MAX)
             .saturating_add(crate::budget::EXTRA_DASHBOARD_STREAMS);
-        let handshake =
-            |t: tonic::transport::ServerTlsConfig| t.timeout(budgets.tls_handshake_timeout);
         let (shutdown, shutdown_rx) = watch::channel(false);
 
         let mut background = JoinSet::new();
+        // The TLS material, followed on disk while the hub runs.
+        let tls_runtime = match &tls {
+            Some(tls) => {
+                let (runtime, follow) =
+                    TlsRuntime::start(tls.sources().clone(), index.counters().tls.clone())
+                        .map_err(ServeError::Tls)?;
+                if let Some(follow) = follow {
+                    background.spawn(follow);
+                }
+                Some(runtime)
+            }
+            None => None,
+        };
+        let acceptor = |kind| {
+            tls_runtime
+                .as_ref()
+                .map(|r| r.acceptor(kind))
+                .transpose()
+                .map_err(ServeError::Tls)
+        };
+        let handshake_timeout = budgets.tls_handshake_timeout;
         background.spawn(index.clone().run_aggregator());
         background.spawn(index.clone().run_staleness());
 
@@ -224,24 +239,29 @@ impl Hub {
         // none for --idle-connection-timeout are closed.
         let counters = index.counters().clone();
         servers.spawn(
-            builder_tls(tls.as_ref().map(HubTls::ingest).map(handshake))?
+            builder()
                 .max_concurrent_streams(crate::budget::INGEST_STREAMS_PER_CONNECTION)
                 .add_service(Tracked::new(ingest_health_svc))
                 .add_service(Tracked::new(reflection()))
                 .add_service(Tracked::new(reflection_v1alpha()))
                 .add_service(Tracked::new(ingest.into_server()))
                 .serve_with_incoming_shutdown(
-                    incoming(
-                        ingest_listener,
-                        limits(budgets.max_connections),
-                        counters.ingest.clone(),
+                    with_tls(
+                        incoming(
+                            ingest_listener,
+                            limits(budgets.max_connections),
+                            counters.ingest.clone(),
+                            "ingest",
+                        ),
+                        acceptor(ListenerKind::Ingest)?,
+                        handshake_timeout,
                         "ingest",
                     ),
                     signal(shutdown_rx.clone()),
                 ),
         );
         servers.spawn(
-            builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
+            builder()
                 .max_concurrent_streams(dashboard_streams)
                 .add_service(Tracked::new(dash_health_svc))
                 .add_service(Tracked::new(reflection()))
@@ -253,10 +273,15 @@ impl Hub {
                     auth.clone(),
                 ))
                 .serve_with_incoming_shutdown(
-                    incoming(
-                        dashboard_listener,
-                        limits(budgets.max_dashboard_connections),
-                        counters.dashboard.clone(),
+                    with_tls(
+                        incoming(
+                            dashboard_listener,
+                            limits(budgets.max_dashboard_connections),
+                            counters.dashboard.clone(),
+                            "dashboard",
+                        ),
+                        acceptor(ListenerKind::Dashboard)?,
+                        handshake_timeout,
                         "dashboard",
                     ),
                     signal(shutdown_rx.clone()),
@@ -273,15 +298,20 @@ impl Hub {
                 shutdown_rx.clone(),
             );
             servers.spawn(
-                builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?
+                builder()
                     .accept_http1(true)
                     .max_concurrent_streams(dashboard_streams)
                     .add_routes(web.into_routes())
                     .serve_with_incoming_shutdown(
-                        incoming(
-                            web_listener,
-                            limits(budgets.max_dashboard_connections),
-                            counters.web.clone(),
+                        with_tls(
+                            incoming(
+                                web_listener,
+                                limits(budgets.max_dashboard_connections),
+                                counters.web.clone(),
+                                "web",
+                            ),
+                            acceptor(ListenerKind::Web)?,
+                            handshake_timeout,
                             "web",
                         ),
                         signal(shutdown_rx),

@@ -9,19 +9,19 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use gwhub_common::identity::{self, IdentitySource};
-use gwhub_model::error_chain;
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
-/// TLS material for both listeners, loaded and checked at start-up.
-/// Its `Debug` leaves out the private key and the token.
+use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Pem, Sources};
+
+/// TLS material for both listeners: PEM given once, or files re-read when
+/// they change ([`crate::tls_reload`]). Its `Debug` leaves out the private
+/// key and the token.
 #[derive(Clone)]
 pub struct HubTls {
-    identity: Identity,
-    client_ca: Certificate,
-    dashboard_client_ca: Option<Certificate>,
+    sources: Sources,
     dashboard_token: Option<Arc<str>>,
 }
 
@@ -41,7 +41,7 @@ fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
 
 /// PEM text with at least one block labelled `label` (a cheap early check,
 /// so a swapped flag fails at start-up, naming the flag).
-fn pem(flag: &str, path: &Path, label: &str) -> Result<Vec<u8>, String> {
+fn pem(flag: &'static str, path: &Path, label: &str) -> Result<Pem, String> {
     let bytes = read(flag, path)?;
     let text = String::from_utf8_lossy(&bytes);
     if !text.contains(&format!("-----BEGIN {label}")) {
@@ -50,23 +50,31 @@ fn pem(flag: &str, path: &Path, label: &str) -> Result<Vec<u8>, String> {
             path.display()
         ));
     }
-    Ok(bytes)
+    Ok(Pem::File {
+        flag,
+        path: path.to_owned(),
+    })
 }
 
 impl HubTls {
-    /// From PEM bytes: server certificate chain, its key, the agents' CA.
+    /// From PEM bytes: server certificate chain, its key, the agents' CA
+    /// (checked when the hub starts).
     pub fn from_pem(cert: &[u8], key: &[u8], client_ca: &[u8]) -> Self {
         HubTls {
-            identity: Identity::from_pem(cert, key),
-            client_ca: Certificate::from_pem(client_ca),
-            dashboard_client_ca: None,
+            sources: Sources {
+                cert: Pem::Bytes(cert.into()),
+                key: Pem::Bytes(key.into()),
+                client_ca: Pem::Bytes(client_ca.into()),
+                dashboard_client_ca: None,
+                reload_every: DEFAULT_RELOAD_INTERVAL,
+            },
             dashboard_token: None,
         }
     }
 
     /// Dashboard clients must present a certificate signed by this CA.
     pub fn with_dashboard_client_ca(mut self, ca: &[u8]) -> Self {
-        self.dashboard_client_ca = Some(Certificate::from_pem(ca));
+        self.sources.dashboard_client_ca = Some(Pem::Bytes(ca.into()));
         self
     }
 
@@ -76,8 +84,14 @@ impl HubTls {
         self
     }
 
+    /// How often files are compared with what is in use (default 2 s).
+    pub fn with_reload_interval(mut self, every: Duration) -> Self {
+        self.sources.reload_every = every.max(Duration::from_millis(10));
+        self
+    }
+
     /// `None` when no TLS flag is given; an error names the missing or
-    /// unreadable one.
+    /// unreadable one. The files are followed while the hub runs.
     pub fn load(paths: &TlsPaths<'_>) -> Result<Option<HubTls>, String> {
         let (cert, key, ca) = match (paths.cert, paths.key, paths.client_ca) {
             (None, None, None) => {
@@ -106,13 +120,18 @@ impl HubTls {
                 ));
             }
         };
-        let mut tls = HubTls::from_pem(
-            &pem("--tls-cert", cert, "CERTIFICATE")?,
-            &pem("--tls-key", key, "")?,
-            &pem("--client-ca", ca, "CERTIFICATE")?,
-        );
+        let mut tls = HubTls {
+            sources: Sources {
+                cert: pem("--tls-cert", cert, "CERTIFICATE")?,
+                key: pem("--tls-key", key, "")?,
+                client_ca: pem("--client-ca", ca, "CERTIFICATE")?,
+                dashboard_client_ca: None,
+                reload_every: DEFAULT_RELOAD_INTERVAL,
+            },
+            dashboard_token: None,
+        };
         if let Some(p) = paths.dashboard_client_ca {
-            tls = tls.with_dashboard_client_ca(&pem("--dashboard-client-ca", p, "CERTIFICATE")?);
+            tls.sources.dashboard_client_ca = Some(pem("--dashboard-client-ca", p, "CERTIFICATE")?);
         }
         if let Some(p) = paths.dashboard_token_file {
             let bytes = read("--dashboard-token-file", p)?;
@@ -127,34 +146,15 @@ impl HubTls {
             }
             tls = tls.with_dashboard_token(token);
         }
-        // Builds the rustls configs now, so a bad key or certificate stops
+        // Parses everything now, so a bad key or certificate stops
         // start-up with a message rather than failing the first handshake.
-        for (flags, config) in [
-            ("--tls-cert/--tls-key/--client-ca", tls.ingest()),
-            ("--dashboard-client-ca", tls.dashboard()),
-        ] {
-            tonic::transport::Server::builder()
-                .tls_config(config)
-                .map_err(|e| format!("{flags}: {}", error_chain(&e)))?;
-        }
+        tls.sources.check()?;
         Ok(Some(tls))
     }
 
-    /// The ingest listener: client certificates signed by the CA required.
-    pub fn ingest(&self) -> ServerTlsConfig {
-        ServerTlsConfig::new()
-            .identity(self.identity.clone())
-            .client_ca_root(self.client_ca.clone())
-    }
-
-    /// The Dashboard listener: the same server certificate; a client
-    /// certificate only with `--dashboard-client-ca`.
-    pub fn dashboard(&self) -> ServerTlsConfig {
-        let config = ServerTlsConfig::new().identity(self.identity.clone());
-        match &self.dashboard_client_ca {
-            Some(ca) => config.client_ca_root(ca.clone()),
-            None => config,
-        }
+    /// Where the material comes from.
+    pub(crate) fn sources(&self) -> &Sources {
+        &self.sources
     }
 
     /// The Dashboard's bearer-token check (a no-op without a token).
@@ -175,7 +175,10 @@ pub struct DashboardAuth {
 impl std::fmt::Debug for HubTls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HubTls")
-            .field("dashboard_client_ca", &self.dashboard_client_ca.is_some())
+            .field(
+                "dashboard_client_ca",
+                &self.sources.dashboard_client_ca.is_some(),
+            )
             .field(
                 "dashboard_token",
                 &self.dashboard_token.as_ref().map(|_| "<redacted>"),
@@ -236,12 +239,13 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The cluster the stream's client certificate names; `Unauthenticated`
 /// when there is no certificate or it names no usable cluster.
 pub(crate) fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
-    // The hub's own connections ([`crate::conn`]) carry their certificates
-    // in their TLS connect info; tonic's own listener in `peer_certs`.
-    let certs = request
-        .extensions()
-        .get::<tonic::transport::server::TlsConnectInfo<crate::conn::ConnInfo>>()
-        .and_then(|t| t.peer_certs())
+    // The hub's own handshakes ([`crate::conn::with_tls`]) put the
+    // certificates in the connection's info; tonic's own listener in
+    // `peer_certs`.
+    let certs = crate::conn::conn_of(request)
+        .and_then(|c| c.tls.as_ref())
+        .map(|t| t.certs.clone())
+        .filter(|c| !c.is_empty())
         .or_else(|| request.peer_certs())
         .ok_or_else(|| Status::unauthenticated("no client certificate: the hub requires mTLS"))?;
     let leaf = certs
@@ -256,6 +260,16 @@ pub(crate) fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
         );
     }
     Ok(id.cluster)
+}
+
+/// With mTLS: resolves with the status to end the request's stream with,
+/// once its client certificate expires or a reloaded client CA no longer
+/// trusts it (`None` without a client certificate).
+pub(crate) fn stream_end<T>(
+    request: &Request<T>,
+) -> Option<impl Future<Output = Status> + Send + 'static> {
+    let peer = crate::conn::conn_of(request)?.tls.clone()?;
+    Some(peer.until_invalid())
 }
 
 /// A Hello naming another cluster than the certificate is refused (an

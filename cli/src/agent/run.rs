@@ -36,7 +36,8 @@ pub struct RunArgs {
     /// only: anyone who reaches the hub can report for any cluster).
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "ca"])]
     pub insecure: bool,
-    /// Client certificate (PEM) for mTLS.
+    /// Client certificate (PEM) for mTLS; the TLS files are read again at
+    /// every (re)connect, so a renewed certificate needs no restart.
     #[arg(long, value_name = "PATH", requires_all = ["tls_key", "ca"])]
     pub tls_cert: Option<PathBuf>,
     /// Client private key (PEM) for mTLS.
@@ -122,7 +123,10 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         }
     };
     let mut hub = HubConfig::new(args.hub.clone(), cluster);
-    hub.tls = tls;
+    if let Some((config, files)) = tls {
+        hub.tls = Some(config);
+        hub.tls_files = Some(files);
+    }
     hub.heartbeat = args.heartbeat.max(Duration::from_millis(10));
     Ok(Plan {
         hub,
@@ -154,6 +158,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             on_signal.cancel();
         });
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
+        let mut plan = plan;
+        if let Some(files) = plan.hub.tls_files.as_mut() {
+            // The certificate's expiry, set at each (re)load of the files.
+            let expiry = metrics.certificate_expiry.clone();
+            expiry.set(files.expiry.get());
+            files.expiry = expiry;
+        }
         if let Some(addr) = plan.metrics_listen {
             gwhub_agent::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
                 .await

@@ -1,7 +1,8 @@
 //! `gwhub certs`: a development CA, the hub's server certificate and one
 //! client certificate per cluster, so mTLS is as easy to try as
 //! `--insecure`. Not a PKI: keys are written unencrypted and never rotate,
-//! and every certificate expires after `--validity` (one year by default;
+//! and every certificate is valid from now (back-dated a few minutes) for
+//! `--validity` (one year by default;
 //! run it again, with `--force`, to renew).
 
 use std::net::IpAddr;
@@ -32,8 +33,8 @@ pub struct Args {
     /// Overwrite existing files.
     #[arg(long)]
     pub force: bool,
-    /// How long the CA and every certificate are valid (from yesterday, so
-    /// clock skew does not matter); at most 10 years (3650d).
+    /// How long the CA and every certificate are valid, from now
+    /// (back-dated five minutes for clock skew); at most 10 years (3650d).
     #[arg(long, value_name = "DUR", default_value = "365d", value_parser = parse_validity)]
     pub validity: Duration,
 }
@@ -116,7 +117,20 @@ pub fn generate(
     generate_valid_for(out, clusters, hub_sans, force, DEFAULT_VALIDITY)
 }
 
-/// [`generate`] with certificates valid for `validity` from yesterday.
+/// How far before "now" certificates start, so a peer whose clock is a
+/// little behind accepts them.
+pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
+
+/// Sets `p`'s validity to `[from, to]` (Unix seconds; clamped to 1970).
+pub fn set_window(p: &mut CertificateParams, from: i64, to: i64) {
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    let at = |t: i64| epoch + Duration::from_secs(u64::try_from(t).unwrap_or(0));
+    p.not_before = at(from);
+    p.not_after = at(to);
+}
+
+/// [`generate`] with certificates valid for `validity` from now (back-dated
+/// by [`BACKDATE`]).
 pub fn generate_valid_for(
     out: &Path,
     clusters: &[String],
@@ -130,20 +144,12 @@ pub fn generate_valid_for(
             MAX_VALIDITY.as_secs() / 86_400
         ));
     }
-    let yesterday = jiff::Zoned::now()
-        .date()
-        .yesterday()
-        .map_err(|e| format!("cannot date the certificates: {e}"))?;
-    let not_before = rcgen::date_time_ymd(
-        i32::from(yesterday.year()),
-        yesterday.month() as u8,
-        yesterday.day() as u8,
+    let now = jiff::Timestamp::now().as_second();
+    let (from, to) = (
+        now - BACKDATE.as_secs() as i64,
+        now + validity.as_secs() as i64,
     );
-    let not_after = not_before + validity;
-    let valid = |p: &mut CertificateParams| {
-        p.not_before = not_before;
-        p.not_after = not_after;
-    };
+    let valid = |p: &mut CertificateParams| set_window(p, from, to);
     let mut seen = std::collections::BTreeSet::new();
     for c in clusters {
         if !cluster_name_ok(c) {
@@ -312,4 +318,38 @@ pub fn run(args: &Args) -> Result<String, String> {
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--validity 1d` is a day from now, not from the previous midnight
+    /// (which wrote certificates already expired by the evening).
+    #[test]
+    fn validity_counts_from_now_back_dated_a_little() {
+        let out = std::env::temp_dir().join(format!(
+            "gwhub-certs-validity-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond()
+        ));
+        let l = generate_valid_for(
+            &out,
+            &["east".to_owned()],
+            &["127.0.0.1".to_owned()],
+            false,
+            Duration::from_secs(86_400),
+        )
+        .unwrap();
+        let now = jiff::Timestamp::now().as_second();
+        for file in [&l.ca, &l.hub_cert, &l.clusters[0].1] {
+            let pem = std::fs::read(file).unwrap();
+            let v = gwhub_common::identity::validities_from_pem(&pem).unwrap()[0];
+            assert!(v.not_before <= now, "{file:?}: {v:?}");
+            assert!(v.not_before >= now - 600, "{file:?}: {v:?}");
+            assert!(v.not_after >= now + 86_400 - 60, "{file:?}: {v:?}");
+            assert!(v.not_after <= now + 86_400 + 60, "{file:?}: {v:?}");
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }

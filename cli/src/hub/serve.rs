@@ -74,7 +74,8 @@ pub struct Args {
     /// worth); a faster stream is ended with RESOURCE_EXHAUSTED. 0: no limit.
     #[arg(long, value_name = "N", default_value_t = gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
     pub max_messages_per_second: u32,
-    /// Server certificate (PEM) for mTLS.
+    /// Server certificate (PEM) for mTLS; the TLS files are re-read when
+    /// they change (checked every 2 s), no restart needed.
     #[arg(long, value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
     /// Server private key (PEM) for mTLS.

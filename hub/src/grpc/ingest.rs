@@ -113,6 +113,9 @@ impl v1::ingest_server::Ingest for IngestService {
                 tracing::warn!(?peer, message = status.message(), "agent refused");
             })?),
         };
+        // With mTLS the stream ends when its certificate expires or is
+        // no longer trusted after a client-CA reload.
+        let cert_end = crate::tls::stream_end(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let index = self.index.clone();
@@ -121,7 +124,13 @@ impl v1::ingest_server::Ingest for IngestService {
         tokio::spawn(async move {
             let mut stream = AgentStream::new(index, config, tx.clone(), shutdown);
             stream.identity = identity;
-            let result = stream.run(inbound).await;
+            let result = match cert_end {
+                None => stream.run(inbound).await,
+                Some(end) => tokio::select! {
+                    r = stream.run(inbound) => r,
+                    status = end => Err(status),
+                },
+            };
             if let Some(session) = &stream.session {
                 stream.index.disconnect(session);
             }

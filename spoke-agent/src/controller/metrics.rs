@@ -10,6 +10,7 @@ use gwhub_common::metrics_http::{self, CountGauge, Value};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::ownership::GatewayMode;
@@ -61,6 +62,9 @@ gwhub_common::metrics! {
         /// Kubernetes Events the agent failed to publish.
         pub event_publish_errors: Counter => "gwhub_agent_event_publish_errors",
             "Kubernetes Events that could not be published.",
+        /// notAfter of the client certificate in use (0 without mTLS).
+        pub certificate_expiry: Gauge => "gwhub_agent_certificate_expiry_timestamp_seconds",
+            "notAfter (Unix seconds) of the agent's client certificate (--tls-cert), read at each connect; 0 without mTLS.",
         /// Per in-scope Gateway, 1 for its current mode and 0 for the others
         /// (kept by [`Metrics::set_mode`] from `modes`).
         write_mode: Family<ModeLabels, CountGauge> => "gwhub_agent_gateway_write_mode",
@@ -183,6 +187,7 @@ mod tests {
             "gwhub_agent_event_list_errors_total",
             "gwhub_agent_condition_limit_total",
             "gwhub_agent_event_publish_errors_total",
+            "gwhub_agent_certificate_expiry_timestamp_seconds",
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"write\"}",
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"partial\"}",
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"stream\"}",

@@ -49,6 +49,9 @@ pub struct HubConfig {
     pub endpoint: String,
     /// mTLS: the agent's certificate and the CA the hub's must chain to.
     pub tls: Option<tonic::transport::ClientTlsConfig>,
+    /// With `tls`: the files it came from, re-read at every (re)connect
+    /// (a renewed certificate is used without a restart).
+    pub tls_files: Option<super::tls::TlsFiles>,
     /// The cluster reported in Hello (honoured by the hub in insecure mode).
     pub cluster: String,
     /// Send a Heartbeat after this long without any other message (the hub
@@ -76,6 +79,7 @@ impl HubConfig {
         Self {
             endpoint: endpoint.into(),
             tls: None,
+            tls_files: None,
             cluster: cluster.into(),
             heartbeat: Duration::from_secs(5),
             backoff_initial: Duration::from_millis(100),
@@ -189,7 +193,16 @@ impl HubClient {
         tracing::info!("hub client stopped");
     }
 
-    async fn connect(&self) -> Result<IngestClient<Channel>, StreamError> {
+    async fn connect(&mut self) -> Result<IngestClient<Channel>, StreamError> {
+        if let Some(files) = &self.config.tls_files {
+            match files.load() {
+                Ok(tls) => self.config.tls = Some(tls),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot reload the TLS files; connecting with the last good ones"
+                ),
+            }
+        }
         let cfg = &self.config;
         let mut endpoint = Endpoint::from_shared(cfg.endpoint.clone())
             .map_err(|e| StreamError::Url(cfg.endpoint.clone(), e.to_string()))?;

@@ -4,9 +4,10 @@
 //! ([`gwhub_common::identity`]) and fails fast when `--cluster` disagrees,
 //! instead of being refused by the hub on every reconnect.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gwhub_common::identity;
+use prometheus_client::metrics::gauge::Gauge;
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// TLS for the hub connection plus the cluster the certificate names.
@@ -72,8 +73,55 @@ impl ClientTls {
     }
 }
 
+/// The agent's TLS files, read again at every (re)connect: a renewed
+/// certificate (a mounted Secret's `..data` swap, cert-manager) is used by
+/// the next connection without a restart. Files that no longer load (or
+/// name another cluster) leave the last good config in use, with a warning.
+#[derive(Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// The cluster the first certificate named; a renewal must name it too.
+    pub cluster: String,
+    /// `gwhub_agent_certificate_expiry_timestamp_seconds`, set at each load.
+    pub expiry: Gauge,
+}
+
+impl std::fmt::Debug for TlsFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsFiles")
+            .field("cert", &self.cert)
+            .field("cluster", &self.cluster)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsFiles {
+    /// The files as they are now; sets the expiry gauge.
+    pub fn load(&self) -> Result<ClientTlsConfig, String> {
+        let tls = ClientTls::load(&self.cert, &self.key, &self.ca, Some(&self.cluster))?;
+        let cert = read("--tls-cert", &self.cert)?;
+        let not_after = identity::soonest_expiry_pem(&cert)
+            .map_err(|e| format!("--tls-cert {}: {e}", self.cert.display()))?;
+        self.expiry.set(not_after);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        if not_after < now {
+            tracing::warn!(
+                file = %self.cert.display(),
+                not_after,
+                "the client certificate has expired; the hub will refuse it until it is renewed"
+            );
+        }
+        Ok(tls.config)
+    }
+}
+
 /// `gwhub-agent run`'s hub connection flags → the cluster to report and
-/// the TLS config (`None` with `--insecure`). Every error says what to do.
+/// the TLS config with the files it came from (`None` with `--insecure`).
+/// Every error says what to do.
 pub fn hub_connection(
     hub: &str,
     insecure: bool,
@@ -81,7 +129,7 @@ pub fn hub_connection(
     cert: Option<&Path>,
     key: Option<&Path>,
     ca: Option<&Path>,
-) -> Result<(String, Option<ClientTlsConfig>), String> {
+) -> Result<(String, Option<(ClientTlsConfig, TlsFiles)>), String> {
     let cluster = cluster.map(str::trim).filter(|c| !c.is_empty());
     let url = || {
         tonic::transport::Endpoint::from_shared(hub.to_owned())
@@ -96,7 +144,16 @@ pub fn hub_connection(
                 "--hub {hub:?}: with mTLS the URL must start with https://"
             ));
         }
-        return Ok((tls.cluster, Some(tls.config)));
+        let files = TlsFiles {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
+            ca: ca.to_owned(),
+            cluster: tls.cluster.clone(),
+            expiry: Gauge::default(),
+        };
+        // Sets the expiry gauge (and warns of an expired certificate).
+        let config = files.load().unwrap_or(tls.config);
+        return Ok((tls.cluster, Some((config, files))));
     }
     if !insecure {
         return Err(
