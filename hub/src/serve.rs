@@ -37,6 +37,9 @@ pub struct HubConfig {
     pub budgets: Budgets,
     /// `--web-listen`: the web status page (see [`crate::web`]); off if `None`.
     pub web_listen: Option<SocketAddr>,
+    /// `--web-host`: names the web page answers to besides loopback names
+    /// and IP literals (see [`crate::web`]).
+    pub web_hosts: gwhub_hub_rules::web_host::WebHosts,
     /// `--gateway-history`: transitions kept per hub Gateway.
     pub gateway_history: usize,
 }
@@ -54,6 +57,7 @@ impl HubConfig {
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
             budgets: Budgets::default(),
             web_listen: None,
+            web_hosts: Default::default(),
             gateway_history: crate::history::DEFAULT_CAPACITY,
         }
     }
@@ -271,6 +275,10 @@ impl Hub {
                 budgets,
                 dashboard_calls,
                 shutdown_rx.clone(),
+                crate::web::WebAccess {
+                    hosts: config.web_hosts.clone(),
+                    tls: tls.is_some(),
+                },
             );
             servers.spawn(
                 builder_tls(tls.as_ref().map(HubTls::dashboard).map(handshake))?

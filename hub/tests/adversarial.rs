@@ -591,7 +591,7 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
     // timeouts, and it holds the one call slot.
     let get = |path: &'static str| async move {
         let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: hub\r\n\r\n").as_bytes())
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
             .await
             .unwrap();
         let mut head = Vec::new();
