@@ -179,6 +179,13 @@ impl Hub {
         let limits = |max_connections| ConnLimits {
             max_connections,
             idle_timeout: budgets.idle_connection_timeout,
+            max_per_address: usize::MAX,
+        };
+        // Readers are capped per client address too; agents are not (a
+        // fleet may reach the hub through one NAT).
+        let reader_limits = |max_connections| ConnLimits {
+            max_per_address: budgets.max_dashboard_connections_per_address,
+            ..limits(max_connections)
         };
         let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
             .unwrap_or(u32::MAX)
@@ -259,7 +266,7 @@ impl Hub {
                 .serve_with_incoming_shutdown(
                     incoming(
                         dashboard_listener,
-                        limits(budgets.max_dashboard_connections),
+                        reader_limits(budgets.max_dashboard_connections),
                         counters.dashboard.clone(),
                         "dashboard",
                     ),
@@ -288,7 +295,7 @@ impl Hub {
                     .serve_with_incoming_shutdown(
                         incoming(
                             web_listener,
-                            limits(budgets.max_dashboard_connections),
+                            reader_limits(budgets.max_dashboard_connections),
                             counters.web.clone(),
                             "web",
                         ),
