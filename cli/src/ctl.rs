@@ -248,25 +248,9 @@ fn status_error(s: tonic::Status) -> String {
     format!("{:?}: {}", s.code(), printable(s.message()))
 }
 
-/// `s` with control characters (ESC, BEL, CR, LF, ...) and bidirectional
-/// overrides escaped, so text from the server (a rogue cluster's names and
-/// messages) cannot move the cursor or draw rows of its own.
-pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    };
-    if !s.chars().any(unsafe_char) {
-        return s.into();
-    }
-    s.chars()
-        .map(|c| match c {
-            c if unsafe_char(c) => c.escape_default().to_string(),
-            c => c.to_string(),
-        })
-        .collect::<String>()
-        .into()
-}
+/// Text from the server shown escaped (controls and bidi controls), the
+/// one rule the web page follows too.
+pub use gwhub_model::text::printable;
 
 /// Renders rows as a kubectl-style table: left-aligned, three spaces apart.
 /// Cells are [`printable`].

@@ -36,7 +36,10 @@ pub enum IdentityError {
         "the certificate names no cluster: no SAN URI {SPIFFE_CLUSTER_PREFIX}<name> and no subject CN"
     )]
     Missing,
-    #[error("the certificate's cluster name {0:?} is not valid: {1}")]
+    #[error(
+        "the certificate's cluster name {name} is not valid: {1}",
+        name = gwhub_model::text::quote_client_input(.0)
+    )]
     Invalid(String, String),
     #[error(
         "the certificate names more than one cluster ({0:?}); a certificate must name exactly one"

@@ -6,7 +6,8 @@
 //! `ClusterReport` type the hub stores reports in; [`listing`] filters and
 //! pages the Dashboard's lists and sums up a cluster's report in one word;
 //! [`history`] decides which condition changes are a hub Gateway's
-//! transitions and keeps the last ones in a bounded ring.
+//! transitions and keeps the last ones in a bounded ring; [`web_host`]
+//! decides which `Host` the web page answers to.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -20,3 +21,4 @@ pub mod listing;
 pub mod report;
 pub mod status_plan;
 pub mod store_queue;
+pub mod web_host;

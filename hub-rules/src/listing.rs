@@ -138,10 +138,11 @@ pub fn encode_token(last: &GatewayKey) -> String {
 /// A `page_token` this hub did not make.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "invalid page_token {token:?}: {why}; pass the next_page_token of the previous answer, or none for the first page"
+    "invalid page_token {token}: {why}; pass the next_page_token of the previous answer, or none for the first page"
 )]
 pub struct BadToken {
-    /// The token as given (at most 64 characters of it).
+    /// The token as given, quoted as an error echoes client input
+    /// ([`gwhub_model::text::quote_client_input`]).
     pub token: String,
     pub why: &'static str,
 }
@@ -149,7 +150,7 @@ pub struct BadToken {
 /// The key a token from [`encode_token`] names.
 pub fn decode_token(token: &str) -> Result<GatewayKey, BadToken> {
     let bad = |why| BadToken {
-        token: token.chars().take(64).collect(),
+        token: gwhub_model::text::quote_client_input(token),
         why,
     };
     let body = token
@@ -335,7 +336,7 @@ mod tests {
         }
         let long = "x".repeat(500);
         let e = decode_token(&long).unwrap_err();
-        assert_eq!(e.token.len(), 64);
+        assert_eq!(e.token, format!("\"{}\"...", "x".repeat(64)));
     }
 
     #[test]

@@ -47,6 +47,11 @@ pub const INGEST_STREAMS_PER_CONNECTION: u32 = 8;
 /// connection may have open (health checks, reflection).
 pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 
+/// Default of `--max-dashboard-connections-per-address`: half the default
+/// `--max-dashboard-connections`, so a flood from one address leaves the
+/// other half to everyone else.
+pub const DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS: usize = 32;
+
 /// Largest value of the count flags bounding connections and calls
 /// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
 /// far below what a semaphore can hold.
@@ -128,6 +133,12 @@ pub struct Budgets {
     /// Open connections on the Dashboard listener.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = count_flag())]
     pub max_dashboard_connections: usize,
+    /// Open connections from one client address on the Dashboard listener
+    /// and on the web page's (each); a connection past it is closed at
+    /// once, so one address cannot take every slot. Clients behind one
+    /// proxy or NAT share an address.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS, value_parser = count_flag())]
+    pub max_dashboard_connections_per_address: usize,
     /// A TLS handshake not finished within this is dropped.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_model::time::parse_duration)]
     pub tls_handshake_timeout: Duration,
@@ -152,6 +163,7 @@ impl Default for Budgets {
             watch_send_timeout: Duration::from_secs(60),
             max_connections: DEFAULT_MAX_CLUSTERS,
             max_dashboard_connections: 64,
+            max_dashboard_connections_per_address: DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS,
             tls_handshake_timeout: Duration::from_secs(10),
             idle_connection_timeout: Duration::from_secs(30),
             insecure_prune_after: Duration::from_secs(600),
@@ -294,6 +306,7 @@ mod tests {
             "--max-dashboard-connections",
             "--max-dashboard-calls",
             "--max-dashboard-calls-per-connection",
+            "--max-dashboard-connections-per-address",
         ] {
             for bad in ["0", "1048577", "18446744073709551615"] {
                 let e = parse(&[flag, bad]).unwrap_err();

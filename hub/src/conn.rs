@@ -38,6 +38,68 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// A connection with no open call for this long is closed.
     pub idle_timeout: Duration,
+    /// Open connections from one client address; one past it is closed
+    /// as soon as it is accepted ([`PerAddress`]).
+    pub max_per_address: usize,
+}
+
+/// Connections open per client address on one listener, so one address
+/// cannot take every slot of `max_connections`. Kept apart from the accept
+/// path's other steps: a check after `accept`, a slot the connection holds.
+#[derive(Debug)]
+struct PerAddress {
+    max: usize,
+    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
+}
+
+impl PerAddress {
+    fn new(max: usize) -> Arc<Self> {
+        Arc::new(PerAddress {
+            max,
+            open: Default::default(),
+        })
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::net::IpAddr, usize>> {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for one more connection from `ip`, unless it has `max` open.
+    fn try_take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<AddressSlot> {
+        let mut open = self.lock();
+        let n = open.entry(ip).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            per: self.clone(),
+            ip,
+        })
+    }
+}
+
+/// One connection's place in its address's count, given back on drop.
+#[derive(Debug)]
+struct AddressSlot {
+    per: Arc<PerAddress>,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.per.lock();
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Counters of one listener, for `/metrics`.
@@ -267,6 +329,8 @@ pub struct Conn {
     _permit: OwnedSemaphorePermit,
     _closed: DropGuard,
     counters: Arc<ListenerCounters>,
+    /// Its place in its client address's count.
+    _address: Option<AddressSlot>,
 }
 
 impl Drop for Conn {
@@ -338,40 +402,56 @@ pub(crate) fn incoming(
         limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
     ));
     let last_warned: Option<tokio::time::Instant> = None;
+    let per_address = PerAddress::new(limits.max_per_address);
     futures::stream::unfold(
         (listener, slots, limits, counters, last_warned),
-        move |(listener, slots, limits, counters, mut last_warned)| async move {
-            let permit = match slots.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => {
-                    counters.saturated.inc();
-                    // Once a minute at most: an attacker cycling connections
-                    // must not flood the log.
-                    let now = tokio::time::Instant::now();
-                    if last_warned.is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY) {
-                        last_warned = Some(now);
-                        tracing::warn!(
-                            listener = name,
-                            max = limits.max_connections,
-                            "connection limit reached; not accepting until a connection closes"
-                        );
+        move |(listener, slots, limits, counters, mut last_warned)| {
+            let per_address = per_address.clone();
+            async move {
+                let permit = match slots.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        counters.saturated.inc();
+                        // Once a minute at most: an attacker cycling connections
+                        // must not flood the log.
+                        let now = tokio::time::Instant::now();
+                        if last_warned.is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY)
+                        {
+                            last_warned = Some(now);
+                            tracing::warn!(
+                                listener = name,
+                                max = limits.max_connections,
+                                "connection limit reached; not accepting until a connection closes"
+                            );
+                        }
+                        slots.clone().acquire_owned().await.ok()?
                     }
-                    slots.clone().acquire_owned().await.ok()?
-                }
-            };
-            loop {
-                match listener.accept().await {
-                    Ok((tcp, remote)) => {
-                        let _ = tcp.set_nodelay(true);
-                        let conn = wrap(tcp, remote, permit, &limits, &counters);
-                        return Some((Ok(conn), (listener, slots, limits, counters, last_warned)));
-                    }
-                    Err(e) => {
-                        counters.accept_errors.inc();
-                        // Out of file descriptors, typically: back off
-                        // instead of spinning on a core.
-                        tracing::warn!(listener = name, error = %e, backoff = ?ACCEPT_BACKOFF, "cannot accept a connection");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                };
+                loop {
+                    match listener.accept().await {
+                        Ok((tcp, remote)) => {
+                            // One address past its share: closed at once, the
+                            // listener slot kept for the next client.
+                            let Some(address) = per_address.try_take(remote.ip()) else {
+                                tracing::debug!(listener = name, %remote, max = limits.max_per_address, "closing a connection past its address's share");
+                                drop(tcp);
+                                continue;
+                            };
+                            let _ = tcp.set_nodelay(true);
+                            let mut conn = wrap(tcp, remote, permit, &limits, &counters);
+                            conn._address = Some(address);
+                            return Some((
+                                Ok(conn),
+                                (listener, slots, limits, counters, last_warned),
+                            ));
+                        }
+                        Err(e) => {
+                            counters.accept_errors.inc();
+                            // Out of file descriptors, typically: back off
+                            // instead of spinning on a core.
+                            tracing::warn!(listener = name, error = %e, backoff = ?ACCEPT_BACKOFF, "cannot accept a connection");
+                            tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        }
                     }
                 }
             }
@@ -437,6 +517,31 @@ fn wrap(
         _permit: permit,
         _closed: closed.drop_guard(),
         counters: counters.clone(),
+        _address: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_address_holds_at_most_its_share() {
+        let per = PerAddress::new(2);
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = per.try_take(a).unwrap();
+        let _a2 = per.try_take(a).unwrap();
+        assert!(per.try_take(a).is_none());
+        let _b1 = per.try_take(b).unwrap();
+        drop(a1);
+        let _a3 = per.try_take(a).unwrap();
+        assert!(per.try_take(a).is_none());
+        drop((_a2, _a3, _b1));
+        assert!(
+            per.lock().is_empty(),
+            "addresses with none open are forgotten"
+        );
     }
 }
 

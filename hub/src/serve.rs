@@ -38,6 +38,9 @@ pub struct HubConfig {
     pub budgets: Budgets,
     /// `--web-listen`: the web status page (see [`crate::web`]); off if `None`.
     pub web_listen: Option<SocketAddr>,
+    /// `--web-host`: names the web page answers to besides loopback names
+    /// and IP literals (see [`crate::web`]).
+    pub web_hosts: gwhub_hub_rules::web_host::WebHosts,
     /// `--gateway-history`: transitions kept per hub Gateway.
     pub gateway_history: usize,
 }
@@ -55,6 +58,7 @@ impl HubConfig {
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
             budgets: Budgets::default(),
             web_listen: None,
+            web_hosts: Default::default(),
             gateway_history: crate::history::DEFAULT_CAPACITY,
         }
     }
@@ -171,6 +175,13 @@ impl Hub {
         let limits = |max_connections| ConnLimits {
             max_connections,
             idle_timeout: budgets.idle_connection_timeout,
+            max_per_address: usize::MAX,
+        };
+        // Readers are capped per client address too; agents are not (a
+        // fleet may reach the hub through one NAT).
+        let reader_limits = |max_connections| ConnLimits {
+            max_per_address: budgets.max_dashboard_connections_per_address,
+            ..limits(max_connections)
         };
         let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
             .unwrap_or(u32::MAX)
@@ -276,7 +287,7 @@ impl Hub {
                     with_tls(
                         incoming(
                             dashboard_listener,
-                            limits(budgets.max_dashboard_connections),
+                            reader_limits(budgets.max_dashboard_connections),
                             counters.dashboard.clone(),
                             "dashboard",
                         ),
@@ -296,6 +307,10 @@ impl Hub {
                 budgets,
                 dashboard_calls,
                 shutdown_rx.clone(),
+                crate::web::WebAccess {
+                    hosts: config.web_hosts.clone(),
+                    tls: tls.is_some(),
+                },
             );
             servers.spawn(
                 builder()
@@ -306,7 +321,7 @@ impl Hub {
                         with_tls(
                             incoming(
                                 web_listener,
-                                limits(budgets.max_dashboard_connections),
+                                reader_limits(budgets.max_dashboard_connections),
                                 counters.web.clone(),
                                 "web",
                             ),

@@ -279,7 +279,8 @@ pub(crate) fn check_claim(certified: &str, claimed: &str) -> Result<(), Status> 
         return Ok(());
     }
     Err(Status::permission_denied(format!(
-        "Hello names cluster {claimed:?} but the client certificate is for cluster {certified:?}"
+        "Hello names cluster {} but the client certificate is for cluster {certified:?}",
+        gwhub_model::text::quote_client_input(claimed)
     )))
 }
 

@@ -545,6 +545,64 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
     hub.shutdown().await.unwrap();
 }
 
+/// `--max-dashboard-connections-per-address`: one address past its share
+/// is closed at once while another address is served, and a slot it gives
+/// back is its again.
+#[tokio::test]
+async fn one_address_cannot_take_every_reader_slot() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_connections: 8,
+            max_dashboard_connections_per_address: 2,
+            idle_connection_timeout: Duration::from_secs(120),
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let from = |ip: &'static str| async move {
+        let s = tokio::net::TcpSocket::new_v4().unwrap();
+        s.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        s.connect(web).await.unwrap()
+    };
+    /// The status of `GET /` on `s`, or `None` when it is closed.
+    async fn get(mut s: tokio::net::TcpStream) -> Option<u16> {
+        let ask = b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+        s.write_all(ask).await.ok()?;
+        let mut text = Vec::new();
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut text)).await;
+        String::from_utf8_lossy(&text)
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+    }
+    // Two idle connections from one address take its share...
+    let first = from("127.0.0.1").await;
+    let _second = from("127.0.0.1").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // ...so a third from it is closed (long before the idle timeout).
+    let mut third = from("127.0.0.1").await;
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(WAIT, third.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0) | Err(_))),
+        "a third connection from one address stayed open: {closed:?}"
+    );
+    // Another address is served meanwhile.
+    assert_eq!(get(from("127.0.0.2").await).await, Some(200));
+    // A slot given back is the address's again.
+    drop(first);
+    until(
+        WAIT,
+        || async { get(from("127.0.0.1").await).await },
+        |code| *code == Some(200),
+    )
+    .await;
+}
+
 /// The web page's listener (issue 16) has the Dashboard's bounds:
 /// `--max-dashboard-connections` open connections, idle ones closed after
 /// `--idle-connection-timeout`, an open event stream not idle, and event
@@ -591,7 +649,7 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
     // timeouts, and it holds the one call slot.
     let get = |path: &'static str| async move {
         let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: hub\r\n\r\n").as_bytes())
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
             .await
             .unwrap();
         let mut head = Vec::new();

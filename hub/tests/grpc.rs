@@ -179,6 +179,31 @@ async fn snapshot_is_aggregated_and_deltas_apply() {
         .await
         .unwrap_err();
     assert_eq!(missing.code(), tonic::Code::NotFound);
+    // A requested name of any length, with control and bidi characters,
+    // is echoed as a short, escaped prefix only.
+    let hostile = "\u{1b}[2J\u{202e}evil\r\n".repeat(1000);
+    for e in [
+        d.get_gateway(v1::GetGatewayRequest {
+            namespace: "openshift-ingress".into(),
+            name: hostile.clone(),
+        })
+        .await
+        .unwrap_err(),
+        d.get_gateway_history(v1::GetGatewayHistoryRequest {
+            namespace: hostile.clone(),
+            name: "gw".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap_err(),
+    ] {
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        let m = e.message();
+        assert!(m.len() < 400, "{} bytes: {m}", m.len());
+        assert!(!m.chars().any(gwhub_model::text::is_unsafe_char), "{m:?}");
+        assert!(m.contains("\\u{1b}[2J\\u{202e}evil\\r\\n"), "{m}");
+        assert!(m.contains("\"..."), "{m}");
+    }
 
     let clusters = d
         .list_clusters(v1::ListClustersRequest {})
@@ -896,8 +921,22 @@ async fn bad_cluster_names_are_refused_with_the_rule() {
     assert_eq!(s.code(), tonic::Code::InvalidArgument);
     assert_eq!(
         s.message(),
-        "Hello.cluster: \"east west\" has characters other than letters, digits, '.', '_' and '-'"
+        "Hello.cluster: \"east west\" has characters other than lowercase letters, digits, '.', '_' and '-'"
     );
+    // Two clusters never differ only by case; `.` and `..` name nothing.
+    for (name, why) in [
+        ("EAST", "\"EAST\" has uppercase letters"),
+        ("..", "\"..\" is not a cluster name"),
+        (".", "\".\" is not a cluster name"),
+    ] {
+        let s = hello_refused(hub.ingest_addr, name).await;
+        assert_eq!(s.code(), tonic::Code::InvalidArgument);
+        assert!(
+            s.message().starts_with(&format!("Hello.cluster: {why}")),
+            "{}",
+            s.message()
+        );
+    }
     assert!(hub.index.clusters().is_empty());
     hub.shutdown().await.unwrap();
 }
@@ -1468,13 +1507,23 @@ async fn gwhubctl_filters_pages_and_shows_history() {
 /// A plain HTTP/1.1 GET over loopback: the status code and the text read
 /// until the connection closes or `until` shows up in it.
 async fn http_get(addr: SocketAddr, path: &str, method: &str, until: &str) -> (u16, String) {
+    http_get_as(addr, "Host: localhost\r\n", path, method, until).await
+}
+
+/// [`http_get`] with `host` as the request's Host header line(s) (or
+/// none: "").
+async fn http_get_as(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    method: &str,
+    until: &str,
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("{method} {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
+    s.write_all(format!("{method} {path} HTTP/1.1\r\n{host}Connection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut text = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
@@ -1626,4 +1675,68 @@ async fn the_web_listener_serves_the_page_and_the_fleet() {
     assert_eq!(code, 405);
     let (code, _) = http_get(web, "/etc/passwd", "GET", "").await;
     assert_eq!(code, 404);
+}
+
+/// DNS rebinding: the page answers only to loopback names, IP literals and
+/// `--web-host` names; plaintext answers carry no HSTS; error answers echo
+/// a short, escaped prefix of what was asked.
+#[tokio::test]
+async fn the_web_page_answers_only_to_its_names() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        web_hosts: gwhub_hub_rules::web_host::WebHosts::new(["hub.example.com"]).unwrap(),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.expect("web listener");
+    let _agents = small_fleet(&hub).await;
+
+    for host in [
+        "Host: localhost:7445\r\n",
+        "Host: 127.0.0.1\r\n",
+        "Host: [::1]:7445\r\n",
+        "Host: hub.example.com\r\n",
+        "Host: HUB.example.com:443\r\n",
+    ] {
+        let (code, text) = http_get_as(web, host, "/api/fleet", "GET", "").await;
+        assert_eq!(code, 200, "{host}: {text}");
+        assert!(
+            !text
+                .to_ascii_lowercase()
+                .contains("strict-transport-security"),
+            "no HSTS without TLS: {text}"
+        );
+    }
+    for (host, named) in [
+        ("Host: evil.example\r\n", "\"evil.example\""),
+        ("Host: evil.example:7445\r\n", "\"evil.example:7445\""),
+        ("Host: hub.example.com.evil.example\r\n", "evil.example"),
+    ] {
+        for path in ["/api/fleet", "/", "/api/events"] {
+            let (code, text) = http_get_as(web, host, path, "GET", "").await;
+            assert_eq!(code, 421, "{host} {path}: {text}");
+            let e = body_json(&text)["error"].as_str().unwrap().to_owned();
+            assert!(e.contains(named) && e.contains("--web-host"), "{e}");
+        }
+    }
+
+    // Error answers echo a short, escaped prefix of the request.
+    let hostile = "%1b%5b2J%e2%80%aeevil%0d%0a".repeat(500);
+    let (code, text) = http_get(
+        web,
+        &format!("/api/gateway?namespace=openshift-ingress&name={hostile}"),
+        "GET",
+        "",
+    )
+    .await;
+    assert_eq!(code, 404, "{text}");
+    let e = body_json(&text)["error"].as_str().unwrap().to_owned();
+    assert!(e.len() < 400, "{} bytes: {e}", e.len());
+    assert!(!e.chars().any(gwhub_model::text::is_unsafe_char), "{e:?}");
+    assert!(e.contains("\\u{1b}[2J\\u{202e}evil\\r\\n"), "{e}");
+    let (code, text) = http_get(web, &format!("/api/{}", "x".repeat(10_000)), "GET", "").await;
+    assert_eq!(code, 404);
+    let e = body_json(&text)["error"].as_str().unwrap().to_owned();
+    assert!(e.len() < 200, "{e}");
 }

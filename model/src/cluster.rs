@@ -2,8 +2,12 @@
 //! Hello, an mTLS certificate, `gwhub certs`), and the two views the hub
 //! needs of it.
 //!
-//! Rule: 1 to 253 characters of ASCII letters, digits, `.`, `_` and `-`, so a
-//! name is safe in logs, labels, file names and URIs. That is wider than a DNS
+//! Rule: 1 to 253 characters of lowercase ASCII letters, digits, `.`, `_` and
+//! `-`, and not `.` or `..`, so a name is safe in logs, labels, file names,
+//! paths and URIs. Lowercase only, like the Kubernetes object names of the
+//! inventory's ClusterProfiles that name clusters: two clusters never differ
+//! only by case (`EAST` is refused rather than folded, so a name is shown
+//! exactly as its certificate or Hello gave it). That is wider than a DNS
 //! label on purpose: the spec accepts a cluster such as `cluster_1` and only
 //! leaves out its listeners (their names are `<cluster>.<listener>` and
 //! consumers split at the first `.`, so that part must be a DNS label, see
@@ -26,8 +30,18 @@ pub enum ClusterNameError {
     Empty,
     #[error("{len} characters long, the limit is {MAX_CLUSTER_NAME_LEN}")]
     TooLong { len: usize },
-    #[error("{0:?} has characters other than letters, digits, '.', '_' and '-'")]
+    #[error(
+        "{} has characters other than lowercase letters, digits, '.', '_' and '-'",
+        crate::text::quote_client_input(.0)
+    )]
     BadCharacters(String),
+    #[error(
+        "{} has uppercase letters: cluster names are lowercase (like the ClusterProfile that names a cluster), so two never differ only by case",
+        crate::text::quote_client_input(.0)
+    )]
+    Uppercase(String),
+    #[error("{0:?} is not a cluster name: it names a directory")]
+    Dots(&'static str),
 }
 
 impl ClusterName {
@@ -84,7 +98,14 @@ pub fn validate(name: &str) -> Result<(), ClusterNameError> {
     {
         return Err(ClusterNameError::BadCharacters(name.to_owned()));
     }
-    Ok(())
+    if name.bytes().any(|c| c.is_ascii_uppercase()) {
+        return Err(ClusterNameError::Uppercase(name.to_owned()));
+    }
+    match name {
+        "." => Err(ClusterNameError::Dots(".")),
+        ".." => Err(ClusterNameError::Dots("..")),
+        _ => Ok(()),
+    }
 }
 
 /// Whether `s` is a DNS label (RFC 1123: at most 63 characters of
@@ -135,7 +156,16 @@ mod tests {
 
     #[test]
     fn one_rule_for_every_entry() {
-        for ok in ["east", "cluster_1", "East.1", "a-b", &"a".repeat(253)] {
+        for ok in [
+            "east",
+            "cluster_1",
+            "east.1",
+            "a-b",
+            "...",
+            ".a",
+            "a..b",
+            &"a".repeat(253),
+        ] {
             assert!(ClusterName::parse(ok).is_ok(), "{ok}");
         }
         assert_eq!(ClusterName::parse(""), Err(ClusterNameError::Empty));
@@ -156,11 +186,38 @@ mod tests {
         }
     }
 
+    /// Two clusters never differ only by case: uppercase is refused (not
+    /// folded), and `.`/`..` never name a cluster (they name directories).
+    #[test]
+    fn no_case_twins_and_no_dot_names() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "EAST",
+                "\"EAST\" has uppercase letters: cluster names are lowercase (like the ClusterProfile that names a cluster), so two never differ only by case",
+            ),
+            ("East.1", "has uppercase letters"),
+            ("cluster_A", "has uppercase letters"),
+            (".", "\".\" is not a cluster name: it names a directory"),
+            ("..", "\"..\" is not a cluster name: it names a directory"),
+            (
+                "a\u{1b}b",
+                "\"a\\u{1b}b\" has characters other than lowercase letters",
+            ),
+        ];
+        for (name, want) in cases {
+            let e = ClusterName::parse(name).unwrap_err().to_string();
+            assert!(e.contains(want), "{name}: {e}");
+        }
+        // A long bad name is echoed as a short prefix only.
+        let long = format!("{}\u{202e}", "É".repeat(200));
+        assert!(ClusterName::parse(&long).unwrap_err().to_string().len() < 300);
+    }
+
     #[test]
     fn dns_label_view() {
         let name = |s| ClusterName::parse(s).unwrap();
         assert_eq!(name("east-1").dns_label(), Some("east-1"));
-        for not_label in ["cluster_1", "East", "a.b", "-a", "a-", &"a".repeat(64)] {
+        for not_label in ["cluster_1", "a.b", "-a", "a-", &"a".repeat(64)] {
             assert_eq!(name(not_label).dns_label(), None, "{not_label}");
         }
     }

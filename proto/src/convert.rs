@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use crate::v1;
 use gwhub_model::limits::*;
 pub use gwhub_model::names::NameRule;
+use gwhub_model::text::quote_client_input;
 
 /// Why a message was refused: the field path and the rule it broke.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -55,13 +56,18 @@ impl fmt::Display for Problem {
             }
             Problem::TooMany { len, max } => write!(f, "{len} entries, the limit is {max}"),
             Problem::BadConditionStatus(s) => {
-                write!(f, "condition status {s:?} is not True, False or Unknown")
+                write!(
+                    f,
+                    "condition status {} is not True, False or Unknown",
+                    quote_client_input(s)
+                )
             }
             Problem::BadTime(s) => write!(f, "{s} is not a unix time between years 0000 and 9999"),
             Problem::NotKubernetesName { value, rule } => {
                 write!(
                     f,
-                    "{value:?} is not a valid Kubernetes name: it must be {rule}"
+                    "{} is not a valid Kubernetes name: it must be {rule}",
+                    quote_client_input(value)
                 )
             }
         }

@@ -1,12 +1,21 @@
 //! Reads Kubernetes manifests as users have them: `kubectl get -o yaml` or
 //! `-o json` output, multi-document YAML, JSON streams, `kind: List`, or a
 //! directory of such files. Every error names the file and the document.
+//!
+//! Documents are read one at a time and each object is handed on as soon as
+//! its document is parsed ([`for_each_object`]), so memory is bounded by
+//! the largest document (and what the caller keeps), not by the file: YAML
+//! is split at its document markers (`---`, `...` at column 0, which end
+//! any scalar) with a line reader, a JSON stream is read value by value,
+//! and a top-level JSON array or the `items` of a JSON `List` element by
+//! element.
 
 use std::fmt;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// Files larger than this are refused rather than read into memory.
@@ -147,10 +156,28 @@ impl Object {
 /// Reads every object from the given files or directories, in order.
 pub fn read_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<Object>, ManifestError> {
     let mut out = Vec::new();
-    for p in paths {
-        read_path_into(p.as_ref(), &mut out)?;
-    }
+    for_each_object(paths, |o| {
+        out.push(o);
+        Ok::<_, ManifestError>(())
+    })?;
     Ok(out)
+}
+
+/// Reads every object from the given files or directories, in order,
+/// handing each to `each` as soon as its document is parsed; the first
+/// error (the reader's or `each`'s) ends the reading.
+pub fn for_each_object<P, E>(
+    paths: &[P],
+    mut each: impl FnMut(Object) -> Result<(), E>,
+) -> Result<(), E>
+where
+    P: AsRef<Path>,
+    E: From<ManifestError>,
+{
+    for p in paths {
+        read_path_each(p.as_ref(), &mut each)?;
+    }
+    Ok(())
 }
 
 /// The manifest files of a directory (`*.yaml`, `*.yml`, `*.json`, not hidden),
@@ -194,38 +221,12 @@ fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     "not a file or directory"
 }
 
-/// Reads at most [`MAX_FILE_BYTES`] from `reader` (whatever its size claims).
-fn read_bounded(shown: &str, reader: impl std::io::Read) -> Result<String, ManifestError> {
-    use std::io::Read as _;
-    let read_err = |source| ManifestError::Read {
-        path: shown.to_owned(),
-        source,
-    };
-    let mut bytes = Vec::new();
-    reader
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(ManifestError::TooLarge {
-            path: shown.to_owned(),
-            size: bytes.len() as u64,
-            max: MAX_FILE_BYTES,
-        });
-    }
-    String::from_utf8(bytes).map_err(|_| {
-        read_err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "stream did not contain valid UTF-8",
-        ))
-    })
-}
-
-fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestError> {
+fn read_path_each<E: From<ManifestError>>(
+    path: &Path,
+    each: &mut dyn FnMut(Object) -> Result<(), E>,
+) -> Result<(), E> {
     if path.as_os_str() == "-" {
-        let text = read_bounded("<stdin>", std::io::stdin().lock())?;
-        out.extend(parse_str("<stdin>", &text)?);
-        return Ok(());
+        return parse_reader("<stdin>", std::io::stdin().lock(), each);
     }
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|source| ManifestError::Read {
@@ -234,7 +235,7 @@ fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestErro
     })?;
     if meta.is_dir() {
         for f in manifest_files(path)? {
-            read_path_into(&f, out)?;
+            read_path_each(&f, each)?;
         }
         return Ok(());
     }
@@ -243,22 +244,613 @@ fn read_path_into(path: &Path, out: &mut Vec<Object>) -> Result<(), ManifestErro
         return Err(ManifestError::NotRegular {
             path: shown,
             what: file_kind(&meta),
-        });
+        }
+        .into());
     }
     if meta.len() > MAX_FILE_BYTES {
         return Err(ManifestError::TooLarge {
             path: shown,
             size: meta.len(),
             max: MAX_FILE_BYTES,
-        });
+        }
+        .into());
     }
     let file = std::fs::File::open(path).map_err(|source| ManifestError::Read {
         path: shown.clone(),
         source,
     })?;
-    let text = read_bounded(&shown, file)?;
-    out.extend(parse_str(&shown, &text)?);
+    parse_reader(&shown, file, each)
+}
+
+/// What the reader under the parsers found wrong with the bytes
+/// themselves: more than [`MAX_FILE_BYTES`] (whatever a size claims), or
+/// JSON nested deeper than [`MAX_NESTING`].
+struct Guard<R> {
+    inner: R,
+    read: u64,
+    too_large: bool,
+    /// Refuse to read on once JSON nests too deep (set for JSON input).
+    json: bool,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// Offset of the first bracket past [`MAX_NESTING`], outside strings.
+    too_deep_at: Option<usize>,
+}
+
+impl<R: Read> Guard<R> {
+    fn new(inner: R) -> Self {
+        Guard {
+            inner,
+            read: 0,
+            too_large: false,
+            json: false,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+            too_deep_at: None,
+        }
+    }
+
+    /// Tracks JSON nesting over `bytes`, which start at `offset`: brackets
+    /// outside strings (JSON has no other text that could hold one).
+    fn scan(&mut self, bytes: &[u8], offset: u64) {
+        for (i, &b) in bytes.iter().enumerate() {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'[' | b'{' => {
+                    self.depth += 1;
+                    if self.depth > MAX_NESTING && self.too_deep_at.is_none() {
+                        self.too_deep_at = Some(offset as usize + i);
+                    }
+                }
+                b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+
+    /// The error for what this guard saw, if anything.
+    fn problem(&self, path: &str) -> Option<ManifestError> {
+        if self.too_large {
+            return Some(ManifestError::TooLarge {
+                path: path.to_owned(),
+                size: self.read,
+                max: MAX_FILE_BYTES,
+            });
+        }
+        match self.too_deep_at {
+            Some(offset) if self.json => Some(ManifestError::TooDeep {
+                path: path.to_owned(),
+                max: MAX_NESTING,
+                offset,
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl<R: Read> Read for Guard<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let stop = |why: &str| Err(std::io::Error::other(why.to_owned()));
+        if self.too_large {
+            return stop("input too large");
+        }
+        if self.json && self.too_deep_at.is_some() {
+            return stop("nested too deep");
+        }
+        let n = self.inner.read(buf)?;
+        let offset = self.read;
+        self.read += n as u64;
+        if self.read > MAX_FILE_BYTES {
+            self.too_large = true;
+            return stop("input too large");
+        }
+        self.scan(&buf[..n], offset);
+        Ok(n)
+    }
+}
+
+type Input<R> = BufReader<Guard<R>>;
+
+/// A read error, or what the guard saw that caused it.
+fn read_error<R: Read>(path: &str, r: &Input<R>, source: std::io::Error) -> ManifestError {
+    r.get_ref().problem(path).unwrap_or(ManifestError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// Parses one file's contents (named `file` in errors) from `reader`,
+/// handing each object to `each` as soon as its document is parsed.
+pub fn parse_reader<E: From<ManifestError>>(
+    file: &str,
+    reader: impl Read,
+    each: &mut dyn FnMut(Object) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut r = BufReader::new(Guard::new(reader));
+    // Past a byte order mark and blank lines: JSON or YAML?
+    let mut lines = 0;
+    let mut offset = 0;
+    let first = loop {
+        let buf = match r.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) => return Err(read_error(file, &r, e).into()),
+        };
+        if offset == 0 && buf.starts_with(b"\xef\xbb\xbf") {
+            r.consume(3);
+            offset = 3;
+            continue;
+        }
+        if buf.is_empty() {
+            break None;
+        }
+        let content = buf.iter().position(|b| !b.is_ascii_whitespace());
+        let end = content.unwrap_or(buf.len());
+        // Whole lines only: a YAML line's indentation is part of it.
+        let take = buf[..end]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        let take = if content.is_none() { buf.len() } else { take };
+        let first = content.map(|p| buf[p]);
+        lines += buf[..take].iter().filter(|&&b| b == b'\n').count();
+        offset += take;
+        r.consume(take);
+        if first.is_some() {
+            break first;
+        }
+    };
+    match first {
+        Some(b'{' | b'[') => {
+            r.get_mut().json = true;
+            parse_json(file, &mut r, each)
+        }
+        _ => parse_yaml(file, &mut r, lines, offset, each),
+    }
+}
+
+/// A YAML stream, document by document: lines are gathered up to the next
+/// document marker (`---` or `...` at column 0, which the YAML spec
+/// forbids inside any scalar), then that document alone is parsed. A part
+/// with only comments, directives or blank lines joins the next document.
+fn parse_yaml<R: Read, E: From<ManifestError>>(
+    file: &str,
+    r: &mut Input<R>,
+    mut line_no: usize,
+    mut offset: usize,
+    each: &mut dyn FnMut(Object) -> Result<(), E>,
+) -> Result<(), E> {
+    let marker = |line: &str, m: &str| {
+        line.strip_prefix(m)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+    };
+    let substantive = |line: &str| {
+        let t = line.trim();
+        !(t.is_empty() || t.starts_with('#') || line.starts_with('%'))
+    };
+    let mut doc = YamlDoc {
+        file,
+        text: String::new(),
+        line: line_no,
+        offset,
+        marked: false,
+        substantive: false,
+        number: 0,
+    };
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = r.read_line(&mut line).map_err(|e| read_error(file, r, e))?;
+        if n == 0 {
+            break;
+        }
+        let start = marker(&line, "---");
+        let end = !start && marker(&line, "...");
+        if start {
+            if doc.marked || doc.substantive {
+                doc.parse(each)?;
+                doc.restart(line_no, offset);
+            }
+            doc.marked = true;
+            doc.substantive |= substantive(&line[3..]);
+        } else if !end && substantive(&line) {
+            doc.substantive = true;
+        }
+        doc.text.push_str(&line);
+        line_no += 1;
+        offset += n;
+        if end {
+            if doc.marked || doc.substantive {
+                doc.parse(each)?;
+            }
+            doc.restart(line_no, offset);
+        }
+    }
+    if doc.marked || doc.substantive {
+        doc.parse(each)?;
+    }
     Ok(())
+}
+
+/// The YAML document being gathered, and where it starts in the file.
+struct YamlDoc<'a> {
+    file: &'a str,
+    text: String,
+    /// Lines and bytes of the file before it.
+    line: usize,
+    offset: usize,
+    /// It starts with `---`; it has more than comments and directives.
+    marked: bool,
+    substantive: bool,
+    /// Documents parsed so far.
+    number: usize,
+}
+
+impl YamlDoc<'_> {
+    fn restart(&mut self, line: usize, offset: usize) {
+        self.text.clear();
+        self.line = line;
+        self.offset = offset;
+        self.marked = false;
+        self.substantive = false;
+    }
+
+    fn parse<E: From<ManifestError>>(
+        &mut self,
+        each: &mut dyn FnMut(Object) -> Result<(), E>,
+    ) -> Result<(), E> {
+        check_nesting(self.file, &self.text).map_err(|e| match e {
+            ManifestError::TooDeep { path, max, offset } => ManifestError::TooDeep {
+                path,
+                max,
+                offset: offset + self.offset,
+            },
+            e => e,
+        })?;
+        for de in serde_norway::Deserializer::from_str(&self.text) {
+            let v = Value::deserialize(de).map_err(|e| ManifestError::Yaml {
+                path: self.file.to_owned(),
+                message: shift_lines(&e.to_string(), self.line),
+            })?;
+            self.number += 1;
+            let at = Location {
+                file: self.file.to_owned(),
+                document: self.number,
+                item: None,
+            };
+            collect(v, at, each)?;
+        }
+        Ok(())
+    }
+}
+
+/// A YAML error's message with its `line N column M` marks moved down by
+/// `by` lines (the document's start in the file).
+fn shift_lines(message: &str, by: usize) -> String {
+    if by == 0 {
+        return message.to_owned();
+    }
+    let mut out = String::with_capacity(message.len() + 4);
+    let mut rest = message;
+    while let Some(i) = rest.find("line ") {
+        out.push_str(&rest[..i + 5]);
+        rest = &rest[i + 5..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0
+            && rest[digits..].starts_with(" column ")
+            && let Ok(n) = rest[..digits].parse::<usize>()
+        {
+            out.push_str(&(n + by).to_string());
+            rest = &rest[digits..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A JSON stream: the first value through [`Doc`] (a top-level array or a
+/// `List`'s items element by element), the values after it one by one.
+fn parse_json<R: Read, E: From<ManifestError>>(
+    file: &str,
+    r: &mut Input<R>,
+    each: &mut dyn FnMut(Object) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut ctx = Ctx {
+        file,
+        each,
+        failed: None,
+    };
+    let json_error = |r: &Input<R>, e: serde_json::Error| {
+        r.get_ref().problem(file).unwrap_or(ManifestError::Json {
+            path: file.to_owned(),
+            message: e.to_string(),
+        })
+    };
+    let first = {
+        let mut de = serde_json::Deserializer::from_reader(&mut *r);
+        let first = Doc {
+            ctx: &mut ctx,
+            document: 1,
+        }
+        .deserialize(&mut de);
+        match first {
+            Ok(first) => Ok((first, de)),
+            Err(e) => Err(e),
+        }
+    };
+    let (first, de) = match first {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some(failed) = ctx.failed.take() {
+                return Err(failed);
+            }
+            return Err(json_error(r, e).into());
+        }
+    };
+    let mut rest = de.into_iter::<Value>();
+    let mut document = 1;
+    let mut next = rest.next();
+    match first {
+        // A top-level array is a list of objects, when it is all there is.
+        Parsed::Array if next.is_some() => {
+            let at = Location {
+                file: file.to_owned(),
+                document: 1,
+                item: None,
+            };
+            return Err(ManifestError::Shape {
+                at: Box::new(at),
+                problem: "expected a Kubernetes object, found a list".into(),
+            }
+            .into());
+        }
+        Parsed::Array | Parsed::Done => {}
+        Parsed::Value(v) => {
+            let at = Location {
+                file: file.to_owned(),
+                document: 1,
+                item: None,
+            };
+            collect(v, at, ctx.each)?;
+        }
+    }
+    while let Some(v) = next {
+        let v = match v {
+            Ok(v) => v,
+            Err(e) => {
+                drop(rest);
+                return Err(json_error(r, e).into());
+            }
+        };
+        document += 1;
+        let at = Location {
+            file: file.to_owned(),
+            document,
+            item: None,
+        };
+        collect(v, at, ctx.each)?;
+        next = rest.next();
+    }
+    drop(rest);
+    match r.get_ref().problem(file) {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// Where a streamed JSON value's objects go, and the first error `each`
+/// gave (the parser only carries its own).
+struct Ctx<'a, 'f, E> {
+    file: &'a str,
+    each: &'f mut dyn FnMut(Object) -> Result<(), E>,
+    failed: Option<E>,
+}
+
+impl<E: From<ManifestError>> Ctx<'_, '_, E> {
+    /// Collects `v`; an error is kept here and the parser told to stop.
+    fn collect<X: serde::de::Error>(&mut self, v: Value, at: Location) -> Result<(), X> {
+        collect(v, at, self.each).map_err(|e| {
+            self.failed = Some(e);
+            X::custom("stopped")
+        })
+    }
+
+    fn fail<X: serde::de::Error>(&mut self, e: ManifestError) -> X {
+        self.failed = Some(e.into());
+        X::custom("stopped")
+    }
+}
+
+/// What the first JSON value was, once its objects were handed on.
+enum Parsed {
+    /// A top-level array, each element handed on as a document.
+    Array,
+    /// An object, handed on (a `List`'s items one by one).
+    Done,
+    /// Anything else, for the caller to refuse.
+    Value(Value),
+}
+
+/// The first JSON value of a file.
+struct Doc<'c, 'a, 'f, E> {
+    ctx: &'c mut Ctx<'a, 'f, E>,
+    document: usize,
+}
+
+impl<'de, E: From<ManifestError>> DeserializeSeed<'de> for Doc<'_, '_, '_, E> {
+    type Value = Parsed;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Parsed, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, E: From<ManifestError>> Visitor<'de> for Doc<'_, '_, '_, E> {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object or a list of them")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
+        let mut i = 0;
+        while let Some(v) = seq.next_element::<Value>()? {
+            i += 1;
+            let at = Location {
+                file: self.ctx.file.to_owned(),
+                document: i,
+                item: None,
+            };
+            self.ctx.collect(v, at)?;
+        }
+        Ok(Parsed::Array)
+    }
+
+    /// An object; a `List`'s items are handed on as they are read. Which
+    /// kind it is may come after its items (kubectl writes `apiVersion`,
+    /// `items`, `kind`), so items are streamed unless a kind that is not
+    /// a List came first, and a non-List kind after them is refused.
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        let at = Location {
+            file: self.ctx.file.to_owned(),
+            document: self.document,
+            item: None,
+        };
+        let mut fields = serde_json::Map::new();
+        let mut streamed = false;
+        while let Some(key) = map.next_key::<String>()? {
+            let list_so_far = fields
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_none_or(|k| k.ends_with("List"));
+            if key == "items" && !streamed && !fields.contains_key("items") && list_so_far {
+                match map.next_value_seed(Items {
+                    ctx: &mut *self.ctx,
+                    at: at.clone(),
+                })? {
+                    Some(other) => {
+                        fields.insert(key, other);
+                    }
+                    None => streamed = true,
+                }
+            } else {
+                let v: Value = map.next_value()?;
+                fields.insert(key, v);
+            }
+        }
+        if !streamed {
+            self.ctx.collect(Value::Object(fields), at)?;
+            return Ok(Parsed::Done);
+        }
+        // Its items were handed on: what collect checks of a List.
+        let (_, kind) = header(&fields, &at).map_err(|e| self.ctx.fail(e))?;
+        if !kind.ends_with("List") {
+            let problem = format!("{kind}: items are only read in a List (a kind ending in List)");
+            return Err(self.ctx.fail(ManifestError::Shape {
+                at: Box::new(at),
+                problem,
+            }));
+        }
+        Ok(Parsed::Done)
+    }
+
+    fn visit_bool<X>(self, v: bool) -> Result<Parsed, X> {
+        Ok(Parsed::Value(Value::Bool(v)))
+    }
+
+    fn visit_i64<X>(self, v: i64) -> Result<Parsed, X> {
+        Ok(Parsed::Value(Value::from(v)))
+    }
+
+    fn visit_u64<X>(self, v: u64) -> Result<Parsed, X> {
+        Ok(Parsed::Value(Value::from(v)))
+    }
+
+    fn visit_f64<X>(self, v: f64) -> Result<Parsed, X> {
+        Ok(Parsed::Value(Value::from(v)))
+    }
+
+    fn visit_str<X>(self, v: &str) -> Result<Parsed, X> {
+        Ok(Parsed::Value(Value::from(v)))
+    }
+
+    fn visit_unit<X>(self) -> Result<Parsed, X> {
+        Ok(Parsed::Value(Value::Null))
+    }
+}
+
+/// A JSON `List`'s `items`, each handed on as it is read; `Some` (the
+/// value) when it is not an array.
+struct Items<'c, 'a, 'f, E> {
+    ctx: &'c mut Ctx<'a, 'f, E>,
+    at: Location,
+}
+
+impl<'de, E: From<ManifestError>> DeserializeSeed<'de> for Items<'_, '_, '_, E> {
+    type Value = Option<Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<Value>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, E: From<ManifestError>> Visitor<'de> for Items<'_, '_, '_, E> {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of Kubernetes objects")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
+        let mut i = 0;
+        while let Some(v) = seq.next_element::<Value>()? {
+            let at = Location {
+                item: Some(i),
+                ..self.at.clone()
+            };
+            self.ctx.collect(v, at)?;
+            i += 1;
+        }
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Option<Value>, A::Error> {
+        Value::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+    }
+
+    fn visit_bool<X>(self, v: bool) -> Result<Option<Value>, X> {
+        Ok(Some(Value::Bool(v)))
+    }
+
+    fn visit_i64<X>(self, v: i64) -> Result<Option<Value>, X> {
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_u64<X>(self, v: u64) -> Result<Option<Value>, X> {
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_f64<X>(self, v: f64) -> Result<Option<Value>, X> {
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_str<X>(self, v: &str) -> Result<Option<Value>, X> {
+        Ok(Some(Value::from(v)))
+    }
+
+    fn visit_unit<X>(self) -> Result<Option<Value>, X> {
+        Ok(Some(Value::Null))
+    }
 }
 
 /// Refuses text nesting flow collections deeper than [`MAX_NESTING`], in
@@ -373,48 +965,42 @@ fn block_header(rest: &[u8]) -> bool {
 
 /// Parses the text of one file (named `file` in errors).
 pub fn parse_str(file: &str, text: &str) -> Result<Vec<Object>, ManifestError> {
-    check_nesting(file, text)?;
-    let docs = split_documents(file, text)?;
     let mut out = Vec::new();
-    for (i, doc) in docs.into_iter().enumerate() {
-        let at = Location {
-            file: file.to_owned(),
-            document: i + 1,
-            item: None,
-        };
-        collect(doc, at, &mut out)?;
-    }
+    parse_reader(file, text.as_bytes(), &mut |o| {
+        out.push(o);
+        Ok::<_, ManifestError>(())
+    })?;
     Ok(out)
 }
 
-fn split_documents(file: &str, text: &str) -> Result<Vec<Value>, ManifestError> {
-    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let mut docs = Vec::new();
-        for v in serde_json::Deserializer::from_str(trimmed).into_iter::<Value>() {
-            docs.push(v.map_err(|e| ManifestError::Json {
-                path: file.to_owned(),
-                message: e.to_string(),
-            })?);
-        }
-        // A top-level JSON array is a list of objects.
-        if let [Value::Array(items)] = docs.as_slice() {
-            return Ok(items.clone());
-        }
-        return Ok(docs);
-    }
-    let mut docs = Vec::new();
-    for de in serde_norway::Deserializer::from_str(text) {
-        let v = Value::deserialize(de).map_err(|e| ManifestError::Yaml {
-            path: file.to_owned(),
-            message: e.to_string(),
-        })?;
-        docs.push(v);
-    }
-    Ok(docs)
+/// A document's `apiVersion` and `kind`, checked.
+fn header(
+    map: &serde_json::Map<String, Value>,
+    at: &Location,
+) -> Result<(String, String), ManifestError> {
+    let shape = |problem: &str| ManifestError::Shape {
+        at: Box::new(at.clone()),
+        problem: problem.to_owned(),
+    };
+    let api_version = match map.get("apiVersion") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => return Err(shape("apiVersion must be a non-empty string")),
+        None => return Err(shape("object has no apiVersion")),
+    };
+    let kind = match map.get("kind") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => return Err(shape("kind must be a non-empty string")),
+        None => return Err(shape("object has no kind")),
+    };
+    Ok((api_version, kind))
 }
 
-fn collect(doc: Value, at: Location, out: &mut Vec<Object>) -> Result<(), ManifestError> {
+/// Hands on the object(s) of one document: the object, or a `List`'s items.
+fn collect<E: From<ManifestError>>(
+    doc: Value,
+    at: Location,
+    each: &mut dyn FnMut(Object) -> Result<(), E>,
+) -> Result<(), E> {
     let shape = |problem: String| ManifestError::Shape {
         at: Box::new(at.clone()),
         problem,
@@ -426,46 +1012,41 @@ fn collect(doc: Value, at: Location, out: &mut Vec<Object>) -> Result<(), Manife
             return Err(shape(format!(
                 "expected a Kubernetes object, found {}",
                 json_type(&other)
-            )));
+            ))
+            .into());
         }
     };
-    let api_version = match map.get("apiVersion") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(_) => return Err(shape("apiVersion must be a non-empty string".into())),
-        None => return Err(shape("object has no apiVersion".into())),
-    };
-    let kind = match map.get("kind") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(_) => return Err(shape("kind must be a non-empty string".into())),
-        None => return Err(shape("object has no kind".into())),
-    };
+    let (api_version, kind) = header(&map, &at)?;
     if kind.ends_with("List") && map.contains_key("items") {
-        let Some(Value::Array(items)) = map.get("items") else {
-            return Err(shape(format!("{kind}: items must be a list")));
-        };
-        if at.item.is_some() {
-            return Err(shape(format!("{kind} nested inside a List")));
+        if !matches!(map.get("items"), Some(Value::Array(_))) {
+            return Err(shape(format!("{kind}: items must be a list")).into());
         }
-        for (i, item) in items.iter().enumerate() {
+        if at.item.is_some() {
+            return Err(shape(format!("{kind} nested inside a List")).into());
+        }
+        let mut map = map;
+        let Some(Value::Array(items)) = map.remove("items") else {
+            return Ok(());
+        };
+        for (i, item) in items.into_iter().enumerate() {
             let item_at = Location {
                 item: Some(i),
                 ..at.clone()
             };
-            collect(item.clone(), item_at, out)?;
+            collect(item, item_at, each)?;
         }
         return Ok(());
     }
     match map.get("metadata") {
         None | Some(Value::Object(_)) => {}
-        Some(_) => return Err(shape(format!("{kind}: metadata must be a mapping"))),
+        Some(_) => return Err(shape(format!("{kind}: metadata must be a mapping")).into()),
     }
-    out.push(Object {
+    each(Object {
         at,
         api_version,
         kind,
         value: Value::Object(map),
-    });
-    Ok(())
+    })
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -668,6 +1249,233 @@ mod tests {
             e,
             "v.yaml: document 1: Gateway g: unsupported apiVersion \"x/v9\" (supported: x/v1)"
         );
+    }
+
+    /// The old reader: the whole text through one YAML parser.
+    fn whole_text(file: &str, text: &str) -> Vec<(String, Value)> {
+        let mut out = Vec::new();
+        for (i, de) in serde_norway::Deserializer::from_str(text).enumerate() {
+            let v = Value::deserialize(de).unwrap();
+            let at = Location {
+                file: file.to_owned(),
+                document: i + 1,
+                item: None,
+            };
+            collect(v, at, &mut |o: Object| {
+                out.push((o.at.to_string(), o.value));
+                Ok::<_, ManifestError>(())
+            })
+            .unwrap();
+        }
+        out
+    }
+
+    fn streamed(file: &str, text: &str) -> Vec<(String, Value)> {
+        parse_str(file, text)
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.at.to_string(), o.value))
+            .collect()
+    }
+
+    #[test]
+    fn yaml_document_by_document_reads_what_the_whole_text_does() {
+        let cm = |i: usize| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\ndata:\n  script: |\n    ---not a marker\n     --- nor this\n  q: \"a\n    --- b\"\n  'k': '...x'\n"
+            )
+        };
+        let mut text = String::from("\u{feff}# leading comment\n\n%YAML 1.2\n---\n");
+        for i in 0..300 {
+            text.push_str(&cm(i));
+            text.push_str(match i % 5 {
+                0 => "---\n",
+                1 => "--- # marker with a comment\n",
+                2 => "...\n# between\n---\n",
+                3 => "---\n---\n",
+                _ => "---\t\n",
+            });
+        }
+        text.push_str("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Event, metadata: {name: e}}\n---\n");
+        text.push_str("--- {apiVersion: v1, kind: Service, metadata: {name: flow}}\n...\n");
+        let want = whole_text("m.yaml", &text);
+        assert_eq!(want.len(), 302);
+        assert_eq!(streamed("m.yaml", &text), want);
+        // An error's line is the file's, not the document's.
+        let bad = format!("{}{}", cm(0), "---\napiVersion: v1\nkind: [unclosed\n");
+        let whole = serde_norway::Deserializer::from_str(&bad)
+            .map(|de| Value::deserialize(de).map(|_| ()))
+            .find_map(Result::err)
+            .unwrap()
+            .to_string();
+        let e = parse_str("bad.yaml", &bad).unwrap_err().to_string();
+        assert_eq!(e, format!("bad.yaml: invalid YAML: {whole}"));
+        assert!(e.contains("at line 14 column 7"), "{e}");
+        // Nesting is still bounded, at the file's offset.
+        let deep = format!("{}---\na: {}\n", cm(0), "[".repeat(200));
+        match parse_str("deep.yaml", &deep).unwrap_err() {
+            ManifestError::TooDeep { offset, .. } => {
+                assert_eq!(offset, deep.find('[').unwrap() + MAX_NESTING)
+            }
+            e => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn json_arrays_and_lists_element_by_element() {
+        let svc = |i: usize| {
+            format!(r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s{i}"}}}}"#)
+        };
+        let items: Vec<String> = (0..50).map(svc).collect();
+        let array = format!("\n  [{}]\n", items.join(","));
+        let objs = parse_str("a.json", &array).unwrap();
+        assert_eq!(objs.len(), 50);
+        assert_eq!(objs[49].at.to_string(), "a.json: document 50");
+        // kubectl's order: items before kind.
+        let list = format!(
+            r#"{{"apiVersion":"v1","items":[{}],"kind":"List","metadata":{{}}}}
+            {}"#,
+            items.join(","),
+            svc(99)
+        );
+        let objs = parse_str("l.json", &list).unwrap();
+        assert_eq!(objs.len(), 51);
+        assert_eq!(objs[3].at.to_string(), "l.json: document 1, items[3]");
+        assert_eq!(objs[50].at.to_string(), "l.json: document 2");
+        // An object with items of its own is refused when its kind is not
+        // a List (kind after items), kept as is when the kind came first.
+        let e = parse_str("x.json", r#"{"apiVersion":"v1","items":[],"kind":"Thing"}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "x.json: document 1: Thing: items are only read in a List (a kind ending in List)"
+        );
+        let objs = parse_str(
+            "y.json",
+            r#"{"apiVersion":"v1","kind":"Thing","items":[1]}"#,
+        )
+        .unwrap();
+        assert_eq!(objs[0].value["items"], serde_json::json!([1]));
+        let e = parse_str("z.json", r#"{"apiVersion":"v1","items":[]}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "z.json: document 1: object has no kind");
+        let e = parse_str("n.json", r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"List","items":[]}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "n.json: document 1, items[0]: List nested inside a List");
+        // An array is a list of objects only when it is all there is.
+        let e = parse_str("t.json", &format!("[{}] {}", svc(1), svc(2)))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "t.json: document 1: expected a Kubernetes object, found a list"
+        );
+        let e = parse_str("u.json", &format!("{} [{}]", svc(1), svc(2)))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "u.json: document 2: expected a Kubernetes object, found a list"
+        );
+    }
+
+    /// A reader that hands out `parts` one per read and counts reads.
+    struct Parts {
+        parts: std::collections::VecDeque<Vec<u8>>,
+        reads: std::rc::Rc<std::cell::Cell<usize>>,
+    }
+
+    impl Read for Parts {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some(mut part) = self.parts.pop_front() else {
+                return Ok(0);
+            };
+            self.reads.set(self.reads.get() + 1);
+            let n = part.len().min(buf.len());
+            buf[..n].copy_from_slice(&part[..n]);
+            if n < part.len() {
+                self.parts.push_front(part.split_off(n));
+            }
+            Ok(n)
+        }
+    }
+
+    /// Memory follows the largest document, not the input: the first
+    /// object is handed on long before the reader is exhausted.
+    #[test]
+    fn objects_are_handed_on_before_the_input_ends() {
+        let big = "x".repeat(20_000);
+        let svc = |i: usize| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s{i}","annotations":{{"a":"{big}"}}}}}}"#
+            )
+        };
+        let yaml_doc = |i: usize| {
+            format!(
+                "apiVersion: v1\nkind: Service\nmetadata:\n  name: s{i}\n  annotations:\n    a: {big}\n---\n"
+            )
+        };
+        let inputs: Vec<(&str, Vec<String>)> = vec![
+            ("y.yaml", (0..100).map(yaml_doc).collect()),
+            ("s.json", (0..100).map(|i| svc(i) + "\n").collect()),
+            ("a.json", {
+                let mut p: Vec<String> = (0..100).map(|i| svc(i) + ",").collect();
+                p[0].insert(0, '[');
+                p[99] = svc(99) + "]";
+                p
+            }),
+            ("l.json", {
+                let mut p: Vec<String> = (0..100).map(|i| svc(i) + ",").collect();
+                p[0].insert_str(0, r#"{"apiVersion":"v1","items":["#);
+                p[99] = svc(99) + r#"],"kind":"List"}"#;
+                p
+            }),
+        ];
+        for (file, parts) in inputs {
+            let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+            let reader = Parts {
+                parts: parts.iter().map(|p| p.clone().into_bytes()).collect(),
+                reads: reads.clone(),
+            };
+            let mut at_first = None;
+            let mut names = Vec::new();
+            parse_reader(file, reader, &mut |o: Object| {
+                at_first.get_or_insert(reads.get());
+                names.push(o.name());
+                Ok::<_, ManifestError>(())
+            })
+            .unwrap();
+            assert_eq!(names.len(), 100, "{file}");
+            assert_eq!(names[99], "s99", "{file}");
+            let at_first = at_first.unwrap();
+            assert!(
+                at_first < 10 && reads.get() >= 100,
+                "{file}: first object after {at_first} of {} reads",
+                reads.get()
+            );
+        }
+        // The reader's own errors stop it where they are.
+        let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+        let reader = Parts {
+            parts: vec![
+                yaml_doc(0).into_bytes(),
+                b"kind: [unclosed\n".to_vec(),
+                yaml_doc(1).into_bytes(),
+            ]
+            .into(),
+            reads: reads.clone(),
+        };
+        let mut seen = 0;
+        let e = parse_reader("e.yaml", reader, &mut |_| {
+            seen += 1;
+            Ok::<_, ManifestError>(())
+        })
+        .unwrap_err();
+        assert_eq!(seen, 1);
+        assert!(e.to_string().starts_with("e.yaml: invalid YAML"), "{e}");
     }
 
     #[test]

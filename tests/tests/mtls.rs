@@ -414,6 +414,20 @@ async fn gwhub_certs_output_works_with_the_binaries() {
         .unwrap();
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    // The one cluster-name rule: no uppercase twin, no `..`.
+    for (bad, why) in [
+        ("EAST", "has uppercase letters"),
+        ("..", "names a directory"),
+    ] {
+        let o = Command::new(hub_bin())
+            .args(["certs", "--out"])
+            .arg(dir.0.join("bad"))
+            .args(["--clusters", bad])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(why), "{bad}: {err}");
+    }
 
     let f = |n: &str| out.join(n);
     let (listen, dashboard) = (free_addr(), free_addr());
@@ -586,6 +600,15 @@ fn identity_prefers_the_san_uri_then_the_cn() {
         id(Some("has space"), vec![]),
         Err(IdentityError::Invalid(..))
     ));
+    // The one name rule holds for a SPIFFE SAN too: no `.`/`..`, no
+    // uppercase (two clusters never differ only by case).
+    for bad in ["EAST", "East", ".", ".."] {
+        let got = id(None, vec![uri(&format!("spiffe://gwhub/cluster/{bad}"))]);
+        assert!(
+            matches!(got, Err(IdentityError::Invalid(..))),
+            "{bad}: {got:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -654,7 +677,7 @@ async fn https_get(addr: SocketAddr, ca: &Path, path: &str, headers: &str) -> (u
         .await
         .unwrap();
     tls.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n{headers}\r\n")
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{headers}\r\n")
             .as_bytes(),
     )
     .await
@@ -696,7 +719,7 @@ async fn the_web_page_takes_the_dashboards_tls_and_token() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(web).await.unwrap();
         let _ = s
-            .write_all(b"GET / HTTP/1.1\r\nHost: hub\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .await;
         let mut buf = Vec::new();
         let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut buf)).await;
@@ -709,6 +732,17 @@ async fn the_web_page_takes_the_dashboards_tls_and_token() {
     let (code, page) = https_get(web, &l.ca, "/", "").await;
     assert_eq!(code, 200, "{page}");
     assert!(page.contains("<!doctype html>"), "{page}");
+    // Over TLS every answer tells the browser to stay on https.
+    assert!(
+        page.contains("strict-transport-security: max-age=31536000"),
+        "{page}"
+    );
+    let (code, text) = https_get(web, &l.ca, "/api/fleet", "").await;
+    assert_eq!(code, 401, "{text}");
+    assert!(
+        text.contains("strict-transport-security: max-age="),
+        "{text}"
+    );
     for (headers, want) in [
         ("", 401),
         ("Authorization: Bearer wrong\r\n", 401),

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_common::output::{OutputFormat, render_list};
-use gwhub_spoke_rules::manifest::{ManifestError, Object, read_paths};
+use gwhub_spoke_rules::manifest::{ManifestError, Object, for_each_object};
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -33,7 +33,15 @@ pub struct ComputeOutput {
 /// Runs the command: reads the files, evaluates at `--now` (or the current
 /// time), renders.
 pub fn run(args: &ComputeArgs) -> Result<ComputeOutput, ComputeError> {
-    let objects = read_paths(&args.files)?;
+    // Only the kinds the engine reads are kept, as they are read: memory
+    // follows those objects and the largest document, not the files.
+    let mut objects = Vec::new();
+    for_each_object(&args.files, |o| {
+        if NeededKind::of(&o)?.is_some() {
+            objects.push(o);
+        }
+        Ok::<_, ManifestError>(())
+    })?;
     let now = args.now.unwrap_or_else(Timestamp::now);
     compute(&objects, &args.scope.options(), now, args.output)
 }

@@ -83,6 +83,7 @@ pub async fn run(
         max_messages_per_second: gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
         budgets: Default::default(),
         web_listen: config.web_listen,
+        web_hosts: Default::default(),
         gateway_history: gwhub_hub_rules::history::DEFAULT_CAPACITY,
     })
     .await

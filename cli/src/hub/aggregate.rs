@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_common::output::{OutputFormat, render_list};
 use gwhub_model::time::parse_rfc3339;
-use gwhub_spoke_rules::manifest::{Object, read_paths};
+use gwhub_spoke_rules::manifest::{ManifestError, Object, for_each_object};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -169,40 +169,60 @@ fn to_value(status: &GatewayStatus) -> Result<Value, String> {
     serde_json::to_value(status).map_err(|e| format!("cannot serialize status: {e}"))
 }
 
-/// The Gateways in `path` (file or directory); other kinds are skipped.
+/// The Gateways in `path` (file or directory); other kinds are skipped as
+/// they are read, so memory follows the Gateways and the largest document.
 fn read_gateways(path: &Path) -> Result<Vec<Found>, String> {
-    gateways_from_objects(read_paths(&[path]).map_err(|e| e.to_string())?)
+    struct Message(String);
+    impl From<ManifestError> for Message {
+        fn from(e: ManifestError) -> Self {
+            Message(e.to_string())
+        }
+    }
+    let mut out = Vec::new();
+    for_each_object(&[path], |object| {
+        if let Some(found) = gateway_of(object).map_err(Message)? {
+            out.push(found);
+        }
+        Ok::<_, Message>(())
+    })
+    .map_err(|Message(e)| e)?;
+    Ok(out)
 }
 
 /// The Gateways among `objects` (other kinds are skipped), checked and
 /// typed as the command reads them.
 pub fn gateways_from_objects(objects: Vec<Object>) -> Result<Vec<Found>, String> {
     let mut out = Vec::new();
-    for mut object in objects {
-        if object.kind != "Gateway" || object.group() != GATEWAY_GROUP {
-            continue;
-        }
-        object
-            .expect_api_version(&GATEWAY_VERSIONS)
-            .map_err(|e| e.to_string())?;
-        default_listener_conditions(&mut object.value);
-        let doc: GatewayDoc = object.parse().map_err(|e| e.to_string())?;
-        let Some(name) = doc.metadata.name.clone().filter(|n| !n.is_empty()) else {
-            return Err(format!("{}: Gateway has no metadata.name", object.at));
-        };
-        let namespace = doc
-            .metadata
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_owned());
-        out.push(Found {
-            object,
-            key: GatewayKey::new(namespace, name),
-            doc,
-        });
+    for object in objects {
+        out.extend(gateway_of(object)?);
     }
     Ok(out)
+}
+
+/// `object` checked and typed when it is a Gateway.
+fn gateway_of(mut object: Object) -> Result<Option<Found>, String> {
+    if object.kind != "Gateway" || object.group() != GATEWAY_GROUP {
+        return Ok(None);
+    }
+    object
+        .expect_api_version(&GATEWAY_VERSIONS)
+        .map_err(|e| e.to_string())?;
+    default_listener_conditions(&mut object.value);
+    let doc: GatewayDoc = object.parse().map_err(|e| e.to_string())?;
+    let Some(name) = doc.metadata.name.clone().filter(|n| !n.is_empty()) else {
+        return Err(format!("{}: Gateway has no metadata.name", object.at));
+    };
+    let namespace = doc
+        .metadata
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_owned());
+    Ok(Some(Found {
+        object,
+        key: GatewayKey::new(namespace, name),
+        doc,
+    }))
 }
 
 /// Hand-written status (like the aggregation proposal's example) often leaves

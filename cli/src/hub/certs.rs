@@ -98,8 +98,8 @@ impl Layout {
     }
 }
 
-fn cluster_name_ok(name: &str) -> bool {
-    gwhub_model::cluster::validate(name).is_ok()
+fn cluster_name_ok(name: &str) -> Result<(), gwhub_model::ClusterNameError> {
+    gwhub_model::cluster::validate(name)
 }
 
 fn rc(what: &str) -> impl Fn(rcgen::Error) -> String + '_ {
@@ -152,9 +152,9 @@ pub fn generate_valid_for(
     let valid = |p: &mut CertificateParams| set_window(p, from, to);
     let mut seen = std::collections::BTreeSet::new();
     for c in clusters {
-        if !cluster_name_ok(c) {
+        if let Err(e) = cluster_name_ok(c) {
             return Err(format!(
-                "--clusters: {c:?} is not a valid cluster name (letters, digits, '.', '_', '-')"
+                "--clusters: {c:?} is not a valid cluster name: {e}"
             ));
         }
         if matches!(c.as_str(), "ca" | "ca-key" | "hub" | "hub-key") {

@@ -99,6 +99,11 @@ pub struct Args {
     /// Bearer <token>` or the cookie gwhub_token, which the page sets).
     #[arg(long, value_name = "ADDR")]
     pub web_listen: Option<SocketAddr>,
+    /// A name the web page answers to (repeatable). Besides these it
+    /// answers only to loopback names and IP addresses, refusing other
+    /// `Host`s with 421 (a defence against DNS rebinding).
+    #[arg(long = "web-host", value_name = "NAME", value_parser = parse_web_host)]
+    pub web_hosts: Vec<String>,
     /// Status transitions kept in memory per hub Gateway for
     /// GetGatewayHistory (0 to 1024; 0 keeps none).
     #[arg(long, value_name = "N", default_value_t = gwhub_hub_rules::history::DEFAULT_CAPACITY,
@@ -155,8 +160,14 @@ pub fn config(args: &Args) -> Result<HubConfig, String> {
         max_messages_per_second: args.max_messages_per_second,
         budgets: args.budgets.clone(),
         web_listen: args.web_listen,
+        web_hosts: gwhub_hub_rules::web_host::WebHosts::new(&args.web_hosts)
+            .map_err(|e| format!("--web-host: {e}"))?,
         gateway_history: args.gateway_history,
     })
+}
+
+fn parse_web_host(s: &str) -> Result<String, String> {
+    gwhub_hub_rules::web_host::parse_name(s).map_err(|e| e.to_string())
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info`,

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::Stream;
+use gwhub_model::text::quote_client_input;
 use gwhub_proto::v1;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -284,7 +285,8 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         let view = self.index.subscribe().borrow().gateways.get(&key).cloned();
         let Some(view) = view else {
             return Err(Status::not_found(format!(
-                "no cluster reports Gateway {key}"
+                "no cluster reports Gateway {}",
+                quote_client_input(&key.to_string())
             )));
         };
         let clusters = self
@@ -414,7 +416,8 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         let limit = usize::try_from(r.limit).unwrap_or(usize::MAX);
         let Some(list) = self.index.history(&key, limit) else {
             return Err(Status::not_found(format!(
-                "the hub keeps no history for Gateway {key} (no cluster reports it, or --gateway-history is 0)"
+                "the hub keeps no history for Gateway {} (no cluster reports it, or --gateway-history is 0)",
+                quote_client_input(&key.to_string())
             )));
         };
         let transitions = list.into_iter().map(transition_to_proto).collect();

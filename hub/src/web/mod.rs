@@ -31,6 +31,14 @@
 //! that cookie (`SameSite=Strict`, `Secure`),
 //! or takes it from the address's fragment (`https://hub:7445/#token=...`;
 //! a fragment is never sent to the server or logged).
+//!
+//! Every answer checks the request's `Host` against the page's names
+//! ([`gwhub_hub_rules::web_host`]: loopback names, IP literals,
+//! `--web-host`), refusing others with 421, so a DNS-rebinding page cannot
+//! read a token-less hub as its own origin; over TLS every answer carries
+//! `Strict-Transport-Security`. Hub strings reach the page raw in the JSON
+//! and are shown through the page's `printable`, the same rule as
+//! gwhubctl's ([`gwhub_model::text::printable`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -41,6 +49,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use gwhub_model::text::quote_client_input;
 use gwhub_proto::{convert, v1};
 use http_body_util::{Full, StreamBody};
 use serde_json::{Value, json};
@@ -50,6 +59,8 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codegen::{Bytes, Service, http};
+
+use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::aggregate::GatewayKey;
 use crate::budget::{Budgets, Counters, DashboardCalls};
@@ -65,6 +76,10 @@ const STYLE_CSS: &str = include_str!("assets/style.css");
 /// A comment line on an idle event stream this often: proxies keep it
 /// open, and a page that went away is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// `Strict-Transport-Security` over TLS: a year, this host only (the
+/// hub does not speak for its domain's other names).
+const HSTS: &str = "max-age=31536000";
 
 /// The cookie the page keeps the bearer token in.
 pub const TOKEN_COOKIE: &str = "gwhub_token";
@@ -83,6 +98,18 @@ struct State {
     streams: DashboardCalls,
     send_timeout: Duration,
     shutdown: watch::Receiver<bool>,
+    /// The names the page answers to (`--web-host`, besides loopback
+    /// names and IP literals).
+    hosts: WebHosts,
+    /// Served over TLS: answers carry `Strict-Transport-Security`.
+    tls: bool,
+}
+
+/// How the web listener is reached: its names and whether it speaks TLS.
+#[derive(Clone, Debug, Default)]
+pub struct WebAccess {
+    pub hosts: WebHosts,
+    pub tls: bool,
 }
 
 impl WebService {
@@ -92,6 +119,7 @@ impl WebService {
         budgets: &Budgets,
         streams: DashboardCalls,
         shutdown: watch::Receiver<bool>,
+        access: WebAccess,
     ) -> Self {
         WebService {
             state: Arc::new(State {
@@ -100,6 +128,8 @@ impl WebService {
                 streams,
                 send_timeout: budgets.watch_send_timeout,
                 shutdown,
+                hosts: access.hosts,
+                tls: access.tls,
             }),
         }
     }
@@ -199,14 +229,50 @@ impl<B> Service<http::Request<B>> for WebService {
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let answer = self.state.clone().answer(&request);
+        let mut answer = self.state.clone().answer(&request);
+        if self.state.tls {
+            answer.headers_mut().insert(
+                http::header::STRICT_TRANSPORT_SECURITY,
+                http::HeaderValue::from_static(HSTS),
+            );
+        }
         Box::pin(async move { Ok(answer) })
     }
+}
+
+/// The host a request names: HTTP/2's `:authority` (in the URI), else
+/// the `Host` header; `None` if neither (or not text).
+fn host_of<B>(request: &http::Request<B>) -> Option<Result<&str, ()>> {
+    if let Some(a) = request.uri().authority() {
+        return Some(Ok(a.as_str().rsplit('@').next().unwrap_or_default()));
+    }
+    request
+        .headers()
+        .get(http::header::HOST)
+        .map(|v| v.to_str().map_err(|_| ()))
 }
 
 impl State {
     fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Answer {
         use http::StatusCode as S;
+        let host = host_of(request);
+        let allowed = match host {
+            None => self.hosts.allows(None),
+            Some(Ok(h)) => self.hosts.allows(Some(h)),
+            Some(Err(())) => false,
+        };
+        if !allowed {
+            let named = match host {
+                Some(Ok(h)) => quote_client_input(h),
+                _ => "that is not text".to_owned(),
+            };
+            return error(
+                S::MISDIRECTED_REQUEST,
+                format!(
+                    "this hub's page does not answer to Host {named}: open it by a loopback name, an IP address or a name given with --web-host"
+                ),
+            );
+        }
         if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
             return error(S::METHOD_NOT_ALLOWED, "the page is read-only: GET only");
         }
@@ -218,7 +284,10 @@ impl State {
             _ => {}
         }
         if !path.starts_with("/api/") {
-            return error(S::NOT_FOUND, format!("no page {path:?}"));
+            return error(
+                S::NOT_FOUND,
+                format!("no page {}", quote_client_input(path)),
+            );
         }
         if !self.auth.accepts(token_of(request.headers()).as_deref()) {
             return error(
@@ -233,7 +302,7 @@ impl State {
             "/api/fleet" => json_answer(S::OK, &self.fleet(&filter_of(&q))),
             "/api/gateway" => self.gateway(&q),
             "/api/events" => self.events(request.extensions(), filter_of(&q)),
-            _ => error(S::NOT_FOUND, format!("no API {path:?}")),
+            _ => error(S::NOT_FOUND, format!("no API {}", quote_client_input(path))),
         }
     }
 
@@ -262,7 +331,13 @@ impl State {
         };
         let key = GatewayKey::new(ns.as_str(), name.as_str());
         let Some(view) = self.index.subscribe().borrow().gateways.get(&key).cloned() else {
-            return error(S::NOT_FOUND, format!("no cluster reports Gateway {key}"));
+            return error(
+                S::NOT_FOUND,
+                format!(
+                    "no cluster reports Gateway {}",
+                    quote_client_input(&key.to_string())
+                ),
+            );
         };
         let reports: Vec<Value> = self
             .index
@@ -547,6 +622,72 @@ mod tests {
         for (pairs, want) in cases {
             assert_eq!(token_of(&h(pairs)).as_deref(), *want, "{pairs:?}");
         }
+    }
+
+    /// The page escapes exactly the characters gwhubctl does: its
+    /// character class is the Rust rule's, written out.
+    #[test]
+    fn the_pages_printable_escapes_what_gwhubctl_does() {
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for c in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
+            if !gwhub_model::text::is_unsafe_char(c) {
+                continue;
+            }
+            let c = c as u32;
+            match ranges.last_mut() {
+                Some((_, end)) if *end + 1 == c => *end = c,
+                _ => ranges.push((c, c)),
+            }
+        }
+        let class: String = ranges
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    format!("\\u{a:04x}")
+                } else {
+                    format!("\\u{a:04x}-\\u{b:04x}")
+                }
+            })
+            .collect();
+        let want = format!("const UNSAFE_CHARS = /[{class}]/g;");
+        assert!(APP_JS.contains(&want), "app.js must say: {want}");
+    }
+
+    /// And writes the escapes as Rust does (run with node where present).
+    #[test]
+    fn the_pages_printable_agrees_with_gwhubctls() {
+        let start = APP_JS.find("const UNSAFE_CHARS").unwrap();
+        let end = start + APP_JS[start..].find("\n}\n").unwrap() + 3;
+        let inputs = [
+            "east",
+            "a\u{1b}[2Jb\u{7}\r\n\tfake-row\u{202e}",
+            "\u{2066}x\u{2069}\u{200e}\u{200f}\u{61c}\u{0}\u{7f}\u{9f}\u{a0}",
+            "héllo \"中\" \\ \u{1F600}",
+        ];
+        let script = format!(
+            "{}\nprocess.stdout.write(JSON.stringify({}.map(printable)));",
+            &APP_JS[start..end],
+            serde_json::to_string(&inputs).unwrap()
+        );
+        let Ok(out) = std::process::Command::new("node")
+            .arg("-e")
+            .arg(&script)
+            .output()
+        else {
+            eprintln!("skipped: no node to run app.js's printable");
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+        let want: Vec<String> = inputs
+            .iter()
+            .map(|s| gwhub_model::text::printable(s).into_owned())
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 // gwhub web status page. Plain JavaScript, no framework, no other origin:
 // the hub serves this file, the JSON API and the Server-Sent Events stream
 // (see hub/src/web/mod.rs). Every string from the hub goes into the page as
-// text (textContent), never as HTML.
+// text (textContent), never as HTML, and shown through printable().
 'use strict';
 
 const TOKEN_COOKIE = 'gwhub_token';
@@ -21,10 +21,22 @@ const state = {
 window.gwhub = state;
 
 const $ = (id) => document.getElementById(id);
+
+// gwhubctl's rule (gwhub_model::text::printable): control characters and
+// bidirectional controls escaped as Rust writes them, so a rogue cluster's
+// names cannot reorder what the page shows. A test in hub/src/web/mod.rs
+// holds this character class to the Rust rule.
+const UNSAFE_CHARS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e-\u200f\u202a-\u202e\u2066-\u2069]/g;
+const ESCAPES = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+function printable(s) {
+  return String(s).replace(UNSAFE_CHARS,
+    (c) => ESCAPES[c] || '\\u{' + c.codePointAt(0).toString(16) + '}');
+}
+
 const el = (tag, cls, text) => {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
-  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (text !== undefined && text !== null) e.textContent = printable(text);
   return e;
 };
 const keyOf = (g) => g.namespace + '/' + g.name;
@@ -76,7 +88,7 @@ function tokenFromFragment() {
 
 function askToken(message) {
   $('token-form').classList.remove('hidden');
-  $('token-error').textContent = message || '';
+  $('token-error').textContent = printable(message || '');
   setLive(false, 'token needed');
 }
 
@@ -181,7 +193,7 @@ function render() {
     const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected'),
       c.name + (c.stale ? ' (stale)' : ''));
     th.dataset.cluster = c.name;
-    th.title = c.name + ': ' + (c.stale ? 'STALE, no report or heartbeat within --stale-after; ' : '')
+    th.title = printable(c.name) + ': ' + (c.stale ? 'STALE, no report or heartbeat within --stale-after; ' : '')
       + (c.connected ? 'agent connected' : 'agent not connected') + ', ' + c.gatewayCount + ' Gateways';
     head.appendChild(th);
   }
@@ -222,10 +234,10 @@ function row(g) {
     if (cell) {
       td.dataset.health = cell.health;
       if (cell.stale) td.textContent = 'S';
-      td.title = c.name + ': ' + cell.health.replace('-', ' ') + (cell.stale ? ' (STALE report)' : '');
+      td.title = printable(c.name) + ': ' + cell.health.replace('-', ' ') + (cell.stale ? ' (STALE report)' : '');
     } else {
       td.textContent = '\u2013';
-      td.title = c.name + ' does not report this Gateway';
+      td.title = printable(c.name) + ' does not report this Gateway';
     }
     tr.appendChild(td);
   }
@@ -283,7 +295,7 @@ async function refreshDetails(scroll) {
   if (seq !== detailsSeq) return;
   box.classList.remove('hidden');
   const g = d.gateway;
-  $('d-title').textContent = keyOf(g) + '  (revision ' + g.revision + ')';
+  $('d-title').textContent = printable(keyOf(g)) + '  (revision ' + g.revision + ')';
   conditions($('d-conditions'), (g.status && g.status.conditions) || []);
   list($('d-addresses'), ((g.status && g.status.addresses) || []).map((a) => (a.type || 'IPAddress') + '  ' + a.value), 'none');
   listeners($('d-listeners'), (g.status && g.status.listeners) || []);
