@@ -691,6 +691,60 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     assert!(status.success(), "exit status {status:?}");
 }
 
+/// The probes on `--metrics-listen`: with an API server that never answers
+/// the agent is live (its loop runs) but not ready (nothing listed), though
+/// the hub is unreachable too; from a directory it is ready once read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_probes_tell_live_from_ready() {
+    use gwhub_test_kit::procs::http_status;
+    let dir = TempDir::new("probes");
+    // An API server that refuses every connection.
+    let dead = free_addr();
+    dir.write(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://{dead}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: t\ncurrent-context: c\n"
+        ),
+    );
+    let spawn = |source: &[&str], port: u16| {
+        Child(
+            std::process::Command::new(AGENT)
+                .args(["run", "--insecure", "--cluster", "east"])
+                .args(["--hub", "http://127.0.0.1:1"])
+                .args(source)
+                .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let port = free_addr().port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let _kube = spawn(&["--kubeconfig", kubeconfig.to_str().unwrap()], port);
+    gwhub_test_kit::wait::until(
+        Duration::from_secs(20),
+        || http_status(port, "/healthz"),
+        |s| *s == 200,
+    )
+    .await;
+    // Two heartbeats' worth later: still live, still not ready.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(http_status(port, "/healthz").await, 200);
+    assert_eq!(http_status(port, "/readyz").await, 503);
+
+    copy_example("aws-healthy", &dir);
+    std::fs::remove_file(dir.path().join("kubeconfig")).unwrap();
+    let port = free_addr().port();
+    let _dir_agent = spawn(&["--from-dir", dir.path().to_str().unwrap()], port);
+    gwhub_test_kit::wait::until(
+        Duration::from_secs(20),
+        || http_status(port, "/readyz"),
+        |s| *s == 200,
+    )
+    .await;
+    assert_eq!(http_status(port, "/healthz").await, 200);
+}
+
 #[test]
 fn binary_refuses_to_start_without_tls_or_insecure() {
     let out = std::process::Command::new(AGENT)

@@ -1093,6 +1093,14 @@ async fn serve_metrics_listen_exposes_cluster_gauges() {
         Some(0.0)
     );
     assert!(sample(&samples, r#"gwhub_connections_open{listener="ingest"}"#).is_some());
+    // --no-kube: ready as soon as it serves; live.
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            gwhub_test_kit::procs::http_status(metrics.port(), path).await,
+            200,
+            "{path}"
+        );
+    }
 
     let mut east = Agent::connect(ingest, "east").await;
     east.snapshot(

@@ -539,6 +539,14 @@ async fn mixed_gateway_api_versions_aggregate_without_refused_writes() {
     }
     assert_eq!(sr(&gw_cond(&hub_gw, OWN)), Some(("True", "Aggregated")));
 
+    // Its watches synced (it wrote): ready and live on the probes.
+    for path in ["/readyz", "/healthz"] {
+        assert_eq!(
+            gwhub_test_kit::procs::http_status(metrics, path).await,
+            200,
+            "{path}"
+        );
+    }
     // Zero refused writes: by the hub's metric and its log.
     let m = scrape(metrics).await;
     assert!(m["gwhub_status_writes_total"] >= 1, "{m:?}");

@@ -11,6 +11,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ScopeArgs;
+use gwhub_agent::runtime::GatewayStore;
 use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
 use gwhub_agent::runtime::hub_client::HubConfig;
 
@@ -59,7 +60,9 @@ pub struct RunArgs {
     /// streams), `true` always, `false` never (compute and stream only).
     #[arg(long, value_name = "auto|true|false", default_value = "auto")]
     pub write_local_status: gwhub_spoke_rules::ownership::WriteMode,
-    /// Serve Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9090.
+    /// Serve Prometheus metrics on this address (`GET /metrics`), e.g.
+    /// 127.0.0.1:9090, with the probes `GET /healthz` (liveness) and `GET
+    /// /readyz` (ready once the cluster's objects are listed and evaluated).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
@@ -154,8 +157,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             on_signal.cancel();
         });
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
+        let store = Arc::new(GatewayStore::default());
         if let Some(addr) = plan.metrics_listen {
-            gwhub_agent::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
+            let probes = gwhub_agent::runtime::probes(store.clone(), shutdown.clone());
+            gwhub_agent::controller::serve_metrics(addr, metrics.clone(), probes, shutdown.clone())
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -167,7 +172,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     dir = %source.dir().display(),
                     "gwhub-agent starting"
                 );
-                gwhub_agent::runtime::run_dir_agent(plan.hub, source, shutdown).await;
+                gwhub_agent::runtime::run_dir_agent_with(plan.hub, source, store, shutdown).await;
             }
             Source::Kube {
                 kubeconfig,
@@ -184,7 +189,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     "gwhub-agent starting against the Kubernetes API"
                 );
                 gwhub_agent::controller::run_kube_agent(
-                    plan.hub, client, settings, metrics, shutdown,
+                    plan.hub, client, settings, store, metrics, shutdown,
                 )
                 .await;
             }

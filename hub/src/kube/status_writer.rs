@@ -234,10 +234,9 @@ impl StatusWriter {
     fn prepare(&self, key: &GatewayKey) -> Prepared {
         let started = Instant::now();
         let prepared = self.prepare_now(key);
-        Metrics::add(
-            &self.metrics.status_prepare_micros,
-            started.elapsed().as_micros() as u64,
-        );
+        let took = started.elapsed();
+        Metrics::add(&self.metrics.status_prepare_micros, took.as_micros() as u64);
+        self.metrics.status_aggregation_seconds.observe(took);
         prepared
     }
 
@@ -315,10 +314,9 @@ impl StatusWriter {
         let answer = api
             .patch_status(&key.name, &params, &Patch::Apply(&write.apply))
             .await;
-        Metrics::add(
-            &self.metrics.status_api_micros,
-            sent.elapsed().as_micros() as u64,
-        );
+        let took = sent.elapsed();
+        Metrics::add(&self.metrics.status_api_micros, took.as_micros() as u64);
+        self.metrics.status_write_api_seconds.observe(took);
         match answer {
             Ok(gw) => {
                 self.retry.succeeded(&key);
