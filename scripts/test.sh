@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cheap (cargo tree only): the rules crates stay free of I/O.
 bash scripts/check-deps.sh
+# Cheap too: the PrometheusRule's alerts against their promtool unit tests
+# (Debian's prometheus package, installed once by scripts/prometheus.sh).
+bash scripts/check-monitoring.sh
+# ... and a real Prometheus with those rules against a hub and agents
+# (cli/tests/prometheus.rs).
+export GWHUB_REQUIRE_PROMETHEUS=1
 bash scripts/kube-assets.sh >/dev/null
 export GWHUB_REQUIRE_KUBE=1
 # `cargo test` builds the workspace's binaries before it runs any test; the
