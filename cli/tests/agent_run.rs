@@ -49,6 +49,8 @@ struct HubState {
     current: Mutex<Option<mpsc::Sender<Result<HubMessage, Status>>>>,
     /// When false, the hub never acks (a stuck hub).
     no_acks: AtomicBool,
+    /// Each delta's `observed_unix_millis`, in order.
+    observed: Mutex<Vec<i64>>,
 }
 
 impl HubState {
@@ -145,6 +147,7 @@ impl Ingest for FakeIngest {
                             seq: d.seq,
                             changes,
                         });
+                        state.observed.lock().unwrap().push(d.observed_unix_millis);
                         if !state.no_acks.load(Ordering::Relaxed) {
                             let _ = send(hub_message::Message::Ack(v1::Ack { seq: d.seq })).await;
                         }
@@ -672,6 +675,13 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     );
     assert_ne!(service, lost, "example changed; update this test");
     let edited = Instant::now();
+    let unix_millis = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let edited_at = unix_millis();
     dir.write("service.yaml", &lost);
     let log = wait_log(&hub.state, "delta", |l| !deltas(l).is_empty()).await;
     assert!(
@@ -682,6 +692,13 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     assert_eq!(
         deltas(&log)[0].1,
         ["+openshift-ingress/default-gateway=SyncLoadBalancerFailed"]
+    );
+    // Stamped with when the agent's evaluation changed (the hub measures
+    // gwhub_propagation_seconds from it).
+    let stamp = hub.state.observed.lock().unwrap()[0];
+    assert!(
+        (edited_at..=unix_millis()).contains(&stamp),
+        "{stamp} not between the edit ({edited_at}) and now"
     );
     // Re-evaluating at a later time changes no verdict: nothing more is sent.
     tokio::time::sleep(Duration::from_millis(1200)).await;

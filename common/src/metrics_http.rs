@@ -327,34 +327,58 @@ pub const SECONDS_BUCKETS: [f64; 17] = [
     5.0, 10.0, 30.0,
 ];
 
-/// A histogram of durations in seconds ([`SECONDS_BUCKETS`]): quantiles
-/// (p99) can be read from Prometheus, which a summed counter cannot give.
-/// `Default`, so it sits in a [`metrics!`] struct; name it `*_seconds`.
-#[derive(Clone, Debug)]
-pub struct Seconds(Histogram);
+/// The upper bounds of [`PropagationSeconds`]' buckets: 50 ms to 10 min,
+/// the range of a change crossing the fleet (an agent's evaluation, the
+/// stream, the hub's aggregation and a paced, budgeted status write).
+pub const PROPAGATION_BUCKETS: [f64; 14] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
 
-impl Default for Seconds {
-    fn default() -> Self {
-        Seconds(Histogram::new(SECONDS_BUCKETS))
-    }
+/// Declares a histogram of durations in seconds with fixed buckets:
+/// `Default`, so it sits in a [`metrics!`] struct (name it `*_seconds`).
+macro_rules! seconds_histogram {
+    ($(#[$meta:meta])* $name:ident, $buckets:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug)]
+        pub struct $name(Histogram);
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name(Histogram::new($buckets))
+            }
+        }
+
+        impl $name {
+            /// Records one duration.
+            pub fn observe(&self, d: Duration) {
+                self.0.observe(d.as_secs_f64());
+            }
+        }
+
+        impl EncodeMetric for $name {
+            fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+                self.0.encode(encoder)
+            }
+
+            fn metric_type(&self) -> MetricType {
+                MetricType::Histogram
+            }
+        }
+    };
 }
 
-impl Seconds {
-    /// Records one duration.
-    pub fn observe(&self, d: Duration) {
-        self.0.observe(d.as_secs_f64());
-    }
-}
+seconds_histogram!(
+    /// A histogram of durations in seconds ([`SECONDS_BUCKETS`]): quantiles
+    /// (p99) can be read from Prometheus, which a summed counter cannot give.
+    Seconds,
+    SECONDS_BUCKETS
+);
 
-impl EncodeMetric for Seconds {
-    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
-    }
-}
+seconds_histogram!(
+    /// A histogram of end-to-end propagation times ([`PROPAGATION_BUCKETS`]).
+    PropagationSeconds,
+    PROPAGATION_BUCKETS
+);
 
 /// A counter's or count gauge's current value (tests and logs read them).
 pub trait Value {

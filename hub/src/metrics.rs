@@ -357,6 +357,15 @@ mod tests {
         ] {
             pinned.extend(histogram_samples(name));
         }
+        let name = "gwhub_propagation_seconds";
+        for le in [
+            "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "20.0", "30.0", "60.0",
+            "120.0", "300.0", "600.0", "+Inf",
+        ] {
+            pinned.push(format!("{name}_bucket{{le=\"{le}\"}}"));
+        }
+        pinned.push(format!("{name}_sum"));
+        pinned.push(format!("{name}_count"));
         for name in [
             "gwhub_connections_open",
             "gwhub_connections_accepted_total",

@@ -944,6 +944,7 @@ async fn gateways_per_cluster_are_limited_in_snapshots_and_deltas() {
                 change: Some(change::Change::Upsert(small_report(MAX_GATEWAYS))),
             },
         ],
+        ..Default::default()
     }))
     .await;
     full.expect_ack(2).await;

@@ -628,6 +628,8 @@ impl AgentStream {
                 Status::resource_exhausted(format!("delta {}: {e}", delta.seq))
             }
         })?;
+        let observed = delta.observed_unix_millis;
+        self.index.note_observed(resized.keys().cloned(), observed);
         for (key, size) in resized {
             match size {
                 Some(size) => self.sizes.insert(key, size),

@@ -2,7 +2,7 @@
 //! and help; readable by tests and logs, served on `/metrics`
 //! ([`crate::metrics`]).
 
-use gwhub_common::metrics_http::{CountGauge, Seconds, Value};
+use gwhub_common::metrics_http::{CountGauge, PropagationSeconds, Seconds, Value};
 use prometheus_client::metrics::counter::Counter;
 
 gwhub_common::metrics! {
@@ -74,6 +74,10 @@ gwhub_common::metrics! {
         /// ClusterReport writes: request to answer.
         pub store_write_seconds: Seconds => "gwhub_store_write_duration_seconds",
             "ClusterReport writes: time in the API call, request to answer.",
+        /// An agent's change (its delta's `observed_unix_millis`) to the
+        /// hub Gateway status write that carries it.
+        pub propagation_seconds: PropagationSeconds => "gwhub_propagation_seconds",
+            "From an agent's changed evaluation (its clock) to the hub Gateway status write carrying it.",
     }
 }
 
