@@ -5,67 +5,19 @@
 //! scripts/check-monitoring.sh does) every second. Stopping one agent fires
 //! `GwhubClusterStale` naming that cluster, and only it.
 //!
-//! Needs scripts/prometheus.sh. Where `prometheus` is missing the test says
-//! it was skipped, except under `GWHUB_REQUIRE_PROMETHEUS=1`
-//! (scripts/test.sh), where that is a failure.
+//! Needs scripts/prometheus.sh ([`gwhub_test_kit::prometheus`]). Where
+//! `prometheus` is missing the test says it was skipped, except under
+//! `GWHUB_REQUIRE_PROMETHEUS=1` (scripts/test.sh), where that is a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use gwhub_test_kit::procs::{Process, free_addr, http_status, scrape, temp_dir};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const PROMETHEUS: &str = "/usr/bin/prometheus";
+use gwhub_test_kit::prometheus::{Prometheus, Target, available};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The PrometheusRule's `spec` as a Prometheus rule file: everything after
-/// its last top-level key, `spec:`, two spaces less indented.
-fn shipped_rules() -> String {
-    let text =
-        std::fs::read_to_string(repo().join("manifests/monitoring/prometheusrule.yaml")).unwrap();
-    let (_, spec) = text.split_once("\nspec:\n").expect("a top-level spec:");
-    spec.lines()
-        .map(|l| l.strip_prefix("  ").unwrap_or(l))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// `GET path` on Prometheus' API, the JSON body.
-async fn api(port: u16, path: &str) -> Option<serde_json::Value> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nhost: x\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).await.ok()?;
-    let (_, body) = text.split_once("\r\n\r\n")?;
-    serde_json::from_str(body).ok()
-}
-
-/// Prometheus' alerts: (alert name, cluster label, state).
-async fn alerts(port: u16) -> Vec<(String, String, String)> {
-    let Some(v) = api(port, "/api/v1/alerts").await else {
-        return Vec::new();
-    };
-    let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
-    v["data"]["alerts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|a| {
-            (
-                s(&a["labels"]["alertname"]),
-                s(&a["labels"]["cluster"]),
-                s(&a["state"]),
-            )
-        })
-        .collect()
 }
 
 fn agent(cluster: &str, hub: std::net::SocketAddr, dir: &Path) -> Process {
@@ -93,10 +45,7 @@ fn agent(cluster: &str, hub: std::net::SocketAddr, dir: &Path) -> Process {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_an_agent_fires_the_stale_cluster_alert_naming_it() {
-    if !Path::new(PROMETHEUS).exists() {
-        let strict = std::env::var("GWHUB_REQUIRE_PROMETHEUS").is_ok_and(|v| v == "1");
-        assert!(!strict, "no {PROMETHEUS}: run scripts/prometheus.sh");
-        eprintln!("SKIPPED: no {PROMETHEUS} (scripts/prometheus.sh installs it)");
+    if !available("stopping_an_agent_fires_the_stale_cluster_alert_naming_it") {
         return;
     }
     let dir = temp_dir("prometheus");
@@ -130,51 +79,22 @@ async fn stopping_an_agent_fires_the_stale_cluster_alert_naming_it() {
     )
     .await;
 
-    std::fs::write(dir.join("rules.yaml"), shipped_rules()).unwrap();
-    let prom_port = free_addr().port();
-    let config = [
-        "global:",
-        "  scrape_interval: 1s",
-        "  evaluation_interval: 1s",
-        "rule_files:",
-        "  - rules.yaml",
-        "scrape_configs:",
-        "  - job_name: gwhub",
-        "    static_configs:",
-        &format!("      - targets: ['{metrics}']"),
-        "        labels:",
-        "          namespace: gwhub-system",
-        "          pod: gwhub-test",
-    ];
-    std::fs::write(dir.join("prometheus.yml"), config.join("\n") + "\n").unwrap();
-    let _prometheus = Process(
-        Command::new(PROMETHEUS)
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-            .spawn()
-            .unwrap(),
+    let prometheus = Prometheus::start(
+        &dir.join("prometheus"),
+        &[Target {
+            job: "gwhub",
+            pod: "gwhub-test",
+            addr: metrics.to_string(),
+        }],
     );
     // Scraping the hub with the rules loaded: both clusters fresh, no alert.
     gwhub_test_kit::wait::until(
         Duration::from_secs(60),
-        || api(prom_port, "/api/v1/query?query=gwhub_cluster_stale"),
-        |v| {
-            v.as_ref()
-                .and_then(|v| v["data"]["result"].as_array())
-                .is_some_and(|r| r.len() == 2)
-        },
+        || prometheus.query("gwhub_cluster_stale"),
+        |r| r.len() == 2,
     )
     .await;
-    let before = alerts(prom_port).await;
+    let before = prometheus.alerts().await;
     assert!(
         !before.iter().any(|(name, ..)| name == "GwhubClusterStale"),
         "{before:?}"
@@ -185,7 +105,7 @@ async fn stopping_an_agent_fires_the_stale_cluster_alert_naming_it() {
     east.kill();
     let firing = gwhub_test_kit::wait::until(
         Duration::from_secs(150),
-        || alerts(prom_port),
+        || prometheus.alerts(),
         |a| {
             a.iter()
                 .any(|(n, c, s)| n == "GwhubClusterStale" && c == "east" && s == "firing")
@@ -213,6 +133,19 @@ fn pod_monitors_and_probes_match_the_deployments() {
             .join("manifests/monitoring")
             .join(r.as_str().unwrap());
         assert!(p.exists(), "{} missing", p.display());
+    }
+    for generator in kustomization[0].value["configMapGenerator"]
+        .as_array()
+        .unwrap()
+    {
+        for f in generator["files"].as_array().unwrap() {
+            let p = repo()
+                .join("manifests/monitoring")
+                .join(f.as_str().unwrap());
+            let text = std::fs::read_to_string(&p).unwrap();
+            serde_json::from_str::<serde_json::Value>(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        }
     }
     let monitors = read("manifests/monitoring/podmonitors.yaml");
     for (monitor, deployment) in [

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Metric;
@@ -380,6 +382,40 @@ seconds_histogram!(
     PROPAGATION_BUCKETS
 );
 
+/// `process_resident_memory_bytes`, the process's resident set as the
+/// Prometheus client libraries' process collectors name it, read from
+/// `/proc/self/status` at each scrape (absent where there is no such file).
+#[derive(Debug, Default)]
+pub struct ProcessMemory;
+
+impl Collector for ProcessMemory {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(bytes) = resident_bytes() else {
+            return Ok(());
+        };
+        ConstGauge::new(bytes).encode(encoder.encode_descriptor(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            None,
+            MetricType::Gauge,
+        )?)
+    }
+}
+
+/// `VmRSS` of `/proc/self/status`, in bytes.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 /// A counter's or count gauge's current value (tests and logs read them).
 pub trait Value {
     fn value(&self) -> u64;
@@ -715,5 +751,15 @@ mod tests {
         assert_eq!(samples["x_seconds_bucket{le=\"0.005\"}"], 2.0, "{text}");
         assert_eq!(samples["x_seconds_bucket{le=\"30.0\"}"], 2.0, "{text}");
         assert_eq!(samples["x_seconds_bucket{le=\"+Inf\"}"], 3.0, "{text}");
+    }
+
+    #[test]
+    fn process_memory_is_the_resident_set() {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(ProcessMemory));
+        let text = encode(&registry);
+        let rss = samples(&text)["process_resident_memory_bytes"];
+        // A test binary's resident set: more than a MiB, less than a TiB.
+        assert!((1e6..1e12).contains(&rss), "{text}");
     }
 }

@@ -171,6 +171,7 @@ fn registry(
     }
     registry.register_collector(Box::new(ClusterGauges(summaries)));
     registry.register_collector(Box::new(HubGatewayGauges(gateways)));
+    registry.register_collector(Box::new(metrics_http::ProcessMemory));
     counters.register(&mut registry);
     registry
 }
@@ -347,6 +348,7 @@ mod tests {
             "gwhub_cluster_last_report_timestamp_seconds{cluster=\"east\"}",
             "gwhub_hub_gateway_ready{namespace=\"ns\",name=\"gw\"}",
             "gwhub_leader",
+            "process_resident_memory_bytes",
         ]
         .map(str::to_owned)
         .to_vec();

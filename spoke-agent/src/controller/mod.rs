@@ -499,6 +499,7 @@ pub async fn serve_metrics(
 ) -> Result<()> {
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
+    registry.register_collector(Box::new(gwhub_common::metrics_http::ProcessMemory));
     let addr = gwhub_common::metrics_http::serve_probes(addr, Arc::new(registry), probes, shutdown)
         .await
         .map_err(|source| Error::MetricsListen { addr, source })?;
