@@ -395,7 +395,8 @@ struct Inner {
     /// `--gateway-history`: transitions kept per hub Gateway; 0: none.
     history_capacity: AtomicUsize,
     /// Per hub Gateway on the management cluster, when agents observed the
-    /// earliest change not yet written (unix milliseconds; taken alone).
+    /// earliest change not yet written (unix milliseconds; taken alone;
+    /// dropped when an aggregation changes nothing).
     observed: Mutex<BTreeMap<GatewayKey, i64>>,
 }
 

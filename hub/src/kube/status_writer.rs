@@ -280,8 +280,9 @@ impl StatusWriter {
         leader: &watch::Receiver<bool>,
     ) -> bool {
         // When agents observed the changes this write carries: taken before
-        // preparing, so every change noted so far is in what it aggregates;
-        // given back when the write is put off.
+        // preparing, so the changes noted so far are in what it aggregates
+        // (one noted as it lands may be counted a little early); given back
+        // when the write is put off.
         let observed = self.index.take_observed(&key);
         let put_off = |key: &GatewayKey| {
             if let Some(t) = observed {
