@@ -7,6 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Cheap (cargo tree only): the rules crates stay free of I/O.
 bash scripts/check-deps.sh
+# Cheap too: the PrometheusRule's alerts against their promtool unit tests
+# (Debian's prometheus package, installed once by scripts/prometheus.sh).
+bash scripts/check-monitoring.sh
+# ... and a real Prometheus with those rules against a hub and agents
+# (cli/tests/prometheus.rs), and the dashboard's queries (tests/tests/monitoring.rs).
+export GWHUB_REQUIRE_PROMETHEUS=1
 bash scripts/kube-assets.sh >/dev/null
 export GWHUB_REQUIRE_KUBE=1
 # `cargo test` builds the workspace's binaries before it runs any test; the
@@ -36,9 +42,9 @@ if [ -d "$upstream" ]; then
   for f in tests/tests/*.rs; do
     t=$(basename "$f" .rs)
     case "$t" in
-      # Not about the CRDs (RBAC, the schema pin) or slow and run once more
-      # below (faults).
-      rbac | crd_pin | faults) ;;
+      # Not about the CRDs (RBAC, the schema pin, the monitoring dashboard)
+      # or slow and run once more below (faults).
+      rbac | crd_pin | monitoring | faults) ;;
       *) api_tests+=(--test "$t") ;;
     esac
   done

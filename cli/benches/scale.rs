@@ -447,6 +447,7 @@ async fn agent(
                 changes: vec![v1::Change {
                     change: Some(change::Change::Upsert(upsert)),
                 }],
+                ..Default::default()
             };
             shared.last_sent_ms[c].store(wall_ms(), Ordering::Relaxed);
             if tx

@@ -49,6 +49,8 @@ struct HubState {
     current: Mutex<Option<mpsc::Sender<Result<HubMessage, Status>>>>,
     /// When false, the hub never acks (a stuck hub).
     no_acks: AtomicBool,
+    /// Each delta's `observed_unix_millis`, in order.
+    observed: Mutex<Vec<i64>>,
 }
 
 impl HubState {
@@ -145,6 +147,7 @@ impl Ingest for FakeIngest {
                             seq: d.seq,
                             changes,
                         });
+                        state.observed.lock().unwrap().push(d.observed_unix_millis);
                         if !state.no_acks.load(Ordering::Relaxed) {
                             let _ = send(hub_message::Message::Ack(v1::Ack { seq: d.seq })).await;
                         }
@@ -672,6 +675,13 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     );
     assert_ne!(service, lost, "example changed; update this test");
     let edited = Instant::now();
+    let unix_millis = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let edited_at = unix_millis();
     dir.write("service.yaml", &lost);
     let log = wait_log(&hub.state, "delta", |l| !deltas(l).is_empty()).await;
     assert!(
@@ -683,12 +693,73 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
         deltas(&log)[0].1,
         ["+openshift-ingress/default-gateway=SyncLoadBalancerFailed"]
     );
+    // Stamped with when the agent's evaluation changed (the hub measures
+    // gwhub_propagation_seconds from it).
+    let stamp = hub.state.observed.lock().unwrap()[0];
+    assert!(
+        (edited_at..=unix_millis()).contains(&stamp),
+        "{stamp} not between the edit ({edited_at}) and now"
+    );
     // Re-evaluating at a later time changes no verdict: nothing more is sent.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(deltas(&hub.state.log()).len(), 1, "{:#?}", hub.state.log());
 
     let status = child.terminate();
     assert!(status.success(), "exit status {status:?}");
+}
+
+/// The probes on `--metrics-listen`: with an API server that never answers
+/// the agent is live (its loop runs) but not ready (nothing listed), though
+/// the hub is unreachable too; from a directory it is ready once read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_probes_tell_live_from_ready() {
+    use gwhub_test_kit::procs::http_status;
+    let dir = TempDir::new("probes");
+    // An API server that refuses every connection.
+    let dead = free_addr();
+    dir.write(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://{dead}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: t\ncurrent-context: c\n"
+        ),
+    );
+    let spawn = |source: &[&str], port: u16| {
+        Child(
+            std::process::Command::new(AGENT)
+                .args(["run", "--insecure", "--cluster", "east"])
+                .args(["--hub", "http://127.0.0.1:1"])
+                .args(source)
+                .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let port = free_addr().port();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let _kube = spawn(&["--kubeconfig", kubeconfig.to_str().unwrap()], port);
+    gwhub_test_kit::wait::until(
+        Duration::from_secs(20),
+        || http_status(port, "/healthz"),
+        |s| *s == 200,
+    )
+    .await;
+    // Two heartbeats' worth later: still live, still not ready.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(http_status(port, "/healthz").await, 200);
+    assert_eq!(http_status(port, "/readyz").await, 503);
+
+    copy_example("aws-healthy", &dir);
+    std::fs::remove_file(dir.path().join("kubeconfig")).unwrap();
+    let port = free_addr().port();
+    let _dir_agent = spawn(&["--from-dir", dir.path().to_str().unwrap()], port);
+    gwhub_test_kit::wait::until(
+        Duration::from_secs(20),
+        || http_status(port, "/readyz"),
+        |s| *s == 200,
+    )
+    .await;
+    assert_eq!(http_status(port, "/healthz").await, 200);
 }
 
 #[test]

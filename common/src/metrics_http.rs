@@ -1,19 +1,25 @@
 //! The one HTTP endpoint gwhub has: `GET /metrics` answering the
 //! OpenMetrics text of a [`prometheus_client`] [`Registry`], shared by the
-//! agent's and the hub's `--metrics-listen`. A deliberately tiny HTTP/1
-//! responder (read the request head, answer, close) so neither binary needs
-//! an HTTP server stack for one read-only page.
+//! agent's and the hub's `--metrics-listen`, with Kubernetes' probes beside
+//! it ([`Probes`]: `GET /healthz`, `GET /readyz`). A deliberately tiny
+//! HTTP/1 responder (read the request head, answer, close) so neither binary
+//! needs an HTTP server stack for a few read-only pages.
 //!
 //! Both runtimes declare each metric once, next to its name and help
 //! ([`register`]), and build one [`Registry`] at start.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Metric;
 pub use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,6 +31,127 @@ pub type CountGauge = Gauge<u64, AtomicU64>;
 
 /// Produces the exposition for one scrape.
 type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Whether the process can serve now (readiness), asked at each probe.
+type Ready = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How often the heartbeat runs its check.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// How old the last heartbeat may be for `/healthz` to answer 200: ten
+/// missed beats, far beyond a busy runtime's timer lag.
+pub const LIVENESS_WINDOW: Duration = Duration::from_secs(10);
+
+/// What `GET /healthz` (liveness) and `GET /readyz` (readiness) answer.
+///
+/// Liveness is a heartbeat: a task on the process's runtime runs a check
+/// every [`HEARTBEAT_EVERY`] (the caller's: it takes the locks the serving
+/// state lives behind) and records when it finished; `/healthz` fails once
+/// the last beat is older than [`LIVENESS_WINDOW`], i.e. when the runtime no
+/// longer runs its timers or the serving state's locks are wedged. It does
+/// not depend on any peer (API server, hub) being reachable.
+///
+/// Readiness is the caller's own answer (caches or watches synced), and
+/// never true while not live.
+#[derive(Clone)]
+pub struct Probes {
+    ready: Ready,
+    /// `None`: no heartbeat; live whenever this answers.
+    heart: Option<Arc<Heart>>,
+}
+
+impl std::fmt::Debug for Probes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probes")
+            .field("live", &self.is_live())
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct Heart {
+    start: Instant,
+    /// Milliseconds from `start` to the end of the last good beat.
+    last: AtomicU64,
+    window: Duration,
+}
+
+impl Probes {
+    /// Probes answering `ready()` for readiness, with a heartbeat running
+    /// `check` on the current runtime until `shutdown` (see [`Probes`]).
+    pub fn new(
+        ready: impl Fn() -> bool + Send + Sync + 'static,
+        check: impl Fn() + Send + Sync + 'static,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self::with_heartbeat(
+            Arc::new(ready),
+            Arc::new(check),
+            HEARTBEAT_EVERY,
+            LIVENESS_WINDOW,
+            shutdown,
+        )
+    }
+
+    /// Live and ready whenever the listener answers (no heartbeat).
+    pub fn always() -> Self {
+        Probes {
+            ready: Arc::new(|| true),
+            heart: None,
+        }
+    }
+
+    fn with_heartbeat(
+        ready: Ready,
+        check: Arc<dyn Fn() + Send + Sync>,
+        every: Duration,
+        window: Duration,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let heart = Arc::new(Heart {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+            window,
+        });
+        let beat = heart.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                // On the blocking pool: a check stuck on a wedged lock
+                // stops the beats without taking a runtime worker with it.
+                let check = check.clone();
+                if tokio::task::spawn_blocking(move || check()).await.is_err() {
+                    // The check panicked: no beat.
+                    continue;
+                }
+                let ms = u64::try_from(beat.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+                beat.last.store(ms, Ordering::Relaxed);
+            }
+        });
+        Probes {
+            ready,
+            heart: Some(heart),
+        }
+    }
+
+    /// Whether the heartbeat is recent (always true without one).
+    pub fn is_live(&self) -> bool {
+        self.heart.as_ref().is_none_or(|h| {
+            let last = Duration::from_millis(h.last.load(Ordering::Relaxed));
+            h.start.elapsed().saturating_sub(last) <= h.window
+        })
+    }
+
+    /// Whether the process is live and says it can serve.
+    pub fn is_ready(&self) -> bool {
+        self.is_live() && (self.ready)()
+    }
+}
 
 /// The content type of the answer: the OpenMetrics text `prometheus_client`
 /// encodes (counters' samples end in `_total`, the text in `# EOF`), which
@@ -45,16 +172,79 @@ const MAX_CONNECTIONS: usize = 16;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Binds `addr` and serves `GET /metrics` with the text of `registry` until
-/// `shutdown` is cancelled. Returns the bound address (useful with port 0)
-/// once listening; a bind failure is returned, later errors end only their
-/// connection.
+/// `shutdown` is cancelled; `/healthz` and `/readyz` always answer 200.
+/// Returns the bound address (useful with port 0) once listening; a bind
+/// failure is returned, later errors end only their connection.
 pub async fn serve(
     addr: SocketAddr,
     registry: Arc<Registry>,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
+    serve_probes(addr, registry, Probes::always(), shutdown).await
+}
+
+/// [`serve`], with `GET /healthz` and `GET /readyz` answering `probes`
+/// (200 `ok`, or 503 saying which failed).
+pub async fn serve_probes(
+    addr: SocketAddr,
+    registry: Arc<Registry>,
+    probes: Probes,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
     let render: Render = Arc::new(move || encode(&registry));
-    serve_with(addr, render, shutdown, READ_TIMEOUT, WRITE_TIMEOUT).await
+    let pages = Pages { render, probes };
+    serve_with(addr, pages, shutdown, READ_TIMEOUT, WRITE_TIMEOUT).await
+}
+
+/// What the listener answers.
+#[derive(Clone)]
+struct Pages {
+    render: Render,
+    probes: Probes,
+}
+
+impl Pages {
+    /// The status line, content type and body for a request head.
+    fn answer(&self, head: &str) -> (&'static str, &'static str, String) {
+        const TEXT: &str = "text/plain; charset=utf-8";
+        let path = head
+            .strip_prefix("GET ")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_default();
+        // Probes may add a query (`?verbose`); it changes nothing.
+        let probe = path.split('?').next().unwrap_or_default();
+        match (path, probe) {
+            ("/metrics", _) => ("200 OK", CONTENT_TYPE, (self.render)()),
+            (_, "/healthz") if self.probes.is_live() => ("200 OK", TEXT, "ok\n".to_owned()),
+            (_, "/healthz") => (
+                "503 Service Unavailable",
+                TEXT,
+                format!(
+                    "not live: no heartbeat for over {:?}\n",
+                    self.probes
+                        .heart
+                        .as_ref()
+                        .map_or(LIVENESS_WINDOW, |h| h.window)
+                ),
+            ),
+            (_, "/readyz") if self.probes.is_ready() => ("200 OK", TEXT, "ok\n".to_owned()),
+            (_, "/readyz") if !self.probes.is_live() => (
+                "503 Service Unavailable",
+                TEXT,
+                "not ready: not live (see /healthz)\n".to_owned(),
+            ),
+            (_, "/readyz") => (
+                "503 Service Unavailable",
+                TEXT,
+                "not ready: caches not synced yet\n".to_owned(),
+            ),
+            _ => (
+                "404 Not Found",
+                TEXT,
+                "not found; try /metrics, /healthz or /readyz\n".to_owned(),
+            ),
+        }
+    }
 }
 
 /// The OpenMetrics text of `registry`.
@@ -131,6 +321,101 @@ pub fn register<M: Metric + Clone>(
     metric
 }
 
+/// The upper bounds of [`Seconds`]' buckets: 100 µs to 30 s, about
+/// 2.5x apart, so one set serves in-process work (an aggregation pass, an
+/// evaluation) and API round trips alike.
+pub const SECONDS_BUCKETS: [f64; 17] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// The upper bounds of [`PropagationSeconds`]' buckets: 50 ms to 10 min,
+/// the range of a change crossing the fleet (an agent's evaluation, the
+/// stream, the hub's aggregation and a paced, budgeted status write).
+pub const PROPAGATION_BUCKETS: [f64; 14] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// Declares a histogram of durations in seconds with fixed buckets:
+/// `Default`, so it sits in a [`metrics!`] struct (name it `*_seconds`).
+macro_rules! seconds_histogram {
+    ($(#[$meta:meta])* $name:ident, $buckets:expr) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug)]
+        pub struct $name(Histogram);
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name(Histogram::new($buckets))
+            }
+        }
+
+        impl $name {
+            /// Records one duration.
+            pub fn observe(&self, d: Duration) {
+                self.0.observe(d.as_secs_f64());
+            }
+        }
+
+        impl EncodeMetric for $name {
+            fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+                self.0.encode(encoder)
+            }
+
+            fn metric_type(&self) -> MetricType {
+                MetricType::Histogram
+            }
+        }
+    };
+}
+
+seconds_histogram!(
+    /// A histogram of durations in seconds ([`SECONDS_BUCKETS`]): quantiles
+    /// (p99) can be read from Prometheus, which a summed counter cannot give.
+    Seconds,
+    SECONDS_BUCKETS
+);
+
+seconds_histogram!(
+    /// A histogram of end-to-end propagation times ([`PROPAGATION_BUCKETS`]).
+    PropagationSeconds,
+    PROPAGATION_BUCKETS
+);
+
+/// `process_resident_memory_bytes`, the process's resident set as the
+/// Prometheus client libraries' process collectors name it, read from
+/// `/proc/self/status` at each scrape (absent where there is no such file).
+#[derive(Debug, Default)]
+pub struct ProcessMemory;
+
+impl Collector for ProcessMemory {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(bytes) = resident_bytes() else {
+            return Ok(());
+        };
+        ConstGauge::new(bytes).encode(encoder.encode_descriptor(
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            None,
+            MetricType::Gauge,
+        )?)
+    }
+}
+
+/// `VmRSS` of `/proc/self/status`, in bytes.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 /// A counter's or count gauge's current value (tests and logs read them).
 pub trait Value {
     fn value(&self) -> u64;
@@ -150,7 +435,7 @@ impl Value for CountGauge {
 
 async fn serve_with(
     addr: SocketAddr,
-    render: Render,
+    pages: Pages,
     shutdown: CancellationToken,
     read_timeout: Duration,
     write_timeout: Duration,
@@ -178,9 +463,9 @@ async fn serve_with(
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 return;
             };
-            let render = render.clone();
+            let pages = pages.clone();
             tokio::spawn(async move {
-                answer(sock, render, read_timeout, write_timeout).await;
+                answer(sock, pages, read_timeout, write_timeout).await;
                 drop(permit);
             });
         }
@@ -207,7 +492,7 @@ async fn read_head(sock: &mut TcpStream, buf: &mut [u8]) -> usize {
 /// so every answer ends within `read_timeout + write_timeout`.
 async fn answer(
     mut sock: TcpStream,
-    render: Render,
+    pages: Pages,
     read_timeout: Duration,
     write_timeout: Duration,
 ) {
@@ -217,13 +502,9 @@ async fn answer(
         return;
     };
     let head = String::from_utf8_lossy(&buf[..len]);
-    let (status, body) = if head.starts_with("GET /metrics ") {
-        ("200 OK", render())
-    } else {
-        ("404 Not Found", "not found; try /metrics\n".to_owned())
-    };
+    let (status, content_type, body) = pages.answer(&head);
     let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {CONTENT_TYPE}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
     drop(body);
@@ -294,7 +575,10 @@ mod tests {
         let write_timeout = Duration::from_millis(300);
         let addr = serve_with(
             ([127, 0, 0, 1], 0).into(),
-            render,
+            Pages {
+                render,
+                probes: Probes::always(),
+            },
             shutdown.clone(),
             READ_TIMEOUT,
             write_timeout,
@@ -352,5 +636,130 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(refused, "listener still open after shutdown");
+    }
+
+    /// `/healthz` follows the heartbeat: 200 while the check keeps
+    /// finishing, 503 once it is stuck (a wedged lock) for longer than the
+    /// window, 200 again when it is released. `/readyz` is the caller's
+    /// answer, and 503 while not live.
+    #[tokio::test]
+    // Holding the check's lock across the probes is how it is wedged.
+    #[allow(clippy::await_holding_lock)]
+    async fn probes_answer_liveness_and_readiness() {
+        let shutdown = CancellationToken::new();
+        let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let wedged = Arc::new(std::sync::Mutex::new(()));
+        let probes = {
+            let ready = ready.clone();
+            let wedged = wedged.clone();
+            Probes::with_heartbeat(
+                Arc::new(move || ready.load(Ordering::SeqCst)),
+                Arc::new(move || drop(wedged.lock().unwrap())),
+                Duration::from_millis(20),
+                Duration::from_millis(300),
+                shutdown.clone(),
+            )
+        };
+        let addr = serve_probes(
+            ([127, 0, 0, 1], 0).into(),
+            registry(),
+            probes,
+            shutdown.clone(),
+        )
+        .await
+        .unwrap();
+        let status = |page: String| page.lines().next().unwrap_or_default().to_owned();
+        assert_eq!(status(get(addr, "/healthz").await), "HTTP/1.1 200 OK");
+        let not_ready = get(addr, "/readyz").await;
+        assert!(not_ready.starts_with("HTTP/1.1 503 "), "{not_ready}");
+        assert!(
+            not_ready.ends_with("not ready: caches not synced yet\n"),
+            "{not_ready}"
+        );
+        ready.store(true, Ordering::SeqCst);
+        let ok = get(addr, "/readyz?verbose").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\nok\n"), "{ok}");
+        assert!(
+            ok.contains("content-type: text/plain; charset=utf-8\r\n"),
+            "{ok}"
+        );
+
+        // Wedged: the heartbeat's check cannot take the lock.
+        let guard = wedged.lock().unwrap();
+        let mut dead = String::new();
+        for _ in 0..200 {
+            dead = get(addr, "/healthz").await;
+            if dead.starts_with("HTTP/1.1 503 ") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            dead.contains("not live: no heartbeat for over 300ms"),
+            "{dead}"
+        );
+        let readyz = get(addr, "/readyz").await;
+        assert!(
+            readyz.ends_with("not ready: not live (see /healthz)\n"),
+            "{readyz}"
+        );
+        // Metrics are still served: a scrape tells what is wedged.
+        assert_eq!(status(get(addr, "/metrics").await), "HTTP/1.1 200 OK");
+
+        drop(guard);
+        let mut alive = String::new();
+        for _ in 0..200 {
+            alive = get(addr, "/healthz").await;
+            if alive.starts_with("HTTP/1.1 200 ") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(alive.starts_with("HTTP/1.1 200 OK\r\n"), "{alive}");
+        assert!(get(addr, "/healthzx").await.starts_with("HTTP/1.1 404 "));
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn without_probes_both_answer_200() {
+        let shutdown = CancellationToken::new();
+        let addr = serve(([127, 0, 0, 1], 0).into(), registry(), shutdown.clone())
+            .await
+            .unwrap();
+        for path in ["/healthz", "/readyz"] {
+            let ok = get(addr, path).await;
+            assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{path}: {ok}");
+        }
+        shutdown.cancel();
+    }
+
+    #[test]
+    fn seconds_histograms_bucket_durations() {
+        let mut registry = Registry::default();
+        let h = register(&mut registry, "x_seconds", "Durations.", Seconds::default());
+        h.observe(Duration::from_micros(50));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(60));
+        let text = encode(&registry);
+        let samples = samples(&text);
+        assert!((samples["x_seconds_sum"] - 60.00305).abs() < 1e-9, "{text}");
+        assert!(text.contains("# TYPE x_seconds histogram\n"), "{text}");
+        assert_eq!(samples["x_seconds_count"], 3.0, "{text}");
+        assert_eq!(samples["x_seconds_bucket{le=\"0.0001\"}"], 1.0, "{text}");
+        assert_eq!(samples["x_seconds_bucket{le=\"0.001\"}"], 1.0, "{text}");
+        assert_eq!(samples["x_seconds_bucket{le=\"0.005\"}"], 2.0, "{text}");
+        assert_eq!(samples["x_seconds_bucket{le=\"30.0\"}"], 2.0, "{text}");
+        assert_eq!(samples["x_seconds_bucket{le=\"+Inf\"}"], 3.0, "{text}");
+    }
+
+    #[test]
+    fn process_memory_is_the_resident_set() {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(ProcessMemory));
+        let text = encode(&registry);
+        let rss = samples(&text)["process_resident_memory_bytes"];
+        // A test binary's resident set: more than a MiB, less than a TiB.
+        assert!((1e6..1e12).contains(&rss), "{text}");
     }
 }

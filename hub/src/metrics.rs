@@ -3,18 +3,20 @@
 //! Kubernetes mode the writers' counters ([`crate::kube::metrics`]), and the
 //! index's cluster summaries read at each scrape ([`ClusterGauges`]).
 //! Serving is the responder shared with the agent
-//! ([`gwhub_common::metrics_http`]).
+//! ([`gwhub_common::metrics_http`]), with the hub's probes ([`probes`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use gwhub_common::metrics_http::{self, Registry};
+use gwhub_common::metrics_http::{self, Probes, Registry};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::aggregate::GatewayKey;
 use crate::budget::Counters;
 use crate::index::{ClusterSummary, Index};
 use crate::kube::metrics::Metrics;
@@ -41,8 +43,13 @@ impl std::fmt::Debug for ClusterGauges {
 
 type Field = fn(&ClusterSummary) -> u64;
 
+/// Whole seconds of a Unix time in milliseconds (0 for never).
+fn seconds(millis: i64) -> u64 {
+    u64::try_from(millis / 1000).unwrap_or(0)
+}
+
 /// The per-cluster gauges: name, help, value.
-const PER_CLUSTER: [(&str, &str, Field); 4] = [
+const PER_CLUSTER: [(&str, &str, Field); 6] = [
     (
         "gwhub_cluster_connected",
         "1 while the cluster's agent has a stream open.",
@@ -63,7 +70,69 @@ const PER_CLUSTER: [(&str, &str, Field); 4] = [
         "Encoded bytes of the cluster's report (budget: --max-cluster-report-bytes).",
         |c| c.report_bytes,
     ),
+    (
+        "gwhub_cluster_last_seen_timestamp_seconds",
+        "Unix time of the cluster's last report or heartbeat (0: never).",
+        |c| seconds(c.last_seen_millis),
+    ),
+    (
+        "gwhub_cluster_last_report_timestamp_seconds",
+        "Unix time of the cluster's last report (0: connected but never reported).",
+        |c| seconds(c.last_report_millis),
+    ),
 ];
+
+/// The labels of `gwhub_hub_gateway_ready`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GatewayLabels {
+    namespace: String,
+    name: String,
+}
+
+/// What the per-hub-Gateway gauge reads at a scrape: each reported hub
+/// Gateway's key and whether every aggregated condition is True.
+type Readiness = dyn Fn() -> Vec<(GatewayKey, bool)> + Send + Sync;
+
+/// `gwhub_hub_gateway_ready`, read from the index's views at each scrape.
+struct HubGatewayGauges(Box<Readiness>);
+
+impl std::fmt::Debug for HubGatewayGauges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HubGatewayGauges")
+    }
+}
+
+impl Collector for HubGatewayGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let gateways = (self.0)();
+        let mut family = encoder.encode_descriptor(
+            "gwhub_hub_gateway_ready",
+            "Per reported hub Gateway: 1 while every aggregated condition is True, 0 otherwise.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (key, ready) in gateways {
+            let labels = GatewayLabels {
+                namespace: key.namespace,
+                name: key.name,
+            };
+            ConstGauge::new(u64::from(ready)).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Each reported hub Gateway of `index` and whether it is ready, copied out
+/// of the views (no lock held while encoding).
+fn readiness(index: &Index) -> Vec<(GatewayKey, bool)> {
+    index
+        .subscribe()
+        .borrow()
+        .gateways
+        .iter()
+        .map(|(k, v)| (k.clone(), !v.not_ready))
+        .collect()
+}
 
 impl Collector for ClusterGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -90,12 +159,19 @@ impl Collector for ClusterGauges {
 /// The hub's registry: the Kubernetes counters when `kube` is given (absent
 /// with `--no-kube`), the cluster gauges read from `summaries` at each
 /// scrape, and the budgets' `counters`.
-fn registry(counters: &Counters, summaries: Box<Summaries>, kube: Option<&Metrics>) -> Registry {
+fn registry(
+    counters: &Counters,
+    summaries: Box<Summaries>,
+    gateways: Box<Readiness>,
+    kube: Option<&Metrics>,
+) -> Registry {
     let mut registry = Registry::default();
     if let Some(m) = kube {
         m.register(&mut registry);
     }
     registry.register_collector(Box::new(ClusterGauges(summaries)));
+    registry.register_collector(Box::new(HubGatewayGauges(gateways)));
+    registry.register_collector(Box::new(metrics_http::ProcessMemory));
     counters.register(&mut registry);
     counters.tls.register(&mut registry);
     registry
@@ -115,12 +191,29 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
     metrics_http::encode(&registry)
 }
 
-/// Serves the metrics of `index` (and `kube`) on `addr` until `shutdown`;
-/// returns the bound address.
+/// The hub's probes: ready once `synced` is true (the Kubernetes mode's
+/// stored reports and hub Gateways loaded: leader or standby, it can
+/// serve; always with `None`, `--no-kube`); live while a heartbeat can take
+/// the index's cluster table (see [`metrics_http::Probes`]).
+pub fn probes(
+    index: Index,
+    synced: Option<watch::Receiver<bool>>,
+    shutdown: CancellationToken,
+) -> Probes {
+    let ready = move || synced.as_ref().is_none_or(|s| *s.borrow());
+    let check = move || {
+        index.has_cluster("");
+    };
+    Probes::new(ready, check, shutdown)
+}
+
+/// Serves the metrics of `index` (and `kube`) on `addr` until `shutdown`,
+/// with `probes` on `/healthz` and `/readyz`; returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
     index: Index,
     kube: Option<Arc<Metrics>>,
+    probes: Probes,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
     let source = index.clone();
@@ -128,9 +221,11 @@ pub async fn serve(
         let hub_gateways = source.subscribe().borrow().gateways.len();
         (source.clusters(), hub_gateways)
     });
-    let registry = registry(index.counters(), summaries, kube.as_deref());
-    let local = metrics_http::serve(addr, Arc::new(registry), shutdown).await?;
-    tracing::info!(addr = %local, "serving metrics on /metrics");
+    let views = index.clone();
+    let gateways = Box::new(move || readiness(&views));
+    let registry = registry(index.counters(), summaries, gateways, kube.as_deref());
+    let local = metrics_http::serve_probes(addr, Arc::new(registry), probes, shutdown).await?;
+    tracing::info!(addr = %local, "serving metrics on /metrics, probes on /healthz and /readyz");
     Ok(local)
 }
 
@@ -188,12 +283,33 @@ mod tests {
         }
     }
 
+    /// The samples of a [`metrics_http::Seconds`] histogram named `name`.
+    pub(crate) fn histogram_samples(name: &str) -> Vec<String> {
+        let bounds = [
+            "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+            "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "30.0", "+Inf",
+        ];
+        let mut out: Vec<String> = bounds
+            .iter()
+            .map(|le| format!("{name}_bucket{{le=\"{le}\"}}"))
+            .collect();
+        out.push(format!("{name}_sum"));
+        out.push(format!("{name}_count"));
+        out
+    }
+
     /// What dashboards, alerts, the README and the end-to-end tests scrape:
     /// every sample the hub exposes, by name and labels. A rename fails here.
     #[test]
     fn exposed_names_and_labels_are_pinned() {
         let summaries: Box<Summaries> = Box::new(|| (vec![summary("east", true, false, 1)], 1));
-        let registry = registry(&Counters::default(), summaries, Some(&Metrics::default()));
+        let gateways: Box<Readiness> = Box::new(|| vec![(GatewayKey::new("ns", "gw"), false)]);
+        let registry = registry(
+            &Counters::default(),
+            summaries,
+            gateways,
+            Some(&Metrics::default()),
+        );
         let text = metrics_http::encode(&registry);
         let samples: Vec<&str> = metrics_http::samples(&text).into_keys().collect();
         let mut pinned: Vec<String> = [
@@ -230,9 +346,31 @@ mod tests {
             "gwhub_dashboard_calls",
             "gwhub_tls_streams_ended_total{reason=\"expired\"}",
             "gwhub_tls_streams_ended_total{reason=\"untrusted\"}",
+            // Operating (issue 27): alerts, probes, histograms.
+            "gwhub_cluster_last_seen_timestamp_seconds{cluster=\"east\"}",
+            "gwhub_cluster_last_report_timestamp_seconds{cluster=\"east\"}",
+            "gwhub_hub_gateway_ready{namespace=\"ns\",name=\"gw\"}",
+            "gwhub_leader",
+            "process_resident_memory_bytes",
         ]
         .map(str::to_owned)
         .to_vec();
+        for name in [
+            "gwhub_status_write_api_duration_seconds",
+            "gwhub_status_aggregation_duration_seconds",
+            "gwhub_store_write_duration_seconds",
+        ] {
+            pinned.extend(histogram_samples(name));
+        }
+        let name = "gwhub_propagation_seconds";
+        for le in [
+            "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "20.0", "30.0", "60.0",
+            "120.0", "300.0", "600.0", "+Inf",
+        ] {
+            pinned.push(format!("{name}_bucket{{le=\"{le}\"}}"));
+        }
+        pinned.push(format!("{name}_sum"));
+        pinned.push(format!("{name}_count"));
         for name in [
             "gwhub_connections_open",
             "gwhub_connections_accepted_total",
@@ -263,6 +401,22 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// Kubernetes mode: ready once the stored reports and hub Gateways are
+    /// loaded (leader or not); `--no-kube`: ready at once. Live either way.
+    #[tokio::test]
+    async fn ready_once_synced() {
+        let shutdown = CancellationToken::new();
+        let index = Index::new(Default::default(), std::time::Duration::from_secs(60));
+        let (synced_tx, synced) = watch::channel(false);
+        let kube = probes(index.clone(), Some(synced), shutdown.clone());
+        assert!(kube.is_live());
+        assert!(!kube.is_ready());
+        synced_tx.send_replace(true);
+        assert!(kube.is_ready());
+        assert!(probes(index, None, shutdown.clone()).is_ready());
+        shutdown.cancel();
     }
 
     #[test]

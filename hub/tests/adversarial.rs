@@ -219,6 +219,7 @@ async fn a_cluster_over_its_report_budget_is_refused_and_keeps_its_last_good_rep
             changes: vec![v1::Change {
                 change: Some(v1::change::Change::Upsert(sized(&format!("d{seq}"), 3_000))),
             }],
+            ..Default::default()
         }))
         .await;
     }
@@ -352,6 +353,7 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
                     name: long(100 + seq as usize),
                 })),
             }],
+            ..Default::default()
         }))
         .await;
     }
@@ -385,6 +387,7 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
                     name: long(seq as usize),
                 })),
             }],
+            ..Default::default()
         }))
         .await;
         let next = tokio::time::timeout(WAIT, honest.next())
@@ -434,6 +437,7 @@ async fn a_watcher_that_took_a_large_view_at_once_is_not_dropped() {
                 name: long(0),
             })),
         }],
+        ..Default::default()
     }))
     .await;
     for watcher in &mut watchers {
@@ -959,6 +963,7 @@ async fn a_delta_after_the_largest_sequence_number_is_explained() {
     east.send(agent_message::Message::Delta(v1::Delta {
         seq: 0,
         changes: vec![],
+        ..Default::default()
     }))
     .await;
     match east.recv().await {

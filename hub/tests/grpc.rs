@@ -983,6 +983,7 @@ async fn gateways_per_cluster_are_limited_in_snapshots_and_deltas() {
                 change: Some(change::Change::Upsert(small_report(MAX_GATEWAYS))),
             },
         ],
+        ..Default::default()
     }))
     .await;
     full.expect_ack(2).await;
@@ -1132,6 +1133,14 @@ async fn serve_metrics_listen_exposes_cluster_gauges() {
         Some(0.0)
     );
     assert!(sample(&samples, r#"gwhub_connections_open{listener="ingest"}"#).is_some());
+    // --no-kube: ready as soon as it serves; live.
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            gwhub_test_kit::procs::http_status(metrics.port(), path).await,
+            200,
+            "{path}"
+        );
+    }
 
     let mut east = Agent::connect(ingest, "east").await;
     east.snapshot(

@@ -119,6 +119,24 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
+/// The HTTP status of `GET path` on `port` (a gwhub binary's
+/// `--metrics-listen`: `/healthz`, `/readyz`), or 0 if nothing answers.
+pub async fn http_status(port: u16, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return 0;
+    };
+    let head = format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n");
+    let mut text = String::new();
+    if s.write_all(head.as_bytes()).await.is_err() || s.read_to_string(&mut text).await.is_err() {
+        return 0;
+    }
+    text.strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 /// `GET /metrics` on `port` (a gwhub binary's `--metrics-listen`): every
 /// `gwhub*` sample by its name, labels included.
 pub async fn scrape(port: u16) -> std::collections::BTreeMap<String, u64> {

@@ -157,6 +157,7 @@ impl Agent {
             changes: vec![v1::Change {
                 change: Some(change::Change::Upsert(report)),
             }],
+            ..Default::default()
         }))
         .await;
     }
@@ -170,6 +171,7 @@ impl Agent {
                     name: name.into(),
                 })),
             }],
+            ..Default::default()
         }))
         .await;
     }

@@ -412,6 +412,14 @@ async fn binary_scope_generation_quiet_and_missing_config() {
     // The config appears: conditions follow.
     dns_config(&client, true).await;
     wait_lb(&client, "in", "LoadBalancerProvisioned").await;
+    // Its caches synced: ready and live, although the hub is unreachable.
+    for path in ["/readyz", "/healthz"] {
+        assert_eq!(
+            gwhub_test_kit::procs::http_status(metrics_port, path).await,
+            200,
+            "{path}"
+        );
+    }
     let g = wait_dns(&client, "in", ("False", "RecordNotFound")).await;
     assert_eq!(g.metadata.generation, Some(1));
 

@@ -41,11 +41,17 @@ const CHAIN: Duration = Duration::from_secs(30);
 /// `gwhub serve` in Kubernetes mode against the management cluster,
 /// plaintext agents on `ingest`, leader election on (Lease `gwhub-hub` in
 /// [`HUB_NS`], identity `gwhub-e2e_<pid>`).
-fn start_hub(bin: &Path, fleet: &Fleet, ingest: u16, dashboard: u16, log: &str) -> Process {
+fn start_hub(
+    bin: &Path,
+    fleet: &Fleet,
+    (ingest, dashboard, metrics): (u16, u16, u16),
+    log: &str,
+) -> Process {
     let mut cmd = Command::new(bin);
     cmd.arg("serve")
         .args(["--listen", &format!("127.0.0.1:{ingest}")])
         .args(["--dashboard-listen", &format!("127.0.0.1:{dashboard}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics}")])
         .args(["--insecure", "--namespace", HUB_NS])
         .args(["--gateway-namespace", NS])
         .arg("--kubeconfig")
@@ -184,8 +190,13 @@ async fn fleet_end_to_end_with_the_real_binaries() {
     istio_writes_status(&east, GW, east_istio.clone()).await;
     istio_writes_status(&c1, GW, istio_status_at(1, "Address pending", None)).await;
 
-    let (ingest, dashboard) = (free_port(), free_port());
-    let mut hub = start_hub(&hub_bin, &fleet, ingest, dashboard, "gwhub-1.log");
+    let (ingest, dashboard, metrics) = (free_port(), free_port(), free_port());
+    let mut hub = start_hub(
+        &hub_bin,
+        &fleet,
+        (ingest, dashboard, metrics),
+        "gwhub-1.log",
+    );
     let _east_agent = start_agent(&agent_bin, &fleet, "east", "east", ingest);
     let _c1_agent = start_agent(&agent_bin, &fleet, "cluster_1", "cluster_1", ingest);
 
@@ -327,6 +338,10 @@ async fn fleet_end_to_end_with_the_real_binaries() {
     let gateways: Api<Gateway> = Api::namespaced(mgmt.clone(), NS);
     let settled = typed(&gateways.get(GW).await.unwrap());
     assert!(same_status(&settled, &typed(&hub_gw)), "{settled:#?}");
+    // The change travelled as a delta the agent stamped: the hub measured
+    // its propagation to the write.
+    let m = scrape(metrics).await;
+    assert!(m["gwhub_propagation_seconds_count"] >= 1, "{m:?}");
 
     phase("(b) checked");
     // (c) Kill the hub (no clean shutdown: its Lease stays taken until it
@@ -335,7 +350,12 @@ async fn fleet_end_to_end_with_the_real_binaries() {
     let recorder = Recorder::start(gateways.clone(), GW);
     tokio::time::sleep(Duration::from_millis(500)).await;
     hub.kill();
-    let mut hub = start_hub(&hub_bin, &fleet, ingest, dashboard, "gwhub-2.log");
+    let mut hub = start_hub(
+        &hub_bin,
+        &fleet,
+        (ingest, dashboard, metrics),
+        "gwhub-2.log",
+    );
     let identity = format!("gwhub-e2e_{}", hub.id());
     let leases: Api<Lease> = Api::namespaced(mgmt.clone(), HUB_NS);
     let deadline = Instant::now() + Duration::from_secs(45);
@@ -539,6 +559,14 @@ async fn mixed_gateway_api_versions_aggregate_without_refused_writes() {
     }
     assert_eq!(sr(&gw_cond(&hub_gw, OWN)), Some(("True", "Aggregated")));
 
+    // Its watches synced (it wrote): ready and live on the probes.
+    for path in ["/readyz", "/healthz"] {
+        assert_eq!(
+            gwhub_test_kit::procs::http_status(metrics, path).await,
+            200,
+            "{path}"
+        );
+    }
     // Zero refused writes: by the hub's metric and its log.
     let m = scrape(metrics).await;
     assert!(m["gwhub_status_writes_total"] >= 1, "{m:?}");

@@ -144,6 +144,35 @@ impl Agent {
             }
         }
     }
+
+    /// One upsert as a delta stamped `observed_unix_millis`; waits for the ack.
+    async fn delta(&mut self, ns: &str, name: &str, status: &GatewayStatus, observed: i64) {
+        self.seq += 1;
+        let report = v1::GatewayReport {
+            namespace: ns.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            generation: 1,
+            status: Some(status_to_proto(status).unwrap()),
+        };
+        self.tx
+            .send(msg(agent_message::Message::Delta(v1::Delta {
+                seq: self.seq,
+                changes: vec![v1::Change {
+                    change: Some(v1::change::Change::Upsert(report)),
+                }],
+                observed_unix_millis: observed,
+            })))
+            .await
+            .unwrap();
+        loop {
+            if let hub_message::Message::Ack(a) = self.recv().await
+                && a.seq == self.seq
+            {
+                return;
+            }
+        }
+    }
 }
 
 // ---- fixtures -------------------------------------------------------------
@@ -1234,6 +1263,64 @@ async fn withdrawn_addresses_and_listeners_leave_the_hub_gateway() {
     })
     .await;
     assert_eq!(Metrics::get(&hub.metrics.status_write_errors), 0);
+    hub.shutdown().await.unwrap();
+}
+
+/// `gwhub_propagation_seconds`: a delta stamped 3 s ago (the agent's
+/// clock) is observed once, when the status write carrying it is accepted;
+/// snapshots and unstamped deltas are not.
+#[tokio::test]
+async fn propagation_is_measured_from_the_agents_stamp_to_the_write() {
+    let Some((_fleet, client, as_hub)) =
+        management("propagation_is_measured_from_the_agents_stamp_to_the_write").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "web").await;
+    let hub = start_hub(&as_hub, "hub-1").await;
+    let propagation = |hub: &KubeHub| {
+        let text = gwhub_hub::metrics::render(&[], 0, Some(hub.metrics.as_ref()));
+        let samples = gwhub_common::metrics_http::samples(&text);
+        (
+            samples["gwhub_propagation_seconds_count"],
+            samples["gwhub_propagation_seconds_sum"],
+        )
+    };
+    let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    east.snapshot(&[(NS, "web", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    wait_status(&gateways, "web", "east's address", |s| {
+        s.addresses.as_ref().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    east.delta(NS, "web", &cluster_status(&["10.0.0.2"], true), 0)
+        .await;
+    wait_status(&gateways, "web", "an unstamped change", |s| {
+        s.addresses
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|a| a.value == "east/10.0.0.2"))
+    })
+    .await;
+    assert_eq!(propagation(&hub).0, 0.0, "snapshots and unstamped deltas");
+
+    let observed = Timestamp::now().as_millisecond() - 3_000;
+    east.delta(NS, "web", &cluster_status(&["10.0.0.3"], true), observed)
+        .await;
+    wait_status(&gateways, "web", "the stamped change", |s| {
+        s.addresses
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|a| a.value == "east/10.0.0.3"))
+    })
+    .await;
+    let (count, sum) = until(
+        Duration::from_secs(10),
+        || async { propagation(&hub) },
+        |(count, _)| *count >= 1.0,
+    )
+    .await;
+    assert_eq!(count, 1.0);
+    assert!((3.0..60.0).contains(&sum), "{sum}");
     hub.shutdown().await.unwrap();
 }
 

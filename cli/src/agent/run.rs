@@ -11,6 +11,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ScopeArgs;
+use gwhub_agent::runtime::GatewayStore;
 use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
 use gwhub_agent::runtime::hub_client::HubConfig;
 
@@ -60,7 +61,9 @@ pub struct RunArgs {
     /// streams), `true` always, `false` never (compute and stream only).
     #[arg(long, value_name = "auto|true|false", default_value = "auto")]
     pub write_local_status: gwhub_spoke_rules::ownership::WriteMode,
-    /// Serve Prometheus metrics on this address (`GET /metrics`), e.g. 127.0.0.1:9090.
+    /// Serve Prometheus metrics on this address (`GET /metrics`), e.g.
+    /// 127.0.0.1:9090, with the probes `GET /healthz` (liveness) and `GET
+    /// /readyz` (ready once the cluster's objects are listed and evaluated).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
@@ -165,8 +168,10 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             expiry.set(files.expiry.get());
             files.expiry = expiry;
         }
+        let store = Arc::new(GatewayStore::default());
         if let Some(addr) = plan.metrics_listen {
-            gwhub_agent::controller::serve_metrics(addr, metrics.clone(), shutdown.clone())
+            let probes = gwhub_agent::runtime::probes(store.clone(), shutdown.clone());
+            gwhub_agent::controller::serve_metrics(addr, metrics.clone(), probes, shutdown.clone())
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -178,7 +183,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     dir = %source.dir().display(),
                     "gwhub-agent starting"
                 );
-                gwhub_agent::runtime::run_dir_agent(plan.hub, source, shutdown).await;
+                gwhub_agent::runtime::run_dir_agent_with(plan.hub, source, store, shutdown).await;
             }
             Source::Kube {
                 kubeconfig,
@@ -195,7 +200,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                     "gwhub-agent starting against the Kubernetes API"
                 );
                 gwhub_agent::controller::run_kube_agent(
-                    plan.hub, client, settings, metrics, shutdown,
+                    plan.hub, client, settings, store, metrics, shutdown,
                 )
                 .await;
             }

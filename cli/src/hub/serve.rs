@@ -90,7 +90,9 @@ pub struct Args {
     /// Require `authorization: Bearer <token>` on Dashboard calls; the file holds the token.
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub dashboard_token_file: Option<PathBuf>,
-    /// Serve Prometheus text on GET /metrics here (off unless given).
+    /// Serve Prometheus text on GET /metrics here, with the probes GET
+    /// /healthz (liveness) and GET /readyz (ready once the stored reports
+    /// and hub Gateways are loaded) (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     /// Serve the read-only web status page here (off unless given). It
@@ -207,23 +209,27 @@ pub fn run(args: &Args) -> Result<String, String> {
         let stop_metrics = tokio_util::sync::CancellationToken::new();
         let _stop_metrics = stop_metrics.clone().drop_guard();
         let index = hub.index.clone();
-        let serve_metrics = |kube_metrics| async {
+        let serve_metrics = |kube_metrics, synced| async {
             match args.metrics_listen {
-                Some(addr) => gwhub_hub::metrics::serve(addr, index, kube_metrics, stop_metrics)
-                    .await
-                    .map(drop)
-                    .map_err(|e| format!("cannot serve metrics on {addr}: {e}")),
+                Some(addr) => {
+                    let probes =
+                        gwhub_hub::metrics::probes(index.clone(), synced, stop_metrics.clone());
+                    gwhub_hub::metrics::serve(addr, index, kube_metrics, probes, stop_metrics)
+                        .await
+                        .map(drop)
+                        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))
+                }
                 None => Ok(()),
             }
         };
         match kube {
             None => {
-                serve_metrics(None).await?;
+                serve_metrics(None, None).await?;
                 hub.run_until(shutdown_signal()).await
             }
             Some(kube) => {
                 let kube = kube.attach(hub);
-                serve_metrics(Some(kube.metrics.clone())).await?;
+                serve_metrics(Some(kube.metrics.clone()), Some(kube.ready.clone())).await?;
                 kube.run_until(shutdown_signal()).await
             }
         }

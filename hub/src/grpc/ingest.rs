@@ -631,6 +631,10 @@ impl AgentStream {
             }
         }
         let session = self.session().clone();
+        // Before the changes land: a status write prepared after them then
+        // finds the stamp (one prepared in between takes it a bit early).
+        let observed = delta.observed_unix_millis;
+        self.index.note_observed(resized.keys().cloned(), observed);
         self.index.apply(&session, changes).map_err(|e| match e {
             ApplyError::Superseded(e) => Status::aborted(e.to_string()),
             e @ ApplyError::TooManyGateways { .. } => {

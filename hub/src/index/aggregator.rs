@@ -213,6 +213,9 @@ impl Index {
             {
                 // Same result from this live object: the view stands for it.
                 *old.aggregated_with.lock() = live;
+                // Nothing to write, so no propagation to measure: a stamp
+                // kept would be counted by some later, unrelated write.
+                self.inner.observed.lock().remove(&key);
                 continue;
             }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();

@@ -394,6 +394,10 @@ struct Inner {
     history: Mutex<BTreeMap<GatewayKey, history::Ring>>,
     /// `--gateway-history`: transitions kept per hub Gateway; 0: none.
     history_capacity: AtomicUsize,
+    /// Per hub Gateway on the management cluster, when agents observed the
+    /// earliest change not yet written (unix milliseconds; taken alone;
+    /// dropped when an aggregation changes nothing).
+    observed: Mutex<BTreeMap<GatewayKey, i64>>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -430,12 +434,47 @@ impl Index {
                 prune_after_millis: AtomicI64::new(0),
                 history: Mutex::new(BTreeMap::new()),
                 history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
+                observed: Mutex::new(BTreeMap::new()),
             }),
         }
     }
 
     pub fn stale_after(&self) -> Duration {
         self.inner.stale_after
+    }
+
+    /// Notes that an agent observed changes to `keys` at `unix_millis` (a
+    /// delta's `observed_unix_millis`; 0: unknown, ignored), for the hub
+    /// Gateways on the management cluster among them: the earliest is kept
+    /// until the status writer takes it ([`Index::take_observed`]) and
+    /// measures the propagation to its write.
+    pub(crate) fn note_observed(
+        &self,
+        keys: impl IntoIterator<Item = GatewayKey>,
+        unix_millis: i64,
+    ) {
+        if unix_millis <= 0 {
+            return;
+        }
+        let keys: Vec<GatewayKey> = keys
+            .into_iter()
+            .filter(|k| self.live_hub(k).is_some())
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let mut observed = self.inner.observed.lock();
+        for key in keys {
+            observed
+                .entry(key)
+                .and_modify(|t| *t = (*t).min(unix_millis))
+                .or_insert(unix_millis);
+        }
+    }
+
+    /// Takes what [`Index::note_observed`] kept for `key`.
+    pub(crate) fn take_observed(&self, key: &GatewayKey) -> Option<i64> {
+        self.inner.observed.lock().remove(key)
     }
 
     /// The budgets' counters (see [`crate::budget`]).

@@ -110,6 +110,7 @@ pub async fn run(
                 tracing::info!(identity = %config.identity, lease = %config.name, "not leader: passive (ingest and Dashboard only)");
             }
             leader.send_replace(leading);
+            metrics.leader.set(u64::from(leading));
         }
         let wait = if leading {
             config.renew_every
@@ -124,6 +125,7 @@ pub async fn run(
     }
     if *leader.borrow() {
         leader.send_replace(false);
+        metrics.leader.set(0);
         if let Err(e) = release(&api, &config).await {
             tracing::debug!(error = %e, "could not release the lease");
         }

@@ -2,7 +2,7 @@
 //! and help; readable by tests and logs, served on `/metrics`
 //! ([`crate::metrics`]).
 
-use gwhub_common::metrics_http::Value;
+use gwhub_common::metrics_http::{CountGauge, PropagationSeconds, Seconds, Value};
 use prometheus_client::metrics::counter::Counter;
 
 gwhub_common::metrics! {
@@ -55,11 +55,29 @@ gwhub_common::metrics! {
         /// Times this replica became leader.
         pub leader_transitions: Counter =>
             "gwhub_leader_transitions", "Times this replica became leader.",
+        /// 1 while this replica writes hub Gateway status (see `kube::leader`).
+        pub leader: CountGauge => "gwhub_leader",
+            "1 while this replica holds the leader Lease and writes hub Gateway status.",
         /// Cluster stale/fresh Events published (see `kube::events`).
         pub events_published: Counter =>
             "gwhub_events_published", "Cluster stale/fresh Events published.",
         pub event_publish_errors: Counter => "gwhub_event_publish_errors",
             "Cluster stale/fresh Events the API server refused.",
+        // Latency histograms (p99 in Prometheus), beside the summed
+        // counters above, which the scale bench reads.
+        /// Hub Gateway status applies: request to answer.
+        pub status_write_api_seconds: Seconds => "gwhub_status_write_api_duration_seconds",
+            "Hub Gateway status applies: time in the API call, request to answer.",
+        /// Aggregating and planning one hub Gateway status write.
+        pub status_aggregation_seconds: Seconds => "gwhub_status_aggregation_duration_seconds",
+            "Aggregating and planning one hub Gateway status write.",
+        /// ClusterReport writes: request to answer.
+        pub store_write_seconds: Seconds => "gwhub_store_write_duration_seconds",
+            "ClusterReport writes: time in the API call, request to answer.",
+        /// An agent's change (its delta's `observed_unix_millis`) to the
+        /// hub Gateway status write that carries it.
+        pub propagation_seconds: PropagationSeconds => "gwhub_propagation_seconds",
+            "From an agent's changed evaluation (its clock) to the hub Gateway status write carrying it.",
     }
 }
 

@@ -229,6 +229,8 @@ impl Connected {
                 shutdown.clone(),
             ));
         } else {
+            // No election: this replica always writes.
+            metrics.leader.set(1);
             let stop = shutdown.clone();
             tasks.spawn(async move {
                 let _keep = leader_tx;

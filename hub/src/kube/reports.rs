@@ -689,15 +689,17 @@ impl ReportWriter {
         if !std::mem::take(prepaid) {
             self.budget.acquire_report().await;
         }
-        match self
+        let sent = std::time::Instant::now();
+        let answer = self
             .api
             .patch(
                 &name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&body),
             )
-            .await
-        {
+            .await;
+        self.metrics.store_write_seconds.observe(sent.elapsed());
+        match answer {
             // An API server whose ClusterReport CRD predates
             // `gatewaysPacked` prunes it and stores no Gateways: say so
             // instead of counting an empty report as written.

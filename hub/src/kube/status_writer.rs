@@ -234,10 +234,9 @@ impl StatusWriter {
     fn prepare(&self, key: &GatewayKey) -> Prepared {
         let started = Instant::now();
         let prepared = self.prepare_now(key);
-        Metrics::add(
-            &self.metrics.status_prepare_micros,
-            started.elapsed().as_micros() as u64,
-        );
+        let took = started.elapsed();
+        Metrics::add(&self.metrics.status_prepare_micros, took.as_micros() as u64);
+        self.metrics.status_aggregation_seconds.observe(took);
         prepared
     }
 
@@ -280,9 +279,22 @@ impl StatusWriter {
         shutdown: &CancellationToken,
         leader: &watch::Receiver<bool>,
     ) -> bool {
+        // When agents observed the changes this write carries: taken before
+        // preparing, so the changes noted so far are in what it aggregates
+        // (one noted as it lands may be counted a little early); given back
+        // when the write is put off.
+        let observed = self.index.take_observed(&key);
+        let put_off = |key: &GatewayKey| {
+            if let Some(t) = observed {
+                self.index.note_observed([key.clone()], t);
+            }
+        };
         let (mut live, mut write) = match self.prepare(&key) {
             Prepared::Nothing => return false,
-            Prepared::Requeued => return true,
+            Prepared::Requeued => {
+                put_off(&key);
+                return true;
+            }
             Prepared::Write(live, write) => (live, write),
         };
         // The API write budget: after a wait, write the latest state
@@ -291,18 +303,23 @@ impl StatusWriter {
             // The wait can outlast the Lease: a replica that stepped down
             // meanwhile must not write beside the new leader.
             if !*leader.borrow() {
+                put_off(&key);
                 self.queue.insert(key);
                 return false;
             }
             (live, write) = match self.prepare(&key) {
                 Prepared::Nothing => return false,
-                Prepared::Requeued => return true,
+                Prepared::Requeued => {
+                    put_off(&key);
+                    return true;
+                }
                 Prepared::Write(live, write) => (live, write),
             };
         }
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         if write.clears() {
             if self.budget.acquire().await > Duration::ZERO && !*leader.borrow() {
+                put_off(&key);
                 self.queue.insert(key);
                 return false;
             }
@@ -315,14 +332,23 @@ impl StatusWriter {
         let answer = api
             .patch_status(&key.name, &params, &Patch::Apply(&write.apply))
             .await;
-        Metrics::add(
-            &self.metrics.status_api_micros,
-            sent.elapsed().as_micros() as u64,
-        );
+        let took = sent.elapsed();
+        Metrics::add(&self.metrics.status_api_micros, took.as_micros() as u64);
+        self.metrics.status_write_api_seconds.observe(took);
         match answer {
             Ok(gw) => {
                 self.retry.succeeded(&key);
                 Metrics::bump(&self.metrics.status_writes);
+                if let Some(t) = observed {
+                    // Clocks of two machines: a skewed agent gives 0, not
+                    // a negative time.
+                    let ms = jiff::Timestamp::now()
+                        .as_millisecond()
+                        .saturating_sub(t)
+                        .max(0);
+                    let took = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+                    self.metrics.propagation_seconds.observe(took);
+                }
                 tracing::debug!(gateway = %key, rv = ?gw.resource_version(), "hub Gateway status applied");
                 // Only over the object the plan used: the watch may have
                 // installed a newer one (a spec edit) the answer predates.
@@ -337,6 +363,7 @@ impl StatusWriter {
                 tracing::debug!(gateway = %key, "hub Gateway gone before its status was written");
             }
             Err(e) => {
+                put_off(&key);
                 Metrics::bump(&self.metrics.status_write_errors);
                 let retry = self.retry.failed(&key);
                 tracing::warn!(gateway = %key, error = %e, ?retry, "hub Gateway status apply failed; retrying");

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use gwhub_common::metrics_http::{self, CountGauge, Value};
+use gwhub_common::metrics_http::{self, CountGauge, Seconds, Value};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -65,6 +65,11 @@ gwhub_common::metrics! {
         /// notAfter of the client certificate in use (0 without mTLS).
         pub certificate_expiry: Gauge => "gwhub_agent_certificate_expiry_timestamp_seconds",
             "notAfter (Unix seconds) of the agent's client certificate (--tls-cert), read at each connect; 0 without mTLS.",
+        /// One Gateway's evaluation: reading the caches, a fresh Event
+        /// list when its load balancer is not provisioned, evaluating,
+        /// queueing the write (the write itself is the writer's).
+        pub reconcile_seconds: Seconds => "gwhub_agent_reconcile_duration_seconds",
+            "One Gateway's evaluation, from the caches to the queued status write.",
         /// Per in-scope Gateway, 1 for its current mode and 0 for the others
         /// (kept by [`Metrics::set_mode`] from `modes`).
         write_mode: Family<ModeLabels, CountGauge> => "gwhub_agent_gateway_write_mode",
@@ -192,6 +197,19 @@ mod tests {
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"partial\"}",
             "gwhub_agent_gateway_write_mode{namespace=\"ns\",name=\"gw\",mode=\"stream\"}",
         ];
+        // The reconcile histogram (issue 27: p99 in Prometheus).
+        let histogram = "gwhub_agent_reconcile_duration_seconds";
+        let bounds = [
+            "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+            "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "30.0", "+Inf",
+        ];
+        let mut hist: Vec<String> = bounds
+            .iter()
+            .map(|le| format!("{histogram}_bucket{{le=\"{le}\"}}"))
+            .collect();
+        hist.push(format!("{histogram}_sum"));
+        hist.push(format!("{histogram}_count"));
+        pinned.extend(hist.iter().map(String::as_str));
         pinned.sort_unstable();
         assert_eq!(samples, pinned, "{text}");
         // A Gateway that left scope leaves no rows.

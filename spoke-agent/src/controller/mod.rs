@@ -246,16 +246,17 @@ pub async fn run(
     while tasks.join_next().await.is_some() {}
 }
 
-/// An agent against a Kubernetes API server: the controller feeding a store
-/// and the hub client streaming it, until `shutdown`.
+/// An agent against a Kubernetes API server: the controller feeding `store`
+/// (empty; the caller may answer probes from it) and the hub client
+/// streaming it, until `shutdown`.
 pub async fn run_kube_agent(
     hub: HubConfig,
     client: Client,
     settings: Settings,
+    store: Arc<GatewayStore>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let store = Arc::new(GatewayStore::default());
     let controller = tokio::spawn(run(
         client,
         settings,
@@ -350,6 +351,14 @@ impl Reconciler {
     /// changed. Returns whether it changed what the hub is sent or queued a
     /// write.
     async fn reconcile(&self, name: &str) -> bool {
+        let started = Instant::now();
+        let changed = self.reconcile_now(name).await;
+        self.metrics.reconcile_seconds.observe(started.elapsed());
+        changed
+    }
+
+    /// [`Self::reconcile`]'s work, untimed.
+    async fn reconcile_now(&self, name: &str) -> bool {
         Metrics::bump(&self.metrics.reconciles);
         let opts = &self.settings.scope;
         let key = GatewayKey::new(&opts.namespace, name);
@@ -478,20 +487,23 @@ fn owned<K: Clone>(v: Vec<Arc<K>>) -> Vec<K> {
     v.into_iter().map(|o| (*o).clone()).collect()
 }
 
-/// Serves `metrics` as Prometheus text on `addr` (`GET /metrics`) until
-/// `shutdown`, through the responder shared with the hub
+/// Serves `metrics` as Prometheus text on `addr` (`GET /metrics`), and
+/// `probes` on `GET /healthz` and `GET /readyz` ([`crate::runtime::probes`]),
+/// until `shutdown`, through the responder shared with the hub
 /// ([`gwhub_common::metrics_http`]).
 pub async fn serve_metrics(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
+    probes: gwhub_common::metrics_http::Probes,
     shutdown: CancellationToken,
 ) -> Result<()> {
     let mut registry = prometheus_client::registry::Registry::default();
     metrics.register(&mut registry);
-    let addr = gwhub_common::metrics_http::serve(addr, Arc::new(registry), shutdown)
+    registry.register_collector(Box::new(gwhub_common::metrics_http::ProcessMemory));
+    let addr = gwhub_common::metrics_http::serve_probes(addr, Arc::new(registry), probes, shutdown)
         .await
         .map_err(|source| Error::MetricsListen { addr, source })?;
-    tracing::info!(%addr, "serving metrics on /metrics");
+    tracing::info!(%addr, "serving metrics on /metrics, probes on /healthz and /readyz");
     Ok(())
 }
 

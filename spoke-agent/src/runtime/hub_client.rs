@@ -330,11 +330,12 @@ impl HubClient {
                         need_snapshot = true;
                         continue;
                     }
-                    Next::Deltas(changes) if !changes.is_empty() => {
-                        self.send_deltas(&mut out, changes, encode_budget).await?;
+                    Next::Deltas(changes, observed) if !changes.is_empty() => {
+                        self.send_deltas(&mut out, changes, observed, encode_budget)
+                            .await?;
                         continue;
                     }
-                    Next::Deltas(_) => {}
+                    Next::Deltas(..) => {}
                 }
             }
 
@@ -410,6 +411,7 @@ impl HubClient {
         &mut self,
         out: &mut Sender<'_>,
         changes: Vec<(GatewayKey, Change<Arc<Gateway>>)>,
+        observed: i64,
         budget: usize,
     ) -> Result<(), StreamError> {
         let limit = budget.saturating_sub(1024).max(1);
@@ -431,14 +433,15 @@ impl HubClient {
             };
             let len = change.encoded_len() + 8;
             if !batch.is_empty() && bytes + len > limit {
-                self.send_delta(out, std::mem::take(&mut batch)).await?;
+                self.send_delta(out, std::mem::take(&mut batch), observed)
+                    .await?;
                 bytes = 0;
             }
             bytes += len;
             batch.push(change);
         }
         if !batch.is_empty() {
-            self.send_delta(out, batch).await?;
+            self.send_delta(out, batch, observed).await?;
         }
         Ok(())
     }
@@ -447,12 +450,17 @@ impl HubClient {
         &mut self,
         out: &mut Sender<'_>,
         changes: Vec<v1::Change>,
+        observed_unix_millis: i64,
     ) -> Result<(), StreamError> {
         self.seq += 1;
         let n = changes.len() as u64;
         let seq = self.seq;
-        out.send(agent_message::Message::Delta(v1::Delta { seq, changes }))
-            .await?;
+        out.send(agent_message::Message::Delta(v1::Delta {
+            seq,
+            changes,
+            observed_unix_millis,
+        }))
+        .await?;
         ClientStats::bump(&self.stats.deltas);
         self.stats.changes.fetch_add(n, Ordering::Relaxed);
         tracing::debug!(seq, changes = n, "delta sent");

@@ -15,6 +15,7 @@ pub use store::{GatewayKey, GatewayStore};
 
 use std::sync::Arc;
 
+use gwhub_common::metrics_http::Probes;
 use tokio_util::sync::CancellationToken;
 
 /// Streams `store` to the hub until `shutdown`: the library entry point for
@@ -32,11 +33,37 @@ pub(crate) async fn run_agent(
 /// An agent fed by a directory: follows `source` and streams it to the hub
 /// until `shutdown`.
 pub async fn run_dir_agent(config: HubConfig, source: DirSource, shutdown: CancellationToken) {
-    let store = Arc::new(GatewayStore::default());
+    run_dir_agent_with(config, source, Arc::new(GatewayStore::default()), shutdown).await
+}
+
+/// [`run_dir_agent`] feeding the caller's (empty) `store`, e.g. to answer
+/// probes from it ([`probes`]).
+pub async fn run_dir_agent_with(
+    config: HubConfig,
+    source: DirSource,
+    store: Arc<GatewayStore>,
+    shutdown: CancellationToken,
+) {
     let follow = tokio::spawn(source.run(store.clone(), shutdown.clone()));
     let watchdog = stop_if_source_ends(follow, store.clone(), shutdown.clone());
     run_agent(config, store, shutdown).await;
     let _ = watchdog.await;
+}
+
+/// The agent's probes (`/healthz`, `/readyz` on `--metrics-listen`): ready
+/// once the source has read its first full state into `store` (the
+/// controller's caches synced and evaluated, or the directory read); live
+/// while a heartbeat can take the store's lock. Neither depends on the hub
+/// being reachable.
+pub fn probes(store: Arc<GatewayStore>, shutdown: CancellationToken) -> Probes {
+    let ready = store.clone();
+    Probes::new(
+        move || ready.is_ready(),
+        move || {
+            store.len();
+        },
+        shutdown,
+    )
 }
 
 /// Watches the task that feeds `store` (the controller or a directory

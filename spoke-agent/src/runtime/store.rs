@@ -24,8 +24,10 @@ pub type GatewayChange = Change<Arc<Gateway>>;
 /// What the hub client should send next.
 #[derive(Debug)]
 pub enum Next {
-    /// Deltas, oldest first.
-    Deltas(Vec<(GatewayKey, GatewayChange)>),
+    /// Deltas, oldest first, and when the earliest of them was made (unix
+    /// milliseconds; 0: unknown), the start of the propagation the hub
+    /// measures.
+    Deltas(Vec<(GatewayKey, GatewayChange)>, i64),
     /// The outbox overflowed: only a full snapshot brings the hub up to date.
     Snapshot,
 }
@@ -46,6 +48,8 @@ impl Diff {
 struct Inner {
     current: BTreeMap<GatewayKey, Arc<Gateway>>,
     outbox: Outbox<GatewayKey, Arc<Gateway>>,
+    /// When the oldest change in the outbox was made (unix milliseconds).
+    pending_since: Option<i64>,
 }
 
 impl Inner {
@@ -70,6 +74,8 @@ impl Inner {
     }
 
     fn queue(&mut self, key: GatewayKey, change: GatewayChange) {
+        self.pending_since
+            .get_or_insert_with(|| jiff::Timestamp::now().as_millisecond());
         if self.outbox.push(key, change) == Pushed::Overflow {
             tracing::debug!("outbox overflowed; the hub gets a full snapshot instead");
         }
@@ -112,6 +118,7 @@ impl GatewayStore {
             inner: Mutex::new(Inner {
                 current: BTreeMap::new(),
                 outbox: Outbox::new(max_pending),
+                pending_since: None,
             }),
             changed: Notify::new(),
             ready: watch::Sender::new(false),
@@ -182,6 +189,7 @@ impl GatewayStore {
     pub fn snapshot(&self) -> Vec<Arc<Gateway>> {
         let mut inner = self.lock();
         inner.outbox.clear();
+        inner.pending_since = None;
         inner.current.values().cloned().collect()
     }
 
@@ -191,7 +199,13 @@ impl GatewayStore {
         if inner.outbox.overflowed() {
             Next::Snapshot
         } else {
-            Next::Deltas(inner.outbox.drain(max))
+            let deltas = inner.outbox.drain(max);
+            // What stays pending is no older than what went.
+            let since = match inner.outbox.is_empty() {
+                true => inner.pending_since.take(),
+                false => inner.pending_since,
+            };
+            Next::Deltas(deltas, since.unwrap_or(0))
         }
     }
 
@@ -283,7 +297,7 @@ mod tests {
 
     fn keys(next: Next) -> Vec<String> {
         match next {
-            Next::Deltas(d) => d
+            Next::Deltas(d, _) => d
                 .into_iter()
                 .map(|(k, c)| match c {
                     Change::Upsert(_) => format!("+{k}"),
@@ -292,6 +306,29 @@ mod tests {
                 .collect(),
             Next::Snapshot => vec!["snapshot".into()],
         }
+    }
+
+    /// Deltas carry when their oldest change was made; what stays pending
+    /// keeps that time, an empty outbox has none.
+    #[test]
+    fn deltas_carry_when_their_oldest_change_was_made() {
+        let s = GatewayStore::default();
+        let before = jiff::Timestamp::now().as_millisecond();
+        assert!(s.upsert(gw("a", "Pending", 1)));
+        assert!(s.upsert(gw("b", "Pending", 1)));
+        let Next::Deltas(first, since) = s.next(1) else {
+            panic!("deltas expected")
+        };
+        assert_eq!(first.len(), 1);
+        assert!(since >= before, "{since} < {before}");
+        let Next::Deltas(rest, again) = s.next(10) else {
+            panic!("deltas expected")
+        };
+        assert_eq!((rest.len(), again), (1, since));
+        let Next::Deltas(none, unknown) = s.next(10) else {
+            panic!("deltas expected")
+        };
+        assert_eq!((none.len(), unknown), (0, 0));
     }
 
     #[test]
