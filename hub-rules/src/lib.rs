@@ -6,7 +6,9 @@
 //! `ClusterReport` type the hub stores reports in; [`listing`] filters and
 //! pages the Dashboard's lists and sums up a cluster's report in one word;
 //! [`history`] decides which condition changes are a hub Gateway's
-//! transitions and keeps the last ones in a bounded ring.
+//! transitions and keeps the last ones in a bounded ring; [`inventory`]
+//! is the fleet inventory (`ClusterProfile`s, label selectors, who may
+//! stream and which clusters a hub Gateway expects).
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -15,6 +17,7 @@
 
 pub mod aggregate;
 pub mod history;
+pub mod inventory;
 pub mod layout;
 pub mod listing;
 pub mod report;

@@ -168,6 +168,7 @@ mod tests {
             others: BTreeSet::new(),
             owns_addresses,
             owns_listeners,
+            expected_clusters: None,
         }
     }
 

@@ -29,6 +29,9 @@ pub struct LiveHub {
     pub owns_addresses: bool,
     /// Whether `gwhub` owns entries of `status.listeners`.
     pub owns_listeners: bool,
+    /// The `gwhub.io/expected-clusters` annotation (a label selector over
+    /// the fleet inventory), if set.
+    pub expected_clusters: Option<String>,
 }
 
 impl LiveHub {
@@ -60,6 +63,12 @@ impl LiveHub {
             others,
             owns_addresses,
             owns_listeners,
+            expected_clusters: gw
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::inventory::EXPECTED_CLUSTERS_ANNOTATION))
+                .cloned(),
         }
     }
 
