@@ -459,11 +459,16 @@ async fn get(
                 .map_err(status_error)?
                 .into_inner()
                 .clusters;
+            // Only a hub with a fleet inventory says where each cluster
+            // stands with it (an inventory lists at least one cluster).
+            let inventory = clusters
+                .iter()
+                .any(|c| c.in_inventory || c.outside_inventory);
             if let Some(f) = format_of(output) {
                 let items = clusters
                     .iter()
                     .map(|c| {
-                        json!({
+                        let mut item = json!({
                             "kind": "Cluster",
                             "name": c.name,
                             "connected": c.connected,
@@ -472,12 +477,19 @@ async fn get(
                             "lastReportTime": (c.last_report_time > 0).then(|| rfc3339(c.last_report_time)),
                             "lastSeenTime": (c.last_seen_time > 0).then(|| rfc3339(c.last_seen_time)),
                             "agentVersion": c.agent_version,
-                        })
+                        });
+                        if inventory {
+                            item["inventory"] = json!(inventory_state(c));
+                        }
+                        item
                     })
                     .collect();
                 return Ok(render_list(items, f));
             }
             let mut header = vec!["NAME", "CONNECTED", "STALE", "GATEWAYS", "LAST-REPORT"];
+            if inventory {
+                header.push("INVENTORY");
+            }
             if wide {
                 header.extend(["LAST-SEEN", "AGENT"]);
             }
@@ -491,6 +503,9 @@ async fn get(
                         c.gateway_count.to_string(),
                         rfc3339(c.last_report_time),
                     ];
+                    if inventory {
+                        row.push(inventory_state(c).to_owned());
+                    }
                     if wide {
                         row.push(rfc3339(c.last_seen_time));
                         row.push(c.agent_version.clone());
@@ -500,6 +515,19 @@ async fn get(
                 .collect();
             Ok(table(&header, &rows))
         }
+    }
+}
+
+/// Where a cluster stands with the hub's fleet inventory, in one word.
+fn inventory_state(c: &v1::ClusterInfo) -> &'static str {
+    if c.never_connected {
+        "never-connected"
+    } else if c.in_inventory {
+        "member"
+    } else if c.outside_inventory {
+        "outside"
+    } else {
+        "-"
     }
 }
 

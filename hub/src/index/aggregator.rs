@@ -147,6 +147,7 @@ impl Index {
             let live = self.inner.live.lock();
             inputs.iter().map(|(k, _)| live.get(k).cloned()).collect()
         };
+        let expectations = self.expectations(&lives);
         let now = Timestamp::now();
         // Only this pass (see `aggregating`) changes the views, so what it
         // reads here stays current until it publishes.
@@ -155,7 +156,9 @@ impl Index {
             inputs.iter().map(|(k, _)| views.get(k).cloned()).collect()
         };
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
-        for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
+        for ((((key, shared), live), old), expectation) in
+            inputs.into_iter().zip(lives).zip(olds).zip(expectations)
+        {
             let old = old.as_ref();
             if shared.is_empty() && live.is_none() {
                 self.record_history(&key, None, now.as_millisecond());
@@ -176,16 +179,21 @@ impl Index {
                     foreign: Vec::new(),
                 },
             };
-            let aggregation =
-                match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // The fleet holds one report per cluster, so this
-                        // cannot happen; keep the last good view.
-                        tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                        continue;
-                    }
-                };
+            let aggregation = match crate::aggregate::aggregate_expected(
+                &hub,
+                &reports,
+                expectation.as_ref(),
+                &self.inner.options,
+                now,
+            ) {
+                Ok(a) => a,
+                Err(e) => {
+                    // The fleet holds one report per cluster, so this
+                    // cannot happen; keep the last good view.
+                    tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                    continue;
+                }
+            };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
             drop(reports);
             if shared.is_empty() {

@@ -37,8 +37,11 @@ use crate::history;
 use crate::listing::Health;
 
 mod aggregator;
+mod inventory;
 mod reports;
 mod sessions;
+
+pub use inventory::{Labels, ListedCluster, removed_message};
 
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
@@ -188,6 +191,8 @@ struct ClusterLive {
     /// Encoded bytes of the cluster's report, as its stream counted them
     /// against `--max-cluster-report-bytes`.
     report_bytes: AtomicU64,
+    /// The inventory namespace it left (its ClusterProfile was deleted).
+    removed_from: Mutex<Option<String>>,
 }
 
 impl ClusterLive {
@@ -205,6 +210,7 @@ impl ClusterLive {
             agent_version: Mutex::new(String::new()),
             report_rev: AtomicU64::new(0),
             report_bytes: AtomicU64::new(0),
+            removed_from: Mutex::new(None),
         }
     }
 }
@@ -250,6 +256,16 @@ impl Session {
 pub struct TooManyClusters {
     pub cluster: String,
     pub max: usize,
+}
+
+/// Why a stream's cluster may not connect.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    TooMany(#[from] TooManyClusters),
+    /// The fleet inventory refuses it (or is not loaded yet).
+    #[error(transparent)]
+    Inventory(#[from] gwhub_hub_rules::inventory::Refusal),
 }
 
 /// A newer stream for the same cluster took over; the older one must end.
@@ -394,6 +410,9 @@ struct Inner {
     history: Mutex<BTreeMap<GatewayKey, history::Ring>>,
     /// `--gateway-history`: transitions kept per hub Gateway; 0: none.
     history_capacity: AtomicUsize,
+    /// The fleet inventory (`--inventory-namespace`), if any; taken alone
+    /// or inside the clusters lock, never around another lock.
+    inventory: RwLock<Option<gwhub_hub_rules::inventory::Inventory>>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -430,6 +449,7 @@ impl Index {
                 prune_after_millis: AtomicI64::new(0),
                 history: Mutex::new(BTreeMap::new()),
                 history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
+                inventory: RwLock::new(None),
             }),
         }
     }

@@ -109,6 +109,13 @@ impl Index {
         last_seen_millis: i64,
     ) -> bool {
         let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
+        if !self.may_import(cluster) {
+            tracing::debug!(
+                cluster,
+                "stored report not imported: the cluster is not in the fleet inventory"
+            );
+            return false;
+        }
         let mut clusters = self.inner.clusters.lock();
         // A cluster first heard of from the store (a restart) is not news.
         let known = clusters.contains_key(cluster);
@@ -166,6 +173,9 @@ impl Index {
         drop(fleet);
         drop(clusters);
         self.mark_dirty(affected);
+        if !known {
+            self.expectations_changed();
+        }
         match (was_stale, stale) {
             (false, true) if known => self.transition(ClusterTransition::Stale {
                 cluster: cluster.to_owned(),
@@ -201,6 +211,7 @@ impl Index {
         drop(clusters);
         tracing::info!(cluster, "cluster deregistered");
         self.mark_dirty(affected);
+        self.expectations_changed();
         true
     }
 

@@ -10,10 +10,14 @@
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
-//!   reports again.
+//!   reports again;
+//! - [`inventory`]: the fleet inventory, the ClusterProfiles of
+//!   `--inventory-namespace` (who may stream, which clusters a hub Gateway
+//!   expects, who leaves).
 
 pub mod budget;
 pub mod events;
+pub mod inventory;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
@@ -57,6 +61,9 @@ pub struct KubeOptions {
     pub api_qps: f64,
     /// API writes that may go at once before `api_qps` applies.
     pub api_burst: u32,
+    /// `--inventory-namespace` and `--inventory-mode`: the fleet is the
+    /// ClusterProfiles there; `None`: any cluster may report (as before).
+    pub inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
 }
 
 impl KubeOptions {
@@ -68,6 +75,7 @@ impl KubeOptions {
             debounce: Duration::from_millis(50),
             api_qps: budget::DEFAULT_QPS,
             api_burst: budget::DEFAULT_BURST,
+            inventory: None,
         }
     }
 }
@@ -80,6 +88,13 @@ pub enum KubeError {
         "cannot list ClusterReports in namespace {namespace:?} ({source}); is the CRD from manifests/ installed and may the hub read it?"
     )]
     Store {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error(
+        "cannot list ClusterProfiles in namespace {namespace:?} ({source}); are the ClusterProfile CRDs (multicluster.x-k8s.io) installed and may the hub read them?"
+    )]
+    Inventory {
         namespace: String,
         source: kube::Error,
     },
@@ -135,7 +150,23 @@ impl Connected {
                 namespace: options.namespace.clone(),
                 source,
             })?;
+        if let Some((namespace, _)) = &options.inventory {
+            let api: Api<gwhub_hub_rules::inventory::ClusterProfile> =
+                Api::namespaced(client.clone(), namespace);
+            api.list(&ListParams::default().limit(1))
+                .await
+                .map_err(|source| KubeError::Inventory {
+                    namespace: namespace.clone(),
+                    source,
+                })?;
+        }
         Ok(Connected { client, options })
+    }
+
+    /// The fleet inventory the hub must start with, for
+    /// [`Hub::start_with_inventory`] (so no agent streams before it holds).
+    pub fn inventory(&self) -> Option<(String, gwhub_hub_rules::inventory::Mode)> {
+        self.options.inventory.clone()
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -203,11 +234,29 @@ impl Connected {
             shutdown.clone(),
         ));
 
+        let (inventory_tx, mut inventory_synced) = watch::channel(options.inventory.is_none());
+        if let Some((namespace, mode)) = &options.inventory {
+            if index.inventory_namespace().as_deref() != Some(namespace.as_str()) {
+                index.set_inventory(namespace, *mode);
+            }
+            tasks.spawn(inventory::run_inventory_watch(
+                Api::namespaced(client.clone(), namespace),
+                index.clone(),
+                inventory_tx,
+                shutdown.clone(),
+            ));
+        } else {
+            drop(inventory_tx);
+        }
+
         let (ready_tx, ready) = watch::channel(false);
         let stop = shutdown.clone();
         tasks.spawn(async move {
+            // Status is written only with the expected clusters known.
             let both = async {
-                restored.wait_for(|r| *r).await.is_ok() && synced.wait_for(|s| *s).await.is_ok()
+                restored.wait_for(|r| *r).await.is_ok()
+                    && synced.wait_for(|s| *s).await.is_ok()
+                    && inventory_synced.wait_for(|s| *s).await.is_ok()
             };
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -276,7 +325,7 @@ impl KubeHub {
         client: Client,
     ) -> Result<KubeHub, KubeError> {
         let connected = Connected::new(client, options).await?;
-        let hub = Hub::start(config).await?;
+        let hub = Hub::start_with_inventory(config, None, connected.inventory()).await?;
         Ok(connected.attach(hub))
     }
 

@@ -54,7 +54,7 @@ use tonic::codegen::{Bytes, Service, http};
 use crate::aggregate::GatewayKey;
 use crate::budget::{Budgets, Counters, DashboardCalls};
 use crate::grpc::dashboard::{diff, transition_to_proto};
-use crate::index::{ClusterSummary, GatewayView, Index};
+use crate::index::{GatewayView, Index, ListedCluster};
 use crate::listing::Filter;
 use crate::tls::DashboardAuth;
 
@@ -249,7 +249,7 @@ impl State {
             .cloned()
             .collect();
         json!({
-            "clusters": clusters_json(&self.index.clusters()),
+            "clusters": clusters_json(&self.index.listed_clusters()),
             "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
             "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
         })
@@ -329,7 +329,7 @@ impl State {
                     false,
                     &filter,
                 );
-                let clusters = clusters_json(&state.index.clusters());
+                let clusters = clusters_json(&state.index.listed_clusters());
                 let event = if snapshot || !d.is_empty() || clusters != last_clusters {
                     let gateways: Vec<Value> =
                         d.upserted.iter().map(|(v, _)| row_json(v)).collect();
@@ -430,17 +430,21 @@ pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -
     v
 }
 
-/// The clusters as the page shows them.
-pub fn clusters_json(clusters: &[ClusterSummary]) -> Value {
+/// The clusters as the page shows them (the fleet inventory's silent ones
+/// as never connected, strangers to it flagged).
+pub fn clusters_json(clusters: &[ListedCluster]) -> Value {
     clusters
         .iter()
-        .map(|c| {
+        .map(|l| {
+            let c = &l.summary;
             json!({
                 "name": c.name,
                 "connected": c.connected,
                 "stale": c.stale,
                 "gatewayCount": c.gateway_count,
                 "lastSeenMillis": c.last_seen_millis,
+                "neverConnected": l.never_connected,
+                "outsideInventory": l.outside_inventory,
             })
         })
         .collect()

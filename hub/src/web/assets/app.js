@@ -6,7 +6,7 @@
 
 const TOKEN_COOKIE = 'gwhub_token';
 const state = {
-  clusters: [],          // [{name, connected, stale, gatewayCount, lastSeenMillis}]
+  clusters: [],          // [{name, connected, stale, gatewayCount, lastSeenMillis, neverConnected, outsideInventory}]
   gateways: new Map(),   // "ns/name" -> gateway JSON
   namespaces: new Set(),
   selected: null,        // "ns/name"
@@ -168,7 +168,8 @@ function visibleClusters() {
 }
 
 function columnKey() {
-  return visibleClusters().map((c) => c.name + (c.stale ? '!' : '') + (c.connected ? '' : '~')).join(',');
+  return visibleClusters().map((c) => c.name + (c.stale ? '!' : '') + (c.connected ? '' : '~')
+    + (c.neverConnected ? '?' : '') + (c.outsideInventory ? '^' : '')).join(',');
 }
 
 function render() {
@@ -178,10 +179,14 @@ function render() {
   head.appendChild(el('th', 'gw', 'Hub Gateway'));
   head.appendChild(el('th', null, 'Aggregated'));
   for (const c of visibleClusters()) {
-    const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected'),
-      c.name + (c.stale ? ' (stale)' : ''));
+    const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected')
+      + (c.neverConnected ? ' never-connected' : '') + (c.outsideInventory ? ' outside-inventory' : ''),
+      c.name + (c.stale ? ' (stale)' : '') + (c.neverConnected ? ' (never connected)' : '')
+      + (c.outsideInventory ? ' (outside inventory)' : ''));
     th.dataset.cluster = c.name;
     th.title = c.name + ': ' + (c.stale ? 'STALE, no report or heartbeat within --stale-after; ' : '')
+      + (c.neverConnected ? 'in the fleet inventory, NEVER CONNECTED; ' : '')
+      + (c.outsideInventory ? 'NOT in the fleet inventory; ' : '')
       + (c.connected ? 'agent connected' : 'agent not connected') + ', ' + c.gatewayCount + ' Gateways';
     head.appendChild(th);
   }
