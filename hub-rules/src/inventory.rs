@@ -1,17 +1,19 @@
-//! The fleet inventory, pure: the SIG-Multicluster `ClusterProfile` type
-//! (`multicluster.x-k8s.io/v1alpha1`, KEP-4322) the hub reads its fleet
-//! from, Kubernetes label selectors (the `gwhub.io/expected-clusters`
-//! annotation) parsed and matched, and the inventory's decisions: which
-//! agent may stream, which clusters a hub Gateway expects.
+//! The fleet inventory, pure: the SIG-Multicluster `ClusterProfile` and
+//! `PlacementDecision` types (`multicluster.x-k8s.io/v1alpha1`, KEP-4322)
+//! the hub reads its fleet and placements from, Kubernetes label selectors
+//! (the `gwhub.io/expected-clusters` annotation) parsed and matched, and
+//! the inventory's decisions: which agent may stream, which clusters a hub
+//! Gateway expects (by selector, or by `gwhub.io/placement`).
 //!
 //! It exists apart from the hub runtime (which watches the ClusterProfiles
 //! and asks these rules) so the rules are table-tested without an API
 //! server, and tests and tools can name the type and generate its CRD.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -19,6 +21,14 @@ use serde::{Deserialize, Serialize};
 /// The annotation on a hub Gateway naming its expected clusters: a label
 /// selector over the inventory's ClusterProfiles (`""` selects all).
 pub const EXPECTED_CLUSTERS_ANNOTATION: &str = "gwhub.io/expected-clusters";
+
+/// The annotation on a hub Gateway naming a PlacementDecision in its
+/// namespace (by name, or by its [`DECISION_KEY_LABEL`], all slices) whose
+/// clusters it expects.
+pub const PLACEMENT_ANNOTATION: &str = "gwhub.io/placement";
+
+/// The label that ties the slices of one scheduling decision together.
+pub const DECISION_KEY_LABEL: &str = "multicluster.x-k8s.io/decision-key";
 
 /// A cluster of the fleet as its manager publishes it. The hub reads only
 /// its name (the cluster's name) and labels (for selectors).
@@ -67,6 +77,166 @@ pub struct ClusterVersion {
     /// The Kubernetes version of the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<String>,
+}
+
+/// The clusters a scheduler chose at a point in time (one slice of up to
+/// 100). Its fields sit at the top level, not under `spec`, so it is
+/// written out rather than derived.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlacementDecision {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The chosen clusters.
+    #[serde(default)]
+    pub decisions: Vec<ClusterDecision>,
+    /// The scheduler that made the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
+}
+
+/// One chosen cluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterDecision {
+    pub cluster_profile_ref: ClusterProfileRef,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A ClusterProfile by name (its namespace defaults to the decision's).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ClusterProfileRef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+impl kube::Resource for PlacementDecision {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "PlacementDecision".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "multicluster.x-k8s.io".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1alpha1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "placementdecisions".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl PlacementDecision {
+    /// Its CRD, written out with the type (its fields are top-level, which
+    /// the derive does not do); `tests/tests/crd_pin.rs` pins it to
+    /// upstream.
+    pub fn crd() -> serde_json::Value {
+        let string = || serde_json::json!({"type": "string"});
+        serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "placementdecisions.multicluster.x-k8s.io"},
+            "spec": {
+                "group": "multicluster.x-k8s.io",
+                "names": {"kind": "PlacementDecision", "plural": "placementdecisions",
+                          "singular": "placementdecision"},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1alpha1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {
+                        "description": "PlacementDecision publishes the set of clusters chosen by a scheduler at a point in time.",
+                        "type": "object",
+                        "required": ["decisions"],
+                        "properties": {
+                            "apiVersion": string(),
+                            "kind": string(),
+                            "metadata": {"type": "object"},
+                            "decisions": {
+                                "type": "array", "minItems": 0, "maxItems": 100,
+                                "items": {
+                                    "type": "object",
+                                    "required": ["clusterProfileRef"],
+                                    "properties": {
+                                        "clusterProfileRef": {
+                                            "type": "object",
+                                            "required": ["name"],
+                                            "properties": {"name": string(), "namespace": string()}
+                                        },
+                                        "reason": string()
+                                    }
+                                }
+                            },
+                            "schedulerName": string()
+                        }
+                    }}
+                }]
+            }
+        })
+    }
+}
+
+/// What the hub keeps of one PlacementDecision slice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub namespace: String,
+    pub name: String,
+    /// Its [`DECISION_KEY_LABEL`], if any.
+    pub decision_key: Option<String>,
+    /// The chosen clusters (ClusterProfile names).
+    pub clusters: BTreeSet<String>,
+}
+
+impl Placement {
+    /// What the hub keeps of `d`.
+    pub fn of(d: &PlacementDecision) -> Placement {
+        Placement {
+            namespace: d.metadata.namespace.clone().unwrap_or_default(),
+            name: d.metadata.name.clone().unwrap_or_default(),
+            decision_key: d
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(DECISION_KEY_LABEL))
+                .cloned(),
+            clusters: d
+                .decisions
+                .iter()
+                .map(|c| c.cluster_profile_ref.name.clone())
+                .collect(),
+        }
+    }
+}
+
+/// The clusters `gwhub.io/placement: <reference>` on a hub Gateway in
+/// `namespace` expects: those of the PlacementDecision of that name there
+/// and of every slice labelled with it as decision key; `None` if there is
+/// no such PlacementDecision.
+pub fn placed_clusters<'a>(
+    placements: impl IntoIterator<Item = &'a Placement>,
+    namespace: &str,
+    reference: &str,
+) -> Option<BTreeSet<String>> {
+    let mut found = false;
+    let mut clusters = BTreeSet::new();
+    for p in placements {
+        if p.namespace == namespace
+            && (p.name == reference || p.decision_key.as_deref() == Some(reference))
+        {
+            found = true;
+            clusters.extend(p.clusters.iter().cloned());
+        }
+    }
+    found.then_some(clusters)
 }
 
 // ---- label selectors -------------------------------------------------------

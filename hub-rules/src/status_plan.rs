@@ -169,6 +169,7 @@ mod tests {
             owns_addresses,
             owns_listeners,
             expected_clusters: None,
+            placement: None,
         }
     }
 

@@ -131,3 +131,45 @@ fn modes_parse_and_print() {
     }
     assert!("strict".parse::<Mode>().unwrap_err().contains("\"strict\""));
 }
+
+fn placement(ns: &str, name: &str, key: Option<&str>, clusters: &[&str]) -> Placement {
+    let d: PlacementDecision = serde_json::from_value(serde_json::json!({
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "PlacementDecision",
+        "metadata": {"name": name, "namespace": ns,
+                     "labels": key.map(|k| serde_json::json!({DECISION_KEY_LABEL: k}))
+                                  .unwrap_or_else(|| serde_json::json!({}))},
+        "decisions": clusters.iter()
+            .map(|c| serde_json::json!({"clusterProfileRef": {"name": c}, "reason": "fits"}))
+            .collect::<Vec<_>>(),
+        "schedulerName": "test"
+    }))
+    .unwrap();
+    Placement::of(&d)
+}
+
+/// `gwhub.io/placement` names a PlacementDecision in the hub Gateway's
+/// namespace by name, or every slice of a decision by its decision key.
+#[test]
+fn placements_resolve_by_name_or_decision_key_in_the_namespace() {
+    let all = [
+        placement("apps", "web-0", Some("web"), &["east", "west"]),
+        placement("apps", "web-1", Some("web"), &["north"]),
+        placement("apps", "api", None, &["east"]),
+        placement("other", "web", None, &["south"]),
+        placement("apps", "empty", None, &[]),
+    ];
+    let cases: &[(&str, &str, Option<&[&str]>)] = &[
+        ("apps", "web", Some(&["east", "north", "west"])),
+        ("apps", "web-1", Some(&["north"])),
+        ("apps", "api", Some(&["east"])),
+        ("other", "web", Some(&["south"])),
+        ("apps", "empty", Some(&[])),
+        ("apps", "nope", None),
+        ("third", "web", None),
+    ];
+    for (ns, reference, want) in cases {
+        let have = placed_clusters(&all, ns, reference);
+        let want = want.map(|w| w.iter().map(|c| (*c).to_owned()).collect());
+        assert_eq!(have, want, "{ns}/{reference}");
+    }
+}

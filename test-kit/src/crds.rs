@@ -301,7 +301,8 @@ pub async fn install_version(client: &Client, version: &str) -> Result<(), Fleet
     apply_and_wait(client, load_version(version)?).await
 }
 
-/// The fleet inventory's CRDs (`multicluster.x-k8s.io`: ClusterProfile):
+/// The fleet inventory's CRDs (`multicluster.x-k8s.io`: ClusterProfile,
+/// PlacementDecision):
 /// upstream's `cluster-inventory-api` when `../shared/crds` holds it, else
 /// generated from the Rust types ([`generated_inventory`]); either way
 /// loadable by API server 1.20.
@@ -326,7 +327,8 @@ pub fn inventory() -> Result<Vec<Value>, FleetError> {
 
 /// The ClusterProfile CRD from the Rust type, with what upstream has beyond
 /// it where the hub's use depends on it (no `null` values, conditions a
-/// list keyed by type); `tests/tests/crd_pin.rs` compares it with upstream.
+/// list keyed by type), and the PlacementDecision CRD the type carries;
+/// `tests/tests/crd_pin.rs` compares them with upstream.
 pub fn generated_inventory() -> Vec<Value> {
     use gwhub_hub_rules::inventory::ClusterProfile;
     let mut crd = serde_json::to_value(ClusterProfile::crd()).unwrap_or_default();
@@ -351,7 +353,7 @@ pub fn generated_inventory() -> Vec<Value> {
         }
     }
     drop_null_enum_values(&mut crd);
-    vec![crd]
+    vec![crd, gwhub_hub_rules::inventory::PlacementDecision::crd()]
 }
 
 /// Installs the fleet inventory's CRDs ([`inventory`]) and waits until

@@ -128,13 +128,14 @@ fn generated_gateway_status_schema_is_upstream_v1_5_1() {
     );
 }
 
-/// The upstream ClusterProfile CRD (cluster-inventory-api), if `../shared`
-/// holds it.
-fn upstream_cluster_profile_crd() -> Option<Value> {
+/// An upstream cluster-inventory-api CRD (`multicluster.x-k8s.io_<plural>.yaml`),
+/// if `../shared` holds it.
+fn upstream_inventory_crd(plural: &str) -> Option<Value> {
     let path = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/crds/cluster-inventory-api/multicluster.x-k8s.io_clusterprofiles.yaml"
-    ));
+        "/../../shared/crds/cluster-inventory-api"
+    ))
+    .join(format!("multicluster.x-k8s.io_{plural}.yaml"));
     if !path.exists() {
         return None;
     }
@@ -161,7 +162,7 @@ fn v1alpha1_schema(crd: &Value) -> Value {
 /// other status fields are the cluster manager's, unread by the hub.
 #[test]
 fn generated_cluster_profile_crd_is_upstream_where_used() {
-    let Some(mut upstream) = upstream_cluster_profile_crd() else {
+    let Some(mut upstream) = upstream_inventory_crd("clusterprofiles") else {
         let strict = std::env::var("CI").is_ok_and(|v| v == "true");
         assert!(
             !strict,
@@ -217,13 +218,54 @@ fn generated_cluster_profile_crd_is_upstream_where_used() {
     );
 }
 
-/// `manifests/inventory/` ships the generated ClusterProfile CRD, for a
-/// fleet without a cluster manager; run with `GWHUB_BLESS=1` to rewrite it.
+/// The PlacementDecision CRD the type carries is upstream's, every
+/// validating keyword of the whole schema (descriptions aside).
+#[test]
+fn placement_decision_crd_is_upstream() {
+    let Some(mut upstream) = upstream_inventory_crd("placementdecisions") else {
+        let strict = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(
+            !strict,
+            "../shared/crds/cluster-inventory-api is missing: the PlacementDecision CRD cannot be checked"
+        );
+        eprintln!(
+            "SKIPPED placement_decision_crd_is_upstream: no ../shared/crds/cluster-inventory-api"
+        );
+        return;
+    };
+    gwhub_test_kit::crds::sanitize(&mut upstream);
+    let generated = gwhub_hub_rules::inventory::PlacementDecision::crd();
+    for field in [
+        "/metadata/name",
+        "/spec/group",
+        "/spec/scope",
+        "/spec/names/kind",
+        "/spec/names/plural",
+        "/spec/names/singular",
+    ] {
+        assert_eq!(upstream.pointer(field), generated.pointer(field), "{field}");
+    }
+    let mut diff = Vec::new();
+    differences(
+        "",
+        &v1alpha1_schema(&upstream),
+        &v1alpha1_schema(&generated),
+        &mut diff,
+    );
+    assert!(
+        diff.is_empty(),
+        "the PlacementDecision CRD differs from upstream:\n{}",
+        diff.join("\n")
+    );
+}
+
+/// `manifests/inventory/` ships the generated ClusterProfile and
+/// PlacementDecision CRDs, for a fleet without a cluster manager; run with `GWHUB_BLESS=1` to rewrite it.
 #[test]
 fn shipped_inventory_crd_is_the_generated_one() {
     let path = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../manifests/inventory/crd-clusterprofiles.yaml"
+        "/../manifests/inventory/crds.yaml"
     ));
     let crds = gwhub_test_kit::crds::generated_inventory();
     let body: Vec<String> = crds
@@ -231,9 +273,10 @@ fn shipped_inventory_crd_is_the_generated_one() {
         .map(|c| serde_norway::to_string(c).expect("YAML"))
         .collect();
     let want = format!(
-        "# Generated from gwhub_hub_rules::inventory::ClusterProfile (the\n\
-         # SIG-Multicluster ClusterProfile, KEP-4322); do not edit. For a fleet\n\
-         # without a cluster manager; tests/tests/crd_pin.rs pins it to upstream.\n\
+        "# Generated from gwhub_hub_rules::inventory (the SIG-Multicluster\n\
+         # ClusterProfile and PlacementDecision, KEP-4322); do not edit. For a\n\
+         # fleet without a cluster manager; tests/tests/crd_pin.rs pins them to\n\
+         # upstream.\n\
          # Regenerate: GWHUB_BLESS=1 cargo test -p gwhub-tests --test crd_pin\n{}",
         body.join("---\n")
     );

@@ -14,7 +14,7 @@ use std::time::Duration;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_hub::kube::{KubeHub, KubeOptions};
 use gwhub_hub::serve::HubConfig;
-use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
+use gwhub_hub_rules::inventory::{ClusterProfile, Mode, PlacementDecision};
 use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::conditions::Condition;
 use gwhub_proto::convert::status_to_proto;
@@ -68,13 +68,18 @@ async fn profile(admin: &Client, name: &str) {
 
 /// Hub Gateway `default/web`, expecting every inventory cluster.
 async fn hub_gateway(admin: &Client) -> Api<Gateway> {
+    hub_gateway_with(admin, "gwhub.io/expected-clusters", "").await
+}
+
+/// Hub Gateway `default/web` with one annotation.
+async fn hub_gateway_with(admin: &Client, annotation: &str, value: &str) -> Api<Gateway> {
     let api: Api<Gateway> = Api::namespaced(admin.clone(), NS);
     apply(
         &api,
         "web",
         json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                "metadata": {"name": "web", "namespace": NS,
-                            "annotations": {"gwhub.io/expected-clusters": ""}},
+                            "annotations": {annotation: value}},
                "spec": {"gatewayClassName": "kuadrant-multi-cluster",
                         "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
     )
@@ -326,6 +331,68 @@ async fn observing_admits_and_flags_clusters_outside_the_inventory() {
             .filter(|c| c.name != "rogue")
             .all(|c| c.never_connected && c.in_inventory),
         "{listed:?}"
+    );
+    hub.shutdown().await.unwrap();
+}
+
+/// A slice of the placement `web` in `default`.
+async fn placement_slice(admin: &Client, name: &str, clusters: &[&str]) {
+    let api: Api<PlacementDecision> = Api::namespaced(admin.clone(), NS);
+    apply(
+        &api,
+        name,
+        json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "PlacementDecision",
+               "metadata": {"name": name, "namespace": NS,
+                            "labels": {"multicluster.x-k8s.io/decision-key": "web"}},
+               "decisions": clusters.iter()
+                   .map(|c| json!({"clusterProfileRef": {"name": c, "namespace": FLEET_NS}}))
+                   .collect::<Vec<_>>(),
+               "schedulerName": "test"}),
+    )
+    .await;
+}
+
+/// `gwhub.io/placement: web` expects the clusters of every slice of the
+/// decision `web`, and follows the scheduler.
+#[tokio::test]
+async fn a_placement_decision_names_the_expected_clusters() {
+    let Some((_fleet, admin, as_hub)) =
+        management("a_placement_decision_names_the_expected_clusters").await
+    else {
+        return;
+    };
+    placement_slice(&admin, "web-0", &["east", "west"]).await;
+    placement_slice(&admin, "web-1", &["north"]).await;
+    let gateways = hub_gateway_with(&admin, "gwhub.io/placement", "web").await;
+    let hub = start_hub(&as_hub, Mode::Enforce).await;
+    let _east = reporting_agent(&hub, "east", "192.0.2.1").await;
+    let _west = reporting_agent(&hub, "west", "192.0.2.2").await;
+    let (lb, own, _) = until(
+        WAIT,
+        || web_status(&gateways),
+        |(_, own, _)| own.as_ref().is_some_and(|(_, m)| m.contains("2 of 3")),
+    )
+    .await;
+    assert_eq!(lb, Some(("False".into(), "north never reported".into())));
+    assert_eq!(
+        own.unwrap().1,
+        "Aggregated the status of 2 of 3 expected clusters; north never reported"
+    );
+    // The scheduler drops north: its slice goes.
+    let api: Api<PlacementDecision> = Api::namespaced(admin.clone(), NS);
+    api.delete("web-1", &DeleteParams::default()).await.unwrap();
+    let (lb, _, _) = until(
+        WAIT,
+        || web_status(&gateways),
+        |(_, own, _)| own.as_ref().is_some_and(|(_, m)| m.contains("2 of 2")),
+    )
+    .await;
+    assert_eq!(
+        lb,
+        Some((
+            "True".into(),
+            "LoadBalancerReady is True in all 2 clusters".into()
+        ))
     );
     hub.shutdown().await.unwrap();
 }

@@ -32,6 +32,9 @@ pub struct LiveHub {
     /// The `gwhub.io/expected-clusters` annotation (a label selector over
     /// the fleet inventory), if set.
     pub expected_clusters: Option<String>,
+    /// The `gwhub.io/placement` annotation (a PlacementDecision in the hub
+    /// Gateway's namespace, by name or decision key), if set.
+    pub placement: Option<String>,
 }
 
 impl LiveHub {
@@ -63,12 +66,8 @@ impl LiveHub {
             others,
             owns_addresses,
             owns_listeners,
-            expected_clusters: gw
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(crate::inventory::EXPECTED_CLUSTERS_ANNOTATION))
-                .cloned(),
+            expected_clusters: annotation(gw, crate::inventory::EXPECTED_CLUSTERS_ANNOTATION),
+            placement: annotation(gw, crate::inventory::PLACEMENT_ANNOTATION),
         }
     }
 
@@ -91,6 +90,10 @@ impl LiveHub {
             foreign,
         }
     }
+}
+
+fn annotation(gw: &Gateway, key: &str) -> Option<String> {
+    gw.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
 /// The condition types a managedFields entry's fieldsV1 holds under

@@ -147,7 +147,10 @@ impl Index {
             let live = self.inner.live.lock();
             inputs.iter().map(|(k, _)| live.get(k).cloned()).collect()
         };
-        let expectations = self.expectations(&lives);
+        let expectations = {
+            let keys: Vec<&GatewayKey> = inputs.iter().map(|(k, _)| k).collect();
+            self.expectations(&keys, &lives)
+        };
         let now = Timestamp::now();
         // Only this pass (see `aggregating`) changes the views, so what it
         // reads here stays current until it publishes.

@@ -9,7 +9,8 @@
 use super::*;
 
 use gwhub_hub_rules::inventory::{
-    Admitted, EXPECTED_CLUSTERS_ANNOTATION, Inventory, Mode, Refusal, Selector,
+    Admitted, DECISION_KEY_LABEL, EXPECTED_CLUSTERS_ANNOTATION, Inventory, Mode,
+    PLACEMENT_ANNOTATION, Placement, Refusal, Selector, placed_clusters,
 };
 
 use crate::aggregate::{Expectation, ExpectedCluster};
@@ -161,7 +162,8 @@ impl Index {
     }
 
     /// Re-aggregates every hub Gateway that expects clusters (the
-    /// inventory or what the hub knows of a cluster changed).
+    /// inventory, the placements or what the hub knows of a cluster
+    /// changed).
     pub(super) fn expectations_changed(&self) {
         if self.inner.inventory.read().is_none() {
             return;
@@ -171,46 +173,105 @@ impl Index {
             .live
             .lock()
             .iter()
-            .filter(|(_, l)| l.expected_clusters.is_some())
+            .filter(|(_, l)| l.expected_clusters.is_some() || l.placement.is_some())
             .map(|(k, _)| k.clone())
             .collect();
         self.mark_dirty(keys);
     }
 
-    /// Each hub Gateway's expectation (`gwhub.io/expected-clusters`), for
-    /// an aggregation pass: `None` where it has none or the hub has no
-    /// inventory.
-    pub(super) fn expectations(&self, lives: &[Option<Arc<LiveHub>>]) -> Vec<Option<Expectation>> {
+    /// Every PlacementDecision, after a (re-)list.
+    pub(crate) fn replace_placements(&self, all: Vec<Placement>) {
+        *self.inner.placements.write() = Some(
+            all.into_iter()
+                .map(|p| ((p.namespace.clone(), p.name.clone()), p))
+                .collect(),
+        );
+        self.expectations_changed();
+    }
+
+    /// A PlacementDecision created, changed (`Some`) or deleted.
+    pub(crate) fn set_placement(&self, namespace: &str, name: &str, placement: Option<Placement>) {
+        {
+            let mut guard = self.inner.placements.write();
+            let all = guard.get_or_insert_with(BTreeMap::new);
+            let key = (namespace.to_owned(), name.to_owned());
+            match placement {
+                Some(p) if all.get(&key) == Some(&p) => return,
+                Some(p) => {
+                    all.insert(key, p);
+                }
+                None => {
+                    if all.remove(&key).is_none() {
+                        return;
+                    }
+                }
+            }
+        }
+        self.expectations_changed();
+    }
+
+    /// Each hub Gateway's expectation (`gwhub.io/expected-clusters` or
+    /// `gwhub.io/placement`), for an aggregation pass: `None` where it has
+    /// none or the hub has no inventory.
+    pub(super) fn expectations(
+        &self,
+        keys: &[&GatewayKey],
+        lives: &[Option<Arc<LiveHub>>],
+    ) -> Vec<Option<Expectation>> {
         let none = || vec![None; lives.len()];
         let annotated = |l: &Option<Arc<LiveHub>>| {
             l.as_ref()
-                .and_then(|l| l.expected_clusters.as_deref())
-                .map(str::to_owned)
+                .is_some_and(|l| l.expected_clusters.is_some() || l.placement.is_some())
         };
-        if lives.iter().all(|l| annotated(l).is_none()) {
+        if !lives.iter().any(annotated) {
             return none();
         }
         let Some(inv) = self.inner.inventory.read().clone() else {
             return none();
         };
+        let placements = self.inner.placements.read().clone();
         let known: BTreeSet<String> = self.inner.clusters.lock().keys().cloned().collect();
-        lives
-            .iter()
-            .map(|l| {
-                let selector = annotated(l)?;
-                Some(match Selector::parse(&selector) {
-                    Ok(s) => Expectation::Clusters(
-                        inv.select(&s)
-                            .into_iter()
-                            .map(|name| ExpectedCluster {
-                                name: name.to_owned(),
-                                known: known.contains(name),
-                            })
-                            .collect(),
-                    ),
-                    Err(e) => Expectation::Invalid(format!(
-                        "annotation {EXPECTED_CLUSTERS_ANNOTATION}: {e}"
+        let expect = |names: Vec<String>| {
+            Expectation::Clusters(
+                names
+                    .into_iter()
+                    .map(|name| ExpectedCluster {
+                        known: known.contains(&name),
+                        name,
+                    })
+                    .collect(),
+            )
+        };
+        keys.iter()
+            .zip(lives)
+            .map(|(key, l)| {
+                let l = l.as_ref()?;
+                Some(match (&l.expected_clusters, &l.placement) {
+                    (None, None) => return None,
+                    (Some(_), Some(_)) => Expectation::Invalid(format!(
+                        "annotations {EXPECTED_CLUSTERS_ANNOTATION} and {PLACEMENT_ANNOTATION} are both set; set one"
                     )),
+                    (Some(selector), None) => match Selector::parse(selector) {
+                        Ok(s) => expect(inv.select(&s).into_iter().map(str::to_owned).collect()),
+                        Err(e) => Expectation::Invalid(format!(
+                            "annotation {EXPECTED_CLUSTERS_ANNOTATION}: {e}"
+                        )),
+                    },
+                    (None, Some(reference)) => {
+                        let found = placements.as_ref().and_then(|all| {
+                            placed_clusters(all.values(), &key.namespace, reference)
+                        });
+                        match (found, &placements) {
+                            (Some(clusters), _) => expect(clusters.into_iter().collect()),
+                            (None, None) => Expectation::Invalid(format!(
+                                "annotation {PLACEMENT_ANNOTATION}: the PlacementDecision CRD (multicluster.x-k8s.io) is not installed"
+                            )),
+                            (None, Some(_)) => Expectation::Invalid(format!(
+                                "annotation {PLACEMENT_ANNOTATION}: no PlacementDecision named {reference:?} or labelled {DECISION_KEY_LABEL}={reference:?} in namespace {:?}",
+                                key.namespace
+                            )),
+                        }
+                    }
                 })
             })
             .collect()
@@ -502,5 +563,72 @@ mod tests {
             "{own}"
         );
         assert_eq!(message("LoadBalancerReady").0, "True");
+    }
+
+    /// `gwhub.io/placement` expects the clusters of the named decision (all
+    /// slices of a decision key), following it as it changes; one that does
+    /// not exist, or both annotations at once, is named.
+    #[test]
+    fn placements_name_the_expected_clusters() {
+        let index = fleet(Mode::Enforce);
+        index.replace_inventory(profiles(&["east", "north", "west"]));
+        let east = index.connect("east", "t").unwrap();
+        index
+            .replace_snapshot(&east, BTreeMap::from([(key("web"), ready())]))
+            .unwrap();
+        let placed = |name: &str, key: Option<&str>, clusters: &[&str]| Placement {
+            namespace: "ns".into(),
+            name: name.into(),
+            decision_key: key.map(str::to_owned),
+            clusters: clusters.iter().map(|c| (*c).to_owned()).collect(),
+        };
+        index.replace_placements(vec![
+            placed("web-0", Some("web"), &["east"]),
+            placed("web-1", Some("web"), &["north"]),
+        ]);
+        let live = |placement: Option<&str>, selector: Option<&str>| LiveHub {
+            generation: 1,
+            placement: placement.map(str::to_owned),
+            expected_clusters: selector.map(str::to_owned),
+            ..LiveHub::default()
+        };
+        let own = |index: &Index| {
+            let view = index.view(&key("web")).unwrap();
+            let c = view.aggregation.status.conditions.clone().unwrap();
+            c.into_iter()
+                .find(|c| c.type_ == crate::aggregate::OWN_CONDITION)
+                .map(|c| (c.status, c.message))
+                .unwrap()
+        };
+        index.set_live_hub(key("web"), Some(live(Some("web"), None)));
+        index.aggregate_dirty();
+        assert_eq!(
+            own(&index).1,
+            "Aggregated the status of 1 of 2 expected clusters; north never reported"
+        );
+        // The scheduler moves north's slice to west.
+        index.set_placement("ns", "web-1", Some(placed("web-1", Some("web"), &["west"])));
+        index.aggregate_dirty();
+        assert_eq!(
+            own(&index).1,
+            "Aggregated the status of 1 of 2 expected clusters; west never reported"
+        );
+        index.set_placement("ns", "web-1", None);
+        index.aggregate_dirty();
+        assert_eq!(
+            own(&index).1,
+            "Aggregated the status of 1 of 1 expected cluster"
+        );
+        index.set_live_hub(key("web"), Some(live(Some("gone"), None)));
+        index.aggregate_dirty();
+        let (status, message) = own(&index);
+        assert_eq!(status, "False");
+        assert!(
+            message.contains("no PlacementDecision named \"gone\""),
+            "{message}"
+        );
+        index.set_live_hub(key("web"), Some(live(Some("web"), Some(""))));
+        index.aggregate_dirty();
+        assert!(own(&index).1.contains("both set"), "{:?}", own(&index));
     }
 }

@@ -413,6 +413,9 @@ struct Inner {
     /// The fleet inventory (`--inventory-namespace`), if any; taken alone
     /// or inside the clusters lock, never around another lock.
     inventory: RwLock<Option<gwhub_hub_rules::inventory::Inventory>>,
+    /// The PlacementDecisions by (namespace, name), once watched; `None`
+    /// while they are not (no CRD). Taken alone.
+    placements: RwLock<Option<BTreeMap<(String, String), gwhub_hub_rules::inventory::Placement>>>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -450,6 +453,7 @@ impl Index {
                 history: Mutex::new(BTreeMap::new()),
                 history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
                 inventory: RwLock::new(None),
+                placements: RwLock::new(None),
             }),
         }
     }

@@ -3,13 +3,15 @@
 //! index, which decides who may stream and which clusters a hub Gateway
 //! expects; a deleted ClusterProfile removes its cluster (stream ended,
 //! reports deleted by the store's prune path, dropped from every hub
-//! Gateway). `synced` turns true once the first full list is in.
+//! Gateway). `synced` turns true once the first full list is in. Beside
+//! it, the PlacementDecisions (`gwhub.io/placement`) where their CRD is
+//! installed.
 
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use gwhub_common::watch_events::{Change, changes};
-use gwhub_hub_rules::inventory::ClusterProfile;
+use gwhub_hub_rules::inventory::{ClusterProfile, Placement, PlacementDecision};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -48,6 +50,36 @@ pub(crate) async fn run_inventory_watch(
             }
             Change::Failed(e) => {
                 tracing::warn!(error = %e, "watching the fleet inventory (ClusterProfiles) failed; retrying")
+            }
+        }
+    }
+}
+
+/// Watches the PlacementDecisions of `api` into `index` until `shutdown`.
+pub(crate) async fn run_placement_watch(
+    api: Api<PlacementDecision>,
+    index: Index,
+    synced: watch::Sender<bool>,
+    shutdown: CancellationToken,
+) {
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let mut changes = std::pin::pin!(changes(events, shutdown));
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Listed(all) => {
+                index.replace_placements(all.iter().map(Placement::of).collect());
+                synced.send_replace(true);
+            }
+            Change::Applied(d) => {
+                let p = Placement::of(&d);
+                index.set_placement(&p.namespace.clone(), &p.name.clone(), Some(p));
+            }
+            Change::Deleted(d) => {
+                let p = Placement::of(&d);
+                index.set_placement(&p.namespace, &p.name, None);
+            }
+            Change::Failed(e) => {
+                tracing::warn!(error = %e, "watching PlacementDecisions failed; retrying")
             }
         }
     }

@@ -98,6 +98,10 @@ pub enum KubeError {
         namespace: String,
         source: kube::Error,
     },
+    #[error(
+        "cannot list PlacementDecisions ({source}); may the hub read them (manifests/hub/rbac.yaml)?"
+    )]
+    Placements { source: kube::Error },
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -137,6 +141,8 @@ pub struct KubeHub {
 pub struct Connected {
     pub client: Client,
     pub options: KubeOptions,
+    /// Whether the PlacementDecision CRD is served (with an inventory).
+    placements: bool,
 }
 
 impl Connected {
@@ -160,7 +166,32 @@ impl Connected {
                     source,
                 })?;
         }
-        Ok(Connected { client, options })
+        let placements = match &options.inventory {
+            None => false,
+            Some(_) => {
+                let api: Api<gwhub_hub_rules::inventory::PlacementDecision> =
+                    match &options.gateway_namespace {
+                        Some(ns) => Api::namespaced(client.clone(), ns),
+                        None => Api::all(client.clone()),
+                    };
+                match api.list(&ListParams::default().limit(1)).await {
+                    Ok(_) => true,
+                    // No CRD: no placements (gwhub.io/placement says so).
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        tracing::info!(
+                            "the PlacementDecision CRD (multicluster.x-k8s.io) is not installed: gwhub.io/placement is not available"
+                        );
+                        false
+                    }
+                    Err(source) => return Err(KubeError::Placements { source }),
+                }
+            }
+        };
+        Ok(Connected {
+            client,
+            options,
+            placements,
+        })
     }
 
     /// The fleet inventory the hub must start with, for
@@ -174,7 +205,11 @@ impl Connected {
     /// to this process yet (a live report is newer), and status is written
     /// only once they and the hub Gateways are loaded.
     pub fn attach(self, hub: Hub) -> KubeHub {
-        let Connected { client, options } = self;
+        let Connected {
+            client,
+            options,
+            placements,
+        } = self;
         let index = hub.index.clone();
         let stale_after = index.stale_after();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
@@ -248,6 +283,21 @@ impl Connected {
         } else {
             drop(inventory_tx);
         }
+        let (placements_tx, mut placements_synced) = watch::channel(!placements);
+        if placements {
+            let api = match &options.gateway_namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            tasks.spawn(inventory::run_placement_watch(
+                api,
+                index.clone(),
+                placements_tx,
+                shutdown.clone(),
+            ));
+        } else {
+            drop(placements_tx);
+        }
 
         let (ready_tx, ready) = watch::channel(false);
         let stop = shutdown.clone();
@@ -257,6 +307,7 @@ impl Connected {
                 restored.wait_for(|r| *r).await.is_ok()
                     && synced.wait_for(|s| *s).await.is_ok()
                     && inventory_synced.wait_for(|s| *s).await.is_ok()
+                    && placements_synced.wait_for(|s| *s).await.is_ok()
             };
             tokio::select! {
                 _ = stop.cancelled() => return,
