@@ -604,6 +604,26 @@ async fn describe(
         printable(&g.clusters.join(", ")),
         g.revision
     );
+    if !g.missing_clusters.is_empty() {
+        let missing: Vec<String> = g
+            .missing_clusters
+            .iter()
+            .map(|m| {
+                let why = match m.never_reported {
+                    true => "never reported",
+                    false => "does not report this Gateway",
+                };
+                format!("{} ({why})", printable(&m.cluster))
+            })
+            .collect();
+        out.push_str(&format!("Missing:    {}\n", missing.join(", ")));
+    }
+    if !g.unexpected_clusters.is_empty() {
+        out.push_str(&format!(
+            "Unexpected: {}\n",
+            printable(&g.unexpected_clusters.join(", "))
+        ));
+    }
     out.push_str(&status_text("  ", &g.status.clone().unwrap_or_default()));
     out.push_str("Left out:\n");
     if g.omissions.is_empty() {

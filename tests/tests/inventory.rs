@@ -265,6 +265,28 @@ async fn the_inventory_names_refuses_expects_and_removes() {
         ))
     );
     until(WAIT, || report_clusters(&admin), |r| r == &["east", "west"]).await;
+    // The Dashboard names the missing cluster as such.
+    let mut dashboard = DashboardClient::connect(format!("http://{}", hub.hub.dashboard_addr))
+        .await
+        .unwrap();
+    let gw = dashboard
+        .get_gateway(v1::GetGatewayRequest {
+            namespace: NS.into(),
+            name: "web".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .gateway
+        .unwrap();
+    assert_eq!(
+        gw.missing_clusters,
+        [v1::MissingCluster {
+            cluster: "north".into(),
+            never_reported: true
+        }]
+    );
+    assert_eq!(gw.clusters, ["east", "west"]);
 
     // West leaves: its stream ends, its reports go, it drops out.
     let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);

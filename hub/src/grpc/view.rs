@@ -48,6 +48,9 @@ pub(crate) fn build_view(
         omissions: Vec::new(),
         revision: 0,
         omissions_unchanged: true,
+        // Set by the aggregation pass, which knows the expectation.
+        missing_clusters: Vec::new(),
+        unexpected_clusters: Vec::new(),
     };
     let omissions = match unchanged {
         Some(o) => o.omissions.clone(),

@@ -209,7 +209,11 @@ impl Index {
                 self.record_history(&key, Some(&conditions), now.as_millisecond());
             }
             let cells = super::cells(&shared);
+            let (missing, unexpected) =
+                super::inventory::missing_and_unexpected(expectation.as_ref(), &shared);
             if let Some(old) = old
+                && old.lean.missing_clusters == missing
+                && old.lean.unexpected_clusters == unexpected
                 && old.aggregation.status == aggregation.status
                 && old.same_omissions(&aggregation.omissions)
                 && old.cells == cells
@@ -227,7 +231,7 @@ impl Index {
                 continue;
             }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();
-            let view = build_view(
+            let mut view = build_view(
                 key.clone(),
                 aggregation,
                 foreign,
@@ -236,6 +240,8 @@ impl Index {
                 old.map(|v| &**v),
                 live,
             );
+            view.lean.missing_clusters = missing;
+            view.lean.unexpected_clusters = unexpected;
             results.push((key, Some(view)));
         }
         if results.is_empty() {

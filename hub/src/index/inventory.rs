@@ -13,7 +13,37 @@ use gwhub_hub_rules::inventory::{
     PLACEMENT_ANNOTATION, Placement, Refusal, Selector, placed_clusters,
 };
 
+use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{Expectation, ExpectedCluster};
+
+/// For the Dashboard: the expected clusters that do not report a hub
+/// Gateway and the reporting ones it does not expect, in name order.
+pub(super) fn missing_and_unexpected(
+    expectation: Option<&Expectation>,
+    shared: &[SharedReport],
+) -> (Vec<v1::MissingCluster>, Vec<String>) {
+    let Some(Expectation::Clusters(expected)) = expectation else {
+        return (Vec::new(), Vec::new());
+    };
+    let reporting: BTreeSet<&str> = shared.iter().map(|r| r.cluster.as_str()).collect();
+    let expected_names: BTreeSet<&str> = expected.iter().map(|e| e.name.as_str()).collect();
+    let mut missing: Vec<v1::MissingCluster> = expected
+        .iter()
+        .filter(|e| !reporting.contains(e.name.as_str()))
+        .map(|e| v1::MissingCluster {
+            cluster: e.name.clone(),
+            never_reported: !e.known,
+        })
+        .collect();
+    missing.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    missing.dedup_by(|a, b| a.cluster == b.cluster);
+    let unexpected = reporting
+        .into_iter()
+        .filter(|c| !expected_names.contains(c))
+        .map(str::to_owned)
+        .collect();
+    (missing, unexpected)
+}
 
 /// Labels of a ClusterProfile.
 pub type Labels = BTreeMap<String, String>;
@@ -535,7 +565,16 @@ mod tests {
             message(crate::aggregate::OWN_CONDITION).1,
             "Aggregated the status of 1 of 3 expected clusters; north never reported; west never reported"
         );
-        assert!(index.view(&key("web")).unwrap().not_ready);
+        let view = index.view(&key("web")).unwrap();
+        assert!(view.not_ready);
+        let missing: Vec<(&str, bool)> = view
+            .lean
+            .missing_clusters
+            .iter()
+            .map(|m| (m.cluster.as_str(), m.never_reported))
+            .collect();
+        assert_eq!(missing, [("north", true), ("west", true)]);
+        assert!(view.lean.unexpected_clusters.is_empty());
         // West connects (without the Gateway): re-aggregated.
         let west = index.connect("west", "t").unwrap();
         index.replace_snapshot(&west, BTreeMap::new()).unwrap();
@@ -544,6 +583,15 @@ mod tests {
             message("LoadBalancerReady").1,
             "north never reported; west does not report this Gateway"
         );
+        let view = index.view(&key("web")).unwrap();
+        assert!(!view.lean.missing_clusters[1].never_reported);
+        // A reporting cluster not expected is flagged.
+        index.set_live_hub(key("web"), Some(annotated("name=west")));
+        index.aggregate_dirty();
+        let view = index.view(&key("web")).unwrap();
+        assert_eq!(view.lean.unexpected_clusters, ["east"]);
+        index.set_live_hub(key("web"), Some(annotated("tier!=edge")));
+        index.aggregate_dirty();
         // North leaves the inventory: no longer expected.
         index.remove_from_inventory("north");
         index.aggregate_dirty();

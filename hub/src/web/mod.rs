@@ -463,7 +463,18 @@ pub fn row_json(v: &GatewayView) -> Value {
         "cells": v.cells.iter().map(|c| json!({
             "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
         })).collect::<Vec<_>>(),
+        "missing": missing_json(v),
     })
+}
+
+/// The expected clusters that do not report the Gateway (a cell state of
+/// their own on the page).
+fn missing_json(v: &GatewayView) -> Value {
+    v.lean
+        .missing_clusters
+        .iter()
+        .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
+        .collect()
 }
 
 /// One hub Gateway as its details show it: [`row_json`] plus the

@@ -220,14 +220,21 @@ function row(g) {
   agg.appendChild(el('span', 'badge ' + (g.notReady ? 'not-ready' : 'ready'), g.notReady ? 'not ready' : 'ready'));
   tr.appendChild(agg);
   const cells = new Map(g.cells.map((c) => [c.cluster, c]));
+  const expected = new Map((g.missing || []).map((m) => [m.cluster, m]));
   for (const c of visibleClusters()) {
     const cell = cells.get(c.name);
-    const td = el('td', 'cell ' + (cell ? cell.health : 'missing') + (cell && cell.stale ? ' stale' : ''));
+    const gone = !cell && expected.get(c.name);
+    const td = el('td', 'cell ' + (cell ? cell.health : gone ? 'expected-missing' : 'missing')
+      + (cell && cell.stale ? ' stale' : ''));
     td.dataset.cluster = c.name;
     if (cell) {
       td.dataset.health = cell.health;
       if (cell.stale) td.textContent = 'S';
       td.title = c.name + ': ' + cell.health.replace('-', ' ') + (cell.stale ? ' (STALE report)' : '');
+    } else if (gone) {
+      td.textContent = '!';
+      td.title = c.name + (gone.neverReported ? ' is expected and NEVER REPORTED'
+        : ' is expected but does NOT REPORT this Gateway');
     } else {
       td.textContent = '\u2013';
       td.title = c.name + ' does not report this Gateway';
