@@ -13,7 +13,8 @@
 //!   reports again;
 //! - [`inventory`]: the fleet inventory, the ClusterProfiles of
 //!   `--inventory-namespace` (who may stream, which clusters a hub Gateway
-//!   expects, who leaves).
+//!   expects, who leaves), and the PlacementDecisions of
+//!   `gwhub.io/placement`.
 
 pub mod budget;
 pub mod events;
