@@ -418,3 +418,49 @@ async fn a_placement_decision_names_the_expected_clusters() {
     );
     hub.shutdown().await.unwrap();
 }
+
+/// A cluster that left while the hub was down stays gone: the restarted
+/// hub deletes its stored ClusterReports at the inventory's first list and
+/// never writes it onto a hub Gateway again.
+#[tokio::test]
+async fn a_cluster_that_left_while_the_hub_was_down_stays_gone() {
+    let Some((_fleet, admin, as_hub)) =
+        management("a_cluster_that_left_while_the_hub_was_down_stays_gone").await
+    else {
+        return;
+    };
+    let gateways = hub_gateway(&admin).await;
+    let hub = start_hub(&as_hub, Mode::Enforce).await;
+    let east = reporting_agent(&hub, "east", "192.0.2.1").await;
+    let west = reporting_agent(&hub, "west", "192.0.2.2").await;
+    until(WAIT, || report_clusters(&admin), |r| r == &["east", "west"]).await;
+    until(WAIT, || web_status(&gateways), |(_, _, a)| a.len() == 2).await;
+    drop((east, west));
+    hub.shutdown().await.unwrap();
+
+    let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    profiles
+        .delete("west", &DeleteParams::default())
+        .await
+        .unwrap();
+    let hub = start_hub(&as_hub, Mode::Enforce).await;
+    until(WAIT, || report_clusters(&admin), |r| r == &["east"]).await;
+    let (_, own, addresses) = until(
+        WAIT,
+        || web_status(&gateways),
+        |(_, own, _)| {
+            own.as_ref()
+                .is_some_and(|(_, m)| m.contains("of 2 expected"))
+        },
+    )
+    .await;
+    assert_eq!(addresses, ["east/192.0.2.1"]);
+    assert_eq!(
+        own.unwrap().1,
+        "Aggregated the status of 1 of 2 expected clusters; north never reported"
+    );
+    let listed = clusters(&hub).await;
+    let names: Vec<&str> = listed.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["east", "north"]);
+    hub.shutdown().await.unwrap();
+}
