@@ -86,6 +86,7 @@ pub(crate) fn build_view(
         foreign,
         not_ready,
         cells,
+        missing: Vec::new(),
         aggregated_with: Mutex::new(live),
     }
 }

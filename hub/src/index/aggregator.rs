@@ -240,6 +240,7 @@ impl Index {
                 old.map(|v| &**v),
                 live,
             );
+            view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
             view.lean.missing_clusters = missing;
             view.lean.unexpected_clusters = unexpected;
             results.push((key, Some(view)));

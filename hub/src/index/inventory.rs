@@ -574,6 +574,7 @@ mod tests {
             .map(|m| (m.cluster.as_str(), m.never_reported))
             .collect();
         assert_eq!(missing, [("north", true), ("west", true)]);
+        assert!(crate::listing::Filter::new("", "north", false).matches(view.facts()));
         assert!(view.lean.unexpected_clusters.is_empty());
         // West connects (without the Gateway): re-aggregated.
         let west = index.connect("west", "t").unwrap();

@@ -79,6 +79,9 @@ pub struct GatewayView {
     /// Each reporting cluster's own report in one word, in cluster order
     /// (the web page's fleet overview).
     pub cells: Vec<Cell>,
+    /// The expected clusters that do not report it, in name order (as in
+    /// `lean.missing_clusters`; for the cluster filter).
+    pub missing: Vec<String>,
     /// The live hub Gateway this aggregation was made from (the same `Arc`
     /// as [`Index::live_hub`] while that is current); a later live object
     /// that aggregates the same updates it without a new view.
@@ -117,6 +120,7 @@ impl GatewayView {
         crate::listing::Facts {
             namespace: &self.key.namespace,
             clusters: &self.lean.clusters,
+            missing: &self.missing,
             not_ready: self.not_ready,
         }
     }
