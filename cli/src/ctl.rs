@@ -341,11 +341,7 @@ fn gateway_row(g: &v1::AggregatedGateway, wide: bool) -> Vec<String> {
     let mut row = vec![
         g.namespace.clone(),
         g.name.clone(),
-        if wide {
-            g.clusters.join(",")
-        } else {
-            g.clusters.len().to_string()
-        },
+        clusters_cell(g, wide),
         status_word(condition(g, "Accepted")),
         status_word(condition(g, "Programmed")),
         aggregated,
@@ -375,13 +371,30 @@ fn rfc3339(secs: i64) -> String {
 }
 
 /// The hub Gateway as `-o yaml|json` prints it (shared with `gwhub demo --once`).
+/// The CLUSTERS cell: the reporting clusters (their count, or their names
+/// with `wide`), then the expected ones missing, marked.
+fn clusters_cell(g: &v1::AggregatedGateway, wide: bool) -> String {
+    let missing = &g.missing_clusters;
+    match (wide, missing.is_empty()) {
+        (false, true) => g.clusters.len().to_string(),
+        (false, false) => format!("{} ({} missing)", g.clusters.len(), missing.len()),
+        (true, _) => g
+            .clusters
+            .iter()
+            .cloned()
+            .chain(missing.iter().map(|m| format!("!{}", m.cluster)))
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
 pub fn gateway_json(g: &v1::AggregatedGateway) -> Value {
     let status = g
         .status
         .clone()
         .and_then(|s| convert::status_from_proto(s).ok())
         .unwrap_or_default();
-    json!({
+    let mut v = json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
         "metadata": {"namespace": g.namespace, "name": g.name},
@@ -394,7 +407,20 @@ pub fn gateway_json(g: &v1::AggregatedGateway) -> Value {
                 "rule": o.rule, "message": o.message,
             })).collect::<Vec<_>>(),
         },
-    })
+    });
+    // Only where the hub Gateway expects clusters (the shape is otherwise
+    // unchanged).
+    if !g.missing_clusters.is_empty() {
+        v["gwhub"]["missingClusters"] = g
+            .missing_clusters
+            .iter()
+            .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
+            .collect();
+    }
+    if !g.unexpected_clusters.is_empty() {
+        v["gwhub"]["unexpectedClusters"] = json!(g.unexpected_clusters);
+    }
+    v
 }
 
 fn format_of(output: Option<Output>) -> Option<OutputFormat> {

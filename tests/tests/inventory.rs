@@ -147,6 +147,24 @@ async fn refused(hub: &KubeHub, cluster: &str) -> tonic::Status {
     }
 }
 
+/// `gwhubctl ARGS` against the hub's Dashboard; its output.
+async fn gwhubctl(hub: &KubeHub, args: &[&str]) -> String {
+    let bin = gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN");
+    let out = tokio::process::Command::new(bin)
+        .arg("--server")
+        .arg(format!("http://{}", hub.hub.dashboard_addr))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gwhubctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 async fn clusters(hub: &KubeHub) -> Vec<v1::ClusterInfo> {
     let mut dashboard = DashboardClient::connect(format!("http://{}", hub.hub.dashboard_addr))
         .await
@@ -287,6 +305,21 @@ async fn the_inventory_names_refuses_expects_and_removes() {
         }]
     );
     assert_eq!(gw.clusters, ["east", "west"]);
+    // And so does gwhubctl.
+    let clusters_table = gwhubctl(&hub, &["get", "clusters"]).await;
+    let north_row = clusters_table
+        .lines()
+        .find(|l| l.starts_with("north "))
+        .unwrap_or_else(|| panic!("{clusters_table}"));
+    assert!(north_row.ends_with("never-connected"), "{clusters_table}");
+    assert!(clusters_table.lines().next().unwrap().contains("INVENTORY"));
+    let gateways_table = gwhubctl(&hub, &["get", "gateways", "--cluster", "north"]).await;
+    assert!(gateways_table.contains("2 (1 missing)"), "{gateways_table}");
+    let described = gwhubctl(&hub, &["describe", "gateway", "default/web"]).await;
+    assert!(
+        described.contains("Missing:    north (never reported)"),
+        "{described}"
+    );
 
     // West leaves: its stream ends, its reports go, it drops out.
     let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);

@@ -489,6 +489,7 @@ pub fn gateway_json(v: &GatewayView) -> Value {
         "cells": v.cells.iter().map(|c| json!({
             "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
         })).collect::<Vec<_>>(),
+        "missing": missing_json(v),
         "status": serde_json::to_value(&v.aggregation.status).unwrap_or(Value::Null),
         "omissions": v.omissions.iter().map(|o| json!({
             "cluster": o.cluster, "item": o.item, "names": o.names,
