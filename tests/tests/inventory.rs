@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::{KubeHub, KubeOptions};
 use gwhub_hub::serve::HubConfig;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode, PlacementDecision};
@@ -88,8 +89,18 @@ async fn hub_gateway_with(admin: &Client, annotation: &str, value: &str) -> Api<
 }
 
 async fn start_hub(as_hub: &Client, mode: Mode) -> KubeHub {
+    start_replica(as_hub, mode, None).await
+}
+
+/// A hub replica; with `identity`, electing a leader over the Lease.
+async fn start_replica(as_hub: &Client, mode: Mode, identity: Option<&str>) -> KubeHub {
     let mut options = KubeOptions::new(SYSTEM_NS);
-    options.lease = None;
+    options.lease = identity.map(|identity| LeaseConfig {
+        name: "gwhub-hub".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(4),
+        renew_every: Duration::from_millis(500),
+    });
     options.inventory = Some((FLEET_NS.to_owned(), mode));
     KubeHub::start(
         HubConfig::loopback(Duration::from_secs(60)),
@@ -139,8 +150,11 @@ async fn reporting_agent(hub: &KubeHub, cluster: &str, ip: &str) -> Agent {
     agent
 }
 
-/// How the hub ends (or refuses) a stream for `cluster`.
+/// How the hub ends (or refuses) a stream for `cluster`, once it took in
+/// the inventory.
 async fn refused(hub: &KubeHub, cluster: &str) -> tonic::Status {
+    let index = &hub.hub.index;
+    until(WAIT, || async { index.inventory_synced() }, |s| *s).await;
     match Agent::open(hub.hub.ingest_addr, hello(cluster)).await {
         Err(status) => status,
         Ok(mut agent) => agent.expect_error().await,
@@ -496,4 +510,60 @@ async fn a_cluster_that_left_while_the_hub_was_down_stays_gone() {
     let names: Vec<&str> = listed.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["east", "north"]);
     hub.shutdown().await.unwrap();
+}
+
+/// Two replicas agree on the inventory: each refuses a stranger, and a
+/// ClusterProfile deleted ends its cluster's stream on the replica it
+/// streams to, while the other (the writer, which only read its report
+/// from the store) drops it from the hub Gateway.
+#[tokio::test]
+async fn two_replicas_agree_on_the_inventory() {
+    let Some((_fleet, admin, as_hub)) = management("two_replicas_agree_on_the_inventory").await
+    else {
+        return;
+    };
+    let gateways = hub_gateway(&admin).await;
+    let a = start_replica(&as_hub, Mode::Enforce, Some("a")).await;
+    let mut leader = a.leader.clone();
+    tokio::time::timeout(WAIT, leader.wait_for(|l| *l))
+        .await
+        .expect("a leads in time")
+        .unwrap();
+    let b = start_replica(&as_hub, Mode::Enforce, Some("b")).await;
+    for hub in [&a, &b] {
+        let status = refused(hub, "rogue").await;
+        assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    }
+    let _east = reporting_agent(&a, "east", "192.0.2.1").await;
+    let mut west = reporting_agent(&b, "west", "192.0.2.2").await;
+    // A writes west's report, which it read from B's store.
+    until(
+        WAIT,
+        || web_status(&gateways),
+        |(_, _, addresses)| addresses.len() == 2,
+    )
+    .await;
+
+    let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    profiles
+        .delete("west", &DeleteParams::default())
+        .await
+        .unwrap();
+    let ended = west.ended().await;
+    assert_eq!(ended.code(), tonic::Code::PermissionDenied, "{ended:?}");
+    until(WAIT, || report_clusters(&admin), |r| r == &["east"]).await;
+    let (_, own, addresses) = until(
+        WAIT,
+        || web_status(&gateways),
+        |(_, own, _)| own.as_ref().is_some_and(|(_, m)| m.contains("1 of 2")),
+    )
+    .await;
+    assert_eq!(addresses, ["east/192.0.2.1"]);
+    assert!(own.unwrap().1.ends_with("north never reported"));
+    for hub in [&a, &b] {
+        let names: Vec<String> = clusters(hub).await.into_iter().map(|c| c.name).collect();
+        assert_eq!(names, ["east", "north"]);
+    }
+    b.shutdown().await.unwrap();
+    a.shutdown().await.unwrap();
 }

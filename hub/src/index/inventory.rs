@@ -503,8 +503,12 @@ mod tests {
         index.aggregate_dirty();
         assert_eq!(index.view(&key("web")).unwrap().lean.clusters, ["east"]);
         assert!(matches!(index.admit("west"), Err(Refusal::Outside { .. })));
-        // Its stored report is not imported again.
+        // Its stored report is not imported again, but deleted.
         assert!(!index.may_import("west"));
+        let now = now_millis();
+        assert!(!index.import_cluster("west", BTreeMap::new(), now, now));
+        assert_eq!(pruned.recv().await.unwrap(), "west");
+        assert!(!index.has_cluster("west"));
     }
 
     /// An enforcing inventory's first list removes known clusters outside

@@ -110,10 +110,13 @@ impl Index {
     ) -> bool {
         let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
         if !self.may_import(cluster) {
+            // It left while no hub saw it (or before this one listed the
+            // inventory): its stored report goes, as a removed cluster's.
             tracing::debug!(
                 cluster,
-                "stored report not imported: the cluster is not in the fleet inventory"
+                "stored report not imported and deleted: the cluster is not in the fleet inventory"
             );
+            let _ = self.inner.pruned.send(cluster.to_owned());
             return false;
         }
         let mut clusters = self.inner.clusters.lock();
