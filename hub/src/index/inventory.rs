@@ -261,7 +261,7 @@ impl Index {
         };
         let placements = self.inner.placements.read().clone();
         let known: BTreeSet<String> = self.inner.clusters.lock().keys().cloned().collect();
-        let expect = |names: Vec<String>| {
+        let expecting = |names: Vec<String>| {
             Expectation::Clusters(
                 names
                     .into_iter()
@@ -282,7 +282,7 @@ impl Index {
                         "annotations {EXPECTED_CLUSTERS_ANNOTATION} and {PLACEMENT_ANNOTATION} are both set; set one"
                     )),
                     (Some(selector), None) => match Selector::parse(selector) {
-                        Ok(s) => expect(inv.select(&s).into_iter().map(str::to_owned).collect()),
+                        Ok(s) => expecting(inv.select(&s).into_iter().map(str::to_owned).collect()),
                         Err(e) => Expectation::Invalid(format!(
                             "annotation {EXPECTED_CLUSTERS_ANNOTATION}: {e}"
                         )),
@@ -292,7 +292,7 @@ impl Index {
                             placed_clusters(all.values(), &key.namespace, reference)
                         });
                         match (found, &placements) {
-                            (Some(clusters), _) => expect(clusters.into_iter().collect()),
+                            (Some(clusters), _) => expecting(clusters.into_iter().collect()),
                             (None, None) => Expectation::Invalid(format!(
                                 "annotation {PLACEMENT_ANNOTATION}: the PlacementDecision CRD (multicluster.x-k8s.io) is not installed"
                             )),
