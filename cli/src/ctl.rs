@@ -325,11 +325,7 @@ fn gateway_row(g: &v1::AggregatedGateway, wide: bool) -> Vec<String> {
     let mut row = vec![
         g.namespace.clone(),
         g.name.clone(),
-        if wide {
-            g.clusters.join(",")
-        } else {
-            g.clusters.len().to_string()
-        },
+        clusters_cell(g, wide),
         status_word(condition(g, "Accepted")),
         status_word(condition(g, "Programmed")),
         aggregated,
@@ -359,13 +355,30 @@ fn rfc3339(secs: i64) -> String {
 }
 
 /// The hub Gateway as `-o yaml|json` prints it (shared with `gwhub demo --once`).
+/// The CLUSTERS cell: the reporting clusters (their count, or their names
+/// with `wide`), then the expected ones missing, marked.
+fn clusters_cell(g: &v1::AggregatedGateway, wide: bool) -> String {
+    let missing = &g.missing_clusters;
+    match (wide, missing.is_empty()) {
+        (false, true) => g.clusters.len().to_string(),
+        (false, false) => format!("{} ({} missing)", g.clusters.len(), missing.len()),
+        (true, _) => g
+            .clusters
+            .iter()
+            .cloned()
+            .chain(missing.iter().map(|m| format!("!{}", m.cluster)))
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
 pub fn gateway_json(g: &v1::AggregatedGateway) -> Value {
     let status = g
         .status
         .clone()
         .and_then(|s| convert::status_from_proto(s).ok())
         .unwrap_or_default();
-    json!({
+    let mut v = json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
         "metadata": {"namespace": g.namespace, "name": g.name},
@@ -378,7 +391,20 @@ pub fn gateway_json(g: &v1::AggregatedGateway) -> Value {
                 "rule": o.rule, "message": o.message,
             })).collect::<Vec<_>>(),
         },
-    })
+    });
+    // Only where the hub Gateway expects clusters (the shape is otherwise
+    // unchanged).
+    if !g.missing_clusters.is_empty() {
+        v["gwhub"]["missingClusters"] = g
+            .missing_clusters
+            .iter()
+            .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
+            .collect();
+    }
+    if !g.unexpected_clusters.is_empty() {
+        v["gwhub"]["unexpectedClusters"] = json!(g.unexpected_clusters);
+    }
+    v
 }
 
 fn format_of(output: Option<Output>) -> Option<OutputFormat> {
@@ -443,11 +469,16 @@ async fn get(
                 .map_err(status_error)?
                 .into_inner()
                 .clusters;
+            // Only a hub with a fleet inventory says where each cluster
+            // stands with it (an inventory lists at least one cluster).
+            let inventory = clusters
+                .iter()
+                .any(|c| c.in_inventory || c.outside_inventory);
             if let Some(f) = format_of(output) {
                 let items = clusters
                     .iter()
                     .map(|c| {
-                        json!({
+                        let mut item = json!({
                             "kind": "Cluster",
                             "name": c.name,
                             "connected": c.connected,
@@ -456,12 +487,19 @@ async fn get(
                             "lastReportTime": (c.last_report_time > 0).then(|| rfc3339(c.last_report_time)),
                             "lastSeenTime": (c.last_seen_time > 0).then(|| rfc3339(c.last_seen_time)),
                             "agentVersion": c.agent_version,
-                        })
+                        });
+                        if inventory {
+                            item["inventory"] = json!(inventory_state(c));
+                        }
+                        item
                     })
                     .collect();
                 return Ok(render_list(items, f));
             }
             let mut header = vec!["NAME", "CONNECTED", "STALE", "GATEWAYS", "LAST-REPORT"];
+            if inventory {
+                header.push("INVENTORY");
+            }
             if wide {
                 header.extend(["LAST-SEEN", "AGENT"]);
             }
@@ -475,6 +513,9 @@ async fn get(
                         c.gateway_count.to_string(),
                         rfc3339(c.last_report_time),
                     ];
+                    if inventory {
+                        row.push(inventory_state(c).to_owned());
+                    }
                     if wide {
                         row.push(rfc3339(c.last_seen_time));
                         row.push(c.agent_version.clone());
@@ -484,6 +525,19 @@ async fn get(
                 .collect();
             Ok(table(&header, &rows))
         }
+    }
+}
+
+/// Where a cluster stands with the hub's fleet inventory, in one word.
+fn inventory_state(c: &v1::ClusterInfo) -> &'static str {
+    if c.never_connected {
+        "never-connected"
+    } else if c.in_inventory {
+        "member"
+    } else if c.outside_inventory {
+        "outside"
+    } else {
+        "-"
     }
 }
 
@@ -560,6 +614,26 @@ async fn describe(
         printable(&g.clusters.join(", ")),
         g.revision
     );
+    if !g.missing_clusters.is_empty() {
+        let missing: Vec<String> = g
+            .missing_clusters
+            .iter()
+            .map(|m| {
+                let why = match m.never_reported {
+                    true => "never reported",
+                    false => "does not report this Gateway",
+                };
+                format!("{} ({why})", printable(&m.cluster))
+            })
+            .collect();
+        out.push_str(&format!("Missing:    {}\n", missing.join(", ")));
+    }
+    if !g.unexpected_clusters.is_empty() {
+        out.push_str(&format!(
+            "Unexpected: {}\n",
+            printable(&g.unexpected_clusters.join(", "))
+        ));
+    }
     out.push_str(&status_text("  ", &g.status.clone().unwrap_or_default()));
     out.push_str("Left out:\n");
     if g.omissions.is_empty() {

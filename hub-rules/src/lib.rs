@@ -7,7 +7,9 @@
 //! pages the Dashboard's lists and sums up a cluster's report in one word;
 //! [`history`] decides which condition changes are a hub Gateway's
 //! transitions and keeps the last ones in a bounded ring; [`web_host`]
-//! decides which `Host` the web page answers to.
+//! decides which `Host` the web page answers to; [`inventory`]
+//! is the fleet inventory (`ClusterProfile`s, label selectors, who may
+//! stream and which clusters a hub Gateway expects).
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -16,6 +18,7 @@
 
 pub mod aggregate;
 pub mod history;
+pub mod inventory;
 pub mod layout;
 pub mod listing;
 pub mod report;

@@ -30,6 +30,9 @@ pub struct Facts<'a> {
     pub namespace: &'a str,
     /// The clusters that report it.
     pub clusters: &'a [String],
+    /// The expected clusters that do not (`gwhub.io/expected-clusters`,
+    /// `gwhub.io/placement`): a cluster filter finds them too.
+    pub missing: &'a [String],
     /// Some aggregated condition is not True (see [`not_ready`]).
     pub not_ready: bool,
 }
@@ -54,7 +57,7 @@ impl Filter {
             && self
                 .cluster
                 .as_deref()
-                .is_none_or(|c| g.clusters.iter().any(|x| x == c))
+                .is_none_or(|c| g.clusters.iter().chain(g.missing).any(|x| x == c))
             && (!self.not_ready || g.not_ready)
     }
 }
@@ -231,6 +234,7 @@ mod tests {
         let g = |namespace, clusters: &'static [String], not_ready| Facts {
             namespace,
             clusters,
+            missing: &[],
             not_ready,
         };
         let east_west: &'static [String] = Box::leak(Box::new(east_west));
@@ -276,6 +280,17 @@ mod tests {
         }
         assert!(Filter::new("", "", false).is_empty());
         assert!(!Filter::new("", "", true).is_empty());
+        // An expected cluster that does not report it finds it too.
+        let north = ["north".to_owned()];
+        let missing_north = Facts {
+            namespace: "a",
+            clusters: west,
+            missing: &north,
+            not_ready: true,
+        };
+        assert!(Filter::new("", "north", false).matches(missing_north));
+        assert!(Filter::new("", "west", true).matches(missing_north));
+        assert!(!Filter::new("", "east", false).matches(missing_north));
     }
 
     #[test]

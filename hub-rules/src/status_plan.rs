@@ -168,6 +168,8 @@ mod tests {
             others: BTreeSet::new(),
             owns_addresses,
             owns_listeners,
+            expected_clusters: None,
+            placement: None,
         }
     }
 

@@ -614,3 +614,181 @@ fn order_of_reports_does_not_matter() {
     assert_eq!(one, two);
     assert_eq!(one, three);
 }
+
+// ---- expected clusters (spec section 4, "Expected clusters") --------------
+
+fn expect(clusters: &[(&str, bool)]) -> Expectation {
+    Expectation::Clusters(
+        clusters
+            .iter()
+            .map(|(name, known)| ExpectedCluster {
+                name: (*name).to_owned(),
+                known: *known,
+            })
+            .collect(),
+    )
+}
+
+fn run_expected(reports: &[ClusterReport<'_>], expectation: &Expectation) -> Aggregation {
+    aggregate_expected(
+        &hub(1),
+        reports,
+        Some(expectation),
+        &Options::default(),
+        now(),
+    )
+    .unwrap()
+}
+
+/// Each expected cluster that does not report counts as not True for every
+/// aggregated type, in cluster name order with the reporting clusters'
+/// fragments; the hub's own condition counts N of M and names them.
+#[test]
+fn expected_clusters_that_do_not_report_are_named() {
+    let ok = status(
+        vec![
+            cond("Accepted", "True", "Accepted", ""),
+            cond("LoadBalancerReady", "True", "Ready", ""),
+        ],
+        vec![ip("10.0.0.1")],
+        vec![],
+    );
+    let bad = status(
+        vec![
+            cond("Accepted", "True", "Accepted", ""),
+            cond("LoadBalancerReady", "False", "NoIP", "no address yet"),
+        ],
+        vec![],
+        vec![],
+    );
+    struct Case {
+        name: &'static str,
+        expected: Vec<(&'static str, bool)>,
+        want_lb: (&'static str, &'static str),
+        want_accepted: (&'static str, &'static str),
+        want_own: &'static str,
+    }
+    let cases = [
+        Case {
+            name: "all expected report",
+            expected: vec![("east", true), ("west", true)],
+            want_lb: ("False", "west no address yet"),
+            want_accepted: ("True", "Accepted is True in all 2 clusters"),
+            want_own: "Aggregated the status of 2 of 2 expected clusters",
+        },
+        Case {
+            name: "one never reported",
+            expected: vec![("west", true), ("north", false), ("east", true)],
+            want_lb: ("False", "north never reported; west no address yet"),
+            want_accepted: ("False", "north never reported"),
+            want_own: "Aggregated the status of 2 of 3 expected clusters; north never reported",
+        },
+        Case {
+            name: "connected, Gateway absent, and never reported",
+            expected: vec![("a", true), ("east", true), ("z", false), ("west", true)],
+            want_lb: (
+                "False",
+                "a does not report this Gateway; west no address yet; z never reported",
+            ),
+            want_accepted: ("False", "a does not report this Gateway; z never reported"),
+            want_own: "Aggregated the status of 2 of 4 expected clusters; a does not report this Gateway; z never reported",
+        },
+        Case {
+            name: "a reporting cluster not expected is aggregated as before",
+            expected: vec![("east", true), ("east", true)],
+            want_lb: ("False", "west no address yet"),
+            want_accepted: ("True", "Accepted is True in all 2 clusters"),
+            want_own: "Aggregated the status of 1 of 1 expected cluster",
+        },
+        Case {
+            name: "nothing expected",
+            expected: vec![],
+            want_lb: ("False", "west no address yet"),
+            want_accepted: ("True", "Accepted is True in all 2 clusters"),
+            want_own: "Aggregated the status of 0 of 0 expected clusters",
+        },
+    ];
+    for c in cases {
+        let reports = [fresh("west", &bad), fresh("east", &ok)];
+        let agg = run_expected(&reports, &expect(&c.expected));
+        let lb = find(&agg, "LoadBalancerReady");
+        assert_eq!(
+            (lb.status.as_str(), lb.message.as_str()),
+            c.want_lb,
+            "{}",
+            c.name
+        );
+        let acc = find(&agg, "Accepted");
+        assert_eq!(
+            (acc.status.as_str(), acc.message.as_str()),
+            c.want_accepted,
+            "{}",
+            c.name
+        );
+        if c.want_accepted.0 == "False" {
+            assert_eq!(acc.reason, "NotTrueInSomeClusters", "{}", c.name);
+        }
+        let o = own(&agg);
+        assert_eq!(
+            (o.status.as_str(), o.reason.as_str(), o.message.as_str()),
+            ("True", "Aggregated", c.want_own),
+            "{}",
+            c.name
+        );
+        assert!(agg.omissions.is_empty(), "{}", c.name);
+    }
+}
+
+/// A stale expected cluster keeps its stale fragment; no cluster reporting
+/// names the missing ones after NoClusters; an unreadable expectation is a
+/// validation failure naming the problem.
+#[test]
+fn expected_clusters_stale_none_reporting_and_invalid() {
+    let ok = status(vec![cond("Ready", "True", "Ready", "")], vec![], vec![]);
+    let stale = ClusterReport {
+        cluster: "east",
+        status: &ok,
+        freshness: Freshness::Stale {
+            last_report: ts("2025-05-01T11:58:59Z"),
+        },
+    };
+    let agg = run_expected(&[stale], &expect(&[("east", true), ("north", false)]));
+    assert_eq!(
+        find(&agg, "Ready").message,
+        "east status is stale: no report since 2025-05-01T11:58:59Z; north never reported"
+    );
+
+    let agg = run_expected(&[], &expect(&[("north", false), ("east", true)]));
+    let o = own(&agg);
+    assert_eq!(
+        (o.status.as_str(), o.reason.as_str(), o.message.as_str()),
+        (
+            "False",
+            "NoClusters",
+            "No cluster reports this Gateway; east does not report this Gateway; north never reported"
+        )
+    );
+
+    let why = "annotation gwhub.io/expected-clusters: label selector \"a in\": bad".to_owned();
+    let agg = run_expected(&[fresh("east", &ok)], &Expectation::Invalid(why.clone()));
+    let o = own(&agg);
+    assert_eq!(
+        (o.status.as_str(), o.reason.as_str(), o.message.as_str()),
+        ("False", "ValidationFailed", why.as_str())
+    );
+    assert_eq!(find(&agg, "Ready").status, "True");
+}
+
+/// Without an expectation the output is exactly `aggregate`'s.
+#[test]
+fn no_expectation_is_plain_aggregate() {
+    let ok = status(
+        vec![cond("Ready", "True", "Ready", "")],
+        vec![ip("10.0.0.1")],
+        vec![],
+    );
+    let reports = [fresh("b", &ok), fresh("a", &ok)];
+    let plain = run(&hub(1), &reports);
+    let none = aggregate_expected(&hub(1), &reports, None, &Options::default(), now()).unwrap();
+    assert_eq!(plain, none);
+}

@@ -158,6 +158,17 @@ impl Hub {
     /// Binds both listeners and starts serving; with `tls`, agents must
     /// present client certificates and are identified by them.
     pub async fn start_with_tls(config: HubConfig, tls: Option<HubTls>) -> Result<Hub, ServeError> {
+        Self::start_with_inventory(config, tls, None).await
+    }
+
+    /// [`Hub::start_with_tls`] with a fleet inventory (`--inventory-namespace`
+    /// and its mode) in force from the first stream on: until the
+    /// Kubernetes side lists it, agents are asked to come back.
+    pub async fn start_with_inventory(
+        config: HubConfig,
+        tls: Option<HubTls>,
+        inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
+    ) -> Result<Hub, ServeError> {
         let (ingest_listener, ingest_addr) = bind(config.listen).await?;
         let (dashboard_listener, dashboard_addr) = bind(config.dashboard_listen).await?;
         let web_listener = match config.web_listen {
@@ -166,6 +177,9 @@ impl Hub {
         };
         let web_addr = web_listener.as_ref().map(|(_, a)| *a);
         let index = Index::new(config.options.clone(), config.stale_after);
+        if let Some((namespace, mode)) = &inventory {
+            index.set_inventory(namespace, *mode);
+        }
         let budgets = &config.budgets;
         index.set_max_clusters(budgets.max_clusters);
         index.set_history_capacity(config.gateway_history);

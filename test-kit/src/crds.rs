@@ -298,10 +298,76 @@ pub async fn install(client: &Client) -> Result<(), FleetError> {
 
 /// [`install`] with Gateway API `version`.
 pub async fn install_version(client: &Client, version: &str) -> Result<(), FleetError> {
+    apply_and_wait(client, load_version(version)?).await
+}
+
+/// The fleet inventory's CRDs (`multicluster.x-k8s.io`: ClusterProfile,
+/// PlacementDecision):
+/// upstream's `cluster-inventory-api` when `../shared/crds` holds it, else
+/// generated from the Rust types ([`generated_inventory`]); either way
+/// loadable by API server 1.20.
+pub fn inventory() -> Result<Vec<Value>, FleetError> {
+    let upstream = upstream_dir()
+        .map(|d| d.join("cluster-inventory-api"))
+        .filter(|d| d.is_dir());
+    let mut crds = match upstream {
+        Some(dir) => gwhub_spoke_rules::manifest::read_paths(&[dir])
+            .map_err(|e| FleetError::Start(e.to_string()))?
+            .into_iter()
+            .filter(|o| o.kind == "CustomResourceDefinition")
+            .map(|o| o.value)
+            .collect(),
+        None => generated_inventory(),
+    };
+    for crd in &mut crds {
+        sanitize(crd);
+    }
+    Ok(crds)
+}
+
+/// The ClusterProfile CRD from the Rust type, with what upstream has beyond
+/// it where the hub's use depends on it (no `null` values, conditions a
+/// list keyed by type), and the PlacementDecision CRD the type carries;
+/// `tests/tests/crd_pin.rs` compares them with upstream.
+pub fn generated_inventory() -> Vec<Value> {
+    use gwhub_hub_rules::inventory::ClusterProfile;
+    let mut crd = serde_json::to_value(ClusterProfile::crd()).unwrap_or_default();
+    fn drop_nullable(node: &mut Value) {
+        match node {
+            Value::Object(map) => {
+                map.remove("nullable");
+                map.values_mut().for_each(drop_nullable);
+            }
+            Value::Array(items) => items.iter_mut().for_each(drop_nullable),
+            _ => {}
+        }
+    }
+    if let Some(schema) = crd.pointer_mut("/spec/versions/0/schema/openAPIV3Schema") {
+        drop_nullable(schema);
+        if let Some(status) = schema.pointer_mut("/properties/status/properties") {
+            set_list(status, "conditions", u64::MAX, Some("type"));
+            if let Some(list) = status.get_mut("conditions").and_then(Value::as_object_mut) {
+                list.remove("maxItems");
+            }
+            limit_conditions(status.pointer_mut("/conditions/items/properties"));
+        }
+    }
+    drop_null_enum_values(&mut crd);
+    vec![crd, gwhub_hub_rules::inventory::PlacementDecision::crd()]
+}
+
+/// Installs the fleet inventory's CRDs ([`inventory`]) and waits until
+/// each is established.
+pub async fn install_inventory(client: &Client) -> Result<(), FleetError> {
+    apply_and_wait(client, inventory()?).await
+}
+
+/// Applies `crds` and waits until each is established and served.
+async fn apply_and_wait(client: &Client, crds: Vec<Value>) -> Result<(), FleetError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let pp = PatchParams::apply("gwhub-tests").force();
     let mut names = Vec::new();
-    for crd in load_version(version)? {
+    for crd in crds {
         let name = crd["metadata"]["name"]
             .as_str()
             .unwrap_or_default()

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_hub_rules::inventory::ClusterProfile;
 use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::cluster::object_name;
 use gwhub_proto::client::{ReportStream, open_report};
@@ -32,6 +33,9 @@ use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
+
+/// The fleet inventory's namespace the hub is started with.
+const INVENTORY_NS: &str = "fleet";
 
 /// Bound on each run waiting for the refusal.
 const REFUSED_WITHIN: Duration = Duration::from_secs(30);
@@ -369,6 +373,9 @@ fn start_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
             .args(["--namespace", SYSTEM_NS, "--stale-after", "2s"])
             .args(["--insecure-prune-after", "1s"])
             .args(["--lease-duration", "3s"])
+            // The fleet inventory: its ClusterProfiles listed and watched
+            // (one names `east`, the tiny agent's cluster).
+            .args(["--inventory-namespace", INVENTORY_NS])
             .arg("--kubeconfig")
             .arg(cluster.kubeconfig_as(HUB_SA))
             .env("POD_NAME", "rbac")
@@ -431,6 +438,21 @@ async fn every_verb_the_hub_is_granted_is_needed() {
     install_hub(cluster).await;
     let client = cluster.client().await.unwrap();
     gateway(&client, "default", "gw", "kuadrant-multi-cluster", None).await;
+    gwhub_test_kit::crds::install_inventory(&client)
+        .await
+        .expect("install the ClusterProfile CRD");
+    gwhub_test_kit::apiserver::create_namespaces(&client, &[INVENTORY_NS])
+        .await
+        .unwrap();
+    let profiles: Api<ClusterProfile> = Api::namespaced(client.clone(), INVENTORY_NS);
+    apply(
+        &profiles,
+        "east",
+        json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+               "metadata": {"name": "east", "namespace": INVENTORY_NS},
+               "spec": {"clusterManager": {"name": "rbac-test"}}}),
+    )
+    .await;
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), SYSTEM_NS);
     let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NS);
     // Each run starts without the report and the Lease: they are created.

@@ -41,6 +41,21 @@ pub struct Args {
     /// Manage only the hub Gateways in this namespace (default: all).
     #[arg(long, value_name = "NS", conflicts_with = "no_kube")]
     pub gateway_namespace: Option<String>,
+    /// The fleet inventory: the SIG-Multicluster ClusterProfiles
+    /// (multicluster.x-k8s.io) in this namespace name the clusters (an agent
+    /// outside it is refused; deleting one removes its cluster), and hub
+    /// Gateways annotated gwhub.io/expected-clusters expect them.
+    #[arg(long, value_name = "NS", conflicts_with = "no_kube")]
+    pub inventory_namespace: Option<String>,
+    /// What happens to an agent outside the inventory: enforce (refused,
+    /// PERMISSION_DENIED) or observe (admitted and flagged).
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "enforce",
+        requires = "inventory_namespace"
+    )]
+    pub inventory_mode: gwhub_hub_rules::inventory::Mode,
     /// Write without a leader Lease: for exactly one replica.
     #[arg(long, conflicts_with = "no_kube")]
     pub no_leader_election: bool,
@@ -203,7 +218,8 @@ pub fn run(args: &Args) -> Result<String, String> {
             true => None,
             false => Some(connect_kube(args).await.map_err(|e| e.to_string())?),
         };
-        let hub = Hub::start_with_tls(config, tls)
+        let inventory = kube.as_ref().and_then(|k| k.inventory());
+        let hub = Hub::start_with_inventory(config, tls, inventory)
             .await
             .map_err(|e| e.to_string())?;
         let stop_metrics = tokio_util::sync::CancellationToken::new();
@@ -276,6 +292,10 @@ async fn connect_kube(
     }
     options.api_qps = args.kube_api_qps;
     options.api_burst = args.kube_api_burst;
+    options.inventory = args
+        .inventory_namespace
+        .clone()
+        .map(|ns| (ns, args.inventory_mode));
     gwhub_hub::kube::Connected::new(client, options).await
 }
 

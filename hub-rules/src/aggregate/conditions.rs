@@ -9,7 +9,7 @@ use super::constants::{
     FRAGMENT_SEPARATOR, MORE_CLUSTERS, REASON_NOT_TRUE_IN_SOME, REASON_TRUE_IN_ALL,
 };
 use super::limits::{MAX_MESSAGE, char_len};
-use super::{ClusterReport, Freshness};
+use super::{Absence, ClusterReport, Freshness};
 
 /// The status/reason/message of one aggregated type, before bookkeeping
 /// (observedGeneration, lastTransitionTime) is added.
@@ -20,14 +20,26 @@ pub struct Summary {
     pub message: String,
 }
 
-/// Summarises `type_` over `reports` (already in cluster order).
-pub(crate) fn summarize(type_: &str, reports: &[ClusterReport<'_>]) -> Summary {
-    let mut fragments = Vec::new();
+/// Summarises `type_` over `reports` (already in cluster order) and the
+/// expected clusters that do not report (`absent`, in name order): each is
+/// a fragment of its own, in cluster order with the reports'.
+pub(crate) fn summarize_expected(
+    type_: &str,
+    reports: &[ClusterReport<'_>],
+    absent: &[(&str, Absence)],
+) -> Summary {
+    let mut named: Vec<(&str, String)> = Vec::new();
     for r in reports {
         if let Some(fragment) = fragment(type_, r) {
-            fragments.push(fragment);
+            named.push((r.cluster, fragment));
         }
     }
+    for (cluster, why) in absent {
+        named.push((cluster, absence_fragment(cluster, *why)));
+    }
+    // Stable: a cluster's own order is kept (there is one entry each).
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    let fragments: Vec<String> = named.into_iter().map(|(_, f)| f).collect();
     if fragments.is_empty() {
         let n = reports.len();
         let message = if n == 1 {
@@ -66,6 +78,14 @@ pub fn fragment(type_: &str, r: &ClusterReport<'_>) -> Option<String> {
             Some(format!("{cluster} {type_} is {} ({})", c.status, c.reason))
         }
         Some(c) => Some(format!("{cluster} {}", c.message)),
+    }
+}
+
+/// The fragment of an expected cluster that does not report the Gateway.
+pub fn absence_fragment(cluster: &str, why: Absence) -> String {
+    match why {
+        Absence::NeverReported => format!("{cluster} never reported"),
+        Absence::GatewayAbsent => format!("{cluster} does not report this Gateway"),
     }
 }
 

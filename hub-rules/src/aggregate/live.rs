@@ -29,6 +29,12 @@ pub struct LiveHub {
     pub owns_addresses: bool,
     /// Whether `gwhub` owns entries of `status.listeners`.
     pub owns_listeners: bool,
+    /// The `gwhub.io/expected-clusters` annotation (a label selector over
+    /// the fleet inventory), if set.
+    pub expected_clusters: Option<String>,
+    /// The `gwhub.io/placement` annotation (a PlacementDecision in the hub
+    /// Gateway's namespace, by name or decision key), if set.
+    pub placement: Option<String>,
 }
 
 impl LiveHub {
@@ -60,6 +66,8 @@ impl LiveHub {
             others,
             owns_addresses,
             owns_listeners,
+            expected_clusters: annotation(gw, crate::inventory::EXPECTED_CLUSTERS_ANNOTATION),
+            placement: annotation(gw, crate::inventory::PLACEMENT_ANNOTATION),
         }
     }
 
@@ -82,6 +90,10 @@ impl LiveHub {
             foreign,
         }
     }
+}
+
+fn annotation(gw: &Gateway, key: &str) -> Option<String> {
+    gw.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
 /// The condition types a managedFields entry's fieldsV1 holds under

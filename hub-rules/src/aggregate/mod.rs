@@ -144,6 +144,59 @@ pub enum AggregateError {
     HostnameAddressType(String),
 }
 
+/// Why an expected cluster does not report the Gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absence {
+    /// The hub never heard of the cluster (no stream, nothing stored).
+    NeverReported,
+    /// The cluster is known to the hub but does not report this Gateway.
+    GatewayAbsent,
+}
+
+/// A cluster the hub Gateway expects (see [`Expectation`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedCluster {
+    pub name: String,
+    /// Whether the hub knows the cluster (connected now or before, or its
+    /// report stored): decides the fragment when it does not report the
+    /// Gateway.
+    pub known: bool,
+}
+
+impl ExpectedCluster {
+    fn absence(&self) -> Absence {
+        match self.known {
+            true => Absence::GatewayAbsent,
+            false => Absence::NeverReported,
+        }
+    }
+}
+
+/// What a hub Gateway expects of the fleet (`gwhub.io/expected-clusters`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expectation {
+    /// These clusters (any order; a name twice counts once).
+    Clusters(Vec<ExpectedCluster>),
+    /// The expectation cannot be read (an invalid selector): the problem,
+    /// named in the hub's own condition.
+    Invalid(String),
+}
+
+/// The expected clusters that do not report, with why, in name order.
+fn missing<'a>(
+    expected: &'a [ExpectedCluster],
+    reports: &[ClusterReport<'_>],
+) -> Vec<(&'a str, Absence)> {
+    let mut out: Vec<(&str, Absence)> = expected
+        .iter()
+        .filter(|e| !reports.iter().any(|r| r.cluster == e.name))
+        .map(|e| (e.name.as_str(), e.absence()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(b.0));
+    out.dedup_by(|a, b| a.0 == b.0);
+    out
+}
+
 /// Aggregates the reports of a hub Gateway's clusters into its status.
 ///
 /// `reports` may come in any order; a cluster named twice is an error.
@@ -153,12 +206,38 @@ pub fn aggregate(
     options: &Options,
     now: Timestamp,
 ) -> Result<Aggregation, AggregateError> {
+    aggregate_expected(hub, reports, None, options, now)
+}
+
+/// [`aggregate`] for a hub Gateway that expects clusters: each expected
+/// cluster that does not report counts as not True for every aggregated
+/// type (`<cluster> never reported`, `<cluster> does not report this
+/// Gateway`), and the hub's own condition counts `N of M expected
+/// clusters` and names the missing ones. With `None`, exactly
+/// [`aggregate`].
+pub fn aggregate_expected(
+    hub: &HubGateway,
+    reports: &[ClusterReport<'_>],
+    expectation: Option<&Expectation>,
+    options: &Options,
+    now: Timestamp,
+) -> Result<Aggregation, AggregateError> {
     let mut reports = reports.to_vec();
     reports.sort_by(|a, b| a.cluster.cmp(b.cluster));
     if let Some(w) = reports.windows(2).find(|w| w[0].cluster == w[1].cluster) {
         return Err(AggregateError::DuplicateCluster(w[0].cluster.to_owned()));
     }
     let reports = &reports[..];
+    let (expected, absent, invalid) = match expectation {
+        None => (None, Vec::new(), None),
+        Some(Expectation::Clusters(e)) => {
+            let mut names: Vec<&str> = e.iter().map(|c| c.name.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            (Some(names.len()), missing(e, reports), None)
+        }
+        Some(Expectation::Invalid(why)) => (None, Vec::new(), Some(why.clone())),
+    };
     let mut omissions = Omissions::default();
 
     // Gateway-level condition types; invalid ones cannot be written.
@@ -242,7 +321,7 @@ pub fn aggregate(
     let generation = hub.generation.max(0);
     let mut out_conditions = Vec::with_capacity(kept.len() + foreign.len() + 1);
     for t in kept {
-        let s = conditions::summarize(t, reports);
+        let s = conditions::summarize_expected(t, reports, &absent);
         out_conditions.push(conditions::to_condition(
             t,
             s.status,
@@ -253,9 +332,17 @@ pub fn aggregate(
             now,
         ));
     }
-    let fragments = omissions.fragments();
+    let mut fragments = omissions.fragments();
+    if let Some(why) = invalid {
+        fragments.insert(0, why);
+    }
+    let absent: Vec<String> = absent
+        .iter()
+        .map(|(c, why)| conditions::absence_fragment(c, *why))
+        .collect();
     let (status, reason, message) = if reports.is_empty() {
         let mut all = vec!["No cluster reports this Gateway".to_owned()];
+        all.extend(absent);
         all.extend(fragments);
         (
             "False",
@@ -267,6 +354,18 @@ pub fn aggregate(
             "False",
             REASON_VALIDATION_FAILED,
             conditions::cap_join(&fragments, MORE_PROBLEMS),
+        )
+    } else if let Some(m) = expected {
+        let n = m - absent.len();
+        let noun = if m == 1 { "cluster" } else { "clusters" };
+        let mut all = vec![format!(
+            "Aggregated the status of {n} of {m} expected {noun}"
+        )];
+        all.extend(absent);
+        (
+            "True",
+            REASON_AGGREGATED,
+            conditions::cap_join(&all, MORE_CLUSTERS),
         )
     } else {
         let n = reports.len();

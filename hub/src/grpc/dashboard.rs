@@ -391,16 +391,22 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         let permit = self.admit(&request)?;
         let clusters = self
             .index
-            .clusters()
+            .listed_clusters()
             .into_iter()
-            .map(|c| v1::ClusterInfo {
-                name: c.name,
-                connected: c.connected,
-                stale: c.stale,
-                last_report_time: millis_to_secs(c.last_report_millis),
-                gateway_count: u32::try_from(c.gateway_count).unwrap_or(u32::MAX),
-                last_seen_time: millis_to_secs(c.last_seen_millis),
-                agent_version: c.agent_version,
+            .map(|l| {
+                let c = l.summary;
+                v1::ClusterInfo {
+                    name: c.name,
+                    connected: c.connected,
+                    stale: c.stale,
+                    last_report_time: millis_to_secs(c.last_report_millis),
+                    gateway_count: u32::try_from(c.gateway_count).unwrap_or(u32::MAX),
+                    last_seen_time: millis_to_secs(c.last_seen_millis),
+                    agent_version: c.agent_version,
+                    in_inventory: l.in_inventory,
+                    never_connected: l.never_connected,
+                    outside_inventory: l.outside_inventory,
+                }
             })
             .collect();
         Ok(self.answer(v1::ListClustersResponse { clusters }, permit))

@@ -240,9 +240,27 @@ fn shutting_down() -> Status {
     Status::unavailable("the hub is shutting down; reconnect")
 }
 
-/// How a stream a newer one for its cluster took over ends.
+/// How a stream a newer one for its cluster took over ends (or one whose
+/// cluster left the fleet inventory).
 fn superseded(session: &Session) -> Status {
+    if session.removed() {
+        return Status::permission_denied(crate::index::removed_message(session));
+    }
     Status::aborted(crate::index::Superseded(session.cluster().to_owned()).to_string())
+}
+
+/// A refused connection's status: a stranger to the inventory is denied;
+/// an inventory not loaded yet or a full hub asks the agent to come back.
+fn refused(e: crate::index::ConnectError) -> Status {
+    use crate::index::ConnectError;
+    use gwhub_hub_rules::inventory::Refusal;
+    match e {
+        ConnectError::TooMany(e) => Status::resource_exhausted(e.to_string()),
+        ConnectError::Inventory(e @ Refusal::NotLoaded { .. }) => {
+            Status::unavailable(e.to_string())
+        }
+        ConnectError::Inventory(e) => Status::permission_denied(e.to_string()),
+    }
 }
 
 /// The one cluster-name rule, the same an mTLS certificate's name meets.
@@ -380,7 +398,7 @@ impl AgentStream {
         let session = self
             .index
             .connect(&cluster, &hello.agent_version)
-            .map_err(|e| Status::resource_exhausted(e.to_string()))?;
+            .map_err(refused)?;
         tracing::info!(
             cluster,
             agent_version = hello.agent_version,

@@ -48,6 +48,9 @@ pub(crate) fn build_view(
         omissions: Vec::new(),
         revision: 0,
         omissions_unchanged: true,
+        // Set by the aggregation pass, which knows the expectation.
+        missing_clusters: Vec::new(),
+        unexpected_clusters: Vec::new(),
     };
     let omissions = match unchanged {
         Some(o) => o.omissions.clone(),
@@ -83,6 +86,7 @@ pub(crate) fn build_view(
         foreign,
         not_ready,
         cells,
+        missing: Vec::new(),
         aggregated_with: Mutex::new(live),
     }
 }

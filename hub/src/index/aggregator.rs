@@ -147,6 +147,10 @@ impl Index {
             let live = self.inner.live.lock();
             inputs.iter().map(|(k, _)| live.get(k).cloned()).collect()
         };
+        let expectations = {
+            let keys: Vec<&GatewayKey> = inputs.iter().map(|(k, _)| k).collect();
+            self.expectations(&keys, &lives)
+        };
         let now = Timestamp::now();
         // Only this pass (see `aggregating`) changes the views, so what it
         // reads here stays current until it publishes.
@@ -155,7 +159,9 @@ impl Index {
             inputs.iter().map(|(k, _)| views.get(k).cloned()).collect()
         };
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
-        for (((key, shared), live), old) in inputs.into_iter().zip(lives).zip(olds) {
+        for ((((key, shared), live), old), expectation) in
+            inputs.into_iter().zip(lives).zip(olds).zip(expectations)
+        {
             let old = old.as_ref();
             if shared.is_empty() && live.is_none() {
                 self.record_history(&key, None, now.as_millisecond());
@@ -176,16 +182,21 @@ impl Index {
                     foreign: Vec::new(),
                 },
             };
-            let aggregation =
-                match crate::aggregate::aggregate(&hub, &reports, &self.inner.options, now) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // The fleet holds one report per cluster, so this
-                        // cannot happen; keep the last good view.
-                        tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                        continue;
-                    }
-                };
+            let aggregation = match crate::aggregate::aggregate_expected(
+                &hub,
+                &reports,
+                expectation.as_ref(),
+                &self.inner.options,
+                now,
+            ) {
+                Ok(a) => a,
+                Err(e) => {
+                    // The fleet holds one report per cluster, so this
+                    // cannot happen; keep the last good view.
+                    tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                    continue;
+                }
+            };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
             drop(reports);
             if shared.is_empty() {
@@ -198,7 +209,11 @@ impl Index {
                 self.record_history(&key, Some(&conditions), now.as_millisecond());
             }
             let cells = super::cells(&shared);
+            let (missing, unexpected) =
+                super::inventory::missing_and_unexpected(expectation.as_ref(), &shared);
             if let Some(old) = old
+                && old.lean.missing_clusters == missing
+                && old.lean.unexpected_clusters == unexpected
                 && old.aggregation.status == aggregation.status
                 && old.same_omissions(&aggregation.omissions)
                 && old.cells == cells
@@ -219,7 +234,7 @@ impl Index {
                 continue;
             }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();
-            let view = build_view(
+            let mut view = build_view(
                 key.clone(),
                 aggregation,
                 foreign,
@@ -228,6 +243,9 @@ impl Index {
                 old.map(|v| &**v),
                 live,
             );
+            view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
+            view.lean.missing_clusters = missing;
+            view.lean.unexpected_clusters = unexpected;
             results.push((key, Some(view)));
         }
         if results.is_empty() {

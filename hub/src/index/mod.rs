@@ -37,8 +37,11 @@ use crate::history;
 use crate::listing::Health;
 
 mod aggregator;
+mod inventory;
 mod reports;
 mod sessions;
+
+pub use inventory::{Labels, ListedCluster, removed_message};
 
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
@@ -76,6 +79,9 @@ pub struct GatewayView {
     /// Each reporting cluster's own report in one word, in cluster order
     /// (the web page's fleet overview).
     pub cells: Vec<Cell>,
+    /// The expected clusters that do not report it, in name order (as in
+    /// `lean.missing_clusters`; for the cluster filter).
+    pub missing: Vec<String>,
     /// The live hub Gateway this aggregation was made from (the same `Arc`
     /// as [`Index::live_hub`] while that is current); a later live object
     /// that aggregates the same updates it without a new view.
@@ -114,6 +120,7 @@ impl GatewayView {
         crate::listing::Facts {
             namespace: &self.key.namespace,
             clusters: &self.lean.clusters,
+            missing: &self.missing,
             not_ready: self.not_ready,
         }
     }
@@ -188,6 +195,8 @@ struct ClusterLive {
     /// Encoded bytes of the cluster's report, as its stream counted them
     /// against `--max-cluster-report-bytes`.
     report_bytes: AtomicU64,
+    /// The inventory namespace it left (its ClusterProfile was deleted).
+    removed_from: Mutex<Option<String>>,
 }
 
 impl ClusterLive {
@@ -205,6 +214,7 @@ impl ClusterLive {
             agent_version: Mutex::new(String::new()),
             report_rev: AtomicU64::new(0),
             report_bytes: AtomicU64::new(0),
+            removed_from: Mutex::new(None),
         }
     }
 }
@@ -250,6 +260,16 @@ impl Session {
 pub struct TooManyClusters {
     pub cluster: String,
     pub max: usize,
+}
+
+/// Why a stream's cluster may not connect.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    TooMany(#[from] TooManyClusters),
+    /// The fleet inventory refuses it (or is not loaded yet).
+    #[error(transparent)]
+    Inventory(#[from] gwhub_hub_rules::inventory::Refusal),
 }
 
 /// A newer stream for the same cluster took over; the older one must end.
@@ -398,6 +418,12 @@ struct Inner {
     /// earliest change not yet written (unix milliseconds; taken alone;
     /// dropped when an aggregation changes nothing).
     observed: Mutex<BTreeMap<GatewayKey, i64>>,
+    /// The fleet inventory (`--inventory-namespace`), if any; taken alone
+    /// or inside the clusters lock, never around another lock.
+    inventory: RwLock<Option<gwhub_hub_rules::inventory::Inventory>>,
+    /// The PlacementDecisions by (namespace, name), once watched; `None`
+    /// while they are not (no CRD). Taken alone.
+    placements: RwLock<Option<BTreeMap<(String, String), gwhub_hub_rules::inventory::Placement>>>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -435,6 +461,8 @@ impl Index {
                 history: Mutex::new(BTreeMap::new()),
                 history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
                 observed: Mutex::new(BTreeMap::new()),
+                inventory: RwLock::new(None),
+                placements: RwLock::new(None),
             }),
         }
     }

@@ -109,6 +109,16 @@ impl Index {
         last_seen_millis: i64,
     ) -> bool {
         let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
+        if !self.may_import(cluster) {
+            // It left while no hub saw it (or before this one listed the
+            // inventory): its stored report goes, as a removed cluster's.
+            tracing::debug!(
+                cluster,
+                "stored report not imported and deleted: the cluster is not in the fleet inventory"
+            );
+            let _ = self.inner.pruned.send(cluster.to_owned());
+            return false;
+        }
         let mut clusters = self.inner.clusters.lock();
         // A cluster first heard of from the store (a restart) is not news.
         let known = clusters.contains_key(cluster);
@@ -166,6 +176,9 @@ impl Index {
         drop(fleet);
         drop(clusters);
         self.mark_dirty(affected);
+        if !known {
+            self.expectations_changed();
+        }
         match (was_stale, stale) {
             (false, true) if known => self.transition(ClusterTransition::Stale {
                 cluster: cluster.to_owned(),
@@ -201,6 +214,7 @@ impl Index {
         drop(clusters);
         tracing::info!(cluster, "cluster deregistered");
         self.mark_dirty(affected);
+        self.expectations_changed();
         true
     }
 

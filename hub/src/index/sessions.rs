@@ -33,7 +33,9 @@ impl Index {
     /// Registers a new stream for `cluster`, superseding any older one. The
     /// cluster's reports stay as they are until its next snapshot, so a
     /// reconnect does not flap the aggregate.
-    pub fn connect(&self, cluster: &str, agent_version: &str) -> Result<Session, TooManyClusters> {
+    /// With a fleet inventory, a cluster outside it is refused (or, with
+    /// `--inventory-mode=observe`, admitted and flagged).
+    pub fn connect(&self, cluster: &str, agent_version: &str) -> Result<Session, ConnectError> {
         // Under the clusters lock, like `disconnect`: an older stream's
         // disconnect cannot land between taking over and marking connected.
         // The session slot is taken under the fleet lock, which the older
@@ -41,13 +43,23 @@ impl Index {
         // of them lands after this.
         let session = {
             let mut clusters = self.inner.clusters.lock();
+            // Under the clusters lock: a leave cannot land between the check
+            // and the connection.
+            if self.admit(cluster)? {
+                tracing::warn!(
+                    cluster,
+                    "agent outside the fleet inventory admitted (--inventory-mode=observe)"
+                );
+            }
             let max = self.inner.max_clusters.load(Ordering::Relaxed);
-            if !clusters.contains_key(cluster) && clusters.len() >= max {
+            let new = !clusters.contains_key(cluster);
+            if new && clusters.len() >= max {
                 Counters::bump(&self.inner.counters.refused_clusters);
                 return Err(TooManyClusters {
                     cluster: cluster.to_owned(),
                     max,
-                });
+                }
+                .into());
             }
             let live = clusters
                 .entry(cluster.to_owned())
@@ -63,8 +75,12 @@ impl Index {
                 (slot.id, cancel)
             };
             live.connected.store(true, Ordering::SeqCst);
-            Session { live, id, cancel }
+            (Session { live, id, cancel }, new)
         };
+        let (session, new) = session;
+        if new {
+            self.expectations_changed();
+        }
         *session.live.agent_version.lock() = agent_version.to_owned();
         self.touch(&session);
         Ok(session)

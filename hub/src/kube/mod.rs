@@ -10,10 +10,15 @@
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
-//!   reports again.
+//!   reports again;
+//! - [`inventory`]: the fleet inventory, the ClusterProfiles of
+//!   `--inventory-namespace` (who may stream, which clusters a hub Gateway
+//!   expects, who leaves), and the PlacementDecisions of
+//!   `gwhub.io/placement`.
 
 pub mod budget;
 pub mod events;
+pub mod inventory;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
@@ -57,6 +62,9 @@ pub struct KubeOptions {
     pub api_qps: f64,
     /// API writes that may go at once before `api_qps` applies.
     pub api_burst: u32,
+    /// `--inventory-namespace` and `--inventory-mode`: the fleet is the
+    /// ClusterProfiles there; `None`: any cluster may report (as before).
+    pub inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
 }
 
 impl KubeOptions {
@@ -68,6 +76,7 @@ impl KubeOptions {
             debounce: Duration::from_millis(50),
             api_qps: budget::DEFAULT_QPS,
             api_burst: budget::DEFAULT_BURST,
+            inventory: None,
         }
     }
 }
@@ -83,6 +92,17 @@ pub enum KubeError {
         namespace: String,
         source: kube::Error,
     },
+    #[error(
+        "cannot list ClusterProfiles in namespace {namespace:?} ({source}); are the ClusterProfile CRDs (multicluster.x-k8s.io) installed and may the hub read them?"
+    )]
+    Inventory {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error(
+        "cannot list PlacementDecisions ({source}); may the hub read them (manifests/hub/rbac.yaml)?"
+    )]
+    Placements { source: kube::Error },
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -122,6 +142,8 @@ pub struct KubeHub {
 pub struct Connected {
     pub client: Client,
     pub options: KubeOptions,
+    /// Whether the PlacementDecision CRD is served (with an inventory).
+    placements: bool,
 }
 
 impl Connected {
@@ -135,7 +157,48 @@ impl Connected {
                 namespace: options.namespace.clone(),
                 source,
             })?;
-        Ok(Connected { client, options })
+        if let Some((namespace, _)) = &options.inventory {
+            let api: Api<gwhub_hub_rules::inventory::ClusterProfile> =
+                Api::namespaced(client.clone(), namespace);
+            api.list(&ListParams::default().limit(1))
+                .await
+                .map_err(|source| KubeError::Inventory {
+                    namespace: namespace.clone(),
+                    source,
+                })?;
+        }
+        let placements = match &options.inventory {
+            None => false,
+            Some(_) => {
+                let api: Api<gwhub_hub_rules::inventory::PlacementDecision> =
+                    match &options.gateway_namespace {
+                        Some(ns) => Api::namespaced(client.clone(), ns),
+                        None => Api::all(client.clone()),
+                    };
+                match api.list(&ListParams::default().limit(1)).await {
+                    Ok(_) => true,
+                    // No CRD: no placements (gwhub.io/placement says so).
+                    Err(kube::Error::Api(s)) if s.code == 404 => {
+                        tracing::info!(
+                            "the PlacementDecision CRD (multicluster.x-k8s.io) is not installed: gwhub.io/placement is not available"
+                        );
+                        false
+                    }
+                    Err(source) => return Err(KubeError::Placements { source }),
+                }
+            }
+        };
+        Ok(Connected {
+            client,
+            options,
+            placements,
+        })
+    }
+
+    /// The fleet inventory the hub must start with, for
+    /// [`Hub::start_with_inventory`] (so no agent streams before it holds).
+    pub fn inventory(&self) -> Option<(String, gwhub_hub_rules::inventory::Mode)> {
+        self.options.inventory.clone()
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -143,7 +206,11 @@ impl Connected {
     /// to this process yet (a live report is newer), and status is written
     /// only once they and the hub Gateways are loaded.
     pub fn attach(self, hub: Hub) -> KubeHub {
-        let Connected { client, options } = self;
+        let Connected {
+            client,
+            options,
+            placements,
+        } = self;
         let index = hub.index.clone();
         let stale_after = index.stale_after();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
@@ -203,11 +270,45 @@ impl Connected {
             shutdown.clone(),
         ));
 
+        let (inventory_tx, mut inventory_synced) = watch::channel(options.inventory.is_none());
+        if let Some((namespace, mode)) = &options.inventory {
+            if index.inventory_namespace().as_deref() != Some(namespace.as_str()) {
+                index.set_inventory(namespace, *mode);
+            }
+            tasks.spawn(inventory::run_inventory_watch(
+                Api::namespaced(client.clone(), namespace),
+                index.clone(),
+                inventory_tx,
+                shutdown.clone(),
+            ));
+        } else {
+            drop(inventory_tx);
+        }
+        let (placements_tx, mut placements_synced) = watch::channel(!placements);
+        if placements {
+            let api = match &options.gateway_namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            tasks.spawn(inventory::run_placement_watch(
+                api,
+                index.clone(),
+                placements_tx,
+                shutdown.clone(),
+            ));
+        } else {
+            drop(placements_tx);
+        }
+
         let (ready_tx, ready) = watch::channel(false);
         let stop = shutdown.clone();
         tasks.spawn(async move {
+            // Status is written only with the expected clusters known.
             let both = async {
-                restored.wait_for(|r| *r).await.is_ok() && synced.wait_for(|s| *s).await.is_ok()
+                restored.wait_for(|r| *r).await.is_ok()
+                    && synced.wait_for(|s| *s).await.is_ok()
+                    && inventory_synced.wait_for(|s| *s).await.is_ok()
+                    && placements_synced.wait_for(|s| *s).await.is_ok()
             };
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -278,7 +379,7 @@ impl KubeHub {
         client: Client,
     ) -> Result<KubeHub, KubeError> {
         let connected = Connected::new(client, options).await?;
-        let hub = Hub::start(config).await?;
+        let hub = Hub::start_with_inventory(config, None, connected.inventory()).await?;
         Ok(connected.attach(hub))
     }
 

@@ -65,7 +65,7 @@ use gwhub_hub_rules::web_host::WebHosts;
 use crate::aggregate::GatewayKey;
 use crate::budget::{Budgets, Counters, DashboardCalls};
 use crate::grpc::dashboard::{diff, transition_to_proto};
-use crate::index::{ClusterSummary, GatewayView, Index};
+use crate::index::{GatewayView, Index, ListedCluster};
 use crate::listing::Filter;
 use crate::tls::DashboardAuth;
 
@@ -318,7 +318,7 @@ impl State {
             .cloned()
             .collect();
         json!({
-            "clusters": clusters_json(&self.index.clusters()),
+            "clusters": clusters_json(&self.index.listed_clusters()),
             "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
             "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
         })
@@ -404,7 +404,7 @@ impl State {
                     false,
                     &filter,
                 );
-                let clusters = clusters_json(&state.index.clusters());
+                let clusters = clusters_json(&state.index.listed_clusters());
                 let event = if snapshot || !d.is_empty() || clusters != last_clusters {
                     let gateways: Vec<Value> =
                         d.upserted.iter().map(|(v, _)| row_json(v)).collect();
@@ -505,17 +505,21 @@ pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -
     v
 }
 
-/// The clusters as the page shows them.
-pub fn clusters_json(clusters: &[ClusterSummary]) -> Value {
+/// The clusters as the page shows them (the fleet inventory's silent ones
+/// as never connected, strangers to it flagged).
+pub fn clusters_json(clusters: &[ListedCluster]) -> Value {
     clusters
         .iter()
-        .map(|c| {
+        .map(|l| {
+            let c = &l.summary;
             json!({
                 "name": c.name,
                 "connected": c.connected,
                 "stale": c.stale,
                 "gatewayCount": c.gateway_count,
                 "lastSeenMillis": c.last_seen_millis,
+                "neverConnected": l.never_connected,
+                "outsideInventory": l.outside_inventory,
             })
         })
         .collect()
@@ -534,7 +538,18 @@ pub fn row_json(v: &GatewayView) -> Value {
         "cells": v.cells.iter().map(|c| json!({
             "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
         })).collect::<Vec<_>>(),
+        "missing": missing_json(v),
     })
+}
+
+/// The expected clusters that do not report the Gateway (a cell state of
+/// their own on the page).
+fn missing_json(v: &GatewayView) -> Value {
+    v.lean
+        .missing_clusters
+        .iter()
+        .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
+        .collect()
 }
 
 /// One hub Gateway as its details show it: [`row_json`] plus the
@@ -549,6 +564,7 @@ pub fn gateway_json(v: &GatewayView) -> Value {
         "cells": v.cells.iter().map(|c| json!({
             "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
         })).collect::<Vec<_>>(),
+        "missing": missing_json(v),
         "status": serde_json::to_value(&v.aggregation.status).unwrap_or(Value::Null),
         "omissions": v.omissions.iter().map(|o| json!({
             "cluster": o.cluster, "item": o.item, "names": o.names,

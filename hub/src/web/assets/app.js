@@ -6,7 +6,7 @@
 
 const TOKEN_COOKIE = 'gwhub_token';
 const state = {
-  clusters: [],          // [{name, connected, stale, gatewayCount, lastSeenMillis}]
+  clusters: [],          // [{name, connected, stale, gatewayCount, lastSeenMillis, neverConnected, outsideInventory}]
   gateways: new Map(),   // "ns/name" -> gateway JSON
   namespaces: new Set(),
   selected: null,        // "ns/name"
@@ -180,7 +180,8 @@ function visibleClusters() {
 }
 
 function columnKey() {
-  return visibleClusters().map((c) => c.name + (c.stale ? '!' : '') + (c.connected ? '' : '~')).join(',');
+  return visibleClusters().map((c) => c.name + (c.stale ? '!' : '') + (c.connected ? '' : '~')
+    + (c.neverConnected ? '?' : '') + (c.outsideInventory ? '^' : '')).join(',');
 }
 
 function render() {
@@ -190,10 +191,14 @@ function render() {
   head.appendChild(el('th', 'gw', 'Hub Gateway'));
   head.appendChild(el('th', null, 'Aggregated'));
   for (const c of visibleClusters()) {
-    const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected'),
-      c.name + (c.stale ? ' (stale)' : ''));
+    const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected')
+      + (c.neverConnected ? ' never-connected' : '') + (c.outsideInventory ? ' outside-inventory' : ''),
+      c.name + (c.stale ? ' (stale)' : '') + (c.neverConnected ? ' (never connected)' : '')
+      + (c.outsideInventory ? ' (outside inventory)' : ''));
     th.dataset.cluster = c.name;
     th.title = printable(c.name) + ': ' + (c.stale ? 'STALE, no report or heartbeat within --stale-after; ' : '')
+      + (c.neverConnected ? 'in the fleet inventory, NEVER CONNECTED; ' : '')
+      + (c.outsideInventory ? 'NOT in the fleet inventory; ' : '')
       + (c.connected ? 'agent connected' : 'agent not connected') + ', ' + c.gatewayCount + ' Gateways';
     head.appendChild(th);
   }
@@ -227,14 +232,21 @@ function row(g) {
   agg.appendChild(el('span', 'badge ' + (g.notReady ? 'not-ready' : 'ready'), g.notReady ? 'not ready' : 'ready'));
   tr.appendChild(agg);
   const cells = new Map(g.cells.map((c) => [c.cluster, c]));
+  const expected = new Map((g.missing || []).map((m) => [m.cluster, m]));
   for (const c of visibleClusters()) {
     const cell = cells.get(c.name);
-    const td = el('td', 'cell ' + (cell ? cell.health : 'missing') + (cell && cell.stale ? ' stale' : ''));
+    const gone = !cell && expected.get(c.name);
+    const td = el('td', 'cell ' + (cell ? cell.health : gone ? 'expected-missing' : 'missing')
+      + (cell && cell.stale ? ' stale' : ''));
     td.dataset.cluster = c.name;
     if (cell) {
       td.dataset.health = cell.health;
       if (cell.stale) td.textContent = 'S';
       td.title = printable(c.name) + ': ' + cell.health.replace('-', ' ') + (cell.stale ? ' (STALE report)' : '');
+    } else if (gone) {
+      td.textContent = '!';
+      td.title = printable(c.name) + (gone.neverReported ? ' is expected and NEVER REPORTED'
+        : ' is expected but does NOT REPORT this Gateway');
     } else {
       td.textContent = '\u2013';
       td.title = printable(c.name) + ' does not report this Gateway';
