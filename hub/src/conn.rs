@@ -521,33 +521,9 @@ fn wrap(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_address_holds_at_most_its_share() {
-        let per = PerAddress::new(2);
-        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
-        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
-        let a1 = per.try_take(a).unwrap();
-        let _a2 = per.try_take(a).unwrap();
-        assert!(per.try_take(a).is_none());
-        let _b1 = per.try_take(b).unwrap();
-        drop(a1);
-        let _a3 = per.try_take(a).unwrap();
-        assert!(per.try_take(a).is_none());
-        drop((_a2, _a3, _b1));
-        assert!(
-            per.lock().is_empty(),
-            "addresses with none open are forgotten"
-        );
-    }
-}
-
 /// A hub connection: plaintext, or TLS from the hub's own handshake.
 pub enum HubIo {
-    Plain(Conn),
+    Plain(Box<Conn>),
     Tls(Box<tokio_rustls::server::TlsStream<Conn>>),
 }
 
@@ -569,7 +545,7 @@ impl AsyncRead for HubIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            HubIo::Plain(c) => Pin::new(c).poll_read(cx, buf),
+            HubIo::Plain(c) => Pin::new(c.as_mut()).poll_read(cx, buf),
             HubIo::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
         }
     }
@@ -582,7 +558,7 @@ impl AsyncWrite for HubIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            HubIo::Plain(c) => Pin::new(c).poll_write(cx, buf),
+            HubIo::Plain(c) => Pin::new(c.as_mut()).poll_write(cx, buf),
             HubIo::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
         }
     }
@@ -593,7 +569,7 @@ impl AsyncWrite for HubIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            HubIo::Plain(c) => Pin::new(c).poll_write_vectored(cx, bufs),
+            HubIo::Plain(c) => Pin::new(c.as_mut()).poll_write_vectored(cx, bufs),
             HubIo::Tls(t) => Pin::new(t.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
@@ -607,14 +583,14 @@ impl AsyncWrite for HubIo {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            HubIo::Plain(c) => Pin::new(c).poll_flush(cx),
+            HubIo::Plain(c) => Pin::new(c.as_mut()).poll_flush(cx),
             HubIo::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            HubIo::Plain(c) => Pin::new(c).poll_shutdown(cx),
+            HubIo::Plain(c) => Pin::new(c.as_mut()).poll_shutdown(cx),
             HubIo::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
         }
     }
@@ -632,7 +608,7 @@ pub(crate) fn with_tls(
 ) -> Pin<Box<dyn Stream<Item = Result<HubIo, io::Error>> + Send>> {
     use futures::StreamExt;
     let Some(tls) = tls else {
-        return Box::pin(incoming.map(|c| c.map(HubIo::Plain)));
+        return Box::pin(incoming.map(|c| c.map(|c| HubIo::Plain(Box::new(c)))));
     };
     let state = (Box::pin(incoming), tokio::task::JoinSet::new(), false);
     Box::pin(futures::stream::unfold(
@@ -695,5 +671,29 @@ async fn handshake(
             tracing::debug!(listener = name, %remote, ?timeout, "TLS handshake timed out");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_address_holds_at_most_its_share() {
+        let per = PerAddress::new(2);
+        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
+        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
+        let a1 = per.try_take(a).unwrap();
+        let _a2 = per.try_take(a).unwrap();
+        assert!(per.try_take(a).is_none());
+        let _b1 = per.try_take(b).unwrap();
+        drop(a1);
+        let _a3 = per.try_take(a).unwrap();
+        assert!(per.try_take(a).is_none());
+        drop((_a2, _a3, _b1));
+        assert!(
+            per.lock().is_empty(),
+            "addresses with none open are forgotten"
+        );
     }
 }
