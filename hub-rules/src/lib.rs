@@ -7,7 +7,8 @@
 //! pages the Dashboard's lists and sums up a cluster's report in one word;
 //! [`history`] decides which condition changes are a hub Gateway's
 //! transitions and keeps the last ones in a bounded ring; [`web_host`]
-//! decides which `Host` the web page answers to.
+//! decides which `Host` the web page answers to; [`read_access`] keeps
+//! what Kubernetes RBAC lets each Dashboard reader see.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -18,6 +19,7 @@ pub mod aggregate;
 pub mod history;
 pub mod layout;
 pub mod listing;
+pub mod read_access;
 pub mod report;
 pub mod status_plan;
 pub mod store_queue;

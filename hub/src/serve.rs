@@ -162,6 +162,17 @@ impl Hub {
     /// Binds both listeners and starts serving; with `tls`, agents must
     /// present client certificates and are identified by them.
     pub async fn start_with_tls(config: HubConfig, tls: Option<HubTls>) -> Result<Hub, ServeError> {
+        Self::start_with_readers(config, tls, None).await
+    }
+
+    /// [`Self::start_with_tls`]; with `readers`, Dashboard and page readers
+    /// are authorized by Kubernetes RBAC (`--dashboard-auth=kubernetes`,
+    /// see [`crate::authz`]).
+    pub async fn start_with_readers(
+        config: HubConfig,
+        tls: Option<HubTls>,
+        readers: Option<std::sync::Arc<crate::authz::KubeReaders>>,
+    ) -> Result<Hub, ServeError> {
         let (ingest_listener, ingest_addr) = bind(config.listen).await?;
         let (dashboard_listener, dashboard_addr) = bind(config.dashboard_listen).await?;
         let web_listener = match config.web_listen {
@@ -210,13 +221,17 @@ impl Hub {
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::budget::DashboardCalls::new(budgets.max_dashboard_calls);
+        let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
+        if let Some(readers) = readers {
+            auth = auth.with_kubernetes(readers);
+        }
         let dashboard = DashboardService::with_budgets(
             index.clone(),
             shutdown_rx.clone(),
             budgets,
             dashboard_calls.clone(),
-        );
-        let auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
+        )
+        .with_auth(auth.clone());
 
         let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
         ingest_health
