@@ -36,6 +36,9 @@ use tonic::Status;
 /// A hash of a token: the caches' key.
 type TokenKey = u128;
 
+/// A token's user (`None`: not a valid token), or why it is not known.
+type UserAnswer = Result<Option<Arc<UserInfo>>, String>;
+
 /// The reviews and their caches; one per hub, shared by every reader.
 pub struct KubeReaders {
     tokens: Api<TokenReview>,
@@ -46,7 +49,7 @@ pub struct KubeReaders {
         std::collections::hash_map::RandomState,
         std::collections::hash_map::RandomState,
     ),
-    users: Mutex<Cache<TokenKey, Result<Option<Arc<UserInfo>>, String>>>,
+    users: Mutex<Cache<TokenKey, UserAnswer>>,
     /// Per token and namespace ("" for cluster-wide).
     decisions: Mutex<Cache<(TokenKey, String), Result<bool, String>>>,
 }

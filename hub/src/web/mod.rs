@@ -236,8 +236,8 @@ impl<B> Service<http::Request<B>> for WebService {
         let checked = state.clone().answer(&request);
         Box::pin(async move {
             let mut answer = match checked {
-                Ok(call) => state.api(call).await,
-                Err(answer) => answer,
+                Next::Api(call) => state.api(call).await,
+                Next::Done(answer) => answer,
             };
             if tls {
                 answer.headers_mut().insert(
@@ -260,6 +260,13 @@ fn host_of<B>(request: &http::Request<B>) -> Option<Result<&str, ()>> {
         .headers()
         .get(http::header::HOST)
         .map(|v| v.to_str().map_err(|_| ()))
+}
+
+/// What a request needs next: nothing (its answer), or its reader's
+/// authorization and an API answer.
+enum Next {
+    Done(Answer),
+    Api(ApiCall),
 }
 
 /// An `/api/` request that passed the checks needing no I/O: what the
@@ -310,7 +317,7 @@ impl State {
     }
 
     /// The answer, or the API call to make (after authorizing its reader).
-    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Result<ApiCall, Answer> {
+    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Next {
         use http::StatusCode as S;
         let host = host_of(request);
         let allowed = match host {
@@ -323,7 +330,7 @@ impl State {
                 Some(Ok(h)) => quote_client_input(h),
                 _ => "that is not text".to_owned(),
             };
-            return Err(error(
+            return Next::Done(error(
                 S::MISDIRECTED_REQUEST,
                 format!(
                     "this hub's page does not answer to Host {named}: open it by a loopback name, an IP address or a name given with --web-host"
@@ -331,34 +338,36 @@ impl State {
             ));
         }
         if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
-            return Err(error(
+            return Next::Done(error(
                 S::METHOD_NOT_ALLOWED,
                 "the page is read-only: GET only",
             ));
         }
         let path = request.uri().path();
         match path {
-            "/" | "/index.html" => return Err(full(S::OK, "text/html; charset=utf-8", INDEX_HTML)),
-            "/app.js" => return Err(full(S::OK, "text/javascript; charset=utf-8", APP_JS)),
-            "/style.css" => return Err(full(S::OK, "text/css; charset=utf-8", STYLE_CSS)),
+            "/" | "/index.html" => {
+                return Next::Done(full(S::OK, "text/html; charset=utf-8", INDEX_HTML));
+            }
+            "/app.js" => return Next::Done(full(S::OK, "text/javascript; charset=utf-8", APP_JS)),
+            "/style.css" => return Next::Done(full(S::OK, "text/css; charset=utf-8", STYLE_CSS)),
             _ => {}
         }
         if !path.starts_with("/api/") {
-            return Err(error(
+            return Next::Done(error(
                 S::NOT_FOUND,
                 format!("no page {}", quote_client_input(path)),
             ));
         }
         let token = token_of(request.headers());
         if !self.auth.accepts(token.as_deref()) {
-            return Err(error(
+            return Next::Done(error(
                 S::UNAUTHORIZED,
                 format!(
                     "the hub requires its Dashboard token: send `Authorization: Bearer <token>` or the cookie {TOKEN_COOKIE}"
                 ),
             ));
         }
-        Ok(ApiCall {
+        Next::Api(ApiCall {
             path: path.to_owned(),
             query: query(request.uri()),
             token: token.map(Cow::into_owned),
