@@ -165,11 +165,12 @@ async fn grant(admin: &Client) {
     .await;
 }
 
+/// Adds the reader's `authorization` header.
+type AddToken =
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
+
 type Dashboard = DashboardClient<
-    tonic::service::interceptor::InterceptedService<
-        tonic::transport::Channel,
-        Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>,
-    >,
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, AddToken>,
 >;
 
 /// A Dashboard client presenting `token` (none: no header).
@@ -180,9 +181,7 @@ async fn dashboard(addr: SocketAddr, token: Option<String>) -> Dashboard {
         .await
         .unwrap();
     let header: Option<MetadataValue<_>> = token.map(|t| format!("Bearer {t}").parse().unwrap());
-    let add: Box<
-        dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send,
-    > = Box::new(move |mut req: tonic::Request<()>| {
+    let add: AddToken = Box::new(move |mut req: tonic::Request<()>| {
         if let Some(h) = &header {
             req.metadata_mut().insert("authorization", h.clone());
         }
