@@ -22,7 +22,9 @@
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use futures::StreamExt;
 
 use gwhub_hub_rules::read_access::{self, Cache, MAX_CACHED, Outcome, Visibility};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
@@ -220,6 +222,9 @@ struct KubeReader {
     decided_at: Instant,
 }
 
+/// SubjectAccessReviews one reader has in flight at most.
+const REVIEWS_AT_ONCE: usize = 8;
+
 const NO_TOKEN: &str = "the hub authorizes readers with Kubernetes (--dashboard-auth=kubernetes): \
      send `authorization: Bearer <token>` with a Kubernetes token (gwhubctl takes it from the kubeconfig)";
 
@@ -284,7 +289,8 @@ impl Reader {
             .map(|k| k.decided_at + read_access::DECISION_TTL)
     }
 
-    /// Decides each of `namespaces` not decided yet.
+    /// Decides each of `namespaces` not decided yet, a few reviews at a
+    /// time (a reader's first look at a hub of many namespaces).
     pub async fn decide<'a>(
         &mut self,
         namespaces: impl IntoIterator<Item = &'a str>,
@@ -292,9 +298,20 @@ impl Reader {
         let Some(k) = self.kube.as_ref() else {
             return Ok(());
         };
-        for ns in self.visibility.undecided(namespaces) {
-            let ok = k.readers.allowed(k.key, &k.user, &ns).await?;
-            self.visibility.decide(&ns, ok);
+        let undecided = self.visibility.undecided(namespaces);
+        if undecided.is_empty() {
+            return Ok(());
+        }
+        let answers: Vec<(String, Result<bool, ReadError>)> = futures::stream::iter(undecided)
+            .map(|ns| async move {
+                let ok = k.readers.allowed(k.key, &k.user, &ns).await;
+                (ns, ok)
+            })
+            .buffer_unordered(REVIEWS_AT_ONCE)
+            .collect()
+            .await;
+        for (ns, ok) in answers {
+            self.visibility.decide(&ns, ok?);
         }
         Ok(())
     }
@@ -347,6 +364,3 @@ pub async fn until(at: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
-
-/// How often a watch's reader is re-checked, for the docs and tests.
-pub const RECHECK_EVERY: Duration = read_access::DECISION_TTL;

@@ -1,6 +1,10 @@
 //! `gwhub.v1.Dashboard`: read-only views of the index. Every read clones
 //! pre-encoded Gateways out of the current `watch` value; nothing waits on
 //! ingest.
+//!
+//! Each call's reader sees what [`crate::authz`] decides (with
+//! `--dashboard-auth=kubernetes`, the namespaces RBAC lets them read); the
+//! web page filters through the same [`authorize_listing`] and [`diff`].
 
 use std::collections::HashMap;
 use std::pin::Pin;
