@@ -23,6 +23,7 @@ use gwhub_proto::v1::{
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets, static_token};
 use gwhub_test_kit::install::install_hub;
 use gwhub_test_kit::kube_objects::apply;
+use gwhub_test_kit::procs::workspace_binary;
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -279,6 +280,41 @@ async fn web_get(addr: SocketAddr, path: &str, user: Option<&str>) -> (u16, Valu
     (code, serde_json::from_str(json).unwrap_or(Value::Null))
 }
 
+/// The first event of the page's event stream as `user`: its JSON.
+async fn web_snapshot(addr: SocketAddr, path: &str, user: &str) -> Value {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+            static_token(user)
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("the snapshot in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&text)
+        );
+        text.extend_from_slice(&buf[..n]);
+        let t = String::from_utf8_lossy(&text);
+        if let Some(at) = t.find("event: snapshot\ndata: ") {
+            let data = &t[at + "event: snapshot\ndata: ".len()..];
+            if let Some(end) = data.find("\n\n") {
+                return serde_json::from_str(&data[..end]).unwrap();
+            }
+        }
+    }
+}
+
 /// The watch's next message, in time.
 async fn next(
     s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
@@ -427,6 +463,49 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
     assert_eq!(code, 200);
     let (code, _) = web_get(web, "/api/events?namespace=team-b", Some(ONE)).await;
     assert_eq!(code, 403);
+    let events = web_snapshot(web, "/api/events", ONE).await;
+    assert_eq!(names(&events), ["team-a/gw-a"]);
+    assert_eq!(events["clusters"], json!([]));
+    let events = web_snapshot(web, "/api/events", ALL).await;
+    assert_eq!(names(&events).len(), 3);
+
+    // gwhubctl takes the reader's token from their kubeconfig.
+    let kubeconfig = fleet.dir.join("reader-one.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: r\n\
+             contexts: [{{name: r, context: {{cluster: c, user: one}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}]\n\
+             users: [{{name: one, user: {{token: {}}}}}]\n",
+            static_token(ONE)
+        ),
+    )
+    .unwrap();
+    let ctl = |what: &'static str| {
+        let mut c =
+            std::process::Command::new(workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN"));
+        c.args(["--server", &format!("http://{dash}")])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", what, "-o", "json"]);
+        // The hub runs on this test's runtime: run the client off it.
+        tokio::task::spawn_blocking(move || c.output().unwrap())
+    };
+    let o = ctl("gateways").await.unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("gw-a") && !out.contains("gw-b") && !out.contains("gw-c"),
+        "{out}"
+    );
+    let o = ctl("clusters").await.unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("PermissionDenied"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // A watch: filtered from the snapshot on, also as Gateways of new
     // namespaces (readable or not) appear.
