@@ -115,7 +115,7 @@ impl KubeReaders {
             },
             ..Default::default()
         };
-        let answer = self.tokens.create(&PostParams::default(), &review).await;
+        let answer = reviewed(self.tokens.create(&PostParams::default(), &review)).await;
         let (result, outcome) = match answer {
             Ok(r) => {
                 let status = r.status.unwrap_or_default();
@@ -126,11 +126,10 @@ impl KubeReaders {
                 (Ok(user), Outcome::Answered)
             }
             Err(e) => {
-                tracing::warn!(error = %gwhub_model::error_chain(&e), "TokenReview failed");
+                tracing::warn!(error = %e, "TokenReview failed");
                 (
                     Err(format!(
-                        "the hub cannot review the token with the Kubernetes API server: {}",
-                        gwhub_model::error_chain(&e)
+                        "the hub cannot review the token with the Kubernetes API server: {e}"
                     )),
                     Outcome::Failed,
                 )
@@ -181,15 +180,14 @@ impl KubeReaders {
             },
             ..Default::default()
         };
-        let answer = self.access.create(&PostParams::default(), &review).await;
+        let answer = reviewed(self.access.create(&PostParams::default(), &review)).await;
         let (result, outcome) = match answer {
             Ok(r) => (Ok(r.status.is_some_and(|s| s.allowed)), Outcome::Answered),
             Err(e) => {
-                tracing::warn!(error = %gwhub_model::error_chain(&e), namespace, "SubjectAccessReview failed");
+                tracing::warn!(error = %e, namespace, "SubjectAccessReview failed");
                 (
                     Err(format!(
-                        "the hub cannot ask the Kubernetes API server what the reader may read: {}",
-                        gwhub_model::error_chain(&e)
+                        "the hub cannot ask the Kubernetes API server what the reader may read: {e}"
                     )),
                     Outcome::Failed,
                 )
@@ -202,6 +200,18 @@ impl KubeReaders {
             Instant::now(),
         );
         result.map_err(ReadError::Unavailable)
+    }
+}
+
+/// How long a review may take: a reader waiting holds a Dashboard call
+/// slot, so a slow API server costs readers a refusal, not the budget.
+const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A review's answer, or a timeout as an error.
+async fn reviewed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
+    match tokio::time::timeout(REVIEW_TIMEOUT, call).await {
+        Ok(r) => r.map_err(|e| gwhub_model::error_chain(&e)),
+        Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
     }
 }
 
@@ -226,7 +236,8 @@ struct KubeReader {
 const REVIEWS_AT_ONCE: usize = 8;
 
 const NO_TOKEN: &str = "the hub authorizes readers with Kubernetes (--dashboard-auth=kubernetes): \
-     send `authorization: Bearer <token>` with a Kubernetes token (gwhubctl takes it from the kubeconfig)";
+     send `authorization: Bearer <token>` with your Kubernetes token (gwhubctl: --kubeconfig, \
+     --token or --token-file; over https:// it sends the kubeconfig's token by itself)";
 
 impl Reader {
     /// A reader who sees everything.
