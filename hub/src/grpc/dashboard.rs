@@ -558,3 +558,79 @@ pub fn transition_to_proto(t: history::Transition) -> v1::GatewayTransition {
         previous_reason,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+
+    use super::*;
+    use crate::aggregate::Aggregation;
+
+    fn views(keys: &[(&str, &str)], revision: u64) -> Views {
+        let mut v = Views::default();
+        for (ns, name) in keys {
+            let key = GatewayKey::new(*ns, *name);
+            let aggregation = Aggregation {
+                status: GatewayStatus::default(),
+                omissions: Vec::new(),
+            };
+            let mut view = crate::grpc::view::build_view(
+                key.clone(),
+                aggregation,
+                BTreeSet::new(),
+                Vec::new(),
+                Vec::new(),
+                None,
+                None,
+            );
+            view.set_revision(revision);
+            v.gateways.insert(key, Arc::new(view));
+        }
+        v.revision = revision;
+        v
+    }
+
+    fn names(d: &Diff) -> Vec<String> {
+        d.upserted.iter().map(|(v, _)| v.key.to_string()).collect()
+    }
+
+    /// A watcher is sent only the namespaces its reader sees, is told
+    /// Gateways of a namespace it stops seeing are gone, and gets those
+    /// of one it starts seeing; an undecided namespace is held back.
+    #[test]
+    fn a_watch_follows_what_its_reader_sees() {
+        let v = views(&[("a", "x"), ("b", "y"), ("c", "z")], 1);
+        let filter = Filter::default();
+        let mut seen = Visibility::namespaced();
+        assert_eq!(undecided(&v, &filter, &seen), ["a", "b", "c"]);
+        seen.decide("a", true);
+        seen.decide("b", false);
+        let mut sent = Sent::new();
+        let d = diff(&v, &mut sent, true, false, &filter, &seen);
+        assert_eq!(names(&d), ["a/x"], "c is not decided yet");
+        assert_eq!(undecided(&v, &filter, &seen), ["c"]);
+        // Access changes: a revoked, b granted.
+        let mut seen = Visibility::namespaced();
+        seen.decide("a", false);
+        seen.decide("b", true);
+        seen.decide("c", false);
+        let d = diff(&v, &mut sent, false, false, &filter, &seen);
+        assert_eq!(names(&d), ["b/y"]);
+        let gone: Vec<_> = d
+            .deleted
+            .iter()
+            .map(|r| (r.namespace.as_str(), r.name.as_str()))
+            .collect();
+        assert_eq!(gone, [("a", "x")]);
+        // Cluster-wide: everything, nothing left to decide.
+        let all = Visibility::everything();
+        assert!(undecided(&v, &filter, &all).is_empty());
+        let d = diff(&v, &mut sent, false, false, &filter, &all);
+        assert_eq!(names(&d), ["a/x", "c/z"]);
+        // A filter naming a namespace decides only that one.
+        let only_b = Filter::new("b", "", false);
+        assert_eq!(undecided(&v, &only_b, &Visibility::namespaced()), ["b"]);
+    }
+}
