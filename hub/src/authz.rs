@@ -19,7 +19,6 @@
 //! one granted appears, and a token no longer valid ends the watch with
 //! `UNAUTHENTICATED`.
 
-use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
@@ -165,10 +164,7 @@ impl KubeReaders {
                 user: user.username.clone(),
                 uid: user.uid.clone(),
                 groups: user.groups.clone(),
-                extra: user
-                    .extra
-                    .clone()
-                    .map(|e| e.into_iter().collect::<BTreeMap<_, _>>()),
+                extra: user.extra.clone(),
                 resource_attributes: Some(ResourceAttributes {
                     namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
                     verb: Some(read_access::VERB.to_owned()),

@@ -255,6 +255,11 @@ async fn web_get(addr: SocketAddr, path: &str, user: Option<&str>) -> (u16, Valu
     let auth = user
         .map(|u| format!("Authorization: Bearer {}\r\n", static_token(u)))
         .unwrap_or_default();
+    web_get_with(addr, path, &auth).await
+}
+
+/// [`web_get`] with raw header lines (each ending in CRLF).
+async fn web_get_with(addr: SocketAddr, path: &str, auth: &str) -> (u16, Value) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(
         format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}\r\n")
@@ -451,6 +456,10 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
         json!([]),
         "the fleet's clusters are cluster-wide"
     );
+    // The page's own way: the token in its cookie.
+    let cookie = format!("Cookie: gwhub_token={}\r\n", static_token(ONE));
+    let (code, page) = web_get_with(web, "/api/fleet", &cookie).await;
+    assert_eq!((code, names(&page)), (200, vec!["team-a/gw-a".to_owned()]));
     let (code, page) = web_get(web, "/api/fleet", Some(ALL)).await;
     assert_eq!(code, 200);
     assert_eq!(names(&page), ["default/gw-c", "team-a/gw-a", "team-b/gw-b"]);
