@@ -31,6 +31,11 @@
 //! that cookie (`SameSite=Strict`, `Secure`),
 //! or takes it from the address's fragment (`https://hub:7445/#token=...`;
 //! a fragment is never sent to the server or logged).
+//! With `--dashboard-auth=kubernetes` that token is the reader's
+//! Kubernetes token, and every API answer and event holds only what
+//! [`crate::authz`] lets them see, decided as for the gRPC Dashboard
+//! (the fleet's cluster list only for cluster-wide readers; 403 for a
+//! namespace they may not read).
 //!
 //! Every answer checks the request's `Host` against the page's names
 //! ([`gwhub_hub_rules::web_host`]: loopback names, IP literals,
