@@ -35,6 +35,23 @@ pub struct Cli {
     /// File holding a bearer token, for a hub run with --dashboard-token-file.
     #[arg(long, global = true, value_name = "PATH", env = "GWHUB_TOKEN_FILE")]
     pub token_file: Option<std::path::PathBuf>,
+    /// A bearer token (a Kubernetes token for a hub run with
+    /// --dashboard-auth=kubernetes); visible to other local users in the
+    /// process list, so prefer --token-file or the kubeconfig.
+    #[arg(
+        long,
+        global = true,
+        value_name = "TOKEN",
+        conflicts_with = "token_file"
+    )]
+    pub token: Option<String>,
+    /// Kubeconfig whose current context's user token (`token` or
+    /// `tokenFile`) is sent, for a hub run with --dashboard-auth=kubernetes.
+    /// Without --token, --token-file or this flag, KUBECONFIG or
+    /// ~/.kube/config is used for an https:// --server (never sent in
+    /// plaintext unless named here).
+    #[arg(long, global = true, value_name = "PATH", conflicts_with_all = ["token_file", "token"])]
+    pub kubeconfig: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -181,27 +198,163 @@ impl Interceptor for BearerToken {
     }
 }
 
+/// The token to send and where it came from (for errors): `--token`,
+/// `--token-file`, `--kubeconfig`, else the default kubeconfig for an
+/// https:// server (a missing one, or one without a token, sends none).
 fn bearer_token(cli: &Cli) -> Result<BearerToken, String> {
-    let Some(path) = &cli.token_file else {
+    let (token, from) = if let Some(t) = &cli.token {
+        (t.trim().to_owned(), "--token".to_owned())
+    } else if let Some(path) = &cli.token_file {
+        let from = format!("--token-file {}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{from}: {e}"))?;
+        (text.trim().to_owned(), from)
+    } else if let Some(path) = &cli.kubeconfig {
+        let from = format!("--kubeconfig {}", path.display());
+        let paths = [path.clone()];
+        match kubeconfig::token(&paths).map_err(|e| format!("{from}: {e}"))? {
+            Some(t) => (t, from),
+            None => {
+                return Err(format!(
+                    "{from}: the current context's user has no token or tokenFile (use --token-file)"
+                ));
+            }
+        }
+    } else if cli.server.starts_with("https://") {
+        let paths = kubeconfig::default_paths();
+        match kubeconfig::token(&paths) {
+            Ok(Some(t)) => (t, "the kubeconfig".to_owned()),
+            // Not every hub wants a token: a kubeconfig that has none (or
+            // cannot be read) sends none, and a hub that needs one says so.
+            Ok(None) | Err(_) => return Ok(BearerToken(None)),
+        }
+    } else {
         return Ok(BearerToken(None));
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
-    let token = text.trim();
     if token.is_empty() {
-        return Err(format!(
-            "--token-file {}: the file is empty",
-            path.display()
-        ));
+        return Err(format!("{from}: the token is empty"));
     }
     MetadataValue::try_from(format!("Bearer {token}"))
         .map(|v| BearerToken(Some(v)))
-        .map_err(|_| {
-            format!(
-                "--token-file {}: the token is not printable ASCII",
-                path.display()
+        .map_err(|_| format!("{from}: the token is not printable ASCII"))
+}
+
+/// The bearer token of a kubeconfig's current context, read as kubectl
+/// does (files merged in order, the first to set a value wins); only
+/// static tokens (`token`, `tokenFile`), not exec plugins.
+mod kubeconfig {
+    use std::path::{Path, PathBuf};
+
+    use serde_json::Value;
+
+    /// KUBECONFIG's files, else ~/.kube/config.
+    pub fn default_paths() -> Vec<PathBuf> {
+        match std::env::var_os("KUBECONFIG") {
+            Some(v) if !v.is_empty() => std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect(),
+            _ => std::env::var_os("HOME")
+                .map(|h| vec![Path::new(&h).join(".kube").join("config")])
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The current context's user token; `None` when it has none.
+    pub fn token(paths: &[PathBuf]) -> Result<Option<String>, String> {
+        let mut docs = Vec::new();
+        for p in paths {
+            let text = match std::fs::read_to_string(p) {
+                Ok(t) => t,
+                // kubectl skips files of KUBECONFIG that do not exist.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 => continue,
+                Err(e) => return Err(format!("{}: {e}", p.display())),
+            };
+            let doc: Value = serde_norway::from_str(&text)
+                .map_err(|e| format!("{}: not a kubeconfig: {e}", p.display()))?;
+            docs.push(doc);
+        }
+        let Some(user) = current_user(&docs)? else {
+            return Ok(None);
+        };
+        if let Some(t) = user.get("token").and_then(Value::as_str) {
+            return Ok(Some(t.trim().to_owned()));
+        }
+        if let Some(f) = user.get("tokenFile").and_then(Value::as_str) {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("tokenFile {f}: {e}"))?;
+            return Ok(Some(text.trim().to_owned()));
+        }
+        Ok(None)
+    }
+
+    /// The `user` fields of the current context's user.
+    pub fn current_user(docs: &[Value]) -> Result<Option<&Value>, String> {
+        let Some(current) = docs
+            .iter()
+            .find_map(|d| d.get("current-context").and_then(Value::as_str))
+            .filter(|c| !c.is_empty())
+        else {
+            return Ok(None);
+        };
+        let named = |list: &str, name: &str, field: &str| {
+            docs.iter().find_map(|d| {
+                d.get(list)?
+                    .as_array()?
+                    .iter()
+                    .find(|e| e.get("name").and_then(Value::as_str) == Some(name))?
+                    .get(field)
+            })
+        };
+        let context = named("contexts", current, "context")
+            .ok_or_else(|| format!("the current context {current:?} is not defined"))?;
+        let Some(user) = context.get("user").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        named("users", user, "user")
+            .map(Some)
+            .ok_or_else(|| format!("the user {user:?} of context {current:?} is not defined"))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_current_contexts_user_token_first_file_wins() {
+            let a: Value = serde_norway::from_str(
+                "current-context: mgmt\ncontexts: [{name: mgmt, context: {cluster: c, user: alice}}]\n",
             )
-        })
+            .unwrap();
+            let b: Value = serde_norway::from_str(
+                "current-context: other\nusers: [{name: alice, user: {token: t-alice}}, {name: bob, user: {token: t-bob}}]\n",
+            )
+            .unwrap();
+            let docs = [a.clone(), b.clone()];
+            let user = current_user(&docs).unwrap().unwrap();
+            assert_eq!(user["token"], "t-alice");
+            // No user defined anywhere: an error naming it.
+            let e = current_user(std::slice::from_ref(&a)).unwrap_err();
+            assert!(e.contains("\"alice\""), "{e}");
+            // No current context: no token.
+            let none: Value = serde_norway::from_str("users: []").unwrap();
+            assert!(current_user(&[none]).unwrap().is_none());
+        }
+
+        #[test]
+        fn token_file_is_read() {
+            let dir = tempfile::tempdir().unwrap();
+            let tf = dir.path().join("t");
+            std::fs::write(&tf, "from-file\n").unwrap();
+            let kc = dir.path().join("kc");
+            std::fs::write(
+                &kc,
+                format!(
+                    "current-context: x\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\nusers: [{{name: u, user: {{tokenFile: {}}}}}]\n",
+                    tf.display()
+                ),
+            )
+            .unwrap();
+            assert_eq!(token(&[kc]).unwrap().as_deref(), Some("from-file"));
+        }
+    }
 }
 
 async fn connect(cli: &Cli) -> Result<Client, String> {

@@ -9,7 +9,8 @@
 //! transitions and keeps the last ones in a bounded ring; [`web_host`]
 //! decides which `Host` the web page answers to; [`inventory`]
 //! is the fleet inventory (`ClusterProfile`s, label selectors, who may
-//! stream and which clusters a hub Gateway expects).
+//! stream and which clusters a hub Gateway expects); [`read_access`] keeps
+//! what Kubernetes RBAC lets each Dashboard reader see.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -21,6 +22,7 @@ pub mod history;
 pub mod inventory;
 pub mod layout;
 pub mod listing;
+pub mod read_access;
 pub mod report;
 pub mod status_plan;
 pub mod store_queue;

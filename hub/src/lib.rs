@@ -9,6 +9,7 @@
 //! (`gwhub`, which parses flags and calls it), and it does not know the agent
 //! runtime: they meet only over gRPC.
 
+pub mod authz;
 pub mod budget;
 pub mod conn;
 pub mod grpc;
@@ -23,4 +24,4 @@ pub mod web;
 // The pure engine and the Dashboard's listing and history rules, under the
 // paths the runtime has always used.
 pub(crate) use gwhub_hub_rules::aggregate;
-pub use gwhub_hub_rules::{history, listing};
+pub use gwhub_hub_rules::{history, listing, read_access};

@@ -149,6 +149,17 @@ fn builder() -> Server {
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
 }
 
+/// What a hub on Kubernetes adds to [`Hub::start_with_tls`]: each part
+/// is in force before the first call is served.
+#[derive(Default)]
+pub struct KubeExtras {
+    /// The fleet inventory (`--inventory-namespace` and its mode).
+    pub inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
+    /// Dashboard and page readers authorized by Kubernetes RBAC
+    /// (`--dashboard-auth=kubernetes`).
+    pub readers: Option<std::sync::Arc<crate::authz::KubeReaders>>,
+}
+
 impl Hub {
     /// Binds both listeners and starts serving (plaintext).
     pub async fn start(config: HubConfig) -> Result<Hub, ServeError> {
@@ -158,7 +169,7 @@ impl Hub {
     /// Binds both listeners and starts serving; with `tls`, agents must
     /// present client certificates and are identified by them.
     pub async fn start_with_tls(config: HubConfig, tls: Option<HubTls>) -> Result<Hub, ServeError> {
-        Self::start_with_inventory(config, tls, None).await
+        Self::start_with(config, tls, KubeExtras::default()).await
     }
 
     /// [`Hub::start_with_tls`] with a fleet inventory (`--inventory-namespace`
@@ -169,6 +180,35 @@ impl Hub {
         tls: Option<HubTls>,
         inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
     ) -> Result<Hub, ServeError> {
+        let extras = KubeExtras {
+            inventory,
+            ..KubeExtras::default()
+        };
+        Self::start_with(config, tls, extras).await
+    }
+
+    /// [`Self::start_with_tls`]; with `readers`, Dashboard and page readers
+    /// are authorized by Kubernetes RBAC (`--dashboard-auth=kubernetes`,
+    /// see [`crate::authz`]).
+    pub async fn start_with_readers(
+        config: HubConfig,
+        tls: Option<HubTls>,
+        readers: Option<std::sync::Arc<crate::authz::KubeReaders>>,
+    ) -> Result<Hub, ServeError> {
+        let extras = KubeExtras {
+            readers,
+            ..KubeExtras::default()
+        };
+        Self::start_with(config, tls, extras).await
+    }
+
+    /// Binds the listeners and starts serving, with what the Kubernetes
+    /// side adds ([`KubeExtras`]).
+    pub async fn start_with(
+        config: HubConfig,
+        tls: Option<HubTls>,
+        extras: KubeExtras,
+    ) -> Result<Hub, ServeError> {
         let (ingest_listener, ingest_addr) = bind(config.listen).await?;
         let (dashboard_listener, dashboard_addr) = bind(config.dashboard_listen).await?;
         let web_listener = match config.web_listen {
@@ -177,6 +217,7 @@ impl Hub {
         };
         let web_addr = web_listener.as_ref().map(|(_, a)| *a);
         let index = Index::new(config.options.clone(), config.stale_after);
+        let KubeExtras { inventory, readers } = extras;
         if let Some((namespace, mode)) = &inventory {
             index.set_inventory(namespace, *mode);
         }
@@ -239,13 +280,17 @@ impl Hub {
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::budget::DashboardCalls::new(budgets.max_dashboard_calls);
+        let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
+        if let Some(readers) = readers {
+            auth = auth.with_kubernetes(readers);
+        }
         let dashboard = DashboardService::with_budgets(
             index.clone(),
             shutdown_rx.clone(),
             budgets,
             dashboard_calls.clone(),
-        );
-        let auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
+        )
+        .with_auth(auth.clone());
 
         let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
         ingest_health

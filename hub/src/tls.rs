@@ -14,6 +14,7 @@ use std::time::Duration;
 use gwhub_common::identity::{self, IdentitySource};
 use tonic::{Request, Status};
 
+use crate::authz::{KubeReaders, ReadError, Reader};
 use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Pem, Sources};
 
 /// TLS material for both listeners: PEM given once, or files re-read when
@@ -161,15 +162,19 @@ impl HubTls {
     pub(crate) fn dashboard_auth(&self) -> DashboardAuth {
         DashboardAuth {
             token: self.dashboard_token.clone(),
+            kube: None,
         }
     }
 }
 
 /// Interceptor requiring `authorization: Bearer <token>` on Dashboard calls
-/// when a token is configured. The token is never logged.
+/// when a token is configured. The token is never logged. With
+/// Kubernetes readers ([`crate::authz`]) it admits every call and each
+/// call reviews its own token ([`DashboardAuth::reader`]).
 #[derive(Clone, Default)]
 pub struct DashboardAuth {
     token: Option<Arc<str>>,
+    kube: Option<Arc<KubeReaders>>,
 }
 
 impl std::fmt::Debug for HubTls {
@@ -191,6 +196,7 @@ impl std::fmt::Debug for DashboardAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DashboardAuth")
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("kubernetes", &self.kube.is_some())
             .finish()
     }
 }
@@ -198,6 +204,7 @@ impl std::fmt::Debug for DashboardAuth {
 impl tonic::service::Interceptor for DashboardAuth {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
         let Some(token) = &self.token else {
+            // No token, or Kubernetes readers: the call reviews its own.
             return Ok(request);
         };
         let given = request
@@ -216,9 +223,27 @@ impl tonic::service::Interceptor for DashboardAuth {
 }
 
 impl DashboardAuth {
+    /// Readers authorized by Kubernetes RBAC (`--dashboard-auth=kubernetes`)
+    /// instead of a shared token.
+    pub fn with_kubernetes(mut self, readers: Arc<KubeReaders>) -> Self {
+        self.token = None;
+        self.kube = Some(readers);
+        self
+    }
+
     /// Whether a token is required at all.
     pub fn required(&self) -> bool {
-        self.token.is_some()
+        self.token.is_some() || self.kube.is_some()
+    }
+
+    /// Who presents `token` and what they may see: everything unless
+    /// readers are authorized by Kubernetes (the shared token is checked
+    /// before, by the interceptor or [`Self::accepts`]).
+    pub async fn reader(&self, token: Option<&str>) -> Result<Reader, ReadError> {
+        match &self.kube {
+            None => Ok(Reader::anyone()),
+            Some(k) => Reader::kubernetes(k.clone(), token).await,
+        }
     }
 
     /// Whether `given` is the token (always, when none is required).
@@ -302,6 +327,7 @@ mod tests {
         use tonic::service::Interceptor;
         let mut auth = DashboardAuth {
             token: Some("s3cret".into()),
+            kube: None,
         };
         let mut req = Request::new(());
         assert_eq!(

@@ -35,6 +35,17 @@ type Result<T, E = FleetError> = std::result::Result<T, E>;
 
 const TOKEN: &str = "gwhub-e2e-token";
 
+/// Users the API server knows by a static token ([`static_token`]) and
+/// nothing else: no groups, no rights until a test binds them a Role. On
+/// 1.20 without a controller-manager no ServiceAccount token is minted,
+/// so readers of the hub's Dashboard are these.
+pub const STATIC_USERS: [&str; 3] = ["reader-one", "reader-all", "reader-none"];
+
+/// The bearer token of a [`STATIC_USERS`] user.
+pub fn static_token(user: &str) -> String {
+    format!("gwhub-e2e-{user}-token")
+}
+
 /// Where the built assets live: `GWHUB_KUBE_ASSETS`, else the cache
 /// `scripts/kube-assets.sh` fills.
 pub fn assets_dir() -> PathBuf {
@@ -168,10 +179,11 @@ impl Fleet {
             .arg("-pubout")
             .arg("-out")
             .arg(dir.join("sa.pub")))?;
-        write(
-            &dir.join("tokens.csv"),
-            &format!("{TOKEN},admin,admin,system:masters\n"),
-        )?;
+        let mut tokens = format!("{TOKEN},admin,admin,system:masters\n");
+        for user in STATIC_USERS {
+            tokens.push_str(&format!("{},{user},{user}-uid\n", static_token(user)));
+        }
+        write(&dir.join("tokens.csv"), &tokens)?;
         let mut fleet = Fleet {
             dir: dir.clone(),
             clusters: Vec::new(),

@@ -19,9 +19,11 @@ use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::cluster::object_name;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
-use gwhub_proto::v1::{self, agent_message, ingest_client::IngestClient};
+use gwhub_proto::v1::{
+    self, agent_message, dashboard_client::DashboardClient, ingest_client::IngestClient,
+};
 use gwhub_spoke_rules::openshift::DNS;
-use gwhub_test_kit::apiserver::{Cluster, Fleet, require_assets};
+use gwhub_test_kit::apiserver::{Cluster, Fleet, require_assets, static_token};
 use gwhub_test_kit::install::{
     AGENT_SA, HUB_SA, SYSTEM_NS, apply_k, install_agent, install_hub, kubectl, manifests_dir,
     service_account_user,
@@ -364,12 +366,33 @@ impl TinyAgent {
     }
 }
 
-fn start_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
+/// The hub's ingest and Dashboard ports.
+#[derive(Clone, Copy)]
+struct Ports {
+    ingest: u16,
+    dashboard: u16,
+}
+
+fn ports() -> Ports {
+    Ports {
+        ingest: free_port(),
+        dashboard: free_port(),
+    }
+}
+
+fn start_hub(bin: &Path, cluster: &Cluster, ports: Ports, log: &Path) -> Process {
+    let port = ports.ingest;
     Process(
         Command::new(bin)
             .args(["serve", "--insecure"])
             .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--dashboard-listen", "127.0.0.1:0"])
+            .args([
+                "--dashboard-listen",
+                &format!("127.0.0.1:{}", ports.dashboard),
+            ])
+            // As shipped: readers reviewed with TokenReview and
+            // SubjectAccessReview.
+            .args(["--dashboard-auth", "kubernetes"])
             .args(["--namespace", SYSTEM_NS, "--stale-after", "2s"])
             .args(["--insecure-prune-after", "1s"])
             .args(["--lease-duration", "3s"])
@@ -396,10 +419,12 @@ fn start_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
 /// patched) and written onto the hub Gateway, the hub's listeners cleared
 /// (a fresh read first) when the cluster withdraws them, and ClusterStale /
 /// ClusterFresh Events (created, then patched as they repeat) as the
-/// cluster goes silent and reports again, and (every fourth round) the
+/// cluster goes silent and reports again, (every fourth round) the
 /// cluster's stored report deleted when it disconnects and stays silent
-/// past `--insecure-prune-after`.
-async fn drive_hub(port: u16, log: &Path, done: impl Fn(&str) -> bool) -> String {
+/// past `--insecure-prune-after`, and a Dashboard reader's token reviewed
+/// and their access asked for.
+async fn drive_hub(ports: Ports, log: &Path, done: impl Fn(&str) -> bool) -> String {
+    let port = ports.ingest;
     let deadline = Instant::now() + REFUSED_WITHIN;
     let mut agent = None;
     let mut listener = true;
@@ -422,9 +447,34 @@ async fn drive_hub(port: u16, log: &Path, done: impl Fn(&str) -> bool) -> String
                 listener = !listener;
             }
         }
+        read_dashboard(ports.dashboard).await;
         // Silent for longer than --stale-after: the cluster goes stale.
         tokio::time::sleep(Duration::from_millis(3000)).await;
     }
+}
+
+/// One ListGateways as a reader the API server knows (its answer does not
+/// matter: the hub asks about the reader either way).
+async fn read_dashboard(port: u16) {
+    let Ok(channel) = tonic::transport::Channel::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+    else {
+        return;
+    };
+    let token: tonic::metadata::MetadataValue<_> =
+        format!("Bearer {}", static_token("reader-none"))
+            .parse()
+            .unwrap();
+    let mut client =
+        DashboardClient::with_interceptor(channel, move |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert("authorization", token.clone());
+            Ok(req)
+        });
+    let _ = client
+        .list_gateways(v1::ListGatewaysRequest::default())
+        .await;
 }
 
 #[tokio::test]
@@ -464,7 +514,7 @@ async fn every_verb_the_hub_is_granted_is_needed() {
     };
 
     // The control: as shipped, every path runs and nothing is refused.
-    let port = free_port();
+    let port = ports();
     let log = fleet.dir.join("hub-shipped.log");
     let hub = start_hub(&bin, cluster, port, &log);
     let events: Api<EventV1> = Api::namespaced(client.clone(), SYSTEM_NS);
@@ -507,7 +557,7 @@ async fn every_verb_the_hub_is_granted_is_needed() {
                 wait_refused(cluster, HUB_SA, verb, &can_i_probe(rule, verb), ns).await;
                 fresh_start().await;
 
-                let port = free_port();
+                let port = ports();
                 let log = fleet.dir.join(format!("hub-without-{checked}.log"));
                 let hub = start_hub(&bin, cluster, port, &log);
                 let refused = |t: &str| refused(t, verb, resource, group);

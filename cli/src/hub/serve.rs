@@ -105,6 +105,15 @@ pub struct Args {
     /// Require `authorization: Bearer <token>` on Dashboard calls; the file holds the token.
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub dashboard_token_file: Option<PathBuf>,
+    /// Who may read the Dashboard and the web page: `kubernetes` (a
+    /// Kubernetes bearer token, reviewed with TokenReview; each reader sees
+    /// the namespaces where RBAC lets them get
+    /// gateways.gateway.networking.k8s.io, and the cluster list only
+    /// cluster-wide), `token` (the shared token of --dashboard-token-file)
+    /// or `none`. Default: `token` with --dashboard-token-file, else `none`.
+    /// --dashboard-client-ca applies in every mode.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub dashboard_auth: Option<DashboardAuthMode>,
     /// Serve Prometheus text on GET /metrics here, with the probes GET
     /// /healthz (liveness) and GET /readyz (ready once the stored reports
     /// and hub Gateways are loaded) (off unless given).
@@ -131,6 +140,39 @@ pub struct Args {
     /// Address type written for cluster Hostname addresses.
     #[arg(long, value_name = "TYPE", default_value = gwhub_hub_rules::aggregate::HOSTNAME_ADDRESS_TYPE)]
     pub hostname_address_type: String,
+}
+
+/// `--dashboard-auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DashboardAuthMode {
+    /// Anyone who reaches the Dashboard reads everything.
+    None,
+    /// The bearer token of --dashboard-token-file.
+    Token,
+    /// Kubernetes tokens and RBAC on the management cluster.
+    Kubernetes,
+}
+
+/// The mode `args` ask for, or why the flags disagree.
+pub fn dashboard_auth(args: &Args) -> Result<DashboardAuthMode, String> {
+    use DashboardAuthMode as M;
+    let file = args.dashboard_token_file.is_some();
+    match (args.dashboard_auth, file) {
+        (None, true) | (Some(M::Token), true) => Ok(M::Token),
+        (None, false) | (Some(M::None), false) => Ok(M::None),
+        (Some(M::Token), false) => {
+            Err("--dashboard-auth=token needs --dashboard-token-file (the token)".to_owned())
+        }
+        (Some(m), true) => Err(format!(
+            "--dashboard-token-file is the token of --dashboard-auth=token, not of --dashboard-auth={}",
+            if m == M::None { "none" } else { "kubernetes" }
+        )),
+        (Some(M::Kubernetes), false) if args.no_kube => Err(
+            "--dashboard-auth=kubernetes asks the management cluster who readers are: it cannot be combined with --no-kube"
+                .to_owned(),
+        ),
+        (Some(M::Kubernetes), false) => Ok(M::Kubernetes),
+    }
 }
 
 fn parse_qps(s: &str) -> Result<f64, String> {
@@ -168,6 +210,7 @@ pub fn config(args: &Args) -> Result<HubConfig, String> {
     }
     let options = Options::with_hostname_address_type(&args.hostname_address_type)
         .map_err(|e| e.to_string())?;
+    dashboard_auth(args)?;
     Ok(HubConfig {
         listen: args.listen,
         dashboard_listen: args.dashboard_listen,
@@ -196,6 +239,7 @@ pub fn init_logging() {
 /// Runs the hub until SIGINT or SIGTERM.
 pub fn run(args: &Args) -> Result<String, String> {
     let config = config(args)?;
+    let auth = dashboard_auth(args)?;
     let tls = gwhub_hub::tls::HubTls::load(&gwhub_hub::tls::TlsPaths {
         cert: args.tls_cert.as_deref(),
         key: args.tls_key.as_deref(),
@@ -209,6 +253,11 @@ pub fn run(args: &Args) -> Result<String, String> {
         tracing::warn!(
             "--insecure: agents are not authenticated and name their own cluster; use only on a trusted network"
         );
+        if auth == DashboardAuthMode::Kubernetes {
+            tracing::warn!(
+                "--dashboard-auth=kubernetes without TLS: readers' Kubernetes tokens cross the network in plaintext; give the hub --tls-cert, --tls-key and --client-ca"
+            );
+        }
     }
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
@@ -219,7 +268,14 @@ pub fn run(args: &Args) -> Result<String, String> {
             false => Some(connect_kube(args).await.map_err(|e| e.to_string())?),
         };
         let inventory = kube.as_ref().and_then(|k| k.inventory());
-        let hub = Hub::start_with_inventory(config, tls, inventory)
+        let readers = match (&kube, auth) {
+            (Some(k), DashboardAuthMode::Kubernetes) => Some(std::sync::Arc::new(
+                gwhub_hub::authz::KubeReaders::new(k.client.clone()),
+            )),
+            _ => None,
+        };
+        let extras = gwhub_hub::serve::KubeExtras { inventory, readers };
+        let hub = Hub::start_with(config, tls, extras)
             .await
             .map_err(|e| e.to_string())?;
         let stop_metrics = tokio_util::sync::CancellationToken::new();
@@ -302,6 +358,41 @@ async fn connect_kube(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--dashboard-auth` defaults to today's behaviour and refuses
+    /// combinations that would not mean what they say.
+    #[test]
+    fn dashboard_auth_modes() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            args: Args,
+        }
+        let mode = |flags: &[&str]| {
+            let t =
+                T::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).unwrap();
+            dashboard_auth(&t.args)
+        };
+        use DashboardAuthMode as M;
+        assert_eq!(mode(&[]), Ok(M::None));
+        assert_eq!(mode(&["--dashboard-token-file", "t"]), Ok(M::Token));
+        assert_eq!(mode(&["--dashboard-auth", "kubernetes"]), Ok(M::Kubernetes));
+        assert_eq!(mode(&["--dashboard-auth", "none"]), Ok(M::None));
+        let e = mode(&["--dashboard-auth", "token"]).unwrap_err();
+        assert!(e.contains("--dashboard-token-file"), "{e}");
+        let e = mode(&[
+            "--dashboard-auth",
+            "kubernetes",
+            "--dashboard-token-file",
+            "t",
+        ])
+        .unwrap_err();
+        assert!(e.contains("--dashboard-auth=kubernetes"), "{e}");
+        let e = mode(&["--dashboard-auth", "kubernetes", "--no-kube"]).unwrap_err();
+        assert!(e.contains("--no-kube"), "{e}");
+        assert!(T::try_parse_from(["serve", "--dashboard-auth", "rbac"]).is_err());
+    }
 
     /// `gwhubctl` with no `--server` reaches a `gwhub serve` with no
     /// `--dashboard-listen` on the same host.

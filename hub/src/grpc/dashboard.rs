@@ -1,6 +1,10 @@
 //! `gwhub.v1.Dashboard`: read-only views of the index. Every read clones
 //! pre-encoded Gateways out of the current `watch` value; nothing waits on
 //! ingest.
+//!
+//! Each call's reader sees what [`crate::authz`] decides (with
+//! `--dashboard-auth=kubernetes`, the namespaces RBAC lets them read); the
+//! web page filters through the same [`authorize_listing`] and [`diff`].
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -15,13 +19,16 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use crate::authz::Reader;
 use crate::budget::{Budgets, Counters, DashboardCalls};
 use crate::conn::ConnState;
+use crate::tls::DashboardAuth;
 
 use crate::aggregate::GatewayKey;
 use crate::history;
 use crate::index::{GatewayView, Index, Views};
 use crate::listing::{self, Filter};
+use crate::read_access::Visibility;
 
 pub struct DashboardService {
     index: Index,
@@ -30,6 +37,9 @@ pub struct DashboardService {
     calls: DashboardCalls,
     max_calls_per_connection: usize,
     watch_send_timeout: Duration,
+    /// Who may read what (see [`crate::authz`]); the shared token is
+    /// checked before, by the interceptor.
+    auth: DashboardAuth,
 }
 
 /// A Dashboard call's hold on the budgets; released when dropped.
@@ -70,7 +80,25 @@ impl DashboardService {
             calls,
             max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
             watch_send_timeout: budgets.watch_send_timeout,
+            auth: DashboardAuth::default(),
         }
+    }
+
+    /// Readers authorized as `auth` says (Kubernetes RBAC or everyone).
+    pub(crate) fn with_auth(mut self, auth: DashboardAuth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// The caller and what they may see: `UNAUTHENTICATED` without a valid
+    /// token under `--dashboard-auth=kubernetes`.
+    async fn reader<T>(&self, request: &Request<T>) -> Result<Reader, Status> {
+        let token = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        Ok(self.auth.reader(token).await?)
     }
 
     /// Takes a slot of `--max-dashboard-calls` and of the connection's
@@ -141,14 +169,40 @@ fn millis_to_secs(ms: i64) -> i64 {
     ms.div_euclid(1000)
 }
 
+/// The namespaces of `views` matching `filter` that `visibility` has not
+/// decided yet (none for a reader who sees everything).
+pub(crate) fn undecided(views: &Views, filter: &Filter, visibility: &Visibility) -> Vec<String> {
+    if visibility.is_cluster_wide() {
+        return Vec::new();
+    }
+    match &filter.namespace {
+        Some(ns) => visibility.undecided([ns.as_str()]),
+        None => visibility.undecided(views.gateways.keys().map(|k| k.namespace.as_str())),
+    }
+}
+
+/// Decides the namespaces a read of `filter` needs, then: a filter
+/// naming a namespace the reader may not read is `PERMISSION_DENIED`.
+pub(crate) async fn authorize_listing(
+    reader: &mut Reader,
+    index: &Index,
+    filter: &Filter,
+) -> Result<(), crate::authz::ReadError> {
+    if let Some(ns) = &filter.namespace {
+        return reader.check(ns).await;
+    }
+    let missing = undecided(&index.subscribe().borrow(), filter, reader.visibility());
+    reader.decide(missing.iter().map(String::as_str)).await
+}
+
 /// What a watcher was last sent of one Gateway: its revision and its
 /// omissions' revision.
 pub(crate) type Sent = HashMap<GatewayKey, (u64, u64)>;
 
 /// The next watch message: everything whose revision differs from what the
-/// client last got, and what disappeared. With `lean`, a Gateway whose
-/// omissions the client already has goes without them
-/// (`omissions_unchanged`). `sent` is updated.
+/// client last got, and what disappeared (or is no longer visible to the
+/// reader). With `lean`, a Gateway whose omissions the client already has
+/// goes without them (`omissions_unchanged`). `sent` is updated.
 ///
 /// Only `Arc`s are taken while `views` is borrowed (the watch channel's
 /// lock); the messages are cloned by [`Diff::into_response`] after it.
@@ -158,9 +212,10 @@ pub(crate) fn diff(
     snapshot: bool,
     lean: bool,
     filter: &Filter,
+    visibility: &Visibility,
 ) -> Diff {
     let mut upserted = Vec::new();
-    let matching = |v: &GatewayView| filter.matches(v.facts());
+    let matching = |v: &GatewayView| filter.matches(v.facts()) && visibility.sees(&v.key.namespace);
     for (key, view) in &views.gateways {
         if !matching(view) {
             continue;
@@ -186,7 +241,7 @@ pub(crate) fn diff(
         }
     }
     let mut deleted = Vec::new();
-    if sent.len() > views.gateways.len() || !filter.is_empty() {
+    if sent.len() > views.gateways.len() || !filter.is_empty() || !visibility.is_cluster_wide() {
         sent.retain(|key, _| {
             let keep = views.gateways.get(key).is_some_and(|v| matching(v));
             if !keep {
@@ -242,8 +297,11 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
         let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
         let r = request.into_inner();
         let filter = filter_of(r.filter.as_ref());
+        authorize_listing(&mut reader, &self.index, &filter).await?;
+        let visibility = reader.visibility();
         let after = match r.page_token.as_str() {
             "" => None,
             t => Some(
@@ -258,7 +316,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 views
                     .gateways
                     .iter()
-                    .filter(|(_, v)| filter.matches(v.facts()))
+                    .filter(|(_, v)| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
                     .map(|(k, v)| (k, v.clone())),
                 after.as_ref(),
                 listing::page_size(r.page_size),
@@ -280,7 +338,11 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         request: Request<v1::GetGatewayRequest>,
     ) -> Result<Response<v1::GetGatewayResponse>, Status> {
         let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
         let r = request.into_inner();
+        // Before looking: a forbidden namespace's Gateways are not even
+        // told apart from absent ones.
+        reader.check(&r.namespace).await?;
         let key = GatewayKey::new(r.namespace, r.name);
         let view = self.index.subscribe().borrow().gateways.get(&key).cloned();
         let Some(view) = view else {
@@ -317,10 +379,14 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         request: Request<v1::WatchGatewaysRequest>,
     ) -> Result<Response<Self::WatchGatewaysStream>, Status> {
         let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
         let conn = crate::conn::conn_of(&request).map(|c| c.state.clone());
         let r = request.into_inner();
         let lean = r.omit_unchanged_omissions;
         let filter = filter_of(r.filter.as_ref());
+        if let Some(ns) = &filter.namespace {
+            reader.check(ns).await?;
+        }
         let mut views = self.index.subscribe();
         let mut shutdown = self.shutdown.clone();
         let send_timeout = self.watch_send_timeout;
@@ -332,12 +398,20 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             let mut sent = HashMap::new();
             let mut snapshot = true;
             loop {
+                // Namespaces appearing are decided before their Gateways
+                // are sent; a reader refused meanwhile gets the refusal.
+                let missing = undecided(&views.borrow_and_update(), &filter, reader.visibility());
+                if let Err(e) = reader.decide(missing.iter().map(String::as_str)).await {
+                    let _ = tx.try_send(Err(e.into()));
+                    return;
+                }
                 let d = diff(
-                    &views.borrow_and_update(),
+                    &views.borrow(),
                     &mut sent,
                     snapshot,
                     lean,
                     &filter,
+                    reader.visibility(),
                 );
                 if snapshot || !d.is_empty() {
                     snapshot = false;
@@ -373,6 +447,13 @@ impl v1::dashboard_server::Dashboard for DashboardService {
                 }
                 tokio::select! {
                     r = views.changed() => if r.is_err() { break },
+                    // RBAC changes and revoked tokens reach a long watch.
+                    _ = crate::authz::until(reader.recheck_at()) => {
+                        if let Err(e) = reader.recheck().await {
+                            let _ = tx.try_send(Err(e.into()));
+                            return;
+                        }
+                    }
                     _ = tx.closed() => return,
                     _ = crate::grpc::shutting_down(&mut shutdown) => break,
                 }
@@ -389,6 +470,9 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         request: Request<v1::ListClustersRequest>,
     ) -> Result<Response<v1::ListClustersResponse>, Status> {
         let permit = self.admit(&request)?;
+        self.reader(&request)
+            .await?
+            .check_cluster_wide("ListClusters")?;
         let clusters = self
             .index
             .listed_clusters()
@@ -417,7 +501,9 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         request: Request<v1::GetGatewayHistoryRequest>,
     ) -> Result<Response<v1::GetGatewayHistoryResponse>, Status> {
         let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
         let r = request.into_inner();
+        reader.check(&r.namespace).await?;
         let key = GatewayKey::new(r.namespace, r.name);
         let limit = usize::try_from(r.limit).unwrap_or(usize::MAX);
         let Some(list) = self.index.history(&key, limit) else {
@@ -476,5 +562,81 @@ pub fn transition_to_proto(t: history::Transition) -> v1::GatewayTransition {
         message,
         previous_status,
         previous_reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+
+    use super::*;
+    use crate::aggregate::Aggregation;
+
+    fn views(keys: &[(&str, &str)], revision: u64) -> Views {
+        let mut v = Views::default();
+        for (ns, name) in keys {
+            let key = GatewayKey::new(*ns, *name);
+            let aggregation = Aggregation {
+                status: GatewayStatus::default(),
+                omissions: Vec::new(),
+            };
+            let mut view = crate::grpc::view::build_view(
+                key.clone(),
+                aggregation,
+                BTreeSet::new(),
+                Vec::new(),
+                Vec::new(),
+                None,
+                None,
+            );
+            view.set_revision(revision);
+            v.gateways.insert(key, Arc::new(view));
+        }
+        v.revision = revision;
+        v
+    }
+
+    fn names(d: &Diff) -> Vec<String> {
+        d.upserted.iter().map(|(v, _)| v.key.to_string()).collect()
+    }
+
+    /// A watcher is sent only the namespaces its reader sees, is told
+    /// Gateways of a namespace it stops seeing are gone, and gets those
+    /// of one it starts seeing; an undecided namespace is held back.
+    #[test]
+    fn a_watch_follows_what_its_reader_sees() {
+        let v = views(&[("a", "x"), ("b", "y"), ("c", "z")], 1);
+        let filter = Filter::default();
+        let mut seen = Visibility::namespaced();
+        assert_eq!(undecided(&v, &filter, &seen), ["a", "b", "c"]);
+        seen.decide("a", true);
+        seen.decide("b", false);
+        let mut sent = Sent::new();
+        let d = diff(&v, &mut sent, true, false, &filter, &seen);
+        assert_eq!(names(&d), ["a/x"], "c is not decided yet");
+        assert_eq!(undecided(&v, &filter, &seen), ["c"]);
+        // Access changes: a revoked, b granted.
+        let mut seen = Visibility::namespaced();
+        seen.decide("a", false);
+        seen.decide("b", true);
+        seen.decide("c", false);
+        let d = diff(&v, &mut sent, false, false, &filter, &seen);
+        assert_eq!(names(&d), ["b/y"]);
+        let gone: Vec<_> = d
+            .deleted
+            .iter()
+            .map(|r| (r.namespace.as_str(), r.name.as_str()))
+            .collect();
+        assert_eq!(gone, [("a", "x")]);
+        // Cluster-wide: everything, nothing left to decide.
+        let all = Visibility::everything();
+        assert!(undecided(&v, &filter, &all).is_empty());
+        let d = diff(&v, &mut sent, false, false, &filter, &all);
+        assert_eq!(names(&d), ["a/x", "c/z"]);
+        // A filter naming a namespace decides only that one.
+        let only_b = Filter::new("b", "", false);
+        assert_eq!(undecided(&v, &only_b, &Visibility::namespaced()), ["b"]);
     }
 }

@@ -31,6 +31,11 @@
 //! that cookie (`SameSite=Strict`, `Secure`),
 //! or takes it from the address's fragment (`https://hub:7445/#token=...`;
 //! a fragment is never sent to the server or logged).
+//! With `--dashboard-auth=kubernetes` that token is the reader's
+//! Kubernetes token, and every API answer and event holds only what
+//! [`crate::authz`] lets them see, decided as for the gRPC Dashboard
+//! (the fleet's cluster list only for cluster-wide readers; 403 for a
+//! namespace they may not read).
 //!
 //! Every answer checks the request's `Host` against the page's names
 //! ([`gwhub_hub_rules::web_host`]: loopback names, IP literals,
@@ -63,10 +68,12 @@ use tonic::codegen::{Bytes, Service, http};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::aggregate::GatewayKey;
+use crate::authz::{ReadError, Reader};
 use crate::budget::{Budgets, Counters, DashboardCalls};
-use crate::grpc::dashboard::{diff, transition_to_proto};
+use crate::grpc::dashboard::{authorize_listing, diff, transition_to_proto, undecided};
 use crate::index::{GatewayView, Index, ListedCluster};
 use crate::listing::Filter;
+use crate::read_access::Visibility;
 use crate::tls::DashboardAuth;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -229,14 +236,22 @@ impl<B> Service<http::Request<B>> for WebService {
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let mut answer = self.state.clone().answer(&request);
-        if self.state.tls {
-            answer.headers_mut().insert(
-                http::header::STRICT_TRANSPORT_SECURITY,
-                http::HeaderValue::from_static(HSTS),
-            );
-        }
-        Box::pin(async move { Ok(answer) })
+        let state = self.state.clone();
+        let tls = state.tls;
+        let checked = state.clone().answer(&request);
+        Box::pin(async move {
+            let mut answer = match checked {
+                Next::Api(call) => state.api(call).await,
+                Next::Done(answer) => answer,
+            };
+            if tls {
+                answer.headers_mut().insert(
+                    http::header::STRICT_TRANSPORT_SECURITY,
+                    http::HeaderValue::from_static(HSTS),
+                );
+            }
+            Ok(answer)
+        })
     }
 }
 
@@ -252,8 +267,62 @@ fn host_of<B>(request: &http::Request<B>) -> Option<Result<&str, ()>> {
         .map(|v| v.to_str().map_err(|_| ()))
 }
 
+/// What a request needs next: nothing (its answer), or its reader's
+/// authorization and an API answer.
+enum Next {
+    Done(Answer),
+    Api(ApiCall),
+}
+
+/// An `/api/` request that passed the checks needing no I/O: what the
+/// reader's authorization and the answer need of it.
+struct ApiCall {
+    path: String,
+    query: HashMap<String, String>,
+    token: Option<String>,
+    conn: Option<Arc<crate::conn::ConnState>>,
+}
+
 impl State {
-    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Answer {
+    /// Answers `call` for its reader (see [`crate::authz`]).
+    async fn api(self: Arc<Self>, call: ApiCall) -> Answer {
+        use http::StatusCode as S;
+        let mut reader = match self.auth.reader(call.token.as_deref()).await {
+            Ok(r) => r,
+            Err(e) => return read_error(e),
+        };
+        let q = &call.query;
+        match call.path.as_str() {
+            "/api/fleet" => {
+                let filter = filter_of(q);
+                if let Err(e) = authorize_listing(&mut reader, &self.index, &filter).await {
+                    return read_error(e);
+                }
+                json_answer(S::OK, &self.fleet(&filter, reader.visibility()))
+            }
+            "/api/gateway" => {
+                if let Some(ns) = q.get("namespace")
+                    && let Err(e) = reader.check(ns).await
+                {
+                    return read_error(e);
+                }
+                self.gateway(q)
+            }
+            "/api/events" => {
+                let filter = filter_of(q);
+                if let Some(ns) = &filter.namespace
+                    && let Err(e) = reader.check(ns).await
+                {
+                    return read_error(e);
+                }
+                self.events(call.conn, filter, reader)
+            }
+            path => error(S::NOT_FOUND, format!("no API {}", quote_client_input(path))),
+        }
+    }
+
+    /// The answer, or the API call to make (after authorizing its reader).
+    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Next {
         use http::StatusCode as S;
         let host = host_of(request);
         let allowed = match host {
@@ -266,59 +335,65 @@ impl State {
                 Some(Ok(h)) => quote_client_input(h),
                 _ => "that is not text".to_owned(),
             };
-            return error(
+            return Next::Done(error(
                 S::MISDIRECTED_REQUEST,
                 format!(
                     "this hub's page does not answer to Host {named}: open it by a loopback name, an IP address or a name given with --web-host"
                 ),
-            );
+            ));
         }
         if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
-            return error(S::METHOD_NOT_ALLOWED, "the page is read-only: GET only");
+            return Next::Done(error(
+                S::METHOD_NOT_ALLOWED,
+                "the page is read-only: GET only",
+            ));
         }
         let path = request.uri().path();
         match path {
-            "/" | "/index.html" => return full(S::OK, "text/html; charset=utf-8", INDEX_HTML),
-            "/app.js" => return full(S::OK, "text/javascript; charset=utf-8", APP_JS),
-            "/style.css" => return full(S::OK, "text/css; charset=utf-8", STYLE_CSS),
+            "/" | "/index.html" => {
+                return Next::Done(full(S::OK, "text/html; charset=utf-8", INDEX_HTML));
+            }
+            "/app.js" => return Next::Done(full(S::OK, "text/javascript; charset=utf-8", APP_JS)),
+            "/style.css" => return Next::Done(full(S::OK, "text/css; charset=utf-8", STYLE_CSS)),
             _ => {}
         }
         if !path.starts_with("/api/") {
-            return error(
+            return Next::Done(error(
                 S::NOT_FOUND,
                 format!("no page {}", quote_client_input(path)),
-            );
+            ));
         }
-        if !self.auth.accepts(token_of(request.headers()).as_deref()) {
-            return error(
+        let token = token_of(request.headers());
+        if !self.auth.accepts(token.as_deref()) {
+            return Next::Done(error(
                 S::UNAUTHORIZED,
                 format!(
                     "the hub requires its Dashboard token: send `Authorization: Bearer <token>` or the cookie {TOKEN_COOKIE}"
                 ),
-            );
+            ));
         }
-        let q = query(request.uri());
-        match path {
-            "/api/fleet" => json_answer(S::OK, &self.fleet(&filter_of(&q))),
-            "/api/gateway" => self.gateway(&q),
-            "/api/events" => self.events(request.extensions(), filter_of(&q)),
-            _ => error(S::NOT_FOUND, format!("no API {}", quote_client_input(path))),
-        }
+        Next::Api(ApiCall {
+            path: path.to_owned(),
+            query: query(request.uri()),
+            token: token.map(Cow::into_owned),
+            conn: crate::conn::conn_in(request.extensions()).map(|c| c.state.clone()),
+        })
     }
 
-    /// Every cluster and every hub Gateway matching `filter`.
-    fn fleet(&self, filter: &Filter) -> Value {
+    /// Every cluster (for a cluster-wide reader) and every hub Gateway
+    /// matching `filter` that the reader may see.
+    fn fleet(&self, filter: &Filter, visibility: &Visibility) -> Value {
         let views: Vec<Arc<GatewayView>> = self
             .index
             .subscribe()
             .borrow()
             .gateways
             .values()
-            .filter(|v| filter.matches(v.facts()))
+            .filter(|v| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
             .cloned()
             .collect();
         json!({
-            "clusters": clusters_json(&self.index.listed_clusters()),
+            "clusters": visible_clusters(&self.index, visibility),
             "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
             "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
         })
@@ -371,7 +446,12 @@ impl State {
     }
 
     /// A Server-Sent Events stream of the matching hub Gateways.
-    fn events(self: Arc<Self>, ext: &http::Extensions, filter: Filter) -> Answer {
+    fn events(
+        self: Arc<Self>,
+        conn: Option<Arc<crate::conn::ConnState>>,
+        filter: Filter,
+        mut reader: Reader,
+    ) -> Answer {
         let Some(permit) = self.streams.try_take() else {
             Counters::bump(&self.index.counters().refused_dashboard_calls);
             return error(
@@ -382,7 +462,6 @@ impl State {
                 ),
             );
         };
-        let conn = crate::conn::conn_in(ext).map(|c| c.state.clone());
         // One event in flight, as for WatchGateways: while the page is
         // slow, changes coalesce in the watch channel, not here.
         let (tx, rx) = mpsc::channel::<Bytes>(1);
@@ -397,14 +476,26 @@ impl State {
             keepalive.reset();
             let mut last_clusters = Value::Null;
             loop {
+                // As WatchGateways: new namespaces decided before sent; a
+                // reader no longer valid loses the stream (the page
+                // reconnects and is asked for a token).
+                let missing = undecided(&views.borrow_and_update(), &filter, reader.visibility());
+                if reader
+                    .decide(missing.iter().map(String::as_str))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
                 let d = diff(
-                    &views.borrow_and_update(),
+                    &views.borrow(),
                     &mut sent,
                     snapshot,
                     false,
                     &filter,
+                    reader.visibility(),
                 );
-                let clusters = clusters_json(&state.index.listed_clusters());
+                let clusters = visible_clusters(&state.index, reader.visibility());
                 let event = if snapshot || !d.is_empty() || clusters != last_clusters {
                     let gateways: Vec<Value> =
                         d.upserted.iter().map(|(v, _)| row_json(v)).collect();
@@ -445,6 +536,11 @@ impl State {
                             return;
                         }
                     }
+                    _ = crate::authz::until(reader.recheck_at()) => {
+                        if reader.recheck().await.is_err() {
+                            return;
+                        }
+                    }
                     _ = tx.closed() => return,
                     _ = crate::grpc::shutting_down(&mut shutdown) => return,
                 }
@@ -478,6 +574,26 @@ impl State {
                 false
             }
         }
+    }
+}
+
+/// The page's answer to a reader who may not read.
+fn read_error(e: ReadError) -> Answer {
+    use http::StatusCode as S;
+    let status = match e {
+        ReadError::Unauthenticated(_) => S::UNAUTHORIZED,
+        ReadError::Forbidden(_) => S::FORBIDDEN,
+        ReadError::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+    };
+    error(status, e.to_string())
+}
+
+/// The fleet's clusters for a reader who reads cluster-wide; none for
+/// others (they see their Gateways' cells, not the fleet).
+fn visible_clusters(index: &Index, visibility: &Visibility) -> Value {
+    match visibility.is_cluster_wide() {
+        true => clusters_json(&index.listed_clusters()),
+        false => Value::Array(Vec::new()),
     }
 }
 

@@ -128,10 +128,17 @@ function connect() {
 async function whyClosed() {
   let r = null;
   try {
-    // A namespace no Gateway has: the answer is small.
-    r = await fetch('api/fleet?namespace=%00', { credentials: 'same-origin', cache: 'no-store' });
+    // The stream's own question: a refusal is the same for both.
+    r = await fetch('api/fleet?' + query(), { credentials: 'same-origin', cache: 'no-store' });
   } catch (e) { /* unreachable: retried below */ }
   if (r && r.status === 401) { askToken(); return; }
+  if (r && r.status === 403) {
+    // --dashboard-auth=kubernetes: RBAC does not let this token read it.
+    let why = 'forbidden';
+    try { why = (await r.json()).error || why; } catch (e) { /* keep the word */ }
+    askToken(why);
+    return;
+  }
   setLive(false, (r ? 'hub answered ' + r.status : 'hub unreachable') + '; retrying');
   retry = setTimeout(connect, 2000);
 }

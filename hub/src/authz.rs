@@ -1,0 +1,373 @@
+//! `--dashboard-auth=kubernetes`: who is reading, and which namespaces
+//! they may read, asked of the management cluster's API server as
+//! kube-rbac-proxy does in front of operator endpoints.
+//!
+//! A reader presents a Kubernetes bearer token (`authorization: Bearer`
+//! on gRPC; the header or the page's token cookie on the web page). A
+//! `TokenReview` (authentication.k8s.io/v1) says whose it is; a
+//! `SubjectAccessReview` (authorization.k8s.io/v1) per namespace says
+//! whether that user may `get` `gateways.gateway.networking.k8s.io` there,
+//! and one with no namespace whether they may cluster-wide (then they read
+//! everything, `ListClusters` and the page's cluster list included). The
+//! answers are cached for [`read_access::DECISION_TTL`] (failures for
+//! [`read_access::FAILURE_TTL`]), bounded, keyed by a keyed 128-bit hash
+//! of the token, never the token.
+//!
+//! A watch (gRPC or the page's event stream) decides its namespaces as
+//! Gateways of them appear, and re-checks everything (the token too) every
+//! `DECISION_TTL`: a namespace whose access was revoked is sent as deleted,
+//! one granted appears, and a token no longer valid ends the watch with
+//! `UNAUTHENTICATED`.
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+
+use gwhub_hub_rules::read_access::{self, Cache, MAX_CACHED, Outcome, Visibility};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+use parking_lot::Mutex;
+use tonic::Status;
+
+/// A hash of a token: the caches' key.
+type TokenKey = u128;
+
+/// A token's user (`None`: not a valid token), or why it is not known.
+type UserAnswer = Result<Option<Arc<UserInfo>>, String>;
+
+/// The reviews and their caches; one per hub, shared by every reader.
+pub struct KubeReaders {
+    tokens: Api<TokenReview>,
+    access: Api<SubjectAccessReview>,
+    /// Two independent random SipHash keys: a 128-bit hash no reader can
+    /// aim a collision at.
+    hash: (
+        std::collections::hash_map::RandomState,
+        std::collections::hash_map::RandomState,
+    ),
+    users: Mutex<Cache<TokenKey, UserAnswer>>,
+    /// Per token and namespace ("" for cluster-wide).
+    decisions: Mutex<Cache<(TokenKey, String), Result<bool, String>>>,
+}
+
+impl std::fmt::Debug for KubeReaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeReaders").finish_non_exhaustive()
+    }
+}
+
+/// Why a reader is not served.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<ReadError> for Status {
+    fn from(e: ReadError) -> Status {
+        match e {
+            ReadError::Unauthenticated(m) => Status::unauthenticated(m),
+            ReadError::Forbidden(m) => Status::permission_denied(m),
+            ReadError::Unavailable(m) => Status::unavailable(m),
+        }
+    }
+}
+
+impl KubeReaders {
+    pub fn new(client: kube::Client) -> Self {
+        KubeReaders {
+            tokens: Api::all(client.clone()),
+            access: Api::all(client),
+            hash: Default::default(),
+            users: Mutex::new(Cache::new(MAX_CACHED)),
+            decisions: Mutex::new(Cache::new(MAX_CACHED)),
+        }
+    }
+
+    fn key(&self, token: &str) -> TokenKey {
+        let half = |s: &std::collections::hash_map::RandomState| {
+            let mut h = s.build_hasher();
+            h.write(token.as_bytes());
+            h.finish()
+        };
+        (u128::from(half(&self.hash.0)) << 64) | u128::from(half(&self.hash.1))
+    }
+
+    /// The token's user (`None`: not a valid token), cached.
+    async fn user(&self, key: TokenKey, token: &str) -> Result<Option<Arc<UserInfo>>, ReadError> {
+        if let Some(r) = self.users.lock().get(&key, Instant::now()).cloned() {
+            return r.map_err(ReadError::Unavailable);
+        }
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_owned()),
+                audiences: None,
+            },
+            ..Default::default()
+        };
+        let answer = reviewed(self.tokens.create(&PostParams::default(), &review)).await;
+        let (result, outcome) = match answer {
+            Ok(r) => {
+                let status = r.status.unwrap_or_default();
+                let user = match (status.authenticated, status.user) {
+                    (Some(true), Some(u)) => Some(Arc::new(u)),
+                    _ => None,
+                };
+                (Ok(user), Outcome::Answered)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "TokenReview failed");
+                (
+                    Err(format!(
+                        "the hub cannot review the token with the Kubernetes API server: {e}"
+                    )),
+                    Outcome::Failed,
+                )
+            }
+        };
+        self.users.lock().insert(
+            key,
+            result.clone(),
+            read_access::ttl(outcome),
+            Instant::now(),
+        );
+        result.map_err(ReadError::Unavailable)
+    }
+
+    /// Whether `user` may get hub Gateways in `namespace` ("": all), cached.
+    async fn allowed(
+        &self,
+        key: TokenKey,
+        user: &UserInfo,
+        namespace: &str,
+    ) -> Result<bool, ReadError> {
+        let cache_key = (key, namespace.to_owned());
+        if let Some(r) = self
+            .decisions
+            .lock()
+            .get(&cache_key, Instant::now())
+            .cloned()
+        {
+            return r.map_err(ReadError::Unavailable);
+        }
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: user.username.clone(),
+                uid: user.uid.clone(),
+                groups: user.groups.clone(),
+                extra: user.extra.clone(),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+                    verb: Some(read_access::VERB.to_owned()),
+                    group: Some(read_access::GROUP.to_owned()),
+                    resource: Some(read_access::RESOURCE.to_owned()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = reviewed(self.access.create(&PostParams::default(), &review)).await;
+        let (result, outcome) = match answer {
+            Ok(r) => (Ok(r.status.is_some_and(|s| s.allowed)), Outcome::Answered),
+            Err(e) => {
+                tracing::warn!(error = %e, namespace, "SubjectAccessReview failed");
+                (
+                    Err(format!(
+                        "the hub cannot ask the Kubernetes API server what the reader may read: {e}"
+                    )),
+                    Outcome::Failed,
+                )
+            }
+        };
+        self.decisions.lock().insert(
+            cache_key,
+            result.clone(),
+            read_access::ttl(outcome),
+            Instant::now(),
+        );
+        result.map_err(ReadError::Unavailable)
+    }
+}
+
+/// How long a review may take: a reader waiting holds a Dashboard call
+/// slot, so a slow API server costs readers a refusal, not the budget.
+const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A review's answer, or a timeout as an error.
+async fn reviewed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
+    match tokio::time::timeout(REVIEW_TIMEOUT, call).await {
+        Ok(r) => r.map_err(|e| gwhub_model::error_chain(&e)),
+        Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
+    }
+}
+
+/// One reader of the Dashboard or the page: what they may see. Without
+/// `--dashboard-auth=kubernetes` everyone sees everything (the token and
+/// client-certificate gates admit or refuse before).
+pub struct Reader {
+    visibility: Visibility,
+    kube: Option<KubeReader>,
+}
+
+struct KubeReader {
+    readers: Arc<KubeReaders>,
+    /// Kept for the re-checks of a long watch; never logged.
+    token: String,
+    key: TokenKey,
+    user: Arc<UserInfo>,
+    decided_at: Instant,
+}
+
+/// SubjectAccessReviews one reader has in flight at most.
+const REVIEWS_AT_ONCE: usize = 8;
+
+const NO_TOKEN: &str = "the hub authorizes readers with Kubernetes (--dashboard-auth=kubernetes): \
+     send `authorization: Bearer <token>` with your Kubernetes token (gwhubctl: --kubeconfig, \
+     --token or --token-file; over https:// it sends the kubeconfig's token by itself)";
+
+impl Reader {
+    /// A reader who sees everything.
+    pub fn anyone() -> Reader {
+        Reader {
+            visibility: Visibility::everything(),
+            kube: None,
+        }
+    }
+
+    /// Authenticates `token` and decides whether its user reads
+    /// cluster-wide; `Unauthenticated` without a valid token.
+    pub async fn kubernetes(
+        readers: Arc<KubeReaders>,
+        token: Option<&str>,
+    ) -> Result<Reader, ReadError> {
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(ReadError::Unauthenticated(NO_TOKEN.to_owned()));
+        };
+        let key = readers.key(token);
+        let mut reader = Reader {
+            visibility: Visibility::namespaced(),
+            kube: Some(KubeReader {
+                readers,
+                token: token.to_owned(),
+                key,
+                user: Arc::new(UserInfo::default()),
+                decided_at: Instant::now(),
+            }),
+        };
+        reader.recheck().await?;
+        Ok(reader)
+    }
+
+    /// Reviews the token again and forgets the namespace decisions, so
+    /// they are made again (from the cache when still fresh).
+    pub async fn recheck(&mut self) -> Result<(), ReadError> {
+        let Some(k) = self.kube.as_mut() else {
+            return Ok(());
+        };
+        let Some(user) = k.readers.user(k.key, &k.token).await? else {
+            return Err(ReadError::Unauthenticated(
+                "the bearer token is not a valid Kubernetes token (TokenReview)".to_owned(),
+            ));
+        };
+        let cluster_wide = k.readers.allowed(k.key, &user, "").await?;
+        k.user = user;
+        k.decided_at = Instant::now();
+        self.visibility = match cluster_wide {
+            true => Visibility::everything(),
+            false => Visibility::namespaced(),
+        };
+        Ok(())
+    }
+
+    /// When a long watch must [`Self::recheck`] (never, without Kubernetes).
+    pub fn recheck_at(&self) -> Option<Instant> {
+        self.kube
+            .as_ref()
+            .map(|k| k.decided_at + read_access::DECISION_TTL)
+    }
+
+    /// Decides each of `namespaces` not decided yet, a few reviews at a
+    /// time (a reader's first look at a hub of many namespaces).
+    pub async fn decide<'a>(
+        &mut self,
+        namespaces: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), ReadError> {
+        let Some(k) = self.kube.as_ref() else {
+            return Ok(());
+        };
+        let undecided = self.visibility.undecided(namespaces);
+        if undecided.is_empty() {
+            return Ok(());
+        }
+        let answers: Vec<(String, Result<bool, ReadError>)> = futures::stream::iter(undecided)
+            .map(|ns| async move {
+                let ok = k.readers.allowed(k.key, &k.user, &ns).await;
+                (ns, ok)
+            })
+            .buffer_unordered(REVIEWS_AT_ONCE)
+            .collect()
+            .await;
+        for (ns, ok) in answers {
+            self.visibility.decide(&ns, ok?);
+        }
+        Ok(())
+    }
+
+    /// `Forbidden` unless the reader may read hub Gateways of `namespace`.
+    pub async fn check(&mut self, namespace: &str) -> Result<(), ReadError> {
+        self.decide([namespace]).await?;
+        if self.visibility.sees(namespace) {
+            return Ok(());
+        }
+        Err(ReadError::Forbidden(self.refusal(&format!(
+            "get gateways.{} in namespace {}",
+            read_access::GROUP,
+            gwhub_model::text::quote_client_input(namespace)
+        ))))
+    }
+
+    /// `Forbidden` unless the reader reads cluster-wide.
+    pub fn check_cluster_wide(&self, what: &str) -> Result<(), ReadError> {
+        if self.visibility.is_cluster_wide() {
+            return Ok(());
+        }
+        Err(ReadError::Forbidden(self.refusal(&format!(
+            "get gateways.{} cluster-wide (needed for {what})",
+            read_access::GROUP
+        ))))
+    }
+
+    fn refusal(&self, what: &str) -> String {
+        let user = self
+            .kube
+            .as_ref()
+            .and_then(|k| k.user.username.clone())
+            .unwrap_or_default();
+        format!(
+            "{} may not {what}",
+            gwhub_model::text::quote_client_input(&user)
+        )
+    }
+
+    pub fn visibility(&self) -> &Visibility {
+        &self.visibility
+    }
+}
+
+/// Sleeps until `at`, forever without one.
+pub async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,579 @@
+//! Issue #25 (3): `--dashboard-auth=kubernetes` against a real API server.
+//! The hub reviews readers' tokens and asks what they may read as its own
+//! ServiceAccount (so the shipped RBAC is exercised); three readers known
+//! to the API server by static tokens: one bound to a Role reading hub
+//! Gateways in one namespace, one bound cluster-wide, one bound to nothing.
+//! Each sees exactly what RBAC lets them: on gRPC (lists, gets, history,
+//! clusters, a watch, also as their access is revoked mid-watch) and on
+//! the web page.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_hub::authz::KubeReaders;
+use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_proto::client::{ReportStream, open_report};
+use gwhub_proto::convert::status_to_proto;
+use gwhub_proto::v1::{
+    self, agent_message, dashboard_client::DashboardClient, ingest_client::IngestClient,
+};
+use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets, static_token};
+use gwhub_test_kit::install::install_hub;
+use gwhub_test_kit::kube_objects::apply;
+use gwhub_test_kit::procs::workspace_binary;
+use gwhub_test_kit::wait::until;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+
+const WAIT: Duration = Duration::from_secs(30);
+const ONE: &str = "reader-one";
+const ALL: &str = "reader-all";
+const NONE: &str = "reader-none";
+
+fn status() -> GatewayStatus {
+    serde_json::from_value(json!({
+        "conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+            {"type": "Programmed", "status": "True", "reason": "Programmed", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}],
+        "addresses": [{"type": "IPAddress", "value": "192.0.2.10"}],
+    }))
+    .unwrap()
+}
+
+/// One Report stream for cluster `east`, sending full snapshots.
+struct Agent {
+    tx: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+    seq: u64,
+    _drain: tokio::task::JoinHandle<()>,
+}
+
+impl Agent {
+    async fn connect(addr: SocketAddr) -> Agent {
+        let mut client = IngestClient::connect(format!("http://{addr}"))
+            .await
+            .unwrap();
+        let hello = v1::Hello {
+            agent_version: "authz-test".into(),
+            capabilities: vec![],
+            cluster: "east".into(),
+        };
+        let ReportStream { tx, mut rx } = open_report(&mut client, hello, 16).await.unwrap();
+        let drain = tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
+        Agent {
+            tx,
+            seq: 0,
+            _drain: drain,
+        }
+    }
+
+    async fn snapshot(&mut self, gateways: &[(&str, &str)]) {
+        self.seq += 1;
+        let gateways = gateways
+            .iter()
+            .map(|(ns, name)| v1::GatewayReport {
+                namespace: (*ns).into(),
+                name: (*name).into(),
+                uid: format!("uid-{ns}-{name}"),
+                generation: 1,
+                status: Some(status_to_proto(&status()).unwrap()),
+            })
+            .collect();
+        let chunk = v1::SnapshotChunk {
+            snapshot_id: self.seq,
+            chunk: 0,
+            r#final: true,
+            seq: self.seq,
+            gateways,
+        };
+        self.tx
+            .send(v1::AgentMessage {
+                message: Some(agent_message::Message::Snapshot(chunk)),
+            })
+            .await
+            .unwrap();
+    }
+}
+
+/// Whether the API server's authorizer already says `user` may get hub
+/// Gateways in `namespace` ("": cluster-wide); RBAC reaches it by a watch.
+async fn can(admin: &Client, user: &str, namespace: &str) -> bool {
+    let api: Api<SubjectAccessReview> = Api::all(admin.clone());
+    let review: SubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "resourceAttributes": {
+            "namespace": namespace, "verb": "get",
+            "group": "gateway.networking.k8s.io", "resource": "gateways"}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .is_some_and(|s| s.allowed)
+}
+
+/// Reader ONE may get gateways in team-a; ALL everywhere; NONE nowhere.
+async fn grant(admin: &Client) {
+    let rule = json!([{"apiGroups": ["gateway.networking.k8s.io"],
+                        "resources": ["gateways"], "verbs": ["get"]}]);
+    let ref_ = |kind: &str| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": "gateway-reader"});
+    let user = |name: &str| json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}]);
+    let roles: Api<Role> = Api::namespaced(admin.clone(), "team-a");
+    apply(&roles, "gateway-reader", json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role", "metadata": {"name": "gateway-reader", "namespace": "team-a"}, "rules": rule})).await;
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), "team-a");
+    apply(
+        &bindings,
+        "gateway-reader",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding", "metadata": {"name": "gateway-reader", "namespace": "team-a"},
+        "roleRef": ref_("Role"), "subjects": user(ONE)}),
+    )
+    .await;
+    let croles: Api<ClusterRole> = Api::all(admin.clone());
+    apply(
+        &croles,
+        "gateway-reader",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole", "metadata": {"name": "gateway-reader"}, "rules": rule}),
+    )
+    .await;
+    let cbindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    apply(
+        &cbindings,
+        "gateway-reader-all",
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding", "metadata": {"name": "gateway-reader-all"},
+        "roleRef": ref_("ClusterRole"), "subjects": user(ALL)}),
+    )
+    .await;
+    until(
+        WAIT,
+        || async { (can(admin, ONE, "team-a").await, can(admin, ALL, "").await) },
+        |got| *got == (true, true),
+    )
+    .await;
+}
+
+/// Adds the reader's `authorization` header.
+type AddToken =
+    Box<dyn FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Send>;
+
+type Dashboard = DashboardClient<
+    tonic::service::interceptor::InterceptedService<tonic::transport::Channel, AddToken>,
+>;
+
+/// A Dashboard client presenting `token` (none: no header).
+async fn dashboard(addr: SocketAddr, token: Option<String>) -> Dashboard {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let header: Option<MetadataValue<_>> = token.map(|t| format!("Bearer {t}").parse().unwrap());
+    let add: AddToken = Box::new(move |mut req: tonic::Request<()>| {
+        if let Some(h) = &header {
+            req.metadata_mut().insert("authorization", h.clone());
+        }
+        Ok(req)
+    });
+    DashboardClient::with_interceptor(channel, add)
+}
+
+async fn as_reader(addr: SocketAddr, user: &str) -> Dashboard {
+    dashboard(addr, Some(static_token(user))).await
+}
+
+/// `namespace/name` of every Gateway a ListGateways returns.
+async fn listed(d: &mut Dashboard, namespace: &str) -> Result<Vec<String>, Code> {
+    let filter = v1::GatewayFilter {
+        namespace: namespace.into(),
+        ..Default::default()
+    };
+    d.list_gateways(v1::ListGatewaysRequest {
+        filter: Some(filter),
+        ..Default::default()
+    })
+    .await
+    .map(|r| {
+        r.into_inner()
+            .gateways
+            .iter()
+            .map(|g| format!("{}/{}", g.namespace, g.name))
+            .collect()
+    })
+    .map_err(|s| s.code())
+}
+
+async fn get(d: &mut Dashboard, namespace: &str, name: &str) -> Code {
+    let r = d
+        .get_gateway(v1::GetGatewayRequest {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+        .await;
+    r.map(|_| Code::Ok).unwrap_or_else(|s| s.code())
+}
+
+async fn history(d: &mut Dashboard, namespace: &str, name: &str) -> Code {
+    let r = d
+        .get_gateway_history(v1::GetGatewayHistoryRequest {
+            namespace: namespace.into(),
+            name: name.into(),
+            limit: 0,
+        })
+        .await;
+    r.map(|_| Code::Ok).unwrap_or_else(|s| s.code())
+}
+
+async fn clusters(d: &mut Dashboard) -> Result<Vec<String>, Code> {
+    d.list_clusters(v1::ListClustersRequest::default())
+        .await
+        .map(|r| {
+            r.into_inner()
+                .clusters
+                .into_iter()
+                .map(|c| c.name)
+                .collect()
+        })
+        .map_err(|s| s.code())
+}
+
+/// One GET over plaintext HTTP/1.1: the status code and the JSON body.
+async fn web_get(addr: SocketAddr, path: &str, user: Option<&str>) -> (u16, Value) {
+    let auth = user
+        .map(|u| format!("Authorization: Bearer {}\r\n", static_token(u)))
+        .unwrap_or_default();
+    web_get_with(addr, path, &auth).await
+}
+
+/// [`web_get`] with raw header lines (each ending in CRLF).
+async fn web_get_with(addr: SocketAddr, path: &str, auth: &str) -> (u16, Value) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n{auth}\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    tokio::time::timeout(WAIT, s.read_to_string(&mut text))
+        .await
+        .unwrap()
+        .unwrap();
+    let code = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    // A chunked body of one JSON document: take it from its first brace.
+    let json = body
+        .find('{')
+        .and_then(|i| body[i..].rfind('}').map(|j| &body[i..=i + j]))
+        .unwrap_or("null");
+    (code, serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+/// The first event of the page's event stream as `user`: its JSON.
+async fn web_snapshot(addr: SocketAddr, path: &str, user: &str) -> Value {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\n\r\n",
+            static_token(user)
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("the snapshot in time")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&text)
+        );
+        text.extend_from_slice(&buf[..n]);
+        let t = String::from_utf8_lossy(&text);
+        if let Some(at) = t.find("event: snapshot\ndata: ") {
+            let data = &t[at + "event: snapshot\ndata: ".len()..];
+            if let Some(end) = data.find("\n\n") {
+                return serde_json::from_str(&data[..end]).unwrap();
+            }
+        }
+    }
+}
+
+/// The watch's next message, in time.
+async fn next(
+    s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
+) -> Result<v1::WatchGatewaysResponse, tonic::Status> {
+    tokio::time::timeout(WAIT, s.next())
+        .await
+        .expect("a watch message in time")
+        .expect("the watch open")
+}
+
+fn names(fleet: &Value) -> Vec<String> {
+    let mut v: Vec<String> = fleet["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            format!(
+                "{}/{}",
+                g["namespace"].as_str().unwrap(),
+                g["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn each_reader_sees_exactly_what_rbac_lets_them() {
+    if !require_assets("each_reader_sees_exactly_what_rbac_lets_them") {
+        return;
+    }
+    let fleet = Fleet::start(&["authz"]).await.expect("start API server");
+    let cluster = fleet.cluster("authz");
+    // The hub asks as its ServiceAccount, with the shipped RBAC.
+    let as_hub = install_hub(cluster).await;
+    let admin = cluster.client().await.unwrap();
+    create_namespaces(&admin, &["team-a", "team-b"])
+        .await
+        .unwrap();
+    grant(&admin).await;
+
+    let mut config = HubConfig::loopback(Duration::from_secs(60));
+    config.web_listen = Some("127.0.0.1:0".parse().unwrap());
+    let readers = Arc::new(KubeReaders::new(as_hub));
+    let hub = Hub::start_with_readers(config, None, Some(readers))
+        .await
+        .unwrap();
+    let (dash, web) = (hub.dashboard_addr, hub.web_addr.unwrap());
+    let mut agent = Agent::connect(hub.ingest_addr).await;
+    agent
+        .snapshot(&[("team-a", "gw-a"), ("team-b", "gw-b"), ("default", "gw-c")])
+        .await;
+    let index = hub.index.clone();
+    until(
+        WAIT,
+        || async { index.subscribe().borrow().gateways.len() },
+        |n| *n == 3,
+    )
+    .await;
+
+    // No token, or one the API server does not know: UNAUTHENTICATED.
+    let mut anon = dashboard(dash, None).await;
+    assert_eq!(listed(&mut anon, "").await, Err(Code::Unauthenticated));
+    let mut bogus = dashboard(dash, Some("not-a-token".into())).await;
+    assert_eq!(listed(&mut bogus, "").await, Err(Code::Unauthenticated));
+    assert_eq!(
+        get(&mut bogus, "team-a", "gw-a").await,
+        Code::Unauthenticated
+    );
+    assert_eq!(clusters(&mut bogus).await, Err(Code::Unauthenticated));
+
+    // One namespace.
+    let mut one = as_reader(dash, ONE).await;
+    assert_eq!(
+        listed(&mut one, "").await,
+        Ok(vec!["team-a/gw-a".to_owned()])
+    );
+    assert_eq!(
+        listed(&mut one, "team-a").await,
+        Ok(vec!["team-a/gw-a".to_owned()])
+    );
+    assert_eq!(
+        listed(&mut one, "team-b").await,
+        Err(Code::PermissionDenied)
+    );
+    assert_eq!(get(&mut one, "team-a", "gw-a").await, Code::Ok);
+    assert_eq!(
+        get(&mut one, "team-b", "gw-b").await,
+        Code::PermissionDenied
+    );
+    // A forbidden namespace is refused whether or not the Gateway exists.
+    assert_eq!(
+        get(&mut one, "team-b", "absent").await,
+        Code::PermissionDenied
+    );
+    assert_eq!(get(&mut one, "team-a", "absent").await, Code::NotFound);
+    assert_eq!(history(&mut one, "team-a", "gw-a").await, Code::Ok);
+    assert_eq!(
+        history(&mut one, "default", "gw-c").await,
+        Code::PermissionDenied
+    );
+    assert_eq!(clusters(&mut one).await, Err(Code::PermissionDenied));
+
+    // Cluster-wide.
+    let mut all = as_reader(dash, ALL).await;
+    let mut everything = listed(&mut all, "").await.unwrap();
+    everything.sort();
+    assert_eq!(everything, ["default/gw-c", "team-a/gw-a", "team-b/gw-b"]);
+    assert_eq!(get(&mut all, "team-b", "gw-b").await, Code::Ok);
+    assert_eq!(clusters(&mut all).await, Ok(vec!["east".to_owned()]));
+
+    // Nothing.
+    let mut none = as_reader(dash, NONE).await;
+    assert_eq!(listed(&mut none, "").await, Ok(vec![]));
+    assert_eq!(
+        get(&mut none, "team-a", "gw-a").await,
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        history(&mut none, "team-a", "gw-a").await,
+        Code::PermissionDenied
+    );
+    assert_eq!(clusters(&mut none).await, Err(Code::PermissionDenied));
+
+    // The web page: the same readers, the same views.
+    let (code, _) = web_get(web, "/api/fleet", None).await;
+    assert_eq!(code, 401);
+    let (code, page) = web_get(web, "/api/fleet", Some(ONE)).await;
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(names(&page), ["team-a/gw-a"]);
+    assert_eq!(
+        page["clusters"],
+        json!([]),
+        "the fleet's clusters are cluster-wide"
+    );
+    // The page's own way: the token in its cookie.
+    let cookie = format!("Cookie: gwhub_token={}\r\n", static_token(ONE));
+    let (code, page) = web_get_with(web, "/api/fleet", &cookie).await;
+    assert_eq!((code, names(&page)), (200, vec!["team-a/gw-a".to_owned()]));
+    let (code, page) = web_get(web, "/api/fleet", Some(ALL)).await;
+    assert_eq!(code, 200);
+    assert_eq!(names(&page), ["default/gw-c", "team-a/gw-a", "team-b/gw-b"]);
+    assert_eq!(page["clusters"][0]["name"], "east");
+    let (code, page) = web_get(web, "/api/fleet", Some(NONE)).await;
+    assert_eq!((code, names(&page)), (200, vec![]));
+    let (code, _) = web_get(web, "/api/gateway?namespace=team-b&name=gw-b", Some(ONE)).await;
+    assert_eq!(code, 403);
+    let (code, _) = web_get(web, "/api/gateway?namespace=team-a&name=gw-a", Some(ONE)).await;
+    assert_eq!(code, 200);
+    let (code, _) = web_get(web, "/api/events?namespace=team-b", Some(ONE)).await;
+    assert_eq!(code, 403);
+    let events = web_snapshot(web, "/api/events", ONE).await;
+    assert_eq!(names(&events), ["team-a/gw-a"]);
+    assert_eq!(events["clusters"], json!([]));
+    let events = web_snapshot(web, "/api/events", ALL).await;
+    assert_eq!(names(&events).len(), 3);
+
+    // gwhubctl takes the reader's token from their kubeconfig.
+    let kubeconfig = fleet.dir.join("reader-one.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: r\n\
+             contexts: [{{name: r, context: {{cluster: c, user: one}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}]\n\
+             users: [{{name: one, user: {{token: {}}}}}]\n",
+            static_token(ONE)
+        ),
+    )
+    .unwrap();
+    let ctl = |what: &'static str| {
+        let mut c =
+            std::process::Command::new(workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN"));
+        c.args(["--server", &format!("http://{dash}")])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", what, "-o", "json"]);
+        // The hub runs on this test's runtime: run the client off it.
+        tokio::task::spawn_blocking(move || c.output().unwrap())
+    };
+    let o = ctl("gateways").await.unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("gw-a") && !out.contains("gw-b") && !out.contains("gw-c"),
+        "{out}"
+    );
+    let o = ctl("clusters").await.unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("PermissionDenied"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // A watch: filtered from the snapshot on, also as Gateways of new
+    // namespaces (readable or not) appear.
+    let mut stream = one
+        .watch_gateways(v1::WatchGatewaysRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let first = next(&mut stream).await.unwrap();
+    assert!(first.snapshot);
+    let upserted = |m: &v1::WatchGatewaysResponse| -> Vec<String> {
+        m.upserted
+            .iter()
+            .map(|g| format!("{}/{}", g.namespace, g.name))
+            .collect()
+    };
+    assert_eq!(upserted(&first), ["team-a/gw-a"]);
+    agent
+        .snapshot(&[
+            ("team-a", "gw-a"),
+            ("team-a", "gw-a2"),
+            ("team-b", "gw-b"),
+            ("team-b", "gw-b2"),
+            ("default", "gw-c"),
+            ("other", "gw-d"),
+        ])
+        .await;
+    loop {
+        let m = next(&mut stream).await.unwrap();
+        let got = upserted(&m);
+        assert!(
+            got.iter().all(|g| g.starts_with("team-a/")),
+            "the watch sent a Gateway of a namespace reader-one may not read: {got:?}"
+        );
+        if got.contains(&"team-a/gw-a2".to_owned()) {
+            break;
+        }
+    }
+
+    // RBAC changes during the watch: the binding goes, and within the
+    // decision cache's life the watch says team-a's Gateways are gone.
+    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), "team-a");
+    bindings
+        .delete("gateway-reader", &DeleteParams::default())
+        .await
+        .unwrap();
+    until(WAIT, || can(&admin, ONE, "team-a"), |allowed| !allowed).await;
+    let mut gone = Vec::new();
+    while gone.len() < 2 {
+        let m = next(&mut stream).await.unwrap();
+        assert!(m.upserted.is_empty(), "{:?}", upserted(&m));
+        gone.extend(
+            m.deleted
+                .iter()
+                .map(|r| format!("{}/{}", r.namespace, r.name)),
+        );
+    }
+    gone.sort();
+    assert_eq!(gone, ["team-a/gw-a", "team-a/gw-a2"]);
+    drop(stream);
+    hub.shutdown().await.unwrap();
+}
