@@ -7,7 +7,8 @@
 //! pages the Dashboard's lists and sums up a cluster's report in one word;
 //! [`history`] decides which condition changes are a hub Gateway's
 //! transitions and keeps the last ones in a bounded ring; [`web_host`]
-//! decides which `Host` the web page answers to.
+//! decides which `Host` the web page answers to; [`causes`] groups what is
+//! not ready across the fleet by cause for the web page.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -15,6 +16,7 @@
 //! tests use it without them.
 
 pub mod aggregate;
+pub mod causes;
 pub mod history;
 pub mod layout;
 pub mod listing;
