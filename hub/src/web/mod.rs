@@ -9,6 +9,7 @@
 //! | `/api/fleet?namespace=&cluster=&not_ready=1` | one JSON snapshot: clusters and the matching hub Gateways (a cell per cluster each) |
 //! | `/api/events?...` (same filter) | Server-Sent Events: a `snapshot` event, then a `change` event per change |
 //! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
+//! | `/api/causes?namespace=&cluster=` | what is not ready across the fleet, grouped by cause ([`gwhub_hub_rules::causes`]) |
 //!
 //! Live updates are Server-Sent Events fed by the index's `watch` channel,
 //! through the same [`crate::grpc::dashboard::diff`] and filter as
@@ -60,6 +61,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codegen::{Bytes, Service, http};
 
+use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::aggregate::GatewayKey;
@@ -175,6 +177,17 @@ fn full(status: http::StatusCode, content_type: &str, body: impl Into<Bytes>) ->
 
 fn json_answer(status: http::StatusCode, v: &Value) -> Answer {
     full(status, "application/json", v.to_string())
+}
+
+/// A view type as the JSON answer.
+fn serialized_answer(v: &impl serde::Serialize) -> Answer {
+    match serde_json::to_string(v) {
+        Ok(body) => full(http::StatusCode::OK, "application/json", body),
+        Err(e) => error(
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("could not encode the answer: {e}"),
+        ),
+    }
 }
 
 fn error(status: http::StatusCode, message: impl Into<String>) -> Answer {
@@ -301,6 +314,7 @@ impl State {
         match path {
             "/api/fleet" => json_answer(S::OK, &self.fleet(&filter_of(&q))),
             "/api/gateway" => self.gateway(&q),
+            "/api/causes" => serialized_answer(&self.causes(&filter_of(&q))),
             "/api/events" => self.events(request.extensions(), filter_of(&q)),
             _ => error(S::NOT_FOUND, format!("no API {}", quote_client_input(path))),
         }
@@ -322,6 +336,36 @@ impl State {
             "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
             "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
         })
+    }
+
+    /// What is not ready in the clusters and hub Gateways `filter` keeps
+    /// (its namespace and cluster; `not_ready` changes nothing), by cause.
+    fn causes(&self, filter: &Filter) -> Causes {
+        let cluster_ok = |c: &str| filter.cluster.as_deref().is_none_or(|f| f == c);
+        let summaries = self.index.clusters();
+        let facts: Vec<ClusterFacts<'_>> = summaries
+            .iter()
+            .filter(|c| cluster_ok(&c.name))
+            .map(|c| ClusterFacts {
+                name: &c.name,
+                liveness: if c.stale {
+                    Liveness::Stale
+                } else if c.last_report_millis == 0 && c.gateway_count == 0 {
+                    Liveness::NeverReported
+                } else {
+                    Liveness::Fresh
+                },
+            })
+            .collect();
+        let reports = self
+            .index
+            .all_reports(|k| filter.namespace.as_deref().is_none_or(|n| n == k.namespace));
+        let input: Vec<_> = reports
+            .iter()
+            .filter(|(_, r)| cluster_ok(&r.cluster))
+            .map(|(k, r)| (k, r.as_report()))
+            .collect();
+        causes::group(&facts, &input, causes::Limits::default())
     }
 
     fn gateway(&self, q: &HashMap<String, String>) -> Answer {
