@@ -128,7 +128,8 @@ async fn the_page_shows_the_fleet_live_in_a_browser() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let mut clusters: Vec<SimCluster> = (0..3).map(|i| SimCluster::new(i, root.path())).collect();
+    // Four: cluster-4 fails like east (its load balancer), one cause.
+    let mut clusters: Vec<SimCluster> = (0..4).map(|i| SimCluster::new(i, root.path())).collect();
     for c in &clusters {
         c.write().unwrap();
     }

@@ -69,7 +69,9 @@ async function test(page) {
   await page.waitForSelector(INTERNAL);
   await page.waitForSelector('#live.on');
   const clusters = await page.$$eval('#overview thead th[data-cluster]', (ths) => ths.map((t) => t.dataset.cluster));
-  check(JSON.stringify(clusters) === JSON.stringify(['central', 'east', 'west']), 'the clusters are the columns: ' + clusters);
+  check(JSON.stringify(clusters) === JSON.stringify(['central', 'cluster-4', 'east', 'west']), 'the clusters are the columns: ' + clusters);
+  await page.waitForSelector('#causes-none:not(.hidden)');
+  check(true, 'no problem while every cluster is ready');
   await page.waitForSelector(DEFAULT + ' td[data-cluster="east"][data-health="ready"]');
   check(await page.$(INTERNAL + ' td[data-cluster="central"].missing') !== null, 'central does not report internal');
   await page.screenshot({ path: join(artifacts, '1-overview.png'), fullPage: true });
@@ -84,6 +86,45 @@ async function test(page) {
   check(ms <= 2000, 'east losing its load balancer shows on the page in ' + ms + ' ms');
   check(navigations.length === 0, 'no reload');
   await page.waitForSelector(DEFAULT + ' .badge.not-ready');
+
+  // Two clusters failing the same way are one cause, with both clusters.
+  await ask('CHANGE cluster-4');
+  const CAUSE = '#cause-list li.cause[data-reason="SyncLoadBalancerFailed"]';
+  await page.waitForSelector(CAUSE + '[data-cluster-count="2"]', { timeout: 10000 });
+  const members = await page.$$eval(CAUSE + ' .chip', (cs) => cs.map((c) => c.dataset.cluster));
+  check(JSON.stringify(members) === '["cluster-4","east"]', 'one cause, two clusters: ' + members);
+  check((await page.getAttribute(CAUSE, 'data-type')) === 'LoadBalancerReady', 'the cause names the condition type');
+  check((await page.$$(CAUSE)).length === 1, 'the cluster names and addresses in the message do not split the cause');
+  check((await page.textContent('#cause-list li.cause:first-child')).includes('2 clusters'), 'the largest cause comes first');
+  await page.screenshot({ path: join(artifacts, '1b-causes.png'), fullPage: true });
+  // Choosing it narrows the cluster axis to its clusters.
+  await page.click(CAUSE + ' .head');
+  await page.waitForFunction(() => document.querySelectorAll('#overview thead th[data-cluster]').length === 2);
+  const narrowed = await page.$$eval('#overview thead th[data-cluster]', (ths) => ths.map((t) => t.dataset.cluster));
+  check(JSON.stringify(narrowed) === '["cluster-4","east"]', 'a chosen cause keeps its clusters\' columns: ' + narrowed);
+  check(page.url().includes('cause='), 'the chosen cause is in the address');
+  await page.click('#cause-clear');
+  await page.waitForFunction(() => document.querySelectorAll('#overview thead th[data-cluster]').length === 4);
+  // The search narrows the cluster list (and the columns); sorting by
+  // problems puts the failing clusters first.
+  await page.fill('#cl-search', 'ea');
+  await page.waitForFunction(() => document.querySelectorAll('#cluster-list tbody tr[data-cluster]').length === 1);
+  const found = await page.$$eval('#cluster-list tbody tr[data-cluster]', (trs) => trs.map((t) => t.dataset.cluster));
+  check(JSON.stringify(found) === '["east"]', 'the search narrows the cluster list: ' + found);
+  check(JSON.stringify(await page.$$eval('#overview thead th[data-cluster]', (ths) => ths.map((t) => t.dataset.cluster))) === '["east"]',
+    'and the overview columns');
+  await page.fill('#cl-search', '');
+  await page.selectOption('#cl-sort', 'problems');
+  await page.waitForFunction(() => document.querySelectorAll('#cluster-list tbody tr[data-cluster]').length === 4);
+  const sorted = await page.$$eval('#cluster-list tbody tr[data-cluster]', (trs) => trs.map((t) => t.dataset.cluster));
+  check(JSON.stringify(sorted.slice(0, 2).sort()) === '["cluster-4","east"]', 'sorted by problems: ' + sorted);
+  await page.selectOption('#cl-group', 'cause');
+  await page.waitForSelector('#cluster-list tbody tr.group');
+  const groupText = (await page.$$eval('#cluster-list tbody tr.group', (trs) => trs.map((t) => t.textContent)))
+    .find((t) => t.includes('LoadBalancerReady SyncLoadBalancerFailed')) || '';
+  check(groupText.includes('(2)'), 'grouped by cause: ' + groupText);
+  await page.selectOption('#cl-group', '');
+  await page.selectOption('#cl-sort', 'name');
 
   // Drill into the hub Gateway: aggregated conditions, each cluster's own
   // report, the transition just made.
@@ -122,6 +163,8 @@ async function test(page) {
   await page.waitForSelector('#overview thead th[data-cluster="central"].stale', { timeout: 30000 });
   await page.waitForSelector(DEFAULT + ' td[data-cluster="central"].stale');
   check(true, 'central is marked stale in its column and its cell');
+  await page.waitForSelector('#cause-list li.cause[data-kind="stale"] .chip[data-cluster="central"]', { timeout: 10000 });
+  check(true, 'a stale cluster is a cause too');
   await page.click(INTERNAL + ' td.gw');
   await page.click(DEFAULT + ' td.gw');
   await page.waitForSelector('#d-reports .report.stale[data-cluster="central"]');
