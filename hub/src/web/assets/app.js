@@ -332,16 +332,22 @@ function chooseCauseClusters() {
 let sideTimer = null;
 let causesTimer = null;
 let causesSeq = 0;
+let causesAsked = -1e9;
 
-// After each event: the causes (fetched, at most every second) and the
-// cluster list (redrawn at most every 250 ms).
+// After each event: the causes (fetched 100 ms after it, so a burst is
+// one fetch, and at most once a second) and the cluster list (redrawn at
+// most every 250 ms).
 function afterEvent() {
-  if (!causesTimer) causesTimer = setTimeout(() => { causesTimer = null; loadCauses(); }, state.causes ? 1000 : 0);
+  if (!causesTimer) {
+    const wait = Math.max(100, causesAsked + 1000 - performance.now());
+    causesTimer = setTimeout(() => { causesTimer = null; causesAsked = performance.now(); loadCauses(); }, wait);
+  }
   if (!sideTimer) sideTimer = setTimeout(() => { sideTimer = null; renderClusterList(); }, 250);
 }
 
 async function loadCauses() {
   const seq = ++causesSeq;
+  const t0 = performance.now();
   let r;
   try {
     r = await fetch('api/causes?' + query(), { credentials: 'same-origin', cache: 'no-store' });
@@ -351,6 +357,7 @@ async function loadCauses() {
   if (seq !== causesSeq) return;
   state.causes = d;
   state.causesLoaded++;
+  state.causesMs = performance.now() - t0;   // fetch and parse (for the bench)
   const before = state.causeClusters ? [...state.causeClusters].join(',') : null;
   chooseCauseClusters();
   if ((state.causeClusters ? [...state.causeClusters].join(',') : null) !== before) render();
@@ -362,7 +369,8 @@ function renderCauses() {
   const d = state.causes;
   if (!d) return;
   const chosen = view().cause;
-  $('causes-summary').textContent = d.groups.length + d.moreGroups + ' causes, '
+  const n = d.groups.length + d.moreGroups;
+  $('causes-summary').textContent = n + (n === 1 ? ' cause, ' : ' causes, ')
     + d.affectedClusters + ' of ' + d.clusterCount + ' clusters affected';
   $('causes-none').classList.toggle('hidden', d.groups.length > 0);
   $('cause-list').replaceChildren(...d.groups.map((g) => causeItem(g, causeId(g) === chosen)));
