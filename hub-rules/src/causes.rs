@@ -420,7 +420,7 @@ fn word_placeholder(word: &str) -> Cow<'_, str> {
     let mut out = String::new();
     for part in word.split_inclusive(['-', '_', '.', ':', '/']) {
         let (body, sep) = match part.char_indices().last() {
-            Some((at, c)) if matches!(c, '-' | '_' | '.' | ':' | '/') => part.split_at(at),
+            Some((at, '-' | '_' | '.' | ':' | '/')) => part.split_at(at),
             _ => (part, ""),
         };
         if body.bytes().any(|b| b.is_ascii_digit()) {
