@@ -1702,11 +1702,16 @@ async fn the_web_page_groups_problems_by_cause() {
     let mut d = dashboard(&hub).await;
     eventually(&mut d, "c", |g| programmed(g) == Some(false)).await;
 
+    // A cluster that connected and has not reported yet is a cause too.
+    let _north = Agent::connect(hub.ingest_addr, "north").await;
+
     let (code, text) = http_get(web, "/api/causes", "GET", "").await;
     assert_eq!(code, 200, "{text}");
     let causes = body_json(&text);
     let groups = causes["groups"].as_array().unwrap();
-    assert_eq!(groups.len(), 1, "{causes}");
+    assert_eq!(groups.len(), 2, "{causes}");
+    assert_eq!(groups[1]["kind"], "neverReported", "{causes}");
+    assert_eq!(groups[1]["clusters"], serde_json::json!(["north"]));
     let g = &groups[0];
     assert_eq!(g["kind"], "condition");
     assert_eq!(g["type"], "Programmed");
@@ -1718,8 +1723,8 @@ async fn the_web_page_groups_problems_by_cause() {
         g["gateways"],
         serde_json::json!(["openshift-ingress/b", "openshift-ingress/c"])
     );
-    assert_eq!(causes["clusterCount"], 2);
-    assert_eq!(causes["affectedClusters"], 2);
+    assert_eq!(causes["clusterCount"], 3);
+    assert_eq!(causes["affectedClusters"], 3);
 
     let (_, text) = http_get(web, "/api/causes?cluster=west", "GET", "").await;
     let west_only = body_json(&text);
@@ -1727,8 +1732,16 @@ async fn the_web_page_groups_problems_by_cause() {
         west_only["groups"][0]["clusters"],
         serde_json::json!(["west"])
     );
+    // Another namespace: its Gateways are fine; a cluster's own causes
+    // (never reported, stale) stay, as the clusters do in /api/fleet.
     let (_, text) = http_get(web, "/api/causes?namespace=other", "GET", "").await;
-    assert_eq!(body_json(&text)["groups"], serde_json::json!([]));
+    let kinds: Vec<String> = body_json(&text)["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["neverReported"]);
 }
 
 /// DNS rebinding: the page answers only to loopback names, IP literals and
