@@ -45,6 +45,8 @@ try {
   page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   if (mode === 'bench') {
     await bench(page, Number(expectGateways));
+  } else if (mode === 'scale') {
+    await scale(page);
   } else {
     await test(page);
   }
@@ -172,6 +174,31 @@ async function test(page) {
   await page.screenshot({ path: join(artifacts, 'web-page-full.png'), fullPage: true });
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: join(artifacts, 'web-page.png') });
+}
+
+// 120 clusters, 37 failing with the same quota message in their own words
+// (cli/tests/browser.rs the_page_groups_a_fleet_by_cause).
+async function scale(page) {
+  await page.goto(url);
+  await page.waitForFunction(() => document.querySelectorAll('#overview td.summary').length === 3);
+  check((await page.$$('#overview thead th[data-cluster]')).length === 0, 'no column per cluster at 120 clusters');
+  const bar = await page.$eval('tr[data-gateway="openshift-ingress/gw-0"] td.summary', (td) => [td.dataset.ready, td.dataset.notReady]);
+  check(JSON.stringify(bar) === '["83","37"]', 'gw-0 sums up 83 ready and 37 not ready clusters: ' + bar);
+  const CAUSE = '#cause-list li.cause:first-child';
+  await page.waitForSelector(CAUSE + '[data-reason="SyncLoadBalancerFailed"][data-cluster-count="37"]');
+  check((await page.$$('#cause-list li.cause')).length === 1, 'the 37 messages are one cause');
+  check((await page.$$(CAUSE + ' .chip')).length === 12, 'twelve of its clusters are named');
+  await page.screenshot({ path: join(artifacts, 'scale.png') });
+  await page.click(CAUSE + ' button.more-clusters');
+  check((await page.$$(CAUSE + ' .chip')).length === 37, 'and the other 25 on request');
+  await page.fill('#cl-search', 'c-00');
+  await page.waitForFunction(() => document.querySelectorAll('#cluster-list tbody tr[data-cluster]').length === 10);
+  check((await page.$$('#overview thead th[data-cluster]')).length === 10, 'a search narrow enough brings the columns back');
+  await page.fill('#cl-search', '');
+  await page.click(CAUSE + ' .head');
+  await page.waitForFunction(() => document.querySelectorAll('#overview thead th[data-cluster]').length === 37);
+  check((await page.$$('#overview td.cell.not-ready')).length === 37, 'the chosen cause: its 37 clusters as columns');
+  await page.screenshot({ path: join(artifacts, 'scale-cause.png') });
 }
 
 // Page load and update latency at scale: figures, not assertions. Past
