@@ -14,7 +14,12 @@
 //!   (its conditions are old news: the cause to fix is the silence), and a
 //!   stale cluster reporting nothing is still counted as a cluster;
 //! - a cluster that never reported is a cluster of
-//!   [`CauseKind::NeverReported`] (no entries: it has no Gateways).
+//!   [`CauseKind::NeverReported`] (no entries: it has no Gateways);
+//! - an aggregated condition of a hub Gateway that is not `True` for a
+//!   reason of the hub's own (anything but `NotTrueInSomeClusters`, which
+//!   the clusters' causes explain: e.g. the hub's `MultiClusterAggregated`
+//!   when something was left out) is one entry of [`CauseKind::Hub`], with
+//!   no cluster.
 //!
 //! [`normalise`] makes the same cause in different clusters one string.
 //! Pure and deterministic: the groups do not depend on the order of the
@@ -25,6 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use gateway_api::apis::standard::gateways::GatewayStatus;
+
+use crate::aggregate::constants::REASON_NOT_TRUE_IN_SOME;
 use crate::aggregate::{ClusterReport, Freshness, GatewayKey};
 
 /// How much one answer lists (counts are always exact).
@@ -79,6 +87,8 @@ pub enum CauseKind {
     NeverReported,
     /// A fresh report with no Gateway condition.
     NoConditions,
+    /// An aggregated condition the hub itself made not True.
+    Hub,
 }
 
 /// One cause and who has it.
@@ -134,6 +144,8 @@ struct Key {
 
 #[derive(Default)]
 struct Acc<'a> {
+    /// The least hub Gateway of a [`CauseKind::Hub`] cause, with its raw message.
+    hub_example: Option<(&'a GatewayKey, &'a str)>,
     clusters: BTreeSet<&'a str>,
     gateways: BTreeSet<&'a GatewayKey>,
     entries: usize,
@@ -142,6 +154,14 @@ struct Acc<'a> {
 }
 
 impl<'a> Acc<'a> {
+    fn add_hub(&mut self, key: &'a GatewayKey, raw: &'a str) {
+        self.gateways.insert(key);
+        self.entries += 1;
+        if self.hub_example.is_none_or(|(k, _)| key < k) {
+            self.hub_example = Some((key, raw));
+        }
+    }
+
     fn add(&mut self, cluster: &'a str, key: Option<&'a GatewayKey>, raw: &'a str) {
         self.clusters.insert(cluster);
         if let Some(key) = key {
@@ -163,7 +183,7 @@ fn special(kind: CauseKind) -> Key {
         CauseKind::Stale => ("Stale", STALE_MESSAGE),
         CauseKind::NeverReported => ("NeverReported", NEVER_MESSAGE),
         CauseKind::NoConditions => ("NoConditions", NO_CONDITIONS_MESSAGE),
-        CauseKind::Condition => ("", ""),
+        CauseKind::Condition | CauseKind::Hub => ("", ""),
     };
     Key {
         kind,
@@ -174,10 +194,12 @@ fn special(kind: CauseKind) -> Key {
 }
 
 /// Groups what is not ready by cause. `clusters` are the known clusters;
-/// `reports` each cluster's report of each hub Gateway (any order).
+/// `reports` each cluster's report of each hub Gateway, `aggregated` each
+/// hub Gateway's aggregated status (any order).
 pub fn group<'a>(
     clusters: &[ClusterFacts<'a>],
     reports: &[(&'a GatewayKey, ClusterReport<'a>)],
+    aggregated: &[(&'a GatewayKey, &'a GatewayStatus)],
     limits: Limits,
 ) -> Causes {
     let mut acc: BTreeMap<Key, Acc<'a>> = BTreeMap::new();
@@ -231,6 +253,24 @@ pub fn group<'a>(
                 .add(r.cluster, Some(key), &c.message);
         }
     }
+    let mut seen_hub: BTreeSet<(&GatewayKey, &str)> = BTreeSet::new();
+    for (key, status) in aggregated {
+        for c in status.conditions.iter().flatten() {
+            if c.status == "True"
+                || c.reason == REASON_NOT_TRUE_IN_SOME
+                || !seen_hub.insert((key, c.type_.as_str()))
+            {
+                continue;
+            }
+            let k = Key {
+                kind: CauseKind::Hub,
+                condition_type: c.type_.clone(),
+                reason: c.reason.clone(),
+                message: normalise(&c.message, ""),
+            };
+            acc.entry(k).or_default().add_hub(key, &c.message);
+        }
+    }
     let affected: BTreeSet<&str> = acc
         .values()
         .flat_map(|a| a.clusters.iter().copied())
@@ -239,8 +279,8 @@ pub fn group<'a>(
     let mut groups: Vec<(Key, Acc<'a>)> = acc.into_iter().collect();
     // Largest first; ties by key, so the order is the input's never.
     groups.sort_by(|(ka, a), (kb, b)| {
-        (b.clusters.len(), b.entries)
-            .cmp(&(a.clusters.len(), a.entries))
+        (b.clusters.len(), b.gateways.len(), b.entries)
+            .cmp(&(a.clusters.len(), a.gateways.len(), a.entries))
             .then_with(|| ka.cmp(kb))
     });
     let more_groups = groups.len().saturating_sub(limits.groups);
@@ -251,6 +291,7 @@ pub fn group<'a>(
             kind: k.kind,
             example: match k.kind {
                 CauseKind::Condition => a.example.map(|(_, _, m)| m.to_owned()).unwrap_or_default(),
+                CauseKind::Hub => a.hub_example.map(|(_, m)| m.to_owned()).unwrap_or_default(),
                 _ => k.message.clone(),
             },
             condition_type: k.condition_type,
@@ -475,7 +516,6 @@ fn is_ip(w: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gateway_api::apis::standard::gateways::GatewayStatus;
     use serde_json::json;
 
     #[test]
@@ -678,7 +718,7 @@ mod tests {
             clusters: 5,
             gateways: 1,
         };
-        let causes = group(&clusters, &reports, limits);
+        let causes = group(&clusters, &reports, &[], limits);
         let top = &causes.groups[0];
         assert_eq!(top.kind, CauseKind::Condition);
         assert_eq!(
@@ -728,6 +768,7 @@ mod tests {
         let one = group(
             &clusters,
             &reports,
+            &[],
             Limits {
                 groups: 1,
                 ..limits
@@ -737,6 +778,48 @@ mod tests {
         assert_eq!(one.entries, causes.entries);
     }
 
+    /// The hub's own problems are causes with no cluster; an aggregated
+    /// condition the clusters' causes explain is not one twice.
+    #[test]
+    fn the_hubs_own_problems_are_causes() {
+        let a = GatewayKey::new("ns", "a");
+        let b = GatewayKey::new("ns", "b");
+        let left_out = status(&[
+            (
+                "kuadrant.io/MultiClusterAggregated",
+                "False",
+                "ValidationFailed",
+                "2 addresses left out (too_many)",
+            ),
+            (
+                "Programmed",
+                "False",
+                "NotTrueInSomeClusters",
+                "east: Pending",
+            ),
+            ("Accepted", "True", "TrueInAllClusters", ""),
+        ]);
+        let also = status(&[(
+            "kuadrant.io/MultiClusterAggregated",
+            "False",
+            "ValidationFailed",
+            "3 addresses left out (too_many)",
+        )]);
+        let causes = group(&[], &[], &[(&b, &also), (&a, &left_out)], Limits::default());
+        assert_eq!(causes.groups.len(), 1, "{causes:?}");
+        let g = &causes.groups[0];
+        assert_eq!(
+            (g.kind, g.reason.as_str()),
+            (CauseKind::Hub, "ValidationFailed")
+        );
+        assert_eq!(g.message, "<n> addresses left out (too_many)");
+        assert_eq!(g.example, "2 addresses left out (too_many)");
+        assert_eq!((g.cluster_count, g.gateway_count, g.entries), (0, 2, 2));
+        assert!(g.clusters.is_empty());
+        assert_eq!(causes.affected_clusters, 0);
+        assert_eq!(causes.entries, 2);
+    }
+
     #[test]
     fn the_view_serialises_as_the_page_reads_it() {
         let causes = group(
@@ -744,6 +827,7 @@ mod tests {
                 name: "s",
                 liveness: Liveness::Stale,
             }],
+            &[],
             &[],
             Limits::default(),
         );

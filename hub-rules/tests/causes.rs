@@ -18,7 +18,12 @@ fn condition() -> impl Strategy<Value = Condition> {
             Just("LoadBalancerReady")
         ],
         prop_oneof![3 => Just("True"), 2 => Just("False"), 1 => Just("Unknown")],
-        prop_oneof![Just("Pending"), Just("SyncLoadBalancerFailed"), Just("")],
+        prop_oneof![
+            Just("Pending"),
+            Just("SyncLoadBalancerFailed"),
+            Just("NotTrueInSomeClusters"),
+            Just("")
+        ],
         prop_oneof![
             Just("quota exceeded".to_owned()),
             "address 10\\.[0-9]{1,3}\\.0\\.1 lost",
@@ -78,6 +83,7 @@ proptest! {
     fn every_entry_is_counted_once_and_order_does_not_matter(
         reports in prop::collection::vec(report(), 0..30),
         facts in prop::collection::vec((0usize..8, liveness()), 0..8),
+        hub in prop::collection::vec(prop::collection::vec(condition(), 0..3), 4),
         seed in any::<u64>(),
     ) {
         let keys: Vec<GatewayKey> =
@@ -102,6 +108,12 @@ proptest! {
                 )
             })
             .collect();
+        let aggregated_status: Vec<GatewayStatus> = hub
+            .iter()
+            .map(|c| GatewayStatus { conditions: Some(c.clone()), ..GatewayStatus::default() })
+            .collect();
+        let aggregated: Vec<(&GatewayKey, &GatewayStatus)> =
+            keys.iter().zip(&aggregated_status).collect();
         let mut named = BTreeSet::new();
         let clusters: Vec<ClusterFacts<'_>> = facts
             .iter()
@@ -122,13 +134,23 @@ proptest! {
             }
         }
 
+        // And the hub's own: not True for a reason the clusters do not explain.
+        for (g, conditions) in hub.iter().enumerate() {
+            for c in conditions
+                .iter()
+                .filter(|c| c.status != "True" && c.reason != "NotTrueInSomeClusters")
+            {
+                want.insert((usize::MAX, g, c.type_.clone()));
+            }
+        }
+
         let all = Limits { groups: 1000, clusters: 1000, gateways: 1000 };
-        let causes = group(&clusters, &input, all);
+        let causes = group(&clusters, &input, &aggregated, all);
         prop_assert_eq!(causes.entries, want.len());
         prop_assert_eq!(causes.groups.iter().map(|g| g.entries).sum::<usize>(), want.len());
         for g in &causes.groups {
             prop_assert_eq!(g.clusters.len(), g.cluster_count);
-            prop_assert!(g.cluster_count > 0);
+            prop_assert!(g.cluster_count > 0 || g.gateway_count > 0);
             prop_assert!(g.gateway_count <= g.entries);
         }
         let affected: BTreeSet<&str> = causes
@@ -151,10 +173,12 @@ proptest! {
         }
         let mut rev_clusters = clusters.clone();
         rev_clusters.reverse();
-        prop_assert_eq!(group(&rev_clusters, &shuffled, all), causes.clone());
+        let mut rev_aggregated = aggregated.clone();
+        rev_aggregated.reverse();
+        prop_assert_eq!(group(&rev_clusters, &shuffled, &rev_aggregated, all), causes.clone());
 
         // Capped: the same counts, fewer names.
-        let small = group(&clusters, &input, Limits { groups: 2, clusters: 1, gateways: 1 });
+        let small = group(&clusters, &input, &aggregated, Limits { groups: 2, clusters: 1, gateways: 1 });
         prop_assert_eq!(small.entries, causes.entries);
         prop_assert_eq!(small.groups.len() + small.more_groups, causes.groups.len());
         for (a, b) in small.groups.iter().zip(&causes.groups) {

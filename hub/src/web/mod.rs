@@ -365,7 +365,29 @@ impl State {
             .filter(|(_, r)| cluster_ok(&r.cluster))
             .map(|(k, r)| (k, r.as_report()))
             .collect();
-        causes::group(&facts, &input, causes::Limits::default())
+        // The hub's own problems, unless the page looks at one cluster.
+        let views: Vec<Arc<GatewayView>> = match filter.cluster {
+            Some(_) => Vec::new(),
+            None => self
+                .index
+                .subscribe()
+                .borrow()
+                .gateways
+                .values()
+                .filter(|v| {
+                    filter
+                        .namespace
+                        .as_deref()
+                        .is_none_or(|n| n == v.key.namespace)
+                })
+                .cloned()
+                .collect(),
+        };
+        let aggregated: Vec<_> = views
+            .iter()
+            .map(|v| (&v.key, &v.aggregation.status))
+            .collect();
+        causes::group(&facts, &input, &aggregated, causes::Limits::default())
     }
 
     fn gateway(&self, q: &HashMap<String, String>) -> Answer {

@@ -317,6 +317,7 @@ function causeId(g) {
 }
 
 function causeTitle(g) {
+  if (g.kind === 'hub') return 'hub: ' + g.type + ' ' + (g.reason || '(no reason)');
   return g.kind === 'condition' ? g.type + ' ' + (g.reason || '(no reason)') : g.reason;
 }
 
@@ -391,14 +392,18 @@ function causeItem(g, chosen) {
   li.dataset.clusterCount = g.clusterCount;
   li.dataset.gatewayCount = g.gatewayCount;
   const head = el('div', 'head');
-  head.title = 'click: show only these clusters in the overview and the cluster list';
-  head.appendChild(el('span', 'num', g.clusterCount + (g.clusterCount === 1 ? ' cluster' : ' clusters')
-    + ' \u00b7 ' + g.gatewayCount + (g.gatewayCount === 1 ? ' Gateway' : ' Gateways')));
+  const hub = g.kind === 'hub';
+  head.title = hub ? 'the hub\'s own problem (no cluster reports it); click: open the first hub Gateway'
+    : 'click: show only these clusters in the overview and the cluster list';
+  head.appendChild(el('span', 'num', (hub ? '' : g.clusterCount + (g.clusterCount === 1 ? ' cluster' : ' clusters')
+    + ' \u00b7 ') + g.gatewayCount + (g.gatewayCount === 1 ? ' Gateway' : ' Gateways')));
   head.appendChild(el('span', 'what', causeTitle(g)));
   const msg = el('span', 'msg', g.message);
   msg.title = 'as one cluster wrote it: ' + printable(g.example);
   head.appendChild(msg);
-  head.addEventListener('click', () => setView({ cause: chosen ? '' : causeId(g) }));
+  head.addEventListener('click', () => {
+    if (hub) { if (g.gateways.length) select(g.gateways[0]); } else setView({ cause: chosen ? '' : causeId(g) });
+  });
   li.appendChild(head);
   const members = el('div', 'members');
   const shown = g.clusters.slice(0, CAUSE_CHIPS);
@@ -409,8 +414,10 @@ function causeItem(g, chosen) {
     return c;
   }));
   fill(shown);
-  members.appendChild(el('span', null, 'clusters: '));
-  members.appendChild(chips);
+  if (!hub) {
+    members.appendChild(el('span', null, 'clusters: '));
+    members.appendChild(chips);
+  }
   const hidden = g.clusters.length - shown.length + g.moreClusters;
   if (hidden > 0) {
     const more = el('button', 'more-clusters', 'and ' + hidden + ' more');
