@@ -10,6 +10,10 @@
 //! missing the test says it was skipped, except under
 //! `GWHUB_REQUIRE_BROWSER=1` (scripts/test.sh), where that is a failure.
 //!
+//! `the_page_groups_a_fleet_by_cause` fills the index directly with 120
+//! clusters, 37 of them failing the same way, for the causes view and the
+//! compact overview.
+//!
 //! `page_figures_at_scale` (ignored; run by hand) loads the page at
 //! 100 clusters x 100 Gateways and 1,000 x 10 and prints load and update
 //! times for docs/benchmarks.md.
@@ -128,7 +132,8 @@ async fn the_page_shows_the_fleet_live_in_a_browser() {
         return;
     };
     let root = tempfile::tempdir().unwrap();
-    let mut clusters: Vec<SimCluster> = (0..3).map(|i| SimCluster::new(i, root.path())).collect();
+    // Four: cluster-4 fails like east (its load balancer), one cause.
+    let mut clusters: Vec<SimCluster> = (0..4).map(|i| SimCluster::new(i, root.path())).collect();
     for c in &clusters {
         c.write().unwrap();
     }
@@ -194,6 +199,68 @@ fn status(cluster: &str, ready: bool) -> GatewayStatus {
                        "conditions": [cond("Accepted", true)]}],
     }))
     .unwrap()
+}
+
+/// A cluster's status of one Gateway whose load balancer the cloud refuses:
+/// the same quota failure everywhere, in the cluster's own words.
+fn quota_status(cluster: &str, i: usize) -> GatewayStatus {
+    serde_json::from_value(serde_json::json!({
+        "conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+             "lastTransitionTime": "2026-11-24T00:00:00Z", "observedGeneration": 1},
+            {"type": "LoadBalancerReady", "status": "False", "reason": "SyncLoadBalancerFailed",
+             "message": format!("Service openshift-ingress/gw-{cluster} ({}): Error 403: QUOTA_EXCEEDED - Quota 'IN_USE_ADDRESSES' exceeded. Limit: {}.0 in region us-east{}.", format_args!("10.{}.0.{}", i / 200, i % 200 + 1), 8 + i % 3, 1 + i % 4),
+             "lastTransitionTime": "2026-11-24T00:00:00Z", "observedGeneration": 1},
+        ],
+    }))
+    .unwrap()
+}
+
+/// The page at 120 clusters, 37 failing with the same quota message (each
+/// in its own words): one cause of 37 clusters at the top, a summary bar
+/// per hub Gateway instead of 120 columns, and a search that narrows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_groups_a_fleet_by_cause() {
+    let Some(modules) = node_modules("the_page_groups_a_fleet_by_cause") else {
+        return;
+    };
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(3600))
+    })
+    .await
+    .unwrap();
+    let keys: Vec<GatewayKey> = (0..3)
+        .map(|g| GatewayKey::new("openshift-ingress", format!("gw-{g}")))
+        .collect();
+    let mut sessions = Vec::new();
+    for c in 0..120usize {
+        let name = format!("c-{c:03}");
+        let session = hub.index.connect(&name, "test").unwrap();
+        let all: BTreeMap<GatewayKey, GatewayStatus> = keys
+            .iter()
+            .enumerate()
+            .map(|(g, k)| {
+                // Every third cluster up to 37 of them fails on gw-0.
+                let failing = g == 0 && c % 3 == 0 && c / 3 < 37;
+                let s = if failing {
+                    quota_status(&name, c)
+                } else {
+                    status(&name, true)
+                };
+                (k.clone(), s)
+            })
+            .collect();
+        hub.index.replace_snapshot(&session, all).unwrap();
+        sessions.push(session);
+    }
+    let url = format!("http://{}/", hub.web_addr.unwrap());
+    let log = run_script(&modules, &url, &["scale"], Duration::from_secs(150), |_| {
+        "DONE".to_owned()
+    })
+    .await;
+    eprintln!("{log}");
+    let _ = hub.shutdown().await;
 }
 
 /// Figures for docs/benchmarks.md: the page at two fleet shapes. Reports

@@ -10,7 +10,8 @@
 //! decides which `Host` the web page answers to; [`inventory`]
 //! is the fleet inventory (`ClusterProfile`s, label selectors, who may
 //! stream and which clusters a hub Gateway expects); [`read_access`] keeps
-//! what Kubernetes RBAC lets each Dashboard reader see.
+//! what Kubernetes RBAC lets each Dashboard reader see; [`causes`] groups
+//! what is not ready across the fleet by cause for the web page.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -18,6 +19,7 @@
 //! tests use it without them.
 
 pub mod aggregate;
+pub mod causes;
 pub mod history;
 pub mod inventory;
 pub mod layout;

@@ -1686,6 +1686,73 @@ async fn the_web_listener_serves_the_page_and_the_fleet() {
     assert_eq!(code, 404);
 }
 
+/// `/api/causes`: what is not ready, grouped by cause, filtered like
+/// `/api/fleet`.
+#[tokio::test]
+async fn the_web_page_groups_problems_by_cause() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.expect("web listener");
+    let (_east, mut west) = small_fleet(&hub).await;
+    // west fails the same way on another Gateway: one cause, two clusters.
+    west.snapshot(
+        2,
+        0,
+        vec![
+            report("b", true, "10.1.0.2"),
+            report("c", false, "10.1.0.3"),
+        ],
+    )
+    .await;
+    let mut d = dashboard(&hub).await;
+    eventually(&mut d, "c", |g| programmed(g) == Some(false)).await;
+
+    // A cluster that connected and has not reported yet is a cause too.
+    let _north = Agent::connect(hub.ingest_addr, "north").await;
+
+    let (code, text) = http_get(web, "/api/causes", "GET", "").await;
+    assert_eq!(code, 200, "{text}");
+    let causes = body_json(&text);
+    let groups = causes["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{causes}");
+    assert_eq!(groups[1]["kind"], "neverReported", "{causes}");
+    assert_eq!(groups[1]["clusters"], serde_json::json!(["north"]));
+    let g = &groups[0];
+    assert_eq!(g["kind"], "condition");
+    assert_eq!(g["type"], "Programmed");
+    assert_eq!(g["message"], "Address pending");
+    assert_eq!(g["clusterCount"], 2);
+    assert_eq!(g["gatewayCount"], 2);
+    assert_eq!(g["clusters"], serde_json::json!(["east", "west"]));
+    assert_eq!(
+        g["gateways"],
+        serde_json::json!(["openshift-ingress/b", "openshift-ingress/c"])
+    );
+    assert_eq!(causes["clusterCount"], 3);
+    assert_eq!(causes["affectedClusters"], 3);
+
+    let (_, text) = http_get(web, "/api/causes?cluster=west", "GET", "").await;
+    let west_only = body_json(&text);
+    assert_eq!(
+        west_only["groups"][0]["clusters"],
+        serde_json::json!(["west"])
+    );
+    // Another namespace: its Gateways are fine; a cluster's own causes
+    // (never reported, stale) stay, as the clusters do in /api/fleet.
+    let (_, text) = http_get(web, "/api/causes?namespace=other", "GET", "").await;
+    let kinds: Vec<String> = body_json(&text)["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["neverReported"]);
+}
+
 /// DNS rebinding: the page answers only to loopback names, IP literals and
 /// `--web-host` names; plaintext answers carry no HSTS; error answers echo
 /// a short, escaped prefix of what was asked.

@@ -267,6 +267,23 @@ impl Index {
             .collect()
     }
 
+    /// Every cluster's report of every hub Gateway `keep` accepts, for the
+    /// web page's causes: the statuses are shared, so the fleet's read lock
+    /// is held only to clone `Arc`s and names.
+    pub fn all_reports(
+        &self,
+        keep: impl Fn(&GatewayKey) -> bool,
+    ) -> Vec<(GatewayKey, SharedReport)> {
+        let fleet = self.inner.fleet.read();
+        let keys: Vec<GatewayKey> = fleet.gateway_keys().filter(|k| keep(k)).cloned().collect();
+        keys.into_iter()
+            .flat_map(|k| {
+                let reports = fleet.reports_shared(&k);
+                reports.into_iter().map(move |r| (k.clone(), r))
+            })
+            .collect()
+    }
+
     /// Book-keeping after a snapshot or delta was applied: the session's
     /// last report time, the reports revision (the store writes on it) and
     /// the Gateways to re-aggregate.

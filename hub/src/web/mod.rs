@@ -9,6 +9,7 @@
 //! | `/api/fleet?namespace=&cluster=&not_ready=1` | one JSON snapshot: clusters and the matching hub Gateways (a cell per cluster each) |
 //! | `/api/events?...` (same filter) | Server-Sent Events: a `snapshot` event, then a `change` event per change |
 //! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
+//! | `/api/causes?namespace=&cluster=` | what is not ready across the fleet, grouped by cause ([`gwhub_hub_rules::causes`]) |
 //!
 //! Live updates are Server-Sent Events fed by the index's `watch` channel,
 //! through the same [`crate::grpc::dashboard::diff`] and filter as
@@ -65,6 +66,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codegen::{Bytes, Service, http};
 
+use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::aggregate::GatewayKey;
@@ -184,6 +186,17 @@ fn json_answer(status: http::StatusCode, v: &Value) -> Answer {
     full(status, "application/json", v.to_string())
 }
 
+/// A view type as the JSON answer.
+fn serialized_answer(v: &impl serde::Serialize) -> Answer {
+    match serde_json::to_string(v) {
+        Ok(body) => full(http::StatusCode::OK, "application/json", body),
+        Err(e) => error(
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("could not encode the answer: {e}"),
+        ),
+    }
+}
+
 fn error(status: http::StatusCode, message: impl Into<String>) -> Answer {
     json_answer(status, &json!({ "error": message.into() }))
 }
@@ -300,6 +313,13 @@ impl State {
                 }
                 json_answer(S::OK, &self.fleet(&filter, reader.visibility()))
             }
+            "/api/causes" => {
+                let filter = filter_of(q);
+                if let Err(e) = authorize_listing(&mut reader, &self.index, &filter).await {
+                    return read_error(e);
+                }
+                serialized_answer(&self.causes(&filter, reader.visibility()))
+            }
             "/api/gateway" => {
                 if let Some(ns) = q.get("namespace")
                     && let Err(e) = reader.check(ns).await
@@ -397,6 +417,66 @@ impl State {
             "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
             "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
         })
+    }
+
+    /// What is not ready in the clusters and hub Gateways `filter` keeps
+    /// (its namespace and cluster; `not_ready` changes nothing) and the
+    /// reader may see, by cause. A reader who is not cluster-wide sees the
+    /// liveness only of the clusters reporting Gateways they may read.
+    fn causes(&self, filter: &Filter, visibility: &Visibility) -> Causes {
+        let cluster_ok = |c: &str| filter.cluster.as_deref().is_none_or(|f| f == c);
+        let reports = self.index.all_reports(|k| {
+            filter.namespace.as_deref().is_none_or(|n| n == k.namespace)
+                && visibility.sees(&k.namespace)
+        });
+        let input: Vec<_> = reports
+            .iter()
+            .filter(|(_, r)| cluster_ok(&r.cluster))
+            .map(|(k, r)| (k, r.as_report()))
+            .collect();
+        let reporting: std::collections::BTreeSet<&str> =
+            input.iter().map(|(_, r)| r.cluster).collect();
+        let listed = self.index.listed_clusters();
+        let facts: Vec<ClusterFacts<'_>> = listed
+            .iter()
+            .map(|l| &l.summary)
+            .filter(|c| cluster_ok(&c.name))
+            .filter(|c| visibility.is_cluster_wide() || reporting.contains(c.name.as_str()))
+            .map(|c| ClusterFacts {
+                name: &c.name,
+                liveness: if c.stale {
+                    Liveness::Stale
+                } else if c.last_report_millis == 0 && c.gateway_count == 0 {
+                    Liveness::NeverReported
+                } else {
+                    Liveness::Fresh
+                },
+            })
+            .collect();
+        // The hub's own problems, unless the page looks at one cluster.
+        let views: Vec<Arc<GatewayView>> = match filter.cluster {
+            Some(_) => Vec::new(),
+            None => self
+                .index
+                .subscribe()
+                .borrow()
+                .gateways
+                .values()
+                .filter(|v| {
+                    filter
+                        .namespace
+                        .as_deref()
+                        .is_none_or(|n| n == v.key.namespace)
+                        && visibility.sees(&v.key.namespace)
+                })
+                .cloned()
+                .collect(),
+        };
+        let aggregated: Vec<_> = views
+            .iter()
+            .map(|v| (&v.key, &v.aggregation.status))
+            .collect();
+        causes::group(&facts, &input, &aggregated, causes::Limits::default())
     }
 
     fn gateway(&self, q: &HashMap<String, String>) -> Answer {

@@ -17,6 +17,9 @@ const state = {
   // The first snapshot: when it arrived and was drawn (performance.now(),
   // ms since the page started loading) and its size; for the bench.
   firstSnapshot: null,
+  causes: null,          // /api/causes: what is not ready, grouped by cause
+  causesLoaded: 0,       // answers of /api/causes applied (for tests)
+  causeClusters: null,   // the chosen cause's clusters (Set), or null
 };
 window.gwhub = state;
 
@@ -53,7 +56,9 @@ function filters() {
 }
 
 function setFilters(f) {
-  const p = new URLSearchParams();
+  // The list's own settings (view()) stay in the address.
+  const p = new URLSearchParams(location.search);
+  for (const k of ['namespace', 'cluster', 'not_ready']) p.delete(k);
   if (f.namespace) p.set('namespace', f.namespace);
   if (f.cluster) p.set('cluster', f.cluster);
   if (f.notReady) p.set('not_ready', '1');
@@ -151,6 +156,7 @@ function applySnapshot(d) {
   state.lastEventAt = performance.now();
   render();
   refreshDetails(true);
+  afterEvent();
 }
 
 function applyChange(d) {
@@ -177,13 +183,15 @@ function applyChange(d) {
   if (state.selected && (changed.includes(state.selected) || !state.gateways.has(state.selected))) {
     refreshDetails(false);
   }
+  afterEvent();
 }
 
 // ---- the overview --------------------------------------------------------
 
 function visibleClusters() {
   const f = filters();
-  return state.clusters.filter((c) => !f.cluster || c.name === f.cluster);
+  const v = view();
+  return state.clusters.filter((c) => (!f.cluster || c.name === f.cluster) && onClusterAxis(c.name, v));
 }
 
 function columnKey() {
@@ -197,7 +205,10 @@ function render() {
   const head = el('tr');
   head.appendChild(el('th', 'gw', 'Hub Gateway'));
   head.appendChild(el('th', null, 'Aggregated'));
-  for (const c of visibleClusters()) {
+  const visible = visibleClusters();
+  compactGrid = visible.length > COLUMN_LIMIT;
+  if (compactGrid) head.appendChild(summaryHeader(visible));
+  for (const c of compactGrid ? [] : visible) {
     const th = el('th', 'cluster' + (c.stale ? ' stale' : '') + (c.connected ? '' : ' disconnected')
       + (c.neverConnected ? ' never-connected' : '') + (c.outsideInventory ? ' outside-inventory' : ''),
       c.name + (c.stale ? ' (stale)' : '') + (c.neverConnected ? ' (never connected)' : '')
@@ -240,7 +251,8 @@ function row(g) {
   tr.appendChild(agg);
   const cells = new Map(g.cells.map((c) => [c.cluster, c]));
   const expected = new Map((g.missing || []).map((m) => [m.cluster, m]));
-  for (const c of visibleClusters()) {
+  if (compactGrid) tr.appendChild(summaryCell(cells, visibleClusters()));
+  for (const c of compactGrid ? [] : visibleClusters()) {
     const cell = cells.get(c.name);
     const gone = !cell && expected.get(c.name);
     const td = el('td', 'cell ' + (cell ? cell.health : gone ? 'expected-missing' : 'missing')
@@ -285,6 +297,271 @@ function renderFilters() {
   fill($('f-namespace'), [...state.namespaces].sort(), f.namespace);
   fill($('f-cluster'), state.clusters.map((c) => c.name), f.cluster);
   $('f-not-ready').checked = f.notReady;
+}
+
+// ---- the fleet at scale: causes, a compact grid, the cluster list ---------
+
+// More cluster columns than this and the grid shows one summary per hub
+// Gateway instead (search or a cause bring the columns back).
+const COLUMN_LIMIT = 50;
+// Cluster names a cause shows before "and N more".
+const CAUSE_CHIPS = 12;
+let compactGrid = false;
+
+// The list's settings, in the address next to the filters: q (search),
+// sort, group, cause (the chosen cause, JSON).
+function view() {
+  const p = new URLSearchParams(location.search);
+  return { q: p.get('q') || '', sort: p.get('sort') || 'name', group: p.get('group') || '', cause: p.get('cause') || '' };
+}
+
+function setView(v) {
+  const p = new URLSearchParams(location.search);
+  for (const [k, val] of Object.entries(v)) { if (val) p.set(k, val); else p.delete(k); }
+  const q = p.toString();
+  history.replaceState(null, '', location.pathname + (q ? '?' + q : '') + location.hash);
+  chooseCauseClusters();
+  render();
+  renderCauses();
+  renderClusterList();
+}
+
+function onClusterAxis(name, v) {
+  if (v.q && !name.toLowerCase().includes(v.q.toLowerCase())) return false;
+  return !state.causeClusters || state.causeClusters.has(name);
+}
+
+function causeId(g) {
+  return JSON.stringify([g.kind, g.type, g.reason, g.message]);
+}
+
+function causeTitle(g) {
+  if (g.kind === 'hub') return 'hub: ' + g.type + ' ' + (g.reason || '(no reason)');
+  return g.kind === 'condition' ? g.type + ' ' + (g.reason || '(no reason)') : g.reason;
+}
+
+// The chosen cause's clusters, kept while the cause lasts.
+function chooseCauseClusters() {
+  const id = view().cause;
+  if (!id) { state.causeClusters = null; return; }
+  const g = state.causes && state.causes.groups.find((x) => causeId(x) === id);
+  if (g) state.causeClusters = new Set(g.clusters);
+  else if (!state.causeClusters) state.causeClusters = new Set();
+}
+
+let sideTimer = null;
+let causesTimer = null;
+let causesSeq = 0;
+let causesAsked = -1e9;
+
+// After each event: the causes (fetched 100 ms after it, so a burst is
+// one fetch, and at most once a second) and the cluster list (redrawn at
+// most every 250 ms).
+function afterEvent() {
+  if (!causesTimer) {
+    const wait = Math.max(100, causesAsked + 1000 - performance.now());
+    causesTimer = setTimeout(() => { causesTimer = null; causesAsked = performance.now(); loadCauses(); }, wait);
+  }
+  if (!sideTimer) sideTimer = setTimeout(() => { sideTimer = null; renderClusterList(); }, 250);
+}
+
+async function loadCauses() {
+  const seq = ++causesSeq;
+  const t0 = performance.now();
+  let r;
+  try {
+    r = await fetch('api/causes?' + query(), { credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) { return; }
+  if (seq !== causesSeq || !r.ok) return;
+  const d = await r.json();
+  if (seq !== causesSeq) return;
+  state.causes = d;
+  state.causesLoaded++;
+  state.causesMs = performance.now() - t0;   // fetch and parse (for the bench)
+  const before = state.causeClusters ? [...state.causeClusters].join(',') : null;
+  chooseCauseClusters();
+  if ((state.causeClusters ? [...state.causeClusters].join(',') : null) !== before) render();
+  renderCauses();
+  renderClusterList();
+}
+
+function renderCauses() {
+  const d = state.causes;
+  if (!d) return;
+  const chosen = view().cause;
+  const n = d.groups.length + d.moreGroups;
+  $('causes-summary').textContent = n + (n === 1 ? ' cause, ' : ' causes, ')
+    + d.affectedClusters + ' of ' + d.clusterCount + ' clusters affected';
+  $('causes-none').classList.toggle('hidden', d.groups.length > 0);
+  $('cause-list').replaceChildren(...d.groups.map((g) => causeItem(g, causeId(g) === chosen)));
+  if (d.moreGroups) $('cause-list').appendChild(el('li', 'cause more', 'and ' + d.moreGroups + ' smaller causes'));
+  const g = d.groups.find((x) => causeId(x) === chosen);
+  $('cause-filter').classList.toggle('hidden', !chosen);
+  $('cause-filter-text').textContent = chosen
+    ? printable('Cluster columns and list: the ' + (state.causeClusters ? state.causeClusters.size : 0)
+      + ' clusters of ' + (g ? causeTitle(g) : 'a cause that is gone'))
+    : '';
+}
+
+function causeItem(g, chosen) {
+  const li = el('li', 'cause kind-' + g.kind + (chosen ? ' chosen' : ''));
+  li.dataset.kind = g.kind;
+  li.dataset.type = g.type;
+  li.dataset.reason = g.reason;
+  li.dataset.clusterCount = g.clusterCount;
+  li.dataset.gatewayCount = g.gatewayCount;
+  const head = el('div', 'head');
+  const hub = g.kind === 'hub';
+  head.title = hub ? 'the hub\'s own problem (no cluster reports it); click: open the first hub Gateway'
+    : 'click: show only these clusters in the overview and the cluster list';
+  head.appendChild(el('span', 'num', (hub ? '' : g.clusterCount + (g.clusterCount === 1 ? ' cluster' : ' clusters')
+    + ' \u00b7 ') + g.gatewayCount + (g.gatewayCount === 1 ? ' Gateway' : ' Gateways')));
+  head.appendChild(el('span', 'what', causeTitle(g)));
+  const msg = el('span', 'msg', g.message);
+  msg.title = 'as one cluster wrote it: ' + printable(g.example);
+  head.appendChild(msg);
+  head.addEventListener('click', () => {
+    if (hub) { if (g.gateways.length) select(g.gateways[0]); } else setView({ cause: chosen ? '' : causeId(g) });
+  });
+  li.appendChild(head);
+  const members = el('div', 'members');
+  const shown = g.clusters.slice(0, CAUSE_CHIPS);
+  const chips = el('span', 'chips');
+  const fill = (names) => chips.replaceChildren(...names.map((n) => {
+    const c = el('span', 'chip', n);
+    c.dataset.cluster = n;
+    return c;
+  }));
+  fill(shown);
+  if (!hub) {
+    members.appendChild(el('span', null, 'clusters: '));
+    members.appendChild(chips);
+  }
+  const hidden = g.clusters.length - shown.length + g.moreClusters;
+  if (hidden > 0) {
+    const more = el('button', 'more-clusters', 'and ' + hidden + ' more');
+    more.type = 'button';
+    more.addEventListener('click', () => {
+      fill(g.clusters);
+      more.replaceWith(el('span', null, g.moreClusters ? ' and ' + g.moreClusters + ' not listed' : ''));
+    });
+    members.appendChild(more);
+  }
+  if (g.gateways.length) {
+    members.appendChild(el('div', null, 'hub Gateways: ' + g.gateways.join(', ')
+      + (g.moreGateways ? ' and ' + g.moreGateways + ' more' : '')));
+  }
+  li.appendChild(members);
+  return li;
+}
+
+function summaryHeader(visible) {
+  const th = el('th', 'summary', 'Clusters: ' + visible.length + ' (one summary per hub Gateway; search or choose a cause for columns)');
+  return th;
+}
+
+// One hub Gateway across the visible clusters: a bar and its counts.
+function summaryCell(cells, visible) {
+  const n = { ready: 0, 'not-ready': 0, unknown: 0, stale: 0, missing: 0 };
+  for (const c of visible) {
+    const cell = cells.get(c.name);
+    if (!cell) n.missing++; else if (cell.stale) n.stale++; else n[cell.health]++;
+  }
+  const td = el('td', 'summary');
+  for (const [k, v] of Object.entries(n)) td.dataset[k.replace('-r', 'R')] = v;
+  const line = el('div', 'inline');
+  const bar = el('div', 'bar');
+  for (const k of ['ready', 'not-ready', 'unknown', 'stale', 'missing']) {
+    if (!n[k]) continue;
+    const seg = el('span', k);
+    seg.style.flexGrow = String(n[k]);
+    bar.appendChild(seg);
+  }
+  line.appendChild(bar);
+  line.appendChild(el('span', 'nums', n.ready + ' ready \u00b7 ' + n['not-ready'] + ' not ready \u00b7 '
+    + n.unknown + ' unknown \u00b7 ' + n.stale + ' stale \u00b7 ' + n.missing + ' not reporting'));
+  td.appendChild(line);
+  return td;
+}
+
+// Per cluster: its cells' health over the listed hub Gateways.
+function clusterStats() {
+  const stats = new Map(state.clusters.map((c) => [c.name, { bad: 0, cells: 0 }]));
+  for (const g of state.gateways.values()) {
+    for (const c of g.cells) {
+      const s = stats.get(c.cluster);
+      if (!s) continue;
+      s.cells++;
+      if (c.stale || c.health !== 'ready') s.bad++;
+    }
+  }
+  return stats;
+}
+
+function clusterState(c, never) {
+  if (c.stale) return ['stale', 'stale'];
+  if (never.has(c.name)) return ['never reported', 'never'];
+  return c.connected ? ['connected', 'connected'] : ['disconnected', 'disconnected'];
+}
+
+function renderClusterList() {
+  const v = view();
+  const causesOf = new Map();
+  const groups = (state.causes && state.causes.groups) || [];
+  for (const g of groups) {
+    for (const n of g.clusters) { if (!causesOf.has(n)) causesOf.set(n, []); causesOf.get(n).push(g); }
+  }
+  const never = new Set(groups.filter((g) => g.kind === 'neverReported').flatMap((g) => g.clusters));
+  const stats = clusterStats();
+  const problems = (c) => Math.max((stats.get(c.name) || { bad: 0 }).bad, c.stale || never.has(c.name) ? 1 : 0);
+  let list = visibleClusters();
+  if (v.sort === 'problems') {
+    list = [...list].sort((a, b) => problems(b) - problems(a) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+  const row = (c) => {
+    const tr = el('tr');
+    tr.dataset.cluster = c.name;
+    tr.appendChild(el('td', 'gw', c.name));
+    const [st, cls] = clusterState(c, never);
+    tr.appendChild(el('td', 'st-' + cls, st));
+    tr.appendChild(el('td', null, c.gatewayCount));
+    const p = problems(c);
+    tr.appendChild(el('td', p ? 'bad' : null, p));
+    tr.appendChild(el('td', 'causes-of', (causesOf.get(c.name) || []).map(causeTitle).join('; ')));
+    tr.title = 'click: only this cluster (the Cluster filter)';
+    tr.addEventListener('click', () => setFilters({ ...filters(), cluster: c.name }));
+    return tr;
+  };
+  const header = (text, n) => {
+    const tr = el('tr', 'group');
+    const th = el('th', null, text + ' (' + n + ')');
+    th.colSpan = 5;
+    tr.appendChild(th);
+    return tr;
+  };
+  const rows = [];
+  if (v.group === 'state') {
+    const by = new Map();
+    for (const c of list) { const s = clusterState(c, never)[0]; if (!by.has(s)) by.set(s, []); by.get(s).push(c); }
+    for (const s of ['stale', 'never reported', 'disconnected', 'connected']) {
+      if (by.has(s)) rows.push(header(s, by.get(s).length), ...by.get(s).map(row));
+    }
+  } else if (v.group === 'cause') {
+    const inList = new Set(list.map((c) => c.name));
+    const byName = new Map(list.map((c) => [c.name, c]));
+    for (const g of groups) {
+      const members = list.filter((c) => g.clusters.includes(c.name));
+      if (members.length) rows.push(header(causeTitle(g) + ': ' + g.message, members.length), ...members.map(row));
+    }
+    const fine = [...inList].filter((n) => !causesOf.has(n)).map((n) => byName.get(n));
+    if (fine.length) rows.push(header('no problem', fine.length), ...fine.map(row));
+  } else {
+    rows.push(...list.map(row));
+  }
+  const body = document.createElement('tbody');
+  body.replaceChildren(...rows);
+  $('cluster-list').tBodies[0].replaceWith(body);
+  $('cl-counts').textContent = list.length + ' of ' + state.clusters.length + ' shown';
 }
 
 // ---- one hub Gateway -----------------------------------------------------
@@ -387,6 +664,14 @@ document.addEventListener('DOMContentLoaded', () => {
   $('f-namespace').addEventListener('change', (e) => setFilters({ ...filters(), namespace: e.target.value }));
   $('f-cluster').addEventListener('change', (e) => setFilters({ ...filters(), cluster: e.target.value }));
   $('f-not-ready').addEventListener('change', (e) => setFilters({ ...filters(), notReady: e.target.checked }));
+  const v = view();
+  $('cl-search').value = v.q;
+  $('cl-sort').value = v.sort;
+  $('cl-group').value = v.group;
+  $('cl-search').addEventListener('input', (e) => setView({ q: e.target.value }));
+  $('cl-sort').addEventListener('change', (e) => setView({ sort: e.target.value === 'name' ? '' : e.target.value }));
+  $('cl-group').addEventListener('change', (e) => setView({ group: e.target.value }));
+  $('cause-clear').addEventListener('click', () => setView({ cause: '' }));
   $('token-form').addEventListener('submit', (e) => {
     e.preventDefault();
     saveToken($('token').value.trim());
