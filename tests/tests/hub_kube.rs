@@ -162,6 +162,7 @@ impl Agent {
                     change: Some(v1::change::Change::Upsert(report)),
                 }],
                 observed_unix_millis: observed,
+                traceparent: String::new(),
             })))
             .await
             .unwrap();
