@@ -18,6 +18,7 @@ pub mod crds;
 pub mod install;
 pub mod kube_objects;
 pub mod mounted_secret;
+pub mod otlp;
 pub mod procs;
 pub mod prometheus;
 pub mod proxy;

@@ -147,6 +147,18 @@ impl Agent {
 
     /// One upsert as a delta stamped `observed_unix_millis`; waits for the ack.
     async fn delta(&mut self, ns: &str, name: &str, status: &GatewayStatus, observed: i64) {
+        self.traced_delta(ns, name, status, observed, "").await
+    }
+
+    /// [`Agent::delta`] continuing the trace of `traceparent`.
+    async fn traced_delta(
+        &mut self,
+        ns: &str,
+        name: &str,
+        status: &GatewayStatus,
+        observed: i64,
+        traceparent: &str,
+    ) {
         self.seq += 1;
         let report = v1::GatewayReport {
             namespace: ns.into(),
@@ -162,6 +174,7 @@ impl Agent {
                     change: Some(v1::change::Change::Upsert(report)),
                 }],
                 observed_unix_millis: observed,
+                traceparent: traceparent.into(),
             })))
             .await
             .unwrap();
@@ -1321,6 +1334,63 @@ async fn propagation_is_measured_from_the_agents_stamp_to_the_write() {
     .await;
     assert_eq!(count, 1.0);
     assert!((3.0..60.0).contains(&sum), "{sum}");
+    hub.shutdown().await.unwrap();
+}
+
+/// `--otlp-endpoint` in Kubernetes mode: a delta carrying a W3C
+/// `traceparent` is applied, aggregated and written to the hub Gateway in
+/// spans of that trace, each the child of the one before, naming the
+/// Gateway (the export is this test process's: the hub runs in it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_traced_delta_is_followed_to_the_status_write() {
+    let Some((_fleet, client, as_hub)) =
+        management("a_traced_delta_is_followed_to_the_status_write").await
+    else {
+        return;
+    };
+    let (receiver, otlp) = gwhub_test_kit::otlp::Receiver::start().await;
+    // The default batch delay (5 s) is well within the wait below.
+    let _export = gwhub_common::logging::init_with_otlp("info", "gwhub", Some(&otlp)).unwrap();
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "traced").await;
+    let hub = start_hub(&as_hub, "hub-1").await;
+    let mut east = Agent::connect(hub.hub.ingest_addr, "east").await;
+    east.snapshot(&[(NS, "traced", cluster_status(&["10.0.0.1"], true))])
+        .await;
+    wait_status(&gateways, "traced", "east's address", |s| {
+        s.addresses.as_ref().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+
+    let (trace, parent) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    east.traced_delta(
+        NS,
+        "traced",
+        &cluster_status(&["10.0.0.2"], true),
+        0,
+        &format!("00-{trace}-{parent}-01"),
+    )
+    .await;
+    let key = format!("{NS}/traced");
+    let spans = receiver
+        .wait_for("status_write", &key, Duration::from_secs(30))
+        .await;
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let find = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name && s.attribute("gateway") == Some(&key))
+            .unwrap_or_else(|| panic!("no span {name} for {key} in {spans:#?}"))
+    };
+    let (apply, aggregate, write) = (find("apply_delta"), find("aggregate"), find("status_write"));
+    for s in [apply, aggregate, write] {
+        assert_eq!(hex(&s.trace_id), trace, "{s:?}");
+        assert_eq!(s.service, "gwhub", "{s:?}");
+    }
+    assert_eq!(hex(&apply.parent_span_id), parent);
+    assert_eq!(apply.attribute("cluster"), Some("east"));
+    assert_eq!(aggregate.parent_span_id, apply.span_id);
+    assert_eq!(write.parent_span_id, aggregate.span_id);
     hub.shutdown().await.unwrap();
 }
 

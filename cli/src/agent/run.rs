@@ -68,6 +68,11 @@ pub struct RunArgs {
     pub metrics_listen: Option<SocketAddr>,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// Export traces (a span per reconcile and per report to the hub, which
+    /// the hub continues) to this OpenTelemetry collector, OTLP over gRPC,
+    /// e.g. http://otel-collector:4317 (off unless given).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Send a heartbeat after this long without other traffic.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = gwhub_model::time::parse_duration)]
     pub heartbeat: Duration,
@@ -141,17 +146,26 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
 /// Runs the command until SIGINT or SIGTERM.
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let plan = plan(args)?;
-    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    // Declared after the runtime, so dropped (flushing spans) before it.
+    let _otlp = runtime
+        .block_on(async {
+            gwhub_common::logging::init_with_otlp(
+                "info",
+                "gwhub-agent",
+                args.otlp_endpoint.as_deref(),
+            )
+        })
+        .map_err(|e| e.to_string())?;
     if plan.hub.tls.is_none() {
         tracing::warn!(
             "--insecure: the hub connection is neither encrypted nor authenticated; \
              use mTLS outside development"
         );
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         let on_signal = shutdown.clone();
@@ -207,10 +221,6 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         }
         Ok(())
     })
-}
-
-fn init_tracing() {
-    gwhub_common::logging::init("info");
 }
 
 async fn wait_for_signal() {

@@ -119,6 +119,11 @@ pub struct Args {
     /// and hub Gateways are loaded) (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Export traces (spans of each agent change's delta apply, aggregation
+    /// and status write) to this OpenTelemetry collector, OTLP over gRPC,
+    /// e.g. http://otel-collector:4317 (off unless given).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// Serve the read-only web status page here (off unless given). It
     /// takes the Dashboard's TLS, client CA and connection budgets; with
     /// --dashboard-token-file its data needs the token (`Authorization:
@@ -247,7 +252,14 @@ pub fn run(args: &Args) -> Result<String, String> {
         dashboard_client_ca: args.dashboard_client_ca.as_deref(),
         dashboard_token_file: args.dashboard_token_file.as_deref(),
     })?;
-    init_logging();
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // Declared after the runtime, so dropped (flushing spans) before it.
+    let _otlp = runtime
+        .block_on(async {
+            gwhub_common::logging::init_with_otlp("info", "gwhub", args.otlp_endpoint.as_deref())
+        })
+        .map_err(|e| e.to_string())?;
     raise_open_file_limit(&args.budgets);
     if config.insecure {
         tracing::warn!(
@@ -259,8 +271,6 @@ pub fn run(args: &Args) -> Result<String, String> {
             );
         }
     }
-    let runtime =
-        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
         // Before listening: a hub that cannot reach its store should not serve.
         let kube = match args.no_kube {

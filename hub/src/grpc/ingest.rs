@@ -649,10 +649,24 @@ impl AgentStream {
             }
         }
         let session = self.session().clone();
+        // Continues the agent's trace (its report span) when it sent one.
+        let span = tracing::info_span!(
+            "apply_delta",
+            cluster = %session.cluster(),
+            gateway = tracing::field::Empty,
+            seq = delta.seq,
+            changes = changes.len(),
+        );
+        if let [key] = resized.keys().collect::<Vec<_>>().as_slice() {
+            span.record("gateway", tracing::field::display(key));
+        }
+        gwhub_common::logging::set_parent(&span, &delta.traceparent);
+        let _in_span = span.enter();
         // Before the changes land: a status write prepared after them then
         // finds the stamp (one prepared in between takes it a bit early).
         let observed = delta.observed_unix_millis;
         self.index.note_observed(resized.keys().cloned(), observed);
+        self.index.note_trace(resized.keys().cloned());
         self.index.apply(&session, changes).map_err(|e| match e {
             ApplyError::Superseded(e) => Status::aborted(e.to_string()),
             e @ ApplyError::TooManyGateways { .. } => {

@@ -134,6 +134,18 @@ impl Index {
         if keys.is_empty() {
             return false;
         }
+        // The traced changes among them (only with --otlp-endpoint).
+        let mut traced: BTreeMap<GatewayKey, String> = {
+            let mut traces = self.inner.traces.lock();
+            match traces.aggregate.is_empty() {
+                true => BTreeMap::new(),
+                false => keys
+                    .iter()
+                    .filter_map(|k| traces.aggregate.remove_entry(k))
+                    .collect(),
+            }
+        };
+        let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
         let inputs: Vec<(GatewayKey, Vec<SharedReport>)> = {
             let fleet = self.inner.fleet.read();
             keys.into_iter()
@@ -163,6 +175,16 @@ impl Index {
             inputs.into_iter().zip(lives).zip(olds).zip(expectations)
         {
             let old = old.as_ref();
+            let span = traced.remove(&key).map(|parent| {
+                let span = tracing::info_span!(
+                    "aggregate",
+                    gateway = %key,
+                    clusters = shared.len(),
+                );
+                gwhub_common::logging::set_parent(&span, &parent);
+                span
+            });
+            let _in_span = span.as_ref().map(|s| s.enter());
             if shared.is_empty() && live.is_none() {
                 self.record_history(&key, None, now.as_millisecond());
                 if old.is_some() {
@@ -233,6 +255,10 @@ impl Index {
                 self.inner.observed.lock().remove(&key);
                 continue;
             }
+            if span.is_some() && live.is_some() {
+                // A status write follows: it continues this trace.
+                write_traces.push((key.clone(), gwhub_common::logging::traceparent()));
+            }
             let clusters = shared.into_iter().map(|r| r.cluster).collect();
             let mut view = build_view(
                 key.clone(),
@@ -247,6 +273,9 @@ impl Index {
             view.lean.missing_clusters = missing;
             view.lean.unexpected_clusters = unexpected;
             results.push((key, Some(view)));
+        }
+        if !write_traces.is_empty() {
+            self.inner.traces.lock().write.extend(write_traces);
         }
         if results.is_empty() {
             return false;

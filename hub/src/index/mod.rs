@@ -424,6 +424,17 @@ struct Inner {
     /// The PlacementDecisions by (namespace, name), once watched; `None`
     /// while they are not (no CRD). Taken alone.
     placements: RwLock<Option<BTreeMap<(String, String), gwhub_hub_rules::inventory::Placement>>>,
+    /// Traced changes (only with `--otlp-endpoint`): per Gateway, the W3C
+    /// `traceparent` of the delta apply its next aggregation continues, and
+    /// of the aggregation the status write continues (each taken alone).
+    traces: Mutex<Traces>,
+}
+
+/// See `Inner::traces`.
+#[derive(Default)]
+pub(crate) struct Traces {
+    pub(crate) aggregate: BTreeMap<GatewayKey, String>,
+    pub(crate) write: BTreeMap<GatewayKey, String>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -463,6 +474,7 @@ impl Index {
                 observed: Mutex::new(BTreeMap::new()),
                 inventory: RwLock::new(None),
                 placements: RwLock::new(None),
+                traces: Mutex::default(),
             }),
         }
     }
@@ -498,6 +510,27 @@ impl Index {
                 .and_modify(|t| *t = (*t).min(unix_millis))
                 .or_insert(unix_millis);
         }
+    }
+
+    /// Notes that the current span (a delta apply) changed `keys`, so their
+    /// next aggregation continues its trace; nothing when not traced.
+    pub(crate) fn note_trace(&self, keys: impl IntoIterator<Item = GatewayKey>) {
+        let traceparent = gwhub_common::logging::traceparent();
+        if traceparent.is_empty() {
+            return;
+        }
+        let mut traces = self.inner.traces.lock();
+        for key in keys {
+            traces
+                .aggregate
+                .entry(key)
+                .or_insert_with(|| traceparent.clone());
+        }
+    }
+
+    /// Takes the trace an aggregation of `key` left for its status write.
+    pub(crate) fn take_write_trace(&self, key: &GatewayKey) -> Option<String> {
+        self.inner.traces.lock().write.remove(key)
     }
 
     /// Takes what [`Index::note_observed`] kept for `key`.

@@ -25,6 +25,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
@@ -271,9 +272,27 @@ impl StatusWriter {
         }
     }
 
+    /// [`Self::write_now`], in a span continuing the trace of the
+    /// aggregation that made the change (only with `--otlp-endpoint`).
+    async fn write(
+        &self,
+        key: GatewayKey,
+        shutdown: &CancellationToken,
+        leader: &watch::Receiver<bool>,
+    ) -> bool {
+        match self.index.take_write_trace(&key) {
+            None => self.write_now(key, shutdown, leader).await,
+            Some(parent) => {
+                let span = tracing::info_span!("status_write", gateway = %key);
+                gwhub_common::logging::set_parent(&span, &parent);
+                self.write_now(key, shutdown, leader).instrument(span).await
+            }
+        }
+    }
+
     /// Applies the published aggregation of `key` if it differs from the
     /// live hub Gateway; returns whether it sent a write (or requeued one).
-    async fn write(
+    async fn write_now(
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,

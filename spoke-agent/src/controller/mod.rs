@@ -138,6 +138,18 @@ pub async fn run(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
+    run_as(String::new(), client, settings, store, metrics, shutdown).await
+}
+
+/// [`run`] for `cluster`, the name its reconcile spans carry.
+async fn run_as(
+    cluster: String,
+    client: Client,
+    settings: Settings,
+    store: Arc<GatewayStore>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
     let ns = settings.scope.namespace.clone();
     let dirty = Arc::new(Dirty::default());
     let health = Arc::new(cache::WatchHealth::new(store.clone()));
@@ -225,6 +237,7 @@ pub async fn run(
     );
 
     let reconciler = Reconciler {
+        cluster,
         events: Api::namespaced(client.clone(), &ns),
         lb_events,
         notices: Notices::new(client, metrics.clone()),
@@ -257,7 +270,8 @@ pub async fn run_kube_agent(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let controller = tokio::spawn(run(
+    let controller = tokio::spawn(run_as(
+        hub.cluster.clone(),
         client,
         settings,
         store.clone(),
@@ -277,6 +291,8 @@ fn label_touch(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta
 }
 
 struct Reconciler {
+    /// The cluster's name, for the reconcile spans ("" when not known).
+    cluster: String,
     events: Api<Event>,
     /// The same Events from a watch: it re-evaluates a Gateway when one
     /// arrives, and stands in when a fresh list fails.
@@ -349,7 +365,9 @@ impl Reconciler {
 
     /// Evaluates one Gateway and queues its write if anything but time
     /// changed. Returns whether it changed what the hub is sent or queued a
-    /// write.
+    /// write. Each reconcile starts a trace (exported with
+    /// `--otlp-endpoint`) that the report of its change continues.
+    #[tracing::instrument(name = "reconcile", parent = None, skip_all, fields(cluster = %self.cluster, gateway = %name))]
     async fn reconcile(&self, name: &str) -> bool {
         let started = Instant::now();
         let changed = self.reconcile_now(name).await;

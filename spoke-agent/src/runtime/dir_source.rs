@@ -34,6 +34,8 @@ pub struct DirSource {
     dir: PathBuf,
     poll: Duration,
     evaluate: Evaluate,
+    /// The cluster's name, for the reconcile spans ("" when not known).
+    cluster: String,
 }
 
 impl fmt::Debug for DirSource {
@@ -63,7 +65,14 @@ impl DirSource {
             dir,
             poll: DEFAULT_POLL,
             evaluate,
+            cluster: String::new(),
         })
+    }
+
+    /// Names the cluster in the reconcile spans.
+    pub fn for_cluster(mut self, cluster: impl Into<String>) -> Self {
+        self.cluster = cluster.into();
+        self
     }
 
     /// Sets the time between two looks at the directory.
@@ -125,7 +134,16 @@ impl DirSource {
             match result {
                 Ok(gateways) => {
                     let n = gateways.len();
-                    let diff = store.replace_all(gateways);
+                    // A trace per reconcile (exported with --otlp-endpoint);
+                    // the report of its changes continues it.
+                    let span = tracing::info_span!(
+                        parent: None,
+                        "reconcile",
+                        cluster = %self.cluster,
+                        gateway = tracing::field::Empty,
+                        gateways = n,
+                    );
+                    let diff = span.in_scope(|| store.replace_all(gateways));
                     store.mark_ready();
                     if !diff.is_empty() {
                         tracing::info!(

@@ -32,6 +32,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Channel, Endpoint};
+use tracing::Instrument;
 
 use super::outbox::Change;
 use super::store::{GatewayKey, GatewayStore, Next};
@@ -330,8 +331,21 @@ impl HubClient {
                         need_snapshot = true;
                         continue;
                     }
-                    Next::Deltas(changes, observed) if !changes.is_empty() => {
+                    Next::Deltas(changes, observed, trace) if !changes.is_empty() => {
+                        // The report continues the reconcile's trace; the
+                        // hub continues the report's (Delta.traceparent).
+                        let span = tracing::info_span!(
+                            "report",
+                            cluster = %self.config.cluster,
+                            gateway = tracing::field::Empty,
+                            changes = changes.len(),
+                        );
+                        if let [(key, _)] = changes.as_slice() {
+                            span.record("gateway", tracing::field::display(key));
+                        }
+                        gwhub_common::logging::set_parent(&span, &trace);
                         self.send_deltas(&mut out, changes, observed, encode_budget)
+                            .instrument(span)
                             .await?;
                         continue;
                     }
@@ -459,6 +473,7 @@ impl HubClient {
             seq,
             changes,
             observed_unix_millis,
+            traceparent: gwhub_common::logging::traceparent(),
         }))
         .await?;
         ClientStats::bump(&self.stats.deltas);

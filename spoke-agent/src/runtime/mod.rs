@@ -44,6 +44,7 @@ pub async fn run_dir_agent_with(
     store: Arc<GatewayStore>,
     shutdown: CancellationToken,
 ) {
+    let source = source.for_cluster(config.cluster.clone());
     let follow = tokio::spawn(source.run(store.clone(), shutdown.clone()));
     let watchdog = stop_if_source_ends(follow, store.clone(), shutdown.clone());
     run_agent(config, store, shutdown).await;

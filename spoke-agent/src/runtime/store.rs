@@ -26,8 +26,9 @@ pub type GatewayChange = Change<Arc<Gateway>>;
 pub enum Next {
     /// Deltas, oldest first, and when the earliest of them was made (unix
     /// milliseconds; 0: unknown), the start of the propagation the hub
-    /// measures.
-    Deltas(Vec<(GatewayKey, GatewayChange)>, i64),
+    /// measures, and the W3C `traceparent` of the reconcile that made it
+    /// ("": not traced).
+    Deltas(Vec<(GatewayKey, GatewayChange)>, i64, String),
     /// The outbox overflowed: only a full snapshot brings the hub up to date.
     Snapshot,
 }
@@ -50,6 +51,9 @@ struct Inner {
     outbox: Outbox<GatewayKey, Arc<Gateway>>,
     /// When the oldest change in the outbox was made (unix milliseconds).
     pending_since: Option<i64>,
+    /// The trace of the reconcile that made the oldest change (see
+    /// [`gwhub_common::logging::traceparent`]).
+    pending_trace: Option<String>,
 }
 
 impl Inner {
@@ -76,6 +80,10 @@ impl Inner {
     fn queue(&mut self, key: GatewayKey, change: GatewayChange) {
         self.pending_since
             .get_or_insert_with(|| jiff::Timestamp::now().as_millisecond());
+        self.pending_trace
+            .get_or_insert_with(gwhub_common::logging::traceparent);
+        // The reconcile span (if any) names the Gateway it changed.
+        tracing::Span::current().record("gateway", tracing::field::display(&key));
         if self.outbox.push(key, change) == Pushed::Overflow {
             tracing::debug!("outbox overflowed; the hub gets a full snapshot instead");
         }
@@ -119,6 +127,7 @@ impl GatewayStore {
                 current: BTreeMap::new(),
                 outbox: Outbox::new(max_pending),
                 pending_since: None,
+                pending_trace: None,
             }),
             changed: Notify::new(),
             ready: watch::Sender::new(false),
@@ -190,6 +199,7 @@ impl GatewayStore {
         let mut inner = self.lock();
         inner.outbox.clear();
         inner.pending_since = None;
+        inner.pending_trace = None;
         inner.current.values().cloned().collect()
     }
 
@@ -201,11 +211,11 @@ impl GatewayStore {
         } else {
             let deltas = inner.outbox.drain(max);
             // What stays pending is no older than what went.
-            let since = match inner.outbox.is_empty() {
-                true => inner.pending_since.take(),
-                false => inner.pending_since,
+            let (since, trace) = match inner.outbox.is_empty() {
+                true => (inner.pending_since.take(), inner.pending_trace.take()),
+                false => (inner.pending_since, inner.pending_trace.clone()),
             };
-            Next::Deltas(deltas, since.unwrap_or(0))
+            Next::Deltas(deltas, since.unwrap_or(0), trace.unwrap_or_default())
         }
     }
 
@@ -297,7 +307,7 @@ mod tests {
 
     fn keys(next: Next) -> Vec<String> {
         match next {
-            Next::Deltas(d, _) => d
+            Next::Deltas(d, _, _) => d
                 .into_iter()
                 .map(|(k, c)| match c {
                     Change::Upsert(_) => format!("+{k}"),
@@ -316,16 +326,16 @@ mod tests {
         let before = jiff::Timestamp::now().as_millisecond();
         assert!(s.upsert(gw("a", "Pending", 1)));
         assert!(s.upsert(gw("b", "Pending", 1)));
-        let Next::Deltas(first, since) = s.next(1) else {
+        let Next::Deltas(first, since, _) = s.next(1) else {
             panic!("deltas expected")
         };
         assert_eq!(first.len(), 1);
         assert!(since >= before, "{since} < {before}");
-        let Next::Deltas(rest, again) = s.next(10) else {
+        let Next::Deltas(rest, again, _) = s.next(10) else {
             panic!("deltas expected")
         };
         assert_eq!((rest.len(), again), (1, since));
-        let Next::Deltas(none, unknown) = s.next(10) else {
+        let Next::Deltas(none, unknown, _) = s.next(10) else {
             panic!("deltas expected")
         };
         assert_eq!((none.len(), unknown), (0, 0));
