@@ -31,7 +31,7 @@ pub enum Command {
     Compute(ComputeArgs),
     /// Run the agent: stream the in-scope Gateways' status to the hub
     /// (snapshot on connect, changes after), following the cluster's state.
-    Run(crate::agent::run::RunArgs),
+    Run(Box<crate::agent::run::RunArgs>),
 }
 
 /// The scope flags every mode shares.
