@@ -96,9 +96,12 @@ async fn one_change_is_one_trace_from_agent_reconcile_to_hub_aggregation() {
     std::fs::write(east.join("second.yaml"), second).unwrap();
     let key = "openshift-ingress/second-gateway";
 
-    let spans = receiver
-        .wait_for("aggregate", key, Duration::from_secs(30))
-        .await;
+    // Two processes export in their own batches: wait for every span of
+    // the change, not only the last one made.
+    let mut spans = Vec::new();
+    for name in ["reconcile", "report", "apply_delta", "aggregate"] {
+        spans = receiver.wait_for(name, key, Duration::from_secs(30)).await;
+    }
     let find = |service: &str, name: &str| -> &Span {
         spans
             .iter()
