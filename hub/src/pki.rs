@@ -28,10 +28,7 @@ pub const CA_COMMON_NAME: &str = "gwhub CA";
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error("cannot create the {what}: {source}")]
-    Make {
-        what: String,
-        source: rcgen::Error,
-    },
+    Make { what: String, source: rcgen::Error },
     #[error("{0}")]
     Read(String),
     #[error("--hub-san {0:?}: {1}")]
@@ -61,11 +58,17 @@ fn make(what: &str) -> impl Fn(rcgen::Error) -> PkiError + '_ {
     }
 }
 
-/// Sets `p`'s validity to `[now - BACKDATE, now + lifetime]`.
+/// How far a certificate of `lifetime` starts before "now": [`BACKDATE`],
+/// or a tenth of a short lifetime (so its renewal is not due at once).
+pub fn backdate(lifetime: Duration) -> Duration {
+    BACKDATE.min(lifetime / 10)
+}
+
+/// Sets `p`'s validity to `[now - backdate, now + lifetime]`.
 fn window(p: &mut CertificateParams, now: i64, lifetime: Duration) {
     let epoch = rcgen::date_time_ymd(1970, 1, 1);
     let at = |t: i64| epoch + Duration::from_secs(u64::try_from(t).unwrap_or(0));
-    p.not_before = at(now - BACKDATE.as_secs() as i64);
+    p.not_before = at(now - backdate(lifetime).as_secs() as i64);
     p.not_after = at(now.saturating_add(lifetime.as_secs() as i64));
 }
 
@@ -91,8 +94,8 @@ pub fn new_ca(now: i64, lifetime: Duration) -> Result<Pair, PkiError> {
 
 /// The issuer `ca` describes (its certificate is the first PEM block).
 fn issuer(ca: &Pair) -> Result<Issuer<'static, KeyPair>, PkiError> {
-    let key = KeyPair::from_pem(&ca.key_pem)
-        .map_err(|e| PkiError::Read(format!("the CA's key: {e}")))?;
+    let key =
+        KeyPair::from_pem(&ca.key_pem).map_err(|e| PkiError::Read(format!("the CA's key: {e}")))?;
     Issuer::from_ca_cert_pem(&ca.cert_pem, key)
         .map_err(|e| PkiError::Read(format!("the CA's certificate: {e}")))
 }
@@ -113,10 +116,9 @@ fn san(s: &str) -> Result<SanType, PkiError> {
             s.to_owned(),
             "not a DNS name or IP address (letters, digits, '-', '.')".to_owned(),
         )),
-        Err(_) => Ok(SanType::DnsName(
-            s.try_into()
-                .map_err(|e: rcgen::Error| PkiError::San(s.to_owned(), e.to_string()))?,
-        )),
+        Err(_) => Ok(SanType::DnsName(s.try_into().map_err(
+            |e: rcgen::Error| PkiError::San(s.to_owned(), e.to_string()),
+        )?)),
     }
 }
 
@@ -148,7 +150,8 @@ pub fn new_serving(
     let issuer = issuer(ca)?;
     let key = KeyPair::generate().map_err(make("serving key"))?;
     let mut p = CertificateParams::default();
-    p.distinguished_name.push(DnType::CommonName, first.as_str());
+    p.distinguished_name
+        .push(DnType::CommonName, first.as_str());
     p.subject_alt_names = sans.iter().map(|s| san(s)).collect::<Result<_, _>>()?;
     p.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
@@ -179,8 +182,7 @@ fn first_pem_block(pem: &str) -> String {
 /// Whether the leaf (first certificate) of `cert_pem` is at or past 2/3 of
 /// its lifetime at `now`, or already expired, or not valid yet.
 pub fn renewal_due(cert_pem: &[u8], now: i64) -> Result<bool, PkiError> {
-    let v = identity::validities_from_pem(cert_pem)
-        .map_err(|e| PkiError::Read(e.to_string()))?;
+    let v = identity::validities_from_pem(cert_pem).map_err(|e| PkiError::Read(e.to_string()))?;
     let Some(leaf) = v.first() else {
         return Err(PkiError::Read("no certificate".to_owned()));
     };
@@ -240,9 +242,10 @@ mod tests {
         )
         .build()
         .unwrap();
-        let chain: Vec<CertificateDer> = CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let chain: Vec<CertificateDer> =
+            CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
+                .collect::<Result<_, _>>()
+                .unwrap();
         for name in ["gwhub.x.svc", "10.0.0.1"] {
             let name = ServerName::try_from(name.to_owned()).unwrap();
             verifier
@@ -262,9 +265,14 @@ mod tests {
         let ca = new_ca(NOW, CA_LIFETIME).unwrap();
         let s = new_serving(&ca, &default_sans("a"), NOW, Duration::from_secs(3000)).unwrap();
         let pem = s.cert_pem.as_bytes();
-        let nb = NOW - BACKDATE.as_secs() as i64;
+        let nb = NOW - 300;
         let at = renew_at(nb, NOW + 3000);
         assert_eq!(at, nb + (3000 + 300) * 2 / 3);
+        let short = new_serving(&ca, &default_sans("a"), NOW, Duration::from_secs(30)).unwrap();
+        assert!(
+            !renewal_due(short.cert_pem.as_bytes(), NOW).unwrap(),
+            "a short lifetime is back-dated by a tenth of it"
+        );
         assert!(!renewal_due(pem, NOW).unwrap());
         assert!(!renewal_due(pem, at - 1).unwrap());
         assert!(renewal_due(pem, at).unwrap());

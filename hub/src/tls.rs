@@ -14,7 +14,7 @@ use std::time::Duration;
 use gwhub_common::identity::{self, IdentitySource};
 use tonic::{Request, Status};
 
-use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Pem, Sources};
+use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 
 /// TLS material for both listeners: PEM given once, or files re-read when
 /// they change ([`crate::tls_reload`]). Its `Debug` leaves out the private
@@ -120,7 +120,7 @@ impl HubTls {
                 ));
             }
         };
-        let mut tls = HubTls {
+        let tls = HubTls {
             sources: Sources {
                 cert: pem("--tls-cert", cert, "CERTIFICATE")?,
                 key: pem("--tls-key", key, "")?,
@@ -130,6 +130,44 @@ impl HubTls {
             },
             dashboard_token: None,
         };
+        tls.with_dashboard_files(paths).map(Some)
+    }
+
+    /// The serving certificate, its key and the agents' CA as something
+    /// else keeps them current (the hub's Secrets, followed through the
+    /// API); `paths.client_ca`, if given, is trusted besides that CA, and
+    /// the Dashboard's flags apply as with files. `paths.cert` and
+    /// `paths.key` are not read.
+    pub fn followed(
+        cert: Followed,
+        key: Followed,
+        client_ca: Followed,
+        paths: &TlsPaths<'_>,
+    ) -> Result<HubTls, String> {
+        let client_ca = match paths.client_ca {
+            Some(ca) => Pem::Concat(vec![
+                Pem::Api(client_ca),
+                pem("--client-ca", ca, "CERTIFICATE")?,
+            ]),
+            None => Pem::Api(client_ca),
+        };
+        let tls = HubTls {
+            sources: Sources {
+                cert: Pem::Api(cert),
+                key: Pem::Api(key),
+                client_ca,
+                dashboard_client_ca: None,
+                reload_every: DEFAULT_RELOAD_INTERVAL,
+            },
+            dashboard_token: None,
+        };
+        tls.with_dashboard_files(paths)
+    }
+
+    /// Adds `--dashboard-client-ca` and `--dashboard-token-file`, then
+    /// parses everything once.
+    fn with_dashboard_files(self, paths: &TlsPaths<'_>) -> Result<HubTls, String> {
+        let mut tls = self;
         if let Some(p) = paths.dashboard_client_ca {
             tls.sources.dashboard_client_ca = Some(pem("--dashboard-client-ca", p, "CERTIFICATE")?);
         }
@@ -149,7 +187,7 @@ impl HubTls {
         // Parses everything now, so a bad key or certificate stops
         // start-up with a message rather than failing the first handshake.
         tls.sources.check()?;
-        Ok(Some(tls))
+        Ok(tls)
     }
 
     /// Where the material comes from.

@@ -42,11 +42,24 @@ const EXPIRY_WARNING: i64 = 7 * 24 * 3600;
 /// (a wall clock that jumps is noticed within this).
 const RECHECK_EVERY: i64 = 60;
 
-/// Where one piece of PEM comes from: bytes given once, or a file re-read.
+/// Where one piece of PEM comes from: bytes given once, a file re-read,
+/// the latest value of a key of a Secret followed through the API
+/// ([`crate::kube::tls_secrets`]), or several of these one after another
+/// (a client CA from a Secret plus an operator's `--client-ca`).
 #[derive(Clone)]
 pub(crate) enum Pem {
     Bytes(Arc<[u8]>),
     File { flag: &'static str, path: PathBuf },
+    Api(Followed),
+    Concat(Vec<Pem>),
+}
+
+/// PEM that something else keeps current (a Secret's key, watched).
+#[derive(Clone, Debug)]
+pub struct Followed {
+    /// E.g. `Secret gwhub-system/gwhub-serving tls.crt`, for messages.
+    pub name: String,
+    pub current: watch::Receiver<Arc<[u8]>>,
 }
 
 impl Pem {
@@ -57,6 +70,17 @@ impl Pem {
             Pem::File { flag, path } => std::fs::read(path)
                 .map(Arc::from)
                 .map_err(|e| format!("{flag} {}: {e}", path.display())),
+            Pem::Api(f) => Ok(f.current.borrow().clone()),
+            Pem::Concat(parts) => {
+                let mut all = Vec::new();
+                for p in parts {
+                    all.extend_from_slice(&p.read()?);
+                    if all.last().is_some_and(|b| *b != b'\n') {
+                        all.push(b'\n');
+                    }
+                }
+                Ok(Arc::from(all))
+            }
         }
     }
 
@@ -65,11 +89,22 @@ impl Pem {
         match self {
             Pem::Bytes(_) => "the given PEM".to_owned(),
             Pem::File { flag, path } => format!("{flag} {}", path.display()),
+            Pem::Api(f) => f.name.clone(),
+            Pem::Concat(parts) => parts
+                .iter()
+                .map(Pem::describe)
+                .collect::<Vec<_>>()
+                .join(" + "),
         }
     }
 
+    /// Whether the content can change (so it is followed).
     fn is_file(&self) -> bool {
-        matches!(self, Pem::File { .. })
+        match self {
+            Pem::Bytes(_) => false,
+            Pem::File { .. } | Pem::Api(_) => true,
+            Pem::Concat(parts) => parts.iter().any(Pem::is_file),
+        }
     }
 }
 

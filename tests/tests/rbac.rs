@@ -476,6 +476,10 @@ async fn every_verb_the_hub_is_granted_is_needed() {
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
             let resource = rule["resources"][0].as_str().unwrap();
+            if resource == "secrets" {
+                // The TLS Secrets: every_secret_verb_the_hub_is_granted_is_needed.
+                continue;
+            }
             for verb in rule["verbs"].as_array().unwrap() {
                 let verb = verb.as_str().unwrap();
                 let what = format!("{verb} {resource} ({group})");
@@ -502,5 +506,105 @@ async fn every_verb_the_hub_is_granted_is_needed() {
         }
     }
     assert!(checked >= 10, "only {checked} verbs checked");
+    apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
+}
+
+/// The hub with its TLS from Secrets gwhub-ca and gwhub-serving (no
+/// `--insecure`), renewing a 10 s serving certificate every few seconds.
+fn start_secrets_hub(bin: &Path, cluster: &Cluster, log: &Path) -> Process {
+    Process(
+        Command::new(bin)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["--dashboard-listen", "127.0.0.1:0"])
+            .args(["--namespace", SYSTEM_NS, "--lease-duration", "3s"])
+            .args(["--serving-cert-lifetime", "10s"])
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_as(HUB_SA))
+            .env("POD_NAME", "rbac-secrets")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start gwhub"),
+    )
+}
+
+/// The hub's Secrets rules: each verb is needed. Every run starts with
+/// neither Secret (created, read back), follows both (list, watch) and
+/// renews a short-lived serving certificate (update).
+#[tokio::test]
+async fn every_secret_verb_the_hub_is_granted_is_needed() {
+    if !require_assets("every_secret_verb_the_hub_is_granted_is_needed") {
+        return;
+    }
+    let bin = gwhub_binary();
+    let fleet = Fleet::start(&["hubsecrets"])
+        .await
+        .expect("start API server");
+    let cluster = fleet.cluster("hubsecrets");
+    install_hub(cluster).await;
+    let client = cluster.client().await.unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), SYSTEM_NS);
+    let fresh_start = || async {
+        for name in ["gwhub-ca", "gwhub-serving"] {
+            let _ = secrets.delete(name, &DeleteParams::default()).await;
+        }
+    };
+    let renewed = |t: &str| t.contains("renewed the hub's serving certificate");
+    let wait_log = |log: std::path::PathBuf, done: Box<dyn Fn(&str) -> bool>| async move {
+        let deadline = Instant::now() + REFUSED_WITHIN;
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if done(&text) || Instant::now() > deadline {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    };
+
+    // The control: as shipped, it makes, follows and renews them.
+    fresh_start().await;
+    let log = fleet.dir.join("hub-secrets-shipped.log");
+    let hub = start_secrets_hub(&bin, cluster, &log);
+    let text = wait_log(log, Box::new(renewed)).await;
+    drop(hub);
+    assert!(
+        !text.contains("forbidden"),
+        "the shipped RBAC refused the hub something:\n{text}"
+    );
+    assert!(renewed(&text), "no renewal:\n{text}");
+
+    let roles = roles_in("hub/rbac.yaml");
+    let mut checked = 0;
+    for (i, role) in roles.iter().enumerate() {
+        let ns = role["metadata"]["namespace"].as_str();
+        for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
+            if rule["resources"][0] != "secrets" {
+                continue;
+            }
+            for verb in rule["verbs"].as_array().unwrap() {
+                let verb = verb.as_str().unwrap();
+                let mut reduced = roles.clone();
+                reduced[i] = without(role, r, verb);
+                kubectl_apply_json(cluster, &reduced);
+                wait_refused(cluster, HUB_SA, verb, &can_i_probe(rule, verb), ns).await;
+                fresh_start().await;
+                let log = fleet.dir.join(format!("hub-secrets-without-{checked}.log"));
+                let hub = start_secrets_hub(&bin, cluster, &log);
+                let is_refused = move |t: &str| refused(t, verb, "secrets", "");
+                let text = wait_log(log, Box::new(is_refused)).await;
+                drop(hub);
+                assert!(
+                    is_refused(&text),
+                    "without {verb} secrets the hub was never refused it:\n{text}"
+                );
+                eprintln!("rbac: without {verb} secrets: refused, as it should be");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 5, "get, list, watch, update, create");
     apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
 }

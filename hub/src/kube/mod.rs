@@ -10,7 +10,8 @@
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
-//!   reports again.
+//!   reports again;
+//! - [`tls_secrets`]: the hub's CA and serving certificate in Secrets.
 
 pub mod budget;
 pub mod events;
@@ -18,6 +19,7 @@ pub mod leader;
 pub mod metrics;
 pub mod reports;
 pub mod status_writer;
+pub mod tls_secrets;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -85,6 +87,9 @@ pub enum KubeError {
     },
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// The hub's TLS Secrets (names the Secret and the problem).
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// A client from `--kubeconfig`, else `KUBECONFIG` / `~/.kube/config`, else
@@ -122,6 +127,9 @@ pub struct KubeHub {
 pub struct Connected {
     pub client: Client,
     pub options: KubeOptions,
+    /// Follows the hub's TLS Secrets once [`Connected::tls_from_secrets`]
+    /// made the hub's TLS from them.
+    secrets: Option<tls_secrets::Follower>,
 }
 
 impl Connected {
@@ -135,7 +143,25 @@ impl Connected {
                 namespace: options.namespace.clone(),
                 source,
             })?;
-        Ok(Connected { client, options })
+        Ok(Connected {
+            client,
+            options,
+            secrets: None,
+        })
+    }
+
+    /// The hub's TLS from Secrets `gwhub-ca` and `gwhub-serving` in its
+    /// namespace, made when absent; [`Connected::attach`] then follows them
+    /// and the leader renews the serving certificate.
+    pub async fn tls_from_secrets(
+        &mut self,
+        config: tls_secrets::SecretsConfig,
+        paths: &crate::tls::TlsPaths<'_>,
+    ) -> Result<crate::tls::HubTls, KubeError> {
+        let api = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let (tls, follower) = tls_secrets::start(api, config, paths).await?;
+        self.secrets = Some(follower);
+        Ok(tls)
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -143,7 +169,11 @@ impl Connected {
     /// to this process yet (a live report is newer), and status is written
     /// only once they and the hub Gateways are loaded.
     pub fn attach(self, hub: Hub) -> KubeHub {
-        let Connected { client, options } = self;
+        let Connected {
+            client,
+            options,
+            secrets,
+        } = self;
         let index = hub.index.clone();
         let stale_after = index.stale_after();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
@@ -234,6 +264,9 @@ impl Connected {
                 let _keep = leader_tx;
                 stop.cancelled().await;
             });
+        }
+        if let Some(secrets) = secrets {
+            secrets.spawn(&mut tasks, leader.clone(), shutdown.clone());
         }
         tasks.spawn(events::run(
             client.clone(),
