@@ -179,6 +179,83 @@ fn first_pem_block(pem: &str) -> String {
     }
 }
 
+/// An agent certificate's default lifetime (`--agent-cert-lifetime`).
+pub const AGENT_CERT_LIFETIME: Duration = Duration::from_secs(30 * 86_400);
+
+/// Why a certificate request is refused (the agent is told).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CsrError {
+    #[error("not a valid certificate request (PEM, signed by its own key): {0}")]
+    Parse(String),
+    #[error(
+        "the certificate request must name exactly the cluster {cluster:?}: one SAN URI {}{cluster} \
+         and no other name (found {found})",
+        identity::SPIFFE_CLUSTER_PREFIX
+    )]
+    Names { cluster: String, found: String },
+}
+
+/// Checks `csr_pem` (its signature proves the key is the requester's; its
+/// names are exactly `cluster`'s identity: one SAN URI
+/// `spiffe://gwhub/cluster/<cluster>`, the subject at most CN=`cluster`)
+/// and signs it with `ca` as a client certificate valid for `lifetime`.
+pub fn sign_agent_csr(
+    ca: &Pair,
+    csr_pem: &str,
+    cluster: &str,
+    now: i64,
+    lifetime: Duration,
+) -> Result<Result<String, CsrError>, PkiError> {
+    let mut csr = match rcgen::CertificateSigningRequestParams::from_pem(csr_pem) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(CsrError::Parse(e.to_string()))),
+    };
+    let want = format!("{}{cluster}", identity::SPIFFE_CLUSTER_PREFIX);
+    let sans: Vec<String> = csr
+        .params
+        .subject_alt_names
+        .iter()
+        .map(|s| match s {
+            SanType::URI(u) => format!("URI:{}", u.as_str()),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let cn_ok = |v: &rcgen::DnValue| match v {
+        rcgen::DnValue::Utf8String(s) => s == cluster,
+        rcgen::DnValue::PrintableString(s) => s.as_str() == cluster,
+        _ => false,
+    };
+    let dn: Vec<String> = csr
+        .params
+        .distinguished_name
+        .iter()
+        .filter(|(t, v)| !(matches!(t, DnType::CommonName) && cn_ok(v)))
+        .map(|(t, v)| format!("subject {t:?}={v:?}"))
+        .collect();
+    if sans != [format!("URI:{want}")] || !dn.is_empty() {
+        let mut found = sans;
+        found.extend(dn);
+        return Ok(Err(CsrError::Names {
+            cluster: cluster.to_owned(),
+            found: if found.is_empty() {
+                "none".to_owned()
+            } else {
+                found.join(", ")
+            },
+        }));
+    }
+    let issuer = issuer(ca)?;
+    let p = &mut csr.params;
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    p.use_authority_key_identifier_extension = true;
+    p.custom_extensions.clear();
+    window(p, now, lifetime);
+    let cert = csr.signed_by(&issuer).map_err(make("agent certificate"))?;
+    Ok(Ok(cert.pem()))
+}
+
 /// Whether the leaf (first certificate) of `cert_pem` is at or past 2/3 of
 /// its lifetime at `now`, or already expired, or not valid yet.
 pub fn renewal_due(cert_pem: &[u8], now: i64) -> Result<bool, PkiError> {
@@ -279,6 +356,107 @@ mod tests {
         assert!(renewal_due(pem, NOW + 4000).unwrap(), "expired");
         assert!(renewal_due(pem, nb - 10).unwrap(), "not valid yet");
         assert!(renewal_due(b"nonsense", NOW).is_err());
+    }
+
+    fn csr(sans: Vec<SanType>, cn: Option<&str>) -> (String, KeyPair) {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::default();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        if let Some(cn) = cn {
+            p.distinguished_name.push(DnType::CommonName, cn);
+        }
+        p.subject_alt_names = sans;
+        (p.serialize_request(&key).unwrap().pem().unwrap(), key)
+    }
+
+    fn uri(s: &str) -> SanType {
+        SanType::URI(s.try_into().unwrap())
+    }
+
+    #[test]
+    fn an_agent_csr_naming_exactly_its_cluster_is_signed() {
+        let now = jiff::Timestamp::now().as_second();
+        let ca = new_ca(now, CA_LIFETIME).unwrap();
+        let (req, key) = csr(vec![uri("spiffe://gwhub/cluster/east")], Some("east"));
+        let cert = sign_agent_csr(&ca, &req, "east", now, Duration::from_secs(600))
+            .unwrap()
+            .unwrap();
+        let id = identity::cluster_from_pem(cert.as_bytes()).unwrap();
+        assert_eq!(id.cluster, "east");
+        assert_eq!(id.source, identity::IdentitySource::SanUri);
+        let v = identity::validities_from_pem(cert.as_bytes()).unwrap();
+        assert_eq!(v[0].not_after, now + 600);
+        // The certificate carries the requester's key.
+        use rcgen::PublicKeyData;
+        let der = tokio_rustls::rustls::pki_types::CertificateDer::from(x509_der(&cert));
+        let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
+        assert_eq!(
+            parsed.public_key().raw,
+            key.subject_public_key_info().as_slice()
+        );
+        // A CSR without CN is fine too.
+        let (req, _) = csr(vec![uri("spiffe://gwhub/cluster/east")], None);
+        assert!(
+            sign_agent_csr(&ca, &req, "east", now, AGENT_CERT_LIFETIME)
+                .unwrap()
+                .is_ok()
+        );
+    }
+
+    fn x509_der(pem: &str) -> Vec<u8> {
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        tokio_rustls::rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+            .unwrap()
+            .to_vec()
+    }
+
+    #[test]
+    fn a_csr_for_another_name_or_garbage_is_refused() {
+        let ca = new_ca(NOW, CA_LIFETIME).unwrap();
+        let cases = [
+            csr(vec![uri("spiffe://gwhub/cluster/west")], None).0,
+            csr(vec![uri("spiffe://gwhub/cluster/east")], Some("west")).0,
+            csr(vec![], Some("east")).0,
+            csr(
+                vec![
+                    uri("spiffe://gwhub/cluster/east"),
+                    SanType::DnsName("east".try_into().unwrap()),
+                ],
+                None,
+            )
+            .0,
+        ];
+        for req in cases {
+            let e = sign_agent_csr(&ca, &req, "east", NOW, AGENT_CERT_LIFETIME)
+                .unwrap()
+                .unwrap_err();
+            assert!(matches!(e, CsrError::Names { .. }), "{e}");
+            assert!(e.to_string().contains("spiffe://gwhub/cluster/east"), "{e}");
+        }
+        let e = sign_agent_csr(&ca, "garbage", "east", NOW, AGENT_CERT_LIFETIME)
+            .unwrap()
+            .unwrap_err();
+        assert!(matches!(e, CsrError::Parse(_)), "{e}");
+    }
+
+    #[test]
+    fn the_ca_pin_is_found_in_the_serving_chain() {
+        let ca = new_ca(NOW, CA_LIFETIME).unwrap();
+        let serving = new_serving(&ca, &default_sans("a"), NOW, SERVING_LIFETIME).unwrap();
+        let pin = gwhub_common::join::ca_pin_der(&x509_der(&ca.cert_pem)).unwrap();
+        assert!(pin.starts_with("sha256:") && pin.len() == 71, "{pin}");
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        let chain: Vec<_> = tokio_rustls::rustls::pki_types::CertificateDer::pem_slice_iter(
+            serving.cert_pem.as_bytes(),
+        )
+        .collect::<Result<_, _>>()
+        .unwrap();
+        let pins: Vec<String> = chain
+            .iter()
+            .map(|c| gwhub_common::join::ca_pin_der(c).unwrap())
+            .collect();
+        assert_eq!(pins[1], pin);
+        assert_ne!(pins[0], pin);
     }
 
     #[test]
