@@ -23,6 +23,8 @@ use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 pub struct HubTls {
     sources: Sources,
     dashboard_token: Option<Arc<str>>,
+    /// Serves Ingest/Join (agents without a certificate may then connect).
+    joiner: Option<Arc<crate::kube::join::Joiner>>,
 }
 
 /// What `gwhub serve` was given for TLS (paths as on the command line).
@@ -67,8 +69,10 @@ impl HubTls {
                 client_ca: Pem::Bytes(client_ca.into()),
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
+                client_cert_optional: false,
             },
             dashboard_token: None,
+            joiner: None,
         }
     }
 
@@ -76,6 +80,19 @@ impl HubTls {
     pub fn with_dashboard_client_ca(mut self, ca: &[u8]) -> Self {
         self.sources.dashboard_client_ca = Some(Pem::Bytes(ca.into()));
         self
+    }
+
+    /// Agents without an identity may join: the ingest listener takes
+    /// clients without a certificate (only Join serves them).
+    pub fn with_joiner(mut self, joiner: Arc<crate::kube::join::Joiner>) -> Self {
+        self.sources.client_cert_optional = true;
+        self.joiner = Some(joiner);
+        self
+    }
+
+    /// What serves Ingest/Join, if joining is on.
+    pub(crate) fn joiner(&self) -> Option<Arc<crate::kube::join::Joiner>> {
+        self.joiner.clone()
     }
 
     /// Dashboard calls must carry `authorization: Bearer <token>`.
@@ -127,8 +144,10 @@ impl HubTls {
                 client_ca: pem("--client-ca", ca, "CERTIFICATE")?,
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
+                client_cert_optional: false,
             },
             dashboard_token: None,
+            joiner: None,
         };
         tls.with_dashboard_files(paths).map(Some)
     }
@@ -158,8 +177,10 @@ impl HubTls {
                 client_ca,
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
+                client_cert_optional: false,
             },
             dashboard_token: None,
+            joiner: None,
         };
         tls.with_dashboard_files(paths)
     }

@@ -379,6 +379,7 @@ pub(crate) struct TlsRuntime {
     client_ca: Arc<Slot<Trust>>,
     dashboard_ca: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,
+    client_cert_optional: bool,
 }
 
 /// What the listeners' handshakes need.
@@ -408,6 +409,9 @@ pub(crate) struct Sources {
     pub client_ca: Pem,
     pub dashboard_client_ca: Option<Pem>,
     pub reload_every: Duration,
+    /// The ingest listener lets a client without a certificate finish the
+    /// handshake (to call Join); Report still refuses it.
+    pub client_cert_optional: bool,
 }
 
 impl Sources {
@@ -462,6 +466,7 @@ impl TlsRuntime {
             client_ca: slot(client_ca),
             dashboard_ca: dashboard_ca.map(slot),
             metrics,
+            client_cert_optional: sources.client_cert_optional,
         });
         let files = sources.cert.is_file()
             || sources.key.is_file()
@@ -492,9 +497,10 @@ impl TlsRuntime {
             ListenerKind::Dashboard | ListenerKind::Web => self.dashboard_ca.clone(),
         };
         let builder = match &trust {
-            Some(slot) => {
-                builder.with_client_cert_verifier(Arc::new(CurrentVerifier(slot.clone())))
-            }
+            Some(slot) => builder.with_client_cert_verifier(Arc::new(CurrentVerifier {
+                slot: slot.clone(),
+                optional: matches!(kind, ListenerKind::Ingest) && self.client_cert_optional,
+            })),
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(CurrentCert(self.serving.clone())));
@@ -654,15 +660,23 @@ impl ResolvesServerCert for CurrentCert {
 
 /// Checks client certificates against the CA in use now.
 #[derive(Debug)]
-struct CurrentVerifier(Arc<Slot<Trust>>);
+struct CurrentVerifier {
+    slot: Arc<Slot<Trust>>,
+    /// A client may send no certificate (then it is anonymous).
+    optional: bool,
+}
 
 impl CurrentVerifier {
     fn current(&self) -> Arc<dyn ClientCertVerifier> {
-        self.0.borrow().verifier.clone()
+        self.slot.borrow().verifier.clone()
     }
 }
 
 impl ClientCertVerifier for CurrentVerifier {
+    fn client_auth_mandatory(&self) -> bool {
+        !self.optional
+    }
+
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         // The hints would borrow from material that may be swapped; an
         // empty list asks a client to send whatever certificate it has.
@@ -834,6 +848,7 @@ mod tests {
             client_ca: src("--client-ca", file("ca.crt", &ca_pem)),
             dashboard_client_ca: Some(src("--dashboard-client-ca", file("dash.crt", &ca_pem))),
             reload_every: Duration::from_millis(20),
+            client_cert_optional: false,
         };
         let metrics = TlsMetrics::default();
         let (runtime, follow) = TlsRuntime::start(sources, metrics.clone()).unwrap();

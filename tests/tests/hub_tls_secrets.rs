@@ -10,19 +10,26 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use gwhub_common::join::JoinToken;
+use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
 use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::TlsPaths;
+use gwhub_proto::client::open_report;
+use gwhub_proto::v1::{self, ingest_client::IngestClient};
 use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::ByteString;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::{self, pki_types};
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -198,5 +205,186 @@ async fn the_hub_makes_serves_renews_and_follows_its_secrets() {
             .unwrap(),
         want
     );
+    hub.shutdown().await.unwrap();
+}
+
+fn csr_for(cluster: &str) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.subject_alt_names = vec![rcgen::SanType::URI(
+        format!("spiffe://gwhub/cluster/{cluster}")
+            .try_into()
+            .unwrap(),
+    )];
+    (
+        p.serialize_request(&key).unwrap().pem().unwrap(),
+        key.serialize_pem(),
+    )
+}
+
+async fn ingest(
+    addr: SocketAddr,
+    ca: &[u8],
+    identity: Option<(&str, &str)>,
+) -> IngestClient<tonic::transport::Channel> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    let channel = Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    IngestClient::new(channel)
+}
+
+async fn make_token(secrets: &Api<Secret>, cluster: &str, ttl: i64) -> String {
+    let token = JoinToken::generate().unwrap();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(ttl);
+    secrets
+        .create(
+            &PostParams::default(),
+            &token_secret(&token, cluster, expires),
+        )
+        .await
+        .unwrap();
+    token.reveal()
+}
+
+fn hello(cluster: &str) -> v1::Hello {
+    v1::Hello {
+        agent_version: "join-test".into(),
+        capabilities: vec![],
+        cluster: cluster.into(),
+    }
+}
+
+/// Join on a real API server: a valid token gets a certificate naming the
+/// cluster (recorded as an approved, signed CertificateSigningRequest of
+/// signer gwhub.io/cluster-agent) that then streams; the token is used
+/// up. A reused, forged, expired or other-cluster token, or a CSR for
+/// another name, is refused and issues nothing; Report without a
+/// certificate is still refused.
+#[tokio::test]
+async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
+    if !require_assets("a_join_token_gets_one_certificate_and_bad_tokens_none") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
+    let addr = hub.hub.ingest_addr;
+
+    let token = make_token(&secrets, "east", 600).await;
+    let (csr, key_pem) = csr_for("east");
+    let mut anon = ingest(addr, &ca_pem, None).await;
+    let join = |token: &str, cluster: &str, csr: &str| v1::JoinRequest {
+        cluster: cluster.into(),
+        token: token.into(),
+        csr_pem: csr.into(),
+    };
+    // Report without a certificate: refused as before.
+    let e = open_report(&mut anon, hello("east"), 4)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+
+    // A CSR naming another cluster: refused, the token kept.
+    let (west_csr, _) = csr_for("west");
+    let e = anon
+        .join(join(&token, "east", &west_csr))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+
+    let issued = anon
+        .join(join(&token, "east", &csr))
+        .await
+        .expect("a valid token joins")
+        .into_inner();
+    assert_eq!(issued.ca_pem.as_bytes(), ca_pem.as_slice());
+    let id = gwhub_common::identity::cluster_from_pem(issued.certificate_pem.as_bytes()).unwrap();
+    assert_eq!(id.cluster, "east");
+    let recorded = csrs.list(&Default::default()).await.unwrap().items;
+    assert_eq!(recorded.len(), 1);
+    let r = &recorded[0];
+    assert_eq!(r.spec.signer_name, "gwhub.io/cluster-agent");
+    let status = r.status.as_ref().unwrap();
+    assert!(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Approved" && c.status == "True")
+    );
+    assert_eq!(
+        status.certificate.as_ref().unwrap().0,
+        issued.certificate_pem.as_bytes()
+    );
+    // Single use.
+    let e = anon.join(join(&token, "east", &csr)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+    assert!(e.message().contains("unknown"), "{e:?}");
+    assert!(!e.message().contains(token.split_once('.').unwrap().1));
+
+    // The certificate streams as east.
+    let mut east = ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem))).await;
+    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
+    let first = stream.rx.next().await.unwrap().unwrap();
+    assert!(
+        matches!(first.message, Some(v1::hub_message::Message::Hello(_))),
+        "{first:?}"
+    );
+
+    // Forged, expired, other-cluster: refused, naming why; nothing issued.
+    let real = make_token(&secrets, "east", 600).await;
+    let forged = format!("{}.{}", real.split_once('.').unwrap().0, "0123456789abcdef");
+    let expired = make_token(&secrets, "east", -5).await;
+    let west = make_token(&secrets, "west", 600).await;
+    for (t, code, says) in [
+        (forged.as_str(), tonic::Code::Unauthenticated, "unknown"),
+        (
+            "abcdef.0123456789abcdef",
+            tonic::Code::Unauthenticated,
+            "unknown",
+        ),
+        (
+            "not a token",
+            tonic::Code::Unauthenticated,
+            "not a join token",
+        ),
+        (expired.as_str(), tonic::Code::Unauthenticated, "expired"),
+        (
+            west.as_str(),
+            tonic::Code::PermissionDenied,
+            "another cluster",
+        ),
+    ] {
+        let e = anon.join(join(t, "east", &csr)).await.unwrap_err();
+        assert_eq!(e.code(), code, "{t}: {e:?}");
+        assert!(e.message().contains(says), "{t}: {e:?}");
+    }
+    assert_eq!(csrs.list(&Default::default()).await.unwrap().items.len(), 1);
+    // The forged attempt did not use up the real token.
+    let (csr2, _) = csr_for("east");
+    anon.join(join(&real, "east", &csr2)).await.unwrap();
     hub.shutdown().await.unwrap();
 }

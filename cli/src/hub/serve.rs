@@ -98,6 +98,11 @@ pub struct Args {
     #[arg(long, value_name = "DUR", default_value = "90d", value_parser = parse_cert_lifetime,
           conflicts_with_all = ["no_kube", "insecure", "tls_cert"])]
     pub serving_cert_lifetime: Duration,
+    /// Lifetime of the agent certificates the hub signs when a cluster
+    /// joins (agents renew at 2/3 of it).
+    #[arg(long, value_name = "DUR", default_value = "30d", value_parser = parse_cert_lifetime,
+          conflicts_with_all = ["no_kube", "insecure", "tls_cert"])]
+    pub agent_cert_lifetime: Duration,
     /// Require Dashboard clients to present a certificate signed by this CA (PEM).
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub dashboard_client_ca: Option<PathBuf>,
@@ -231,6 +236,7 @@ pub fn run(args: &Args) -> Result<String, String> {
                 secrets.sans = args.hub_san.clone();
             }
             secrets.serving_lifetime = args.serving_cert_lifetime;
+            secrets.agent_lifetime = args.agent_cert_lifetime;
             tls = Some(
                 kube.tls_from_secrets(secrets, &paths)
                     .await

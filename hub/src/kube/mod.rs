@@ -15,6 +15,7 @@
 
 pub mod budget;
 pub mod events;
+pub mod join;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
@@ -159,9 +160,12 @@ impl Connected {
         paths: &crate::tls::TlsPaths<'_>,
     ) -> Result<crate::tls::HubTls, KubeError> {
         let api = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let agent_lifetime = config.agent_lifetime;
         let (tls, follower) = tls_secrets::start(api, config, paths).await?;
         self.secrets = Some(follower);
-        Ok(tls)
+        let joiner =
+            join::Joiner::new(self.client.clone(), &self.options.namespace, agent_lifetime);
+        Ok(tls.with_joiner(Arc::new(joiner)))
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:

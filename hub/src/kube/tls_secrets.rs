@@ -48,6 +48,8 @@ pub struct SecretsConfig {
     pub sans: Vec<String>,
     pub serving_lifetime: Duration,
     pub ca_lifetime: Duration,
+    /// Lifetime of the agent certificates signed at Join.
+    pub agent_lifetime: Duration,
 }
 
 impl SecretsConfig {
@@ -57,6 +59,7 @@ impl SecretsConfig {
             sans: pki::default_sans(namespace),
             serving_lifetime: pki::SERVING_LIFETIME,
             ca_lifetime: pki::CA_LIFETIME,
+            agent_lifetime: pki::AGENT_CERT_LIFETIME,
         }
     }
 
