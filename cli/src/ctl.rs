@@ -41,6 +41,10 @@ pub struct Cli {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
+    /// Join tokens for workload clusters (uses the management cluster's
+    /// kubeconfig, not the Dashboard).
+    #[command(subcommand)]
+    Join(crate::join::JoinCommand),
     /// List hub Gateways or clusters.
     Get {
         what: What,
@@ -139,6 +143,13 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    if let Command::Join(cmd) = cli.command {
+        drop(runtime);
+        let text = crate::join::run(cmd)?;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        return Ok(());
+    }
     runtime.block_on(async {
         let mut client = connect(&cli).await?;
         let mut out = std::io::stdout().lock();
@@ -158,6 +169,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Command::Watch { output, filter } => {
                 return watch(&mut client, output, &filter, &mut out).await;
             }
+            Command::Join(_) => return Ok(()),
         };
         // A closed pipe (e.g. `| head`) is not worth an error.
         let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());

@@ -133,6 +133,13 @@ pub fn ca_pin_der(der: &[u8]) -> Result<String, JoinError> {
     ))
 }
 
+/// [`ca_pin_der`] of the first certificate in `pem`.
+pub fn ca_pin_pem(pem: &[u8]) -> Result<String, JoinError> {
+    let (_, block) =
+        x509_parser::pem::parse_x509_pem(pem).map_err(|e| JoinError::Certificate(e.to_string()))?;
+    ca_pin_der(&block.contents)
+}
+
 /// A `--hub-ca-hash`, normalised to lowercase.
 pub fn parse_pin(s: &str) -> Result<String, JoinError> {
     let hexpart = s.trim().strip_prefix("sha256:").ok_or(JoinError::Pin)?;

@@ -285,7 +285,55 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
     let addr = hub.hub.ingest_addr;
 
-    let token = make_token(&secrets, "east", 600).await;
+    // gwhubctl join create, as an operator runs it.
+    let ctl = |args: &[&str]| {
+        let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
+            "gwhub",
+            "gwhubctl",
+            "GWHUBCTL_BIN",
+        ))
+        .args(["join", "create"])
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&fleet.cluster("mgmt").kubeconfig)
+        .output()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let printed: serde_json::Value =
+        serde_json::from_str(&ctl(&["east", "--ttl", "1h", "-o", "json"])).unwrap();
+    let keys: Vec<&String> = printed.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["caHash", "cluster", "expires", "token"]);
+    assert_eq!(printed["cluster"], "east");
+    assert_eq!(
+        printed["caHash"],
+        gwhub_common::join::ca_pin_pem(&ca_pem).unwrap()
+    );
+    let token = printed["token"].as_str().unwrap().to_owned();
+    let yaml = ctl(&[
+        "east",
+        "-o",
+        "yaml",
+        "--hub-address",
+        "https://hub.example:7443",
+    ]);
+    let secret: Secret = serde_norway::from_str(&yaml).unwrap();
+    assert_eq!(secret.metadata.name.as_deref(), Some("gwhub-join-token"));
+    let sd = secret.string_data.unwrap();
+    assert_eq!(sd["hub"], "https://hub.example:7443");
+    assert_eq!(sd["caHash"], printed["caHash"].as_str().unwrap());
+    // Only the hash is stored on the management cluster.
+    let stored = secrets
+        .get(&format!("gwhub-join-{}", token.split_once('.').unwrap().0))
+        .await
+        .unwrap();
+    let stored_text = format!("{:?}", stored.data);
+    assert!(!stored_text.contains(token.split_once('.').unwrap().1));
     let (csr, key_pem) = csr_for("east");
     let mut anon = ingest(addr, &ca_pem, None).await;
     let join = |token: &str, cluster: &str, csr: &str| v1::JoinRequest {
