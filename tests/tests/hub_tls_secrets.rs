@@ -436,3 +436,132 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     anon.join(join(&real, "east", &csr2)).await.unwrap();
     hub.shutdown().await.unwrap();
 }
+
+/// The fleet install as a user does it, on two real API servers: the hub
+/// (its ServiceAccount) makes its Secrets; `gwhubctl join create east`;
+/// the real `gwhub-agent run --join-token-file --hub-ca-hash` (the
+/// agent's ServiceAccount, on the workload cluster) makes its key, joins,
+/// stores its identity in Secret gwhub-agent-identity there and streams as
+/// east; restarted with the same (now used-up) token it streams again from
+/// the stored identity. A wrong pin is refused before any token is sent.
+#[tokio::test]
+async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
+    if !require_assets("an_agent_joins_streams_and_restarts_from_its_stored_identity") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt", "east"])
+        .await
+        .expect("start API servers");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
+    let east_admin = fleet.cluster("east").client().await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());
+
+    let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUBCTL_BIN",
+    ))
+    .args(["join", "create", "east", "-o", "json", "--kubeconfig"])
+    .arg(&fleet.cluster("mgmt").kubeconfig)
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let token_file = fleet.dir.join("join-token");
+    std::fs::write(&token_file, printed["token"].as_str().unwrap()).unwrap();
+    let pin = printed["caHash"].as_str().unwrap().to_owned();
+
+    let agent = |pin: &str, log: &str| {
+        gwhub_test_kit::procs::Process(
+            std::process::Command::new(gwhub_test_kit::procs::agent_binary())
+                .args(["run", "--hub", &url, "--cluster", "east"])
+                .arg("--join-token-file")
+                .arg(&token_file)
+                .args(["--hub-ca-hash", pin])
+                .arg("--kubeconfig")
+                .arg(
+                    fleet
+                        .cluster("east")
+                        .kubeconfig_as(gwhub_test_kit::install::AGENT_SA),
+                )
+                .env("POD_NAMESPACE", SYSTEM_NS)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(fleet.dir.join(log)).unwrap())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let connected = || {
+        hub.hub
+            .index
+            .clusters()
+            .into_iter()
+            .find(|c| c.name == "east")
+            .filter(|c| c.connected)
+            .map(|c| c.session)
+    };
+
+    // A wrong pin: refused, the token not sent (still usable below).
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let mut bad = agent(&wrong, "agent-wrong-pin.log");
+    let status = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Some(s) = bad.0.try_wait().unwrap() {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the agent exits");
+    assert!(!status.success());
+    let log = std::fs::read_to_string(fleet.dir.join("agent-wrong-pin.log")).unwrap();
+    assert!(log.contains("--hub-ca-hash"), "{log}");
+
+    let first = agent(&pin, "agent-1.log");
+    let session = until(WAIT, || async { connected() }, |s| s.is_some())
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(east_admin.clone(), SYSTEM_NS);
+    let identity = secrets.get("gwhub-agent-identity").await.unwrap();
+    assert_eq!(identity.type_.as_deref(), Some("kubernetes.io/tls"));
+    let cert = key(&identity, "tls.crt");
+    assert_eq!(
+        gwhub_common::identity::cluster_from_pem(&cert)
+            .unwrap()
+            .cluster,
+        "east"
+    );
+    assert!(
+        String::from_utf8(key(&identity, "tls.key"))
+            .unwrap()
+            .contains("PRIVATE KEY")
+    );
+    drop(first);
+
+    // Restarted: the token is used up, the stored identity streams.
+    let _second = agent(&pin, "agent-2.log");
+    until(
+        WAIT,
+        || async { connected() },
+        |s| s.is_some_and(|s| s != session),
+    )
+    .await;
+    let log = std::fs::read_to_string(fleet.dir.join("agent-2.log")).unwrap();
+    assert!(log.contains("using the stored identity"), "{log}");
+    assert_eq!(
+        key(
+            &secrets.get("gwhub-agent-identity").await.unwrap(),
+            "tls.crt"
+        ),
+        cert
+    );
+    hub.shutdown().await.unwrap();
+}

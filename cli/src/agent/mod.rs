@@ -3,6 +3,7 @@
 //! added as another [`Command`] variant.
 
 pub mod compute;
+pub mod join;
 pub mod run;
 
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ pub enum Command {
     Compute(ComputeArgs),
     /// Run the agent: stream the in-scope Gateways' status to the hub
     /// (snapshot on connect, changes after), following the cluster's state.
-    Run(crate::agent::run::RunArgs),
+    Run(Box<crate::agent::run::RunArgs>),
 }
 
 /// The scope flags every mode shares.

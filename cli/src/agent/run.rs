@@ -46,6 +46,25 @@ pub struct RunArgs {
     /// CA bundle (PEM) that signed the hub's certificate.
     #[arg(long, value_name = "PATH", requires_all = ["tls_cert", "tls_key"])]
     pub ca: Option<PathBuf>,
+    /// Join the hub with this one-time token (`gwhubctl join create`) when
+    /// the cluster has no identity yet (Secret gwhub-agent-identity in
+    /// --identity-namespace); a restarted agent uses the stored identity.
+    /// Needs --hub-ca-hash and --cluster.
+    #[arg(long, value_name = "PATH", requires_all = ["hub_ca_hash", "cluster"],
+          conflicts_with_all = ["insecure", "tls_cert", "from_dir"])]
+    pub join_token_file: Option<PathBuf>,
+    /// The hub CA's pin printed by `gwhubctl join create`: the hub is
+    /// trusted only if its chain holds a CA with this public-key hash.
+    #[arg(long, value_name = "sha256:HEX", requires = "join_token_file")]
+    pub hub_ca_hash: Option<String>,
+    /// Where the agent keeps its identity (its own namespace).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "POD_NAMESPACE",
+        default_value = "gwhub-system"
+    )]
+    pub identity_namespace: String,
     /// Read the cluster's objects from this directory's manifests (YAML,
     /// JSON, `kind: List`) instead of an API server, following changes.
     #[arg(long, value_name = "DIR", conflicts_with = "kubeconfig")]
@@ -137,6 +156,24 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
 
 /// Runs the command until SIGINT or SIGTERM.
 pub fn run(args: &RunArgs) -> Result<(), String> {
+    let mut args = args.clone();
+    if let (Some(token_file), Some(pin), Some(cluster)) =
+        (&args.join_token_file, &args.hub_ca_hash, &args.cluster)
+    {
+        init_tracing();
+        let files = crate::agent::join::obtain(&crate::agent::join::JoinPlan {
+            hub: args.hub.clone(),
+            cluster: cluster.clone(),
+            token_file: token_file.clone(),
+            pin: pin.clone(),
+            namespace: args.identity_namespace.clone(),
+            kubeconfig: args.kubeconfig.clone(),
+        })?;
+        args.tls_cert = Some(files.cert);
+        args.tls_key = Some(files.key);
+        args.ca = Some(files.ca);
+    }
+    let args = &args;
     let plan = plan(args)?;
     init_tracing();
     if plan.hub.tls.is_none() {
