@@ -565,3 +565,42 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
     );
     hub.shutdown().await.unwrap();
 }
+
+fn kustomize(dir: &str) -> String {
+    let out = std::process::Command::new(gwhub_test_kit::install::kubectl())
+        .arg("kustomize")
+        .arg(gwhub_test_kit::install::manifests_dir().join(dir))
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize manifests/{dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Secure by default: nothing `kubectl apply -k manifests/` (or
+/// manifests/agent/) installs runs plaintext; the agent joins with the
+/// token Secret; only the development overlay runs --insecure.
+#[test]
+fn the_shipped_install_is_mtls_and_only_the_dev_overlay_is_plaintext() {
+    for dir in ["", "hub", "agent"] {
+        assert!(!kustomize(dir).contains("--insecure"), "manifests/{dir}");
+    }
+    let agent = kustomize("agent");
+    for flag in [
+        "--join-token-file=",
+        "--hub-ca-hash=",
+        "secretName: gwhub-join-token",
+    ] {
+        assert!(
+            agent.contains(flag),
+            "manifests/agent lacks {flag}:\n{agent}"
+        );
+    }
+    for dir in ["dev", "dev/agent"] {
+        assert!(kustomize(dir).contains("--insecure"), "manifests/{dir}");
+    }
+    assert!(!kustomize("dev/agent").contains("--join-token-file"));
+}
