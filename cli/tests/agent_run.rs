@@ -78,6 +78,13 @@ impl Ingest for FakeIngest {
         Err(Status::unimplemented("the fake hub issues no certificates"))
     }
 
+    async fn renew(
+        &self,
+        _: Request<gwhub_proto::v1::RenewRequest>,
+    ) -> Result<Response<gwhub_proto::v1::JoinResponse>, Status> {
+        Err(Status::unimplemented("the fake hub issues no certificates"))
+    }
+
     async fn report(
         &self,
         request: Request<Streaming<AgentMessage>>,

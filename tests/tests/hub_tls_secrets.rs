@@ -68,6 +68,14 @@ async fn served(addr: SocketAddr, ca: &[u8], name: &str) -> Result<Vec<u8>, Stri
 }
 
 async fn start_hub(client: &kube::Client, lifetime: Duration) -> KubeHub {
+    start_hub_with(client, lifetime, gwhub_hub::pki::AGENT_CERT_LIFETIME).await
+}
+
+async fn start_hub_with(
+    client: &kube::Client,
+    lifetime: Duration,
+    agent_lifetime: Duration,
+) -> KubeHub {
     let mut options = KubeOptions::new(SYSTEM_NS);
     options.lease = Some(LeaseConfig {
         name: "gwhub-hub".into(),
@@ -79,6 +87,7 @@ async fn start_hub(client: &kube::Client, lifetime: Duration) -> KubeHub {
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
     secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
     secrets.serving_lifetime = lifetime;
+    secrets.agent_lifetime = agent_lifetime;
     let tls = connected
         .tls_from_secrets(secrets, &TlsPaths::default())
         .await
@@ -603,4 +612,114 @@ fn the_shipped_install_is_mtls_and_only_the_dev_overlay_is_plaintext() {
         assert!(kustomize(dir).contains("--insecure"), "manifests/{dir}");
     }
     assert!(!kustomize("dev/agent").contains("--join-token-file"));
+}
+
+/// Renewal: with 20 s agent certificates, the joined agent renews at 2/3
+/// of the lifetime over its authenticated connection (recorded as a
+/// CertificateSigningRequest), updates its Secret, and after the first
+/// certificate expired (the hub ends that stream) it streams on with the
+/// renewed one, never going stale.
+#[tokio::test]
+async fn a_joined_agent_renews_before_its_certificate_expires() {
+    if !require_assets("a_joined_agent_renews_before_its_certificate_expires") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt", "east"])
+        .await
+        .expect("start API servers");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let east_admin = fleet.cluster("east").client().await.unwrap();
+    let hub = start_hub_with(&as_hub, Duration::from_secs(3600), Duration::from_secs(20)).await;
+    let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());
+    let mgmt_secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let ca_pem = key(&mgmt_secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
+    let token = make_token(&mgmt_secrets, "east", 600).await;
+    let token_file = fleet.dir.join("join-token");
+    std::fs::write(&token_file, token).unwrap();
+    let pin = gwhub_common::join::ca_pin_pem(&ca_pem).unwrap();
+    let _agent = gwhub_test_kit::procs::Process(
+        std::process::Command::new(gwhub_test_kit::procs::agent_binary())
+            .args(["run", "--hub", &url, "--cluster", "east"])
+            .arg("--join-token-file")
+            .arg(&token_file)
+            .args(["--hub-ca-hash", &pin])
+            .arg("--kubeconfig")
+            .arg(
+                fleet
+                    .cluster("east")
+                    .kubeconfig_as(gwhub_test_kit::install::AGENT_SA),
+            )
+            .env("POD_NAMESPACE", SYSTEM_NS)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(fleet.dir.join("agent-renew.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let state = || {
+        hub.hub
+            .index
+            .clusters()
+            .into_iter()
+            .find(|c| c.name == "east")
+            .map(|c| (c.connected, c.stale, c.session))
+    };
+    let (_, _, session) = until(
+        WAIT,
+        || async { state() },
+        |s| matches!(s, Some((true, false, _))),
+    )
+    .await
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(east_admin.clone(), SYSTEM_NS);
+    let first = key(
+        &secrets.get("gwhub-agent-identity").await.unwrap(),
+        "tls.crt",
+    );
+    let first_na = gwhub_common::identity::soonest_expiry_pem(&first).unwrap();
+
+    // Renewed before the first expires.
+    let renewed = until(
+        Duration::from_secs(30),
+        || async {
+            key(
+                &secrets.get("gwhub-agent-identity").await.unwrap(),
+                "tls.crt",
+            )
+        },
+        |c| *c != first,
+    )
+    .await;
+    assert!(
+        jiff::Timestamp::now().as_second() < first_na,
+        "renewed only after expiry"
+    );
+    assert!(gwhub_common::identity::soonest_expiry_pem(&renewed).unwrap() > first_na);
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let reasons: Vec<String> = csrs
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .flat_map(|c| c.status.iter().flat_map(|s| s.conditions.iter().flatten()))
+        .filter_map(|c| c.reason.clone())
+        .collect();
+    assert!(reasons.iter().any(|r| r == "GwhubRenewal"), "{reasons:?}");
+
+    // Past the first certificate's expiry: the old stream was ended, the
+    // agent streams with the renewed certificate, never stale.
+    while jiff::Timestamp::now().as_second() <= first_na + 3 {
+        assert!(!matches!(state(), Some((_, true, _))), "went stale");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    until(
+        WAIT,
+        || async { state() },
+        |s| matches!(s, Some((true, false, s)) if *s != session),
+    )
+    .await;
+    hub.shutdown().await.unwrap();
 }

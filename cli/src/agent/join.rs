@@ -138,23 +138,7 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
     }
     let ca_der = discover_ca(&plan.hub, &pin).await?;
     let ca_pem = pem_of(&ca_der);
-    let key = rcgen::KeyPair::generate().map_err(|e| format!("cannot make a key: {e}"))?;
-    let mut params = rcgen::CertificateParams::default();
-    params.distinguished_name = rcgen::DistinguishedName::new();
-    let uri = format!(
-        "{}{}",
-        gwhub_common::identity::SPIFFE_CLUSTER_PREFIX,
-        plan.cluster
-    );
-    params.subject_alt_names = vec![rcgen::SanType::URI(
-        uri.as_str()
-            .try_into()
-            .map_err(|e| format!("--cluster {:?}: {e}", plan.cluster))?,
-    )];
-    let csr = params
-        .serialize_request(&key)
-        .and_then(|c| c.pem())
-        .map_err(|e| format!("cannot make the certificate request: {e}"))?;
+    let (csr, key) = new_csr(&plan.cluster)?;
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(&ca_pem));
     let channel = tonic::transport::Endpoint::from_shared(plan.hub.clone())
@@ -189,6 +173,123 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
         return Err("the hub answered with a CA that does not match --hub-ca-hash".to_owned());
     }
     Ok((resp.certificate_pem, key.serialize_pem(), resp.ca_pem))
+}
+
+/// A new key and a certificate request naming exactly `cluster`.
+fn new_csr(cluster: &str) -> Result<(String, rcgen::KeyPair), String> {
+    let key = rcgen::KeyPair::generate().map_err(|e| format!("cannot make a key: {e}"))?;
+    let mut params = rcgen::CertificateParams::default();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    let uri = format!("{}{cluster}", gwhub_common::identity::SPIFFE_CLUSTER_PREFIX);
+    params.subject_alt_names = vec![rcgen::SanType::URI(
+        uri.as_str()
+            .try_into()
+            .map_err(|e| format!("--cluster {cluster:?}: {e}"))?,
+    )];
+    let csr = params
+        .serialize_request(&key)
+        .and_then(|c| c.pem())
+        .map_err(|e| format!("cannot make the certificate request: {e}"))?;
+    Ok((csr, key))
+}
+
+/// Renews the identity at 2/3 of its certificate's lifetime, over the
+/// connection its current certificate authenticates, until `shutdown`:
+/// the Secret and the files get the new key and certificate, and the next
+/// connection uses them (the hub ends the old stream when the old
+/// certificate expires; the agent reconnects at once).
+pub async fn renew_loop(
+    plan: JoinPlan,
+    files: IdentityFiles,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let now = jiff::Timestamp::now().as_second();
+        let (renew_at, not_after) = match std::fs::read(&files.cert)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| {
+                gwhub_common::identity::validities_from_pem(&pem).map_err(|e| e.to_string())
+            }) {
+            Ok(v) if !v.is_empty() => (
+                v[0].not_before + (v[0].not_after - v[0].not_before).max(0) * 2 / 3,
+                v[0].not_after,
+            ),
+            Ok(_) | Err(_) => (now, now),
+        };
+        let wait = u64::try_from(renew_at - now).unwrap_or(0);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(wait)) => {}
+        }
+        match renew_once(&plan, &files).await {
+            Ok(()) => tracing::info!(cluster = %plan.cluster, "renewed the client certificate"),
+            Err(e) => {
+                let left = (not_after - jiff::Timestamp::now().as_second()).max(0);
+                let retry = (left / 10).clamp(1, 30) as u64;
+                tracing::warn!(error = %e, retry_in_s = retry, "cannot renew the client certificate");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(retry)) => {}
+                }
+            }
+        }
+    }
+}
+
+async fn renew_once(plan: &JoinPlan, files: &IdentityFiles) -> Result<(), String> {
+    let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let (cert, key, ca) = (read(&files.cert)?, read(&files.key)?, read(&files.ca)?);
+    let (csr, new_key) = new_csr(&plan.cluster)?;
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(&ca))
+        .identity(tonic::transport::Identity::from_pem(&cert, &key));
+    let channel = tonic::transport::Endpoint::from_shared(plan.hub.clone())
+        .map_err(|e| e.to_string())?
+        .tls_config(tls)
+        .map_err(|e| e.to_string())?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot reach the hub: {}", gwhub_model::error_chain(&e)))?;
+    let resp = IngestClient::new(channel)
+        .renew(v1::RenewRequest { csr_pem: csr })
+        .await
+        .map_err(|s| format!("the hub refused to renew: {}", s.message()))?
+        .into_inner();
+    let key_pem = new_key.serialize_pem();
+    let client = gwhub_agent::controller::client(plan.kubeconfig.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ns = &plan.namespace;
+    let secrets: Api<Secret> = Api::namespaced(client, ns);
+    let mut secret = secrets
+        .get(IDENTITY_SECRET)
+        .await
+        .map_err(|e| format!("cannot read Secret {ns}/{IDENTITY_SECRET}: {e}"))?;
+    secret.data = Some(
+        [
+            ("tls.crt", &resp.certificate_pem),
+            ("tls.key", &key_pem),
+            ("ca.crt", &resp.ca_pem),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect(),
+    );
+    secrets
+        .replace(IDENTITY_SECRET, &PostParams::default(), &secret)
+        .await
+        .map_err(|e| format!("cannot update Secret {ns}/{IDENTITY_SECRET}: {e}"))?;
+    // Key first, then certificate: each written whole (rename).
+    for (path, content) in [
+        (&files.key, &key_pem),
+        (&files.ca, &resp.ca_pem),
+        (&files.cert, &resp.certificate_pem),
+    ] {
+        let tmp = path.with_extension("new");
+        std::fs::write(&tmp, content).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 fn pem_of(der: &[u8]) -> String {

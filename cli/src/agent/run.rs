@@ -157,21 +157,24 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
 /// Runs the command until SIGINT or SIGTERM.
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let mut args = args.clone();
+    let mut renewal = None;
     if let (Some(token_file), Some(pin), Some(cluster)) =
         (&args.join_token_file, &args.hub_ca_hash, &args.cluster)
     {
         init_tracing();
-        let files = crate::agent::join::obtain(&crate::agent::join::JoinPlan {
+        let join = crate::agent::join::JoinPlan {
             hub: args.hub.clone(),
             cluster: cluster.clone(),
             token_file: token_file.clone(),
             pin: pin.clone(),
             namespace: args.identity_namespace.clone(),
             kubeconfig: args.kubeconfig.clone(),
-        })?;
-        args.tls_cert = Some(files.cert);
-        args.tls_key = Some(files.key);
-        args.ca = Some(files.ca);
+        };
+        let files = crate::agent::join::obtain(&join)?;
+        args.tls_cert = Some(files.cert.clone());
+        args.tls_key = Some(files.key.clone());
+        args.ca = Some(files.ca.clone());
+        renewal = Some((join, files));
     }
     let args = &args;
     let plan = plan(args)?;
@@ -194,6 +197,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             tracing::info!("shutting down");
             on_signal.cancel();
         });
+        if let Some((join, files)) = renewal {
+            tokio::spawn(crate::agent::join::renew_loop(
+                join,
+                files,
+                shutdown.clone(),
+            ));
+        }
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
         let mut plan = plan;
         if let Some(files) = plan.hub.tls_files.as_mut() {

@@ -131,6 +131,22 @@ impl v1::ingest_server::Ingest for IngestService {
             .map(Response::new)
     }
 
+    async fn renew(
+        &self,
+        request: Request<v1::RenewRequest>,
+    ) -> Result<Response<v1::JoinResponse>, Status> {
+        let Some(joiner) = &self.joiner else {
+            return Err(Status::unimplemented(
+                "this hub does not issue certificates: renew the certificate where it was made",
+            ));
+        };
+        let cluster = crate::tls::peer_cluster(&request)?;
+        joiner
+            .renew(&cluster, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
     async fn report(
         &self,
         request: Request<Streaming<v1::AgentMessage>>,

@@ -249,7 +249,38 @@ impl Joiner {
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return Err(unknown()),
             Err(e) => return Err(unavailable("use up the join token", e)),
         }
-        self.record(&req.cluster, id, &req.csr_pem, &cert).await?;
+        self.record(&req.cluster, id, "GwhubJoinToken", &req.csr_pem, &cert)
+            .await?;
+        Ok(v1::JoinResponse {
+            certificate_pem: cert,
+            ca_pem: ca.cert_pem,
+        })
+    }
+
+    /// Handles one Renew call from an agent whose client certificate names
+    /// `cluster` (the handshake checked it against the CA).
+    pub async fn renew(
+        &self,
+        cluster: &str,
+        req: v1::RenewRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        let ca = self.ca().await?;
+        let now = jiff::Timestamp::now().as_second();
+        let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
+            .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let id = gwhub_common::join::JoinToken::generate()
+            .map_err(|e| Status::internal(e.to_string()))?
+            .id;
+        self.record(
+            cluster,
+            &format!("renew-{id}"),
+            "GwhubRenewal",
+            &req.csr_pem,
+            &cert,
+        )
+        .await?;
+        tracing::info!(cluster, "agent certificate renewed");
         Ok(v1::JoinResponse {
             certificate_pem: cert,
             ca_pem: ca.cert_pem,
@@ -273,7 +304,14 @@ impl Joiner {
 
     /// The CertificateSigningRequest: created, approved (the token was
     /// valid), its certificate set.
-    async fn record(&self, cluster: &str, id: &str, csr: &str, cert: &str) -> Result<(), Status> {
+    async fn record(
+        &self,
+        cluster: &str,
+        id: &str,
+        reason: &str,
+        csr: &str,
+        cert: &str,
+    ) -> Result<(), Status> {
         let expiration = self.lifetime.as_secs().max(MIN_EXPIRATION_SECONDS);
         let object = CertificateSigningRequest {
             metadata: ObjectMeta {
@@ -311,8 +349,11 @@ impl Joiner {
             conditions: Some(vec![CertificateSigningRequestCondition {
                 type_: "Approved".to_owned(),
                 status: "True".to_owned(),
-                reason: Some("GwhubJoinToken".to_owned()),
-                message: Some(format!("join token {id}, bound to cluster {cluster}")),
+                reason: Some(reason.to_owned()),
+                message: Some(match reason {
+                    "GwhubRenewal" => format!("renewal by cluster {cluster}'s current certificate"),
+                    _ => format!("join token {id}, bound to cluster {cluster}"),
+                }),
                 ..CertificateSigningRequestCondition::default()
             }]),
             certificate: None,
