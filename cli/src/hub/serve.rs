@@ -331,4 +331,35 @@ mod tests {
         assert_eq!(server.port(), listen.port());
         assert!(listen.ip().is_unspecified() || listen.ip() == server.ip());
     }
+
+    fn args(flags: &[&str]) -> Args {
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            args: Args,
+        }
+        use clap::Parser;
+        T::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    /// Kubernetes mode with no TLS files and no --insecure serves from the
+    /// hub's Secrets; --no-kube keeps refusing to start without TLS.
+    #[test]
+    fn the_secrets_are_used_in_kubernetes_mode_without_tls_files() {
+        assert!(uses_secrets(&args(&[])));
+        assert!(uses_secrets(&args(&["--client-ca", "extra.pem"])));
+        assert!(uses_secrets(&args(&["--hub-san", "hub.example.com"])));
+        for flags in [
+            &["--insecure"][..],
+            &["--no-kube", "--insecure"],
+            &["--tls-cert", "c", "--tls-key", "k", "--client-ca", "a"],
+        ] {
+            assert!(!uses_secrets(&args(flags)), "{flags:?}");
+        }
+        assert!(config(&args(&[])).is_ok());
+        let e = config(&args(&["--no-kube"])).unwrap_err();
+        assert!(e.contains("refusing to start"), "{e}");
+    }
 }
