@@ -155,3 +155,112 @@ pub fn render(args: &CreateArgs, token: &str, ca_hash: &str, expires: jiff::Time
         }
     }
 }
+
+/// `gwhubctl cluster ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Remove CLUSTER from the hub: its certificates issued until now are
+    /// refused and its streams end on every hub replica (recorded in
+    /// ConfigMap gwhub-revoked); its pending join tokens are deleted.
+    /// Joining again needs a new token.
+    Remove(RemoveArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    pub cluster: String,
+    /// The hub's namespace on the management cluster.
+    #[arg(long, value_name = "NS", default_value = "gwhub-system")]
+    pub hub_namespace: String,
+    /// Kubeconfig of the management cluster.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+/// Runs `gwhubctl cluster ...`; returns what to print.
+pub fn run_cluster(cmd: ClusterCommand) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    match cmd {
+        ClusterCommand::Remove(args) => runtime.block_on(remove(&args)),
+    }
+}
+
+async fn remove(args: &RemoveArgs) -> Result<String, String> {
+    use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    gwhub_model::cluster::validate(&args.cluster)
+        .map_err(|e| format!("cluster {:?}: {e}", args.cluster))?;
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ns = &args.hub_namespace;
+    let now = jiff::Timestamp::now();
+    let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let result = match configmaps
+            .get_opt(REVOKED_CONFIGMAP)
+            .await
+            .map_err(|e| format!("cannot read ConfigMap {ns}/{REVOKED_CONFIGMAP}: {e}"))?
+        {
+            Some(mut cm) => {
+                cm.data
+                    .get_or_insert_with(Default::default)
+                    .insert(args.cluster.clone(), now.to_string());
+                configmaps
+                    .replace(REVOKED_CONFIGMAP, &PostParams::default(), &cm)
+                    .await
+                    .map(drop)
+            }
+            None => {
+                let cm = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(REVOKED_CONFIGMAP.to_owned()),
+                        ..Default::default()
+                    },
+                    data: Some([(args.cluster.clone(), now.to_string())].into()),
+                    ..Default::default()
+                };
+                configmaps
+                    .create(&PostParams::default(), &cm)
+                    .await
+                    .map(drop)
+            }
+        };
+        match result {
+            Ok(()) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < 5 => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot record the removal in ConfigMap {ns}/{REVOKED_CONFIGMAP}: {e}"
+                ));
+            }
+        }
+    }
+    let secrets: Api<Secret> = Api::namespaced(client, ns);
+    let pending = secrets
+        .list(&kube::api::ListParams::default().labels(&format!(
+            "{},gwhub.io/cluster={}",
+            gwhub_common::join::TOKEN_LABEL,
+            args.cluster
+        )))
+        .await
+        .map_err(|e| format!("cannot list join tokens in {ns}: {e}"))?;
+    for s in pending.items {
+        if let Some(name) = s.metadata.name {
+            secrets
+                .delete(&name, &Default::default())
+                .await
+                .map_err(|e| format!("cannot delete join token {name}: {e}"))?;
+        }
+    }
+    Ok(format!(
+        "cluster {} removed at {now}: its certificates issued until then are refused and its streams end; join it again with a new token (gwhubctl join create)\n",
+        args.cluster
+    ))
+}

@@ -266,6 +266,15 @@ pub fn renewal_due(cert_pem: &[u8], now: i64) -> Result<bool, PkiError> {
     Ok(now >= renew_at(leaf.not_before, leaf.not_after) || now < leaf.not_before)
 }
 
+/// When a certificate the hub made over `[not_before, not_after]` was
+/// issued: `not_before` plus its back-dating ([`backdate`] of the
+/// lifetime). A revocation at `t` covers certificates issued at or
+/// before `t`; one from a later join is not covered.
+pub fn issued_at(not_before: i64, not_after: i64) -> i64 {
+    let window = (not_after - not_before).max(0);
+    not_before + (BACKDATE.as_secs() as i64).min(window / 11)
+}
+
 /// When a certificate valid over `[not_before, not_after]` is renewed: at
 /// 2/3 of its lifetime.
 pub fn renew_at(not_before: i64, not_after: i64) -> i64 {
@@ -457,6 +466,21 @@ mod tests {
             .collect();
         assert_eq!(pins[1], pin);
         assert_ne!(pins[0], pin);
+    }
+
+    #[test]
+    fn issued_at_undoes_the_back_dating() {
+        for lifetime in [20, 3000, 30 * 86_400] {
+            let ca = new_ca(NOW, CA_LIFETIME).unwrap();
+            let s =
+                new_serving(&ca, &default_sans("a"), NOW, Duration::from_secs(lifetime)).unwrap();
+            let v = identity::validities_from_pem(s.cert_pem.as_bytes()).unwrap();
+            assert_eq!(
+                issued_at(v[0].not_before, v[0].not_after),
+                NOW,
+                "{lifetime}"
+            );
+        }
     }
 
     #[test]

@@ -70,6 +70,7 @@ impl HubTls {
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
                 client_cert_optional: false,
+                revoked: None,
             },
             dashboard_token: None,
             joiner: None,
@@ -87,6 +88,12 @@ impl HubTls {
     pub fn with_joiner(mut self, joiner: Arc<crate::kube::join::Joiner>) -> Self {
         self.sources.client_cert_optional = true;
         self.joiner = Some(joiner);
+        self
+    }
+
+    /// Refuses (and ends the streams of) certificates of removed clusters.
+    pub fn with_revocations(mut self, revoked: crate::tls_reload::Revocations) -> Self {
+        self.sources.revoked = Some(revoked);
         self
     }
 
@@ -145,6 +152,7 @@ impl HubTls {
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
                 client_cert_optional: false,
+                revoked: None,
             },
             dashboard_token: None,
             joiner: None,
@@ -178,6 +186,7 @@ impl HubTls {
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
                 client_cert_optional: false,
+                revoked: None,
             },
             dashboard_token: None,
             joiner: None,
@@ -298,6 +307,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The cluster the stream's client certificate names; `Unauthenticated`
 /// when there is no certificate or it names no usable cluster.
 pub(crate) fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
+    if let Some(reason) = crate::conn::conn_of(request)
+        .and_then(|c| c.tls.as_ref())
+        .and_then(|t| t.revoked())
+    {
+        return Err(Status::permission_denied(reason));
+    }
     // The hub's own handshakes ([`crate::conn::with_tls`]) put the
     // certificates in the connection's info; tonic's own listener in
     // `peer_certs`.

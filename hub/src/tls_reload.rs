@@ -108,6 +108,29 @@ impl Pem {
     }
 }
 
+/// Clusters removed from the hub (`gwhubctl cluster remove`), each with
+/// when (Unix seconds): their certificates issued until then are refused.
+pub type Revocations = watch::Receiver<Arc<BTreeMap<String, i64>>>;
+
+/// Why `certs` (a client chain) is revoked, if it is.
+pub(crate) fn revoked_reason(
+    revoked: &BTreeMap<String, i64>,
+    certs: &[CertificateDer<'_>],
+) -> Option<String> {
+    let leaf = certs.first()?;
+    let id = identity::cluster_from_der(leaf).ok()?;
+    let at = *revoked.get(&id.cluster)?;
+    let v = identity::validity_from_der(leaf).ok()?;
+    (crate::pki::issued_at(v.not_before, v.not_after) <= at).then(|| {
+        format!(
+            "cluster {:?} was removed from the hub at {}; its certificates are refused \
+             (join it again with a new token: gwhubctl join create)",
+            id.cluster,
+            rfc3339(at)
+        )
+    })
+}
+
 /// The `certificate` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CertLabel {
@@ -380,6 +403,7 @@ pub(crate) struct TlsRuntime {
     dashboard_ca: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,
     client_cert_optional: bool,
+    revoked: Option<Revocations>,
 }
 
 /// What the listeners' handshakes need.
@@ -390,6 +414,8 @@ pub(crate) struct Acceptor {
     /// client certificates).
     pub trust: Option<Arc<Slot<Trust>>>,
     pub metrics: TlsMetrics,
+    /// Removed clusters (ingest only).
+    pub revoked: Option<Revocations>,
 }
 
 /// The listener an acceptor is for.
@@ -412,6 +438,8 @@ pub(crate) struct Sources {
     /// The ingest listener lets a client without a certificate finish the
     /// handshake (to call Join); Report still refuses it.
     pub client_cert_optional: bool,
+    /// Removed clusters whose certificates are refused.
+    pub revoked: Option<Revocations>,
 }
 
 impl Sources {
@@ -467,6 +495,7 @@ impl TlsRuntime {
             dashboard_ca: dashboard_ca.map(slot),
             metrics,
             client_cert_optional: sources.client_cert_optional,
+            revoked: sources.revoked.clone(),
         });
         let files = sources.cert.is_file()
             || sources.key.is_file()
@@ -512,6 +541,10 @@ impl TlsRuntime {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
             trust,
             metrics: self.metrics.clone(),
+            revoked: match kind {
+                ListenerKind::Ingest => self.revoked.clone(),
+                _ => None,
+            },
         })
     }
 
@@ -722,6 +755,8 @@ pub struct PeerTls {
     pub(crate) certs: Arc<Vec<CertificateDer<'static>>>,
     trust: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,
+    /// Boxed: every connection's info holds this.
+    revoked: Option<Arc<Revocations>>,
 }
 
 impl std::fmt::Debug for PeerTls {
@@ -738,7 +773,14 @@ impl PeerTls {
             certs: Arc::new(certs),
             trust: acceptor.trust.clone(),
             metrics: acceptor.metrics.clone(),
+            revoked: acceptor.revoked.clone().map(Arc::new),
         }
+    }
+
+    /// Why this client's certificate is refused as its cluster was removed.
+    pub(crate) fn revoked(&self) -> Option<String> {
+        let revoked = self.revoked.as_ref()?.borrow().clone();
+        revoked_reason(&revoked, &self.certs)
     }
 
     /// Resolves with the status to end the stream with once the client
@@ -753,6 +795,10 @@ impl PeerTls {
         // A reload between the handshake and now counts as one.
         if let Some(t) = trust.as_mut() {
             t.mark_changed();
+        }
+        let mut revoked = self.revoked.as_deref().cloned();
+        if let Some(r) = revoked.as_mut() {
+            r.mark_changed();
         }
         loop {
             let now = now_unix();
@@ -772,8 +818,25 @@ impl PeerTls {
                     None => std::future::pending().await,
                 }
             };
+            let removed = async {
+                match revoked.as_mut() {
+                    Some(r) => r.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_secs(wait.unsigned_abs())) => {}
+                ok = removed => {
+                    if !ok {
+                        revoked = None;
+                        continue;
+                    }
+                    let current = revoked.as_mut().map(|r| r.borrow_and_update().clone());
+                    if let Some(reason) = current.and_then(|c| revoked_reason(&c, &self.certs)) {
+                        self.metrics.ended("revoked");
+                        return Status::permission_denied(reason);
+                    }
+                }
                 ok = changed => {
                     if !ok {
                         trust = None;
@@ -849,6 +912,7 @@ mod tests {
             dashboard_client_ca: Some(src("--dashboard-client-ca", file("dash.crt", &ca_pem))),
             reload_every: Duration::from_millis(20),
             client_cert_optional: false,
+            revoked: None,
         };
         let metrics = TlsMetrics::default();
         let (runtime, follow) = TlsRuntime::start(sources, metrics.clone()).unwrap();

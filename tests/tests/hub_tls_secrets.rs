@@ -723,3 +723,104 @@ async fn a_joined_agent_renews_before_its_certificate_expires() {
     .await;
     hub.shutdown().await.unwrap();
 }
+
+/// Leave: `gwhubctl cluster remove east` ends east's stream (recorded in
+/// ConfigMap gwhub-revoked), its certificate is refused from then on, also
+/// by a restarted hub, and its pending tokens are gone; a join with a new
+/// token gets a certificate that streams.
+#[tokio::test]
+async fn a_removed_cluster_is_refused_until_it_joins_again() {
+    if !require_assets("a_removed_cluster_is_refused_until_it_joins_again") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
+    let join = |token: String, csr: String| v1::JoinRequest {
+        cluster: "east".into(),
+        token,
+        csr_pem: csr,
+    };
+    let (csr, key_pem) = csr_for("east");
+    let token = make_token(&secrets, "east", 600).await;
+    let mut anon = ingest(hub.hub.ingest_addr, &ca_pem, None).await;
+    let cert = anon
+        .join(join(token, csr))
+        .await
+        .unwrap()
+        .into_inner()
+        .certificate_pem;
+    let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
+    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
+    let _pending = make_token(&secrets, "east", 600).await;
+
+    let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUBCTL_BIN",
+    ))
+    .args(["cluster", "remove", "east", "--kubeconfig"])
+    .arg(&fleet.cluster("mgmt").kubeconfig)
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The open stream ends, naming why.
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            match stream.rx.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(s)) => return Some(s),
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the stream ends")
+    .expect("with a status");
+    assert_eq!(ended.code(), tonic::Code::PermissionDenied, "{ended:?}");
+    assert!(ended.message().contains("removed"), "{ended:?}");
+    let e = open_report(&mut east, hello("east"), 4)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    // Its pending token went with it.
+    let tokens = secrets
+        .list(&kube::api::ListParams::default().labels("gwhub.io/cluster=east"))
+        .await
+        .unwrap();
+    assert!(tokens.items.is_empty());
+
+    // A restarted hub still refuses the old certificate.
+    hub.shutdown().await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
+    let e = open_report(&mut east, hello("east"), 4)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+
+    // Joining again with a new token (issued after the removal) streams.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (csr, key_pem) = csr_for("east");
+    let token = make_token(&secrets, "east", 600).await;
+    let mut anon = ingest(hub.hub.ingest_addr, &ca_pem, None).await;
+    let cert = anon
+        .join(join(token, csr))
+        .await
+        .unwrap()
+        .into_inner()
+        .certificate_pem;
+    let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
+    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
+    assert!(stream.rx.next().await.unwrap().is_ok());
+    hub.shutdown().await.unwrap();
+}

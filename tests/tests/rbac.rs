@@ -482,7 +482,7 @@ async fn every_verb_the_hub_is_granted_is_needed() {
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
             let resource = rule["resources"][0].as_str().unwrap();
-            if resource == "secrets" || group == "certificates.k8s.io" {
+            if resource == "secrets" || resource == "configmaps" || group == "certificates.k8s.io" {
                 // The TLS Secrets and Join:
                 // every_secret_and_join_verb_the_hub_is_granted_is_needed.
                 continue;
@@ -597,9 +597,10 @@ fn refused_secret_or_join(log: &str, verb: &str, resource: &str, group: &str) ->
     ))
 }
 
-/// The hub's Secrets and Join rules: each verb is needed. Every run
-/// starts with neither Secret (created, read back), follows both (list,
-/// watch), renews a short-lived serving certificate (update), and joins
+/// The hub's Secrets, removed-clusters and Join rules: each verb is
+/// needed. Every run starts with neither Secret (created, read back),
+/// reads and follows the ConfigMap of removed clusters, follows both
+/// Secrets (list, watch), renews a short-lived serving certificate (update), and joins
 /// cluster east again and again (a token read and deleted, a
 /// CertificateSigningRequest created, approved and signed).
 #[tokio::test]
@@ -659,7 +660,7 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
             let resource = rule["resources"][0].as_str().unwrap();
-            if resource != "secrets" && group != "certificates.k8s.io" {
+            if resource != "secrets" && resource != "configmaps" && group != "certificates.k8s.io" {
                 continue;
             }
             for verb in rule["verbs"].as_array().unwrap() {
@@ -694,6 +695,9 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
             }
         }
     }
-    assert_eq!(checked, 11, "6 on secrets, 5 on CSRs and the signer");
+    assert_eq!(
+        checked, 14,
+        "6 on secrets, 3 on the removed clusters' ConfigMap, 5 on CSRs and the signer"
+    );
     apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
 }

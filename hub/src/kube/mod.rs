@@ -19,6 +19,7 @@ pub mod join;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
+pub mod revocations;
 pub mod status_writer;
 pub mod tls_secrets;
 
@@ -123,6 +124,12 @@ pub struct KubeHub {
     tasks: JoinSet<()>,
 }
 
+/// The removed clusters' ConfigMap and what follows it.
+type Revoked = (
+    Api<k8s_openapi::api::core::v1::ConfigMap>,
+    watch::Sender<Arc<std::collections::BTreeMap<String, i64>>>,
+);
+
 /// A management cluster reached and its store checked, ready to attach to
 /// a running [`Hub`].
 pub struct Connected {
@@ -131,6 +138,8 @@ pub struct Connected {
     /// Follows the hub's TLS Secrets once [`Connected::tls_from_secrets`]
     /// made the hub's TLS from them.
     secrets: Option<tls_secrets::Follower>,
+    /// Followed with the Secrets: the removed clusters.
+    revocations: Option<Revoked>,
 }
 
 impl Connected {
@@ -148,6 +157,7 @@ impl Connected {
             client,
             options,
             secrets: None,
+            revocations: None,
         })
     }
 
@@ -165,7 +175,17 @@ impl Connected {
         self.secrets = Some(follower);
         let joiner =
             join::Joiner::new(self.client.clone(), &self.options.namespace, agent_lifetime);
-        Ok(tls.with_joiner(Arc::new(joiner)))
+        // Removed clusters: read before serving, so a restarted hub
+        // refuses their certificates from its first handshake.
+        let configmaps = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let removed = revocations::read(&configmaps)
+            .await
+            .map_err(KubeError::Tls)?;
+        let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
+        self.revocations = Some((configmaps, removed_tx));
+        Ok(tls
+            .with_joiner(Arc::new(joiner))
+            .with_revocations(removed_rx))
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -177,6 +197,7 @@ impl Connected {
             client,
             options,
             secrets,
+            revocations,
         } = self;
         let index = hub.index.clone();
         let stale_after = index.stale_after();
@@ -271,6 +292,9 @@ impl Connected {
         }
         if let Some(secrets) = secrets {
             secrets.spawn(&mut tasks, leader.clone(), shutdown.clone());
+        }
+        if let Some((api, slot)) = revocations {
+            tasks.spawn(revocations::follow(api, slot, shutdown.clone()));
         }
         tasks.spawn(events::run(
             client.clone(),
