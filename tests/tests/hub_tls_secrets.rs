@@ -726,7 +726,8 @@ async fn a_joined_agent_renews_before_its_certificate_expires() {
 
 /// Leave: `gwhubctl cluster remove east` ends east's stream (recorded in
 /// ConfigMap gwhub-revoked), its certificate is refused from then on, also
-/// by a restarted hub, and its pending tokens are gone; a join with a new
+/// by a restarted hub, its ClusterReport is deleted and it leaves the
+/// hub's list, and its pending tokens are gone; a join with a new
 /// token gets a certificate that streams.
 #[tokio::test]
 async fn a_removed_cluster_is_refused_until_it_joins_again() {
@@ -755,6 +756,27 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
         .certificate_pem;
     let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
     let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
+    stream
+        .tx
+        .send(v1::AgentMessage {
+            message: Some(v1::agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: 1,
+                chunk: 0,
+                r#final: true,
+                seq: 1,
+                gateways: vec![],
+            })),
+        })
+        .await
+        .unwrap();
+    let reports: Api<gwhub_hub_rules::report::ClusterReport> =
+        Api::namespaced(admin.clone(), SYSTEM_NS);
+    until(
+        WAIT,
+        || async { reports.get_opt("east").await.unwrap().is_some() },
+        |stored| *stored,
+    )
+    .await;
     let _pending = make_token(&secrets, "east", 600).await;
 
     let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
@@ -797,6 +819,18 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
         .await
         .unwrap();
     assert!(tokens.items.is_empty());
+
+    // Its reports are deleted (the deregistration path): it leaves the hub.
+    until(
+        WAIT,
+        || async {
+            let stored = reports.get_opt("east").await.unwrap().is_some();
+            let listed = hub.hub.index.clusters().iter().any(|c| c.name == "east");
+            (stored, listed)
+        },
+        |s| *s == (false, false),
+    )
+    .await;
 
     // A restarted hub still refuses the old certificate.
     hub.shutdown().await.unwrap();

@@ -294,7 +294,13 @@ impl Connected {
             secrets.spawn(&mut tasks, leader.clone(), shutdown.clone());
         }
         if let Some((api, slot)) = revocations {
-            tasks.spawn(revocations::follow(api, slot, shutdown.clone()));
+            tasks.spawn(revocations::follow(
+                api,
+                slot,
+                Api::namespaced(client.clone(), &options.namespace),
+                leader.clone(),
+                shutdown.clone(),
+            ));
         }
         tasks.spawn(events::run(
             client.clone(),

@@ -43,10 +43,20 @@ pub async fn read(api: &Api<ConfigMap>) -> Result<BTreeMap<String, i64>, String>
         .map_err(|e| format!("cannot read ConfigMap {REVOKED_CONFIGMAP}: {e}"))
 }
 
-/// Keeps `slot` equal to the ConfigMap's content until `shutdown`.
+/// How long the leader waits after a removal before deleting the
+/// cluster's reports: every replica has ended its stream by then, so the
+/// deletion deregisters it instead of being written back.
+const DELETE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps `slot` equal to the ConfigMap's content until `shutdown`; the
+/// leader deletes each removed cluster's ClusterReport head, the operator's
+/// deregistration path (every replica forgets the cluster, its other parts
+/// are deleted with it).
 pub async fn follow(
     api: Api<ConfigMap>,
     slot: watch::Sender<Arc<BTreeMap<String, i64>>>,
+    reports: Api<super::reports::ClusterReport>,
+    leader: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={REVOKED_CONFIGMAP}"));
@@ -74,5 +84,25 @@ pub async fn follow(
             }
             changed
         });
+        if now.is_empty() || !*leader.borrow() {
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(DELETE_AFTER) => {}
+        }
+        for cluster in now.keys() {
+            let name = gwhub_model::cluster::object_name(cluster);
+            match reports
+                .delete(&name, &kube::api::DeleteParams::default())
+                .await
+            {
+                Ok(_) => tracing::info!(cluster, "deleted the removed cluster's reports"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports")
+                }
+            }
+        }
     }
 }
