@@ -58,6 +58,13 @@ pub struct Cli {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
+    /// Join tokens for workload clusters (uses the management cluster's
+    /// kubeconfig, not the Dashboard).
+    #[command(subcommand)]
+    Join(crate::join::JoinCommand),
+    /// Clusters of the fleet (uses the management cluster's kubeconfig).
+    #[command(subcommand)]
+    Cluster(crate::join::ClusterCommand),
     /// List hub Gateways or clusters.
     Get {
         what: What,
@@ -156,6 +163,17 @@ pub fn run(cli: Cli) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    if matches!(cli.command, Command::Join(_) | Command::Cluster(_)) {
+        drop(runtime);
+        let text = match cli.command {
+            Command::Join(cmd) => crate::join::run(cmd)?,
+            Command::Cluster(cmd) => crate::join::run_cluster(cmd)?,
+            _ => String::new(),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        return Ok(());
+    }
     runtime.block_on(async {
         let mut client = connect(&cli).await?;
         let mut out = std::io::stdout().lock();
@@ -175,6 +193,7 @@ pub fn run(cli: Cli) -> Result<(), String> {
             Command::Watch { output, filter } => {
                 return watch(&mut client, output, &filter, &mut out).await;
             }
+            Command::Join(_) | Command::Cluster(_) => return Ok(()),
         };
         // A closed pipe (e.g. `| head`) is not worth an error.
         let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());

@@ -12,3 +12,4 @@ pub mod agent;
 pub mod ctl;
 pub mod demo;
 pub mod hub;
+pub mod join;

@@ -73,6 +73,20 @@ struct FakeIngest(Arc<HubState>);
 impl Ingest for FakeIngest {
     type ReportStream = ReceiverStream<Result<HubMessage, Status>>;
 
+    async fn join(
+        &self,
+        _: Request<gwhub_proto::v1::JoinRequest>,
+    ) -> Result<Response<gwhub_proto::v1::JoinResponse>, Status> {
+        Err(Status::unimplemented("the fake hub issues no certificates"))
+    }
+
+    async fn renew(
+        &self,
+        _: Request<gwhub_proto::v1::RenewRequest>,
+    ) -> Result<Response<gwhub_proto::v1::JoinResponse>, Status> {
+        Err(Status::unimplemented("the fake hub issues no certificates"))
+    }
+
     async fn report(
         &self,
         request: Request<Streaming<AgentMessage>>,

@@ -11,6 +11,7 @@
 
 pub mod bucket;
 pub mod identity;
+pub mod join;
 pub mod logging;
 
 pub mod metrics_http;

@@ -16,6 +16,7 @@ pub mod grpc;
 pub mod index;
 pub mod kube;
 pub mod metrics;
+pub mod pki;
 pub mod serve;
 pub mod tls;
 pub mod tls_reload;

@@ -276,7 +276,8 @@ impl Hub {
                 ..IngestConfig::for_stale_after(config.insecure, config.stale_after)
             },
             shutdown_rx.clone(),
-        );
+        )
+        .with_joiner(tls.as_ref().and_then(HubTls::joiner));
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::budget::DashboardCalls::new(budgets.max_dashboard_calls);

@@ -15,7 +15,7 @@ use gwhub_common::identity::{self, IdentitySource};
 use tonic::{Request, Status};
 
 use crate::authz::{KubeReaders, ReadError, Reader};
-use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Pem, Sources};
+use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 
 /// TLS material for both listeners: PEM given once, or files re-read when
 /// they change ([`crate::tls_reload`]). Its `Debug` leaves out the private
@@ -24,6 +24,8 @@ use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Pem, Sources};
 pub struct HubTls {
     sources: Sources,
     dashboard_token: Option<Arc<str>>,
+    /// Serves Ingest/Join (agents without a certificate may then connect).
+    joiner: Option<Arc<crate::kube::join::Joiner>>,
 }
 
 /// What `gwhub serve` was given for TLS (paths as on the command line).
@@ -68,8 +70,11 @@ impl HubTls {
                 client_ca: Pem::Bytes(client_ca.into()),
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
+                client_cert_optional: false,
+                revoked: None,
             },
             dashboard_token: None,
+            joiner: None,
         }
     }
 
@@ -77,6 +82,25 @@ impl HubTls {
     pub fn with_dashboard_client_ca(mut self, ca: &[u8]) -> Self {
         self.sources.dashboard_client_ca = Some(Pem::Bytes(ca.into()));
         self
+    }
+
+    /// Agents without an identity may join: the ingest listener takes
+    /// clients without a certificate (only Join serves them).
+    pub fn with_joiner(mut self, joiner: Arc<crate::kube::join::Joiner>) -> Self {
+        self.sources.client_cert_optional = true;
+        self.joiner = Some(joiner);
+        self
+    }
+
+    /// Refuses (and ends the streams of) certificates of removed clusters.
+    pub fn with_revocations(mut self, revoked: crate::tls_reload::Revocations) -> Self {
+        self.sources.revoked = Some(revoked);
+        self
+    }
+
+    /// What serves Ingest/Join, if joining is on.
+    pub(crate) fn joiner(&self) -> Option<Arc<crate::kube::join::Joiner>> {
+        self.joiner.clone()
     }
 
     /// Dashboard calls must carry `authorization: Bearer <token>`.
@@ -121,16 +145,60 @@ impl HubTls {
                 ));
             }
         };
-        let mut tls = HubTls {
+        let tls = HubTls {
             sources: Sources {
                 cert: pem("--tls-cert", cert, "CERTIFICATE")?,
                 key: pem("--tls-key", key, "")?,
                 client_ca: pem("--client-ca", ca, "CERTIFICATE")?,
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
+                client_cert_optional: false,
+                revoked: None,
             },
             dashboard_token: None,
+            joiner: None,
         };
+        tls.with_dashboard_files(paths).map(Some)
+    }
+
+    /// The serving certificate, its key and the agents' CA as something
+    /// else keeps them current (the hub's Secrets, followed through the
+    /// API); `paths.client_ca`, if given, is trusted besides that CA, and
+    /// the Dashboard's flags apply as with files. `paths.cert` and
+    /// `paths.key` are not read.
+    pub fn followed(
+        cert: Followed,
+        key: Followed,
+        client_ca: Followed,
+        paths: &TlsPaths<'_>,
+    ) -> Result<HubTls, String> {
+        let client_ca = match paths.client_ca {
+            Some(ca) => Pem::Concat(vec![
+                Pem::Api(client_ca),
+                pem("--client-ca", ca, "CERTIFICATE")?,
+            ]),
+            None => Pem::Api(client_ca),
+        };
+        let tls = HubTls {
+            sources: Sources {
+                cert: Pem::Api(cert),
+                key: Pem::Api(key),
+                client_ca,
+                dashboard_client_ca: None,
+                reload_every: DEFAULT_RELOAD_INTERVAL,
+                client_cert_optional: false,
+                revoked: None,
+            },
+            dashboard_token: None,
+            joiner: None,
+        };
+        tls.with_dashboard_files(paths)
+    }
+
+    /// Adds `--dashboard-client-ca` and `--dashboard-token-file`, then
+    /// parses everything once.
+    fn with_dashboard_files(self, paths: &TlsPaths<'_>) -> Result<HubTls, String> {
+        let mut tls = self;
         if let Some(p) = paths.dashboard_client_ca {
             tls.sources.dashboard_client_ca = Some(pem("--dashboard-client-ca", p, "CERTIFICATE")?);
         }
@@ -150,7 +218,7 @@ impl HubTls {
         // Parses everything now, so a bad key or certificate stops
         // start-up with a message rather than failing the first handshake.
         tls.sources.check()?;
-        Ok(Some(tls))
+        Ok(tls)
     }
 
     /// Where the material comes from.
@@ -264,6 +332,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// The cluster the stream's client certificate names; `Unauthenticated`
 /// when there is no certificate or it names no usable cluster.
 pub(crate) fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
+    if let Some(reason) = crate::conn::conn_of(request)
+        .and_then(|c| c.tls.as_ref())
+        .and_then(|t| t.revoked())
+    {
+        return Err(Status::permission_denied(reason));
+    }
     // The hub's own handshakes ([`crate::conn::with_tls`]) put the
     // certificates in the connection's info; tonic's own listener in
     // `peer_certs`.

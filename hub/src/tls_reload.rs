@@ -42,11 +42,24 @@ const EXPIRY_WARNING: i64 = 7 * 24 * 3600;
 /// (a wall clock that jumps is noticed within this).
 const RECHECK_EVERY: i64 = 60;
 
-/// Where one piece of PEM comes from: bytes given once, or a file re-read.
+/// Where one piece of PEM comes from: bytes given once, a file re-read,
+/// the latest value of a key of a Secret followed through the API
+/// ([`crate::kube::tls_secrets`]), or several of these one after another
+/// (a client CA from a Secret plus an operator's `--client-ca`).
 #[derive(Clone)]
 pub(crate) enum Pem {
     Bytes(Arc<[u8]>),
     File { flag: &'static str, path: PathBuf },
+    Api(Followed),
+    Concat(Vec<Pem>),
+}
+
+/// PEM that something else keeps current (a Secret's key, watched).
+#[derive(Clone, Debug)]
+pub struct Followed {
+    /// E.g. `Secret gwhub-system/gwhub-serving tls.crt`, for messages.
+    pub name: String,
+    pub current: watch::Receiver<Arc<[u8]>>,
 }
 
 impl Pem {
@@ -57,6 +70,17 @@ impl Pem {
             Pem::File { flag, path } => std::fs::read(path)
                 .map(Arc::from)
                 .map_err(|e| format!("{flag} {}: {e}", path.display())),
+            Pem::Api(f) => Ok(f.current.borrow().clone()),
+            Pem::Concat(parts) => {
+                let mut all = Vec::new();
+                for p in parts {
+                    all.extend_from_slice(&p.read()?);
+                    if all.last().is_some_and(|b| *b != b'\n') {
+                        all.push(b'\n');
+                    }
+                }
+                Ok(Arc::from(all))
+            }
         }
     }
 
@@ -65,12 +89,46 @@ impl Pem {
         match self {
             Pem::Bytes(_) => "the given PEM".to_owned(),
             Pem::File { flag, path } => format!("{flag} {}", path.display()),
+            Pem::Api(f) => f.name.clone(),
+            Pem::Concat(parts) => parts
+                .iter()
+                .map(Pem::describe)
+                .collect::<Vec<_>>()
+                .join(" + "),
         }
     }
 
+    /// Whether the content can change (so it is followed).
     fn is_file(&self) -> bool {
-        matches!(self, Pem::File { .. })
+        match self {
+            Pem::Bytes(_) => false,
+            Pem::File { .. } | Pem::Api(_) => true,
+            Pem::Concat(parts) => parts.iter().any(Pem::is_file),
+        }
     }
+}
+
+/// Clusters removed from the hub (`gwhubctl cluster remove`), each with
+/// when (Unix seconds): their certificates issued until then are refused.
+pub type Revocations = watch::Receiver<Arc<BTreeMap<String, i64>>>;
+
+/// Why `certs` (a client chain) is revoked, if it is.
+pub(crate) fn revoked_reason(
+    revoked: &BTreeMap<String, i64>,
+    certs: &[CertificateDer<'_>],
+) -> Option<String> {
+    let leaf = certs.first()?;
+    let id = identity::cluster_from_der(leaf).ok()?;
+    let at = *revoked.get(&id.cluster)?;
+    let v = identity::validity_from_der(leaf).ok()?;
+    (crate::pki::issued_at(v.not_before, v.not_after) <= at).then(|| {
+        format!(
+            "cluster {:?} was removed from the hub at {}; its certificates are refused \
+             (join it again with a new token: gwhubctl join create)",
+            id.cluster,
+            rfc3339(at)
+        )
+    })
 }
 
 /// The `certificate` label.
@@ -344,6 +402,8 @@ pub(crate) struct TlsRuntime {
     client_ca: Arc<Slot<Trust>>,
     dashboard_ca: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,
+    client_cert_optional: bool,
+    revoked: Option<Revocations>,
 }
 
 /// What the listeners' handshakes need.
@@ -354,6 +414,8 @@ pub(crate) struct Acceptor {
     /// client certificates).
     pub trust: Option<Arc<Slot<Trust>>>,
     pub metrics: TlsMetrics,
+    /// Removed clusters (ingest only).
+    pub revoked: Option<Revocations>,
 }
 
 /// The listener an acceptor is for.
@@ -373,6 +435,11 @@ pub(crate) struct Sources {
     pub client_ca: Pem,
     pub dashboard_client_ca: Option<Pem>,
     pub reload_every: Duration,
+    /// The ingest listener lets a client without a certificate finish the
+    /// handshake (to call Join); Report still refuses it.
+    pub client_cert_optional: bool,
+    /// Removed clusters whose certificates are refused.
+    pub revoked: Option<Revocations>,
 }
 
 impl Sources {
@@ -427,6 +494,8 @@ impl TlsRuntime {
             client_ca: slot(client_ca),
             dashboard_ca: dashboard_ca.map(slot),
             metrics,
+            client_cert_optional: sources.client_cert_optional,
+            revoked: sources.revoked.clone(),
         });
         let files = sources.cert.is_file()
             || sources.key.is_file()
@@ -457,9 +526,10 @@ impl TlsRuntime {
             ListenerKind::Dashboard | ListenerKind::Web => self.dashboard_ca.clone(),
         };
         let builder = match &trust {
-            Some(slot) => {
-                builder.with_client_cert_verifier(Arc::new(CurrentVerifier(slot.clone())))
-            }
+            Some(slot) => builder.with_client_cert_verifier(Arc::new(CurrentVerifier {
+                slot: slot.clone(),
+                optional: matches!(kind, ListenerKind::Ingest) && self.client_cert_optional,
+            })),
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(CurrentCert(self.serving.clone())));
@@ -471,6 +541,10 @@ impl TlsRuntime {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
             trust,
             metrics: self.metrics.clone(),
+            revoked: match kind {
+                ListenerKind::Ingest => self.revoked.clone(),
+                _ => None,
+            },
         })
     }
 
@@ -619,15 +693,23 @@ impl ResolvesServerCert for CurrentCert {
 
 /// Checks client certificates against the CA in use now.
 #[derive(Debug)]
-struct CurrentVerifier(Arc<Slot<Trust>>);
+struct CurrentVerifier {
+    slot: Arc<Slot<Trust>>,
+    /// A client may send no certificate (then it is anonymous).
+    optional: bool,
+}
 
 impl CurrentVerifier {
     fn current(&self) -> Arc<dyn ClientCertVerifier> {
-        self.0.borrow().verifier.clone()
+        self.slot.borrow().verifier.clone()
     }
 }
 
 impl ClientCertVerifier for CurrentVerifier {
+    fn client_auth_mandatory(&self) -> bool {
+        !self.optional
+    }
+
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         // The hints would borrow from material that may be swapped; an
         // empty list asks a client to send whatever certificate it has.
@@ -673,6 +755,8 @@ pub struct PeerTls {
     pub(crate) certs: Arc<Vec<CertificateDer<'static>>>,
     trust: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,
+    /// Boxed: every connection's info holds this.
+    revoked: Option<Arc<Revocations>>,
 }
 
 impl std::fmt::Debug for PeerTls {
@@ -689,7 +773,14 @@ impl PeerTls {
             certs: Arc::new(certs),
             trust: acceptor.trust.clone(),
             metrics: acceptor.metrics.clone(),
+            revoked: acceptor.revoked.clone().map(Arc::new),
         }
+    }
+
+    /// Why this client's certificate is refused as its cluster was removed.
+    pub(crate) fn revoked(&self) -> Option<String> {
+        let revoked = self.revoked.as_ref()?.borrow().clone();
+        revoked_reason(&revoked, &self.certs)
     }
 
     /// Resolves with the status to end the stream with once the client
@@ -704,6 +795,10 @@ impl PeerTls {
         // A reload between the handshake and now counts as one.
         if let Some(t) = trust.as_mut() {
             t.mark_changed();
+        }
+        let mut revoked = self.revoked.as_deref().cloned();
+        if let Some(r) = revoked.as_mut() {
+            r.mark_changed();
         }
         loop {
             let now = now_unix();
@@ -723,8 +818,25 @@ impl PeerTls {
                     None => std::future::pending().await,
                 }
             };
+            let removed = async {
+                match revoked.as_mut() {
+                    Some(r) => r.changed().await.is_ok(),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = tokio::time::sleep(Duration::from_secs(wait.unsigned_abs())) => {}
+                ok = removed => {
+                    if !ok {
+                        revoked = None;
+                        continue;
+                    }
+                    let current = revoked.as_mut().map(|r| r.borrow_and_update().clone());
+                    if let Some(reason) = current.and_then(|c| revoked_reason(&c, &self.certs)) {
+                        self.metrics.ended("revoked");
+                        return Status::permission_denied(reason);
+                    }
+                }
                 ok = changed => {
                     if !ok {
                         trust = None;
@@ -799,6 +911,8 @@ mod tests {
             client_ca: src("--client-ca", file("ca.crt", &ca_pem)),
             dashboard_client_ca: Some(src("--dashboard-client-ca", file("dash.crt", &ca_pem))),
             reload_every: Duration::from_millis(20),
+            client_cert_optional: false,
+            revoked: None,
         };
         let metrics = TlsMetrics::default();
         let (runtime, follow) = TlsRuntime::start(sources, metrics.clone()).unwrap();

@@ -252,6 +252,12 @@ async fn every_verb_the_agent_is_granted_is_needed() {
         let ns = role["metadata"]["namespace"].as_str();
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
+            if rule["resources"][0] == "secrets" {
+                // Its identity Secret, used only when joining: the join
+                // test (hub_tls_secrets.rs) runs the agent as its
+                // ServiceAccount.
+                continue;
+            }
             let resources: Vec<&str> = rule["resources"]
                 .as_array()
                 .unwrap()
@@ -548,6 +554,11 @@ async fn every_verb_the_hub_is_granted_is_needed() {
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
             let resource = rule["resources"][0].as_str().unwrap();
+            if resource == "secrets" || resource == "configmaps" || group == "certificates.k8s.io" {
+                // The TLS Secrets and Join:
+                // every_secret_and_join_verb_the_hub_is_granted_is_needed.
+                continue;
+            }
             for verb in rule["verbs"].as_array().unwrap() {
                 let verb = verb.as_str().unwrap();
                 let what = format!("{verb} {resource} ({group})");
@@ -574,5 +585,191 @@ async fn every_verb_the_hub_is_granted_is_needed() {
         }
     }
     assert!(checked >= 10, "only {checked} verbs checked");
+    apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
+}
+
+/// The hub with its TLS from Secrets gwhub-ca and gwhub-serving (no
+/// `--insecure`), renewing a 10 s serving certificate every few seconds.
+fn start_secrets_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
+    Process(
+        Command::new(bin)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--dashboard-listen", "127.0.0.1:0"])
+            .args(["--namespace", SYSTEM_NS, "--lease-duration", "3s"])
+            .args(["--serving-cert-lifetime", "10s", "--hub-san", "localhost"])
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_as(HUB_SA))
+            .env("POD_NAME", "rbac-secrets")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start gwhub"),
+    )
+}
+
+/// One Join for cluster `east` with a fresh token (errors ignored: the
+/// log tells what the hub was refused).
+async fn try_join(client: &Client, port: u16) {
+    use k8s_openapi::api::core::v1::Secret;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let Ok(Some(ca)) = secrets.get_opt("gwhub-ca").await else {
+        return;
+    };
+    let ca = ca.data.unwrap()["tls.crt"].0.clone();
+    let token = gwhub_common::join::JoinToken::generate().unwrap();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(600);
+    let _ = secrets
+        .create(
+            &Default::default(),
+            &gwhub_hub::kube::join::token_secret(&token, "east", expires),
+        )
+        .await;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.subject_alt_names = vec![rcgen::SanType::URI(
+        "spiffe://gwhub/cluster/east".try_into().unwrap(),
+    )];
+    let csr = p.serialize_request(&key).unwrap().pem().unwrap();
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca))
+        .domain_name("localhost");
+    let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("https://127.0.0.1:{port}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+    else {
+        return;
+    };
+    let _ = IngestClient::new(channel)
+        .join(v1::JoinRequest {
+            cluster: "east".into(),
+            token: token.reveal(),
+            csr_pem: csr,
+        })
+        .await;
+}
+
+/// Whether `log` shows the hub refused `verb`: for `signers`, the API
+/// server's own words for a signer it may not approve or sign for.
+fn refused_secret_or_join(log: &str, verb: &str, resource: &str, group: &str) -> bool {
+    if resource == "signers" {
+        return plain(log).contains(&format!("not permitted to {verb} requests with signerName"));
+    }
+    let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
+    if sub.is_empty() {
+        return refused(log, verb, resource, group);
+    }
+    plain(log).contains(&format!(
+        "cannot {verb} resource \"{resource}/{sub}\" in API group \"{group}\""
+    ))
+}
+
+/// The hub's Secrets, removed-clusters and Join rules: each verb is
+/// needed. Every run starts with neither Secret (created, read back),
+/// reads and follows the ConfigMap of removed clusters, follows both
+/// Secrets (list, watch), renews a short-lived serving certificate (update), and joins
+/// cluster east again and again (a token read and deleted, a
+/// CertificateSigningRequest created, approved and signed).
+#[tokio::test]
+async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
+    if !require_assets("every_secret_and_join_verb_the_hub_is_granted_is_needed") {
+        return;
+    }
+    let bin = gwhub_binary();
+    let fleet = Fleet::start(&["hubsecrets"])
+        .await
+        .expect("start API server");
+    let cluster = fleet.cluster("hubsecrets");
+    install_hub(cluster).await;
+    let client = cluster.client().await.unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), SYSTEM_NS);
+    let fresh_start = || async {
+        for name in ["gwhub-ca", "gwhub-serving"] {
+            let _ = secrets.delete(name, &DeleteParams::default()).await;
+        }
+    };
+    let drive = |port: u16, log: std::path::PathBuf, done: Box<dyn Fn(&str) -> bool>| {
+        let client = client.clone();
+        async move {
+            let deadline = Instant::now() + REFUSED_WITHIN;
+            loop {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if done(&text) || Instant::now() > deadline {
+                    return text;
+                }
+                try_join(&client, port).await;
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+            }
+        }
+    };
+    let all_paths = |t: &str| {
+        t.contains("renewed the hub's serving certificate") && t.contains("cluster joined")
+    };
+
+    // The control: as shipped, it makes, follows and renews them, and joins.
+    fresh_start().await;
+    let port = free_port();
+    let log = fleet.dir.join("hub-secrets-shipped.log");
+    let hub = start_secrets_hub(&bin, cluster, port, &log);
+    let text = drive(port, log, Box::new(all_paths)).await;
+    drop(hub);
+    assert!(
+        !text.contains("forbidden") && !text.contains("not permitted"),
+        "the shipped RBAC refused the hub something:\n{text}"
+    );
+    assert!(all_paths(&text), "no renewal or no join:\n{text}");
+
+    let roles = roles_in("hub/rbac.yaml");
+    let mut checked = 0;
+    for (i, role) in roles.iter().enumerate() {
+        let ns = role["metadata"]["namespace"].as_str();
+        for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
+            let group = rule["apiGroups"][0].as_str().unwrap();
+            let resource = rule["resources"][0].as_str().unwrap();
+            if resource != "secrets" && resource != "configmaps" && group != "certificates.k8s.io" {
+                continue;
+            }
+            for verb in rule["verbs"].as_array().unwrap() {
+                let verb = verb.as_str().unwrap();
+                let mut reduced = roles.clone();
+                reduced[i] = without(role, r, verb);
+                kubectl_apply_json(cluster, &reduced);
+                if resource == "signers" {
+                    // `kubectl auth can-i` cannot spell a signer's name.
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                } else {
+                    wait_refused(cluster, HUB_SA, verb, &can_i_probe(rule, verb), ns).await;
+                }
+                fresh_start().await;
+                let port = free_port();
+                let log = fleet.dir.join(format!("hub-secrets-without-{checked}.log"));
+                let hub = start_secrets_hub(&bin, cluster, port, &log);
+                let resource = resource.to_owned();
+                let group = group.to_owned();
+                let is_refused = {
+                    let (resource, group) = (resource.clone(), group.clone());
+                    move |t: &str| refused_secret_or_join(t, verb, &resource, &group)
+                };
+                let text = drive(port, log, Box::new(is_refused.clone())).await;
+                drop(hub);
+                assert!(
+                    is_refused(&text),
+                    "without {verb} {resource} the hub was never refused it:\n{text}"
+                );
+                eprintln!("rbac: without {verb} {resource}: refused, as it should be");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(
+        checked, 14,
+        "6 on secrets, 3 on the removed clusters' ConfigMap, 5 on CSRs and the signer"
+    );
     apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
 }

@@ -3,6 +3,7 @@
 //! added as another [`Command`] variant.
 
 pub mod compute;
+pub mod join;
 pub mod run;
 
 use std::path::PathBuf;

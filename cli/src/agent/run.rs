@@ -47,6 +47,25 @@ pub struct RunArgs {
     /// CA bundle (PEM) that signed the hub's certificate.
     #[arg(long, value_name = "PATH", requires_all = ["tls_cert", "tls_key"])]
     pub ca: Option<PathBuf>,
+    /// Join the hub with this one-time token (`gwhubctl join create`) when
+    /// the cluster has no identity yet (Secret gwhub-agent-identity in
+    /// --identity-namespace); a restarted agent uses the stored identity.
+    /// Needs --hub-ca-hash and --cluster.
+    #[arg(long, value_name = "PATH", requires_all = ["hub_ca_hash", "cluster"],
+          conflicts_with_all = ["insecure", "tls_cert", "from_dir"])]
+    pub join_token_file: Option<PathBuf>,
+    /// The hub CA's pin printed by `gwhubctl join create`: the hub is
+    /// trusted only if its chain holds a CA with this public-key hash.
+    #[arg(long, value_name = "sha256:HEX", requires = "join_token_file")]
+    pub hub_ca_hash: Option<String>,
+    /// Where the agent keeps its identity (its own namespace).
+    #[arg(
+        long,
+        value_name = "NS",
+        env = "POD_NAMESPACE",
+        default_value = "gwhub-system"
+    )]
+    pub identity_namespace: String,
     /// Read the cluster's objects from this directory's manifests (YAML,
     /// JSON, `kind: List`) instead of an API server, following changes.
     #[arg(long, value_name = "DIR", conflicts_with = "kubeconfig")]
@@ -145,12 +164,12 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
 
 /// Runs the command until SIGINT or SIGTERM.
 pub fn run(args: &RunArgs) -> Result<(), String> {
-    let plan = plan(args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    // Declared after the runtime, so dropped (flushing spans) before it.
+    // Declared after the runtime, so dropped (flushing spans) before it;
+    // set up before a join, so the join logs too.
     let _otlp = runtime
         .block_on(async {
             gwhub_common::logging::init_with_otlp(
@@ -160,6 +179,27 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             )
         })
         .map_err(|e| e.to_string())?;
+    let mut args = args.clone();
+    let mut renewal = None;
+    if let (Some(token_file), Some(pin), Some(cluster)) =
+        (&args.join_token_file, &args.hub_ca_hash, &args.cluster)
+    {
+        let join = crate::agent::join::JoinPlan {
+            hub: args.hub.clone(),
+            cluster: cluster.clone(),
+            token_file: token_file.clone(),
+            pin: pin.clone(),
+            namespace: args.identity_namespace.clone(),
+            kubeconfig: args.kubeconfig.clone(),
+        };
+        let files = crate::agent::join::obtain(&join)?;
+        args.tls_cert = Some(files.cert.clone());
+        args.tls_key = Some(files.key.clone());
+        args.ca = Some(files.ca.clone());
+        renewal = Some((join, files));
+    }
+    let args = &args;
+    let plan = plan(args)?;
     if plan.hub.tls.is_none() {
         tracing::warn!(
             "--insecure: the hub connection is neither encrypted nor authenticated; \
@@ -174,6 +214,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             tracing::info!("shutting down");
             on_signal.cancel();
         });
+        if let Some((join, files)) = renewal {
+            tokio::spawn(crate::agent::join::renew_loop(
+                join,
+                files,
+                shutdown.clone(),
+            ));
+        }
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
         let mut plan = plan;
         if let Some(files) = plan.hub.tls_files.as_mut() {

@@ -90,15 +90,34 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
     pub max_messages_per_second: u32,
     /// Server certificate (PEM) for mTLS; the TLS files are re-read when
-    /// they change (checked every 2 s), no restart needed.
+    /// they change (checked every 2 s), no restart needed. Without
+    /// --tls-cert, --tls-key and --insecure, in Kubernetes mode the hub
+    /// serves with Secret gwhub-serving and trusts agents signed by Secret
+    /// gwhub-ca (both in --namespace), making them when absent.
     #[arg(long, value_name = "PATH")]
     pub tls_cert: Option<PathBuf>,
     /// Server private key (PEM) for mTLS.
     #[arg(long, value_name = "PATH")]
     pub tls_key: Option<PathBuf>,
-    /// CA (PEM) that signs agents' client certificates.
+    /// CA (PEM) that signs agents' client certificates (with the Secrets:
+    /// trusted besides gwhub-ca).
     #[arg(long, value_name = "PATH")]
     pub client_ca: Option<PathBuf>,
+    /// A DNS name or IP address of the serving certificate the hub makes
+    /// in Secret gwhub-serving (repeatable; default: the Service's names
+    /// gwhub.<namespace>.svc, gwhub.<namespace>.svc.cluster.local, gwhub).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["no_kube", "insecure", "tls_cert"])]
+    pub hub_san: Vec<String>,
+    /// Lifetime of the serving certificate the hub makes; the leader renews
+    /// it at 2/3 of it.
+    #[arg(long, value_name = "DUR", default_value = "90d", value_parser = parse_cert_lifetime,
+          conflicts_with_all = ["no_kube", "insecure", "tls_cert"])]
+    pub serving_cert_lifetime: Duration,
+    /// Lifetime of the agent certificates the hub signs when a cluster
+    /// joins (agents renew at 2/3 of it).
+    #[arg(long, value_name = "DUR", default_value = "30d", value_parser = parse_cert_lifetime,
+          conflicts_with_all = ["no_kube", "insecure", "tls_cert"])]
+    pub agent_cert_lifetime: Duration,
     /// Require Dashboard clients to present a certificate signed by this CA (PEM).
     #[arg(long, value_name = "PATH", conflicts_with = "insecure")]
     pub dashboard_client_ca: Option<PathBuf>,
@@ -189,6 +208,15 @@ fn parse_qps(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A certificate lifetime: at least 10s (renewed at 2/3 of it).
+fn parse_cert_lifetime(s: &str) -> Result<Duration, String> {
+    let d = gwhub_model::time::parse_duration(s)?;
+    if d < Duration::from_secs(10) {
+        return Err(format!("{s:?}: must be at least 10s"));
+    }
+    Ok(d)
+}
+
 /// The Lease API counts whole seconds, and a renewal must fit well inside.
 fn parse_lease_duration(s: &str) -> Result<Duration, String> {
     let d = gwhub_model::time::parse_duration(s)?;
@@ -202,10 +230,11 @@ fn parse_lease_duration(s: &str) -> Result<Duration, String> {
 pub fn config(args: &Args) -> Result<HubConfig, String> {
     let tls = [&args.tls_cert, &args.tls_key, &args.client_ca];
     let given = tls.iter().filter(|p| p.is_some()).count();
-    if given == 0 && !args.insecure {
+    if given == 0 && !args.insecure && args.no_kube {
         return Err("refusing to start: no TLS material (--tls-cert, --tls-key, --client-ca) and no --insecure; \
              without either, any agent could report for any cluster. Pass --insecure to accept plaintext agents \
-             that name their cluster in Hello (development only)"
+             that name their cluster in Hello (development only); without --no-kube the hub uses its Secrets \
+             gwhub-ca and gwhub-serving"
             .to_owned());
     }
     if given > 0 && args.insecure {
@@ -235,23 +264,28 @@ fn parse_web_host(s: &str) -> Result<String, String> {
     gwhub_hub_rules::web_host::parse_name(s).map_err(|e| e.to_string())
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the default `info`,
-/// `GWHUB_LOG_FORMAT=json` gives JSON lines.
-pub fn init_logging() {
-    gwhub_common::logging::init("info");
+/// Whether the hub's TLS comes from its Secrets: Kubernetes mode with
+/// neither a serving certificate on disk nor --insecure.
+pub fn uses_secrets(args: &Args) -> bool {
+    !args.no_kube && !args.insecure && args.tls_cert.is_none() && args.tls_key.is_none()
 }
 
 /// Runs the hub until SIGINT or SIGTERM.
 pub fn run(args: &Args) -> Result<String, String> {
     let config = config(args)?;
     let auth = dashboard_auth(args)?;
-    let tls = gwhub_hub::tls::HubTls::load(&gwhub_hub::tls::TlsPaths {
+    let paths = gwhub_hub::tls::TlsPaths {
         cert: args.tls_cert.as_deref(),
         key: args.tls_key.as_deref(),
         client_ca: args.client_ca.as_deref(),
         dashboard_client_ca: args.dashboard_client_ca.as_deref(),
         dashboard_token_file: args.dashboard_token_file.as_deref(),
-    })?;
+    };
+    let from_secrets = uses_secrets(args);
+    let mut tls = match from_secrets {
+        true => None,
+        false => gwhub_hub::tls::HubTls::load(&paths)?,
+    };
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
     // Declared after the runtime, so dropped (flushing spans) before it.
@@ -273,10 +307,23 @@ pub fn run(args: &Args) -> Result<String, String> {
     }
     runtime.block_on(async {
         // Before listening: a hub that cannot reach its store should not serve.
-        let kube = match args.no_kube {
+        let mut kube = match args.no_kube {
             true => None,
             false => Some(connect_kube(args).await.map_err(|e| e.to_string())?),
         };
+        if let (true, Some(kube)) = (from_secrets, kube.as_mut()) {
+            let mut secrets = gwhub_hub::kube::tls_secrets::SecretsConfig::new(&args.namespace);
+            if !args.hub_san.is_empty() {
+                secrets.sans = args.hub_san.clone();
+            }
+            secrets.serving_lifetime = args.serving_cert_lifetime;
+            secrets.agent_lifetime = args.agent_cert_lifetime;
+            tls = Some(
+                kube.tls_from_secrets(secrets, &paths)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
         let inventory = kube.as_ref().and_then(|k| k.inventory());
         let readers = match (&kube, auth) {
             (Some(k), DashboardAuthMode::Kubernetes) => Some(std::sync::Arc::new(
@@ -415,5 +462,36 @@ mod tests {
             .expect("an http://host:port address");
         assert_eq!(server.port(), listen.port());
         assert!(listen.ip().is_unspecified() || listen.ip() == server.ip());
+    }
+
+    fn args(flags: &[&str]) -> Args {
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            args: Args,
+        }
+        use clap::Parser;
+        T::try_parse_from(std::iter::once("serve").chain(flags.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    /// Kubernetes mode with no TLS files and no --insecure serves from the
+    /// hub's Secrets; --no-kube keeps refusing to start without TLS.
+    #[test]
+    fn the_secrets_are_used_in_kubernetes_mode_without_tls_files() {
+        assert!(uses_secrets(&args(&[])));
+        assert!(uses_secrets(&args(&["--client-ca", "extra.pem"])));
+        assert!(uses_secrets(&args(&["--hub-san", "hub.example.com"])));
+        for flags in [
+            &["--insecure"][..],
+            &["--no-kube", "--insecure"],
+            &["--tls-cert", "c", "--tls-key", "k", "--client-ca", "a"],
+        ] {
+            assert!(!uses_secrets(&args(flags)), "{flags:?}");
+        }
+        assert!(config(&args(&[])).is_ok());
+        let e = config(&args(&["--no-kube"])).unwrap_err();
+        assert!(e.contains("refusing to start"), "{e}");
     }
 }

@@ -72,6 +72,8 @@ pub struct IngestService {
     index: Index,
     config: IngestConfig,
     shutdown: watch::Receiver<bool>,
+    /// Serves Join (`None`: joining is off).
+    joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
 }
 
 impl IngestService {
@@ -81,7 +83,17 @@ impl IngestService {
             index,
             config,
             shutdown,
+            joiner: None,
         }
+    }
+
+    /// Serves Join with `joiner`.
+    pub(crate) fn with_joiner(
+        mut self,
+        joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
+    ) -> Self {
+        self.joiner = joiner;
+        self
     }
 
     /// The tonic service with the hub's message size limit.
@@ -98,6 +110,42 @@ type Outbound = mpsc::Sender<Result<v1::HubMessage, Status>>;
 impl v1::ingest_server::Ingest for IngestService {
     type ReportStream =
         Pin<Box<dyn Stream<Item = Result<v1::HubMessage, Status>> + Send + 'static>>;
+
+    async fn join(
+        &self,
+        request: Request<v1::JoinRequest>,
+    ) -> Result<Response<v1::JoinResponse>, Status> {
+        let Some(joiner) = &self.joiner else {
+            return Err(Status::unimplemented(
+                "this hub does not issue certificates: joining needs its Secrets \
+                 (Kubernetes mode without --tls-cert or --insecure)",
+            ));
+        };
+        let peer = crate::conn::conn_of(&request)
+            .map(|c| c.remote)
+            .or_else(|| request.remote_addr())
+            .map(|a| a.ip());
+        joiner
+            .join(peer, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn renew(
+        &self,
+        request: Request<v1::RenewRequest>,
+    ) -> Result<Response<v1::JoinResponse>, Status> {
+        let Some(joiner) = &self.joiner else {
+            return Err(Status::unimplemented(
+                "this hub does not issue certificates: renew the certificate where it was made",
+            ));
+        };
+        let cluster = crate::tls::peer_cluster(&request)?;
+        joiner
+            .renew(&cluster, request.into_inner())
+            .await
+            .map(Response::new)
+    }
 
     async fn report(
         &self,

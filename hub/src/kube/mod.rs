@@ -15,14 +15,18 @@
 //!   `--inventory-namespace` (who may stream, which clusters a hub Gateway
 //!   expects, who leaves), and the PlacementDecisions of
 //!   `gwhub.io/placement`.
+//! - [`tls_secrets`]: the hub's CA and serving certificate in Secrets.
 
 pub mod budget;
 pub mod events;
 pub mod inventory;
+pub mod join;
 pub mod leader;
 pub mod metrics;
 pub mod reports;
+pub mod revocations;
 pub mod status_writer;
+pub mod tls_secrets;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -105,6 +109,9 @@ pub enum KubeError {
     Placements { source: kube::Error },
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// The hub's TLS Secrets (names the Secret and the problem).
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// A client from `--kubeconfig`, else `KUBECONFIG` / `~/.kube/config`, else
@@ -137,6 +144,12 @@ pub struct KubeHub {
     tasks: JoinSet<()>,
 }
 
+/// The removed clusters' ConfigMap and what follows it.
+type Revoked = (
+    Api<k8s_openapi::api::core::v1::ConfigMap>,
+    watch::Sender<Arc<std::collections::BTreeMap<String, i64>>>,
+);
+
 /// A management cluster reached and its store checked, ready to attach to
 /// a running [`Hub`].
 pub struct Connected {
@@ -144,6 +157,11 @@ pub struct Connected {
     pub options: KubeOptions,
     /// Whether the PlacementDecision CRD is served (with an inventory).
     placements: bool,
+    /// Follows the hub's TLS Secrets once [`Connected::tls_from_secrets`]
+    /// made the hub's TLS from them.
+    secrets: Option<tls_secrets::Follower>,
+    /// Followed with the Secrets: the removed clusters.
+    revocations: Option<Revoked>,
 }
 
 impl Connected {
@@ -192,6 +210,8 @@ impl Connected {
             client,
             options,
             placements,
+            secrets: None,
+            revocations: None,
         })
     }
 
@@ -199,6 +219,33 @@ impl Connected {
     /// [`Hub::start_with_inventory`] (so no agent streams before it holds).
     pub fn inventory(&self) -> Option<(String, gwhub_hub_rules::inventory::Mode)> {
         self.options.inventory.clone()
+    }
+
+    /// The hub's TLS from Secrets `gwhub-ca` and `gwhub-serving` in its
+    /// namespace, made when absent; [`Connected::attach`] then follows them
+    /// and the leader renews the serving certificate.
+    pub async fn tls_from_secrets(
+        &mut self,
+        config: tls_secrets::SecretsConfig,
+        paths: &crate::tls::TlsPaths<'_>,
+    ) -> Result<crate::tls::HubTls, KubeError> {
+        let api = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let agent_lifetime = config.agent_lifetime;
+        let (tls, follower) = tls_secrets::start(api, config, paths).await?;
+        self.secrets = Some(follower);
+        let joiner =
+            join::Joiner::new(self.client.clone(), &self.options.namespace, agent_lifetime);
+        // Removed clusters: read before serving, so a restarted hub
+        // refuses their certificates from its first handshake.
+        let configmaps = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let removed = revocations::read(&configmaps)
+            .await
+            .map_err(KubeError::Tls)?;
+        let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
+        self.revocations = Some((configmaps, removed_tx));
+        Ok(tls
+            .with_joiner(Arc::new(joiner))
+            .with_revocations(removed_rx))
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -210,6 +257,8 @@ impl Connected {
             client,
             options,
             placements,
+            secrets,
+            revocations,
         } = self;
         let index = hub.index.clone();
         let stale_after = index.stale_after();
@@ -337,6 +386,18 @@ impl Connected {
                 let _keep = leader_tx;
                 stop.cancelled().await;
             });
+        }
+        if let Some(secrets) = secrets {
+            secrets.spawn(&mut tasks, leader.clone(), shutdown.clone());
+        }
+        if let Some((api, slot)) = revocations {
+            tasks.spawn(revocations::follow(
+                api,
+                slot,
+                Api::namespaced(client.clone(), &options.namespace),
+                leader.clone(),
+                shutdown.clone(),
+            ));
         }
         tasks.spawn(events::run(
             client.clone(),

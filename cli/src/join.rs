@@ -1,0 +1,266 @@
+//! `gwhubctl join create CLUSTER` (spec section 7): a join token bound to
+//! one cluster, recorded on the management cluster (only its hash, in
+//! Secret `gwhub-join-<id>` in the hub's namespace), printed with what the
+//! agent needs: the hub's address, the token and the hash of the hub CA
+//! (read from Secret `gwhub-ca`) the agent pins.
+
+use std::time::Duration;
+
+use gwhub_common::join::{JoinToken, ca_pin_pem};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+/// `gwhubctl join ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum JoinCommand {
+    /// Make a join token for CLUSTER and print what its agent needs.
+    Create(CreateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CreateArgs {
+    /// The cluster the token is for (the name its certificate will carry).
+    pub cluster: String,
+    /// How long the token can be used (once).
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = gwhub_model::time::parse_duration)]
+    pub ttl: Duration,
+    /// text (default), json ({"cluster","token","caHash","expires"}) or
+    /// yaml (the Secret gwhub-join-token to apply on the workload cluster
+    /// next to manifests/agent).
+    #[arg(short, long, value_name = "FORMAT")]
+    pub output: Option<JoinOutput>,
+    /// The hub's ingest address as agents reach it, e.g.
+    /// https://gwhub.example.com:7443: where the Service gwhub (port
+    /// `ingest`) of the hub's namespace is exposed to the workload
+    /// clusters (LoadBalancer, Route or Ingress with TLS passthrough).
+    #[arg(long, value_name = "URL")]
+    pub hub_address: Option<String>,
+    /// The hub's namespace on the management cluster.
+    #[arg(long, value_name = "NS", default_value = "gwhub-system")]
+    pub hub_namespace: String,
+    /// Kubeconfig of the management cluster (default: KUBECONFIG, then
+    /// ~/.kube/config, then the in-cluster service account).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Namespace of the agent on the workload cluster (`-o yaml`).
+    #[arg(long, value_name = "NS", default_value = "gwhub-system")]
+    pub agent_namespace: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum JoinOutput {
+    Json,
+    Yaml,
+}
+
+/// The Secret the agent's manifests read the token (and pin, hub address) from.
+pub const AGENT_TOKEN_SECRET: &str = "gwhub-join-token";
+
+/// Runs `gwhubctl join ...`; returns what to print.
+pub fn run(cmd: JoinCommand) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    match cmd {
+        JoinCommand::Create(args) => runtime.block_on(create(&args)),
+    }
+}
+
+async fn create(args: &CreateArgs) -> Result<String, String> {
+    gwhub_model::cluster::validate(&args.cluster)
+        .map_err(|e| format!("cluster {:?}: {e}", args.cluster))?;
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let secrets: Api<Secret> = Api::namespaced(client, &args.hub_namespace);
+    let ns = &args.hub_namespace;
+    let ca = secrets
+        .get_opt(gwhub_hub::kube::tls_secrets::CA_SECRET)
+        .await
+        .map_err(|e| format!("cannot read Secret {ns}/gwhub-ca: {e}"))?
+        .ok_or_else(|| {
+            format!("Secret {ns}/gwhub-ca does not exist: is the hub installed (and started) in namespace {ns}?")
+        })?;
+    let ca_pem = ca
+        .data
+        .as_ref()
+        .and_then(|d| d.get("tls.crt"))
+        .map(|b| b.0.clone())
+        .ok_or_else(|| format!("Secret {ns}/gwhub-ca has no tls.crt"))?;
+    let ca_hash = ca_pin_pem(&ca_pem).map_err(|e| format!("Secret {ns}/gwhub-ca tls.crt: {e}"))?;
+    let token = JoinToken::generate().map_err(|e| e.to_string())?;
+    let ttl = jiff::SignedDuration::try_from(args.ttl).map_err(|e| e.to_string())?;
+    let expires = jiff::Timestamp::now()
+        .checked_add(ttl)
+        .map_err(|e| e.to_string())?;
+    let expires = jiff::Timestamp::from_second(expires.as_second()).unwrap_or(expires);
+    secrets
+        .create(
+            &PostParams::default(),
+            &gwhub_hub::kube::join::token_secret(&token, &args.cluster, expires),
+        )
+        .await
+        .map_err(|e| format!("cannot create the join token in namespace {ns}: {e}"))?;
+    Ok(render(args, &token.reveal(), &ca_hash, expires))
+}
+
+/// What `join create` prints.
+pub fn render(args: &CreateArgs, token: &str, ca_hash: &str, expires: jiff::Timestamp) -> String {
+    let hub = args.hub_address.clone();
+    match args.output {
+        Some(JoinOutput::Json) => {
+            let v = json!({
+                "cluster": args.cluster,
+                "token": token,
+                "caHash": ca_hash,
+                "expires": expires.to_string(),
+            });
+            format!("{}\n", serde_json::to_string_pretty(&v).unwrap_or_default())
+        }
+        Some(JoinOutput::Yaml) => {
+            let mut data = serde_json::Map::new();
+            data.insert("token".into(), json!(token));
+            data.insert("caHash".into(), json!(ca_hash));
+            data.insert("cluster".into(), json!(args.cluster));
+            data.insert(
+                "hub".into(),
+                json!(hub.unwrap_or_else(|| "https://HUB-ADDRESS:7443".to_owned())),
+            );
+            let v = json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": AGENT_TOKEN_SECRET, "namespace": args.agent_namespace},
+                "type": "Opaque",
+                "stringData": data,
+            });
+            serde_norway::to_string(&v).unwrap_or_default()
+        }
+        None => {
+            let hub_shown = hub.clone().unwrap_or_else(|| {
+                "(pass --hub-address: where agents reach the Service gwhub, port ingest)".to_owned()
+            });
+            format!(
+                "join token for cluster {cluster}, valid once until {expires}\n\
+                 hub address:  {hub_shown}\n\
+                 token:        {token}\n\
+                 hub CA hash:  {ca_hash}\n\n\
+                 On the workload cluster:\n  \
+                 gwhub-agent run --hub {hub} --join-token-file TOKEN_FILE --hub-ca-hash {ca_hash}\n\
+                 or apply `gwhubctl join create {cluster} -o yaml --hub-address ...` and manifests/agent/.\n",
+                cluster = args.cluster,
+                hub = hub.as_deref().unwrap_or("HUB-ADDRESS"),
+            )
+        }
+    }
+}
+
+/// `gwhubctl cluster ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Remove CLUSTER from the hub: its certificates issued until now are
+    /// refused and its streams end on every hub replica (recorded in
+    /// ConfigMap gwhub-revoked); its pending join tokens are deleted.
+    /// Joining again needs a new token.
+    Remove(RemoveArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    pub cluster: String,
+    /// The hub's namespace on the management cluster.
+    #[arg(long, value_name = "NS", default_value = "gwhub-system")]
+    pub hub_namespace: String,
+    /// Kubeconfig of the management cluster.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+/// Runs `gwhubctl cluster ...`; returns what to print.
+pub fn run_cluster(cmd: ClusterCommand) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    match cmd {
+        ClusterCommand::Remove(args) => runtime.block_on(remove(&args)),
+    }
+}
+
+async fn remove(args: &RemoveArgs) -> Result<String, String> {
+    use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    gwhub_model::cluster::validate(&args.cluster)
+        .map_err(|e| format!("cluster {:?}: {e}", args.cluster))?;
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| e.to_string())?;
+    let ns = &args.hub_namespace;
+    let now = jiff::Timestamp::now();
+    let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let result = match configmaps
+            .get_opt(REVOKED_CONFIGMAP)
+            .await
+            .map_err(|e| format!("cannot read ConfigMap {ns}/{REVOKED_CONFIGMAP}: {e}"))?
+        {
+            Some(mut cm) => {
+                cm.data
+                    .get_or_insert_with(Default::default)
+                    .insert(args.cluster.clone(), now.to_string());
+                configmaps
+                    .replace(REVOKED_CONFIGMAP, &PostParams::default(), &cm)
+                    .await
+                    .map(drop)
+            }
+            None => {
+                let cm = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(REVOKED_CONFIGMAP.to_owned()),
+                        ..Default::default()
+                    },
+                    data: Some([(args.cluster.clone(), now.to_string())].into()),
+                    ..Default::default()
+                };
+                configmaps
+                    .create(&PostParams::default(), &cm)
+                    .await
+                    .map(drop)
+            }
+        };
+        match result {
+            Ok(()) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < 5 => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot record the removal in ConfigMap {ns}/{REVOKED_CONFIGMAP}: {e}"
+                ));
+            }
+        }
+    }
+    let secrets: Api<Secret> = Api::namespaced(client, ns);
+    let pending = secrets
+        .list(&kube::api::ListParams::default().labels(&format!(
+            "{},gwhub.io/cluster={}",
+            gwhub_common::join::TOKEN_LABEL,
+            args.cluster
+        )))
+        .await
+        .map_err(|e| format!("cannot list join tokens in {ns}: {e}"))?;
+    for s in pending.items {
+        if let Some(name) = s.metadata.name {
+            secrets
+                .delete(&name, &Default::default())
+                .await
+                .map_err(|e| format!("cannot delete join token {name}: {e}"))?;
+        }
+    }
+    Ok(format!(
+        "cluster {} removed at {now}: its certificates issued until then are refused and its streams end; join it again with a new token (gwhubctl join create)\n",
+        args.cluster
+    ))
+}

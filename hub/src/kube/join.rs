@@ -1,0 +1,397 @@
+//! `gwhub.v1.Ingest/Join` (spec section 7): a cluster with a join token
+//! from `gwhubctl join create` gets its client certificate. The token is
+//! checked against its Secret `gwhub-join-<id>` (the secret's hash, compared
+//! in constant time; not expired; bound to the cluster asked for) and used
+//! up; the request is recorded as a `certificates.k8s.io/v1`
+//! CertificateSigningRequest of signer `gwhub.io/cluster-agent`, approved
+//! (the `approval` subresource) and signed with the key in Secret
+//! `gwhub-ca` (the `status` subresource), so `kubectl get csr` shows every
+//! certificate the hub issued. A refused attempt issues and records
+//! nothing; attempts are rate-limited per client address and overall.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use gwhub_common::join::{JoinToken, TOKEN_LABEL};
+use gwhub_proto::v1;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
+    CertificateSigningRequestStatus,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use parking_lot::Mutex;
+use tonic::Status;
+
+use super::tls_secrets::CA_SECRET;
+use crate::pki::{self, Pair};
+
+/// The signer of agent certificates.
+pub const SIGNER: &str = "gwhub.io/cluster-agent";
+/// Data keys of a join token's Secret.
+pub const CLUSTER_KEY: &str = "cluster";
+pub const EXPIRES_KEY: &str = "expires";
+pub const HASH_KEY: &str = "tokenHash";
+
+/// Join attempts per client address per window, and overall.
+const PER_CLIENT: u32 = 10;
+const OVERALL: u32 = 100;
+const WINDOW: Duration = Duration::from_secs(60);
+/// The API server's floor for `spec.expirationSeconds`.
+const MIN_EXPIRATION_SECONDS: u64 = 600;
+
+/// The Secret that records `token` for `cluster` until `expires` (only
+/// the secret's hash), in the hub's namespace.
+pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(token.secret_name()),
+            labels: Some(
+                [
+                    (TOKEN_LABEL.to_owned(), token.id.clone()),
+                    ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        type_: Some("gwhub.io/join-token".to_owned()),
+        string_data: Some(
+            [
+                (CLUSTER_KEY.to_owned(), cluster.to_owned()),
+                (EXPIRES_KEY.to_owned(), expires.to_string()),
+                (HASH_KEY.to_owned(), token.hash()),
+            ]
+            .into(),
+        ),
+        ..Secret::default()
+    }
+}
+
+/// Fixed-window counters: at most `per_client` attempts per address and
+/// `overall` in all per `window`.
+#[derive(Debug)]
+pub struct RateLimit {
+    per_client: u32,
+    overall: u32,
+    window: Duration,
+    started: Option<Instant>,
+    total: u32,
+    clients: HashMap<IpAddr, u32>,
+}
+
+impl RateLimit {
+    pub fn new(per_client: u32, overall: u32, window: Duration) -> Self {
+        RateLimit {
+            per_client,
+            overall,
+            window,
+            started: None,
+            total: 0,
+            clients: HashMap::new(),
+        }
+    }
+
+    /// Counts an attempt at `now`; `Err` says which limit it hit.
+    pub fn admit(&mut self, client: Option<IpAddr>, now: Instant) -> Result<(), &'static str> {
+        if self
+            .started
+            .is_none_or(|s| now.duration_since(s) >= self.window)
+        {
+            self.started = Some(now);
+            self.total = 0;
+            self.clients.clear();
+        }
+        if self.total >= self.overall {
+            return Err("too many join attempts at this hub; retry in a minute");
+        }
+        if let Some(ip) = client {
+            let n = self.clients.entry(ip).or_insert(0);
+            if *n >= self.per_client {
+                return Err("too many join attempts from this address; retry in a minute");
+            }
+            *n += 1;
+        }
+        self.total += 1;
+        Ok(())
+    }
+}
+
+/// Issues agent certificates for valid join tokens.
+pub struct Joiner {
+    secrets: Api<Secret>,
+    csrs: Api<CertificateSigningRequest>,
+    lifetime: Duration,
+    limit: Mutex<RateLimit>,
+}
+
+impl std::fmt::Debug for Joiner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Joiner")
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
+}
+
+fn data(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| String::from_utf8_lossy(&b.0).trim().to_owned())
+}
+
+fn raw(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+}
+
+fn unavailable(what: &str, e: kube::Error) -> Status {
+    tracing::warn!(error = %e, "join: {what}");
+    Status::unavailable(format!("the hub cannot {what} now; retry later"))
+}
+
+impl Joiner {
+    /// Tokens and the CA in `namespace`; certificates valid for `lifetime`.
+    pub fn new(client: Client, namespace: &str, lifetime: Duration) -> Self {
+        Joiner {
+            secrets: Api::namespaced(client.clone(), namespace),
+            csrs: Api::all(client),
+            lifetime,
+            limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
+        }
+    }
+
+    /// Handles one Join call from `peer`.
+    pub async fn join(
+        &self,
+        peer: Option<IpAddr>,
+        req: v1::JoinRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        self.limit
+            .lock()
+            .admit(peer, Instant::now())
+            .map_err(Status::resource_exhausted)?;
+        let result = self.join_checked(&req).await;
+        match &result {
+            Ok(_) => tracing::info!(cluster = req.cluster, ?peer, "cluster joined"),
+            Err(s) => tracing::warn!(
+                cluster = req.cluster,
+                ?peer,
+                message = s.message(),
+                "join refused"
+            ),
+        }
+        result
+    }
+
+    async fn join_checked(&self, req: &v1::JoinRequest) -> Result<v1::JoinResponse, Status> {
+        gwhub_model::cluster::validate(&req.cluster)
+            .map_err(|e| Status::invalid_argument(format!("cluster {:?}: {e}", req.cluster)))?;
+        let token = JoinToken::parse(&req.token)
+            .map_err(|e| Status::unauthenticated(format!("join token: {e}")))?;
+        let id = &token.id;
+        let unknown = || {
+            Status::unauthenticated(format!(
+                "join token {id} is unknown (used, deleted or never made)"
+            ))
+        };
+        let stored = self
+            .secrets
+            .get_opt(&token.secret_name())
+            .await
+            .map_err(|e| unavailable("read the join token", e))?
+            .filter(|s| {
+                s.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(TOKEN_LABEL))
+            })
+            .ok_or_else(unknown)?;
+        if !data(&stored, HASH_KEY).is_some_and(|h| token.matches(&h)) {
+            return Err(unknown());
+        }
+        let expires = data(&stored, EXPIRES_KEY)
+            .and_then(|e| e.parse::<jiff::Timestamp>().ok())
+            .ok_or_else(|| {
+                Status::unauthenticated(format!("join token {id} has no valid expiry"))
+            })?;
+        if expires <= jiff::Timestamp::now() {
+            return Err(Status::unauthenticated(format!(
+                "join token {id} expired at {expires}; make a new one with gwhubctl join create"
+            )));
+        }
+        if data(&stored, CLUSTER_KEY).as_deref() != Some(req.cluster.as_str()) {
+            return Err(Status::permission_denied(format!(
+                "join token {id} is bound to another cluster, not {:?}",
+                req.cluster
+            )));
+        }
+        let ca = self.ca().await?;
+        let now = jiff::Timestamp::now().as_second();
+        let cert = pki::sign_agent_csr(&ca, &req.csr_pem, &req.cluster, now, self.lifetime)
+            .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // Single use: only the caller whose delete wins goes on.
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: stored.metadata.uid.clone(),
+                resource_version: stored.metadata.resource_version.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match self.secrets.delete(&token.secret_name(), &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => return Err(unknown()),
+            Err(e) => return Err(unavailable("use up the join token", e)),
+        }
+        self.record(&req.cluster, id, "GwhubJoinToken", &req.csr_pem, &cert)
+            .await?;
+        Ok(v1::JoinResponse {
+            certificate_pem: cert,
+            ca_pem: ca.cert_pem,
+        })
+    }
+
+    /// Handles one Renew call from an agent whose client certificate names
+    /// `cluster` (the handshake checked it against the CA).
+    pub async fn renew(
+        &self,
+        cluster: &str,
+        req: v1::RenewRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        let ca = self.ca().await?;
+        let now = jiff::Timestamp::now().as_second();
+        let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
+            .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let id = gwhub_common::join::JoinToken::generate()
+            .map_err(|e| Status::internal(e.to_string()))?
+            .id;
+        self.record(
+            cluster,
+            &format!("renew-{id}"),
+            "GwhubRenewal",
+            &req.csr_pem,
+            &cert,
+        )
+        .await?;
+        tracing::info!(cluster, "agent certificate renewed");
+        Ok(v1::JoinResponse {
+            certificate_pem: cert,
+            ca_pem: ca.cert_pem,
+        })
+    }
+
+    /// The CA from Secret `gwhub-ca` (read fresh: a replaced CA signs).
+    async fn ca(&self) -> Result<Pair, Status> {
+        let ca = self
+            .secrets
+            .get(CA_SECRET)
+            .await
+            .map_err(|e| unavailable("read its CA", e))?;
+        match (raw(&ca, "tls.crt"), raw(&ca, "tls.key")) {
+            (Some(cert_pem), Some(key_pem)) => Ok(Pair { cert_pem, key_pem }),
+            _ => Err(Status::failed_precondition(format!(
+                "Secret {CA_SECRET} has no tls.key: the hub cannot sign agent certificates"
+            ))),
+        }
+    }
+
+    /// The CertificateSigningRequest: created, approved (the token was
+    /// valid), its certificate set.
+    async fn record(
+        &self,
+        cluster: &str,
+        id: &str,
+        reason: &str,
+        csr: &str,
+        cert: &str,
+    ) -> Result<(), Status> {
+        let expiration = self.lifetime.as_secs().max(MIN_EXPIRATION_SECONDS);
+        let object = CertificateSigningRequest {
+            metadata: ObjectMeta {
+                name: Some(format!("gwhub-{cluster}-{id}")),
+                labels: Some(
+                    [
+                        ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
+                        ("app.kubernetes.io/name".to_owned(), "gwhub".to_owned()),
+                    ]
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: CertificateSigningRequestSpec {
+                request: ByteString(csr.as_bytes().to_vec()),
+                signer_name: SIGNER.to_owned(),
+                usages: Some(vec![
+                    "digital signature".to_owned(),
+                    "client auth".to_owned(),
+                ]),
+                expiration_seconds: i32::try_from(expiration).ok(),
+                ..CertificateSigningRequestSpec::default()
+            },
+            status: None,
+        };
+        let pp = PostParams::default();
+        let created = self
+            .csrs
+            .create(&pp, &object)
+            .await
+            .map_err(|e| unavailable("record the certificate request", e))?;
+        let name = created.metadata.name.clone().unwrap_or_default();
+        let mut approved = created;
+        approved.status = Some(CertificateSigningRequestStatus {
+            conditions: Some(vec![CertificateSigningRequestCondition {
+                type_: "Approved".to_owned(),
+                status: "True".to_owned(),
+                reason: Some(reason.to_owned()),
+                message: Some(match reason {
+                    "GwhubRenewal" => format!("renewal by cluster {cluster}'s current certificate"),
+                    _ => format!("join token {id}, bound to cluster {cluster}"),
+                }),
+                ..CertificateSigningRequestCondition::default()
+            }]),
+            certificate: None,
+        });
+        let mut signed = self
+            .csrs
+            .replace_subresource("approval", &name, &pp, &approved)
+            .await
+            .map_err(|e| unavailable("approve the certificate request", e))?;
+        if let Some(status) = signed.status.as_mut() {
+            status.certificate = Some(ByteString(cert.as_bytes().to_vec()));
+        }
+        self.csrs
+            .replace_subresource("status", &name, &pp, &signed)
+            .await
+            .map_err(|e| unavailable("record the certificate", e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_limited_per_client_and_overall() {
+        let t0 = Instant::now();
+        let mut l = RateLimit::new(2, 3, Duration::from_secs(60));
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        assert!(l.admit(Some(a), t0).is_ok());
+        assert!(l.admit(Some(a), t0).is_ok());
+        let e = l.admit(Some(a), t0).unwrap_err();
+        assert!(e.contains("this address"), "{e}");
+        assert!(l.admit(Some(b), t0).is_ok());
+        let e = l.admit(Some(b), t0).unwrap_err();
+        assert!(e.contains("this hub"), "{e}");
+        // A new window.
+        assert!(l.admit(Some(a), t0 + Duration::from_secs(61)).is_ok());
+    }
+}

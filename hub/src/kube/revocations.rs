@@ -1,0 +1,108 @@
+//! Removed clusters (spec section 7, leave): `gwhubctl cluster remove
+//! CLUSTER` records the cluster in ConfigMap `gwhub-revoked` in the hub's
+//! namespace (cluster -> RFC 3339 time). Every replica follows it, so a
+//! removed cluster's certificates issued until then are refused and its
+//! streams end on every replica and after a restart; a certificate from a
+//! later join (a new token) is not covered.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The ConfigMap of removed clusters.
+pub const REVOKED_CONFIGMAP: &str = "gwhub-revoked";
+
+/// Cluster -> removal time (Unix seconds); unreadable entries are skipped
+/// (and logged).
+pub fn parse(cm: &ConfigMap) -> BTreeMap<String, i64> {
+    cm.data
+        .iter()
+        .flatten()
+        .filter_map(|(cluster, at)| match at.trim().parse::<jiff::Timestamp>() {
+            Ok(t) => Some((cluster.clone(), t.as_second())),
+            Err(e) => {
+                tracing::warn!(cluster, value = at, error = %e, "ConfigMap {REVOKED_CONFIGMAP}: not an RFC 3339 time; entry ignored");
+                None
+            }
+        })
+        .collect()
+}
+
+/// The removed clusters now.
+pub async fn read(api: &Api<ConfigMap>) -> Result<BTreeMap<String, i64>, String> {
+    api.get_opt(REVOKED_CONFIGMAP)
+        .await
+        .map(|cm| cm.as_ref().map(parse).unwrap_or_default())
+        .map_err(|e| format!("cannot read ConfigMap {REVOKED_CONFIGMAP}: {e}"))
+}
+
+/// How long the leader waits after a removal before deleting the
+/// cluster's reports: every replica has ended its stream by then, so the
+/// deletion deregisters it instead of being written back.
+const DELETE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps `slot` equal to the ConfigMap's content until `shutdown`; the
+/// leader deletes each removed cluster's ClusterReport head, the operator's
+/// deregistration path (every replica forgets the cluster, its other parts
+/// are deleted with it).
+pub async fn follow(
+    api: Api<ConfigMap>,
+    slot: watch::Sender<Arc<BTreeMap<String, i64>>>,
+    reports: Api<super::reports::ClusterReport>,
+    leader: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={REVOKED_CONFIGMAP}"));
+    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            e = events.next() => e,
+        };
+        let now = match event {
+            None => return,
+            Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => parse(&cm),
+            Some(Ok(Event::Delete(_))) => BTreeMap::new(),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "watching ConfigMap {REVOKED_CONFIGMAP} failed; retrying");
+                continue;
+            }
+        };
+        slot.send_if_modified(|cur| {
+            let changed = **cur != now;
+            if changed {
+                tracing::info!(removed = ?now.keys().collect::<Vec<_>>(), "removed clusters changed");
+                *cur = Arc::new(now.clone());
+            }
+            changed
+        });
+        if now.is_empty() || !*leader.borrow() {
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(DELETE_AFTER) => {}
+        }
+        for cluster in now.keys() {
+            let name = gwhub_model::cluster::object_name(cluster);
+            match reports
+                .delete(&name, &kube::api::DeleteParams::default())
+                .await
+            {
+                Ok(_) => tracing::info!(cluster, "deleted the removed cluster's reports"),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The hub's TLS material kept in Secrets on the management cluster (spec
+//! section 7): the signing CA in `gwhub-ca`, the serving certificate in
+//! `gwhub-serving` (both `kubernetes.io/tls`, in the hub's namespace).
+//!
+//! At start-up any replica creates an absent Secret (a create is atomic:
+//! of replicas racing, one wins and the others read its Secret); after
+//! that only the leader writes, renewing the serving certificate at 2/3 of
+//! its lifetime or re-creating a deleted one. Only Secrets marked
+//! `gwhub.io/managed-by: gwhub` are ever written: one an operator supplied
+//! (cert-manager, a corporate CA) is only read. Every replica watches both
+//! Secrets and hands their content to the TLS reload machinery
+//! ([`crate::tls_reload`]) as a followed source, so new handshakes use a
+//! replaced certificate within seconds, with no restart.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::KubeError;
+use crate::pki::{self, Pair};
+use crate::tls::{HubTls, TlsPaths};
+use crate::tls_reload::Followed;
+
+/// The hub's signing CA.
+pub const CA_SECRET: &str = "gwhub-ca";
+/// The hub's serving certificate (its chain ends with the CA).
+pub const SERVING_SECRET: &str = "gwhub-serving";
+/// The mark on Secrets the hub made (and may therefore replace).
+pub const MANAGED_BY: &str = "gwhub.io/managed-by";
+const TLS_CRT: &str = "tls.crt";
+const TLS_KEY: &str = "tls.key";
+const CA_CRT: &str = "ca.crt";
+
+/// How the hub makes its certificates.
+#[derive(Clone, Debug)]
+pub struct SecretsConfig {
+    /// The serving certificate's SANs (`--hub-san`).
+    pub sans: Vec<String>,
+    pub serving_lifetime: Duration,
+    pub ca_lifetime: Duration,
+    /// Lifetime of the agent certificates signed at Join.
+    pub agent_lifetime: Duration,
+}
+
+impl SecretsConfig {
+    /// The defaults for a hub in `namespace`: the Service's DNS names.
+    pub fn new(namespace: &str) -> Self {
+        SecretsConfig {
+            sans: pki::default_sans(namespace),
+            serving_lifetime: pki::SERVING_LIFETIME,
+            ca_lifetime: pki::CA_LIFETIME,
+            agent_lifetime: pki::AGENT_CERT_LIFETIME,
+        }
+    }
+
+    /// How often the leader looks at the serving certificate.
+    fn check_every(&self) -> Duration {
+        (self.serving_lifetime / 20).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+}
+
+/// Errors inside this module are messages; [`start`] wraps them.
+type Fallible<T> = Result<T, String>;
+
+fn tls_err(what: impl std::fmt::Display) -> String {
+    what.to_string()
+}
+
+fn managed(s: &Secret) -> bool {
+    s.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MANAGED_BY))
+        .is_some_and(|v| v == super::FIELD_MANAGER)
+}
+
+fn key_of(s: &Secret, key: &str) -> Option<Arc<[u8]>> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .filter(|b| !b.0.is_empty())
+        .map(|b| Arc::from(b.0.as_slice()))
+}
+
+fn new_secret(name: &str, data: &[(&str, &str)]) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            annotations: Some(BTreeMap::from([(
+                MANAGED_BY.to_owned(),
+                super::FIELD_MANAGER.to_owned(),
+            )])),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".to_owned(),
+                "gwhub".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Secret::default()
+    }
+}
+
+fn ca_pair(ca: &Secret) -> Fallible<Pair> {
+    let text = |key| {
+        key_of(ca, key)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .ok_or_else(|| {
+                tls_err(format!(
+                    "Secret {CA_SECRET} has no {key}: the hub cannot sign its serving certificate"
+                ))
+            })
+    };
+    Ok(Pair {
+        cert_pem: text(TLS_CRT)?,
+        key_pem: text(TLS_KEY)?,
+    })
+}
+
+fn serving_secret(ca: &Pair, config: &SecretsConfig) -> Fallible<Secret> {
+    let now = jiff::Timestamp::now().as_second();
+    let serving =
+        pki::new_serving(ca, &config.sans, now, config.serving_lifetime).map_err(tls_err)?;
+    Ok(new_secret(
+        SERVING_SECRET,
+        &[
+            (TLS_CRT, &serving.cert_pem),
+            (TLS_KEY, &serving.key_pem),
+            (CA_CRT, &ca.cert_pem),
+        ],
+    ))
+}
+
+/// `name`, created from `make` when absent (another replica's create
+/// winning the race is read back).
+async fn get_or_create(
+    api: &Api<Secret>,
+    name: &str,
+    make: impl FnOnce() -> Fallible<Secret>,
+) -> Fallible<Secret> {
+    let api_err = |verb: &str, e: kube::Error| {
+        tls_err(format!(
+            "cannot {verb} Secret {}/{name}: {e}",
+            api.namespace().unwrap_or_default()
+        ))
+    };
+    if let Some(s) = api.get_opt(name).await.map_err(|e| api_err("read", e))? {
+        return Ok(s);
+    }
+    match api.create(&PostParams::default(), &make()?).await {
+        Ok(s) => {
+            tracing::info!(secret = name, "created the hub's Secret");
+            Ok(s)
+        }
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            api.get(name).await.map_err(|e| api_err("read", e))
+        }
+        Err(e) => Err(api_err("create", e)),
+    }
+}
+
+/// The current content of the three pieces, followed.
+struct Slots {
+    serving_cert: watch::Sender<Arc<[u8]>>,
+    serving_key: watch::Sender<Arc<[u8]>>,
+    ca_cert: watch::Sender<Arc<[u8]>>,
+}
+
+/// Follows the Secrets (every replica) and renews the serving certificate
+/// (the leader); started by [`crate::kube::Connected::attach`].
+pub struct Follower {
+    api: Api<Secret>,
+    config: SecretsConfig,
+    slots: Arc<Slots>,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes the absent Secrets, reads both and returns the hub's TLS over
+/// them (`paths`: an operator's extra `--client-ca` and the Dashboard's
+/// flags) with what keeps them current.
+pub async fn start(
+    api: Api<Secret>,
+    config: SecretsConfig,
+    paths: &TlsPaths<'_>,
+) -> Result<(HubTls, Follower), KubeError> {
+    start_inner(api, config, paths)
+        .await
+        .map_err(KubeError::Tls)
+}
+
+async fn start_inner(
+    api: Api<Secret>,
+    config: SecretsConfig,
+    paths: &TlsPaths<'_>,
+) -> Fallible<(HubTls, Follower)> {
+    let ca_lifetime = config.ca_lifetime;
+    let ca = get_or_create(&api, CA_SECRET, || {
+        let ca = pki::new_ca(jiff::Timestamp::now().as_second(), ca_lifetime).map_err(tls_err)?;
+        Ok(new_secret(
+            CA_SECRET,
+            &[(TLS_CRT, &ca.cert_pem), (TLS_KEY, &ca.key_pem)],
+        ))
+    })
+    .await?;
+    let serving = get_or_create(&api, SERVING_SECRET, || {
+        serving_secret(&ca_pair(&ca)?, &config)
+    })
+    .await?;
+    let ns = api.namespace().unwrap_or_default().to_owned();
+    let need = |s: &Secret, name: &str, key: &str| {
+        key_of(s, key).ok_or_else(|| tls_err(format!("Secret {ns}/{name} has no {key}")))
+    };
+    let slots = Arc::new(Slots {
+        serving_cert: watch::Sender::new(need(&serving, SERVING_SECRET, TLS_CRT)?),
+        serving_key: watch::Sender::new(need(&serving, SERVING_SECRET, TLS_KEY)?),
+        ca_cert: watch::Sender::new(need(&ca, CA_SECRET, TLS_CRT)?),
+    });
+    let followed = |name: &str, key: &str, slot: &watch::Sender<Arc<[u8]>>| Followed {
+        name: format!("Secret {ns}/{name} {key}"),
+        current: slot.subscribe(),
+    };
+    let tls = HubTls::followed(
+        followed(SERVING_SECRET, TLS_CRT, &slots.serving_cert),
+        followed(SERVING_SECRET, TLS_KEY, &slots.serving_key),
+        followed(CA_SECRET, TLS_CRT, &slots.ca_cert),
+        paths,
+    )
+    .map_err(tls_err)?;
+    tracing::info!(
+        namespace = %ns,
+        serving_managed = managed(&serving),
+        ca_managed = managed(&ca),
+        "serving with the certificate in Secret {SERVING_SECRET}; agents' CA from Secret {CA_SECRET}"
+    );
+    Ok((tls, Follower { api, config, slots }))
+}
+
+impl Follower {
+    /// Spawns the watches and the leader's renewal onto `tasks`.
+    pub fn spawn(
+        self,
+        tasks: &mut JoinSet<()>,
+        leader: watch::Receiver<bool>,
+        shutdown: CancellationToken,
+    ) {
+        for name in [CA_SECRET, SERVING_SECRET] {
+            tasks.spawn(follow(
+                self.api.clone(),
+                name,
+                self.slots.clone(),
+                shutdown.clone(),
+            ));
+        }
+        tasks.spawn(renew(self.api, self.config, leader, shutdown));
+    }
+}
+
+/// Copies `name`'s content into the slots whenever it changes.
+async fn follow(
+    api: Api<Secret>,
+    name: &'static str,
+    slots: Arc<Slots>,
+    shutdown: CancellationToken,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    loop {
+        let event = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            e = events.next() => e,
+        };
+        let secret = match event {
+            None => return,
+            Some(Ok(Event::Apply(s) | Event::InitApply(s))) => s,
+            Some(Ok(Event::Delete(_))) => {
+                tracing::warn!(
+                    secret = name,
+                    "the hub's Secret was deleted; keeping the material in use"
+                );
+                continue;
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => {
+                tracing::warn!(secret = name, error = %e, "watching the hub's Secret failed; retrying");
+                continue;
+            }
+        };
+        let set = |slot: &watch::Sender<Arc<[u8]>>, key: &str| match key_of(&secret, key) {
+            Some(b) => {
+                slot.send_if_modified(|cur| {
+                    let changed = **cur != *b;
+                    if changed {
+                        *cur = b.clone();
+                    }
+                    changed
+                });
+            }
+            None => tracing::warn!(
+                secret = name,
+                key,
+                "the hub's Secret lacks a key; keeping the material in use"
+            ),
+        };
+        if name == CA_SECRET {
+            set(&slots.ca_cert, TLS_CRT);
+        } else {
+            // Certificate and key change together: set both before the
+            // reload compares them (a mismatch would be refused and kept
+            // out until both are in).
+            set(&slots.serving_key, TLS_KEY);
+            set(&slots.serving_cert, TLS_CRT);
+        }
+    }
+}
+
+/// The leader renews a hub-made serving certificate at 2/3 of its lifetime
+/// and re-creates a deleted one.
+async fn renew(
+    api: Api<Secret>,
+    config: SecretsConfig,
+    mut leader: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(config.check_every());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+            r = leader.changed() => if r.is_err() { return },
+        }
+        if !*leader.borrow() {
+            continue;
+        }
+        if let Err(e) = renew_once(&api, &config).await {
+            tracing::warn!(error = %e, "cannot renew the hub's serving certificate; retrying");
+        }
+    }
+}
+
+async fn renew_once(api: &Api<Secret>, config: &SecretsConfig) -> Fallible<()> {
+    let read = |e: kube::Error| tls_err(format!("cannot read the hub's Secrets: {e}"));
+    let Some(ca) = api.get_opt(CA_SECRET).await.map_err(read)? else {
+        tracing::warn!(
+            "Secret {CA_SECRET} is gone; restart the hub to make a new CA (agents must join again)"
+        );
+        return Ok(());
+    };
+    let now = jiff::Timestamp::now().as_second();
+    if let Some(crt) = key_of(&ca, TLS_CRT)
+        && let Ok(na) = gwhub_common::identity::soonest_expiry_pem(&crt)
+        && na - now < 30 * 86_400
+    {
+        tracing::warn!(
+            not_after = na,
+            "the hub's CA (Secret {CA_SECRET}) expires within 30 days; replace it and let agents join again"
+        );
+    }
+    let current = api.get_opt(SERVING_SECRET).await.map_err(read)?;
+    match current {
+        None => {
+            let s = serving_secret(&ca_pair(&ca)?, config)?;
+            match api.create(&PostParams::default(), &s).await {
+                Ok(_) => tracing::info!("re-created the deleted Secret {SERVING_SECRET}"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => {
+                    return Err(tls_err(format!(
+                        "cannot create Secret {SERVING_SECRET}: {e}"
+                    )));
+                }
+            }
+        }
+        Some(s) if managed(&s) => {
+            let due = match key_of(&s, TLS_CRT) {
+                Some(crt) => pki::renewal_due(&crt, now).unwrap_or(true),
+                None => true,
+            };
+            if !due {
+                return Ok(());
+            }
+            let mut next = serving_secret(&ca_pair(&ca)?, config)?;
+            next.metadata.resource_version = s.metadata.resource_version.clone();
+            match api
+                .replace(SERVING_SECRET, &PostParams::default(), &next)
+                .await
+            {
+                Ok(_) => tracing::info!(
+                    "renewed the hub's serving certificate (Secret {SERVING_SECRET})"
+                ),
+                // Someone else wrote it meanwhile: look again next time.
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => {
+                    return Err(tls_err(format!(
+                        "cannot update Secret {SERVING_SECRET}: {e}"
+                    )));
+                }
+            }
+        }
+        // Supplied by the operator: only read.
+        Some(_) => {}
+    }
+    Ok(())
+}
