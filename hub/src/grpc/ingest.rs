@@ -141,8 +141,12 @@ impl v1::ingest_server::Ingest for IngestService {
             ));
         };
         let cluster = crate::tls::peer_cluster(&request)?;
+        let presented = crate::conn::conn_of(&request)
+            .and_then(|c| c.tls.as_ref())
+            .map(|t| t.certs.clone())
+            .unwrap_or_default();
         joiner
-            .renew(&cluster, request.into_inner())
+            .renew(&cluster, &presented, request.into_inner())
             .await
             .map(Response::new)
     }

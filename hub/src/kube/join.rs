@@ -20,7 +20,7 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
     CertificateSigningRequestStatus,
 };
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use parking_lot::Mutex;
@@ -123,6 +123,8 @@ impl RateLimit {
 /// Issues agent certificates for valid join tokens.
 pub struct Joiner {
     secrets: Api<Secret>,
+    /// ConfigMap `gwhub-revoked`, read fresh by each renewal.
+    configmaps: Api<ConfigMap>,
     csrs: Api<CertificateSigningRequest>,
     lifetime: Duration,
     limit: Mutex<RateLimit>,
@@ -160,6 +162,7 @@ impl Joiner {
     pub fn new(client: Client, namespace: &str, lifetime: Duration) -> Self {
         Joiner {
             secrets: Api::namespaced(client.clone(), namespace),
+            configmaps: Api::namespaced(client.clone(), namespace),
             csrs: Api::all(client),
             lifetime,
             limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
@@ -257,13 +260,22 @@ impl Joiner {
         })
     }
 
-    /// Handles one Renew call from an agent whose client certificate names
-    /// `cluster` (the handshake checked it against the CA).
+    /// Handles one Renew call from an agent whose client certificate
+    /// (`presented`, its chain) names `cluster` (the handshake checked it
+    /// against the CA).
+    ///
+    /// The removals are read fresh before signing and again after: this
+    /// replica's followed copy of `gwhub-revoked` may lag, and a removal
+    /// written while a renewal is signed would otherwise miss the new
+    /// certificate (dated after it). After the second read, a removal
+    /// written later is dated after the new certificate and covers it.
     pub async fn renew(
         &self,
         cluster: &str,
+        presented: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
         req: v1::RenewRequest,
     ) -> Result<v1::JoinResponse, Status> {
+        self.refuse_removed(presented).await?;
         let ca = self.ca().await?;
         let now = jiff::Timestamp::now().as_second();
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
@@ -280,11 +292,27 @@ impl Joiner {
             &cert,
         )
         .await?;
+        self.refuse_removed(presented).await?;
         tracing::info!(cluster, "agent certificate renewed");
         Ok(v1::JoinResponse {
             certificate_pem: cert,
             ca_pem: ca.cert_pem,
         })
+    }
+
+    /// PERMISSION_DENIED when the cluster of `presented` was removed after
+    /// that certificate was issued, as `gwhub-revoked` says now.
+    async fn refuse_removed(
+        &self,
+        presented: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
+    ) -> Result<(), Status> {
+        let removed = super::revocations::read(&self.configmaps)
+            .await
+            .map_err(Status::unavailable)?;
+        match crate::tls_reload::revoked_reason(&removed, presented) {
+            Some(reason) => Err(Status::permission_denied(reason)),
+            None => Ok(()),
+        }
     }
 
     /// The CA from Secret `gwhub-ca` (read fresh: a replaced CA signs).
