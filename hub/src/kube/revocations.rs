@@ -61,6 +61,10 @@ pub async fn follow(
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={REVOKED_CONFIGMAP}"));
     let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    // The removals whose reports this replica deleted while leading: each
+    // once, so a cluster that joined again is not deleted at every later
+    // removal of another cluster (a new leader deletes each once more).
+    let mut handled: BTreeMap<String, i64> = BTreeMap::new();
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -84,21 +88,35 @@ pub async fn follow(
             }
             changed
         });
-        if now.is_empty() || !*leader.borrow() {
+        if !*leader.borrow() {
+            handled.clear();
+            continue;
+        }
+        let pending: Vec<(String, i64)> = now
+            .iter()
+            .filter(|(cluster, at)| handled.get(*cluster) != Some(*at))
+            .map(|(cluster, at)| (cluster.clone(), *at))
+            .collect();
+        if pending.is_empty() {
             continue;
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(DELETE_AFTER) => {}
         }
-        for cluster in now.keys() {
-            let name = gwhub_model::cluster::object_name(cluster);
+        for (cluster, at) in pending {
+            let name = gwhub_model::cluster::object_name(&cluster);
             match reports
                 .delete(&name, &kube::api::DeleteParams::default())
                 .await
             {
-                Ok(_) => tracing::info!(cluster, "deleted the removed cluster's reports"),
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Ok(_) => {
+                    tracing::info!(cluster, "deleted the removed cluster's reports");
+                    handled.insert(cluster, at);
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    handled.insert(cluster, at);
+                }
                 Err(e) => {
                     tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports")
                 }
