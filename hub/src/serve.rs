@@ -172,36 +172,6 @@ impl Hub {
         Self::start_with(config, tls, KubeExtras::default()).await
     }
 
-    /// [`Hub::start_with_tls`] with a fleet inventory (`--inventory-namespace`
-    /// and its mode) in force from the first stream on: until the
-    /// Kubernetes side lists it, agents are asked to come back.
-    pub async fn start_with_inventory(
-        config: HubConfig,
-        tls: Option<HubTls>,
-        inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
-    ) -> Result<Hub, ServeError> {
-        let extras = KubeExtras {
-            inventory,
-            ..KubeExtras::default()
-        };
-        Self::start_with(config, tls, extras).await
-    }
-
-    /// [`Self::start_with_tls`]; with `readers`, Dashboard and page readers
-    /// are authorized by Kubernetes RBAC (`--dashboard-auth=kubernetes`,
-    /// see [`crate::authz`]).
-    pub async fn start_with_readers(
-        config: HubConfig,
-        tls: Option<HubTls>,
-        readers: Option<std::sync::Arc<crate::authz::KubeReaders>>,
-    ) -> Result<Hub, ServeError> {
-        let extras = KubeExtras {
-            readers,
-            ..KubeExtras::default()
-        };
-        Self::start_with(config, tls, extras).await
-    }
-
     /// Binds the listeners and starts serving, with what the Kubernetes
     /// side adds ([`KubeExtras`]).
     pub async fn start_with(

@@ -365,9 +365,11 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
     let mut config = HubConfig::loopback(Duration::from_secs(60));
     config.web_listen = Some("127.0.0.1:0".parse().unwrap());
     let readers = Arc::new(KubeReaders::new(as_hub));
-    let hub = Hub::start_with_readers(config, None, Some(readers))
-        .await
-        .unwrap();
+    let extras = gwhub_hub::serve::KubeExtras {
+        readers: Some(readers),
+        ..gwhub_hub::serve::KubeExtras::default()
+    };
+    let hub = Hub::start_with(config, None, extras).await.unwrap();
     let (dash, web) = (hub.dashboard_addr, hub.web_addr.unwrap());
     let mut agent = Agent::connect(hub.ingest_addr).await;
     agent

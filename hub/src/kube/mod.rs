@@ -216,7 +216,7 @@ impl Connected {
     }
 
     /// The fleet inventory the hub must start with, for
-    /// [`Hub::start_with_inventory`] (so no agent streams before it holds).
+    /// [`Hub::start_with`]'s [`crate::serve::KubeExtras`] (so no agent streams before it holds).
     pub fn inventory(&self) -> Option<(String, gwhub_hub_rules::inventory::Mode)> {
         self.options.inventory.clone()
     }
@@ -440,7 +440,11 @@ impl KubeHub {
         client: Client,
     ) -> Result<KubeHub, KubeError> {
         let connected = Connected::new(client, options).await?;
-        let hub = Hub::start_with_inventory(config, None, connected.inventory()).await?;
+        let extras = crate::serve::KubeExtras {
+            inventory: connected.inventory(),
+            ..crate::serve::KubeExtras::default()
+        };
+        let hub = Hub::start_with(config, None, extras).await?;
         Ok(connected.attach(hub))
     }
 
