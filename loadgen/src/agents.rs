@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gwhub_proto::v1::{self, agent_message, change, hub_message, ingest_client::IngestClient};
+use gwhub_proto::v1::{self, agent_message, change};
+use gwhub_test_kit::raw_agent::{self, Agent, AgentError, msg};
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::transport::{Channel, Endpoint};
 
-use crate::scenario::{Args, GRACE, MARK, cluster_name, msg, report};
+use crate::scenario::{
+    Args, FirstSnapshot, GRACE, MARK, cluster_name, hello, report, snapshot_chunks,
+};
 
 /// State the agents and the watcher share.
 pub(crate) struct Shared {
@@ -73,79 +74,22 @@ pub(crate) struct AgentDone {
     pub(crate) snapshot_acked: Instant,
 }
 
-pub(crate) async fn connect(url: &str) -> Result<Channel, String> {
-    let endpoint = Endpoint::from_shared(url.to_owned())
-        .map_err(|e| e.to_string())?
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(10))
-        // Large windows, so HTTP/2 flow control round trips do not pace
-        // the Dashboard watch's big messages.
-        .initial_stream_window_size(Some(64 << 20))
-        .initial_connection_window_size(Some(128 << 20));
-    let mut last = String::new();
-    for _ in 0..20 {
-        match endpoint.connect().await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = format!("{e:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(format!("cannot connect to {url}: {last}"))
-}
-
-/// Opens the report stream, sends `messages` (Hello and the snapshot)
-/// and waits for the snapshot's ack.
-pub(crate) async fn open(
+/// Opens cluster `hello.cluster`'s report stream on test-kit's raw agent,
+/// sends the snapshot `chunks` and waits for the ack of `snapshot_seq`.
+async fn open(
     url: &str,
-    messages: Vec<v1::AgentMessage>,
+    hello: v1::Hello,
+    chunks: Vec<v1::AgentMessage>,
     window: u64,
-    cluster: &str,
     snapshot_seq: u64,
-) -> Result<
-    (
-        mpsc::Sender<v1::AgentMessage>,
-        tonic::Streaming<v1::HubMessage>,
-    ),
-    String,
-> {
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("{cluster}: {what}: {e}");
-    let mut client = IngestClient::new(connect(url).await?)
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
-    let (tx, rx) = mpsc::channel(messages.len() + window as usize + 1);
-    for m in messages {
-        tx.send(m).await.map_err(|e| err("queue", &e))?;
+) -> Result<Agent, AgentError> {
+    let buffer = chunks.len() + window as usize + 1;
+    let mut agent = Agent::open_on(raw_agent::channel(url).await?, hello, buffer).await?;
+    for m in chunks {
+        agent.tx.send(m).await.map_err(|_| AgentError::Closed)?;
     }
-    let mut inbound = client
-        .report(ReceiverStream::new(rx))
-        .await
-        .map_err(|e| err("open stream", &e))?
-        .into_inner();
-    while next_ack(&mut inbound, cluster)
-        .await?
-        .is_none_or(|a| a < snapshot_seq)
-    {}
-    Ok((tx, inbound))
-}
-
-pub(crate) async fn next_ack(
-    inbound: &mut tonic::Streaming<v1::HubMessage>,
-    cluster: &str,
-) -> Result<Option<u64>, String> {
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("{cluster}: {what}: {e}");
-    match inbound.message().await {
-        Ok(Some(m)) => match m.message {
-            Some(hub_message::Message::Ack(a)) => Ok(Some(a.seq)),
-            Some(hub_message::Message::Resync(r))
-                if r.reason != v1::ResyncReason::NewConnection as i32 =>
-            {
-                Err(err("hub asked for a resync", &r.message))
-            }
-            _ => Ok(None),
-        },
-        Ok(None) => Err(err("stream", &"closed by the hub")),
-        Err(e) => Err(err("stream", &e)),
-    }
+    while agent.next_ack().await?.is_none_or(|a| a < snapshot_seq) {}
+    Ok(agent)
 }
 
 /// One simulated agent: snapshot, wait for `go`, then deltas as fast as
@@ -156,7 +100,7 @@ pub(crate) async fn next_ack(
 pub(crate) async fn agent(
     c: usize,
     url: String,
-    messages: Vec<v1::AgentMessage>,
+    first: FirstSnapshot,
     args: Arc<Args>,
     shared: Arc<Shared>,
     mut go: watch::Receiver<bool>,
@@ -170,7 +114,9 @@ pub(crate) async fn agent(
         .acquire()
         .await
         .map_err(|e| err("opening", &e))?;
-    let (mut tx, mut inbound) = open(&url, messages, args.window, &cluster, 0).await?;
+    let mut stream = open(&url, first.hello, first.chunks, args.window, 0)
+        .await
+        .map_err(|e| format!("{cluster}: {e}"))?;
     drop(permit);
     shared.streaming.fetch_add(1, Ordering::Relaxed);
     let snapshot_acked = Instant::now();
@@ -231,7 +177,8 @@ pub(crate) async fn agent(
                 ..Default::default()
             };
             shared.last_sent_ms[c].store(wall_ms(), Ordering::Relaxed);
-            if tx
+            if stream
+                .tx
                 .send(msg(agent_message::Message::Delta(delta)))
                 .await
                 .is_err()
@@ -250,7 +197,7 @@ pub(crate) async fn agent(
             Duration::from_secs(60)
         };
         let got = tokio::select! {
-            r = tokio::time::timeout(wait, next_ack(&mut inbound, &cluster)) => Some(r),
+            r = tokio::time::timeout(wait, stream.next_ack()) => Some(r),
             Some(g) = async {
                 match requests.as_mut() {
                     Some(r) if seq - acked < args.window => r.recv().await,
@@ -281,33 +228,14 @@ pub(crate) async fn agent(
                     eprintln!("{e}; reconnecting");
                 }
                 loop {
-                    let mut messages = vec![msg(agent_message::Message::Hello(v1::Hello {
-                        agent_version: "gwhub-bench".to_owned(),
-                        capabilities: Vec::new(),
-                        cluster: cluster.clone(),
-                    }))];
-                    let chunk = args.chunk.max(1);
-                    let chunks = g_count.div_ceil(chunk).max(1);
                     seq += 1;
-                    for i in 0..chunks {
-                        let gateways = (i * chunk..((i + 1) * chunk).min(g_count))
-                            .map(|g| {
-                                let mark =
-                                    shared.marks[c * shared.gateways + g].load(Ordering::Acquire);
-                                report(c, g, args.listeners, versions[g], mark)
-                            })
-                            .collect();
-                        messages.push(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
-                            snapshot_id: seq,
-                            chunk: i as u32,
-                            r#final: i + 1 == chunks,
-                            seq,
-                            gateways,
-                        })));
-                    }
-                    match open(&url, messages, args.window, &cluster, seq).await {
-                        Ok((t, i)) => {
-                            (tx, inbound) = (t, i);
+                    let chunks = snapshot_chunks(&args, seq, seq, |g| {
+                        let mark = shared.marks[c * shared.gateways + g].load(Ordering::Acquire);
+                        report(c, g, args.listeners, versions[g], mark)
+                    });
+                    match open(&url, hello(c), chunks, args.window, seq).await {
+                        Ok(s) => {
+                            stream = s;
                             acked = seq;
                             shared.streaming.fetch_add(1, Ordering::Relaxed);
                             break;
@@ -316,7 +244,7 @@ pub(crate) async fn agent(
                     }
                 }
             }
-            Some(Ok(Err(e))) => return Err(e),
+            Some(Ok(Err(e))) => return Err(format!("{cluster}: {e}")),
         }
     }
     Ok(AgentDone { snapshot_acked })

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
+use gwhub_test_kit::raw_agent::channel;
 use prost::Message;
 use tokio::sync::watch;
 
-use crate::agents::{Shared, connect, take_marks};
+use crate::agents::{Shared, take_marks};
 
 /// What the Dashboard watch delivered.
 #[derive(Default)]
@@ -29,8 +30,8 @@ pub(crate) async fn watcher(
     complete: watch::Sender<Option<Instant>>,
     mut finish: watch::Receiver<bool>,
 ) -> Result<(Vec<u64>, WatchStats), String> {
-    let mut client =
-        DashboardClient::new(connect(&url).await?).max_decoding_message_size(usize::MAX);
+    let mut client = DashboardClient::new(channel(&url).await.map_err(|e| e.to_string())?)
+        .max_decoding_message_size(usize::MAX);
     let mut stream = client
         .watch_gateways(v1::WatchGatewaysRequest {
             omit_unchanged_omissions: true,
@@ -103,8 +104,8 @@ pub(crate) async fn wait_fleet(
     clusters: usize,
     gateways: usize,
 ) -> Result<Instant, String> {
-    let mut client =
-        DashboardClient::new(connect(&url).await?).max_decoding_message_size(usize::MAX);
+    let mut client = DashboardClient::new(channel(&url).await.map_err(|e| e.to_string())?)
+        .max_decoding_message_size(usize::MAX);
     loop {
         let list = client
             .list_clusters(v1::ListClustersRequest {})

@@ -16,7 +16,7 @@ use crate::dashboard::{wait_fleet, watcher};
 use crate::hub_process::start_hub;
 use crate::probes::{machine, rss};
 use crate::report::percentile;
-use crate::scenario::{Args, GRACE, snapshot_messages};
+use crate::scenario::{Args, FirstSnapshot, GRACE};
 
 pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
     if args.clusters == 0 || args.gateways == 0 {
@@ -26,12 +26,12 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
     let pairs = args.clusters * args.gateways;
 
     // Messages first, so ingest times only sending and the hub.
-    let snapshots: Vec<Vec<v1::AgentMessage>> = (0..args.clusters)
-        .map(|c| snapshot_messages(c, &args))
+    let snapshots: Vec<FirstSnapshot> = (0..args.clusters)
+        .map(|c| FirstSnapshot::of(c, &args))
         .collect();
     let encoded: Vec<Vec<u8>> = snapshots
         .iter()
-        .flatten()
+        .flat_map(FirstSnapshot::messages)
         .map(|m| m.encode_to_vec())
         .collect();
     let snapshot_bytes: usize = encoded.iter().map(Vec::len).sum();

@@ -17,7 +17,7 @@ use crate::dashboard::wait_fleet;
 use crate::hub_process::start_hub_with;
 use crate::probes::{apiserver_pid, cpu_seconds, loadavg, machine, rss};
 use crate::report::percentile;
-use crate::scenario::{Args, GRACE, cluster_name, gateway_name, snapshot_messages};
+use crate::scenario::{Args, FirstSnapshot, GRACE, cluster_name, gateway_name};
 
 /// What a hub Gateway's status looks like, for "whole again" after a
 /// restart: the hub's own verdict and how many listeners and addresses it
@@ -342,7 +342,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 tokio::spawn(agent(
                     c,
                     hub.ingest.clone(),
-                    snapshot_messages(c, &args),
+                    FirstSnapshot::of(c, &args),
                     args.clone(),
                     shared.clone(),
                     go.clone(),

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use gwhub_proto::v1::{self, agent_message};
+use gwhub_test_kit::raw_agent;
 
 /// Prefix of the condition message that carries a latency mark.
 pub(crate) const MARK: &str = "bench-mark t=";
@@ -168,30 +169,60 @@ pub(crate) fn report(
     }
 }
 
-pub(crate) fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
+/// The Hello of cluster `c`'s simulated agent.
+pub(crate) fn hello(c: usize) -> v1::Hello {
+    v1::Hello {
+        agent_version: "gwhub-bench".to_owned(),
+        ..raw_agent::hello(&cluster_name(c))
+    }
 }
 
-/// Hello plus the snapshot chunks (seq 0) of cluster `c`.
-pub(crate) fn snapshot_messages(c: usize, args: &Args) -> Vec<v1::AgentMessage> {
-    let mut out = vec![msg(agent_message::Message::Hello(v1::Hello {
-        agent_version: "gwhub-bench".to_owned(),
-        capabilities: Vec::new(),
-        cluster: cluster_name(c),
-    }))];
+/// Snapshot `id` at `seq` in chunks of `--chunk` Gateways, Gateway `g`
+/// reporting `report_of(g)`.
+pub(crate) fn snapshot_chunks(
+    args: &Args,
+    id: u64,
+    seq: u64,
+    mut report_of: impl FnMut(usize) -> v1::GatewayReport,
+) -> Vec<v1::AgentMessage> {
     let chunk = args.chunk.max(1);
     let chunks = args.gateways.div_ceil(chunk).max(1);
-    for i in 0..chunks {
-        let gateways = (i * chunk..((i + 1) * chunk).min(args.gateways))
-            .map(|g| report(c, g, args.listeners, 0, 0))
-            .collect();
-        out.push(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: 1,
-            chunk: i as u32,
-            r#final: i + 1 == chunks,
-            seq: 0,
-            gateways,
-        })));
+    (0..chunks)
+        .map(|i| {
+            let gateways = (i * chunk..((i + 1) * chunk).min(args.gateways))
+                .map(&mut report_of)
+                .collect();
+            raw_agent::msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: id,
+                chunk: i as u32,
+                r#final: i + 1 == chunks,
+                seq,
+                gateways,
+            }))
+        })
+        .collect()
+}
+
+/// What cluster `c`'s agent sends first: its Hello, then snapshot 1 at
+/// sequence number 0 (every Gateway at version 0, unmarked).
+pub(crate) struct FirstSnapshot {
+    pub(crate) hello: v1::Hello,
+    pub(crate) chunks: Vec<v1::AgentMessage>,
+}
+
+impl FirstSnapshot {
+    pub(crate) fn of(c: usize, args: &Args) -> Self {
+        FirstSnapshot {
+            hello: hello(c),
+            chunks: snapshot_chunks(args, 1, 0, |g| report(c, g, args.listeners, 0, 0)),
+        }
     }
-    out
+
+    /// Every message as sent: the Hello, then the chunks.
+    pub(crate) fn messages(&self) -> impl Iterator<Item = v1::AgentMessage> + '_ {
+        std::iter::once(raw_agent::msg(agent_message::Message::Hello(
+            self.hello.clone(),
+        )))
+        .chain(self.chunks.iter().cloned())
+    }
 }
