@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use gwhub_proto::v1::{self, agent_message, change};
+use gwhub_test_kit::latency::Latencies;
 use gwhub_test_kit::raw_agent::{self, Agent, AgentError, msg};
 use tokio::sync::{mpsc, watch};
 
@@ -257,7 +258,7 @@ pub(crate) fn take_marks(
     g: usize,
     shared: &Shared,
     now: u64,
-    latencies: &mut Vec<u64>,
+    latencies: &mut Latencies,
 ) {
     if !message.contains(MARK) {
         return;
@@ -281,7 +282,7 @@ pub(crate) fn take_marks(
             .compare_exchange(t, 0, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            latencies.push(now.saturating_sub(t));
+            latencies.record_us(now.saturating_sub(t));
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
+use gwhub_test_kit::latency::Latencies;
 use gwhub_test_kit::raw_agent::channel;
 use prost::Message;
 use tokio::sync::watch;
@@ -29,7 +30,7 @@ pub(crate) async fn watcher(
     shared: Arc<Shared>,
     complete: watch::Sender<Option<Instant>>,
     mut finish: watch::Receiver<bool>,
-) -> Result<(Vec<u64>, WatchStats), String> {
+) -> Result<(Latencies, WatchStats), String> {
     let mut client = DashboardClient::new(channel(&url).await.map_err(|e| e.to_string())?)
         .max_decoding_message_size(usize::MAX);
     let mut stream = client
@@ -42,7 +43,7 @@ pub(crate) async fn watcher(
         .into_inner();
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut full = 0usize;
-    let mut latencies = Vec::new();
+    let mut latencies = Latencies::new();
     let mut stats = WatchStats::default();
     loop {
         let m = tokio::select! {

@@ -15,7 +15,7 @@ use crate::agents::{Shared, agent};
 use crate::dashboard::{wait_fleet, watcher};
 use crate::hub_process::start_hub;
 use crate::probes::{machine, rss};
-use crate::report::percentile;
+use crate::report::{latency_json, mib, print_problems};
 use crate::scenario::{Args, FirstSnapshot, GRACE};
 
 pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
@@ -160,26 +160,15 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let unobserved = outstanding();
         let (rss_deltas, rss_peak) = rss(pid);
         let _ = finish_tx.send(true);
-        let (mut latencies, watch) = watch_task
+        let (latencies, watch) = watch_task
             .join()
             .map_err(|_| "the watcher panicked".to_owned())??;
-        latencies.sort_unstable();
         let problems = hub.problems.lock().clone();
-        if problems.0 > 0 {
-            eprintln!("hub logged {} warnings/errors, e.g.:", problems.0);
-            for l in &problems.1 {
-                eprintln!("  {l}");
-            }
-        }
+        print_problems(&problems);
 
         let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / pairs as f64;
         let rate = acked as f64 / delta_s;
-        let (p50, p99, max) = (
-            percentile(&latencies, 0.50),
-            percentile(&latencies, 0.99),
-            percentile(&latencies, 1.0),
-        );
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let (p50, p99, max) = (latencies.ms(0.5), latencies.ms(0.99), latencies.ms(1.0));
         let json = serde_json::json!({
             "bench": "hub_scale",
             "machine": machine(),
@@ -198,7 +187,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "deltas": acked,
             "delta_phase_s": delta_s,
             "deltas_per_s": rate,
-            "latency_ms": {"p50": p50, "p99": p99, "max": max, "samples": latencies.len(), "unobserved": unobserved},
+            "latency_ms": latency_json(&latencies, unobserved),
             "watch_messages": watch.messages,
             "watch_bytes": watch.bytes,
             "watch_max_message_bytes": watch.max_bytes,

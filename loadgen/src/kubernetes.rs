@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use gwhub_test_kit::latency::Latencies;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
@@ -16,7 +17,7 @@ use crate::agents::{Shared, agent, take_marks};
 use crate::dashboard::wait_fleet;
 use crate::hub_process::start_hub_with;
 use crate::probes::{apiserver_pid, cpu_seconds, loadavg, machine, rss};
-use crate::report::percentile;
+use crate::report::{latency_json, mib, print_problems};
 use crate::scenario::{Args, FirstSnapshot, GRACE, cluster_name, gateway_name};
 
 /// What a hub Gateway's status looks like, for "whole again" after a
@@ -80,7 +81,7 @@ pub(crate) async fn hub_gateway_watcher(
     shared: Arc<Shared>,
     view: Arc<Mutex<KubeView>>,
     mut finish: watch::Receiver<bool>,
-) -> Result<Vec<u64>, String> {
+) -> Result<Latencies, String> {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
@@ -91,7 +92,7 @@ pub(crate) async fn hub_gateway_watcher(
         ),
     );
     let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
-    let mut latencies = Vec::new();
+    let mut latencies = Latencies::new();
     loop {
         let event = tokio::select! {
             e = stream.next() => e,
@@ -460,13 +461,14 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         // The store's lag at the end of the load: per cluster, newest
         // change sent minus newest lastReportTime persisted.
         let (newest, _, _) = stored_reports(&admin).await?;
-        let mut lags: Vec<u64> = (0..args.clusters)
-            .filter_map(|c| {
-                let sent = shared.last_sent_ms[c].load(Ordering::Relaxed);
-                (sent > 0).then(|| sent.saturating_sub(*newest.get(&cluster_name(c)).unwrap_or(&0)))
-            })
-            .collect();
-        lags.sort_unstable();
+        let mut lags = Latencies::new();
+        for c in 0..args.clusters {
+            let sent = shared.last_sent_ms[c].load(Ordering::Relaxed);
+            if sent > 0 {
+                let persisted = newest.get(&cluster_name(c)).copied().unwrap_or(0);
+                lags.record_us(sent.saturating_sub(persisted).saturating_mul(1000));
+            }
+        }
         let m1 = gwhub_test_kit::procs::scrape(metrics_port).await;
         let (status_bytes, object_bytes, largest) = largest_hub_gateway(&admin).await?;
         let hub_cpu_s = if restart.is_some() {
@@ -491,7 +493,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let unobserved = outstanding();
         let (rss_deltas, rss_peak) = rss(pid);
         let _ = finish_tx.send(true);
-        let mut latencies = watch_task
+        let latencies = watch_task
             .join()
             .map_err(|_| "the watcher panicked".to_owned())??;
         // The hub stopped: what a status apply costs the API server alone.
@@ -501,14 +503,8 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             Some(gw) => status_apply_cost(&admin, api_pid, gw).await?,
             None => (f64::NAN, f64::NAN),
         };
-        latencies.sort_unstable();
         let problems = hub.problems.lock().clone();
-        if problems.0 > 0 {
-            eprintln!("hub logged {} warnings/errors, e.g.:", problems.0);
-            for l in &problems.1 {
-                eprintln!("  {l}");
-            }
-        }
+        print_problems(&problems);
         let counter = |m: &std::collections::BTreeMap<String, u64>, k: &str| *m.get(k).unwrap_or(&0);
         // Counters start over in a restarted hub.
         let diff = |k: &str| {
@@ -530,14 +526,9 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let per_status_write = |k: &str| waited_ms(k) / status_writes.max(1) as f64;
         let status_api_ms = per_status_write("gwhub_status_api_microseconds_total");
         let status_prepare_ms = per_status_write("gwhub_status_prepare_microseconds_total");
-        let (p50, p99, max) = (
-            percentile(&latencies, 0.50),
-            percentile(&latencies, 0.99),
-            percentile(&latencies, 1.0),
-        );
-        let lag = |p: f64| percentile(&lags, p) * 1000.0;
+        let (p50, p99, max) = (latencies.ms(0.5), latencies.ms(0.99), latencies.ms(1.0));
+        let lag = |q: f64| lags.ms(q);
         let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / pairs as f64;
-        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
         let json = serde_json::json!({
             "bench": "hub_scale_kube",
             "machine": machine(),
@@ -558,7 +549,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "delta_phase_s": delta_s,
             "deltas": acked,
             "deltas_per_s": acked as f64 / delta_s,
-            "hub_gateway_latency_ms": {"p50": p50, "p99": p99, "max": max, "samples": latencies.len(), "unobserved": unobserved},
+            "hub_gateway_latency_ms": latency_json(&latencies, unobserved),
             "report_writes_per_s": report_writes as f64 / delta_s,
             "report_bytes_per_s": report_bytes as f64 / delta_s,
             "status_writes_per_s": status_writes as f64 / delta_s,

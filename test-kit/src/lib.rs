@@ -3,7 +3,8 @@
 //! (one API server per simulated cluster, all on one etcd), the upstream
 //! CRDs installed into them, clients and scenarios for the tests, the gwhub
 //! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
-//! `Ingest` client ([`raw_agent`]), a real Prometheus with the shipped
+//! `Ingest` client ([`raw_agent`]), the benches' latency histogram
+//! ([`latency`]), a real Prometheus with the shipped
 //! alerts ([`prometheus`]), a poll-until helper ([`wait`]), a Secret
 //! mounted as the kubelet mounts it ([`mounted_secret`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
@@ -17,6 +18,7 @@ pub mod crd_check;
 pub mod crds;
 pub mod install;
 pub mod kube_objects;
+pub mod latency;
 pub mod mounted_secret;
 pub mod otlp;
 pub mod procs;
