@@ -16,6 +16,7 @@
 pub mod apiserver;
 pub mod crd_check;
 pub mod crds;
+pub mod error;
 pub mod install;
 pub mod kube_objects;
 pub mod latency;
@@ -30,4 +31,5 @@ pub mod scenario;
 pub mod wait;
 pub mod workspace_bin;
 
-pub use apiserver::{Fleet, FleetError};
+pub use apiserver::Fleet;
+pub use error::FleetError;
