@@ -10,26 +10,7 @@ use std::time::{Duration, Instant};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-/// Why a fleet could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum FleetError {
-    #[error(
-        "kube-apiserver/etcd not found in {0}: run scripts/kube-assets.sh (or set GWHUB_KUBE_ASSETS)"
-    )]
-    NoAssets(String),
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Start(String),
-    #[error("kube: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(#[from] kube::config::KubeconfigError),
-}
+use crate::error::FleetError;
 
 type Result<T, E = FleetError> = std::result::Result<T, E>;
 
@@ -89,28 +70,6 @@ impl Cluster {
     /// A client for this cluster.
     pub async fn client(&self) -> Result<Client> {
         let kc = Kubeconfig::read_from(&self.kubeconfig)?;
-        let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-        Ok(Client::try_from(cfg)?)
-    }
-
-    /// A kubeconfig for this cluster whose user acts as ServiceAccount
-    /// `gwhub-system/<service_account>` (the admin impersonates it), so a
-    /// binary run with it has exactly the RBAC the manifests grant.
-    pub fn kubeconfig_as(&self, service_account: &str) -> PathBuf {
-        let path = self
-            .kubeconfig
-            .with_file_name(format!("{}-as-{service_account}.kubeconfig", self.name));
-        let user = crate::install::service_account_user(service_account);
-        let text = kubeconfig_text(&self.name, self.port, &format!("as: \"{user}\""));
-        if let Err(e) = std::fs::write(&path, text) {
-            panic!("write {}: {e}", path.display());
-        }
-        path
-    }
-
-    /// A client acting as ServiceAccount `gwhub-system/<service_account>`.
-    pub async fn client_as(&self, service_account: &str) -> Result<Client> {
-        let kc = Kubeconfig::read_from(self.kubeconfig_as(service_account))?;
         let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
         Ok(Client::try_from(cfg)?)
     }
@@ -311,7 +270,7 @@ impl Drop for Fleet {
 
 /// A kubeconfig for the API server on `port` with the admin token, plus
 /// `extra` fields on its user (e.g. `as: ...`).
-fn kubeconfig_text(name: &str, port: u16, extra: &str) -> String {
+pub(crate) fn kubeconfig_text(name: &str, port: u16, extra: &str) -> String {
     let sep = if extra.is_empty() { "" } else { ", " };
     format!(
         "apiVersion: v1\nkind: Config\n\

@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, CustomResourceExt};
 use serde_json::Value;
 
-use crate::apiserver::FleetError;
+use crate::error::FleetError;
 
 /// `GWHUB_CRDS_DIR`, else `../shared/crds` beside the project.
 pub fn upstream_dir() -> Option<PathBuf> {

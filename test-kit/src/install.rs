@@ -10,9 +10,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use kube::Client;
+use kube::{Client, Config};
 
-use crate::apiserver::{Cluster, FleetError};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::apiserver::{Cluster, kubeconfig_text};
+use crate::error::FleetError;
 
 /// The namespace the manifests install into (hub and agent alike).
 pub const SYSTEM_NS: &str = "gwhub-system";
@@ -24,6 +27,33 @@ pub const AGENT_SA: &str = "gwhub-agent";
 /// The user name a ServiceAccount authenticates as.
 pub fn service_account_user(name: &str) -> String {
     format!("system:serviceaccount:{SYSTEM_NS}:{name}")
+}
+
+/// Clusters seen as a ServiceAccount the manifests create (here, beside
+/// the ServiceAccounts, so the API server harness needs nothing from the
+/// install).
+impl Cluster {
+    /// A kubeconfig for this cluster whose user acts as ServiceAccount
+    /// `gwhub-system/<service_account>` (the admin impersonates it), so a
+    /// binary run with it has exactly the RBAC the manifests grant.
+    pub fn kubeconfig_as(&self, service_account: &str) -> PathBuf {
+        let path = self
+            .kubeconfig
+            .with_file_name(format!("{}-as-{service_account}.kubeconfig", self.name));
+        let user = service_account_user(service_account);
+        let text = kubeconfig_text(&self.name, self.port, &format!("as: \"{user}\""));
+        if let Err(e) = std::fs::write(&path, text) {
+            panic!("write {}: {e}", path.display());
+        }
+        path
+    }
+
+    /// A client acting as ServiceAccount `gwhub-system/<service_account>`.
+    pub async fn client_as(&self, service_account: &str) -> Result<Client, FleetError> {
+        let kc = Kubeconfig::read_from(self.kubeconfig_as(service_account))?;
+        let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        Ok(Client::try_from(cfg)?)
+    }
 }
 
 /// The repository's `manifests/` directory.

@@ -3,7 +3,8 @@
 //! (one API server per simulated cluster, all on one etcd), the upstream
 //! CRDs installed into them, clients and scenarios for the tests, the gwhub
 //! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
-//! `Ingest` client ([`raw_agent`]), a real Prometheus with the shipped
+//! `Ingest` client ([`raw_agent`]), the benches' latency histogram
+//! ([`latency`]), a real Prometheus with the shipped
 //! alerts ([`prometheus`]), a poll-until helper ([`wait`]), a Secret
 //! mounted as the kubelet mounts it ([`mounted_secret`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
@@ -15,8 +16,10 @@
 pub mod apiserver;
 pub mod crd_check;
 pub mod crds;
+pub mod error;
 pub mod install;
 pub mod kube_objects;
+pub mod latency;
 pub mod mounted_secret;
 pub mod otlp;
 pub mod procs;
@@ -28,4 +31,5 @@ pub mod scenario;
 pub mod wait;
 pub mod workspace_bin;
 
-pub use apiserver::{Fleet, FleetError};
+pub use apiserver::Fleet;
+pub use error::FleetError;

@@ -1,7 +1,11 @@
-//! A hand-rolled agent for driving the hub's `Ingest` stream in tests: it
-//! sends exactly the messages a test gives it (well-formed or not) and reads
-//! the hub's answers, heartbeats skipped. The real agent runtime is tested
-//! through its own suites; this one stays small and predictable.
+//! A hand-rolled agent for driving the hub's `Ingest` stream in tests and
+//! the load generator: it sends exactly the messages its caller gives it
+//! (well-formed or not) and reads the hub's answers, heartbeats skipped.
+//! The real agent runtime is tested through its own suites; this one stays
+//! small and predictable. Tests use the asserting helpers ([`Agent::connect`],
+//! [`Agent::expect_ack`]); the load generator the fallible ones
+//! ([`channel`], [`Agent::open_on`], [`Agent::next_ack`]), which return an
+//! [`AgentError`] instead of panicking.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,9 +14,55 @@ use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{self, agent_message, change, hub_message, ingest_client::IngestClient};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
+use tonic::transport::{Channel, Endpoint};
 
 /// Generous bound for any answer the hub gives "at once".
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// What went wrong on a load generator's stream.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{url} is not a valid endpoint: {reason}")]
+    Url { url: String, reason: String },
+    #[error("cannot connect to {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("open stream: {0}")]
+    Open(tonic::Status),
+    #[error("hub asked for a resync: {0}")]
+    Resync(String),
+    #[error("stream: closed by the hub")]
+    Closed,
+    #[error("stream: {0}")]
+    Stream(tonic::Status),
+}
+
+/// A channel to `url` for many agents or big messages: `TCP_NODELAY`, large
+/// HTTP/2 windows (so flow control round trips do not pace big Dashboard
+/// messages), and up to 20 connection attempts 100 ms apart (a loaded
+/// hub's listen backlog can refuse some).
+pub async fn channel(url: &str) -> Result<Channel, AgentError> {
+    let endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| AgentError::Url {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })?
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10))
+        .initial_stream_window_size(Some(64 << 20))
+        .initial_connection_window_size(Some(128 << 20));
+    let mut last = String::new();
+    for _ in 0..20 {
+        match endpoint.connect().await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = format!("{e:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(AgentError::Connect {
+        url: url.to_owned(),
+        reason: last,
+    })
+}
 
 /// One `Report` stream to the hub.
 pub struct Agent {
@@ -64,6 +114,43 @@ impl Agent {
             .max_encoding_message_size(64 * 1024 * 1024);
         let ReportStream { tx, rx } = open_report(&mut client, hello, 64).await?;
         Ok(Agent { tx, rx })
+    }
+
+    /// Opens the stream on `channel` with `hello`, room for `buffer` queued
+    /// messages and no message size limits; the hub's answers are left
+    /// unread.
+    pub async fn open_on(
+        channel: Channel,
+        hello: v1::Hello,
+        buffer: usize,
+    ) -> Result<Agent, AgentError> {
+        let mut client = IngestClient::new(channel)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let ReportStream { tx, rx } = open_report(&mut client, hello, buffer)
+            .await
+            .map_err(AgentError::Open)?;
+        Ok(Agent { tx, rx })
+    }
+
+    /// Reads one hub message, without a time bound: `Some(seq)` for an ack,
+    /// `None` for anything else a healthy stream carries (Hello,
+    /// heartbeats, the NEW_CONNECTION resync request); another resync
+    /// request or the end of the stream is an error.
+    pub async fn next_ack(&mut self) -> Result<Option<u64>, AgentError> {
+        match self.rx.message().await {
+            Ok(Some(m)) => match m.message {
+                Some(hub_message::Message::Ack(a)) => Ok(Some(a.seq)),
+                Some(hub_message::Message::Resync(r))
+                    if r.reason != v1::ResyncReason::NewConnection as i32 =>
+                {
+                    Err(AgentError::Resync(r.message))
+                }
+                _ => Ok(None),
+            },
+            Ok(None) => Err(AgentError::Closed),
+            Err(e) => Err(AgentError::Stream(e)),
+        }
     }
 
     /// Sends, ignoring a stream the hub already ended (what the hub said

@@ -26,6 +26,7 @@ use clap::Parser;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_test_kit::apiserver::{create_namespaces, require_assets};
+use gwhub_test_kit::latency::Latencies;
 use gwhub_test_kit::recorder::Recorder;
 use gwhub_test_kit::scenario::{GW, HUB_NS, NS, Proc, Scenario, free_port, wait_listening};
 use k8s_openapi::api::core::v1::Service;
@@ -425,14 +426,6 @@ where
 
 // ---- the report -----------------------------------------------------------
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
@@ -446,9 +439,15 @@ fn report(
     storm: &Writes,
     noop: &Writes,
 ) {
-    let (mut ours, mut floor) = (ours.to_vec(), floor.to_vec());
-    ours.sort();
-    floor.sort();
+    let histogram = |v: &[Duration]| {
+        let mut l = Latencies::new();
+        for d in v {
+            l.record(*d);
+        }
+        l
+    };
+    let (ours, floor) = (histogram(ours), histogram(floor));
+    let at = |l: &Latencies, q: f64| l.quantile(q).unwrap_or_default();
     println!(
         "propagation: {} changes timed ({} apart), {timeouts} timed out",
         ours.len(),
@@ -459,13 +458,12 @@ fn report(
     for (name, v) in [("gwhub", &ours), ("ideal relay", &floor)] {
         println!(
             "| {name} | {} | {} | {} |",
-            ms(percentile(v, 0.5)),
-            ms(percentile(v, 0.99)),
-            ms(v.last().copied().unwrap_or_default())
+            ms(at(v, 0.5)),
+            ms(at(v, 0.99)),
+            ms(at(v, 1.0))
         );
     }
-    let ratio =
-        |p: f64| percentile(&ours, p).as_secs_f64() / percentile(&floor, p).as_secs_f64().max(1e-9);
+    let ratio = |q: f64| at(&ours, q).as_secs_f64() / at(&floor, q).as_secs_f64().max(1e-9);
     println!(
         "| gwhub / relay | {:.2}x (target <= 2x) | {:.2}x (target <= 3x) | |",
         ratio(0.5),

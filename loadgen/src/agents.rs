@@ -1,0 +1,288 @@
+//! The simulated agents: one `Report` stream per cluster on test-kit's raw
+//! agent, a snapshot, then deltas under an unacked window (as fast as acks
+//! allow, or one per requested Gateway), reconnecting with a fresh
+//! snapshot when the hub goes away. Also the counters the agents and the
+//! watchers share, and the latency marks a delta carries.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use gwhub_proto::v1::{self, agent_message, change};
+use gwhub_test_kit::latency::Latencies;
+use gwhub_test_kit::raw_agent::{self, Agent, AgentError, msg};
+use tokio::sync::{mpsc, watch};
+
+use crate::scenario::{
+    Args, FirstSnapshot, GRACE, MARK, cluster_name, hello, report, snapshot_chunks,
+};
+
+/// State the agents and the watcher share.
+pub(crate) struct Shared {
+    pub(crate) start: Instant,
+    pub(crate) gateways: usize,
+    /// Outstanding latency mark per (cluster, gateway): send time in µs
+    /// since `start` (never 0), or 0 when none.
+    pub(crate) marks: Vec<AtomicU64>,
+    /// Deltas acked by the hub, all agents.
+    pub(crate) acked: AtomicU64,
+    /// Deltas sent, all agents (for `--deltas`).
+    pub(crate) sent: AtomicU64,
+    pub(crate) stop: AtomicBool,
+    /// Per cluster, wall-clock ms of the last delta sent (for the store's lag).
+    pub(crate) last_sent_ms: Vec<AtomicU64>,
+    /// Agents whose stream is open and snapshot acked (restart recovery).
+    pub(crate) streaming: AtomicU64,
+    /// Agents opening their stream at once: 1,000 connecting together on a
+    /// loaded machine overflowed the listen backlog and some agents gave up
+    /// (the run then waited for them until its timeout).
+    pub(crate) opening: tokio::sync::Semaphore,
+}
+
+impl Shared {
+    /// A run's counters for `clusters` x `gateways`, started now.
+    pub(crate) fn new(clusters: usize, gateways: usize) -> Self {
+        Shared {
+            start: Instant::now(),
+            gateways,
+            marks: (0..clusters * gateways)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            acked: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            last_sent_ms: (0..clusters).map(|_| AtomicU64::new(0)).collect(),
+            streaming: AtomicU64::new(0),
+            opening: tokio::sync::Semaphore::new(64),
+        }
+    }
+}
+
+pub(crate) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Shared {
+    pub(crate) fn now_us(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX) + 1
+    }
+}
+
+/// When an agent's snapshot was acked, and how many deltas it had acked.
+pub(crate) struct AgentDone {
+    pub(crate) snapshot_acked: Instant,
+}
+
+/// Opens cluster `hello.cluster`'s report stream on test-kit's raw agent,
+/// sends the snapshot `chunks` and waits for the ack of `snapshot_seq`.
+async fn open(
+    url: &str,
+    hello: v1::Hello,
+    chunks: Vec<v1::AgentMessage>,
+    window: u64,
+    snapshot_seq: u64,
+) -> Result<Agent, AgentError> {
+    let buffer = chunks.len() + window as usize + 1;
+    let mut agent = Agent::open_on(raw_agent::channel(url).await?, hello, buffer).await?;
+    for m in chunks {
+        agent.tx.send(m).await.map_err(|_| AgentError::Closed)?;
+    }
+    while agent.next_ack().await?.is_none_or(|a| a < snapshot_seq) {}
+    Ok(agent)
+}
+
+/// One simulated agent: snapshot, wait for `go`, then deltas as fast as
+/// acks allow (or, with `requests`, one per requested Gateway) until
+/// `shared.stop`. With `reconnect`, a broken stream (the hub killed) is
+/// opened again with a fresh snapshot, as a real agent does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn agent(
+    c: usize,
+    url: String,
+    first: FirstSnapshot,
+    args: Arc<Args>,
+    shared: Arc<Shared>,
+    mut go: watch::Receiver<bool>,
+    mut requests: Option<mpsc::UnboundedReceiver<usize>>,
+    reconnect: bool,
+) -> Result<AgentDone, String> {
+    let cluster = cluster_name(c);
+    let err = |what: &str, e: &dyn std::fmt::Display| format!("{cluster}: {what}: {e}");
+    let permit = shared
+        .opening
+        .acquire()
+        .await
+        .map_err(|e| err("opening", &e))?;
+    let mut stream = open(&url, first.hello, first.chunks, args.window, 0)
+        .await
+        .map_err(|e| format!("{cluster}: {e}"))?;
+    drop(permit);
+    shared.streaming.fetch_add(1, Ordering::Relaxed);
+    let snapshot_acked = Instant::now();
+    go.wait_for(|g| *g).await.map_err(|e| err("go", &e))?;
+
+    let g_count = args.gateways;
+    let mut next_g = (c * 37) % g_count.max(1);
+    let (mut seq, mut acked) = (0u64, 0u64);
+    let mut requested: Option<usize> = None;
+    // Each Gateway's last delta version, for a resent snapshot.
+    let mut versions = vec![0u64; g_count];
+    let delta_for = |g: usize, seq: u64, shared: &Shared| {
+        let slot = &shared.marks[c * shared.gateways + g];
+        let mut mark = slot.load(Ordering::Acquire);
+        // Keep an outstanding mark until the watcher saw it, so
+        // coalescing cannot hide a slow sample.
+        let every = if args.rate > 0.0 {
+            1
+        } else {
+            args.mark_every.max(1)
+        };
+        if mark == 0 && seq.is_multiple_of(every) {
+            mark = shared.now_us();
+            slot.store(mark, Ordering::Release);
+        }
+        (mark, report(c, g, args.listeners, seq, mark))
+    };
+    loop {
+        let stopping = shared.stop.load(Ordering::Relaxed);
+        let mut wanted: Option<usize> = requested.take();
+        if wanted.is_none() && !stopping && seq - acked < args.window {
+            match requests.as_mut() {
+                None => {
+                    if args.deltas > 0 && shared.sent.fetch_add(1, Ordering::Relaxed) >= args.deltas
+                    {
+                        shared.stop.store(true, Ordering::Relaxed);
+                    } else {
+                        wanted = Some(next_g);
+                        next_g = (next_g + 1) % g_count;
+                    }
+                }
+                Some(r) => {
+                    if let Ok(g) = r.try_recv() {
+                        wanted = Some(g);
+                    }
+                }
+            }
+        }
+        if let Some(g) = wanted {
+            seq += 1;
+            versions[g] = seq;
+            let (_, upsert) = delta_for(g, seq, &shared);
+            let delta = v1::Delta {
+                seq,
+                changes: vec![v1::Change {
+                    change: Some(change::Change::Upsert(upsert)),
+                }],
+                ..Default::default()
+            };
+            shared.last_sent_ms[c].store(wall_ms(), Ordering::Relaxed);
+            if stream
+                .tx
+                .send(msg(agent_message::Message::Delta(delta)))
+                .await
+                .is_err()
+                && !reconnect
+            {
+                return Err(err("send", &"stream closed"));
+            }
+            continue;
+        }
+        if acked == seq && shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let wait = if shared.stop.load(Ordering::Relaxed) {
+            GRACE
+        } else {
+            Duration::from_secs(60)
+        };
+        let got = tokio::select! {
+            r = tokio::time::timeout(wait, stream.next_ack()) => Some(r),
+            Some(g) = async {
+                match requests.as_mut() {
+                    Some(r) if seq - acked < args.window => r.recv().await,
+                    _ => std::future::pending().await,
+                }
+            } => {
+                // Sent at the top of the loop.
+                requested = Some(g);
+                None
+            }
+        };
+        match got {
+            None => {}
+            Some(Err(_)) => return Err(err("waiting for acks", &format!("{acked}/{seq}"))),
+            Some(Ok(Ok(a))) => {
+                if let Some(a) = a
+                    && a > acked
+                {
+                    shared.acked.fetch_add(a - acked, Ordering::Relaxed);
+                    acked = a;
+                }
+            }
+            Some(Ok(Err(e))) if reconnect => {
+                // The hub went away: reconnect with a snapshot of what was
+                // last sent (its unacked deltas included), seq carried on.
+                shared.streaming.fetch_sub(1, Ordering::Relaxed);
+                if std::env::var_os("GWHUB_BENCH_TRACE").is_some() {
+                    eprintln!("{e}; reconnecting");
+                }
+                loop {
+                    seq += 1;
+                    let chunks = snapshot_chunks(&args, seq, seq, |g| {
+                        let mark = shared.marks[c * shared.gateways + g].load(Ordering::Acquire);
+                        report(c, g, args.listeners, versions[g], mark)
+                    });
+                    match open(&url, hello(c), chunks, args.window, seq).await {
+                        Ok(s) => {
+                            stream = s;
+                            acked = seq;
+                            shared.streaming.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
+            Some(Ok(Err(e))) => return Err(format!("{cluster}: {e}")),
+        }
+    }
+    Ok(AgentDone { snapshot_acked })
+}
+
+/// Records the latency of every outstanding mark `message` shows for
+/// Gateway `g` (clusters' messages joined by "; ").
+pub(crate) fn take_marks(
+    message: &str,
+    g: usize,
+    shared: &Shared,
+    now: u64,
+    latencies: &mut Latencies,
+) {
+    if !message.contains(MARK) {
+        return;
+    }
+    for fragment in message.split("; ") {
+        let Some((cluster, rest)) = fragment.split_once(' ') else {
+            continue;
+        };
+        let (Some(c), Some(t)) = (
+            cluster
+                .strip_prefix('c')
+                .and_then(|c| c.parse::<usize>().ok()),
+            rest.strip_prefix(MARK).and_then(|t| t.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let Some(slot) = shared.marks.get(c * shared.gateways + g) else {
+            continue;
+        };
+        if slot
+            .compare_exchange(t, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            latencies.record_us(now.saturating_sub(t));
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The in-process mode (issue #5 item 8, issue #8 item 2): `gwhub serve
+//! --no-kube` as a child process driven over loopback gRPC; measures
+//! snapshot ingest, sustained deltas/s, delta -> Dashboard latency and
+//! hub RSS per (cluster, Gateway).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gwhub_proto::v1;
+use prost::Message;
+use tokio::sync::watch;
+
+use crate::agents::{Shared, agent};
+use crate::dashboard::{wait_fleet, watcher};
+use crate::hub_process::start_hub;
+use crate::probes::{machine, rss};
+use crate::report::{latency_json, mib, print_problems};
+use crate::scenario::{Args, FirstSnapshot, GRACE};
+
+pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
+    if args.clusters == 0 || args.gateways == 0 {
+        return Err("--clusters and --gateways must be at least 1".to_owned());
+    }
+    let args = Arc::new(args);
+    let pairs = args.clusters * args.gateways;
+
+    // Messages first, so ingest times only sending and the hub.
+    let snapshots: Vec<FirstSnapshot> = (0..args.clusters)
+        .map(|c| FirstSnapshot::of(c, &args))
+        .collect();
+    let encoded: Vec<Vec<u8>> = snapshots
+        .iter()
+        .flat_map(FirstSnapshot::messages)
+        .map(|m| m.encode_to_vec())
+        .collect();
+    let snapshot_bytes: usize = encoded.iter().map(Vec::len).sum();
+    let mut decode_s = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for b in &encoded {
+            let m = v1::AgentMessage::decode(&b[..])
+                .map_err(|e| format!("a snapshot message does not decode: {e}"))?;
+            std::hint::black_box(m);
+        }
+        decode_s = decode_s.min(t.elapsed().as_secs_f64());
+    }
+    drop(encoded);
+
+    let bin = args
+        .hub_bin
+        .clone()
+        .unwrap_or_else(gwhub_test_kit::procs::gwhub_binary);
+    let hub = start_hub(&bin)?;
+    let pid = hub.child.id();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        // Let the hub settle before the baseline.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (rss_idle, _) = rss(pid);
+        let shared = Arc::new(Shared::new(args.clusters, args.gateways));
+        let (complete_tx, mut complete) = watch::channel(None);
+        let (finish_tx, finish) = watch::channel(false);
+        // Its own thread and runtime, so the agents' tasks cannot delay it.
+        let watch_task = {
+            let (url, clusters, shared) = (hub.dashboard.clone(), args.clusters, shared.clone());
+            std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?
+                    .block_on(watcher(url, clusters, shared, complete_tx, finish))
+            })
+        };
+        // The watch's first (empty) snapshot must not count.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        let (go_tx, go) = watch::channel(false);
+        let t0 = Instant::now();
+        let fleet_task = tokio::spawn(wait_fleet(hub.dashboard.clone(), args.clusters, args.gateways));
+        // The first agent to fail ends the run at once (not after the
+        // 600 s wait for a Dashboard that can no longer be complete).
+        let (fail_tx, mut failed) = watch::channel(None::<String>);
+        let agents: Vec<_> = snapshots
+            .into_iter()
+            .enumerate()
+            .map(|(c, m)| {
+                let run = agent(c, hub.ingest.clone(), m, args.clone(), shared.clone(), go.clone(), None, false);
+                let fail_tx = fail_tx.clone();
+                tokio::spawn(async move {
+                    let done = run.await;
+                    if let Err(e) = &done {
+                        fail_tx.send_if_modified(|f| f.is_none() && f.replace(e.clone()).is_none());
+                    }
+                    done
+                })
+            })
+            .collect();
+        let timeout = Duration::from_secs(600);
+        let complete_or_failed = async {
+            tokio::select! {
+                done = complete.wait_for(Option::is_some) => {
+                    done.map(|t| t.unwrap_or_else(Instant::now)).map_err(|_| None)
+                }
+                Ok(e) = failed.wait_for(Option::is_some) => Err(e.clone()),
+            }
+        };
+        let dashboard_at = match tokio::time::timeout(timeout, complete_or_failed).await {
+            Err(_) => return Err("snapshots did not reach the Dashboard within 600 s".to_owned()),
+            Ok(Ok(at)) => at,
+            Ok(Err(Some(e))) => return Err(e),
+            // The watcher returned before the fleet was complete: say why,
+            // and what the hub logged.
+            Ok(Err(None)) => {
+                let why = match watch_task.join() {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(_)) => "the hub ended the Dashboard watch".to_owned(),
+                    Err(_) => "the watcher panicked".to_owned(),
+                };
+                let problems = hub.problems.lock().clone();
+                return Err(format!(
+                    "watcher ended before the fleet was complete: {why}; the hub logged {} warnings/errors: {:?}",
+                    problems.0, problems.1
+                ));
+            }
+        };
+        let fleet_at = fleet_task.await.map_err(|e| e.to_string())??;
+        let ingest_s = (dashboard_at - t0).as_secs_f64();
+        let fleet_s = (fleet_at - t0).as_secs_f64();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (rss_ingest, _) = rss(pid);
+
+        // Sustained deltas.
+        let _ = go_tx.send(true);
+        let d0 = Instant::now();
+        let acked0 = shared.acked.load(Ordering::Relaxed);
+        while d0.elapsed() < args.duration && !shared.stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let acked = shared.acked.load(Ordering::Relaxed) - acked0;
+        let delta_s = d0.elapsed().as_secs_f64();
+        shared.stop.store(true, Ordering::Relaxed);
+        let mut acked_at = Vec::with_capacity(agents.len());
+        for a in agents {
+            acked_at.push(a.await.map_err(|e| e.to_string())??.snapshot_acked);
+        }
+        let snapshots_acked_s = acked_at
+            .iter()
+            .max()
+            .map_or(0.0, |t| (*t - t0).as_secs_f64());
+        // Let the last marks reach the watcher.
+        let g0 = Instant::now();
+        let outstanding = || shared.marks.iter().filter(|m| m.load(Ordering::Acquire) != 0).count();
+        while outstanding() > 0 && g0.elapsed() < GRACE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let unobserved = outstanding();
+        let (rss_deltas, rss_peak) = rss(pid);
+        let _ = finish_tx.send(true);
+        let (latencies, watch) = watch_task
+            .join()
+            .map_err(|_| "the watcher panicked".to_owned())??;
+        let problems = hub.problems.lock().clone();
+        print_problems(&problems);
+
+        let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / pairs as f64;
+        let rate = acked as f64 / delta_s;
+        let (p50, p99, max) = (latencies.ms(0.5), latencies.ms(0.99), latencies.ms(1.0));
+        let json = serde_json::json!({
+            "bench": "hub_scale",
+            "machine": machine(),
+            "clusters": args.clusters,
+            "gateways": args.gateways,
+            "listeners": args.listeners,
+            "pairs": pairs,
+            "snapshot_messages": args.clusters * (args.gateways.div_ceil(args.chunk.max(1))),
+            "snapshot_bytes": snapshot_bytes,
+            "prost_decode_s": decode_s,
+            "snapshots_acked_s": snapshots_acked_s,
+            "ingest_fleet_s": fleet_s,
+            "ingest_dashboard_s": ingest_s,
+            "decode_vs_ingest_pct": 100.0 * decode_s / ingest_s,
+            "window": args.window,
+            "deltas": acked,
+            "delta_phase_s": delta_s,
+            "deltas_per_s": rate,
+            "latency_ms": latency_json(&latencies, unobserved),
+            "watch_messages": watch.messages,
+            "watch_bytes": watch.bytes,
+            "watch_max_message_bytes": watch.max_bytes,
+            "rss_idle_bytes": rss_idle,
+            "rss_after_ingest_bytes": rss_ingest,
+            "rss_after_deltas_bytes": rss_deltas,
+            "rss_peak_bytes": rss_peak,
+            "rss_bytes_per_pair": per_pair,
+            "hub_warnings": problems.0,
+        });
+        if !args.json {
+            println!(
+                "gwhub hub scale: {} clusters x {} Gateways x {} listeners = {} (cluster, Gateway) reports; {}",
+                args.clusters, args.gateways, args.listeners, pairs, machine()
+            );
+            println!("  snapshot                 {:.1} MB in {} messages", snapshot_bytes as f64 / 1e6, json["snapshot_messages"]);
+            println!("  prost decode (raw)       {decode_s:.3} s ({:.0} MB/s)", snapshot_bytes as f64 / 1e6 / decode_s);
+            println!("  ingest: snapshots acked  {snapshots_acked_s:.3} s");
+            println!("  ingest: ListClusters     {fleet_s:.3} s");
+            println!("  ingest: Dashboard watch  {ingest_s:.3} s  (raw decode = {:.0}% of it)", 100.0 * decode_s / ingest_s);
+            println!("  deltas                   {acked} in {delta_s:.1} s = {rate:.0}/s (window {} per agent)", args.window);
+            println!("  delta -> Dashboard       p50 {p50:.1} ms  p99 {p99:.1} ms  max {max:.1} ms  ({} samples, {unobserved} unobserved)", latencies.len());
+            println!("  Dashboard watch          {} messages, {:.1} MB, largest {:.1} MB", watch.messages, watch.bytes as f64 / 1e6, watch.max_bytes as f64 / 1e6);
+            println!(
+                "  hub RSS                  idle {:.1} MiB, after ingest {:.1} MiB ({per_pair:.0} B per (cluster, Gateway)), after deltas {:.1} MiB, peak {:.1} MiB",
+                mib(rss_idle), mib(rss_ingest), mib(rss_deltas), mib(rss_peak)
+            );
+        }
+        Ok(json)
+    })
+}

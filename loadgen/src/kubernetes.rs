@@ -1,0 +1,617 @@
+//! The Kubernetes mode (`--kube`, issue #15): the hub against a real
+//! management API server from test-kit's harness, one hub Gateway per
+//! Gateway name, optionally an offered change rate and a `kill -9` and
+//! restart of the hub; measures change -> hub Gateway status latency, the
+//! API writes, the store's size and lag, CPU and RSS.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use gwhub_test_kit::latency::Latencies;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+
+use crate::agents::{Shared, agent, take_marks};
+use crate::dashboard::wait_fleet;
+use crate::hub_process::start_hub_with;
+use crate::probes::{apiserver_pid, cpu_seconds, loadavg, machine, rss};
+use crate::report::{latency_json, mib, print_problems};
+use crate::scenario::{Args, FirstSnapshot, GRACE, cluster_name, gateway_name};
+
+/// What a hub Gateway's status looks like, for "whole again" after a
+/// restart: the hub's own verdict and how many listeners and addresses it
+/// carries (a cluster missing shows as fewer), and whether a cluster is
+/// shown stale.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Shape {
+    pub(crate) own_reason: String,
+    pub(crate) listeners: usize,
+    pub(crate) addresses: usize,
+    pub(crate) stale: bool,
+}
+
+impl Shape {
+    pub(crate) fn of(status: &serde_json::Value) -> Shape {
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        let own_reason = conditions
+            .iter()
+            .find(|c| c["type"] == "kuadrant.io/MultiClusterAggregated")
+            .and_then(|c| c["reason"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        Shape {
+            own_reason,
+            listeners: status["listeners"].as_array().map_or(0, Vec::len),
+            addresses: status["addresses"].as_array().map_or(0, Vec::len),
+            stale: conditions.iter().any(|c| {
+                c["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("status is stale"))
+            }),
+        }
+    }
+}
+
+/// What the watch on the hub Gateways saw.
+#[derive(Default)]
+pub(crate) struct KubeView {
+    pub(crate) shapes: HashMap<String, Shape>,
+    /// Shapes when the hub was killed; `Some` while a restart is judged.
+    pub(crate) baseline: Option<HashMap<String, Shape>>,
+    /// Statuses written during the restart that differ from the baseline's
+    /// shape, name a stale cluster or no clusters.
+    pub(crate) wrong: u64,
+    pub(crate) events: u64,
+}
+
+impl KubeView {
+    pub(crate) fn whole(&self) -> bool {
+        self.baseline
+            .as_ref()
+            .is_some_and(|b| b.iter().all(|(n, s)| self.shapes.get(n) == Some(s)))
+    }
+}
+
+/// Watches the hub Gateways on the management API server: mark
+/// latencies (change -> status there) and the shapes.
+pub(crate) async fn hub_gateway_watcher(
+    client: kube::Client,
+    shared: Arc<Shared>,
+    view: Arc<Mutex<KubeView>>,
+    mut finish: watch::Receiver<bool>,
+) -> Result<Latencies, String> {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+        client,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "Gateway"),
+            "gateways",
+        ),
+    );
+    let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
+    let mut latencies = Latencies::new();
+    loop {
+        let event = tokio::select! {
+            e = stream.next() => e,
+            _ = finish.wait_for(|f| *f) => break,
+        };
+        let Some(event) = event else { break };
+        let obj = match event {
+            Ok(Event::Apply(o)) | Ok(Event::InitApply(o)) => o,
+            Ok(_) => continue,
+            Err(e) => {
+                eprintln!("hub Gateway watch: {e}");
+                continue;
+            }
+        };
+        let now = shared.now_us();
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let status = obj.data.get("status").cloned().unwrap_or_default();
+        if let Some(g) = name
+            .strip_prefix("gw-")
+            .and_then(|g| g.parse::<usize>().ok())
+        {
+            for c in status["conditions"].as_array().into_iter().flatten() {
+                if let Some(m) = c["message"].as_str() {
+                    take_marks(m, g, &shared, now, &mut latencies);
+                }
+            }
+        }
+        let shape = Shape::of(&status);
+        let mut v = view.lock();
+        v.events += 1;
+        if let Some(b) = &v.baseline {
+            let wrong = shape.stale
+                || shape.own_reason == "NoClusters"
+                || b.get(&name).is_some_and(|s| *s != shape);
+            if wrong {
+                v.wrong += 1;
+            }
+        }
+        v.shapes.insert(name, shape);
+    }
+    Ok(latencies)
+}
+
+/// Per cluster, the newest `lastReportTime` over its ClusterReports (ms)
+/// and how many bytes its objects take.
+/// The largest hub Gateway on the API server: its status's and its whole
+/// object's size (managedFields included), in bytes of JSON, and the
+/// object. What each status write carries and the API server decodes,
+/// merges and stores.
+pub(crate) async fn largest_hub_gateway(
+    client: &kube::Client,
+) -> Result<
+    (
+        usize,
+        usize,
+        Option<gateway_api::apis::standard::gateways::Gateway>,
+    ),
+    String,
+> {
+    let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
+        kube::Api::all(client.clone());
+    let list = api
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("list hub Gateways: {e}"))?;
+    let len = |v: serde_json::Result<Vec<u8>>| v.map_or(0, |b| b.len());
+    let largest = list
+        .items
+        .into_iter()
+        .max_by_key(|gw| len(serde_json::to_vec(&gw.status)));
+    Ok(match largest {
+        Some(gw) => (
+            len(serde_json::to_vec(&gw.status)),
+            len(serde_json::to_vec(&gw)),
+            Some(gw),
+        ),
+        None => (0, 0, None),
+    })
+}
+
+/// What one hub Gateway status apply costs the API server alone (the hub
+/// stopped, nothing else writing): `APPLIES` server-side applies of
+/// `gw`'s status as the hub's field manager, one at a time, each with a
+/// condition message changed. Returns (API server CPU ms, wall ms) per
+/// apply.
+pub(crate) async fn status_apply_cost(
+    client: &kube::Client,
+    api_pid: Option<u32>,
+    gw: &gateway_api::apis::standard::gateways::Gateway,
+) -> Result<(f64, f64), String> {
+    const APPLIES: u32 = 40;
+    let ns = gw.metadata.namespace.clone().unwrap_or_default();
+    let name = gw.metadata.name.clone().unwrap_or_default();
+    let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
+        kube::Api::namespaced(client.clone(), &ns);
+    let mut status = serde_json::to_value(&gw.status).map_err(|e| e.to_string())?;
+    let cpu0 = api_pid.map_or(0.0, cpu_seconds);
+    let t0 = Instant::now();
+    for i in 0..APPLIES {
+        if let Some(c) = status.pointer_mut("/conditions/0/message") {
+            *c = serde_json::Value::String(format!("cost probe {i}"));
+        }
+        let body = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": ns},
+            "status": status,
+        });
+        api.patch_status(
+            &name,
+            &kube::api::PatchParams::apply("gwhub").force(),
+            &kube::api::Patch::Apply(&body),
+        )
+        .await
+        .map_err(|e| format!("status apply probe: {e}"))?;
+    }
+    let wall_ms = t0.elapsed().as_secs_f64() * 1000.0 / f64::from(APPLIES);
+    let cpu_ms = (api_pid.map_or(0.0, cpu_seconds) - cpu0) * 1000.0 / f64::from(APPLIES);
+    Ok((cpu_ms, wall_ms))
+}
+
+pub(crate) async fn stored_reports(
+    client: &kube::Client,
+) -> Result<(HashMap<String, u64>, HashMap<String, u64>, usize), String> {
+    let api: kube::Api<gwhub_hub_rules::report::ClusterReport> =
+        kube::Api::namespaced(client.clone(), "gwhub-system");
+    let list = api
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("list ClusterReports: {e}"))?;
+    let mut newest: HashMap<String, u64> = HashMap::new();
+    let mut bytes: HashMap<String, u64> = HashMap::new();
+    for r in &list.items {
+        let t = r
+            .spec
+            .last_report_time
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map_or(0, |t| t.as_millisecond() as u64);
+        let e = newest.entry(r.spec.cluster.clone()).or_default();
+        *e = (*e).max(t);
+        *bytes.entry(r.spec.cluster.clone()).or_default() +=
+            serde_json::to_vec(r).map_or(0, |b| b.len() as u64);
+    }
+    Ok((newest, bytes, list.items.len()))
+}
+
+pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
+    if args.clusters == 0 || args.gateways == 0 {
+        return Err("--clusters and --gateways must be at least 1".to_owned());
+    }
+    if !gwhub_test_kit::apiserver::require_assets("scale --kube") {
+        return Err("no kube-apiserver assets (see scripts/kube-assets.sh)".to_owned());
+    }
+    let args = Arc::new(args);
+    let pairs = args.clusters * args.gateways;
+    let bin = args
+        .hub_bin
+        .clone()
+        .unwrap_or_else(gwhub_test_kit::procs::gwhub_binary);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let fleet = gwhub_test_kit::apiserver::Fleet::start(&["mgmt"])
+            .await
+            .map_err(|e| format!("start the API server: {e}"))?;
+        let mgmt = fleet.cluster("mgmt");
+        gwhub_test_kit::install::install_hub(mgmt).await;
+        let admin = mgmt.client().await.map_err(|e| e.to_string())?;
+        let namespaces: Vec<String> = (0..10.min(args.gateways)).map(|i| format!("ns-{i}")).collect();
+        let ns_refs: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+        gwhub_test_kit::apiserver::create_namespaces(&admin, &ns_refs)
+            .await
+            .map_err(|e| format!("namespaces: {e}"))?;
+        for g in 0..args.gateways {
+            let ns = format!("ns-{}", g % 10);
+            let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
+                kube::Api::namespaced(admin.clone(), &ns);
+            let gw = serde_json::from_value(serde_json::json!({
+                "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": {"name": gateway_name(g), "namespace": ns},
+                "spec": {"gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
+                         "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}
+            }))
+            .map_err(|e| e.to_string())?;
+            api.create(&Default::default(), &gw)
+                .await
+                .map_err(|e| format!("create hub Gateway {}: {e}", gateway_name(g)))?;
+        }
+        let api_pid = apiserver_pid(mgmt.port);
+        let kubeconfig = mgmt.kubeconfig_as(gwhub_test_kit::install::HUB_SA);
+        let (ingest_port, metrics_port) =
+            (gwhub_test_kit::procs::free_port(), gwhub_test_kit::procs::free_port());
+        let hub_flags: Vec<String> = vec![
+            "--kubeconfig".into(),
+            kubeconfig.display().to_string(),
+            "--namespace".into(),
+            "gwhub-system".into(),
+            "--no-leader-election".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{ingest_port}"),
+            "--dashboard-listen".into(),
+            "127.0.0.1:0".into(),
+            "--metrics-listen".into(),
+            format!("127.0.0.1:{metrics_port}"),
+            "--stale-after".into(),
+            "60s".into(),
+            "--kube-api-qps".into(),
+            args.qps.to_string(),
+            "--kube-api-burst".into(),
+            args.burst.to_string(),
+            "--max-messages-per-second".into(),
+            "0".into(),
+        ];
+        let flag_refs: Vec<&str> = hub_flags.iter().map(String::as_str).collect();
+        let mut hub = start_hub_with(&bin, &flag_refs)?;
+        let mut pid = hub.child.id();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (rss_idle, _) = rss(pid);
+        let shared = Arc::new(Shared::new(args.clusters, args.gateways));
+        let view = Arc::new(Mutex::new(KubeView::default()));
+        let (finish_tx, finish) = watch::channel(false);
+        let watch_task = {
+            let (client, shared, view) = (admin.clone(), shared.clone(), view.clone());
+            std::thread::spawn(move || {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?
+                    .block_on(hub_gateway_watcher(client, shared, view, finish))
+            })
+        };
+
+        // Snapshots, then wait until every hub Gateway aggregates every cluster.
+        let (go_tx, go) = watch::channel(false);
+        let t0 = Instant::now();
+        let mut senders = Vec::new();
+        let agents: Vec<_> = (0..args.clusters)
+            .map(|c| {
+                let requests = if args.rate > 0.0 {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    senders.push(tx);
+                    Some(rx)
+                } else {
+                    None
+                };
+                tokio::spawn(agent(
+                    c,
+                    hub.ingest.clone(),
+                    FirstSnapshot::of(c, &args),
+                    args.clone(),
+                    shared.clone(),
+                    go.clone(),
+                    requests,
+                    true,
+                ))
+            })
+            .collect();
+        let fleet_at = tokio::time::timeout(
+            Duration::from_secs(600),
+            wait_fleet(hub.dashboard.clone(), args.clusters, args.gateways),
+        )
+        .await
+        .map_err(|_| "the hub did not take every snapshot within 600 s".to_owned())??;
+        // Every cluster persisted (some object per cluster) and the hub
+        // Gateways written.
+        let persisted_at = loop {
+            let (newest, _, _) = stored_reports(&admin).await?;
+            if newest.len() >= args.clusters {
+                break Instant::now();
+            }
+            if t0.elapsed() > Duration::from_secs(900) {
+                return Err(format!("only {} of {} clusters persisted", newest.len(), args.clusters));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let ingest_s = (fleet_at - t0).as_secs_f64();
+        let persist_s = (persisted_at - t0).as_secs_f64();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (rss_ingest, _) = rss(pid);
+        let (_, store_bytes, store_objects) = stored_reports(&admin).await?;
+        let store_total: u64 = store_bytes.values().sum();
+
+        // The delta phase.
+        let m0 = gwhub_test_kit::procs::scrape(metrics_port).await;
+        let (hub_cpu0, api_cpu0) = (cpu_seconds(pid), api_pid.map_or(0.0, cpu_seconds));
+        let _ = go_tx.send(true);
+        let d0 = Instant::now();
+        let acked0 = shared.acked.load(Ordering::Relaxed);
+        let dispatcher = (args.rate > 0.0).then(|| {
+            let (shared, rate, clusters, gateways) =
+                (shared.clone(), args.rate, args.clusters, args.gateways);
+            tokio::spawn(async move {
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+                let mut rng = move || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                let mut tick = tokio::time::interval(Duration::from_millis(10));
+                let (mut due, start) = (0.0f64, Instant::now());
+                let mut sent = 0u64;
+                while !shared.stop.load(Ordering::Relaxed) {
+                    tick.tick().await;
+                    due = start.elapsed().as_secs_f64() * rate;
+                    while (sent as f64) < due {
+                        let c = (rng() % clusters as u64) as usize;
+                        let g = (rng() % gateways as u64) as usize;
+                        let _ = senders[c].send(g);
+                        sent += 1;
+                    }
+                }
+                let _ = due;
+                sent
+            })
+        });
+        let mut restart: Option<(f64, f64, u64, f64)> = None;
+        let mut hub_cpu_before_kill = 0.0;
+        let mut before_kill = std::collections::BTreeMap::new();
+        while d0.elapsed() < args.duration {
+            if let Some(at) = args.restart_at
+                && restart.is_none()
+                && d0.elapsed() >= at
+            {
+                // kill -9 and start again on the same ports.
+                {
+                    let mut v = view.lock();
+                    v.baseline = Some(v.shapes.clone());
+                    v.wrong = 0;
+                }
+                hub_cpu_before_kill = cpu_seconds(pid) - hub_cpu0;
+                before_kill = gwhub_test_kit::procs::scrape(metrics_port).await;
+                let killed = Instant::now();
+                let _ = hub.child.kill();
+                let _ = hub.child.wait();
+                hub = start_hub_with(&bin, &flag_refs)?;
+                pid = hub.child.id();
+                let started = killed.elapsed().as_secs_f64();
+                let mut whole_s = f64::NAN;
+                let mut agents_back_s = f64::NAN;
+                while killed.elapsed() < Duration::from_secs(120) {
+                    let back = shared.streaming.load(Ordering::Relaxed) as usize == args.clusters;
+                    if back && agents_back_s.is_nan() {
+                        agents_back_s = killed.elapsed().as_secs_f64();
+                    }
+                    if back && view.lock().whole() {
+                        whole_s = killed.elapsed().as_secs_f64();
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let wrong = {
+                    let mut v = view.lock();
+                    let w = v.wrong;
+                    v.baseline = None;
+                    w
+                };
+                restart = Some((started, agents_back_s, wrong, whole_s));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let delta_s = d0.elapsed().as_secs_f64();
+        let acked = shared.acked.load(Ordering::Relaxed) - acked0;
+        // The store's lag at the end of the load: per cluster, newest
+        // change sent minus newest lastReportTime persisted.
+        let (newest, _, _) = stored_reports(&admin).await?;
+        let mut lags = Latencies::new();
+        for c in 0..args.clusters {
+            let sent = shared.last_sent_ms[c].load(Ordering::Relaxed);
+            if sent > 0 {
+                let persisted = newest.get(&cluster_name(c)).copied().unwrap_or(0);
+                lags.record_us(sent.saturating_sub(persisted).saturating_mul(1000));
+            }
+        }
+        let m1 = gwhub_test_kit::procs::scrape(metrics_port).await;
+        let (status_bytes, object_bytes, largest) = largest_hub_gateway(&admin).await?;
+        let hub_cpu_s = if restart.is_some() {
+            hub_cpu_before_kill + cpu_seconds(pid)
+        } else {
+            cpu_seconds(pid) - hub_cpu0
+        };
+        let api_cpu_s = api_pid.map_or(0.0, cpu_seconds) - api_cpu0;
+        shared.stop.store(true, Ordering::Relaxed);
+        let offered = match dispatcher {
+            Some(d) => d.await.map_err(|e| e.to_string())?,
+            None => acked,
+        };
+        for a in agents {
+            a.await.map_err(|e| e.to_string())??;
+        }
+        let g0 = Instant::now();
+        let outstanding = || shared.marks.iter().filter(|m| m.load(Ordering::Acquire) != 0).count();
+        while outstanding() > 0 && g0.elapsed() < GRACE {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let unobserved = outstanding();
+        let (rss_deltas, rss_peak) = rss(pid);
+        let _ = finish_tx.send(true);
+        let latencies = watch_task
+            .join()
+            .map_err(|_| "the watcher panicked".to_owned())??;
+        // The hub stopped: what a status apply costs the API server alone.
+        let _ = hub.child.kill();
+        let _ = hub.child.wait();
+        let (apply_cpu_ms, apply_wall_ms) = match &largest {
+            Some(gw) => status_apply_cost(&admin, api_pid, gw).await?,
+            None => (f64::NAN, f64::NAN),
+        };
+        let problems = hub.problems.lock().clone();
+        print_problems(&problems);
+        let counter = |m: &std::collections::BTreeMap<String, u64>, k: &str| *m.get(k).unwrap_or(&0);
+        // Counters start over in a restarted hub.
+        let diff = |k: &str| {
+            if restart.is_some() {
+                counter(&before_kill, k).saturating_sub(counter(&m0, k)) + counter(&m1, k)
+            } else {
+                counter(&m1, k).saturating_sub(counter(&m0, k))
+            }
+        };
+        let report_writes = diff("gwhub_report_writes_total");
+        let report_bytes = diff("gwhub_report_write_bytes_total");
+        let status_writes = diff("gwhub_status_writes_total");
+        let throttled = diff("gwhub_api_throttled_waits_total");
+        let waited_ms = |k: &str| diff(k) as f64 / 1000.0;
+        let status_waited_ms = waited_ms("gwhub_api_throttled_status_microseconds_total");
+        let report_waited_ms = waited_ms("gwhub_api_throttled_report_microseconds_total");
+        // Where a status write's time goes: the API call vs aggregating and
+        // planning it (mean per accepted write).
+        let per_status_write = |k: &str| waited_ms(k) / status_writes.max(1) as f64;
+        let status_api_ms = per_status_write("gwhub_status_api_microseconds_total");
+        let status_prepare_ms = per_status_write("gwhub_status_prepare_microseconds_total");
+        let (p50, p99, max) = (latencies.ms(0.5), latencies.ms(0.99), latencies.ms(1.0));
+        let lag = |q: f64| lags.ms(q);
+        let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / pairs as f64;
+        let json = serde_json::json!({
+            "bench": "hub_scale_kube",
+            "machine": machine(),
+            "loadavg_end": loadavg(),
+            "clusters": args.clusters,
+            "gateways": args.gateways,
+            "listeners": args.listeners,
+            "pairs": pairs,
+            "rate": args.rate,
+            "offered_changes": offered,
+            "kube_api_qps": args.qps,
+            "kube_api_burst": args.burst,
+            "ingest_fleet_s": ingest_s,
+            "every_cluster_persisted_s": persist_s,
+            "store_objects": store_objects,
+            "store_bytes": store_total,
+            "store_bytes_per_pair": store_total as f64 / pairs as f64,
+            "delta_phase_s": delta_s,
+            "deltas": acked,
+            "deltas_per_s": acked as f64 / delta_s,
+            "hub_gateway_latency_ms": latency_json(&latencies, unobserved),
+            "report_writes_per_s": report_writes as f64 / delta_s,
+            "report_bytes_per_s": report_bytes as f64 / delta_s,
+            "status_writes_per_s": status_writes as f64 / delta_s,
+            "api_throttled_waits": throttled,
+            "api_waited_ms": {"status": status_waited_ms, "reports": report_waited_ms},
+            "status_write": {
+                "mean_ms": {"api_call": status_api_ms, "prepare": status_prepare_ms},
+                "largest_hub_gateway_bytes": {"status": status_bytes, "object": object_bytes},
+                "alone_ms": {"apiserver_cpu": apply_cpu_ms, "wall": apply_wall_ms},
+            },
+            "persisted_lag_ms": {"p50": lag(0.5), "p99": lag(0.99), "max": lag(1.0), "clusters": lags.len()},
+            "hub_cpu_cores": hub_cpu_s / delta_s,
+            "apiserver_cpu_cores": api_cpu_s / delta_s,
+            "rss_idle_bytes": rss_idle,
+            "rss_after_ingest_bytes": rss_ingest,
+            "rss_bytes_per_pair": per_pair,
+            "rss_after_deltas_bytes": rss_deltas,
+            "rss_peak_bytes": rss_peak,
+            "restart": restart.map(|(started, back, wrong, whole)| serde_json::json!({
+                "hub_restarted_s": started, "agents_back_s": back,
+                "whole_s": whole, "wrong_statuses": wrong,
+            })),
+            "hub_warnings": problems.0,
+        });
+        if !args.json {
+            println!(
+                "gwhub hub scale (Kubernetes mode): {} clusters x {} Gateways x {} listeners = {} pairs, {} hub Gateways; {}; load {}",
+                args.clusters, args.gateways, args.listeners, pairs, args.gateways, machine(), loadavg()
+            );
+            println!("  ingest (ListClusters)    {ingest_s:.2} s; every cluster persisted {persist_s:.2} s");
+            println!(
+                "  store                    {store_objects} objects, {:.1} MB, {:.0} B per (cluster, Gateway)",
+                store_total as f64 / 1e6,
+                store_total as f64 / pairs as f64
+            );
+            println!(
+                "  load                     {} ({offered} changes offered), {acked} acked in {delta_s:.1} s",
+                if args.rate > 0.0 { format!("{} changes/s", args.rate) } else { "as fast as acks allow".to_owned() }
+            );
+            println!("  change -> hub Gateway    p50 {p50:.0} ms  p99 {p99:.0} ms  max {max:.0} ms  ({} samples, {unobserved} unobserved)", latencies.len());
+            println!(
+                "  API writes               reports {:.1}/s ({:.0} KB/s), status {:.1}/s, throttled waits {throttled} (qps {}, burst {}): status waited {status_waited_ms:.0} ms, reports {report_waited_ms:.0} ms in all",
+                report_writes as f64 / delta_s, report_bytes as f64 / delta_s / 1e3,
+                status_writes as f64 / delta_s, args.qps, args.burst
+            );
+            println!("  per status write (mean)  API call {status_api_ms:.1} ms, aggregate + plan {status_prepare_ms:.1} ms; largest hub Gateway status {:.1} KB (object {:.1} KB)", status_bytes as f64 / 1e3, object_bytes as f64 / 1e3);
+            println!("  one status apply alone   API server CPU {apply_cpu_ms:.1} ms, {apply_wall_ms:.1} ms round trip (the largest hub Gateway, hub stopped, one at a time)");
+            println!("  persisted lag at the end p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms", lag(0.5), lag(0.99), lag(1.0));
+            println!(
+                "  CPU                      hub {:.2} cores, API server {:.2} cores",
+                hub_cpu_s / delta_s, api_cpu_s / delta_s
+            );
+            println!(
+                "  hub RSS                  idle {:.1} MiB, after ingest {:.1} MiB ({per_pair:.0} B per (cluster, Gateway)), after deltas {:.1} MiB",
+                mib(rss_idle), mib(rss_ingest), mib(rss_deltas)
+            );
+            if let Some((started, back, wrong, whole)) = restart {
+                println!("  kill -9 + restart        hub up {started:.2} s, agents back {back:.2} s, whole {whole:.2} s, wrong statuses {wrong}");
+            }
+        }
+        drop(hub);
+        drop(fleet);
+        Ok(json)
+    })
+}

@@ -1,0 +1,104 @@
+#![forbid(unsafe_code)]
+//! gwhub's load generator: simulated agents driving a real `gwhub serve`
+//! (the scale bench, issue #5 item 8, issue #8 item 2, issue #15).
+//!
+//! Starts `gwhub serve` as a child process and drives it over loopback
+//! gRPC with simulated agents (one stream and one TCP connection per
+//! cluster; Hello, a chunked snapshot, then deltas with sequence numbers
+//! under an unacked window). Every cluster reports the same Gateways, so
+//! each hub Gateway aggregates `--clusters` reports.
+//!
+//! In-process mode (`inprocess.rs`) measures snapshot ingest (until a
+//! Dashboard watch shows every hub Gateway with every cluster, also all
+//! snapshots acked and `ListClusters` counting every Gateway), raw `prost`
+//! decode of the same snapshot for comparison, sustained deltas/s,
+//! delta -> Dashboard latency (a sampled delta sets a condition False with
+//! a send timestamp in its message; the watcher times when the aggregated
+//! condition names it) and hub RSS per (cluster, Gateway).
+//!
+//! `--kube` (`kubernetes.rs`): the hub in Kubernetes mode against a real
+//! management API server (etcd + kube-apiserver from test-kit's harness,
+//! the manifests installed, the hub running as its ServiceAccount), one
+//! hub Gateway per Gateway name. `--rate N` offers N changes per second
+//! over all clusters, each to a random (cluster, Gateway), instead of
+//! every agent as fast as acks allow. Measures change -> the hub Gateway's
+//! status on the API server p50 / p99 / max, ClusterReport writes/s and
+//! bytes/s, status writes/s, waits for `--kube-api-qps`, how far the
+//! newest persisted report lags the newest change sent at the end of the
+//! load, hub and API server CPU, hub RSS, the store's bytes per (cluster,
+//! Gateway), and with `--restart-at 20s` a `kill -9` and restart of the
+//! hub: time until the agents are back and every hub Gateway has its
+//! pre-kill shape, and the statuses written meanwhile that had another
+//! shape or showed a cluster stale.
+//!
+//! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]` (see
+//! `scenario.rs` and docs/benchmarks.md). Without `--bench` (as
+//! `cargo test --all-targets` runs it) it ignores its arguments and runs a
+//! tiny smoke configuration that fails if no delta or latency sample
+//! came through.
+
+mod agents;
+mod dashboard;
+mod hub_process;
+mod inprocess;
+mod kubernetes;
+mod probes;
+mod report;
+mod scenario;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::scenario::Args;
+
+/// The `scale` bench's entry point: parses the command line (or picks the
+/// smoke configuration), runs the mode and prints the JSON line.
+pub fn main() -> ExitCode {
+    let raw: Vec<String> = std::env::args().collect();
+    let args = if raw.iter().any(|a| a == "--bench") {
+        Args::parse_from(raw)
+    } else {
+        // `cargo test --all-targets`: a quick smoke run; test harness flags
+        // are not ours to parse.
+        Args::parse_from([
+            "scale",
+            "--clusters",
+            "3",
+            "--gateways",
+            "4",
+            "--chunk",
+            "3",
+            "--duration",
+            "300ms",
+            "--mark-every",
+            "2",
+        ])
+    };
+    let smoke = !args.bench;
+    let result = if args.kube {
+        kubernetes::run(args)
+    } else {
+        inprocess::run(args)
+    };
+    match result {
+        Ok(json) => {
+            println!("{json}");
+            if smoke {
+                if json["deltas"].as_u64().unwrap_or(0) == 0 {
+                    eprintln!("error: smoke run: no delta acked");
+                    return ExitCode::FAILURE;
+                }
+                if json["latency_ms"]["samples"].as_u64().unwrap_or(0) == 0 {
+                    eprintln!("error: smoke run: no latency sample");
+                    return ExitCode::FAILURE;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! What a run is: the command line (kept flag for flag and default for
+//! default since the bench lived in the CLI crate, so earlier figures in
+//! docs/benchmarks.md stay reproducible) and the data every simulated
+//! cluster reports (names, Gateway reports, snapshot chunks). Both modes
+//! build their load from here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use gwhub_proto::v1::{self, agent_message};
+use gwhub_test_kit::raw_agent;
+
+/// Prefix of the condition message that carries a latency mark.
+pub(crate) const MARK: &str = "bench-mark t=";
+/// How long to wait for the last marks and acks after the delta phase.
+pub(crate) const GRACE: Duration = Duration::from_secs(10);
+
+/// The command line of the `scale` bench.
+#[derive(Parser, Debug, Clone)]
+#[command(about = "gwhub hub scale benchmark (simulated agents over loopback gRPC)")]
+pub(crate) struct Args {
+    /// Simulated agents, one per cluster.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) clusters: usize,
+    /// Gateways per cluster (the same names in every cluster).
+    #[arg(long, default_value_t = 100)]
+    pub(crate) gateways: usize,
+    /// Listeners per Gateway.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) listeners: usize,
+    /// End the delta phase after this many deltas in total (0: only --duration).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) deltas: u64,
+    /// Length of the sustained delta phase.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub(crate) duration: Duration,
+    /// Unacked deltas per agent.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) window: u64,
+    /// Mark one delta in this many (per agent) for latency.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) mark_every: u64,
+    /// Gateways per snapshot chunk.
+    #[arg(long, default_value_t = 25)]
+    pub(crate) chunk: usize,
+    /// Kubernetes mode: a real management API server (the end-to-end
+    /// harness), the manifests installed, one hub Gateway per Gateway name,
+    /// `gwhub serve` writing status and ClusterReports there.
+    #[arg(long)]
+    pub(crate) kube: bool,
+    /// Offered load in changes per second over all clusters, each to a
+    /// random (cluster, Gateway); 0: every agent as fast as acks allow.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) rate: f64,
+    /// `gwhub serve --kube-api-qps` (Kubernetes mode).
+    #[arg(long, default_value_t = 100.0)]
+    pub(crate) qps: f64,
+    /// `gwhub serve --kube-api-burst` (Kubernetes mode).
+    #[arg(long, default_value_t = 200)]
+    pub(crate) burst: u32,
+    /// Kubernetes mode: `kill -9` the hub this far into the delta phase and
+    /// start it again (agents reconnect and resend their snapshot).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub(crate) restart_at: Option<Duration>,
+    /// Hub binary (default: test-kit's: `GWHUB_BIN`, else `$GWHUB_BIN_DIR/gwhub`,
+    /// else the workspace's `gwhub` built in this bench's profile).
+    #[arg(long)]
+    pub(crate) hub_bin: Option<PathBuf>,
+    /// Print only the JSON line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Set by `cargo bench`; without it this is a smoke test.
+    #[arg(long, hide = true)]
+    pub(crate) bench: bool,
+}
+
+pub(crate) fn cluster_name(c: usize) -> String {
+    format!("c{c:04}")
+}
+
+pub(crate) fn gateway_name(g: usize) -> String {
+    format!("gw-{g:04}")
+}
+
+pub(crate) fn condition(type_: &str, ok: bool, reason: &str, message: String) -> v1::Condition {
+    let status = if ok {
+        v1::ConditionStatus::True
+    } else {
+        v1::ConditionStatus::False
+    };
+    v1::Condition {
+        r#type: type_.to_owned(),
+        status: status as i32,
+        reason: reason.to_owned(),
+        message,
+        observed_generation: Some(1),
+        last_transition_time: 1_746_100_800,
+    }
+}
+
+/// A realistic report: 3 Gateway conditions, 2 addresses, `listeners`
+/// listeners with 2 conditions and one route kind each. `version` varies
+/// attachedRoutes so every delta is a real change; a nonzero `mark` turns
+/// LoadBalancerReady False with the mark in its message.
+pub(crate) fn report(
+    c: usize,
+    g: usize,
+    listeners: usize,
+    version: u64,
+    mark: u64,
+) -> v1::GatewayReport {
+    const NAMES: [&str; 4] = ["http", "https", "grpc", "admin"];
+    let lb = if mark == 0 {
+        condition(
+            "LoadBalancerReady",
+            true,
+            "Ready",
+            "The LoadBalancer service is ready".to_owned(),
+        )
+    } else {
+        condition(
+            "LoadBalancerReady",
+            false,
+            "Pending",
+            format!("{MARK}{mark}"),
+        )
+    };
+    v1::GatewayReport {
+        namespace: format!("ns-{}", g % 10),
+        name: gateway_name(g),
+        uid: format!("{c:08x}-0000-4000-8000-{g:012x}"),
+        generation: 1,
+        status: Some(v1::GatewayStatus {
+            conditions: vec![
+                condition("Accepted", true, "Accepted", "Resource accepted".to_owned()),
+                condition(
+                    "Programmed",
+                    true,
+                    "Programmed",
+                    "Resource programmed".to_owned(),
+                ),
+                lb,
+            ],
+            addresses: (0..2)
+                .map(|j| v1::GatewayAddress {
+                    r#type: Some("IPAddress".to_owned()),
+                    value: format!("10.{}.{}.{}", c / 256, c % 256, (g * 2 + j) % 256),
+                })
+                .collect(),
+            listeners: (0..listeners)
+                .map(|l| v1::ListenerStatus {
+                    name: NAMES
+                        .get(l)
+                        .map_or_else(|| format!("l{l}"), |n| (*n).to_owned()),
+                    attached_routes: if l == 0 { (version % 7) as i32 } else { 2 },
+                    supported_kinds: vec![v1::RouteGroupKind {
+                        group: Some("gateway.networking.k8s.io".to_owned()),
+                        kind: "HTTPRoute".to_owned(),
+                    }],
+                    conditions: vec![
+                        condition("Accepted", true, "Accepted", String::new()),
+                        condition("Programmed", true, "Programmed", String::new()),
+                    ],
+                })
+                .collect(),
+            attached_listener_sets: None,
+        }),
+    }
+}
+
+/// The Hello of cluster `c`'s simulated agent.
+pub(crate) fn hello(c: usize) -> v1::Hello {
+    v1::Hello {
+        agent_version: "gwhub-bench".to_owned(),
+        ..raw_agent::hello(&cluster_name(c))
+    }
+}
+
+/// Snapshot `id` at `seq` in chunks of `--chunk` Gateways, Gateway `g`
+/// reporting `report_of(g)`.
+pub(crate) fn snapshot_chunks(
+    args: &Args,
+    id: u64,
+    seq: u64,
+    mut report_of: impl FnMut(usize) -> v1::GatewayReport,
+) -> Vec<v1::AgentMessage> {
+    let chunk = args.chunk.max(1);
+    let chunks = args.gateways.div_ceil(chunk).max(1);
+    (0..chunks)
+        .map(|i| {
+            let gateways = (i * chunk..((i + 1) * chunk).min(args.gateways))
+                .map(&mut report_of)
+                .collect();
+            raw_agent::msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: id,
+                chunk: i as u32,
+                r#final: i + 1 == chunks,
+                seq,
+                gateways,
+            }))
+        })
+        .collect()
+}
+
+/// What cluster `c`'s agent sends first: its Hello, then snapshot 1 at
+/// sequence number 0 (every Gateway at version 0, unmarked).
+pub(crate) struct FirstSnapshot {
+    pub(crate) hello: v1::Hello,
+    pub(crate) chunks: Vec<v1::AgentMessage>,
+}
+
+impl FirstSnapshot {
+    pub(crate) fn of(c: usize, args: &Args) -> Self {
+        FirstSnapshot {
+            hello: hello(c),
+            chunks: snapshot_chunks(args, 1, 0, |g| report(c, g, args.listeners, 0, 0)),
+        }
+    }
+
+    /// Every message as sent: the Hello, then the chunks.
+    pub(crate) fn messages(&self) -> impl Iterator<Item = v1::AgentMessage> + '_ {
+        std::iter::once(raw_agent::msg(agent_message::Message::Hello(
+            self.hello.clone(),
+        )))
+        .chain(self.chunks.iter().cloned())
+    }
+}
