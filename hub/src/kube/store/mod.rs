@@ -37,7 +37,8 @@
 //!   cluster's parts, a pruned cluster's report, parts beyond a layout).
 //!
 //! What they pass each other lives here: the importer's [`Lost`] entries
-//! for the writer and the [`StoredParts`] it saw.
+//! for the writer and the [`StoredParts`] it saw. The writer's decisions
+//! are [`gwhub_hub_rules::store_writer`]'s, tested without an API server.
 
 mod deletes;
 mod importer;
@@ -48,20 +49,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gwhub_common::CoalescingQueue;
+use gwhub_hub_rules::store_writer::Lost;
 use parking_lot::Mutex;
 
 pub(crate) use importer::{Store, run_importer};
 pub(crate) use writer::{REWRITE_EVERY, ReportWriter};
-
-/// What the importer saw removed of a cluster's stored report while the
-/// cluster may be streaming here: the writer writes it again.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Lost {
-    /// The head was deleted (the whole report is rewritten).
-    Cluster(String),
-    /// One part other than the head was deleted.
-    Part(String, u32),
-}
 
 /// The importer's [`Lost`] entries for the writer: pushing never waits
 /// (the importer's watch keeps importing while the writer waits for the
