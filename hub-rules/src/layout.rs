@@ -1,6 +1,6 @@
 //! How a cluster's report is laid out over `ClusterReport` objects: pure
 //! rules (names, labels, which object holds which Gateway, how many objects)
-//! that [`super::reports`] executes.
+//! that the hub's `kube::store` executes (packing in `store/pack.rs`).
 //!
 //! One object cannot hold every cluster: the API server refuses an object
 //! over ~1.5 MiB (etcd's request limit), and a cluster of 500 Gateways of

@@ -11,7 +11,8 @@
 //! is the fleet inventory (`ClusterProfile`s, label selectors, who may
 //! stream and which clusters a hub Gateway expects); [`read_access`] keeps
 //! what Kubernetes RBAC lets each Dashboard reader see; [`causes`] groups
-//! what is not ready across the fleet by cause for the web page.
+//! what is not ready across the fleet by cause for the web page;
+//! [`store_queue`] and [`store_writer`] are the store writer's rules.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -28,4 +29,5 @@ pub mod read_access;
 pub mod report;
 pub mod status_plan;
 pub mod store_queue;
+pub mod store_writer;
 pub mod web_host;

@@ -1,6 +1,6 @@
 //! The `ClusterReport` custom resource: the hub's store, one or more
 //! objects per cluster (see [`crate::layout`]) holding everything the cluster last reported (the hub's
-//! `kube::reports` reads and writes them). Only the type and its CRD live
+//! `kube::store` reads and writes them). Only the type and its CRD live
 //! here, so tests and tools can name it without the hub runtime.
 
 use gateway_api::apis::standard::gateways::GatewayStatus;

@@ -1,5 +1,5 @@
 //! Which clusters' reports the store writes next: a pure rule the hub's
-//! `kube::reports` writer executes.
+//! `kube::store` writer executes.
 //!
 //! The writer keeps up to a few writes in flight and, whenever a slot is
 //! free, writes the dirty cluster whose oldest unpersisted change is oldest

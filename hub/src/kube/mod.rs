@@ -1,6 +1,6 @@
 //! The hub's Kubernetes mode (`gwhub serve` without `--no-kube`): the
 //! in-memory hub of [`crate::serve`] plus
-//! - [`reports`]: every cluster's report stored as a `ClusterReport` object
+//! - [`store`]: every cluster's report stored as a `ClusterReport` object
 //!   and imported back, so a restarted hub (or a new leader) resumes
 //!   without flapping or forgetting;
 //! - [`status_writer`]: the hub Gateways watched into the index (which
@@ -23,9 +23,9 @@ pub mod inventory;
 pub mod join;
 pub mod leader;
 pub mod metrics;
-pub mod reports;
 pub mod revocations;
 pub mod status_writer;
+mod store;
 pub mod tls_secrets;
 
 use std::path::Path;
@@ -42,10 +42,11 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::serve::{Hub, HubConfig, ServeError};
+use gwhub_hub_rules::report::ClusterReport;
 use leader::LeaseConfig;
 use metrics::Metrics;
-use reports::{ClusterReport, ReportWriter};
 use status_writer::{Queue, StatusWriter};
+use store::ReportWriter;
 
 /// The field manager of everything the hub writes.
 pub const FIELD_MANAGER: &str = "gwhub";
@@ -267,15 +268,15 @@ impl Connected {
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let (restored_tx, mut restored) = watch::channel(false);
-        let forget = Arc::new(reports::LostQueue::default());
+        let forget = Arc::new(store::LostQueue::default());
         let budget = Arc::new(budget::ApiBudget::new(
             options.api_qps,
             options.api_burst,
             metrics.clone(),
         ));
-        let stored = reports::StoredParts::default();
-        tasks.spawn(reports::run_importer(
-            reports::Store {
+        let stored = store::StoredParts::default();
+        tasks.spawn(store::run_importer(
+            store::Store {
                 api: reports_api.clone(),
                 index: index.clone(),
                 stored: stored.clone(),
@@ -295,7 +296,7 @@ impl Connected {
                 debounce: options.debounce,
                 budget: budget.clone(),
                 stored,
-                rewrite_every: reports::REWRITE_EVERY,
+                rewrite_every: store::REWRITE_EVERY,
             }
             .run(forget, shutdown.clone()),
         );

@@ -55,7 +55,7 @@ const DELETE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 pub async fn follow(
     api: Api<ConfigMap>,
     slot: watch::Sender<Arc<BTreeMap<String, i64>>>,
-    reports: Api<super::reports::ClusterReport>,
+    reports: Api<gwhub_hub_rules::report::ClusterReport>,
     leader: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) {

@@ -1,0 +1,103 @@
+//! The hub's store: each cluster's report as `ClusterReport` objects on the
+//! management cluster, holding everything the cluster last reported and
+//! when it was last heard from.
+//!
+//! Namespaced, in the hub's own namespace: the hub then needs only a Role
+//! (not cluster-wide rights) for its store, and `kubectl -n gwhub-system get
+//! clusterreports` lists the fleet. Per cluster (not per Gateway) because a
+//! cluster's snapshot replaces all its Gateways at once and its liveness is
+//! per cluster; a large cluster is split over several objects (the head,
+//! named after the cluster, and `<head>.part-<i>`) so none exceeds the API
+//! server's object limit; [`gwhub_hub_rules::layout`] has the rules. Each object is
+//! labelled `gwhub.io/cluster` and `gwhub.io/part`.
+//!
+//! Writes: the parts that changed first, the head last (it names how many
+//! parts there are), then parts beyond that count are deleted. Reads: a part
+//! counts only once the head names its layout, so a reader never mixes two
+//! layouts; a part missing after a crash mid-write leaves its Gateways out
+//! until the cluster reports again (logged).
+//!
+//! Every replica writes the reports of the agents streaming to it and
+//! imports the others' from a watch, so a restarted hub, or the replica that
+//! becomes leader, starts from the fleet's last known state instead of
+//! "no clusters". Deleting the head deregisters its cluster (unless the
+//! cluster is streaming to this replica, which writes it back) and the
+//! hub deletes its other parts as its watch last saw them (no list), a few
+//! at a time. Every write and delete takes a token from the API budget
+//! ([`super::budget::ApiBudget`]); the importer never waits for the writer.
+//!
+//! One file per job:
+//! - [`pack`]: a cluster's record packed into parts and hashed, and stored
+//!   parts read back (pure, beside [`gwhub_hub_rules::layout`]);
+//! - [`writer`]: writes the reports of the clusters streaming here, oldest
+//!   change first, within the API budget;
+//! - [`importer`]: watches the store into the index (a previous hub's,
+//!   another replica's reports) and tells the writer what was deleted;
+//! - [`deletes`]: deletes what no cluster needs any more (a deregistered
+//!   cluster's parts, a pruned cluster's report, parts beyond a layout).
+//!
+//! What they pass each other lives here: the importer's [`Lost`] entries
+//! for the writer and the [`StoredParts`] it saw. The writer's decisions
+//! are [`gwhub_hub_rules::store_writer`]'s, tested without an API server.
+
+mod deletes;
+mod importer;
+mod pack;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use gwhub_common::CoalescingQueue;
+use gwhub_hub_rules::store_writer::Lost;
+use parking_lot::Mutex;
+
+pub(crate) use importer::{Store, run_importer};
+pub(crate) use writer::{REWRITE_EVERY, ReportWriter};
+
+/// The importer's [`Lost`] entries for the writer: pushing never waits
+/// (the importer's watch keeps importing while the writer waits for the
+/// API budget), and an entry is held once however often it is pushed, so
+/// the queue holds at most one entry per stored object.
+pub(crate) type LostQueue = CoalescingQueue<Lost>;
+
+/// Which parts of each cluster the store holds (from the importer's
+/// watch), so the writer can delete parts no count names any more, also
+/// ones a previous process left.
+pub(crate) type StoredParts = Arc<Mutex<BTreeMap<String, BTreeMap<u32, StoredPart>>>>;
+
+/// One stored object as the importer last saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StoredPart {
+    /// The count of parts it was written for.
+    pub(crate) parts: u32,
+    /// The hash of its Gateways as [`pack::parts_of`] computes it (`None`:
+    /// unreadable, or written in the earlier format: to be rewritten).
+    pub(crate) hash: Option<u64>,
+    /// On a head: its lastSeenTime (ms).
+    pub(crate) last_seen_millis: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The importer's lost entries never wait for the writer (nobody takes
+    /// them here, as while the writer waits for the API budget) and stay
+    /// one per object however often an object is deleted.
+    #[test]
+    fn lost_entries_never_wait_and_coalesce() {
+        let q = LostQueue::default();
+        for round in 0..1000 {
+            for part in 1..5 {
+                q.insert(Lost::Part("east".into(), part));
+            }
+            q.insert(Lost::Cluster("east".into()));
+            q.insert(Lost::Cluster(format!("c{}", round % 10)));
+        }
+        let got = q.take_keys();
+        assert_eq!(got.len(), 4 + 1 + 10);
+        assert!(got.contains(&Lost::Part("east".into(), 4)));
+        assert!(q.take_keys().is_empty());
+    }
+}
