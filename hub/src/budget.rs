@@ -14,17 +14,35 @@
 //!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
 //!        + V                the aggregated views
 //!        + N_i·S_i·M        one message being decoded per ingest stream
-//!        + D·(3·V + 400 KiB) per Dashboard call: a watcher holds at most
-//!                           one message queued, one its transport took and
-//!                           one being written, plus HTTP/2's send buffer
-//!                           (hyper's 400 KiB); a unary answer keeps its
-//!                           call slot until it is sent. A caller that takes
-//!                           nothing is dropped --watch-send-timeout after a
-//!                           message its transport does not take (a watcher;
-//!                           a quiet fleet queues none, so one that stalls
-//!                           then keeps its slot until the next change) or
-//!                           after the answer (a unary call)
+//!        + V                the views' wire encodings, made once per change
+//!                           and shared by every watcher
+//!        + D·(2·P + W + F + n·K)  per Dashboard call (watch or event stream)
 //! ```
+//!
+//! with `P` = [`crate::grpc::view::WATCH_PAGE_BYTES`] (256 KiB; a watch
+//! message holds at most that much of Gateways, or one larger Gateway
+//! alone, and a web event at most that much of rows), `W` = 400 KiB
+//! (hyper's HTTP/2 send buffer per stream, or its HTTP/1.1 write buffer),
+//! `F` = 16 KiB (the frame a body hands over at once) and `n·K` what a
+//! watcher remembers it sent (`K` ≈ 150 B per Gateway it sees, `n` of
+//! them). What a watcher holds of its own does not grow with `V`: its
+//! messages are the views' shared encodings put together
+//! ([`crate::grpc::watch_route`]), and it is sent the next message only
+//! once its transport took all of the last, diffed against the views of
+//! then. The `2·P` are the page it is being sent and, while the fleet
+//! changes under it, the encodings that page still pins after the views
+//! moved on (one Gateway larger than `P`: that Gateway). A watcher or
+//! page that has not taken a message within `--watch-send-timeout` is
+//! dropped with its connection, whether or not the fleet changes (the
+//! timer runs from the message, not from the next change); a unary answer
+//! keeps its call slot until it is sent, and one not taken within
+//! `--watch-send-timeout` closes its connection.
+//!
+//! At the defaults (D = 256) the Dashboard's readers take at most
+//! 256·(512 + 400 + 16) KiB ≈ 232 MiB plus `n·K` each (≈ 1.5 MiB at
+//! 10,000 Gateways), within the shipped Deployment's 512 MiB limit with
+//! room for the hub's own state at a fleet of typical size; lower
+//! `--max-dashboard-calls` on hubs whose fleet fills more of it.
 //!
 //! A superseded stream ends at once, so one stream per cluster assembles a
 //! snapshot; under `--insecure` the registry is also pruned

@@ -257,6 +257,24 @@ async fn watch(
         .map(tonic::Response::into_inner)
 }
 
+/// The whole snapshot a watch starts with, however many messages carry it
+/// (`snapshot_incomplete` on all but the last).
+async fn whole_snapshot(
+    s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
+) -> Vec<v1::AggregatedGateway> {
+    let first = s.next().await.unwrap().unwrap();
+    assert!(first.snapshot, "{first:?}");
+    let mut all = first.upserted;
+    let mut more = first.snapshot_incomplete;
+    while more {
+        let m = s.next().await.unwrap().unwrap();
+        assert!(!m.snapshot && m.deleted.is_empty());
+        all.extend(m.upserted);
+        more = m.snapshot_incomplete;
+    }
+    all
+}
+
 #[tokio::test]
 async fn dashboard_calls_are_bounded_in_total_and_per_connection() {
     let hub = start_with(Budgets {
@@ -376,8 +394,7 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
     // dropped however short the timeout.
     let mut d = dashboard(&hub).await;
     let mut honest = watch(&mut d).await.unwrap();
-    let first = honest.next().await.unwrap().unwrap();
-    assert_eq!(first.upserted.len(), 1498);
+    assert_eq!(whole_snapshot(&mut honest).await.len(), 1498);
     for seq in 3..7u64 {
         east.send(agent_message::Message::Delta(v1::Delta {
             seq,
@@ -423,8 +440,7 @@ async fn a_watcher_that_took_a_large_view_at_once_is_not_dropped() {
     for _ in 0..12 {
         let mut d = DashboardClient::new(roomy.clone());
         let mut watcher = watch(&mut d).await.unwrap();
-        let first = watcher.next().await.unwrap().unwrap();
-        assert_eq!(first.upserted.len(), 1500);
+        assert_eq!(whole_snapshot(&mut watcher).await.len(), 1500);
         watchers.push(watcher);
     }
     // Quiet for several times the timeout, then a change still arrives.

@@ -90,6 +90,23 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// hub does not speak for its domain's other names).
 const HSTS: &str = "max-age=31536000";
 
+/// Rows of one event at most (as [`row_weight`] counts them): a larger
+/// snapshot goes as a `snapshot` event and `change` events, so a page's
+/// stream holds a bounded event whatever the fleet weighs.
+const EVENT_PAGE_BYTES: usize = 256 * 1024;
+
+/// About what [`row_json`] writes for `v`.
+fn row_weight(v: &GatewayView) -> usize {
+    128 + v.key.namespace.len()
+        + v.key.name.len()
+        + v.cells.iter().map(|c| 64 + c.cluster.len()).sum::<usize>()
+        + v.lean
+            .missing_clusters
+            .iter()
+            .map(|m| 48 + m.cluster.len())
+            .sum::<usize>()
+}
+
 /// The cookie the page keeps the bearer token in.
 pub const TOKEN_COOKIE: &str = "gwhub_token";
 
@@ -567,18 +584,24 @@ impl State {
                 {
                     return;
                 }
-                let d = diff(
+                let mut d = diff(
                     &views.borrow(),
                     &mut sent,
-                    snapshot,
                     false,
                     &filter,
                     reader.visibility(),
                 );
+                // An event of at most EVENT_PAGE_BYTES of rows; the rest
+                // follow as changes, diffed again against the views of then.
+                let rows = d.take_page(&mut sent, EVENT_PAGE_BYTES, |v, _| row_weight(v));
+                let more = !d.upserted.is_empty();
                 let clusters = visible_clusters(&state.index, reader.visibility());
-                let event = if snapshot || !d.is_empty() || clusters != last_clusters {
-                    let gateways: Vec<Value> =
-                        d.upserted.iter().map(|(v, _)| row_json(v)).collect();
+                let event = if snapshot
+                    || !rows.is_empty()
+                    || !d.deleted.is_empty()
+                    || clusters != last_clusters
+                {
+                    let gateways: Vec<Value> = rows.iter().map(|(v, _)| row_json(v)).collect();
                     let deleted: Vec<Value> = d
                         .deleted
                         .iter()
@@ -602,10 +625,14 @@ impl State {
                 } else {
                     None
                 };
+                drop((d, rows));
                 if let Some(event) = event
                     && !state.send(&tx, event, conn.as_deref()).await
                 {
                     return;
+                }
+                if more {
+                    continue;
                 }
                 tokio::select! {
                     r = views.changed() => if r.is_err() { return },
