@@ -70,6 +70,10 @@ pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 /// other half to everyone else.
 pub const DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS: usize = 32;
 
+/// Default of `--max-dashboard-calls-per-address`: half the default
+/// `--max-dashboard-calls`.
+pub const DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS: usize = 128;
+
 /// Largest value of the count flags bounding connections and calls
 /// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
 /// far below what a semaphore can hold.
@@ -90,32 +94,111 @@ pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
 
 /// The slots of `--max-dashboard-calls`: one pool for the gRPC Dashboard's
 /// calls and the web page's event streams, so the flag bounds both
-/// together (the memory bound above counts D calls in all).
+/// together (the memory bound above counts D calls in all). One client
+/// address holds at most `--max-dashboard-calls-per-address` of them,
+/// whatever its connections, so a flood of HTTP/1.1 event streams or of
+/// HTTP/2 connections from one address leaves the rest to everyone else.
 #[derive(Clone, Debug)]
 pub struct DashboardCalls {
     slots: Arc<tokio::sync::Semaphore>,
     max: usize,
+    per_address: Arc<crate::conn::PerAddress>,
+}
+
+/// A call's hold on the budgets ([`DashboardCalls::admit`]); released
+/// when dropped.
+pub struct CallPermit {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _address: Option<crate::conn::AddressSlot>,
+    pub(crate) conn: Option<Arc<crate::conn::ConnState>>,
+    pub(crate) counters: Arc<Counters>,
+}
+
+impl Drop for CallPermit {
+    fn drop(&mut self) {
+        self.counters.dashboard_calls.dec();
+        if let Some(c) = &self.conn {
+            c.dashboard_calls
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Why a Dashboard call or event stream was refused (the message names
+/// the flag).
+#[derive(Debug, thiserror::Error)]
+pub enum CallRefused {
+    #[error(
+        "Dashboard budget: {0} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later"
+    )]
+    Total(usize),
+    #[error(
+        "Dashboard budget: this client address has {0} calls open, the hub's --max-dashboard-calls-per-address; retry later"
+    )]
+    Address(usize),
+    #[error(
+        "Dashboard budget: {0} calls are open on this connection, the hub's --max-dashboard-calls-per-connection"
+    )]
+    Connection(usize),
 }
 
 impl DashboardCalls {
-    pub fn new(max: usize) -> Self {
+    /// `max` in all, `max_per_address` from one client address.
+    pub fn new(max: usize, max_per_address: usize) -> Self {
         DashboardCalls {
             // Clamped: the flag is bounded, a programmatic value may not be.
             slots: Arc::new(tokio::sync::Semaphore::new(
                 max.min(tokio::sync::Semaphore::MAX_PERMITS),
             )),
             max,
+            per_address: crate::conn::PerAddress::new(max_per_address),
         }
-    }
-
-    /// A slot, held until dropped; `None` when every slot is taken.
-    pub fn try_take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
     }
 
     /// `--max-dashboard-calls`, for messages.
     pub fn max(&self) -> usize {
         self.max
+    }
+
+    /// A slot for a call on `conn` (none: a caller of the service itself,
+    /// counted in the total only), within the total, its client address's
+    /// half and `max_per_connection`; counted in `gwhub_dashboard_calls`.
+    pub(crate) fn admit(
+        &self,
+        conn: Option<&crate::conn::ConnInfo>,
+        max_per_connection: usize,
+        counters: &Arc<Counters>,
+    ) -> Result<CallPermit, CallRefused> {
+        use std::sync::atomic::Ordering;
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            Counters::bump(&counters.refused_dashboard_calls);
+            return Err(CallRefused::Total(self.max));
+        };
+        let address = match conn {
+            Some(c) => match self.per_address.try_take(c.remote.ip()) {
+                Some(a) => Some(a),
+                None => {
+                    Counters::bump(&counters.refused_dashboard_calls);
+                    return Err(CallRefused::Address(self.per_address.max()));
+                }
+            },
+            None => None,
+        };
+        if let Some(c) = conn {
+            let open = c.state.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+            if open >= max_per_connection {
+                c.state.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
+                Counters::bump(&counters.refused_dashboard_calls_per_connection);
+                return Err(CallRefused::Connection(open));
+            }
+        }
+        counters.dashboard_calls.inc();
+        Ok(CallPermit {
+            _permit: permit,
+            _address: address,
+            conn: conn.map(|c| c.state.clone()),
+            counters: counters.clone(),
+        })
     }
 }
 
@@ -135,6 +218,11 @@ pub struct Budgets {
     /// with RESOURCE_EXHAUSTED.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = count_flag())]
     pub max_dashboard_calls: usize,
+    /// Dashboard calls and web page event streams open at once from one
+    /// client address, whatever its connections (HTTP/1.1 streams take a
+    /// connection each).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS, value_parser = count_flag())]
+    pub max_dashboard_calls_per_address: usize,
     /// Dashboard calls open at once on one connection (1 to 1,048,576, as
     /// are the other connection and call counts).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = count_flag())]
@@ -178,6 +266,7 @@ impl Default for Budgets {
             max_clusters: DEFAULT_MAX_CLUSTERS,
             max_dashboard_calls: 256,
             max_dashboard_calls_per_connection: 16,
+            max_dashboard_calls_per_address: DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS,
             watch_send_timeout: Duration::from_secs(60),
             max_connections: DEFAULT_MAX_CLUSTERS,
             max_dashboard_connections: 64,
@@ -245,6 +334,8 @@ gwhub_common::metrics! {
             "Connections closed for having no open call for --idle-connection-timeout.",
         connections_saturated: Family<Listener, Counter> => "gwhub_connections_saturated",
             "Times a listener reached --max-connections and paused accepting.",
+        connections_evicted: Family<Listener, Counter> => "gwhub_connections_evicted_idle",
+            "Idle connections closed to make room for a new client while a listener was full.",
         accept_errors: Family<Listener, Counter> => "gwhub_accept_errors",
             "Failed accepts (e.g. out of file descriptors), each followed by a back-off.",
     }
@@ -256,6 +347,7 @@ impl Default for Counters {
         let connections_accepted: Family<Listener, Counter> = Family::default();
         let connections_idle_closed: Family<Listener, Counter> = Family::default();
         let connections_saturated: Family<Listener, Counter> = Family::default();
+        let connections_evicted: Family<Listener, Counter> = Family::default();
         let accept_errors: Family<Listener, Counter> = Family::default();
         let listener = |listener: &'static str| {
             let l = Listener { listener };
@@ -265,6 +357,7 @@ impl Default for Counters {
                 idle_closed: connections_idle_closed.get_or_create(&l).clone(),
                 accept_errors: accept_errors.get_or_create(&l).clone(),
                 saturated: connections_saturated.get_or_create(&l).clone(),
+                evicted: connections_evicted.get_or_create(&l).clone(),
             })
         };
         Counters {
@@ -284,6 +377,7 @@ impl Default for Counters {
             connections_accepted,
             connections_idle_closed,
             connections_saturated,
+            connections_evicted,
             accept_errors,
         }
     }
@@ -325,6 +419,7 @@ mod tests {
             "--max-dashboard-calls",
             "--max-dashboard-calls-per-connection",
             "--max-dashboard-connections-per-address",
+            "--max-dashboard-calls-per-address",
         ] {
             for bad in ["0", "1048577", "18446744073709551615"] {
                 let e = parse(&[flag, bad]).unwrap_err();

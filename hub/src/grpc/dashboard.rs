@@ -9,20 +9,18 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::Stream;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::v1;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
-use crate::budget::{Budgets, Counters, DashboardCalls};
-use crate::conn::ConnState;
+use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
 use crate::tls::DashboardAuth;
 
 use crate::aggregate::GatewayKey;
@@ -44,27 +42,14 @@ pub struct DashboardService {
     auth: DashboardAuth,
 }
 
-/// A Dashboard call's hold on the budgets; released when dropped.
-struct CallPermit {
-    _permit: OwnedSemaphorePermit,
-    conn: Option<Arc<ConnState>>,
-    counters: Arc<Counters>,
-}
-
-impl Drop for CallPermit {
-    fn drop(&mut self) {
-        self.counters.dashboard_calls.dec();
-        if let Some(c) = &self.conn {
-            c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 impl DashboardService {
     /// `shutdown` turning true ends every watch.
     pub fn new(index: Index, shutdown: watch::Receiver<bool>) -> Self {
         let budgets = Budgets::default();
-        let calls = DashboardCalls::new(budgets.max_dashboard_calls);
+        let calls = DashboardCalls::new(
+            budgets.max_dashboard_calls,
+            budgets.max_dashboard_calls_per_address,
+        );
         Self::with_budgets(index, shutdown, &budgets, calls)
     }
 
@@ -106,31 +91,13 @@ impl DashboardService {
     /// Takes a slot of `--max-dashboard-calls` and of the connection's
     /// `--max-dashboard-calls-per-connection`, or refuses the call.
     fn admit<T>(&self, request: &Request<T>) -> Result<CallPermit, Status> {
-        let counters = self.index.counters().clone();
-        let conn = crate::conn::conn_of(request).map(|c| c.state.clone());
-        let Some(permit) = self.calls.try_take() else {
-            Counters::bump(&counters.refused_dashboard_calls);
-            return Err(Status::resource_exhausted(format!(
-                "Dashboard budget: {} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later",
-                self.calls.max()
-            )));
-        };
-        if let Some(c) = &conn {
-            let open = c.dashboard_calls.fetch_add(1, Ordering::Relaxed);
-            if open >= self.max_calls_per_connection {
-                c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
-                Counters::bump(&counters.refused_dashboard_calls_per_connection);
-                return Err(Status::resource_exhausted(format!(
-                    "Dashboard budget: {open} calls are open on this connection, the hub's --max-dashboard-calls-per-connection"
-                )));
-            }
-        }
-        counters.dashboard_calls.inc();
-        Ok(CallPermit {
-            _permit: permit,
-            conn,
-            counters,
-        })
+        self.calls
+            .admit(
+                crate::conn::conn_of(request),
+                self.max_calls_per_connection,
+                self.index.counters(),
+            )
+            .map_err(|e| Status::resource_exhausted(e.to_string()))
     }
 
     /// A unary answer that keeps its call's slot until the transport has
