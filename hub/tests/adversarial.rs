@@ -1404,3 +1404,103 @@ async fn slow_watchers_of_a_large_view_hold_no_copy_of_it() {
     drop(streams);
     hub.shutdown().await.unwrap();
 }
+
+/// Web page event streams that never read, over HTTP/1.1 from two
+/// addresses, of a large fleet: the hub grows by the documented per-reader
+/// bound, not by readers x snapshot, and honest readers are served.
+#[tokio::test]
+async fn never_read_web_event_streams_hold_a_bounded_share() {
+    if !std::path::Path::new("/proc/self/statm").exists() {
+        eprintln!("skipped: no /proc to read memory from");
+        return;
+    }
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(0, (0..1500).map(|i| sized(&long(i), 2000)).collect())
+        .await;
+    until(WAIT, || names(&hub), |n| n.len() == 1500).await;
+    let web = hub.web_addr.unwrap();
+    let before = rss_bytes();
+    const STREAMS: u64 = 48;
+    let mut held = Vec::new();
+    for i in 0..STREAMS {
+        let from = if i % 2 == 0 { "127.0.0.2" } else { "127.0.0.3" };
+        let (s, head) = http_get(from, web, "/api/events").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(s);
+    }
+    let counters = hub.index.counters().clone();
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == STREAMS,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown = rss_bytes().saturating_sub(before);
+    eprintln!("{STREAMS} unread event streams of 1,500 Gateways: the hub grew {grown} bytes");
+    let bound = STREAMS * (2 * 256 + 400 + 16) * 1024 + 64 * 1024 * 1024;
+    assert!(grown < bound, "grew {grown} bytes, bound {bound}");
+    honest_reader_is_served(&hub).await;
+    drop(held);
+    hub.shutdown().await.unwrap();
+}
+
+/// Web page event streams on one HTTP/2 connection are capped as gRPC
+/// Dashboard calls are (`--max-dashboard-calls-per-connection`), so a few
+/// connections cannot take every call slot, and are counted.
+#[tokio::test]
+async fn web_event_streams_are_capped_per_connection() {
+    use tonic::codegen::Service;
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_calls_per_connection: 2,
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let mut h2 = tonic::transport::Endpoint::from_shared(format!("http://{web}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut responses = Vec::new();
+    for _ in 0..3 {
+        std::future::poll_fn(|cx| h2.poll_ready(cx)).await.unwrap();
+        let request = tonic::codegen::http::Request::get(format!("http://{web}/api/events"))
+            .body(tonic::body::Body::empty())
+            .unwrap();
+        responses.push(
+            tokio::time::timeout(WAIT, h2.call(request))
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(statuses, [200, 200, 503]);
+    let refused = responses.pop().unwrap().into_body();
+    let text = http_body_util::BodyExt::collect(refused)
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("--max-dashboard-calls-per-connection"),
+        "{text}"
+    );
+    assert_eq!(Counters::get(&hub.index.counters().dashboard_calls), 2);
+    honest_reader_is_served(&hub).await;
+    drop(responses);
+    drop(h2);
+    hub.shutdown().await.unwrap();
+}
