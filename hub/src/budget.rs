@@ -34,9 +34,13 @@
 //! moved on (one Gateway larger than `P`: that Gateway). A watcher or
 //! page that has not taken a message within `--watch-send-timeout` is
 //! dropped with its connection, whether or not the fleet changes (the
-//! timer runs from the message, not from the next change); a unary answer
+//! timer runs from the message, not from the next change). A unary answer
 //! keeps its call slot until it is sent, and one not taken within
-//! `--watch-send-timeout` closes its connection.
+//! `--watch-send-timeout` closes its connection; until then it holds its
+//! own copy, decoded and encoded: for `ListGateways` a page (at most
+//! 1,000 Gateways), or every Gateway the reader sees for a `page_size` of
+//! 0 (clients that predate paging), so a call's term is the larger of the
+//! above and `2·A`, `A` its answer.
 //!
 //! At the defaults (D = 256) the Dashboard's readers take at most
 //! 256·(512 + 400 + 16) KiB ≈ 232 MiB plus `n·K` each (≈ 1.5 MiB at
