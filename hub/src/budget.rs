@@ -36,11 +36,13 @@
 //! dropped with its connection, whether or not the fleet changes (the
 //! timer runs from the message, not from the next change). A unary answer
 //! keeps its call slot until it is sent, and one not taken within
-//! `--watch-send-timeout` closes its connection; until then it holds its
-//! own copy, decoded and encoded: for `ListGateways` a page (at most
-//! 1,000 Gateways), or every Gateway the reader sees for a `page_size` of
-//! 0 (clients that predate paging), so a call's term is the larger of the
-//! above and `2·A`, `A` its answer.
+//! `--watch-send-timeout` closes its connection. A `ListGateways` answer
+//! is put together from the shared encodings too (a page, or every
+//! Gateway the reader sees for a `page_size` of 0; while the fleet
+//! changes, an unread one pins the encodings it lists, superseded or
+//! not, until `--watch-send-timeout`); the other unary
+//! answers are small (one Gateway and its clusters' reports, the cluster
+//! list, a history) and hold their own copy until sent.
 //!
 //! At the defaults (D = 256) the Dashboard's readers take at most
 //! 256·(512 + 400 + 16) KiB ≈ 232 MiB plus `n·K` each (≈ 1.5 MiB at

@@ -100,6 +100,47 @@ impl DashboardService {
             .map_err(|e| Status::resource_exhausted(e.to_string()))
     }
 
+    /// A `ListGateways` answer as a [`Page`] of the views' shared
+    /// encodings, and its call's slot (see [`Self::hold`]).
+    pub(crate) async fn list(
+        &self,
+        request: Request<v1::ListGatewaysRequest>,
+    ) -> Result<(Page, CallPermit), Status> {
+        let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
+        let r = request.into_inner();
+        let filter = filter_of(r.filter.as_ref());
+        authorize_listing(&mut reader, &self.index, &filter).await?;
+        let visibility = reader.visibility();
+        let after = match r.page_token.as_str() {
+            "" => None,
+            t => Some(
+                listing::decode_token(t).map_err(|e| Status::invalid_argument(e.to_string()))?,
+            ),
+        };
+        // Encoded (once per view, shared) after letting go of the watch
+        // channel's lock.
+        let page = {
+            let views = self.index.subscribe();
+            let views = views.borrow();
+            listing::page(
+                views
+                    .gateways
+                    .iter()
+                    .filter(|(_, v)| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
+                    .map(|(k, v)| (k, v.clone())),
+                after.as_ref(),
+                listing::page_size(r.page_size),
+            )
+        };
+        let answer = Page::list(
+            &page.items,
+            page.next.as_deref().unwrap_or_default(),
+            u32::try_from(page.total).unwrap_or(u32::MAX),
+        );
+        Ok((answer, permit))
+    }
+
     /// A unary answer that keeps its call's slot until the transport has
     /// sent it (see [`crate::conn::Hold`]): an answer the caller never reads
     /// stays within `--max-dashboard-calls`, and after
@@ -107,14 +148,20 @@ impl DashboardService {
     /// buffered for it.
     fn answer<T>(&self, message: T, permit: CallPermit) -> Response<T> {
         let mut response = Response::new(message);
-        let Some(conn) = permit.conn.clone() else {
-            return response;
-        };
+        if let Some(hold) = self.hold(permit) {
+            response.extensions_mut().insert(hold);
+        }
+        response
+    }
+
+    /// What keeps a unary answer's call slot (see [`Self::answer`]): to go
+    /// into the response's extensions, for [`crate::conn::Tracked`].
+    pub(crate) fn hold(&self, permit: CallPermit) -> Option<crate::conn::Hold> {
+        let conn = permit.conn.clone()?;
         let (sent, unsent) = oneshot::channel::<()>();
         let counters = permit.counters.clone();
         let timeout = self.watch_send_timeout;
         let hold: Arc<(CallPermit, oneshot::Sender<()>)> = Arc::new((permit, sent));
-        response.extensions_mut().insert(crate::conn::Hold(hold));
         tokio::spawn(async move {
             // The sender goes with the answer's body: sent, or the call dropped.
             if tokio::time::timeout(timeout, unsent).await.is_err() {
@@ -126,10 +173,10 @@ impl DashboardService {
                 conn.close();
             }
         });
-        response
+        Some(crate::conn::Hold(hold))
     }
 
-    /// The service, `WatchGateways` served as frames of the views' shared
+    /// The service, `WatchGateways` and `ListGateways` served as frames of the views' shared
     /// encodings ([`crate::grpc::watch_route`]).
     pub(crate) fn into_server(
         self,
@@ -374,41 +421,13 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
-        let permit = self.admit(&request)?;
-        let mut reader = self.reader(&request).await?;
-        let r = request.into_inner();
-        let filter = filter_of(r.filter.as_ref());
-        authorize_listing(&mut reader, &self.index, &filter).await?;
-        let visibility = reader.visibility();
-        let after = match r.page_token.as_str() {
-            "" => None,
-            t => Some(
-                listing::decode_token(t).map_err(|e| Status::invalid_argument(e.to_string()))?,
-            ),
-        };
-        // Clone the messages after letting go of the watch channel's lock.
-        let page = {
-            let views = self.index.subscribe();
-            let views = views.borrow();
-            listing::page(
-                views
-                    .gateways
-                    .iter()
-                    .filter(|(_, v)| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
-                    .map(|(k, v)| (k, v.clone())),
-                after.as_ref(),
-                listing::page_size(r.page_size),
-            )
-        };
-        let gateways = page.items.iter().map(|v| v.full()).collect();
-        Ok(self.answer(
-            v1::ListGatewaysResponse {
-                gateways,
-                next_page_token: page.next.unwrap_or_default(),
-                total_size: u32::try_from(page.total).unwrap_or(u32::MAX),
-            },
-            permit,
-        ))
+        // Served as frames by [`crate::grpc::watch_route`]; this path is
+        // for callers of the service itself, which take messages.
+        let (page, permit) = self.list(request).await?;
+        let message = page
+            .decode_as()
+            .map_err(|e| Status::internal(format!("a list answer does not decode: {e}")))?;
+        Ok(self.answer(message, permit))
     }
 
     async fn get_gateway(

@@ -169,16 +169,9 @@ impl Page {
         upserted: &[(Arc<GatewayView>, bool)],
         deleted: &[v1::GatewayRef],
     ) -> Page {
-        use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
         let mut own = prost::bytes::BytesMut::new();
-        let mut chunks = std::collections::VecDeque::new();
-        let mut len = 0usize;
         if snapshot {
             prost::encoding::bool::encode(1, &snapshot, &mut own);
-        }
-        for (view, lean) in upserted {
-            let n = view.encoded().len(*lean);
-            len += 1 + encoded_len_varint(n as u64) + n;
         }
         for d in deleted {
             prost::encoding::message::encode(3, d, &mut own);
@@ -186,16 +179,46 @@ impl Page {
         if incomplete {
             prost::encoding::bool::encode(4, &incomplete, &mut own);
         }
-        len += own.len();
+        Page::framed(own, 2, upserted)
+    }
+
+    /// A `ListGatewaysResponse` of `gateways` (full), as [`Page::new`].
+    pub(crate) fn list(
+        gateways: &[Arc<GatewayView>],
+        next_page_token: &str,
+        total_size: u32,
+    ) -> Page {
+        let mut own = prost::bytes::BytesMut::new();
+        if !next_page_token.is_empty() {
+            prost::encoding::string::encode(2, &next_page_token.to_owned(), &mut own);
+        }
+        if total_size != 0 {
+            prost::encoding::uint32::encode(3, &total_size, &mut own);
+        }
+        let full: Vec<(Arc<GatewayView>, bool)> =
+            gateways.iter().map(|g| (g.clone(), false)).collect();
+        Page::framed(own, 1, &full)
+    }
+
+    /// One gRPC message: the fields encoded in `own`, then each view's
+    /// shared encoding (lean or full) as field `field`.
+    fn framed(own: prost::bytes::BytesMut, field: u32, views: &[(Arc<GatewayView>, bool)]) -> Page {
+        use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint};
+        let mut len = own.len();
+        for (view, lean) in views {
+            let n = view.encoded().len(*lean);
+            len += encoded_len_varint(u64::from(field << 3)) + encoded_len_varint(n as u64) + n;
+        }
+        let mut chunks = std::collections::VecDeque::new();
         let mut prefix = prost::bytes::BytesMut::with_capacity(5 + own.len());
         prefix.extend_from_slice(&[0]);
         prefix.extend_from_slice(&u32::try_from(len).unwrap_or(u32::MAX).to_be_bytes());
         prefix.extend_from_slice(&own);
         chunks.push_back(prefix.freeze());
         let mut head = prost::bytes::BytesMut::new();
-        for (view, lean) in upserted {
+        for (view, lean) in views {
             let e = view.encoded();
-            encode_key(2, WireType::LengthDelimited, &mut head);
+            encode_key(field, WireType::LengthDelimited, &mut head);
             encode_varint(e.len(*lean) as u64, &mut head);
             chunks.push_back(head.split().freeze());
             chunks.push_back(e.base.clone());
@@ -211,12 +234,17 @@ impl Page {
     /// The message without its gRPC prefix, decoded (for callers that take
     /// messages, not frames).
     pub(crate) fn decode(&self) -> Result<v1::WatchGatewaysResponse, prost::DecodeError> {
+        self.decode_as()
+    }
+
+    /// The message as `M`.
+    pub(crate) fn decode_as<M: Message + Default>(&self) -> Result<M, prost::DecodeError> {
         let mut all = prost::bytes::BytesMut::new();
         for c in &self.chunks {
             all.extend_from_slice(c);
         }
         let body = all.split_off(5.min(all.len()));
-        v1::WatchGatewaysResponse::decode(body.freeze())
+        M::decode(body.freeze())
     }
 }
 
@@ -394,5 +422,30 @@ mod tests {
         // Nothing set, nothing sent.
         let empty = Page::new(false, false, &[], &[]).decode().unwrap();
         assert_eq!(empty, v1::WatchGatewaysResponse::default());
+    }
+
+    #[test]
+    fn a_list_page_is_the_list_answer() {
+        let mut a = view(vec![omission(
+            None,
+            Item::Condition,
+            &["X"],
+            Rule::TooMany(8),
+        )]);
+        a.set_revision(3);
+        let a = Arc::new(a);
+        let got: v1::ListGatewaysResponse = Page::list(std::slice::from_ref(&a), "gw1.next", 7)
+            .decode_as()
+            .unwrap();
+        assert_eq!(
+            got,
+            v1::ListGatewaysResponse {
+                gateways: vec![a.full()],
+                next_page_token: "gw1.next".into(),
+                total_size: 7,
+            }
+        );
+        let empty: v1::ListGatewaysResponse = Page::list(&[], "", 0).decode_as().unwrap();
+        assert_eq!(empty, v1::ListGatewaysResponse::default());
     }
 }

@@ -1,6 +1,6 @@
-//! `WatchGateways` served below tonic's codec (issue 25): tonic encodes
-//! every streamed message into a buffer of its own, so each watcher of a
-//! large view would hold a copy of it. Here the response body hands the
+//! `WatchGateways` and `ListGateways` served below tonic's codec (issue
+//! 25): tonic encodes every message into a buffer of its own, so each
+//! watcher of a large view (or unread list answer) would hold a copy of it. Here the response body hands the
 //! HTTP/2 layer the views' shared encodings ([`crate::grpc::view::Page`])
 //! as they are, so what a watcher holds of its own is its framing and its
 //! stream's HTTP/2 send buffer, whatever the view weighs. Every other
@@ -22,13 +22,15 @@ use tonic::{Request, Status};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::view::Page;
 
-/// The method served here.
+/// The methods served here.
 pub(crate) const WATCH_PATH: &str = "/gwhub.v1.Dashboard/WatchGateways";
+pub(crate) const LIST_PATH: &str = "/gwhub.v1.Dashboard/ListGateways";
 
 /// Largest `WatchGatewaysRequest` taken (a filter of three short strings).
 const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
-/// The Dashboard's server with `WatchGateways` taken out (see the module).
+/// The Dashboard's server with `WatchGateways` and `ListGateways` taken
+/// out (see the module).
 #[derive(Clone)]
 pub struct WatchRoute<S> {
     inner: S,
@@ -61,17 +63,58 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path() != WATCH_PATH {
-            return Box::pin(self.inner.call(request));
-        }
+        let list = match request.uri().path() {
+            WATCH_PATH => false,
+            LIST_PATH => true,
+            _ => return Box::pin(self.inner.call(request)),
+        };
         let dashboard = self.dashboard.clone();
         Box::pin(async move {
-            Ok(match watch(&dashboard, request).await {
-                Ok(r) => r,
-                Err(status) => status.into_http(),
-            })
+            let answer = match list {
+                true => list_gateways(&dashboard, request).await,
+                false => watch(&dashboard, request).await,
+            };
+            Ok(answer.unwrap_or_else(Status::into_http))
         })
     }
+}
+
+/// The request's one message, as a tonic request (metadata and the
+/// connection's extensions kept).
+async fn read_request<B, M>(request: http::Request<B>) -> Result<Request<M>, Status>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    M: Message + Default,
+{
+    let (parts, body) = request.into_parts();
+    let bytes = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
+        .collect()
+        .await
+        .map_err(|e| {
+            Status::invalid_argument(format!(
+                "request unreadable or over {MAX_REQUEST_BYTES} bytes: {e}"
+            ))
+        })?
+        .to_bytes();
+    let message = decode_request::<M>(&bytes)?;
+    Ok(Request::from_http(http::Request::from_parts(
+        parts, message,
+    )))
+}
+
+/// A gRPC response whose body is `rx`'s pages, then the status.
+fn response(rx: mpsc::Receiver<Result<Page, Status>>) -> http::Response<Body> {
+    let mut response = http::Response::new(Body::new(WatchBody {
+        rx,
+        page: None,
+        done: false,
+    }));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    response
 }
 
 /// Reads the request's one message and starts the watch.
@@ -83,55 +126,50 @@ where
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let (parts, body) = request.into_parts();
-    let bytes = http_body_util::Limited::new(body, MAX_REQUEST_BYTES)
-        .collect()
-        .await
-        .map_err(|e| {
-            Status::invalid_argument(format!(
-                "WatchGateways request unreadable or over {MAX_REQUEST_BYTES} bytes: {e}"
-            ))
-        })?
-        .to_bytes();
-    let message = decode_request(&bytes)?;
-    let rx = dashboard
-        .watch(Request::from_http(http::Request::from_parts(
-            parts, message,
-        )))
-        .await?;
-    let mut response = http::Response::new(Body::new(WatchBody {
-        rx,
-        page: None,
-        done: false,
-    }));
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/grpc"),
-    );
-    Ok(response)
+    let request = read_request::<_, v1::WatchGatewaysRequest>(request).await?;
+    Ok(response(dashboard.watch(request).await?))
+}
+
+/// One page of the list, its call slot held until the answer is sent
+/// (see [`crate::conn::Hold`]).
+async fn list_gateways<B>(
+    dashboard: &DashboardService,
+    request: http::Request<B>,
+) -> Result<http::Response<Body>, Status>
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let request = read_request::<_, v1::ListGatewaysRequest>(request).await?;
+    let (page, permit) = dashboard.list(request).await?;
+    let (tx, rx) = mpsc::channel(1);
+    // Room for one: never waits.
+    let _ = tx.try_send(Ok(page));
+    let mut answer = response(rx);
+    if let Some(hold) = dashboard.hold(permit) {
+        answer.extensions_mut().insert(hold);
+    }
+    Ok(answer)
 }
 
 /// The one gRPC message of a request body (uncompressed).
-fn decode_request(bytes: &[u8]) -> Result<v1::WatchGatewaysRequest, Status> {
+fn decode_request<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
     let Some((head, message)) = bytes.split_at_checked(5) else {
-        return Err(Status::invalid_argument(
-            "WatchGateways: no request message",
-        ));
+        return Err(Status::invalid_argument("no request message"));
     };
     if head[0] != 0 {
         return Err(Status::unimplemented(
-            "WatchGateways: compressed requests are not supported",
+            "compressed requests are not supported",
         ));
     }
     let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
     if usize::try_from(len).ok() != Some(message.len()) {
         return Err(Status::invalid_argument(
-            "WatchGateways: the request is not exactly one message",
+            "the request is not exactly one message",
         ));
     }
-    v1::WatchGatewaysRequest::decode(message).map_err(|e| {
-        Status::invalid_argument(format!("WatchGateways: the request does not decode: {e}"))
-    })
+    M::decode(message)
+        .map_err(|e| Status::invalid_argument(format!("the request does not decode: {e}")))
 }
 
 /// The response: each page's pieces as data frames (a page is dropped,
@@ -215,19 +253,26 @@ mod tests {
         let mut framed = vec![0];
         framed.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes());
         framed.extend_from_slice(&body);
-        assert_eq!(decode_request(&framed).unwrap(), m);
+        assert_eq!(
+            decode_request::<v1::WatchGatewaysRequest>(&framed).unwrap(),
+            m
+        );
         let mut compressed = framed.clone();
         compressed[0] = 1;
         assert_eq!(
-            decode_request(&compressed).unwrap_err().code(),
+            decode_request::<v1::WatchGatewaysRequest>(&compressed)
+                .unwrap_err()
+                .code(),
             tonic::Code::Unimplemented
         );
         let mut extra = framed.clone();
         extra.push(0);
         assert_eq!(
-            decode_request(&extra).unwrap_err().code(),
+            decode_request::<v1::WatchGatewaysRequest>(&extra)
+                .unwrap_err()
+                .code(),
             tonic::Code::InvalidArgument
         );
-        assert!(decode_request(&[0, 0]).is_err());
+        assert!(decode_request::<v1::WatchGatewaysRequest>(&[0, 0]).is_err());
     }
 }
