@@ -257,20 +257,40 @@ async fn watch(
         .map(tonic::Response::into_inner)
 }
 
+/// A watch message holds at most a page of Gateways (or one larger one).
+fn assert_paged(m: &v1::WatchGatewaysResponse) {
+    use prost::Message;
+    let largest = m.upserted.iter().map(|g| g.encoded_len()).max();
+    let page = gwhub_hub::grpc::view::WATCH_PAGE_BYTES;
+    assert!(
+        m.encoded_len() <= page + largest.unwrap_or(0) + 64,
+        "a watch message of {} bytes",
+        m.encoded_len()
+    );
+}
+
 /// The whole snapshot a watch starts with, however many messages carry it
-/// (`snapshot_incomplete` on all but the last).
+/// (`snapshot_incomplete` on all but the last), each a bounded page.
 async fn whole_snapshot(
     s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
 ) -> Vec<v1::AggregatedGateway> {
     let first = s.next().await.unwrap().unwrap();
     assert!(first.snapshot, "{first:?}");
+    assert_paged(&first);
     let mut all = first.upserted;
     let mut more = first.snapshot_incomplete;
+    let mut messages = 1;
     while more {
         let m = s.next().await.unwrap().unwrap();
         assert!(!m.snapshot && m.deleted.is_empty());
+        assert_paged(&m);
         all.extend(m.upserted);
         more = m.snapshot_incomplete;
+        messages += 1;
+    }
+    let bytes: usize = all.iter().map(prost::Message::encoded_len).sum();
+    if bytes > 2 * gwhub_hub::grpc::view::WATCH_PAGE_BYTES {
+        assert!(messages > 1, "{bytes} bytes in one message");
     }
     all
 }

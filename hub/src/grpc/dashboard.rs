@@ -237,8 +237,9 @@ impl DashboardService {
                 let mut more = false;
                 if in_snapshot || !d.is_empty() {
                     // Encoded (once per view, shared) outside the lock.
-                    let upserted =
-                        d.take_page(&mut sent, WATCH_PAGE_BYTES, |v, lean| v.encoded().len(lean));
+                    let upserted = d.take_page(&mut sent, WATCH_PAGE_BYTES, |v, lean| {
+                        v.encoded().framed_len(lean)
+                    });
                     more = !d.upserted.is_empty();
                     let deleted = std::mem::take(&mut d.deleted);
                     // The rest is diffed again against the views of then:

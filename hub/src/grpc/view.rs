@@ -120,6 +120,13 @@ impl Encoded {
                 false => self.omissions.len(),
             }
     }
+
+    /// What the message adds to a watch or list message: itself, its
+    /// field's tag and its length.
+    pub(crate) fn framed_len(&self, lean: bool) -> usize {
+        let n = self.len(lean);
+        1 + prost::encoding::encoded_len_varint(n as u64) + n
+    }
 }
 
 impl GatewayView {
