@@ -852,9 +852,15 @@ pub fn describe_json(r: &v1::GetGatewayResponse) -> Value {
 }
 
 /// `watch -o yaml|json`: one watch event per upserted or deleted Gateway
-/// (`ADDED` for the first snapshot, then `MODIFIED`/`DELETED`).
-pub fn watch_events(msg: &v1::WatchGatewaysResponse) -> Vec<Value> {
-    let kind = if msg.snapshot { "ADDED" } else { "MODIFIED" };
+/// (`ADDED` for the first snapshot, however many messages carry it:
+/// `in_snapshot` when the last one had `snapshot_incomplete`; then
+/// `MODIFIED`/`DELETED`).
+pub fn watch_events(msg: &v1::WatchGatewaysResponse, in_snapshot: bool) -> Vec<Value> {
+    let kind = if msg.snapshot || in_snapshot {
+        "ADDED"
+    } else {
+        "MODIFIED"
+    };
     let mut events: Vec<Value> = msg
         .upserted
         .iter()
@@ -962,10 +968,14 @@ async fn watch(
         .await
         .map_err(status_error)?
         .into_inner();
+    // The snapshot may come as several messages (`snapshot_incomplete`).
+    let mut in_snapshot = false;
     if let Some(f) = format_of(output) {
         while let Some(msg) = stream.next().await {
             let msg = msg.map_err(status_error)?;
-            for event in watch_events(&msg) {
+            let events = watch_events(&msg, in_snapshot);
+            in_snapshot = msg.snapshot_incomplete;
+            for event in events {
                 let mut text = render_object(&event, f);
                 if f == OutputFormat::Yaml {
                     text = format!("---\n{text}");
@@ -990,7 +1000,12 @@ async fn watch(
     let mut printed_header = false;
     while let Some(msg) = stream.next().await {
         let msg = msg.map_err(status_error)?;
-        let event = if msg.snapshot { "" } else { "MODIFIED" };
+        let event = if msg.snapshot || in_snapshot {
+            ""
+        } else {
+            "MODIFIED"
+        };
+        in_snapshot = msg.snapshot_incomplete;
         let mut rows: Vec<Vec<String>> = msg
             .upserted
             .iter()
@@ -1044,5 +1059,36 @@ mod tests {
         let t = table(&["NAME"], &[vec!["gw\nwest   True".into()]]);
         assert_eq!(t.lines().count(), 2, "{t}");
         assert!(!t.contains('\u{1b}'));
+    }
+
+    /// A snapshot sent as several messages is ADDED throughout; what
+    /// follows it is MODIFIED.
+    #[test]
+    fn a_paged_snapshot_is_added_throughout() {
+        let gw = |name: &str| v1::AggregatedGateway {
+            namespace: "ns".into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        let first = v1::WatchGatewaysResponse {
+            snapshot: true,
+            snapshot_incomplete: true,
+            upserted: vec![gw("a")],
+            ..Default::default()
+        };
+        let rest = v1::WatchGatewaysResponse {
+            upserted: vec![gw("b")],
+            ..Default::default()
+        };
+        let kind = |events: Vec<Value>| events[0]["type"].as_str().unwrap().to_owned();
+        assert_eq!(kind(watch_events(&first, false)), "ADDED");
+        assert_eq!(
+            kind(watch_events(&rest, first.snapshot_incomplete)),
+            "ADDED"
+        );
+        assert_eq!(
+            kind(watch_events(&rest, rest.snapshot_incomplete)),
+            "MODIFIED"
+        );
     }
 }

@@ -14,17 +14,41 @@
 //!        + 2·k·C·B          each cluster's report, and a snapshot being assembled
 //!        + V                the aggregated views
 //!        + N_i·S_i·M        one message being decoded per ingest stream
-//!        + D·(3·V + 400 KiB) per Dashboard call: a watcher holds at most
-//!                           one message queued, one its transport took and
-//!                           one being written, plus HTTP/2's send buffer
-//!                           (hyper's 400 KiB); a unary answer keeps its
-//!                           call slot until it is sent. A caller that takes
-//!                           nothing is dropped --watch-send-timeout after a
-//!                           message its transport does not take (a watcher;
-//!                           a quiet fleet queues none, so one that stalls
-//!                           then keeps its slot until the next change) or
-//!                           after the answer (a unary call)
+//!        + V                the views' wire encodings, made once per change
+//!                           and shared by every watcher
+//!        + D·(2·P + W + F + n·K)  per Dashboard call (watch or event stream)
 //! ```
+//!
+//! with `P` = [`crate::grpc::view::WATCH_PAGE_BYTES`] (256 KiB; a watch
+//! message holds at most that much of Gateways, or one larger Gateway
+//! alone, and a web event at most that much of rows), `W` = 400 KiB
+//! (hyper's HTTP/2 send buffer per stream, or its HTTP/1.1 write buffer),
+//! `F` = 16 KiB (the frame a body hands over at once) and `n·K` what a
+//! watcher remembers it sent (`K` ≈ 150 B per Gateway it sees, `n` of
+//! them). What a watcher holds of its own does not grow with `V`: its
+//! messages are the views' shared encodings put together
+//! ([`crate::grpc::watch_route`]), and it is sent the next message only
+//! once its transport took all of the last, diffed against the views of
+//! then. The `2·P` are the page it is being sent and, while the fleet
+//! changes under it, the encodings that page still pins after the views
+//! moved on (one Gateway larger than `P`: that Gateway). A watcher or
+//! page that has not taken a message within `--watch-send-timeout` is
+//! dropped with its connection, whether or not the fleet changes (the
+//! timer runs from the message, not from the next change). A unary answer
+//! keeps its call slot until it is sent, and one not taken within
+//! `--watch-send-timeout` closes its connection. A `ListGateways` answer
+//! is put together from the shared encodings too (a page, or every
+//! Gateway the reader sees for a `page_size` of 0; while the fleet
+//! changes, an unread one pins the encodings it lists, superseded or
+//! not, until `--watch-send-timeout`); the other unary
+//! answers are small (one Gateway and its clusters' reports, the cluster
+//! list, a history) and hold their own copy until sent.
+//!
+//! At the defaults (D = 256) the Dashboard's readers take at most
+//! 256·(512 + 400 + 16) KiB ≈ 232 MiB plus `n·K` each (≈ 1.5 MiB at
+//! 10,000 Gateways), within the shipped Deployment's 512 MiB limit with
+//! room for the hub's own state at a fleet of typical size; lower
+//! `--max-dashboard-calls` on hubs whose fleet fills more of it.
 //!
 //! A superseded stream ends at once, so one stream per cluster assembles a
 //! snapshot; under `--insecure` the registry is also pruned
@@ -52,6 +76,10 @@ pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 /// other half to everyone else.
 pub const DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS: usize = 32;
 
+/// Default of `--max-dashboard-calls-per-address`: half the default
+/// `--max-dashboard-calls`.
+pub const DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS: usize = 128;
+
 /// Largest value of the count flags bounding connections and calls
 /// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
 /// far below what a semaphore can hold.
@@ -72,32 +100,111 @@ pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
 
 /// The slots of `--max-dashboard-calls`: one pool for the gRPC Dashboard's
 /// calls and the web page's event streams, so the flag bounds both
-/// together (the memory bound above counts D calls in all).
+/// together (the memory bound above counts D calls in all). One client
+/// address holds at most `--max-dashboard-calls-per-address` of them,
+/// whatever its connections, so a flood of HTTP/1.1 event streams or of
+/// HTTP/2 connections from one address leaves the rest to everyone else.
 #[derive(Clone, Debug)]
 pub struct DashboardCalls {
     slots: Arc<tokio::sync::Semaphore>,
     max: usize,
+    per_address: Arc<crate::conn::PerAddress>,
+}
+
+/// A call's hold on the budgets ([`DashboardCalls::admit`]); released
+/// when dropped.
+pub struct CallPermit {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _address: Option<crate::conn::AddressSlot>,
+    pub(crate) conn: Option<Arc<crate::conn::ConnState>>,
+    pub(crate) counters: Arc<Counters>,
+}
+
+impl Drop for CallPermit {
+    fn drop(&mut self) {
+        self.counters.dashboard_calls.dec();
+        if let Some(c) = &self.conn {
+            c.dashboard_calls
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Why a Dashboard call or event stream was refused (the message names
+/// the flag).
+#[derive(Debug, thiserror::Error)]
+pub enum CallRefused {
+    #[error(
+        "Dashboard budget: {0} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later"
+    )]
+    Total(usize),
+    #[error(
+        "Dashboard budget: this client address has {0} calls open, the hub's --max-dashboard-calls-per-address; retry later"
+    )]
+    Address(usize),
+    #[error(
+        "Dashboard budget: {0} calls are open on this connection, the hub's --max-dashboard-calls-per-connection"
+    )]
+    Connection(usize),
 }
 
 impl DashboardCalls {
-    pub fn new(max: usize) -> Self {
+    /// `max` in all, `max_per_address` from one client address.
+    pub fn new(max: usize, max_per_address: usize) -> Self {
         DashboardCalls {
             // Clamped: the flag is bounded, a programmatic value may not be.
             slots: Arc::new(tokio::sync::Semaphore::new(
                 max.min(tokio::sync::Semaphore::MAX_PERMITS),
             )),
             max,
+            per_address: crate::conn::PerAddress::new(max_per_address),
         }
-    }
-
-    /// A slot, held until dropped; `None` when every slot is taken.
-    pub fn try_take(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
     }
 
     /// `--max-dashboard-calls`, for messages.
     pub fn max(&self) -> usize {
         self.max
+    }
+
+    /// A slot for a call on `conn` (none: a caller of the service itself,
+    /// counted in the total only), within the total, its client address's
+    /// half and `max_per_connection`; counted in `gwhub_dashboard_calls`.
+    pub(crate) fn admit(
+        &self,
+        conn: Option<&crate::conn::ConnInfo>,
+        max_per_connection: usize,
+        counters: &Arc<Counters>,
+    ) -> Result<CallPermit, CallRefused> {
+        use std::sync::atomic::Ordering;
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            Counters::bump(&counters.refused_dashboard_calls);
+            return Err(CallRefused::Total(self.max));
+        };
+        let address = match conn {
+            Some(c) => match self.per_address.try_take(c.remote.ip()) {
+                Some(a) => Some(a),
+                None => {
+                    Counters::bump(&counters.refused_dashboard_calls);
+                    return Err(CallRefused::Address(self.per_address.max()));
+                }
+            },
+            None => None,
+        };
+        if let Some(c) = conn {
+            let open = c.state.dashboard_calls.fetch_add(1, Ordering::Relaxed);
+            if open >= max_per_connection {
+                c.state.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
+                Counters::bump(&counters.refused_dashboard_calls_per_connection);
+                return Err(CallRefused::Connection(open));
+            }
+        }
+        counters.dashboard_calls.inc();
+        Ok(CallPermit {
+            _permit: permit,
+            _address: address,
+            conn: conn.map(|c| c.state.clone()),
+            counters: counters.clone(),
+        })
     }
 }
 
@@ -117,6 +224,11 @@ pub struct Budgets {
     /// with RESOURCE_EXHAUSTED.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = count_flag())]
     pub max_dashboard_calls: usize,
+    /// Dashboard calls and web page event streams open at once from one
+    /// client address, whatever its connections (HTTP/1.1 streams take a
+    /// connection each).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS, value_parser = count_flag())]
+    pub max_dashboard_calls_per_address: usize,
     /// Dashboard calls open at once on one connection (1 to 1,048,576, as
     /// are the other connection and call counts).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = count_flag())]
@@ -160,6 +272,7 @@ impl Default for Budgets {
             max_clusters: DEFAULT_MAX_CLUSTERS,
             max_dashboard_calls: 256,
             max_dashboard_calls_per_connection: 16,
+            max_dashboard_calls_per_address: DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS,
             watch_send_timeout: Duration::from_secs(60),
             max_connections: DEFAULT_MAX_CLUSTERS,
             max_dashboard_connections: 64,
@@ -227,6 +340,8 @@ gwhub_common::metrics! {
             "Connections closed for having no open call for --idle-connection-timeout.",
         connections_saturated: Family<Listener, Counter> => "gwhub_connections_saturated",
             "Times a listener reached --max-connections and paused accepting.",
+        connections_evicted: Family<Listener, Counter> => "gwhub_connections_evicted_idle",
+            "Idle connections closed to make room for a new client while a listener was full.",
         accept_errors: Family<Listener, Counter> => "gwhub_accept_errors",
             "Failed accepts (e.g. out of file descriptors), each followed by a back-off.",
     }
@@ -238,6 +353,7 @@ impl Default for Counters {
         let connections_accepted: Family<Listener, Counter> = Family::default();
         let connections_idle_closed: Family<Listener, Counter> = Family::default();
         let connections_saturated: Family<Listener, Counter> = Family::default();
+        let connections_evicted: Family<Listener, Counter> = Family::default();
         let accept_errors: Family<Listener, Counter> = Family::default();
         let listener = |listener: &'static str| {
             let l = Listener { listener };
@@ -247,6 +363,7 @@ impl Default for Counters {
                 idle_closed: connections_idle_closed.get_or_create(&l).clone(),
                 accept_errors: accept_errors.get_or_create(&l).clone(),
                 saturated: connections_saturated.get_or_create(&l).clone(),
+                evicted: connections_evicted.get_or_create(&l).clone(),
             })
         };
         Counters {
@@ -266,6 +383,7 @@ impl Default for Counters {
             connections_accepted,
             connections_idle_closed,
             connections_saturated,
+            connections_evicted,
             accept_errors,
         }
     }
@@ -307,6 +425,7 @@ mod tests {
             "--max-dashboard-calls",
             "--max-dashboard-calls-per-connection",
             "--max-dashboard-connections-per-address",
+            "--max-dashboard-calls-per-address",
         ] {
             for bad in ["0", "1048577", "18446744073709551615"] {
                 let e = parse(&[flag, bad]).unwrap_err();

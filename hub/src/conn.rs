@@ -1,6 +1,7 @@
 //! Connection bounds for the hub's gRPC listeners (issue 17): at most
-//! `--max-connections` open connections per listener (past it the accept loop
-//! waits, and the kernel's backlog pushes back), a connection that never
+//! `--max-connections` open connections per listener (past it a new client
+//! closes the connection idle longest, or with none idle waits while the
+//! kernel's backlog pushes back: issue 25), a connection that never
 //! has no open call for `--idle-connection-timeout` is closed, and a failing
 //! `accept` (e.g. out of file descriptors) backs off and logs instead of
 //! spinning. Each connection carries a [`ConnInfo`] into its requests, so a
@@ -47,13 +48,13 @@ pub struct ConnLimits {
 /// cannot take every slot of `max_connections`. Kept apart from the accept
 /// path's other steps: a check after `accept`, a slot the connection holds.
 #[derive(Debug)]
-struct PerAddress {
+pub(crate) struct PerAddress {
     max: usize,
     open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
 }
 
 impl PerAddress {
-    fn new(max: usize) -> Arc<Self> {
+    pub(crate) fn new(max: usize) -> Arc<Self> {
         Arc::new(PerAddress {
             max,
             open: Default::default(),
@@ -68,8 +69,13 @@ impl PerAddress {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A slot for one more connection from `ip`, unless it has `max` open.
-    fn try_take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<AddressSlot> {
+    /// The most one address may hold.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A slot for one more from `ip`, unless it has `max` open.
+    pub(crate) fn try_take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<AddressSlot> {
         let mut open = self.lock();
         let n = open.entry(ip).or_insert(0);
         if *n >= self.max {
@@ -85,7 +91,7 @@ impl PerAddress {
 
 /// One connection's place in its address's count, given back on drop.
 #[derive(Debug)]
-struct AddressSlot {
+pub(crate) struct AddressSlot {
     per: Arc<PerAddress>,
     ip: std::net::IpAddr,
 }
@@ -115,6 +121,8 @@ pub struct ListenerCounters {
     pub accept_errors: Counter,
     /// Times the listener reached `max_connections` and stopped accepting.
     pub saturated: Counter,
+    /// Idle connections closed for a new client while the listener was full.
+    pub evicted: Counter,
 }
 
 /// One connection's shared state, reachable from its requests.
@@ -126,6 +134,9 @@ pub struct ConnState {
     calls: watch::Sender<usize>,
     /// Dashboard calls open on this connection.
     pub dashboard_calls: AtomicUsize,
+    /// When a call last started or ended (or the connection was
+    /// accepted): the idle connection with the oldest is evicted first.
+    last_active: std::sync::Mutex<tokio::time::Instant>,
 }
 
 impl Default for ConnState {
@@ -134,6 +145,7 @@ impl Default for ConnState {
             kill: CancellationToken::new(),
             calls: watch::Sender::new(0),
             dashboard_calls: AtomicUsize::new(0),
+            last_active: std::sync::Mutex::new(tokio::time::Instant::now()),
         }
     }
 }
@@ -149,6 +161,65 @@ impl ConnState {
     pub fn open_calls(&self) -> usize {
         *self.calls.borrow()
     }
+
+    fn touch(&self) {
+        *self
+            .last_active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
+    }
+
+    fn last_active(&self) -> tokio::time::Instant {
+        *self
+            .last_active
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A listener's open connections, so that when it is full the one idle
+/// longest is closed for a new client (issue 25): a flood of idle
+/// connections cannot keep a fresh client out until idle timeouts catch up.
+#[derive(Debug, Default)]
+struct Open {
+    conns: std::sync::Mutex<Vec<std::sync::Weak<ConnState>>>,
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<std::sync::Weak<ConnState>>> {
+        self.conns
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn add(&self, state: &Arc<ConnState>, max: usize) {
+        let mut conns = self.lock();
+        if conns.len() >= max.saturating_mul(2).max(16) {
+            conns.retain(|w| w.strong_count() > 0);
+        }
+        conns.push(Arc::downgrade(state));
+    }
+
+    /// Closes the connection with no open call that was active longest
+    /// ago; false if every open connection has a call.
+    fn evict_idlest(&self) -> bool {
+        let victim = {
+            let mut conns = self.lock();
+            conns.retain(|w| w.strong_count() > 0);
+            conns
+                .iter()
+                .filter_map(std::sync::Weak::upgrade)
+                .filter(|c| c.open_calls() == 0 && !c.kill.is_cancelled())
+                .min_by_key(|c| c.last_active())
+        };
+        match victim {
+            Some(c) => {
+                c.close();
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// One open call: the connection is not idle while it lives.
@@ -156,6 +227,7 @@ struct CallGuard(Arc<ConnState>);
 
 impl CallGuard {
     fn new(state: Arc<ConnState>) -> Self {
+        state.touch();
         state.calls.send_modify(|n| *n += 1);
         CallGuard(state)
     }
@@ -163,6 +235,7 @@ impl CallGuard {
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
+        self.0.touch();
         self.0.calls.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
@@ -403,31 +476,14 @@ pub(crate) fn incoming(
     ));
     let last_warned: Option<tokio::time::Instant> = None;
     let per_address = PerAddress::new(limits.max_per_address);
+    let open = Arc::new(Open::default());
     futures::stream::unfold(
         (listener, slots, limits, counters, last_warned),
         move |(listener, slots, limits, counters, mut last_warned)| {
             let per_address = per_address.clone();
+            let open = open.clone();
             async move {
-                let permit = match slots.clone().try_acquire_owned() {
-                    Ok(p) => p,
-                    Err(_) => {
-                        counters.saturated.inc();
-                        // Once a minute at most: an attacker cycling connections
-                        // must not flood the log.
-                        let now = tokio::time::Instant::now();
-                        if last_warned.is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY)
-                        {
-                            last_warned = Some(now);
-                            tracing::warn!(
-                                listener = name,
-                                max = limits.max_connections,
-                                "connection limit reached; not accepting until a connection closes"
-                            );
-                        }
-                        slots.clone().acquire_owned().await.ok()?
-                    }
-                };
-                loop {
+                let (tcp, remote, address) = loop {
                     match listener.accept().await {
                         Ok((tcp, remote)) => {
                             // One address past its share: closed at once, the
@@ -437,13 +493,7 @@ pub(crate) fn incoming(
                                 drop(tcp);
                                 continue;
                             };
-                            let _ = tcp.set_nodelay(true);
-                            let mut conn = wrap(tcp, remote, permit, &limits, &counters);
-                            conn._address = Some(address);
-                            return Some((
-                                Ok(conn),
-                                (listener, slots, limits, counters, last_warned),
-                            ));
+                            break (tcp, remote, address);
                         }
                         Err(e) => {
                             counters.accept_errors.inc();
@@ -453,7 +503,40 @@ pub(crate) fn incoming(
                             tokio::time::sleep(ACCEPT_BACKOFF).await;
                         }
                     }
-                }
+                };
+                // A slot once a client is here: when the listener is full,
+                // the connection idle longest makes room for it; with none
+                // idle the client waits (and the kernel's backlog pushes
+                // back on those behind it) until one closes.
+                let permit = match slots.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        counters.saturated.inc();
+                        let evicted = open.evict_idlest();
+                        if evicted {
+                            counters.evicted.inc();
+                        }
+                        // Once a minute at most: an attacker cycling connections
+                        // must not flood the log.
+                        let now = tokio::time::Instant::now();
+                        if last_warned.is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY)
+                        {
+                            last_warned = Some(now);
+                            tracing::warn!(
+                                listener = name,
+                                max = limits.max_connections,
+                                evicted,
+                                "connection limit reached; closing the connection idle longest, or waiting for one to close"
+                            );
+                        }
+                        slots.clone().acquire_owned().await.ok()?
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                let mut conn = wrap(tcp, remote, permit, &limits, &counters);
+                conn._address = Some(address);
+                open.add(&conn.info.state, limits.max_connections);
+                Some((Ok(conn), (listener, slots, limits, counters, last_warned)))
             }
         },
     )

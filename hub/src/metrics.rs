@@ -376,6 +376,7 @@ mod tests {
             "gwhub_connections_accepted_total",
             "gwhub_connections_idle_closed_total",
             "gwhub_connections_saturated_total",
+            "gwhub_connections_evicted_idle_total",
             "gwhub_accept_errors_total",
         ] {
             for listener in ["ingest", "dashboard", "web"] {

@@ -250,7 +250,10 @@ impl Hub {
         .with_joiner(tls.as_ref().and_then(HubTls::joiner));
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
-        let dashboard_calls = crate::budget::DashboardCalls::new(budgets.max_dashboard_calls);
+        let dashboard_calls = crate::budget::DashboardCalls::new(
+            budgets.max_dashboard_calls,
+            budgets.max_dashboard_calls_per_address,
+        );
         let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
         if let Some(readers) = readers {
             auth = auth.with_kubernetes(readers);

@@ -257,6 +257,44 @@ async fn watch(
         .map(tonic::Response::into_inner)
 }
 
+/// A watch message holds at most a page of Gateways (or one larger one).
+fn assert_paged(m: &v1::WatchGatewaysResponse) {
+    use prost::Message;
+    let largest = m.upserted.iter().map(|g| g.encoded_len()).max();
+    let page = gwhub_hub::grpc::view::WATCH_PAGE_BYTES;
+    assert!(
+        m.encoded_len() <= page + largest.unwrap_or(0) + 64,
+        "a watch message of {} bytes",
+        m.encoded_len()
+    );
+}
+
+/// The whole snapshot a watch starts with, however many messages carry it
+/// (`snapshot_incomplete` on all but the last), each a bounded page.
+async fn whole_snapshot(
+    s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
+) -> Vec<v1::AggregatedGateway> {
+    let first = s.next().await.unwrap().unwrap();
+    assert!(first.snapshot, "{first:?}");
+    assert_paged(&first);
+    let mut all = first.upserted;
+    let mut more = first.snapshot_incomplete;
+    let mut messages = 1;
+    while more {
+        let m = s.next().await.unwrap().unwrap();
+        assert!(!m.snapshot && m.deleted.is_empty());
+        assert_paged(&m);
+        all.extend(m.upserted);
+        more = m.snapshot_incomplete;
+        messages += 1;
+    }
+    let bytes: usize = all.iter().map(prost::Message::encoded_len).sum();
+    if bytes > 2 * gwhub_hub::grpc::view::WATCH_PAGE_BYTES {
+        assert!(messages > 1, "{bytes} bytes in one message");
+    }
+    all
+}
+
 #[tokio::test]
 async fn dashboard_calls_are_bounded_in_total_and_per_connection() {
     let hub = start_with(Budgets {
@@ -376,8 +414,7 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
     // dropped however short the timeout.
     let mut d = dashboard(&hub).await;
     let mut honest = watch(&mut d).await.unwrap();
-    let first = honest.next().await.unwrap().unwrap();
-    assert_eq!(first.upserted.len(), 1498);
+    assert_eq!(whole_snapshot(&mut honest).await.len(), 1498);
     for seq in 3..7u64 {
         east.send(agent_message::Message::Delta(v1::Delta {
             seq,
@@ -423,8 +460,7 @@ async fn a_watcher_that_took_a_large_view_at_once_is_not_dropped() {
     for _ in 0..12 {
         let mut d = DashboardClient::new(roomy.clone());
         let mut watcher = watch(&mut d).await.unwrap();
-        let first = watcher.next().await.unwrap().unwrap();
-        assert_eq!(first.upserted.len(), 1500);
+        assert_eq!(whole_snapshot(&mut watcher).await.len(), 1500);
         watchers.push(watcher);
     }
     // Quiet for several times the timeout, then a change still arrives.
@@ -513,8 +549,8 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
     })
     .await;
     let counters = hub.index.counters().clone();
-    // Two silent connections fill the listener; a third waits in the
-    // kernel's backlog until the idle ones are closed.
+    // Two silent connections fill the listener; a third makes room for
+    // itself by closing the one idle longest, the rest are closed idle.
     let mut idle = Vec::new();
     for _ in 0..3 {
         idle.push(
@@ -537,7 +573,11 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
         assert!(closed.is_ok(), "an idle connection stayed open");
     }
     assert!(Counters::get(&counters.ingest.saturated) >= 1);
-    assert_eq!(Counters::get(&counters.ingest.idle_closed), 3);
+    assert_eq!(
+        Counters::get(&counters.ingest.idle_closed) + Counters::get(&counters.ingest.evicted),
+        3
+    );
+    assert!(Counters::get(&counters.ingest.evicted) >= 1);
     until(
         WAIT,
         || async { Counters::get(&counters.ingest.open) },
@@ -647,7 +687,10 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
         assert!(closed.is_ok(), "an idle web connection stayed open");
     }
     assert!(Counters::get(&counters.web.saturated) >= 1);
-    assert_eq!(Counters::get(&counters.web.idle_closed), 3);
+    assert_eq!(
+        Counters::get(&counters.web.idle_closed) + Counters::get(&counters.web.evicted),
+        3
+    );
 
     // An event stream is an open call: its connection outlives many idle
     // timeouts, and it holds the one call slot.
@@ -675,7 +718,7 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
     assert!(refused.contains("--max-dashboard-calls"), "{refused}");
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(
-        Counters::get(&counters.web.idle_closed),
+        Counters::get(&counters.web.idle_closed) + Counters::get(&counters.web.evicted),
         4,
         "the refused one only"
     );
@@ -1168,4 +1211,316 @@ async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(served, "the hub did not recover after the flood");
+}
+
+// ---- 4. hostile readers (issue 25) ----------------------------------------
+
+/// A plain HTTP/1.1 GET from `from` (a loopback address of the test's
+/// choosing): the connection and the answer's head, nothing of the body
+/// read beyond what came with it.
+async fn http_get(from: &str, to: SocketAddr, path: &str) -> (tokio::net::TcpStream, String) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = socket.connect(to).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert!(n > 0, "closed before answering");
+        head.extend_from_slice(&buf[..n]);
+    }
+    (s, String::from_utf8_lossy(&head).into_owned())
+}
+
+/// An honest reader is served at once: a fresh Dashboard connection's
+/// call and a fresh page's `/api/fleet`.
+async fn honest_reader_is_served(hub: &Hub) {
+    let served = tokio::time::timeout(WAIT, async {
+        let mut d = dashboard(hub).await;
+        d.list_clusters(v1::ListClustersRequest {}).await
+    })
+    .await
+    .expect("a fresh Dashboard call answers");
+    assert!(served.is_ok(), "{served:?}");
+    if let Some(web) = hub.web_addr {
+        let (_, head) = http_get("127.0.0.1", web, "/api/fleet").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+}
+
+/// Idle connections fill both reader listeners and are re-opened as they
+/// close: each fresh reader still gets in, the connection idle longest
+/// making room for it, long before any idle timeout.
+#[tokio::test]
+async fn an_idle_flood_does_not_keep_a_fresh_reader_out() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_connections: 8,
+            max_dashboard_connections_per_address: 64,
+            idle_connection_timeout: Duration::from_secs(600),
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let counters = hub.index.counters().clone();
+    let addrs = [hub.dashboard_addr, hub.web_addr.unwrap()];
+    let mut flood = Vec::new();
+    for addr in addrs {
+        for _ in 0..8 {
+            flood.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+    }
+    until(
+        WAIT,
+        || async {
+            (
+                Counters::get(&counters.dashboard.open),
+                Counters::get(&counters.web.open),
+            )
+        },
+        |open| *open == (8, 8),
+    )
+    .await;
+    for _ in 0..3 {
+        honest_reader_is_served(&hub).await;
+        // The flood comes back.
+        for addr in addrs {
+            for _ in 0..4 {
+                flood.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+            }
+        }
+    }
+    assert!(Counters::get(&counters.dashboard.evicted) >= 3);
+    assert!(Counters::get(&counters.web.evicted) >= 3);
+    assert!(Counters::get(&counters.dashboard.open) <= 8);
+    drop(flood);
+    hub.shutdown().await.unwrap();
+}
+
+/// HTTP/1.1 event streams that never read, all from one address: at most
+/// `--max-dashboard-calls-per-address` are served, each counted in
+/// `gwhub_dashboard_calls`, and readers from elsewhere are served.
+#[tokio::test]
+async fn unread_http1_event_streams_are_bounded_per_address_and_counted() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_calls: 8,
+            max_dashboard_calls_per_address: 4,
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let counters = hub.index.counters().clone();
+    let mut held = Vec::new();
+    for i in 0..6 {
+        let (s, head) = http_get("127.0.0.2", web, "/api/events").await;
+        if i < 4 {
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        } else {
+            assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+            assert!(head.contains("--max-dashboard-calls-per-address"), "{head}");
+        }
+        held.push(s);
+    }
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == 4,
+    )
+    .await;
+    honest_reader_is_served(&hub).await;
+    let (_events, head) = http_get("127.0.0.1", web, "/api/events").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    drop(held);
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == 1,
+    )
+    .await;
+    hub.shutdown().await.unwrap();
+}
+
+/// This process's resident memory.
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+/// Slow `WatchGateways` readers of a large view that grant no window hold
+/// no copy of it: the hub grows by about the documented per-reader bound
+/// (`2·P + W + F`, see `gwhub_hub::budget`), not by readers x view (each
+/// once held its own ~2 copies, over 200 MB here), honest readers are
+/// served meanwhile, and in a quiet fleet the stalled readers are dropped
+/// after `--watch-send-timeout`.
+#[tokio::test]
+async fn slow_watchers_of_a_large_view_hold_no_copy_of_it() {
+    if !std::path::Path::new("/proc/self/statm").exists() {
+        eprintln!("skipped: no /proc to read memory from");
+        return;
+    }
+    let hub = start_with(Budgets {
+        watch_send_timeout: Duration::from_secs(4),
+        max_dashboard_connections_per_address: 64,
+        ..Budgets::default()
+    })
+    .await;
+    // ~3 MB encoded, in one agent message.
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(0, (0..1500).map(|i| sized(&long(i), 2000)).collect())
+        .await;
+    until(WAIT, || names(&hub), |n| n.len() == 1500).await;
+    let before = rss_bytes();
+    const WATCHERS: u64 = 32;
+    let mut streams = Vec::new();
+    for _ in 0..WATCHERS {
+        let channel =
+            tonic::transport::Endpoint::from_shared(format!("http://{}", hub.dashboard_addr))
+                .unwrap()
+                .initial_stream_window_size(Some(1024))
+                .connect()
+                .await
+                .unwrap();
+        let mut d = DashboardClient::new(channel);
+        streams.push(watch(&mut d).await.unwrap());
+    }
+    let counters = hub.index.counters().clone();
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == WATCHERS,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown = rss_bytes().saturating_sub(before);
+    eprintln!("{WATCHERS} stalled watchers of a ~3 MB view: the hub grew {grown} bytes");
+    // Per reader: a page (P = 256 KiB) and what it pins, HTTP/2's buffer
+    // (400 KiB) and a frame; plus the views' shared encoding (~3 MB) and
+    // room for the allocator and the other tests of this binary.
+    let bound = WATCHERS * (2 * 256 + 400 + 16) * 1024 + 64 * 1024 * 1024;
+    assert!(grown < bound, "grew {grown} bytes, bound {bound}");
+    honest_reader_is_served(&hub).await;
+    // Nothing changes; they are dropped all the same.
+    until(
+        Duration::from_secs(30),
+        || async { Counters::get(&counters.watchers_dropped) },
+        |n| *n == WATCHERS,
+    )
+    .await;
+    drop(streams);
+    hub.shutdown().await.unwrap();
+}
+
+/// Web page event streams that never read, over HTTP/1.1 from two
+/// addresses, of a large fleet: the hub grows by the documented per-reader
+/// bound, not by readers x snapshot, and honest readers are served.
+#[tokio::test]
+async fn never_read_web_event_streams_hold_a_bounded_share() {
+    if !std::path::Path::new("/proc/self/statm").exists() {
+        eprintln!("skipped: no /proc to read memory from");
+        return;
+    }
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let mut east = Agent::connect(hub.ingest_addr, "east").await;
+    east.snapshot(0, (0..1500).map(|i| sized(&long(i), 2000)).collect())
+        .await;
+    until(WAIT, || names(&hub), |n| n.len() == 1500).await;
+    let web = hub.web_addr.unwrap();
+    let before = rss_bytes();
+    const STREAMS: u64 = 48;
+    let mut held = Vec::new();
+    for i in 0..STREAMS {
+        let from = if i % 2 == 0 { "127.0.0.2" } else { "127.0.0.3" };
+        let (s, head) = http_get(from, web, "/api/events").await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(s);
+    }
+    let counters = hub.index.counters().clone();
+    until(
+        WAIT,
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == STREAMS,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let grown = rss_bytes().saturating_sub(before);
+    eprintln!("{STREAMS} unread event streams of 1,500 Gateways: the hub grew {grown} bytes");
+    let bound = STREAMS * (2 * 256 + 400 + 16) * 1024 + 64 * 1024 * 1024;
+    assert!(grown < bound, "grew {grown} bytes, bound {bound}");
+    honest_reader_is_served(&hub).await;
+    drop(held);
+    hub.shutdown().await.unwrap();
+}
+
+/// Web page event streams on one HTTP/2 connection are capped as gRPC
+/// Dashboard calls are (`--max-dashboard-calls-per-connection`), so a few
+/// connections cannot take every call slot, and are counted.
+#[tokio::test]
+async fn web_event_streams_are_capped_per_connection() {
+    use tonic::codegen::Service;
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        budgets: Budgets {
+            max_dashboard_calls_per_connection: 2,
+            ..Budgets::default()
+        },
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let mut h2 = tonic::transport::Endpoint::from_shared(format!("http://{web}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut responses = Vec::new();
+    for _ in 0..3 {
+        std::future::poll_fn(|cx| h2.poll_ready(cx)).await.unwrap();
+        let request = tonic::codegen::http::Request::get(format!("http://{web}/api/events"))
+            .body(tonic::body::Body::empty())
+            .unwrap();
+        responses.push(
+            tokio::time::timeout(WAIT, h2.call(request))
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(statuses, [200, 200, 503]);
+    let refused = responses.pop().unwrap().into_body();
+    let text = http_body_util::BodyExt::collect(refused)
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("--max-dashboard-calls-per-connection"),
+        "{text}"
+    );
+    assert_eq!(Counters::get(&hub.index.counters().dashboard_calls), 2);
+    honest_reader_is_served(&hub).await;
+    drop(responses);
+    drop(h2);
+    hub.shutdown().await.unwrap();
 }

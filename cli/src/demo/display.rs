@@ -179,7 +179,7 @@ mod tests {
         v1::WatchGatewaysResponse {
             snapshot: false,
             upserted: vec![g],
-            deleted: vec![],
+            ..Default::default()
         }
     }
 

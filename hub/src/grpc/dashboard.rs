@@ -9,22 +9,22 @@
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::Stream;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::v1;
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
-use crate::budget::{Budgets, Counters, DashboardCalls};
-use crate::conn::ConnState;
+use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
 use crate::tls::DashboardAuth;
 
 use crate::aggregate::GatewayKey;
+use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
 use crate::history;
 use crate::index::{GatewayView, Index, Views};
 use crate::listing::{self, Filter};
@@ -42,27 +42,14 @@ pub struct DashboardService {
     auth: DashboardAuth,
 }
 
-/// A Dashboard call's hold on the budgets; released when dropped.
-struct CallPermit {
-    _permit: OwnedSemaphorePermit,
-    conn: Option<Arc<ConnState>>,
-    counters: Arc<Counters>,
-}
-
-impl Drop for CallPermit {
-    fn drop(&mut self) {
-        self.counters.dashboard_calls.dec();
-        if let Some(c) = &self.conn {
-            c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 impl DashboardService {
     /// `shutdown` turning true ends every watch.
     pub fn new(index: Index, shutdown: watch::Receiver<bool>) -> Self {
         let budgets = Budgets::default();
-        let calls = DashboardCalls::new(budgets.max_dashboard_calls);
+        let calls = DashboardCalls::new(
+            budgets.max_dashboard_calls,
+            budgets.max_dashboard_calls_per_address,
+        );
         Self::with_budgets(index, shutdown, &budgets, calls)
     }
 
@@ -104,31 +91,54 @@ impl DashboardService {
     /// Takes a slot of `--max-dashboard-calls` and of the connection's
     /// `--max-dashboard-calls-per-connection`, or refuses the call.
     fn admit<T>(&self, request: &Request<T>) -> Result<CallPermit, Status> {
-        let counters = self.index.counters().clone();
-        let conn = crate::conn::conn_of(request).map(|c| c.state.clone());
-        let Some(permit) = self.calls.try_take() else {
-            Counters::bump(&counters.refused_dashboard_calls);
-            return Err(Status::resource_exhausted(format!(
-                "Dashboard budget: {} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later",
-                self.calls.max()
-            )));
+        self.calls
+            .admit(
+                crate::conn::conn_of(request),
+                self.max_calls_per_connection,
+                self.index.counters(),
+            )
+            .map_err(|e| Status::resource_exhausted(e.to_string()))
+    }
+
+    /// A `ListGateways` answer as a [`Page`] of the views' shared
+    /// encodings, and its call's slot (see [`Self::hold`]).
+    pub(crate) async fn list(
+        &self,
+        request: Request<v1::ListGatewaysRequest>,
+    ) -> Result<(Page, CallPermit), Status> {
+        let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
+        let r = request.into_inner();
+        let filter = filter_of(r.filter.as_ref());
+        authorize_listing(&mut reader, &self.index, &filter).await?;
+        let visibility = reader.visibility();
+        let after = match r.page_token.as_str() {
+            "" => None,
+            t => Some(
+                listing::decode_token(t).map_err(|e| Status::invalid_argument(e.to_string()))?,
+            ),
         };
-        if let Some(c) = &conn {
-            let open = c.dashboard_calls.fetch_add(1, Ordering::Relaxed);
-            if open >= self.max_calls_per_connection {
-                c.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
-                Counters::bump(&counters.refused_dashboard_calls_per_connection);
-                return Err(Status::resource_exhausted(format!(
-                    "Dashboard budget: {open} calls are open on this connection, the hub's --max-dashboard-calls-per-connection"
-                )));
-            }
-        }
-        counters.dashboard_calls.inc();
-        Ok(CallPermit {
-            _permit: permit,
-            conn,
-            counters,
-        })
+        // Encoded (once per view, shared) after letting go of the watch
+        // channel's lock.
+        let page = {
+            let views = self.index.subscribe();
+            let views = views.borrow();
+            listing::page(
+                views
+                    .gateways
+                    .iter()
+                    .filter(|(_, v)| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
+                    .map(|(k, v)| (k, v.clone())),
+                after.as_ref(),
+                listing::page_size(r.page_size),
+            )
+        };
+        let answer = Page::list(
+            &page.items,
+            page.next.as_deref().unwrap_or_default(),
+            u32::try_from(page.total).unwrap_or(u32::MAX),
+        );
+        Ok((answer, permit))
     }
 
     /// A unary answer that keeps its call's slot until the transport has
@@ -138,14 +148,20 @@ impl DashboardService {
     /// buffered for it.
     fn answer<T>(&self, message: T, permit: CallPermit) -> Response<T> {
         let mut response = Response::new(message);
-        let Some(conn) = permit.conn.clone() else {
-            return response;
-        };
+        if let Some(hold) = self.hold(permit) {
+            response.extensions_mut().insert(hold);
+        }
+        response
+    }
+
+    /// What keeps a unary answer's call slot (see [`Self::answer`]): to go
+    /// into the response's extensions, for [`crate::conn::Tracked`].
+    pub(crate) fn hold(&self, permit: CallPermit) -> Option<crate::conn::Hold> {
+        let conn = permit.conn.clone()?;
         let (sent, unsent) = oneshot::channel::<()>();
         let counters = permit.counters.clone();
         let timeout = self.watch_send_timeout;
         let hold: Arc<(CallPermit, oneshot::Sender<()>)> = Arc::new((permit, sent));
-        response.extensions_mut().insert(crate::conn::Hold(hold));
         tokio::spawn(async move {
             // The sender goes with the answer's body: sent, or the call dropped.
             if tokio::time::timeout(timeout, unsent).await.is_err() {
@@ -157,11 +173,126 @@ impl DashboardService {
                 conn.close();
             }
         });
-        response
+        Some(crate::conn::Hold(hold))
     }
 
-    pub(crate) fn into_server(self) -> v1::dashboard_server::DashboardServer<Self> {
-        v1::dashboard_server::DashboardServer::new(self)
+    /// The service, `WatchGateways` and `ListGateways` served as frames of the views' shared
+    /// encodings ([`crate::grpc::watch_route`]).
+    pub(crate) fn into_server(
+        self,
+    ) -> crate::grpc::watch_route::WatchRoute<v1::dashboard_server::DashboardServer<Self>> {
+        let this = Arc::new(self);
+        crate::grpc::watch_route::WatchRoute::new(
+            v1::dashboard_server::DashboardServer::from_arc(this.clone()),
+            this,
+        )
+    }
+
+    /// A watch: its messages as [`Page`]s, each at most
+    /// [`WATCH_PAGE_BYTES`] (but for one larger Gateway), made of the
+    /// views' shared encodings. The next page is made only once the
+    /// transport took all of this one (the page is dropped), from the
+    /// views of then; a watcher that has not taken a page within
+    /// `--watch-send-timeout` is dropped with its connection, whether or
+    /// not the fleet changes meanwhile.
+    pub(crate) async fn watch(
+        &self,
+        request: Request<v1::WatchGatewaysRequest>,
+    ) -> Result<mpsc::Receiver<Result<Page, Status>>, Status> {
+        let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
+        let conn = crate::conn::conn_of(&request).map(|c| c.state.clone());
+        let r = request.into_inner();
+        let lean = r.omit_unchanged_omissions;
+        let filter = filter_of(r.filter.as_ref());
+        if let Some(ns) = &filter.namespace {
+            reader.check(ns).await?;
+        }
+        let mut views = self.index.subscribe();
+        let mut shutdown = self.shutdown.clone();
+        let send_timeout = self.watch_send_timeout;
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(async move {
+            let permit = permit;
+            let mut sent = HashMap::new();
+            // The next message is the snapshot's first; the snapshot is
+            // still being sent.
+            let mut first = true;
+            let mut in_snapshot = true;
+            loop {
+                // Namespaces appearing are decided before their Gateways
+                // are sent; a reader refused meanwhile gets the refusal.
+                let missing = undecided(&views.borrow_and_update(), &filter, reader.visibility());
+                if let Err(e) = reader.decide(missing.iter().map(String::as_str)).await {
+                    let _ = tx.try_send(Err(e.into()));
+                    return;
+                }
+                let mut d = diff(
+                    &views.borrow(),
+                    &mut sent,
+                    lean,
+                    &filter,
+                    reader.visibility(),
+                );
+                let mut more = false;
+                if in_snapshot || !d.is_empty() {
+                    // Encoded (once per view, shared) outside the lock.
+                    let upserted = d.take_page(&mut sent, WATCH_PAGE_BYTES, |v, lean| {
+                        v.encoded().framed_len(lean)
+                    });
+                    more = !d.upserted.is_empty();
+                    let deleted = std::mem::take(&mut d.deleted);
+                    // The rest is diffed again against the views of then:
+                    // nothing superseded is kept for a slow watcher.
+                    drop(d);
+                    let (done, taken) = oneshot::channel::<()>();
+                    let mut page = Page::new(first, in_snapshot && more, &upserted, &deleted);
+                    page.done = Some(done);
+                    drop(upserted);
+                    first = false;
+                    in_snapshot &= more;
+                    tokio::select! {
+                        r = tx.send(Ok(page)) => if r.is_err() { return },
+                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                    }
+                    // Taken: the transport handed all of it to HTTP/2,
+                    // which needs the peer's flow-control window. A
+                    // watcher that grants none is dropped, with its
+                    // connection, rather than buffered for.
+                    let in_time = tokio::select! {
+                        t = tokio::time::timeout(send_timeout, taken) => t.is_ok(),
+                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                    };
+                    if !in_time {
+                        Counters::bump(&permit.counters.watchers_dropped);
+                        tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout)");
+                        if let Some(c) = &conn {
+                            c.close();
+                        }
+                        return;
+                    }
+                }
+                if more {
+                    continue;
+                }
+                tokio::select! {
+                    r = views.changed() => if r.is_err() { break },
+                    // RBAC changes and revoked tokens reach a long watch.
+                    _ = crate::authz::until(reader.recheck_at()) => {
+                        if let Err(e) = reader.recheck().await {
+                            let _ = tx.try_send(Err(e.into()));
+                            return;
+                        }
+                    }
+                    _ = tx.closed() => return,
+                    _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                }
+            }
+            // Not waited for: a watcher that takes nothing must not hold
+            // the hub's shutdown up.
+            let _ = tx.try_send(Err(Status::unavailable("the hub is shutting down")));
+        });
+        Ok(rx)
     }
 }
 
@@ -202,14 +333,15 @@ pub(crate) type Sent = HashMap<GatewayKey, (u64, u64)>;
 /// The next watch message: everything whose revision differs from what the
 /// client last got, and what disappeared (or is no longer visible to the
 /// reader). With `lean`, a Gateway whose omissions the client already has
-/// goes without them (`omissions_unchanged`). `sent` is updated.
+/// goes without them (`omissions_unchanged`). `sent` is updated for the
+/// deletions; the upserts are recorded as they are sent
+/// ([`Diff::take_page`]).
 ///
 /// Only `Arc`s are taken while `views` is borrowed (the watch channel's
 /// lock); the messages are cloned by [`Diff::into_response`] after it.
 pub(crate) fn diff(
     views: &Views,
     sent: &mut Sent,
-    snapshot: bool,
     lean: bool,
     filter: &Filter,
     visibility: &Visibility,
@@ -224,21 +356,8 @@ pub(crate) fn diff(
         if last.map(|(r, _)| r) == Some(view.revision()) {
             continue;
         }
-        let now = (view.revision(), view.omissions_revision);
-        match last {
-            Some((_, o)) if lean && o == view.omissions_revision => {
-                upserted.push((view.clone(), true));
-            }
-            Some(_) => upserted.push((view.clone(), false)),
-            None => {
-                upserted.push((view.clone(), false));
-                sent.insert(key.clone(), now);
-                continue;
-            }
-        }
-        if let Some(s) = sent.get_mut(key) {
-            *s = now;
-        }
+        let unchanged = matches!(last, Some((_, o)) if lean && o == view.omissions_revision);
+        upserted.push((view.clone(), unchanged));
     }
     let mut deleted = Vec::new();
     if sent.len() > views.gateways.len() || !filter.is_empty() || !visibility.is_cluster_wide() {
@@ -254,16 +373,11 @@ pub(crate) fn diff(
         });
         deleted.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     }
-    Diff {
-        snapshot,
-        upserted,
-        deleted,
-    }
+    Diff { upserted, deleted }
 }
 
-/// A watch message before its Gateways are cloned out of their views.
+/// A watch message before it is paged ([`Diff::take_page`]).
 pub(crate) struct Diff {
-    pub(crate) snapshot: bool,
     /// Each view, and whether to send it without its omissions.
     pub(crate) upserted: Vec<(Arc<GatewayView>, bool)>,
     pub(crate) deleted: Vec<v1::GatewayRef>,
@@ -274,19 +388,31 @@ impl Diff {
         self.upserted.is_empty() && self.deleted.is_empty()
     }
 
-    fn into_response(self) -> v1::WatchGatewaysResponse {
-        v1::WatchGatewaysResponse {
-            snapshot: self.snapshot,
-            upserted: self
-                .upserted
-                .into_iter()
-                .map(|(view, lean)| match lean {
-                    true => view.lean.clone(),
-                    false => view.full(),
-                })
-                .collect(),
-            deleted: self.deleted,
+    /// Takes the upserts of one message of at most `limit` bytes as
+    /// `weight` counts them (at least one, however large), recording them
+    /// in `sent`; the rest stay in `self.upserted`.
+    pub(crate) fn take_page(
+        &mut self,
+        sent: &mut Sent,
+        limit: usize,
+        weight: impl Fn(&GatewayView, bool) -> usize,
+    ) -> Vec<(Arc<GatewayView>, bool)> {
+        let mut bytes = 0usize;
+        let mut n = 0;
+        for (view, lean) in &self.upserted {
+            let w = weight(view, *lean);
+            if n > 0 && bytes.saturating_add(w) > limit {
+                break;
+            }
+            bytes = bytes.saturating_add(w);
+            n += 1;
         }
+        let rest = self.upserted.split_off(n);
+        let page = std::mem::replace(&mut self.upserted, rest);
+        for (view, _) in &page {
+            sent.insert(view.key.clone(), (view.revision(), view.omissions_revision));
+        }
+        page
     }
 }
 
@@ -296,41 +422,13 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
-        let permit = self.admit(&request)?;
-        let mut reader = self.reader(&request).await?;
-        let r = request.into_inner();
-        let filter = filter_of(r.filter.as_ref());
-        authorize_listing(&mut reader, &self.index, &filter).await?;
-        let visibility = reader.visibility();
-        let after = match r.page_token.as_str() {
-            "" => None,
-            t => Some(
-                listing::decode_token(t).map_err(|e| Status::invalid_argument(e.to_string()))?,
-            ),
-        };
-        // Clone the messages after letting go of the watch channel's lock.
-        let page = {
-            let views = self.index.subscribe();
-            let views = views.borrow();
-            listing::page(
-                views
-                    .gateways
-                    .iter()
-                    .filter(|(_, v)| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
-                    .map(|(k, v)| (k, v.clone())),
-                after.as_ref(),
-                listing::page_size(r.page_size),
-            )
-        };
-        let gateways = page.items.iter().map(|v| v.full()).collect();
-        Ok(self.answer(
-            v1::ListGatewaysResponse {
-                gateways,
-                next_page_token: page.next.unwrap_or_default(),
-                total_size: u32::try_from(page.total).unwrap_or(u32::MAX),
-            },
-            permit,
-        ))
+        // Served as frames by [`crate::grpc::watch_route`]; this path is
+        // for callers of the service itself, which take messages.
+        let (page, permit) = self.list(request).await?;
+        let message = page
+            .decode_as()
+            .map_err(|e| Status::internal(format!("a list answer does not decode: {e}")))?;
+        Ok(self.answer(message, permit))
     }
 
     async fn get_gateway(
@@ -378,91 +476,16 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::WatchGatewaysRequest>,
     ) -> Result<Response<Self::WatchGatewaysStream>, Status> {
-        let permit = self.admit(&request)?;
-        let mut reader = self.reader(&request).await?;
-        let conn = crate::conn::conn_of(&request).map(|c| c.state.clone());
-        let r = request.into_inner();
-        let lean = r.omit_unchanged_omissions;
-        let filter = filter_of(r.filter.as_ref());
-        if let Some(ns) = &filter.namespace {
-            reader.check(ns).await?;
-        }
-        let mut views = self.index.subscribe();
-        let mut shutdown = self.shutdown.clone();
-        let send_timeout = self.watch_send_timeout;
-        // One message queued: while the client is slow, changes coalesce
-        // in the watch channel instead of queueing here.
-        let (tx, rx) = mpsc::channel(1);
-        tokio::spawn(async move {
-            let permit = permit;
-            let mut sent = HashMap::new();
-            let mut snapshot = true;
-            loop {
-                // Namespaces appearing are decided before their Gateways
-                // are sent; a reader refused meanwhile gets the refusal.
-                let missing = undecided(&views.borrow_and_update(), &filter, reader.visibility());
-                if let Err(e) = reader.decide(missing.iter().map(String::as_str)).await {
-                    let _ = tx.try_send(Err(e.into()));
-                    return;
-                }
-                let d = diff(
-                    &views.borrow(),
-                    &mut sent,
-                    snapshot,
-                    lean,
-                    &filter,
-                    reader.visibility(),
-                );
-                if snapshot || !d.is_empty() {
-                    snapshot = false;
-                    let msg = d.into_response();
-                    tokio::select! {
-                        r = tx.send(Ok(msg)) => if r.is_err() { return },
-                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
-                    }
-                    // The transport takes the next message from the queue
-                    // only once it handed the one before to HTTP/2, which
-                    // needs the peer's flow-control window: a watcher that
-                    // grants none is dropped, with its connection, rather
-                    // than buffered for. (Taking, not polling, is the
-                    // signal: how often the transport polls depends on the
-                    // message's size and on wake-ups, and counting polls
-                    // dropped honest watchers of large views.)
-                    let taken = tokio::select! {
-                        t = tokio::time::timeout(send_timeout, tx.reserve()) => match t {
-                            Ok(Ok(_slot)) => true,
-                            Ok(Err(_)) => return,
-                            Err(_) => false,
-                        },
-                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
-                    };
-                    if !taken {
-                        Counters::bump(&permit.counters.watchers_dropped);
-                        tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout)");
-                        if let Some(c) = &conn {
-                            c.close();
-                        }
-                        return;
-                    }
-                }
-                tokio::select! {
-                    r = views.changed() => if r.is_err() { break },
-                    // RBAC changes and revoked tokens reach a long watch.
-                    _ = crate::authz::until(reader.recheck_at()) => {
-                        if let Err(e) = reader.recheck().await {
-                            let _ = tx.try_send(Err(e.into()));
-                            return;
-                        }
-                    }
-                    _ = tx.closed() => return,
-                    _ = crate::grpc::shutting_down(&mut shutdown) => break,
-                }
-            }
-            // Not waited for: a watcher that takes nothing must not hold
-            // the hub's shutdown up.
-            let _ = tx.try_send(Err(Status::unavailable("the hub is shutting down")));
+        // Served as frames by [`crate::grpc::watch_route`]; this path is
+        // for callers of the service itself, which take messages.
+        let rx = self.watch(request).await?;
+        let messages = ReceiverStream::new(rx).map(|page| {
+            page.and_then(|p| {
+                p.decode()
+                    .map_err(|e| Status::internal(format!("a watch message does not decode: {e}")))
+            })
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(messages)))
     }
 
     async fn list_clusters(
@@ -598,6 +621,13 @@ mod tests {
         v
     }
 
+    /// The diff, every upsert taken (as one page).
+    fn taken(v: &Views, sent: &mut Sent, f: &Filter, seen: &Visibility) -> Diff {
+        let mut d = diff(v, sent, false, f, seen);
+        d.upserted = d.take_page(sent, usize::MAX, |_, _| 0);
+        d
+    }
+
     fn names(d: &Diff) -> Vec<String> {
         d.upserted.iter().map(|(v, _)| v.key.to_string()).collect()
     }
@@ -614,7 +644,7 @@ mod tests {
         seen.decide("a", true);
         seen.decide("b", false);
         let mut sent = Sent::new();
-        let d = diff(&v, &mut sent, true, false, &filter, &seen);
+        let d = taken(&v, &mut sent, &filter, &seen);
         assert_eq!(names(&d), ["a/x"], "c is not decided yet");
         assert_eq!(undecided(&v, &filter, &seen), ["c"]);
         // Access changes: a revoked, b granted.
@@ -622,7 +652,7 @@ mod tests {
         seen.decide("a", false);
         seen.decide("b", true);
         seen.decide("c", false);
-        let d = diff(&v, &mut sent, false, false, &filter, &seen);
+        let d = taken(&v, &mut sent, &filter, &seen);
         assert_eq!(names(&d), ["b/y"]);
         let gone: Vec<_> = d
             .deleted
@@ -633,7 +663,7 @@ mod tests {
         // Cluster-wide: everything, nothing left to decide.
         let all = Visibility::everything();
         assert!(undecided(&v, &filter, &all).is_empty());
-        let d = diff(&v, &mut sent, false, false, &filter, &all);
+        let d = taken(&v, &mut sent, &filter, &all);
         assert_eq!(names(&d), ["a/x", "c/z"]);
         // A filter naming a namespace decides only that one.
         let only_b = Filter::new("b", "", false);

@@ -5,6 +5,7 @@
 pub mod dashboard;
 pub mod ingest;
 pub mod view;
+pub(crate) mod watch_route;
 
 /// Resolves once the hub starts shutting down (or the flag's sender is
 /// gone). Returns `()` so no watch guard lives in a `select!` output.

@@ -86,6 +86,9 @@ pub struct GatewayView {
     /// as [`Index::live_hub`] while that is current); a later live object
     /// that aggregates the same updates it without a new view.
     pub(crate) aggregated_with: Mutex<Option<Arc<LiveHub>>>,
+    /// Its wire encoding, made once on first read and shared by every
+    /// watcher (see [`crate::grpc::view::Encoded`]).
+    pub(crate) encoded: std::sync::OnceLock<crate::grpc::view::Encoded>,
 }
 
 /// One cluster's report of a hub Gateway, summarised.

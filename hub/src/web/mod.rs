@@ -24,8 +24,10 @@
 //! HTTP server (hyper 1, HTTP/1.1 and HTTP/2) over [`crate::conn::incoming`]
 //! with `--max-dashboard-connections` and `--idle-connection-timeout`, the
 //! Dashboard's TLS (server certificate, `--dashboard-client-ca`) and
-//! `--tls-handshake-timeout`; event streams take slots of
-//! `--max-dashboard-calls` from the same pool as gRPC Dashboard calls.
+//! `--tls-handshake-timeout`; event streams are Dashboard calls: slots of
+//! `--max-dashboard-calls` from the same pool as gRPC Dashboard calls,
+//! within `--max-dashboard-calls-per-address` and
+//! `--max-dashboard-calls-per-connection`, counted in `gwhub_dashboard_calls`.
 //! With `--dashboard-token-file` every `/api/` request needs the token, as
 //! `Authorization: Bearer <token>` or as the cookie `gwhub_token=<token>`;
 //! the page asks for the token when the API refuses it and keeps it in
@@ -90,6 +92,23 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 /// hub does not speak for its domain's other names).
 const HSTS: &str = "max-age=31536000";
 
+/// Rows of one event at most (as [`row_weight`] counts them): a larger
+/// snapshot goes as a `snapshot` event and `change` events, so a page's
+/// stream holds a bounded event whatever the fleet weighs.
+const EVENT_PAGE_BYTES: usize = 256 * 1024;
+
+/// About what [`row_json`] writes for `v`.
+fn row_weight(v: &GatewayView) -> usize {
+    128 + v.key.namespace.len()
+        + v.key.name.len()
+        + v.cells.iter().map(|c| 64 + c.cluster.len()).sum::<usize>()
+        + v.lean
+            .missing_clusters
+            .iter()
+            .map(|m| 48 + m.cluster.len())
+            .sum::<usize>()
+}
+
 /// The cookie the page keeps the bearer token in.
 pub const TOKEN_COOKIE: &str = "gwhub_token";
 
@@ -105,6 +124,8 @@ struct State {
     /// Event streams open at once: slots of `--max-dashboard-calls`,
     /// shared with the gRPC Dashboard.
     streams: DashboardCalls,
+    /// `--max-dashboard-calls-per-connection`, for event streams too.
+    max_streams_per_connection: usize,
     send_timeout: Duration,
     shutdown: watch::Receiver<bool>,
     /// The names the page answers to (`--web-host`, besides loopback
@@ -135,6 +156,7 @@ impl WebService {
                 index,
                 auth,
                 streams,
+                max_streams_per_connection: budgets.max_dashboard_calls_per_connection,
                 send_timeout: budgets.watch_send_timeout,
                 shutdown,
                 hosts: access.hosts,
@@ -293,7 +315,7 @@ struct ApiCall {
     path: String,
     query: HashMap<String, String>,
     token: Option<String>,
-    conn: Option<Arc<crate::conn::ConnState>>,
+    conn: Option<crate::conn::ConnInfo>,
 }
 
 impl State {
@@ -396,7 +418,7 @@ impl State {
             path: path.to_owned(),
             query: query(request.uri()),
             token: token.map(Cow::into_owned),
-            conn: crate::conn::conn_in(request.extensions()).map(|c| c.state.clone()),
+            conn: crate::conn::conn_in(request.extensions()).cloned(),
         })
     }
 
@@ -528,20 +550,22 @@ impl State {
     /// A Server-Sent Events stream of the matching hub Gateways.
     fn events(
         self: Arc<Self>,
-        conn: Option<Arc<crate::conn::ConnState>>,
+        conn: Option<crate::conn::ConnInfo>,
         filter: Filter,
         mut reader: Reader,
     ) -> Answer {
-        let Some(permit) = self.streams.try_take() else {
-            Counters::bump(&self.index.counters().refused_dashboard_calls);
-            return error(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "{} Dashboard calls and event streams are open, the hub's --max-dashboard-calls; retry later",
-                    self.streams.max()
-                ),
-            );
+        // A call of the Dashboard's budgets: the total, the client
+        // address's share and the connection's, counted in
+        // gwhub_dashboard_calls.
+        let permit = match self.streams.admit(
+            conn.as_ref(),
+            self.max_streams_per_connection,
+            self.index.counters(),
+        ) {
+            Ok(p) => p,
+            Err(e) => return error(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         };
+        let conn = conn.map(|c| c.state);
         // One event in flight, as for WatchGateways: while the page is
         // slow, changes coalesce in the watch channel, not here.
         let (tx, rx) = mpsc::channel::<Bytes>(1);
@@ -567,18 +591,24 @@ impl State {
                 {
                     return;
                 }
-                let d = diff(
+                let mut d = diff(
                     &views.borrow(),
                     &mut sent,
-                    snapshot,
                     false,
                     &filter,
                     reader.visibility(),
                 );
+                // An event of at most EVENT_PAGE_BYTES of rows; the rest
+                // follow as changes, diffed again against the views of then.
+                let rows = d.take_page(&mut sent, EVENT_PAGE_BYTES, |v, _| row_weight(v));
+                let more = !d.upserted.is_empty();
                 let clusters = visible_clusters(&state.index, reader.visibility());
-                let event = if snapshot || !d.is_empty() || clusters != last_clusters {
-                    let gateways: Vec<Value> =
-                        d.upserted.iter().map(|(v, _)| row_json(v)).collect();
+                let event = if snapshot
+                    || !rows.is_empty()
+                    || !d.deleted.is_empty()
+                    || clusters != last_clusters
+                {
+                    let gateways: Vec<Value> = rows.iter().map(|(v, _)| row_json(v)).collect();
                     let deleted: Vec<Value> = d
                         .deleted
                         .iter()
@@ -602,10 +632,14 @@ impl State {
                 } else {
                     None
                 };
+                drop((d, rows));
                 if let Some(event) = event
                     && !state.send(&tx, event, conn.as_deref()).await
                 {
                     return;
+                }
+                if more {
+                    continue;
                 }
                 tokio::select! {
                     r = views.changed() => if r.is_err() { return },
