@@ -8,12 +8,15 @@
 //! `gwhub-ca` (the `status` subresource), so `kubectl get csr` shows every
 //! certificate the hub issued. A refused attempt issues and records
 //! nothing; attempts are rate-limited per client address and overall.
+//! With a fleet inventory, a join publishes the cluster's ClusterProfile
+//! first when none exists, so the new cluster may stream at once.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use gwhub_common::join::{JoinToken, TOKEN_LABEL};
+use gwhub_hub_rules::inventory::ClusterProfile;
 use gwhub_proto::v1;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
@@ -128,6 +131,8 @@ pub struct Joiner {
     csrs: Api<CertificateSigningRequest>,
     lifetime: Duration,
     limit: Mutex<RateLimit>,
+    /// `--inventory-namespace`: where a join publishes its ClusterProfile.
+    profiles: Option<(Api<ClusterProfile>, String)>,
 }
 
 impl std::fmt::Debug for Joiner {
@@ -166,7 +171,15 @@ impl Joiner {
             csrs: Api::all(client),
             lifetime,
             limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
+            profiles: None,
         }
+    }
+
+    /// Joins publish the cluster's ClusterProfile in the inventory
+    /// `namespace` when none exists.
+    pub fn with_inventory(mut self, client: Client, namespace: &str) -> Self {
+        self.profiles = Some((Api::namespaced(client, namespace), namespace.to_owned()));
+        self
     }
 
     /// Handles one Join call from `peer`.
@@ -239,6 +252,14 @@ impl Joiner {
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, &req.cluster, now, self.lifetime)
             .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // In the inventory before the certificate exists: it may stream at
+        // once (enforce mode). Before the token is used up: a failure here
+        // leaves the token for a retry.
+        if let Some((profiles, namespace)) = &self.profiles {
+            super::inventory::publish(profiles, namespace, &req.cluster)
+                .await
+                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
+        }
         // Single use: only the caller whose delete wins goes on.
         let dp = DeleteParams {
             preconditions: Some(Preconditions {

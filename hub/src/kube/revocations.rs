@@ -1,6 +1,8 @@
 //! Removed clusters (spec section 7, leave): `gwhubctl cluster remove
 //! CLUSTER` records the cluster in ConfigMap `gwhub-revoked` in the hub's
-//! namespace (cluster -> RFC 3339 time). Every replica follows it, so a
+//! namespace (cluster -> RFC 3339 time); so does the leader when a
+//! cluster's ClusterProfile is deleted ([`record`], the one writer of
+//! both). Every replica follows it, so a
 //! removed cluster's certificates issued until then are refused and its
 //! streams end on every replica and after a restart; a certificate from a
 //! later join (a new token) is not covered.
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
@@ -41,6 +43,64 @@ pub async fn read(api: &Api<ConfigMap>) -> Result<BTreeMap<String, i64>, String>
         .await
         .map(|cm| cm.as_ref().map(parse).unwrap_or_default())
         .map_err(|e| format!("cannot read ConfigMap {REVOKED_CONFIGMAP}: {e}"))
+}
+
+/// A removal's time: now, in whole seconds (the ConfigMap's resolution; a
+/// certificate issued in the same second is covered).
+pub fn now() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+/// How often [`record`] retries a write that lost to another writer.
+const RECORD_ATTEMPTS: u32 = 5;
+
+/// Records `cluster` as removed at `at` in the ConfigMap (made when
+/// absent); a write that conflicts with another (gwhubctl and the hub, two
+/// removals at once) is read again and retried, so every removal lands.
+pub async fn record(
+    api: &Api<ConfigMap>,
+    cluster: &str,
+    at: jiff::Timestamp,
+) -> Result<(), String> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let current = api
+            .get_opt(REVOKED_CONFIGMAP)
+            .await
+            .map_err(|e| format!("cannot read ConfigMap {REVOKED_CONFIGMAP}: {e}"))?;
+        let result = match current {
+            Some(mut cm) => {
+                cm.data
+                    .get_or_insert_with(Default::default)
+                    .insert(cluster.to_owned(), at.to_string());
+                api.replace(REVOKED_CONFIGMAP, &PostParams::default(), &cm)
+                    .await
+                    .map(drop)
+            }
+            None => {
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(REVOKED_CONFIGMAP.to_owned()),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some([(cluster.to_owned(), at.to_string())].into()),
+                    ..ConfigMap::default()
+                };
+                api.create(&PostParams::default(), &cm).await.map(drop)
+            }
+        };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < RECORD_ATTEMPTS => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot record the removal in ConfigMap {REVOKED_CONFIGMAP}: {e}"
+                ));
+            }
+        }
+    }
 }
 
 /// How long the leader waits after a removal before deleting the
