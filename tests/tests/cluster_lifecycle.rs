@@ -69,6 +69,15 @@ async fn foreign_profile(admin: &Client, name: &str) {
 /// The hub with its TLS from its Secrets, the inventory enforced, clusters
 /// stale after `stale_after`.
 async fn start_hub(as_hub: &Client, stale_after: Duration) -> KubeHub {
+    start_hub_with(as_hub, stale_after, gwhub_hub::pki::AGENT_CERT_LIFETIME).await
+}
+
+/// [`start_hub`], its agent certificates living `agent_lifetime`.
+async fn start_hub_with(
+    as_hub: &Client,
+    stale_after: Duration,
+    agent_lifetime: Duration,
+) -> KubeHub {
     let mut options = KubeOptions::new(SYSTEM_NS);
     options.lease = Some(LeaseConfig {
         name: "gwhub-hub".into(),
@@ -80,6 +89,7 @@ async fn start_hub(as_hub: &Client, stale_after: Duration) -> KubeHub {
     let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
     secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
+    secrets.agent_lifetime = agent_lifetime;
     let tls = connected
         .tls_from_secrets(secrets, &TlsPaths::default())
         .await
@@ -442,5 +452,47 @@ async fn the_hub_reports_on_its_own_cluster_profiles_only() {
         west_before.metadata.resource_version
     );
     assert!(reporting_condition(&west_after).is_none());
+    hub.shutdown().await.unwrap();
+}
+
+/// A removal is kept while a certificate it covers may live: the leader
+/// drops the entries of `gwhub-revoked` older than the agent certificate
+/// lifetime and keeps the others.
+#[tokio::test]
+async fn removals_older_than_any_certificate_are_dropped() {
+    let Some((_fleet, admin, as_hub)) =
+        management("removals_older_than_any_certificate_are_dropped").await
+    else {
+        return;
+    };
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let now = jiff::Timestamp::now();
+    let long_ago = now - jiff::SignedDuration::from_secs(3600);
+    configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": REVOKED_CONFIGMAP},
+                "data": {"gone": long_ago.to_string(), "recent": now.to_string()},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let hub = start_hub_with(&as_hub, Duration::from_secs(60), Duration::from_secs(20)).await;
+    let data = until(
+        WAIT,
+        || async {
+            configmaps
+                .get(REVOKED_CONFIGMAP)
+                .await
+                .unwrap()
+                .data
+                .unwrap_or_default()
+        },
+        |d| !d.contains_key("gone"),
+    )
+    .await;
+    assert_eq!(data.get("recent"), Some(&now.to_string()));
     hub.shutdown().await.unwrap();
 }

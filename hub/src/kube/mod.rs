@@ -146,10 +146,12 @@ pub struct KubeHub {
     tasks: JoinSet<()>,
 }
 
-/// The removed clusters' ConfigMap and what follows it.
+/// The removed clusters' ConfigMap, what follows it, and how long the
+/// certificates it covers live.
 type Revoked = (
     Api<k8s_openapi::api::core::v1::ConfigMap>,
     watch::Sender<Arc<std::collections::BTreeMap<String, i64>>>,
+    Duration,
 );
 
 /// A management cluster reached and its store checked, ready to attach to
@@ -247,7 +249,7 @@ impl Connected {
             .await
             .map_err(KubeError::Tls)?;
         let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
-        self.revocations = Some((configmaps, removed_tx));
+        self.revocations = Some((configmaps, removed_tx, agent_lifetime));
         Ok(tls
             .with_joiner(Arc::new(joiner))
             .with_revocations(removed_rx))
@@ -413,12 +415,13 @@ impl Connected {
                 shutdown.clone(),
             ));
         }
-        if let Some((api, slot)) = revocations {
+        if let Some((api, slot, lifetime)) = revocations {
             tasks.spawn(revocations::follow(
                 api,
                 slot,
                 Api::namespaced(client.clone(), &options.namespace),
                 leader.clone(),
+                lifetime,
                 shutdown.clone(),
             ));
         }
