@@ -189,7 +189,6 @@ pub fn run_cluster(cmd: ClusterCommand) -> Result<String, String> {
 }
 
 async fn remove(args: &RemoveArgs) -> Result<String, String> {
-    use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
     use k8s_openapi::api::core::v1::ConfigMap;
     gwhub_model::cluster::validate(&args.cluster)
         .map_err(|e| format!("cluster {:?}: {e}", args.cluster))?;
@@ -197,51 +196,11 @@ async fn remove(args: &RemoveArgs) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     let ns = &args.hub_namespace;
-    let now = jiff::Timestamp::now();
-    let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let now = gwhub_hub::kube::revocations::now();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let result = match configmaps
-            .get_opt(REVOKED_CONFIGMAP)
-            .await
-            .map_err(|e| format!("cannot read ConfigMap {ns}/{REVOKED_CONFIGMAP}: {e}"))?
-        {
-            Some(mut cm) => {
-                cm.data
-                    .get_or_insert_with(Default::default)
-                    .insert(args.cluster.clone(), now.to_string());
-                configmaps
-                    .replace(REVOKED_CONFIGMAP, &PostParams::default(), &cm)
-                    .await
-                    .map(drop)
-            }
-            None => {
-                let cm = ConfigMap {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(REVOKED_CONFIGMAP.to_owned()),
-                        ..Default::default()
-                    },
-                    data: Some([(args.cluster.clone(), now.to_string())].into()),
-                    ..Default::default()
-                };
-                configmaps
-                    .create(&PostParams::default(), &cm)
-                    .await
-                    .map(drop)
-            }
-        };
-        match result {
-            Ok(()) => break,
-            Err(kube::Error::Api(e)) if e.code == 409 && attempts < 5 => continue,
-            Err(e) => {
-                return Err(format!(
-                    "cannot record the removal in ConfigMap {ns}/{REVOKED_CONFIGMAP}: {e}"
-                ));
-            }
-        }
-    }
+    gwhub_hub::kube::revocations::record(&configmaps, &args.cluster, now)
+        .await
+        .map_err(|e| format!("namespace {ns}: {e}"))?;
     let secrets: Api<Secret> = Api::namespaced(client, ns);
     let pending = secrets
         .list(&kube::api::ListParams::default().labels(&format!(

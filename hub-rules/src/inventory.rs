@@ -58,6 +58,109 @@ pub struct ClusterManager {
     pub name: String,
 }
 
+/// The cluster manager the hub publishes a ClusterProfile as when a join
+/// finds none (spec section 7): `spec.clusterManager.name` and the
+/// [`CLUSTER_MANAGER_LABEL`].
+pub const HUB_MANAGER: &str = "gwhub";
+
+/// The label naming a ClusterProfile's cluster manager (KEP-4322).
+pub const CLUSTER_MANAGER_LABEL: &str = "x-k8s.io/cluster-manager";
+
+impl ClusterProfile {
+    /// The ClusterProfile a join publishes for `cluster` in `namespace`
+    /// (the inventory's), with the hub as its cluster manager.
+    pub fn for_join(cluster: &str, namespace: &str) -> ClusterProfile {
+        let mut profile = ClusterProfile::new(
+            cluster,
+            ClusterProfileSpec {
+                display_name: Some(cluster.to_owned()),
+                cluster_manager: ClusterManager {
+                    name: HUB_MANAGER.to_owned(),
+                },
+            },
+        );
+        profile.metadata.namespace = Some(namespace.to_owned());
+        profile.metadata.labels =
+            Some([(CLUSTER_MANAGER_LABEL.to_owned(), HUB_MANAGER.to_owned())].into());
+        profile
+    }
+
+    /// Whether the hub published it (label and spec both name the hub): only
+    /// those carry the hub's own status; other managers' are only read.
+    pub fn managed_by_hub(&self) -> bool {
+        self.spec.cluster_manager.name == HUB_MANAGER
+            && self
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(CLUSTER_MANAGER_LABEL))
+                .is_some_and(|m| m == HUB_MANAGER)
+    }
+}
+
+/// The status condition the hub keeps on the ClusterProfiles it published
+/// (and on no other): whether the cluster's agent reports to the hub.
+pub const REPORTING_CONDITION: &str = "gwhub.io/Reporting";
+
+/// What the hub knows of a cluster's reports, for [`reporting`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// Its agent never connected (no report known to the hub).
+    Never,
+    /// It reports, fresh.
+    Fresh,
+    /// Its last report or heartbeat, at this time (Unix milliseconds), is
+    /// older than `--stale-after`.
+    Stale { last_seen_millis: i64 },
+}
+
+/// The [`REPORTING_CONDITION`] for a cluster the hub has `heard` of, whose
+/// ClusterProfile exists since `listed_since`, with its transition time
+/// `now` (see `gwhub_model::conditions::carry_transition_time`). Its
+/// message changes only with the state, so it is written only on a change.
+pub fn reporting(
+    heard: Heard,
+    listed_since: Option<jiff::Timestamp>,
+    observed_generation: Option<i64>,
+    now: jiff::Timestamp,
+) -> Condition {
+    let (status, reason, message) = match heard {
+        Heard::Fresh => (
+            "True",
+            "Streaming",
+            "the cluster's agent reports to the hub".to_owned(),
+        ),
+        Heard::Stale { last_seen_millis } => (
+            "False",
+            "Stale",
+            match jiff::Timestamp::from_millisecond(last_seen_millis) {
+                Ok(t) if last_seen_millis > 0 => {
+                    format!("no report or heartbeat from the cluster's agent since {t}")
+                }
+                _ => "no report or heartbeat from the cluster's agent".to_owned(),
+            },
+        ),
+        Heard::Never => (
+            "False",
+            "NeverConnected",
+            match listed_since {
+                Some(t) => format!(
+                    "the cluster's agent never connected to the hub (in the inventory since {t})"
+                ),
+                None => "the cluster's agent never connected to the hub".to_owned(),
+            },
+        ),
+    };
+    gwhub_model::conditions::new(
+        REPORTING_CONDITION,
+        status,
+        reason,
+        message,
+        observed_generation,
+        now,
+    )
+}
+
 /// What the cluster manager reports of the cluster (the hub reads none of
 /// it; kept so objects round-trip).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -550,5 +653,64 @@ impl std::str::FromStr for Mode {
                 "inventory mode {other:?} is neither \"enforce\" nor \"observe\""
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_joins_profile_names_the_hub_and_only_such_profiles_are_the_hubs() {
+        let p = ClusterProfile::for_join("east", "fleet");
+        assert_eq!(p.metadata.name.as_deref(), Some("east"));
+        assert_eq!(p.metadata.namespace.as_deref(), Some("fleet"));
+        assert_eq!(p.spec.cluster_manager.name, "gwhub");
+        assert_eq!(p.spec.display_name.as_deref(), Some("east"));
+        assert!(p.managed_by_hub());
+        // Another manager's, or the hub's name in only one of the two
+        // places: not the hub's.
+        let mut other = p.clone();
+        other.spec.cluster_manager.name = "ocm".into();
+        assert!(!other.managed_by_hub());
+        let mut unlabelled = p.clone();
+        unlabelled.metadata.labels = None;
+        assert!(!unlabelled.managed_by_hub());
+    }
+
+    #[test]
+    fn reporting_says_streaming_stale_since_or_never_connected() {
+        let now = jiff::Timestamp::from_second(2_000_000_000).unwrap();
+        let since = jiff::Timestamp::from_second(1_900_000_000).unwrap();
+        let c = reporting(Heard::Fresh, Some(since), Some(3), now);
+        assert_eq!(c.type_, "gwhub.io/Reporting");
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "Streaming")
+        );
+        assert_eq!(c.observed_generation, Some(3));
+        let c = reporting(
+            Heard::Stale {
+                last_seen_millis: 1_950_000_000_000,
+            },
+            Some(since),
+            None,
+            now,
+        );
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Stale"));
+        assert!(c.message.contains("since 2031-10-17T"), "{}", c.message);
+        let c = reporting(Heard::Never, Some(since), None, now);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "NeverConnected")
+        );
+        assert!(c.message.contains("since 2030-03-17T"), "{}", c.message);
+        // The message does not move with the clock: no rewrite while
+        // nothing changes.
+        let later = jiff::Timestamp::from_second(2_000_000_100).unwrap();
+        assert_eq!(
+            reporting(Heard::Never, Some(since), None, later).message,
+            c.message
+        );
     }
 }

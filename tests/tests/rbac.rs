@@ -201,6 +201,20 @@ fn refused(log: &str, verb: &str, resource: &str, group: &str) -> bool {
                 .any(|l| l.contains(&qualified) && l.contains("is forbidden: : Forbidden")))
 }
 
+/// Whether `verb` of `rule` is driven by the join and removal test
+/// (every_secret_and_join_verb_the_hub_is_granted_is_needed): the TLS
+/// Secrets, the removed clusters' ConfigMap, the CSRs, and the ClusterProfile
+/// a join creates.
+fn on_the_join_path(rule: &Value, verb: &str) -> bool {
+    let group = rule["apiGroups"][0].as_str().unwrap();
+    let resource = rule["resources"][0].as_str().unwrap();
+    resource == "secrets"
+        || resource == "configmaps"
+        || group == "certificates.k8s.io"
+        || (resource == "clusterprofiles" && verb == "create")
+        || resource == "clusterprofiles/status"
+}
+
 /// `log` without escaping backslashes.
 fn plain(log: &str) -> String {
     log.replace('\\', "")
@@ -554,13 +568,12 @@ async fn every_verb_the_hub_is_granted_is_needed() {
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
             let resource = rule["resources"][0].as_str().unwrap();
-            if resource == "secrets" || resource == "configmaps" || group == "certificates.k8s.io" {
-                // The TLS Secrets and Join:
-                // every_secret_and_join_verb_the_hub_is_granted_is_needed.
-                continue;
-            }
             for verb in rule["verbs"].as_array().unwrap() {
                 let verb = verb.as_str().unwrap();
+                if on_the_join_path(rule, verb) {
+                    // every_secret_and_join_verb_the_hub_is_granted_is_needed.
+                    continue;
+                }
                 let what = format!("{verb} {resource} ({group})");
                 let mut reduced = roles.clone();
                 reduced[i] = without(role, r, verb);
@@ -589,7 +602,8 @@ async fn every_verb_the_hub_is_granted_is_needed() {
 }
 
 /// The hub with its TLS from Secrets gwhub-ca and gwhub-serving (no
-/// `--insecure`), renewing a 10 s serving certificate every few seconds.
+/// `--insecure`), renewing a 10 s serving certificate every few seconds,
+/// with the fleet inventory.
 fn start_secrets_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Process {
     Process(
         Command::new(bin)
@@ -597,6 +611,9 @@ fn start_secrets_hub(bin: &Path, cluster: &Cluster, port: u16, log: &Path) -> Pr
             .args(["--dashboard-listen", "127.0.0.1:0"])
             .args(["--namespace", SYSTEM_NS, "--lease-duration", "3s"])
             .args(["--serving-cert-lifetime", "10s", "--hub-san", "localhost"])
+            // A join publishes its ClusterProfile here; a deleted one is
+            // recorded as a removal.
+            .args(["--inventory-namespace", INVENTORY_NS])
             .arg("--kubeconfig")
             .arg(cluster.kubeconfig_as(HUB_SA))
             .env("POD_NAME", "rbac-secrets")
@@ -670,11 +687,14 @@ fn refused_secret_or_join(log: &str, verb: &str, resource: &str, group: &str) ->
 }
 
 /// The hub's Secrets, removed-clusters and Join rules: each verb is
-/// needed. Every run starts with neither Secret (created, read back),
-/// reads and follows the ConfigMap of removed clusters, follows both
-/// Secrets (list, watch), renews a short-lived serving certificate (update), and joins
-/// cluster east again and again (a token read and deleted, a
-/// CertificateSigningRequest created, approved and signed).
+/// needed. Every run starts with neither Secret (created, read back) nor
+/// the ConfigMap of removed clusters nor a ClusterProfile, reads and
+/// follows the ConfigMap, follows both Secrets (list, watch), renews a
+/// short-lived serving certificate (update), and joins cluster east again
+/// and again (a token read and deleted, its ClusterProfile created, a
+/// CertificateSigningRequest created, approved and signed, its
+/// gwhub.io/Reporting condition applied); each time its ClusterProfile is
+/// deleted, the removal is recorded (the ConfigMap created, then updated).
 #[tokio::test]
 async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
     if !require_assets("every_secret_and_join_verb_the_hub_is_granted_is_needed") {
@@ -689,27 +709,54 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
     let client = cluster.client().await.unwrap();
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(client.clone(), SYSTEM_NS);
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), SYSTEM_NS);
+    gwhub_test_kit::crds::install_inventory(&client)
+        .await
+        .expect("install the ClusterProfile CRD");
+    gwhub_test_kit::apiserver::create_namespaces(&client, &[INVENTORY_NS])
+        .await
+        .unwrap();
+    let profiles: Api<ClusterProfile> = Api::namespaced(client.clone(), INVENTORY_NS);
     let fresh_start = || async {
         for name in ["gwhub-ca", "gwhub-serving"] {
             let _ = secrets.delete(name, &DeleteParams::default()).await;
         }
+        let _ = configmaps
+            .delete("gwhub-revoked", &DeleteParams::default())
+            .await;
+        let _ = profiles.delete("east", &DeleteParams::default()).await;
     };
     let drive = |port: u16, log: std::path::PathBuf, done: Box<dyn Fn(&str) -> bool>| {
         let client = client.clone();
         async move {
             let deadline = Instant::now() + REFUSED_WITHIN;
+            let profiles: Api<ClusterProfile> = Api::namespaced(client.clone(), INVENTORY_NS);
+            let mut round = 0u32;
             loop {
+                round += 1;
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
                 if done(&text) || Instant::now() > deadline {
                     return text;
                 }
                 try_join(&client, port).await;
+                if round.is_multiple_of(3) {
+                    // East leaves (its ClusterProfile lived for a few
+                    // seconds, long enough for its condition): its removal
+                    // is recorded.
+                    let _ = profiles.delete("east", &DeleteParams::default()).await;
+                }
                 tokio::time::sleep(Duration::from_millis(1000)).await;
             }
         }
     };
     let all_paths = |t: &str| {
-        t.contains("renewed the hub's serving certificate") && t.contains("cluster joined")
+        t.contains("renewed the hub's serving certificate")
+            && t.contains("cluster joined")
+            && t.contains("published the joined cluster's ClusterProfile")
+            && t.contains("ClusterProfile gwhub.io/Reporting applied")
+            // Created, then updated.
+            && t.matches("the cluster's identity is revoked").count() >= 2
     };
 
     // The control: as shipped, it makes, follows and renews them, and joins.
@@ -732,11 +779,11 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         for (r, rule) in role["rules"].as_array().unwrap().iter().enumerate() {
             let group = rule["apiGroups"][0].as_str().unwrap();
             let resource = rule["resources"][0].as_str().unwrap();
-            if resource != "secrets" && resource != "configmaps" && group != "certificates.k8s.io" {
-                continue;
-            }
             for verb in rule["verbs"].as_array().unwrap() {
                 let verb = verb.as_str().unwrap();
+                if !on_the_join_path(rule, verb) {
+                    continue;
+                }
                 let mut reduced = roles.clone();
                 reduced[i] = without(role, r, verb);
                 kubectl_apply_json(cluster, &reduced);
@@ -768,8 +815,9 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         }
     }
     assert_eq!(
-        checked, 14,
-        "6 on secrets, 3 on the removed clusters' ConfigMap, 5 on CSRs and the signer"
+        checked, 18,
+        "6 on secrets, 5 on the removed clusters' ConfigMap, 5 on CSRs and the signer, \
+         2 on ClusterProfiles (create, status patch)"
     );
     apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
 }

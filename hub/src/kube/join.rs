@@ -7,13 +7,19 @@
 //! (the `approval` subresource) and signed with the key in Secret
 //! `gwhub-ca` (the `status` subresource), so `kubectl get csr` shows every
 //! certificate the hub issued. A refused attempt issues and records
-//! nothing; attempts are rate-limited per client address and overall.
+//! nothing; attempts are rate-limited per client address and overall, and
+//! only attempts that get past the free checks (the cluster's name, the
+//! token's format) count, so garbage cannot use up the limit honest joins
+//! share. Renewals are rate-limited per cluster.
+//! With a fleet inventory, a join publishes the cluster's ClusterProfile
+//! first when none exists, so the new cluster may stream at once.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use gwhub_common::join::{JoinToken, TOKEN_LABEL};
+use gwhub_hub_rules::inventory::ClusterProfile;
 use gwhub_proto::v1;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
@@ -40,6 +46,10 @@ pub const HASH_KEY: &str = "tokenHash";
 const PER_CLIENT: u32 = 10;
 const OVERALL: u32 = 100;
 const WINDOW: Duration = Duration::from_secs(60);
+/// Renewals per cluster per window (an agent renews every few weeks; a
+/// retry loop, or a stolen key, is cut off), and overall.
+const RENEW_PER_CLUSTER: u32 = 5;
+const RENEW_OVERALL: u32 = 1000;
 /// The API server's floor for `spec.expirationSeconds`.
 const MIN_EXPIRATION_SECONDS: u64 = 600;
 
@@ -71,19 +81,19 @@ pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) 
     }
 }
 
-/// Fixed-window counters: at most `per_client` attempts per address and
-/// `overall` in all per `window`.
+/// Fixed-window counters: at most `per_client` attempts per key (a client
+/// address, a cluster) and `overall` in all per `window`.
 #[derive(Debug)]
-pub struct RateLimit {
+pub struct RateLimit<K = IpAddr> {
     per_client: u32,
     overall: u32,
     window: Duration,
     started: Option<Instant>,
     total: u32,
-    clients: HashMap<IpAddr, u32>,
+    clients: HashMap<K, u32>,
 }
 
-impl RateLimit {
+impl<K: std::hash::Hash + Eq> RateLimit<K> {
     pub fn new(per_client: u32, overall: u32, window: Duration) -> Self {
         RateLimit {
             per_client,
@@ -96,7 +106,7 @@ impl RateLimit {
     }
 
     /// Counts an attempt at `now`; `Err` says which limit it hit.
-    pub fn admit(&mut self, client: Option<IpAddr>, now: Instant) -> Result<(), &'static str> {
+    pub fn admit(&mut self, client: Option<K>, now: Instant) -> Result<(), &'static str> {
         if self
             .started
             .is_none_or(|s| now.duration_since(s) >= self.window)
@@ -120,6 +130,14 @@ impl RateLimit {
     }
 }
 
+/// The free checks of a Join (no API call): the cluster's name and the
+/// token's format.
+fn precheck(req: &v1::JoinRequest) -> Result<JoinToken, Status> {
+    gwhub_model::cluster::validate(&req.cluster)
+        .map_err(|e| Status::invalid_argument(format!("cluster {:?}: {e}", req.cluster)))?;
+    JoinToken::parse(&req.token).map_err(|e| Status::unauthenticated(format!("join token: {e}")))
+}
+
 /// Issues agent certificates for valid join tokens.
 pub struct Joiner {
     secrets: Api<Secret>,
@@ -128,6 +146,10 @@ pub struct Joiner {
     csrs: Api<CertificateSigningRequest>,
     lifetime: Duration,
     limit: Mutex<RateLimit>,
+    /// Renewals, per cluster.
+    renew_limit: Mutex<RateLimit<String>>,
+    /// `--inventory-namespace`: where a join publishes its ClusterProfile.
+    profiles: Option<(Api<ClusterProfile>, String)>,
 }
 
 impl std::fmt::Debug for Joiner {
@@ -166,7 +188,16 @@ impl Joiner {
             csrs: Api::all(client),
             lifetime,
             limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
+            renew_limit: Mutex::new(RateLimit::new(RENEW_PER_CLUSTER, RENEW_OVERALL, WINDOW)),
+            profiles: None,
         }
+    }
+
+    /// Joins publish the cluster's ClusterProfile in the inventory
+    /// `namespace` when none exists.
+    pub fn with_inventory(mut self, client: Client, namespace: &str) -> Self {
+        self.profiles = Some((Api::namespaced(client, namespace), namespace.to_owned()));
+        self
     }
 
     /// Handles one Join call from `peer`.
@@ -175,11 +206,17 @@ impl Joiner {
         peer: Option<IpAddr>,
         req: v1::JoinRequest,
     ) -> Result<v1::JoinResponse, Status> {
-        self.limit
-            .lock()
-            .admit(peer, Instant::now())
-            .map_err(Status::resource_exhausted)?;
-        let result = self.join_checked(&req).await;
+        let result = match precheck(&req) {
+            Err(e) => Err(e),
+            Ok(token) => match self.limit.lock().admit(peer, Instant::now()) {
+                Err(e) => Err(Status::resource_exhausted(e)),
+                Ok(()) => Ok(token),
+            },
+        };
+        let result = match result {
+            Ok(token) => self.join_checked(&req, token).await,
+            Err(e) => Err(e),
+        };
         match &result {
             Ok(_) => tracing::info!(cluster = req.cluster, ?peer, "cluster joined"),
             Err(s) => tracing::warn!(
@@ -192,11 +229,11 @@ impl Joiner {
         result
     }
 
-    async fn join_checked(&self, req: &v1::JoinRequest) -> Result<v1::JoinResponse, Status> {
-        gwhub_model::cluster::validate(&req.cluster)
-            .map_err(|e| Status::invalid_argument(format!("cluster {:?}: {e}", req.cluster)))?;
-        let token = JoinToken::parse(&req.token)
-            .map_err(|e| Status::unauthenticated(format!("join token: {e}")))?;
+    async fn join_checked(
+        &self,
+        req: &v1::JoinRequest,
+        token: JoinToken,
+    ) -> Result<v1::JoinResponse, Status> {
         let id = &token.id;
         let unknown = || {
             Status::unauthenticated(format!(
@@ -239,6 +276,14 @@ impl Joiner {
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, &req.cluster, now, self.lifetime)
             .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        // In the inventory before the certificate exists: it may stream at
+        // once (enforce mode). Before the token is used up: a failure here
+        // leaves the token for a retry.
+        if let Some((profiles, namespace)) = &self.profiles {
+            super::inventory::publish(profiles, namespace, &req.cluster)
+                .await
+                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
+        }
         // Single use: only the caller whose delete wins goes on.
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -275,6 +320,14 @@ impl Joiner {
         presented: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
         req: v1::RenewRequest,
     ) -> Result<v1::JoinResponse, Status> {
+        self.renew_limit
+            .lock()
+            .admit(Some(cluster.to_owned()), Instant::now())
+            .map_err(|_| {
+                Status::resource_exhausted(format!(
+                    "too many renewals for cluster {cluster:?}; retry in a minute"
+                ))
+            })?;
         self.refuse_removed(presented).await?;
         let ca = self.ca().await?;
         let now = jiff::Timestamp::now().as_second();
@@ -421,5 +474,69 @@ mod tests {
         assert!(e.contains("this hub"), "{e}");
         // A new window.
         assert!(l.admit(Some(a), t0 + Duration::from_secs(61)).is_ok());
+    }
+
+    /// A Joiner whose API server cannot be reached: every call that gets
+    /// past the limits fails UNAVAILABLE.
+    fn unreachable_joiner() -> Joiner {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        Joiner::new(client, "gwhub-system", Duration::from_secs(3600))
+    }
+
+    #[tokio::test]
+    async fn garbage_tokens_do_not_use_up_the_join_limit() {
+        let joiner = unreachable_joiner();
+        let peer: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
+        for _ in 0..(OVERALL + PER_CLIENT) {
+            let e = joiner
+                .join(
+                    peer,
+                    v1::JoinRequest {
+                        cluster: "east".into(),
+                        token: "not a token".into(),
+                        csr_pem: String::new(),
+                    },
+                )
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+        }
+        // A well-formed token from the same address still gets past the
+        // limit (to the API server, unreachable here).
+        let token = JoinToken::generate().unwrap().reveal();
+        let e = joiner
+            .join(
+                peer,
+                v1::JoinRequest {
+                    cluster: "east".into(),
+                    token,
+                    csr_pem: String::new(),
+                },
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn renewals_are_limited_per_cluster() {
+        let joiner = unreachable_joiner();
+        let renew = |cluster: &'static str| {
+            let joiner = &joiner;
+            async move {
+                joiner
+                    .renew(cluster, &[], v1::RenewRequest::default())
+                    .await
+                    .unwrap_err()
+                    .code()
+            }
+        };
+        for _ in 0..RENEW_PER_CLUSTER {
+            assert_eq!(renew("east").await, tonic::Code::Unavailable);
+        }
+        assert_eq!(renew("east").await, tonic::Code::ResourceExhausted);
+        // Another cluster is not held back by east.
+        assert_eq!(renew("west").await, tonic::Code::Unavailable);
     }
 }

@@ -14,7 +14,8 @@
 //! - [`inventory`]: the fleet inventory, the ClusterProfiles of
 //!   `--inventory-namespace` (who may stream, which clusters a hub Gateway
 //!   expects, who leaves), and the PlacementDecisions of
-//!   `gwhub.io/placement`.
+//!   `gwhub.io/placement`; [`reporting`]: the `gwhub.io/Reporting`
+//!   condition on the ClusterProfiles the hub published at a join.
 //! - [`tls_secrets`]: the hub's CA and serving certificate in Secrets.
 
 pub mod budget;
@@ -23,6 +24,7 @@ pub mod inventory;
 pub mod join;
 pub mod leader;
 pub mod metrics;
+pub mod reporting;
 pub mod revocations;
 pub mod status_writer;
 mod store;
@@ -145,10 +147,12 @@ pub struct KubeHub {
     tasks: JoinSet<()>,
 }
 
-/// The removed clusters' ConfigMap and what follows it.
+/// The removed clusters' ConfigMap, what follows it, and how long the
+/// certificates it covers live.
 type Revoked = (
     Api<k8s_openapi::api::core::v1::ConfigMap>,
     watch::Sender<Arc<std::collections::BTreeMap<String, i64>>>,
+    Duration,
 );
 
 /// A management cluster reached and its store checked, ready to attach to
@@ -234,8 +238,11 @@ impl Connected {
         let agent_lifetime = config.agent_lifetime;
         let (tls, follower) = tls_secrets::start(api, config, paths).await?;
         self.secrets = Some(follower);
-        let joiner =
+        let mut joiner =
             join::Joiner::new(self.client.clone(), &self.options.namespace, agent_lifetime);
+        if let Some((namespace, _)) = &self.options.inventory {
+            joiner = joiner.with_inventory(self.client.clone(), namespace);
+        }
         // Removed clusters: read before serving, so a restarted hub
         // refuses their certificates from its first handshake.
         let configmaps = Api::namespaced(self.client.clone(), &self.options.namespace);
@@ -243,7 +250,7 @@ impl Connected {
             .await
             .map_err(KubeError::Tls)?;
         let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
-        self.revocations = Some((configmaps, removed_tx));
+        self.revocations = Some((configmaps, removed_tx, agent_lifetime));
         Ok(tls
             .with_joiner(Arc::new(joiner))
             .with_revocations(removed_rx))
@@ -320,7 +327,10 @@ impl Connected {
             shutdown.clone(),
         ));
 
+        let (leader_tx, leader) = watch::channel(options.lease.is_none());
         let (inventory_tx, mut inventory_synced) = watch::channel(options.inventory.is_none());
+        // The ClusterProfiles the hub published, for their condition.
+        let (managed_tx, managed) = watch::channel(Default::default());
         if let Some((namespace, mode)) = &options.inventory {
             if index.inventory_namespace().as_deref() != Some(namespace.as_str()) {
                 index.set_inventory(namespace, *mode);
@@ -329,10 +339,16 @@ impl Connected {
                 Api::namespaced(client.clone(), namespace),
                 index.clone(),
                 inventory_tx,
+                inventory::Removals {
+                    configmaps: Api::namespaced(client.clone(), &options.namespace),
+                    leader: leader.clone(),
+                },
+                managed_tx,
                 shutdown.clone(),
             ));
         } else {
             drop(inventory_tx);
+            drop(managed_tx);
         }
         let (placements_tx, mut placements_synced) = watch::channel(!placements);
         if placements {
@@ -369,7 +385,6 @@ impl Connected {
             stop.cancelled().await;
         });
 
-        let (leader_tx, leader) = watch::channel(options.lease.is_none());
         if let Some(lease) = options.lease.clone() {
             let api: Api<Lease> = Api::namespaced(client.clone(), &options.namespace);
             tasks.spawn(leader::run(
@@ -391,12 +406,23 @@ impl Connected {
         if let Some(secrets) = secrets {
             secrets.spawn(&mut tasks, leader.clone(), shutdown.clone());
         }
-        if let Some((api, slot)) = revocations {
+        if let Some((namespace, _)) = &options.inventory {
+            tasks.spawn(reporting::run(
+                Api::namespaced(client.clone(), namespace),
+                index.clone(),
+                managed,
+                leader.clone(),
+                ready.clone(),
+                shutdown.clone(),
+            ));
+        }
+        if let Some((api, slot, lifetime)) = revocations {
             tasks.spawn(revocations::follow(
                 api,
                 slot,
                 Api::namespaced(client.clone(), &options.namespace),
                 leader.clone(),
+                lifetime,
                 shutdown.clone(),
             ));
         }

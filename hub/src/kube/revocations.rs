@@ -1,16 +1,21 @@
 //! Removed clusters (spec section 7, leave): `gwhubctl cluster remove
 //! CLUSTER` records the cluster in ConfigMap `gwhub-revoked` in the hub's
-//! namespace (cluster -> RFC 3339 time). Every replica follows it, so a
+//! namespace (cluster -> RFC 3339 time); so does the leader when a
+//! cluster's ClusterProfile is deleted ([`record`], the one writer of
+//! both). Every replica follows it, so a
 //! removed cluster's certificates issued until then are refused and its
 //! streams end on every replica and after a restart; a certificate from a
-//! later join (a new token) is not covered.
+//! later join (a new token) is not covered. Once every certificate a
+//! removal covers has expired (`--agent-cert-lifetime` after it, see
+//! [`expired`]), the leader drops the entry, so the ConfigMap does not
+//! grow with every cluster that ever left.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
@@ -43,6 +48,122 @@ pub async fn read(api: &Api<ConfigMap>) -> Result<BTreeMap<String, i64>, String>
         .map_err(|e| format!("cannot read ConfigMap {REVOKED_CONFIGMAP}: {e}"))
 }
 
+/// A removal's time: now, in whole seconds (the ConfigMap's resolution; a
+/// certificate issued in the same second is covered).
+pub fn now() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+/// How often [`record`] retries a write that lost to another writer.
+const RECORD_ATTEMPTS: u32 = 5;
+
+/// Records `cluster` as removed at `at` in the ConfigMap (made when
+/// absent); a write that conflicts with another (gwhubctl and the hub, two
+/// removals at once) is read again and retried, so every removal lands.
+pub async fn record(
+    api: &Api<ConfigMap>,
+    cluster: &str,
+    at: jiff::Timestamp,
+) -> Result<(), String> {
+    edit(api, true, |data| {
+        data.insert(cluster.to_owned(), at.to_string());
+        true
+    })
+    .await
+    .map_err(|e| format!("cannot record the removal in ConfigMap {REVOKED_CONFIGMAP}: {e}"))
+}
+
+/// How long past the certificate lifetime an entry is kept (clocks differ).
+const FORGET_MARGIN_SECONDS: i64 = 60;
+
+/// The removals (cluster, time) whose certificates have all expired: made
+/// more than `lifetime` (the longest an agent certificate lives) and a
+/// margin before `now` (Unix seconds).
+pub fn expired(
+    removed: &BTreeMap<String, i64>,
+    now: i64,
+    lifetime: std::time::Duration,
+) -> Vec<(String, i64)> {
+    let lifetime = i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX);
+    removed
+        .iter()
+        .filter(|(_, at)| {
+            at.saturating_add(lifetime)
+                .saturating_add(FORGET_MARGIN_SECONDS)
+                < now
+        })
+        .map(|(c, at)| (c.clone(), *at))
+        .collect()
+}
+
+/// Drops the `expired` entries, each only if it still holds the same time
+/// (a cluster removed again meanwhile keeps its newer entry).
+async fn forget(api: &Api<ConfigMap>, expired: &[(String, i64)]) -> Result<(), String> {
+    edit(api, false, |data| {
+        let before = data.len();
+        data.retain(|cluster, at| {
+            let at = at
+                .trim()
+                .parse::<jiff::Timestamp>()
+                .ok()
+                .map(|t| t.as_second());
+            !expired.iter().any(|(c, t)| c == cluster && at == Some(*t))
+        });
+        data.len() != before
+    })
+    .await
+}
+
+/// Applies `change` to the ConfigMap's data and writes it when it says it
+/// changed something (made when absent only if `create`), retrying on
+/// conflict.
+async fn edit(
+    api: &Api<ConfigMap>,
+    create: bool,
+    change: impl Fn(&mut BTreeMap<String, String>) -> bool,
+) -> Result<(), String> {
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let current = api
+            .get_opt(REVOKED_CONFIGMAP)
+            .await
+            .map_err(|e| format!("cannot read it: {e}"))?;
+        let result = match current {
+            Some(mut cm) => {
+                if !change(cm.data.get_or_insert_with(Default::default)) {
+                    return Ok(());
+                }
+                api.replace(REVOKED_CONFIGMAP, &PostParams::default(), &cm)
+                    .await
+                    .map(drop)
+            }
+            None if create => {
+                let mut data = BTreeMap::new();
+                if !change(&mut data) {
+                    return Ok(());
+                }
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(REVOKED_CONFIGMAP.to_owned()),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some(data),
+                    ..ConfigMap::default()
+                };
+                api.create(&PostParams::default(), &cm).await.map(drop)
+            }
+            None => return Ok(()),
+        };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < RECORD_ATTEMPTS => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// How long the leader waits after a removal before deleting the
 /// cluster's reports: every replica has ended its stream by then, so the
 /// deletion deregisters it instead of being written back.
@@ -51,16 +172,23 @@ const DELETE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 /// Keeps `slot` equal to the ConfigMap's content until `shutdown`; the
 /// leader deletes each removed cluster's ClusterReport head, the operator's
 /// deregistration path (every replica forgets the cluster, its other parts
-/// are deleted with it).
+/// are deleted with it), and drops the entries whose certificates (at most
+/// `lifetime` long) have all expired.
 pub async fn follow(
     api: Api<ConfigMap>,
     slot: watch::Sender<Arc<BTreeMap<String, i64>>>,
     reports: Api<gwhub_hub_rules::report::ClusterReport>,
     leader: watch::Receiver<bool>,
+    lifetime: std::time::Duration,
     shutdown: CancellationToken,
 ) {
     let config = watcher::Config::default().fields(&format!("metadata.name={REVOKED_CONFIGMAP}"));
-    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    let mut events = std::pin::pin!(watcher::watcher(api.clone(), config).default_backoff());
+    let mut sweep = tokio::time::interval((lifetime / 10).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(3600),
+    ));
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The removals whose reports this replica deleted while leading: each
     // once, so a cluster that joined again is not deleted at every later
     // removal of another cluster (a new leader deletes each once more).
@@ -68,6 +196,23 @@ pub async fn follow(
     loop {
         let event = tokio::select! {
             _ = shutdown.cancelled() => return,
+            _ = sweep.tick() => {
+                let removed = slot.borrow().clone();
+                let old = expired(&removed, jiff::Timestamp::now().as_second(), lifetime);
+                if *leader.borrow() && !old.is_empty() {
+                    match forget(&api, &old).await {
+                        Ok(()) => tracing::info!(
+                            clusters = ?old.iter().map(|(c, _)| c).collect::<Vec<_>>(),
+                            "dropped removals whose certificates have all expired"
+                        ),
+                        Err(e) => tracing::warn!(
+                            error = %e,
+                            "cannot drop expired removals from ConfigMap {REVOKED_CONFIGMAP}"
+                        ),
+                    }
+                }
+                continue;
+            }
             e = events.next() => e,
         };
         let now = match event {
@@ -122,5 +267,23 @@ pub async fn follow(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removal_expires_once_every_certificate_it_covers_has() {
+        let day = std::time::Duration::from_secs(86_400);
+        let removed: BTreeMap<String, i64> =
+            [("old".to_owned(), 1_000), ("recent".to_owned(), 50_000)].into();
+        // 1,000 + a day + the margin has passed; 50,000 + a day has not.
+        let now = 1_000 + 86_400 + FORGET_MARGIN_SECONDS + 1;
+        assert_eq!(expired(&removed, now, day), vec![("old".to_owned(), 1_000)]);
+        assert!(expired(&removed, now - 2, day).is_empty());
+        // A lifetime beyond what i64 holds never expires anything.
+        assert!(expired(&removed, i64::MAX, std::time::Duration::MAX).is_empty());
     }
 }

@@ -1,0 +1,498 @@
+//! A cluster's life in the fleet inventory (spec section 7; issues #23 and
+//! #24), on a real API server, the hub acting as its ServiceAccount from
+//! `manifests/` with `--inventory-namespace`: a join publishes the
+//! cluster's ClusterProfile when none exists (the hub as its cluster
+//! manager) so it streams at once; another manager's ClusterProfile is left
+//! as it is; deleting a ClusterProfile revokes the cluster as
+//! `gwhubctl cluster remove` does (recorded in ConfigMap gwhub-revoked:
+//! its certificate is refused even when the ClusterProfile comes back, and
+//! after a restart), and joining again needs a new token.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use gwhub_common::join::JoinToken;
+use gwhub_hub::kube::join::token_secret;
+use gwhub_hub::kube::leader::LeaseConfig;
+use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
+use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
+use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
+use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
+use gwhub_hub::tls::TlsPaths;
+use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
+use gwhub_proto::client::{ReportStream, open_report};
+use gwhub_proto::v1::{self, ingest_client::IngestClient};
+use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
+use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::kube_objects::apply;
+use gwhub_test_kit::wait::until;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+
+const FLEET_NS: &str = "fleet";
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The management API server with the hub installed as shipped and the
+/// inventory CRDs; the admin's client and the hub's ServiceAccount's.
+async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
+    if !require_assets(test) {
+        return None;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    gwhub_test_kit::crds::install_inventory(&admin)
+        .await
+        .expect("install the ClusterProfile CRD");
+    create_namespaces(&admin, &[FLEET_NS]).await.unwrap();
+    Some((fleet, admin, as_hub))
+}
+
+/// ClusterProfile `name` published by another cluster manager, `ocm`.
+async fn foreign_profile(admin: &Client, name: &str) {
+    let api: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    apply(
+        &api,
+        name,
+        json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+               "metadata": {"name": name, "namespace": FLEET_NS,
+                            "labels": {"x-k8s.io/cluster-manager": "ocm"}},
+               "spec": {"displayName": format!("{name} (ocm)"), "clusterManager": {"name": "ocm"}}}),
+    )
+    .await;
+}
+
+/// The hub with its TLS from its Secrets, the inventory enforced, clusters
+/// stale after `stale_after`.
+async fn start_hub(as_hub: &Client, stale_after: Duration) -> KubeHub {
+    start_hub_with(as_hub, stale_after, gwhub_hub::pki::AGENT_CERT_LIFETIME).await
+}
+
+/// [`start_hub`], its agent certificates living `agent_lifetime`.
+async fn start_hub_with(
+    as_hub: &Client,
+    stale_after: Duration,
+    agent_lifetime: Duration,
+) -> KubeHub {
+    let mut options = KubeOptions::new(SYSTEM_NS);
+    options.lease = Some(LeaseConfig {
+        name: "gwhub-hub".into(),
+        identity: "lifecycle".into(),
+        lease_duration: Duration::from_secs(4),
+        renew_every: Duration::from_millis(500),
+    });
+    options.inventory = Some((FLEET_NS.to_owned(), Mode::Enforce));
+    let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
+    let mut secrets = SecretsConfig::new(SYSTEM_NS);
+    secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
+    secrets.agent_lifetime = agent_lifetime;
+    let tls = connected
+        .tls_from_secrets(secrets, &TlsPaths::default())
+        .await
+        .expect("the hub makes and reads its Secrets");
+    let mut config = HubConfig::loopback(stale_after);
+    config.insecure = false;
+    let extras = KubeExtras {
+        inventory: connected.inventory(),
+        ..KubeExtras::default()
+    };
+    let hub = Hub::start_with(config, Some(tls), extras).await.unwrap();
+    connected.attach(hub)
+}
+
+fn csr_for(cluster: &str) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.subject_alt_names = vec![rcgen::SanType::URI(
+        format!("spiffe://gwhub/cluster/{cluster}")
+            .try_into()
+            .unwrap(),
+    )];
+    (
+        p.serialize_request(&key).unwrap().pem().unwrap(),
+        key.serialize_pem(),
+    )
+}
+
+async fn ingest(
+    addr: SocketAddr,
+    ca: &[u8],
+    identity: Option<(&str, &str)>,
+) -> IngestClient<tonic::transport::Channel> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    let channel = Endpoint::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    IngestClient::new(channel)
+}
+
+/// The hub's CA certificate, from Secret gwhub-ca.
+async fn hub_ca(admin: &Client) -> Vec<u8> {
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    secrets.get(CA_SECRET).await.unwrap().data.unwrap()["tls.crt"]
+        .0
+        .clone()
+}
+
+/// Joins `cluster` with a fresh token, as `gwhubctl join create` makes it;
+/// its certificate and key.
+async fn join(admin: &Client, hub: &KubeHub, cluster: &str) -> (String, String) {
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let token = JoinToken::generate().unwrap();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(600);
+    secrets
+        .create(
+            &PostParams::default(),
+            &token_secret(&token, cluster, expires),
+        )
+        .await
+        .unwrap();
+    let (csr, key) = csr_for(cluster);
+    let ca = hub_ca(admin).await;
+    let cert = ingest(hub.hub.ingest_addr, &ca, None)
+        .await
+        .join(v1::JoinRequest {
+            cluster: cluster.into(),
+            token: token.reveal(),
+            csr_pem: csr,
+        })
+        .await
+        .expect("a valid token joins")
+        .into_inner()
+        .certificate_pem;
+    (cert, key)
+}
+
+fn hello(cluster: &str) -> v1::Hello {
+    v1::Hello {
+        agent_version: "lifecycle-test".into(),
+        capabilities: vec![],
+        cluster: cluster.into(),
+    }
+}
+
+/// A Report stream as `cluster` with `identity`, once the hub admits it
+/// (its inventory follows the API server), answered with the hub's Hello.
+async fn stream(
+    admin: &Client,
+    hub: &KubeHub,
+    cluster: &str,
+    identity: &(String, String),
+) -> ReportStream {
+    let ca = hub_ca(admin).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let mut client = ingest(hub.hub.ingest_addr, &ca, Some((&identity.0, &identity.1))).await;
+        match open_report(&mut client, hello(cluster), 4).await {
+            Ok(mut s) => {
+                let first = s.rx.next().await.unwrap().unwrap();
+                assert!(
+                    matches!(first.message, Some(v1::hub_message::Message::Hello(_))),
+                    "{first:?}"
+                );
+                return s;
+            }
+            Err(e) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{cluster} never admitted: {e:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+/// The refusal of a new Report stream as `cluster` with `identity`.
+async fn refused(
+    admin: &Client,
+    hub: &KubeHub,
+    cluster: &str,
+    identity: &(String, String),
+) -> tonic::Status {
+    let ca = hub_ca(admin).await;
+    let mut client = ingest(hub.hub.ingest_addr, &ca, Some((&identity.0, &identity.1))).await;
+    match open_report(&mut client, hello(cluster), 4).await {
+        Ok(_) => panic!("{cluster} was admitted"),
+        Err(e) => e,
+    }
+}
+
+/// A join publishes the cluster's ClusterProfile (the hub as its cluster
+/// manager, label and spec) before the certificate is issued, so the new
+/// cluster streams in enforce mode; a cluster whose ClusterProfile another
+/// manager published joins too, and that ClusterProfile is not touched.
+#[tokio::test]
+async fn a_join_publishes_the_clusters_profile_unless_one_exists() {
+    let Some((_fleet, admin, as_hub)) =
+        management("a_join_publishes_the_clusters_profile_unless_one_exists").await
+    else {
+        return;
+    };
+    foreign_profile(&admin, "west").await;
+    let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    let west_before = profiles.get("west").await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(60)).await;
+
+    assert!(profiles.get_opt("east").await.unwrap().is_none());
+    let east = join(&admin, &hub, "east").await;
+    let published = profiles.get("east").await.expect("published at join");
+    assert_eq!(published.spec.cluster_manager.name, "gwhub");
+    assert_eq!(published.spec.display_name.as_deref(), Some("east"));
+    assert_eq!(
+        published.metadata.labels.as_ref().unwrap()["x-k8s.io/cluster-manager"],
+        "gwhub"
+    );
+    let _east = stream(&admin, &hub, "east", &east).await;
+
+    let west = join(&admin, &hub, "west").await;
+    let _west = stream(&admin, &hub, "west", &west).await;
+    let west_after = profiles.get("west").await.unwrap();
+    assert_eq!(
+        west_after.metadata.resource_version,
+        west_before.metadata.resource_version
+    );
+    assert_eq!(west_after.spec.cluster_manager.name, "ocm");
+    hub.shutdown().await.unwrap();
+}
+
+/// Deleting a ClusterProfile revokes the cluster: its stream ends, the
+/// removal is in ConfigMap gwhub-revoked, and its certificate stays refused
+/// when the ClusterProfile is back and after a restart; a join with a new
+/// token streams again.
+#[tokio::test]
+async fn deleting_a_cluster_profile_revokes_the_cluster() {
+    let Some((_fleet, admin, as_hub)) =
+        management("deleting_a_cluster_profile_revokes_the_cluster").await
+    else {
+        return;
+    };
+    let hub = start_hub(&as_hub, Duration::from_secs(60)).await;
+    let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let east = join(&admin, &hub, "east").await;
+    let mut open = stream(&admin, &hub, "east", &east).await;
+
+    profiles
+        .delete("east", &DeleteParams::default())
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            match open.rx.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(s)) => return Some(s),
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the stream ends")
+    .expect("with a status");
+    assert_eq!(ended.code(), tonic::Code::PermissionDenied, "{ended:?}");
+    let recorded = until(
+        WAIT,
+        || async {
+            configmaps
+                .get_opt(REVOKED_CONFIGMAP)
+                .await
+                .unwrap()
+                .and_then(|cm| cm.data)
+                .and_then(|d| d.get("east").cloned())
+        },
+        |r| r.is_some(),
+    )
+    .await
+    .unwrap();
+    let at: jiff::Timestamp = recorded.parse().expect("an RFC 3339 time");
+    assert!(
+        (jiff::Timestamp::now() - at).get_seconds().abs() < 60,
+        "{at}"
+    );
+
+    // The ClusterProfile back (its manager re-publishes it): the cluster is
+    // in the inventory, its old certificate still refused as removed.
+    foreign_profile(&admin, "east").await;
+    until(
+        WAIT,
+        || async {
+            hub.hub
+                .index
+                .listed_clusters()
+                .iter()
+                .any(|c| c.summary.name == "east" && c.in_inventory)
+        },
+        |listed| *listed,
+    )
+    .await;
+    let e = refused(&admin, &hub, "east", &east).await;
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("removed"), "{e:?}");
+
+    // A restarted hub too.
+    hub.shutdown().await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(60)).await;
+    let e = refused(&admin, &hub, "east", &east).await;
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("removed"), "{e:?}");
+
+    // Joining again with a new token (after the removal's second) streams.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let again = join(&admin, &hub, "east").await;
+    let _open = stream(&admin, &hub, "east", &again).await;
+    hub.shutdown().await.unwrap();
+}
+
+/// `gwhub.io/Reporting` on the ClusterProfile `east` the hub published at
+/// the join, and only there.
+fn reporting_condition(
+    profile: &ClusterProfile,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    profile
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "gwhub.io/Reporting")
+        .cloned()
+}
+
+/// The hub as a cluster manager: on the ClusterProfile it published, the
+/// leader keeps `gwhub.io/Reporting` (server-side applied on the status
+/// subresource by field manager gwhub-reporting): False NeverConnected
+/// before the agent streams, True Streaming while it reports, False Stale
+/// (saying since when) once it is silent, and not rewritten while nothing
+/// changes. Another manager's ClusterProfile is never written.
+#[tokio::test]
+async fn the_hub_reports_on_its_own_cluster_profiles_only() {
+    let Some((_fleet, admin, as_hub)) =
+        management("the_hub_reports_on_its_own_cluster_profiles_only").await
+    else {
+        return;
+    };
+    foreign_profile(&admin, "west").await;
+    let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    let west_before = profiles.get("west").await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(3)).await;
+    let condition = |want: &'static str| {
+        let profiles = profiles.clone();
+        async move {
+            until(
+                WAIT,
+                || async { profiles.get("east").await.unwrap() },
+                |p| reporting_condition(p).is_some_and(|c| c.reason == want),
+            )
+            .await
+        }
+    };
+
+    let east = join(&admin, &hub, "east").await;
+    let p = condition("NeverConnected").await;
+    let c = reporting_condition(&p).unwrap();
+    assert_eq!(c.status, "False");
+    assert!(c.message.contains("never connected"), "{c:?}");
+    // (An API server before 1.22 does not record the subresource.)
+    let managers: Vec<(String, Option<String>)> = p
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| (m.manager.clone().unwrap_or_default(), m.operation.clone()))
+        .collect();
+    assert!(
+        managers.contains(&("gwhub-reporting".into(), Some("Apply".into()))),
+        "{managers:?}"
+    );
+
+    let open = stream(&admin, &hub, "east", &east).await;
+    open.tx
+        .send(v1::AgentMessage {
+            message: Some(v1::agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: 1,
+                chunk: 0,
+                r#final: true,
+                seq: 1,
+                gateways: vec![],
+            })),
+        })
+        .await
+        .unwrap();
+    let p = condition("Streaming").await;
+    assert_eq!(reporting_condition(&p).unwrap().status, "True");
+
+    // Silent: stale, saying since when.
+    drop(open);
+    let p = condition("Stale").await;
+    let c = reporting_condition(&p).unwrap();
+    assert_eq!(c.status, "False");
+    assert!(c.message.contains(" since 20"), "{c:?}");
+    // Nothing changes: nothing is written.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let again = profiles.get("east").await.unwrap();
+    assert_eq!(again.metadata.resource_version, p.metadata.resource_version);
+
+    let west_after = profiles.get("west").await.unwrap();
+    assert_eq!(
+        west_after.metadata.resource_version,
+        west_before.metadata.resource_version
+    );
+    assert!(reporting_condition(&west_after).is_none());
+    hub.shutdown().await.unwrap();
+}
+
+/// A removal is kept while a certificate it covers may live: the leader
+/// drops the entries of `gwhub-revoked` older than the agent certificate
+/// lifetime and keeps the others.
+#[tokio::test]
+async fn removals_older_than_any_certificate_are_dropped() {
+    let Some((_fleet, admin, as_hub)) =
+        management("removals_older_than_any_certificate_are_dropped").await
+    else {
+        return;
+    };
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let now = jiff::Timestamp::now();
+    let long_ago = now - jiff::SignedDuration::from_secs(3600);
+    configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": REVOKED_CONFIGMAP},
+                "data": {"gone": long_ago.to_string(), "recent": now.to_string()},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let hub = start_hub_with(&as_hub, Duration::from_secs(60), Duration::from_secs(20)).await;
+    let data = until(
+        WAIT,
+        || async {
+            configmaps
+                .get(REVOKED_CONFIGMAP)
+                .await
+                .unwrap()
+                .data
+                .unwrap_or_default()
+        },
+        |d| !d.contains_key("gone"),
+    )
+    .await;
+    assert_eq!(data.get("recent"), Some(&now.to_string()));
+    hub.shutdown().await.unwrap();
+}
