@@ -39,13 +39,24 @@ pub(crate) fn summarize_expected(
     }
     // Stable: a cluster's own order is kept (there is one entry each).
     named.sort_by(|a, b| a.0.cmp(b.0));
-    let fragments: Vec<String> = named.into_iter().map(|(_, f)| f).collect();
-    if fragments.is_empty() {
-        let n = reports.len();
-        let message = if n == 1 {
+    let n = named.len();
+    summary(type_, reports.len(), named.into_iter().map(|(_, f)| f), n)
+}
+
+/// The summary of `type_` over `reports` clusters, `count` of which are
+/// not True: `fragments` yields their fragments in cluster order (only as
+/// many are taken as the message can show).
+pub(crate) fn summary(
+    type_: &str,
+    reports: usize,
+    fragments: impl IntoIterator<Item = String>,
+    count: usize,
+) -> Summary {
+    if count == 0 {
+        let message = if reports == 1 {
             format!("{type_} is True in the only cluster")
         } else {
-            format!("{type_} is True in all {n} clusters")
+            format!("{type_} is True in all {reports} clusters")
         };
         Summary {
             status: "True",
@@ -56,9 +67,19 @@ pub(crate) fn summarize_expected(
         Summary {
             status: "False",
             reason: REASON_NOT_TRUE_IN_SOME,
-            message: cap_join(&fragments, MORE_CLUSTERS),
+            message: cap_join_iter(fragments, count, MORE_CLUSTERS, MAX_MESSAGE),
         }
     }
+}
+
+/// Whether `type_` is not True in the cluster of `r` (it then contributes
+/// a [`fragment`]).
+pub(crate) fn is_not_true(type_: &str, r: &ClusterReport<'_>) -> bool {
+    if let Freshness::Stale { .. } = r.freshness {
+        return true;
+    }
+    let conditions = r.status.conditions.as_deref().unwrap_or_default();
+    gwhub_model::conditions::find(conditions, type_).is_none_or(|c| c.status != "True")
 }
 
 /// The fragment a cluster contributes when `type_` is not True there.
@@ -93,13 +114,26 @@ pub fn absence_fragment(cluster: &str, why: Absence) -> String {
 /// cutting whole fragments and ending with `; and N more <unit>`. A first
 /// fragment too long on its own is shortened (ending in `...`) rather than
 /// dropped, so the message always names at least one problem.
+#[cfg(test)]
 pub(crate) fn cap_join(fragments: &[String], unit: &str) -> String {
     cap_join_at(fragments, unit, MAX_MESSAGE)
 }
 
 /// [`cap_join`] with an explicit limit (for tests).
+#[cfg(test)]
 pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> String {
-    let n = fragments.len();
+    cap_join_iter(fragments.iter().cloned(), fragments.len(), unit, max)
+}
+
+/// [`cap_join_at`] over `n` fragments given lazily: only those the message
+/// can show (and the first that does not fit) are taken, so a long list
+/// costs what the message shows, not its length.
+pub(crate) fn cap_join_iter(
+    fragments: impl IntoIterator<Item = String>,
+    n: usize,
+    unit: &str,
+    max: usize,
+) -> String {
     let suffix = |more: usize| -> String {
         if more == 0 {
             String::new()
@@ -109,27 +143,29 @@ pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> Strin
     };
     let sep = char_len(FRAGMENT_SEPARATOR);
     // Largest k such that the first k fragments plus the suffix fit.
+    let mut taken: Vec<String> = Vec::new();
     let mut best = 0;
     let mut total = 0;
-    for (i, f) in fragments.iter().enumerate() {
-        total += char_len(f) + if i > 0 { sep } else { 0 };
+    for (i, f) in fragments.into_iter().enumerate() {
+        total += char_len(&f) + if i > 0 { sep } else { 0 };
+        taken.push(f);
         if total > max {
             break;
         }
-        if total + char_len(&suffix(n - i - 1)) <= max {
+        if total + char_len(&suffix(n.saturating_sub(i + 1))) <= max {
             best = i + 1;
         }
     }
     if best > 0 {
-        let mut out = fragments[..best].join(FRAGMENT_SEPARATOR);
-        out.push_str(&suffix(n - best));
+        let mut out = taken[..best].join(FRAGMENT_SEPARATOR);
+        out.push_str(&suffix(n.saturating_sub(best)));
         return out;
     }
-    let Some(first) = fragments.first() else {
+    let Some(first) = taken.first() else {
         return String::new();
     };
     // Not even one whole fragment fits: shorten the first one.
-    let tail = suffix(n - 1);
+    let tail = suffix(n.saturating_sub(1));
     let room = max.saturating_sub(char_len(&tail) + 3);
     let mut out: String = first.chars().take(room).collect();
     out.push_str("...");
