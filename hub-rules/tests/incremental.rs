@@ -368,3 +368,64 @@ fn removing_every_cluster_leaves_no_clusters() {
     let agg = check(&inc, &model);
     assert_eq!(support::own(&agg).reason, REASON_NO_CLUSTERS);
 }
+
+#[derive(Clone, Debug)]
+enum FleetOp {
+    Upsert(usize, usize, GatewayStatus),
+    Delete(usize, usize),
+    Snapshot(usize, Vec<(usize, GatewayStatus)>),
+    Deregister(usize),
+    Stale(usize),
+    Fresh(usize),
+}
+
+fn fleet_op() -> impl Strategy<Value = FleetOp> {
+    let (c, g) = (0..6usize, 0..3usize);
+    prop_oneof![
+        5 => (c.clone(), g.clone(), gateway_status()).prop_map(|(c, g, s)| FleetOp::Upsert(c, g, s)),
+        2 => (c.clone(), g.clone()).prop_map(|(c, g)| FleetOp::Delete(c, g)),
+        1 => (c.clone(), prop::collection::vec((g, gateway_status()), 0..3))
+            .prop_map(|(c, v)| FleetOp::Snapshot(c, v)),
+        1 => c.clone().prop_map(FleetOp::Deregister),
+        1 => c.clone().prop_map(FleetOp::Stale),
+        1 => c.prop_map(FleetOp::Fresh),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A fleet keeping incremental aggregates keeps every Gateway's equal
+    /// to the engine over the fleet's reports, whatever the changes.
+    #[test]
+    fn the_fleet_keeps_each_incremental_aggregate_current(ops in prop::collection::vec(fleet_op(), 1..40)) {
+        let options = Options::default();
+        let mut fleet = Fleet::with_incremental(options.clone());
+        let cluster = |i: usize| format!("c{i}");
+        let key = |i: usize| GatewayKey::new("ns", format!("g{i}"));
+        let hub = support::hub(2);
+        for op in &ops {
+            match op {
+                FleetOp::Upsert(c, g, s) => { fleet.upsert(&cluster(*c), key(*g), s.clone()); }
+                FleetOp::Delete(c, g) => { fleet.delete(&cluster(*c), &key(*g)); }
+                FleetOp::Snapshot(c, v) => {
+                    fleet.replace_snapshot(&cluster(*c), v.iter().map(|(g, s)| (key(*g), s.clone())));
+                }
+                FleetOp::Deregister(c) => { fleet.deregister(&cluster(*c)); }
+                FleetOp::Stale(c) => { fleet.mark_stale(&cluster(*c), ts("2025-05-01T11:00:00Z")); }
+                FleetOp::Fresh(c) => { fleet.mark_fresh(&cluster(*c)); }
+            }
+            for g in 0..3 {
+                let want = fleet.aggregate(&key(g), &hub, &options, now()).unwrap();
+                match fleet.incremental(&key(g)) {
+                    Some(inc) => {
+                        let got = inc.aggregate(&hub, None, now());
+                        prop_assert_eq!(&got.status, &want.status, "{:?}", op);
+                        prop_assert_eq!(&got.omissions, &want.omissions);
+                    }
+                    None => prop_assert!(fleet.reports(&key(g)).is_empty(), "{:?}", op),
+                }
+            }
+        }
+    }
+}
