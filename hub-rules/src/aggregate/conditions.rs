@@ -46,10 +46,10 @@ pub(crate) fn summarize_expected(
 /// The summary of `type_` over `reports` clusters, `count` of which are
 /// not True: `fragments` yields their fragments in cluster order (only as
 /// many are taken as the message can show).
-pub(crate) fn summary(
+pub(crate) fn summary<S: AsRef<str>>(
     type_: &str,
     reports: usize,
-    fragments: impl IntoIterator<Item = String>,
+    fragments: impl IntoIterator<Item = S>,
     count: usize,
 ) -> Summary {
     if count == 0 {
@@ -70,16 +70,6 @@ pub(crate) fn summary(
             message: cap_join_iter(fragments, count, MORE_CLUSTERS, MAX_MESSAGE),
         }
     }
-}
-
-/// Whether `type_` is not True in the cluster of `r` (it then contributes
-/// a [`fragment`]).
-pub(crate) fn is_not_true(type_: &str, r: &ClusterReport<'_>) -> bool {
-    if let Freshness::Stale { .. } = r.freshness {
-        return true;
-    }
-    let conditions = r.status.conditions.as_deref().unwrap_or_default();
-    gwhub_model::conditions::find(conditions, type_).is_none_or(|c| c.status != "True")
 }
 
 /// The fragment a cluster contributes when `type_` is not True there.
@@ -128,8 +118,8 @@ pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> Strin
 /// [`cap_join_at`] over `n` fragments given lazily: only those the message
 /// can show (and the first that does not fit) are taken, so a long list
 /// costs what the message shows, not its length.
-pub(crate) fn cap_join_iter(
-    fragments: impl IntoIterator<Item = String>,
+pub(crate) fn cap_join_iter<S: AsRef<str>>(
+    fragments: impl IntoIterator<Item = S>,
     n: usize,
     unit: &str,
     max: usize,
@@ -143,22 +133,32 @@ pub(crate) fn cap_join_iter(
     };
     let sep = char_len(FRAGMENT_SEPARATOR);
     // Largest k such that the first k fragments plus the suffix fit.
-    let mut taken: Vec<String> = Vec::new();
+    let mut taken: Vec<S> = Vec::new();
     let mut best = 0;
     let mut total = 0;
+    let (mut bytes, mut running) = (0, 0);
     for (i, f) in fragments.into_iter().enumerate() {
-        total += char_len(&f) + if i > 0 { sep } else { 0 };
+        total += char_len(f.as_ref()) + if i > 0 { sep } else { 0 };
+        running += f.as_ref().len();
         taken.push(f);
         if total > max {
             break;
         }
         if total + char_len(&suffix(n.saturating_sub(i + 1))) <= max {
             best = i + 1;
+            bytes = running;
         }
     }
     if best > 0 {
-        let mut out = taken[..best].join(FRAGMENT_SEPARATOR);
-        out.push_str(&suffix(n.saturating_sub(best)));
+        let tail = suffix(n.saturating_sub(best));
+        let mut out = String::with_capacity(bytes + best * FRAGMENT_SEPARATOR.len() + tail.len());
+        for (i, f) in taken[..best].iter().enumerate() {
+            if i > 0 {
+                out.push_str(FRAGMENT_SEPARATOR);
+            }
+            out.push_str(f.as_ref());
+        }
+        out.push_str(&tail);
         return out;
     }
     let Some(first) = taken.first() else {
@@ -167,7 +167,7 @@ pub(crate) fn cap_join_iter(
     // Not even one whole fragment fits: shorten the first one.
     let tail = suffix(n.saturating_sub(1));
     let room = max.saturating_sub(char_len(&tail) + 3);
-    let mut out: String = first.chars().take(room).collect();
+    let mut out: String = first.as_ref().chars().take(room).collect();
     out.push_str("...");
     out.push_str(&tail);
     out

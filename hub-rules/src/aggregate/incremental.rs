@@ -13,7 +13,8 @@
 //!   listener names), already grouped as the engine groups them;
 //! - per valid condition type, how many clusters report it and the clusters
 //!   where it is not True (stale, not reported, or not `True`), in name
-//!   order: a summary formats only the fragments its message can show;
+//!   order, with their fragment of the message: a summary joins only the
+//!   fragments its message can show, formatted when their cluster changed;
 //! - per round of the round-robin selection of addresses (16) and listeners
 //!   (64), the clusters with more valid entries than the round, so the kept
 //!   entries are found without looking at the other clusters.
@@ -25,6 +26,7 @@
 //! names each of them). [`Incremental::aggregate_status`] costs the output:
 //! the kept addresses and listeners, and the fragments the messages show.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -131,8 +133,9 @@ impl Part {
 struct TypeState {
     /// Clusters reporting the type.
     reporters: usize,
-    /// Clusters where it is not True (see [`conditions::is_not_true`]).
-    not_true: BTreeSet<String>,
+    /// Clusters where it is not True, with their fragment (see
+    /// [`conditions::fragment`]): formatted once per change, not per output.
+    not_true: BTreeMap<String, String>,
 }
 
 /// The round-robin selection of a list capped at `limit`: round `r` holds
@@ -275,9 +278,16 @@ impl Incremental {
                 None => {
                     // A type new to the Gateway: every other cluster does
                     // not report it.
+                    let not_true = self
+                        .clusters
+                        .iter()
+                        .filter_map(|(c, p)| {
+                            Some((c.clone(), conditions::fragment(t, &p.report(c))?))
+                        })
+                        .collect();
                     let state = TypeState {
                         reporters: 1,
-                        not_true: self.clusters.keys().cloned().collect(),
+                        not_true,
                     };
                     self.types.insert(t.clone(), state);
                 }
@@ -334,12 +344,16 @@ impl Incremental {
         };
         let report = part.report(cluster);
         for (t, state) in &mut self.types {
-            if conditions::is_not_true(t, &report) {
-                if !state.not_true.contains(cluster) {
-                    state.not_true.insert(cluster.to_owned());
+            match conditions::fragment(t, &report) {
+                Some(f) => match state.not_true.get_mut(cluster) {
+                    Some(old) => *old = f,
+                    None => {
+                        state.not_true.insert(cluster.to_owned(), f);
+                    }
+                },
+                None => {
+                    state.not_true.remove(cluster);
                 }
-            } else {
-                state.not_true.remove(cluster);
             }
         }
     }
@@ -474,13 +488,13 @@ impl Incremental {
                 continue;
             };
             let fragments = Merge::new(
-                state.not_true.iter().filter_map(|c| {
-                    let part = self.clusters.get(c)?;
-                    Some((c.as_str(), conditions::fragment(t, &part.report(c))?))
-                }),
+                state
+                    .not_true
+                    .iter()
+                    .map(|(c, f)| (c.as_str(), Cow::Borrowed(f.as_str()))),
                 absent
                     .iter()
-                    .map(|(c, why)| (*c, conditions::absence_fragment(c, *why))),
+                    .map(|(c, why)| (*c, Cow::Owned(conditions::absence_fragment(c, *why)))),
             );
             let count = state.not_true.len() + absent.len();
             let s = conditions::summary(t, reports, fragments, count);
@@ -631,8 +645,8 @@ struct Merge<A: Iterator, B: Iterator> {
 
 impl<'c, A, B> Merge<A, B>
 where
-    A: Iterator<Item = (&'c str, String)>,
-    B: Iterator<Item = (&'c str, String)>,
+    A: Iterator<Item = (&'c str, Cow<'c, str>)>,
+    B: Iterator<Item = (&'c str, Cow<'c, str>)>,
 {
     fn new(a: A, b: B) -> Self {
         Merge {
@@ -644,12 +658,12 @@ where
 
 impl<'c, A, B> Iterator for Merge<A, B>
 where
-    A: Iterator<Item = (&'c str, String)>,
-    B: Iterator<Item = (&'c str, String)>,
+    A: Iterator<Item = (&'c str, Cow<'c, str>)>,
+    B: Iterator<Item = (&'c str, Cow<'c, str>)>,
 {
-    type Item = String;
+    type Item = Cow<'c, str>;
 
-    fn next(&mut self) -> Option<String> {
+    fn next(&mut self) -> Option<Cow<'c, str>> {
         let take_a = match (self.a.peek(), self.b.peek()) {
             (Some((a, _)), Some((b, _))) => a <= b,
             (Some(_), None) => true,
