@@ -1,7 +1,7 @@
 //! `status.addresses`: every cluster address as `<cluster>/<value>` with a
 //! multi-cluster type, so consumers can find a hub Gateway's clusters.
 
-use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
+use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusAddresses};
 
 use super::constants::IP_ADDRESS_TYPE;
 use super::limits::{MAX_ADDRESS_LEN, MAX_ADDRESSES, char_len, is_address_prefix, round_robin};
@@ -16,66 +16,16 @@ pub fn aggregate(
 ) -> Vec<GatewayStatusAddresses> {
     // Validate first and build only what is kept: past the limit most
     // entries are dropped, and re-aggregation should not pay for them.
-    let mut per_cluster: Vec<Vec<(&GatewayStatusAddresses, &str)>> =
-        Vec::with_capacity(reports.len());
-    for r in reports {
-        let mut valid = Vec::new();
-        let addresses = r.status.addresses.as_deref().unwrap_or_default();
-        let cluster = Some(r.cluster);
-        if !is_address_prefix(r.cluster) {
-            for a in addresses {
-                omissions.push(
-                    cluster,
-                    Item::Address,
-                    a.value.clone(),
-                    Rule::ClusterNameNotAddressPrefix,
-                );
-            }
-            per_cluster.push(valid);
-            continue;
-        }
-        let prefix_len = char_len(r.cluster) + 1;
-        for a in addresses {
-            let type_ = match a.r#type.as_deref() {
-                None | Some("IPAddress") => IP_ADDRESS_TYPE,
-                Some("Hostname") => options.hostname_address_type.as_str(),
-                Some(other) => {
-                    let rule = Rule::UnsupportedAddressType(other.to_owned());
-                    omissions.push(cluster, Item::Address, a.value.clone(), rule);
-                    continue;
-                }
-            };
-            if a.value.is_empty() {
-                omissions.push(
-                    cluster,
-                    Item::Address,
-                    String::new(),
-                    Rule::EmptyAddressValue,
-                );
-                continue;
-            }
-            if prefix_len + char_len(&a.value) > MAX_ADDRESS_LEN {
-                omissions.push(
-                    cluster,
-                    Item::Address,
-                    a.value.clone(),
-                    Rule::AddressValueTooLong,
-                );
-                continue;
-            }
-            valid.push((a, type_));
-        }
-        per_cluster.push(valid);
-    }
+    let per_cluster: Vec<Vec<(&GatewayStatusAddresses, &str)>> = reports
+        .iter()
+        .map(|r| valid(r.cluster, r.status, options, omissions))
+        .collect();
     let lens: Vec<usize> = per_cluster.iter().map(Vec::len).collect();
     let kept = round_robin(&lens, MAX_ADDRESSES);
     let mut out = Vec::with_capacity(MAX_ADDRESSES);
     for ((r, list), keep) in reports.iter().zip(per_cluster).zip(kept) {
         for (a, type_) in &list[..keep] {
-            out.push(GatewayStatusAddresses {
-                r#type: Some((*type_).to_owned()),
-                value: format!("{}/{}", r.cluster, a.value),
-            });
+            out.push(build(r.cluster, a, type_));
         }
         for (a, _) in &list[keep..] {
             omissions.push(
@@ -87,4 +37,73 @@ pub fn aggregate(
         }
     }
     out
+}
+
+/// The hub's copy of a kept address of `cluster`.
+pub(crate) fn build(
+    cluster: &str,
+    a: &GatewayStatusAddresses,
+    type_: &str,
+) -> GatewayStatusAddresses {
+    GatewayStatusAddresses {
+        r#type: Some(type_.to_owned()),
+        value: format!("{cluster}/{}", a.value),
+    }
+}
+
+/// `cluster`'s addresses the hub can write, in order, with their
+/// multi-cluster type; the others go to `omissions`.
+pub(crate) fn valid<'a>(
+    cluster: &str,
+    status: &'a GatewayStatus,
+    options: &'a Options,
+    omissions: &mut Omissions,
+) -> Vec<(&'a GatewayStatusAddresses, &'a str)> {
+    let mut valid = Vec::new();
+    let addresses = status.addresses.as_deref().unwrap_or_default();
+    let cluster_name = cluster;
+    let cluster = Some(cluster);
+    if !is_address_prefix(cluster_name) {
+        for a in addresses {
+            omissions.push(
+                cluster,
+                Item::Address,
+                a.value.clone(),
+                Rule::ClusterNameNotAddressPrefix,
+            );
+        }
+        return valid;
+    }
+    let prefix_len = char_len(cluster_name) + 1;
+    for a in addresses {
+        let type_ = match a.r#type.as_deref() {
+            None | Some("IPAddress") => IP_ADDRESS_TYPE,
+            Some("Hostname") => options.hostname_address_type.as_str(),
+            Some(other) => {
+                let rule = Rule::UnsupportedAddressType(other.to_owned());
+                omissions.push(cluster, Item::Address, a.value.clone(), rule);
+                continue;
+            }
+        };
+        if a.value.is_empty() {
+            omissions.push(
+                cluster,
+                Item::Address,
+                String::new(),
+                Rule::EmptyAddressValue,
+            );
+            continue;
+        }
+        if prefix_len + char_len(&a.value) > MAX_ADDRESS_LEN {
+            omissions.push(
+                cluster,
+                Item::Address,
+                a.value.clone(),
+                Rule::AddressValueTooLong,
+            );
+            continue;
+        }
+        valid.push((a, type_));
+    }
+    valid
 }

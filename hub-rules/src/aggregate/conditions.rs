@@ -39,13 +39,24 @@ pub(crate) fn summarize_expected(
     }
     // Stable: a cluster's own order is kept (there is one entry each).
     named.sort_by(|a, b| a.0.cmp(b.0));
-    let fragments: Vec<String> = named.into_iter().map(|(_, f)| f).collect();
-    if fragments.is_empty() {
-        let n = reports.len();
-        let message = if n == 1 {
+    let n = named.len();
+    summary(type_, reports.len(), named.into_iter().map(|(_, f)| f), n)
+}
+
+/// The summary of `type_` over `reports` clusters, `count` of which are
+/// not True: `fragments` yields their fragments in cluster order (only as
+/// many are taken as the message can show).
+pub(crate) fn summary<S: AsRef<str>>(
+    type_: &str,
+    reports: usize,
+    fragments: impl IntoIterator<Item = S>,
+    count: usize,
+) -> Summary {
+    if count == 0 {
+        let message = if reports == 1 {
             format!("{type_} is True in the only cluster")
         } else {
-            format!("{type_} is True in all {n} clusters")
+            format!("{type_} is True in all {reports} clusters")
         };
         Summary {
             status: "True",
@@ -56,7 +67,7 @@ pub(crate) fn summarize_expected(
         Summary {
             status: "False",
             reason: REASON_NOT_TRUE_IN_SOME,
-            message: cap_join(&fragments, MORE_CLUSTERS),
+            message: cap_join_iter(fragments, count, MORE_CLUSTERS, MAX_MESSAGE),
         }
     }
 }
@@ -93,13 +104,26 @@ pub fn absence_fragment(cluster: &str, why: Absence) -> String {
 /// cutting whole fragments and ending with `; and N more <unit>`. A first
 /// fragment too long on its own is shortened (ending in `...`) rather than
 /// dropped, so the message always names at least one problem.
+#[cfg(test)]
 pub(crate) fn cap_join(fragments: &[String], unit: &str) -> String {
     cap_join_at(fragments, unit, MAX_MESSAGE)
 }
 
 /// [`cap_join`] with an explicit limit (for tests).
+#[cfg(test)]
 pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> String {
-    let n = fragments.len();
+    cap_join_iter(fragments.iter().cloned(), fragments.len(), unit, max)
+}
+
+/// [`cap_join_at`] over `n` fragments given lazily: only those the message
+/// can show (and the first that does not fit) are taken, so a long list
+/// costs what the message shows, not its length.
+pub(crate) fn cap_join_iter<S: AsRef<str>>(
+    fragments: impl IntoIterator<Item = S>,
+    n: usize,
+    unit: &str,
+    max: usize,
+) -> String {
     let suffix = |more: usize| -> String {
         if more == 0 {
             String::new()
@@ -109,29 +133,41 @@ pub(crate) fn cap_join_at(fragments: &[String], unit: &str, max: usize) -> Strin
     };
     let sep = char_len(FRAGMENT_SEPARATOR);
     // Largest k such that the first k fragments plus the suffix fit.
+    let mut taken: Vec<S> = Vec::new();
     let mut best = 0;
     let mut total = 0;
-    for (i, f) in fragments.iter().enumerate() {
-        total += char_len(f) + if i > 0 { sep } else { 0 };
+    let (mut bytes, mut running) = (0, 0);
+    for (i, f) in fragments.into_iter().enumerate() {
+        total += char_len(f.as_ref()) + if i > 0 { sep } else { 0 };
+        running += f.as_ref().len();
+        taken.push(f);
         if total > max {
             break;
         }
-        if total + char_len(&suffix(n - i - 1)) <= max {
+        if total + char_len(&suffix(n.saturating_sub(i + 1))) <= max {
             best = i + 1;
+            bytes = running;
         }
     }
     if best > 0 {
-        let mut out = fragments[..best].join(FRAGMENT_SEPARATOR);
-        out.push_str(&suffix(n - best));
+        let tail = suffix(n.saturating_sub(best));
+        let mut out = String::with_capacity(bytes + best * FRAGMENT_SEPARATOR.len() + tail.len());
+        for (i, f) in taken[..best].iter().enumerate() {
+            if i > 0 {
+                out.push_str(FRAGMENT_SEPARATOR);
+            }
+            out.push_str(f.as_ref());
+        }
+        out.push_str(&tail);
         return out;
     }
-    let Some(first) = fragments.first() else {
+    let Some(first) = taken.first() else {
         return String::new();
     };
     // Not even one whole fragment fits: shorten the first one.
-    let tail = suffix(n - 1);
+    let tail = suffix(n.saturating_sub(1));
     let room = max.saturating_sub(char_len(&tail) + 3);
-    let mut out: String = first.chars().take(room).collect();
+    let mut out: String = first.as_ref().chars().take(room).collect();
     out.push_str("...");
     out.push_str(&tail);
     out

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use jiff::Timestamp;
 
-use super::{AggregateError, Aggregation, ClusterReport, Freshness, HubGateway, Options};
+use super::{
+    AggregateError, Aggregation, ClusterReport, Freshness, HubGateway, Incremental, Options,
+};
 
 pub use gwhub_model::GatewayKey;
 
@@ -53,11 +55,66 @@ struct ClusterState {
 pub struct Fleet {
     gateways: BTreeMap<GatewayKey, BTreeMap<String, Entry>>,
     clusters: BTreeMap<String, ClusterState>,
+    /// Per Gateway, its [`Incremental`] aggregate, kept by every change
+    /// (see [`Fleet::with_incremental`]).
+    incremental: Option<Incrementals>,
+}
+
+#[derive(Clone, Debug)]
+struct Incrementals {
+    options: Options,
+    gateways: BTreeMap<GatewayKey, Incremental>,
 }
 
 impl Fleet {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fleet that also keeps each Gateway's [`Incremental`] aggregate
+    /// (with `options`) up to date, so a change costs the changed
+    /// cluster's part rather than a pass over the Gateway's clusters.
+    pub fn with_incremental(options: Options) -> Self {
+        Fleet {
+            incremental: Some(Incrementals {
+                options,
+                gateways: BTreeMap::new(),
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// `key`'s incremental aggregate: `None` when the fleet keeps none
+    /// ([`Fleet::new`]) or no cluster reports `key`.
+    pub fn incremental(&self, key: &GatewayKey) -> Option<&Incremental> {
+        self.incremental.as_ref()?.gateways.get(key)
+    }
+
+    /// Keeps `key`'s incremental aggregate: `cluster` reports `entry`, or
+    /// (`None`) no longer reports `key`.
+    fn track(&mut self, key: &GatewayKey, cluster: &str, entry: Option<&Entry>) {
+        let Some(inc) = &mut self.incremental else {
+            return;
+        };
+        match entry {
+            Some(e) => {
+                if !inc.gateways.contains_key(key) {
+                    inc.gateways
+                        .insert(key.clone(), Incremental::new(inc.options.clone()));
+                }
+                if let Some(g) = inc.gateways.get_mut(key) {
+                    g.set(cluster, e.status.clone(), e.freshness);
+                }
+            }
+            None => {
+                if let Some(g) = inc.gateways.get_mut(key) {
+                    g.remove(cluster);
+                    if g.is_empty() {
+                        inc.gateways.remove(key);
+                    }
+                }
+            }
+        }
     }
 
     /// Registers `cluster` if it is new; copies its name only then (every
@@ -103,11 +160,12 @@ impl Fleet {
         };
         match per_cluster.get_mut(cluster) {
             Some(e) if *e == next => return Affected::new(),
-            Some(e) => *e = next,
+            Some(e) => *e = next.clone(),
             None => {
-                per_cluster.insert(cluster.to_owned(), next);
+                per_cluster.insert(cluster.to_owned(), next.clone());
             }
         }
+        self.track(&key, cluster, Some(&next));
         Affected::from([key])
     }
 
@@ -130,6 +188,7 @@ impl Fleet {
                 self.gateways.remove(key);
             }
         }
+        self.track(key, cluster, None);
         Affected::from([key.clone()])
     }
 
@@ -175,6 +234,7 @@ impl Fleet {
                     self.gateways.remove(key);
                 }
             }
+            self.track(key, cluster, None);
         }
         state.gateways
     }
@@ -194,6 +254,13 @@ impl Fleet {
         for key in &keys {
             if let Some(e) = self.gateways.get_mut(key).and_then(|m| m.get_mut(cluster)) {
                 e.freshness = freshness;
+            }
+            if let Some(g) = self
+                .incremental
+                .as_mut()
+                .and_then(|inc| inc.gateways.get_mut(key))
+            {
+                g.set_freshness(cluster, freshness);
             }
         }
         keys

@@ -1,7 +1,7 @@
 //! `status.listeners`: every cluster listener as `<cluster>.<listener>` with
 //! its attachedRoutes, supportedKinds and conditions.
 
-use gateway_api::apis::standard::gateways::GatewayStatusListeners;
+use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListeners};
 use gwhub_model::Condition;
 
 use super::ClusterReport;
@@ -17,51 +17,10 @@ pub fn aggregate(
     omissions: &mut Omissions,
 ) -> Vec<GatewayStatusListeners> {
     // Validate names first and build only the listeners that are kept.
-    let mut per_cluster: Vec<Vec<&GatewayStatusListeners>> = Vec::with_capacity(reports.len());
-    for r in reports {
-        let listeners = r.status.listeners.as_deref().unwrap_or_default();
-        let cluster = Some(r.cluster);
-        let mut valid = Vec::new();
-        if !is_dns_label(r.cluster) {
-            for l in listeners {
-                omissions.push(
-                    cluster,
-                    Item::Listener,
-                    l.name.clone(),
-                    Rule::ClusterNameNotDnsLabel,
-                );
-            }
-            per_cluster.push(valid);
-            continue;
-        }
-        for l in listeners {
-            // A DNS label, a dot and a SectionName make a SectionName.
-            let full_len = r.cluster.len() + 1 + l.name.len();
-            if !(is_section_name(&l.name) && full_len <= MAX_SECTION_NAME) {
-                omissions.push(
-                    cluster,
-                    Item::Listener,
-                    full_name(r.cluster, l),
-                    Rule::InvalidListenerName,
-                );
-            } else if valid
-                .iter()
-                .any(|v: &&GatewayStatusListeners| v.name == l.name)
-            {
-                // A linear scan: a cluster has a few listeners (at most 64),
-                // and a hash set per cluster per aggregation cost more.
-                omissions.push(
-                    cluster,
-                    Item::Listener,
-                    full_name(r.cluster, l),
-                    Rule::DuplicateListenerName,
-                );
-            } else {
-                valid.push(l);
-            }
-        }
-        per_cluster.push(valid);
-    }
+    let per_cluster: Vec<Vec<&GatewayStatusListeners>> = reports
+        .iter()
+        .map(|r| valid(r.cluster, r.status, omissions))
+        .collect();
     let lens: Vec<usize> = per_cluster.iter().map(Vec::len).collect();
     let kept = round_robin(&lens, MAX_LISTENERS);
     let mut out = Vec::with_capacity(MAX_LISTENERS);
@@ -81,12 +40,12 @@ pub fn aggregate(
     out
 }
 
-fn full_name(cluster: &str, l: &GatewayStatusListeners) -> String {
+pub(crate) fn full_name(cluster: &str, l: &GatewayStatusListeners) -> String {
     format!("{cluster}.{}", l.name)
 }
 
 /// The hub's copy of a kept listener, without what the CRD would reject.
-fn build(
+pub(crate) fn build(
     cluster: &str,
     l: &GatewayStatusListeners,
     omissions: &mut Omissions,
@@ -166,4 +125,55 @@ fn valid_conditions(
         }
     }
     out
+}
+
+/// `cluster`'s listeners the hub can write (valid, unique names), in
+/// order; the others go to `omissions`.
+pub(crate) fn valid<'a>(
+    cluster: &str,
+    status: &'a GatewayStatus,
+    omissions: &mut Omissions,
+) -> Vec<&'a GatewayStatusListeners> {
+    let listeners = status.listeners.as_deref().unwrap_or_default();
+    let name = cluster;
+    let cluster = Some(cluster);
+    let mut valid = Vec::new();
+    if !is_dns_label(name) {
+        for l in listeners {
+            omissions.push(
+                cluster,
+                Item::Listener,
+                l.name.clone(),
+                Rule::ClusterNameNotDnsLabel,
+            );
+        }
+        return valid;
+    }
+    for l in listeners {
+        // A DNS label, a dot and a SectionName make a SectionName.
+        let full_len = name.len() + 1 + l.name.len();
+        if !(is_section_name(&l.name) && full_len <= MAX_SECTION_NAME) {
+            omissions.push(
+                cluster,
+                Item::Listener,
+                full_name(name, l),
+                Rule::InvalidListenerName,
+            );
+        } else if valid
+            .iter()
+            .any(|v: &&GatewayStatusListeners| v.name == l.name)
+        {
+            // A linear scan: a cluster has a few listeners (at most 64),
+            // and a hash set per cluster per aggregation cost more.
+            omissions.push(
+                cluster,
+                Item::Listener,
+                full_name(name, l),
+                Rule::DuplicateListenerName,
+            );
+        } else {
+            valid.push(l);
+        }
+    }
+    valid
 }

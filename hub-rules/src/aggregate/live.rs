@@ -76,8 +76,16 @@ impl LiveHub {
     /// decide where they can; otherwise the engine's rule for unknown
     /// ownership ([`HubGateway::from_existing`]).
     pub fn hub_gateway(&self, reports: &[ClusterReport<'_>]) -> HubGateway {
+        let reported = super::reported_types(reports);
+        self.hub_gateway_with(|t| reported.contains(t))
+    }
+
+    /// [`LiveHub::hub_gateway`] where `reported(type)` tells whether some
+    /// cluster reports a condition type (see
+    /// [`super::Incremental::reports_type`]).
+    pub fn hub_gateway_with(&self, reported: impl Fn(&str) -> bool) -> HubGateway {
         let existing = self.status.conditions.clone().unwrap_or_default();
-        let guess = HubGateway::from_existing(self.generation, &existing, reports);
+        let guess = HubGateway::from_existing_with(self.generation, &existing, reported);
         let guessed_ours: BTreeSet<&str> =
             guess.previous.iter().map(|c| c.type_.as_str()).collect();
         let (previous, foreign) = existing.into_iter().partition(|c: &Condition| {

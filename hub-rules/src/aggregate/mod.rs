@@ -7,6 +7,7 @@ pub mod addresses;
 pub mod conditions;
 pub mod constants;
 pub mod fleet;
+pub mod incremental;
 pub mod limits;
 pub mod listeners;
 pub mod live;
@@ -20,6 +21,7 @@ use jiff::Timestamp;
 
 pub use constants::*;
 pub use fleet::{Fleet, GatewayKey};
+pub use incremental::Incremental;
 pub use live::LiveHub;
 pub use omissions::{Item, Omission, Omissions, Rule};
 
@@ -71,9 +73,20 @@ impl HubGateway {
         reports: &[ClusterReport<'_>],
     ) -> Self {
         let reported = reported_types(reports);
+        Self::from_existing_with(generation, existing, |t| reported.contains(t))
+    }
+
+    /// [`HubGateway::from_existing`] where `reported(type)` tells whether
+    /// some cluster reports a condition type (see
+    /// [`Incremental::reports_type`]).
+    pub fn from_existing_with(
+        generation: i64,
+        existing: &[Condition],
+        reported: impl Fn(&str) -> bool,
+    ) -> Self {
         let (previous, foreign) = existing.iter().cloned().partition(|c| {
             c.type_ == OWN_CONDITION
-                || reported.contains(c.type_.as_str())
+                || reported(c.type_.as_str())
                 || c.reason == REASON_TRUE_IN_ALL
                 || c.reason == REASON_NOT_TRUE_IN_SOME
         });
@@ -182,19 +195,36 @@ pub enum Expectation {
     Invalid(String),
 }
 
-/// The expected clusters that do not report, with why, in name order.
-fn missing<'a>(
-    expected: &'a [ExpectedCluster],
-    reports: &[ClusterReport<'_>],
-) -> Vec<(&'a str, Absence)> {
+/// The expected clusters that do not report (`reports(name)` is false),
+/// with why, in name order.
+fn missing(expected: &[ExpectedCluster], reports: impl Fn(&str) -> bool) -> Vec<(&str, Absence)> {
     let mut out: Vec<(&str, Absence)> = expected
         .iter()
-        .filter(|e| !reports.iter().any(|r| r.cluster == e.name))
+        .filter(|e| !reports(&e.name))
         .map(|e| (e.name.as_str(), e.absence()))
         .collect();
     out.sort_by(|a, b| a.0.cmp(b.0));
     out.dedup_by(|a, b| a.0 == b.0);
     out
+}
+
+/// What an expectation means for the output: the number of expected
+/// clusters, the missing ones (see [`missing`]) and the problem reading it.
+#[allow(clippy::type_complexity)]
+fn read_expectation(
+    expectation: Option<&Expectation>,
+    reports: impl Fn(&str) -> bool,
+) -> (Option<usize>, Vec<(&str, Absence)>, Option<String>) {
+    match expectation {
+        None => (None, Vec::new(), None),
+        Some(Expectation::Clusters(e)) => {
+            let mut names: Vec<&str> = e.iter().map(|c| c.name.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            (Some(names.len()), missing(e, reports), None)
+        }
+        Some(Expectation::Invalid(why)) => (None, Vec::new(), Some(why.clone())),
+    }
 }
 
 /// Aggregates the reports of a hub Gateway's clusters into its status.
@@ -228,35 +258,97 @@ pub fn aggregate_expected(
         return Err(AggregateError::DuplicateCluster(w[0].cluster.to_owned()));
     }
     let reports = &reports[..];
-    let (expected, absent, invalid) = match expectation {
-        None => (None, Vec::new(), None),
-        Some(Expectation::Clusters(e)) => {
-            let mut names: Vec<&str> = e.iter().map(|c| c.name.as_str()).collect();
-            names.sort_unstable();
-            names.dedup();
-            (Some(names.len()), missing(e, reports), None)
-        }
-        Some(Expectation::Invalid(why)) => (None, Vec::new(), Some(why.clone())),
-    };
+    let (expected, absent, invalid) = read_expectation(expectation, |name| {
+        reports.binary_search_by(|r| r.cluster.cmp(name)).is_ok()
+    });
     let mut omissions = Omissions::default();
 
     // Gateway-level condition types; invalid ones cannot be written.
     let mut types: BTreeSet<&str> = BTreeSet::new();
     for r in reports {
-        let mut bad = BTreeSet::new();
-        for c in r.status.conditions.as_deref().unwrap_or_default() {
-            if is_condition_type(&c.type_) {
-                types.insert(c.type_.as_str());
-            } else if bad.insert(c.type_.as_str()) {
-                let why = Rule::InvalidCondition(
-                    "type does not match the condition type pattern or is longer than 316 characters".into(),
-                );
-                omissions.push(Some(r.cluster), Item::Condition, c.type_.clone(), why);
-            }
+        types.extend(condition_types(r.cluster, r.status, &mut omissions));
+    }
+    let (foreign, kept) = plan_conditions(hub, &types, &mut omissions);
+
+    let addresses = addresses::aggregate(reports, options, &mut omissions);
+    let listeners = listeners::aggregate(reports, &mut omissions);
+
+    let generation = hub.generation.max(0);
+    let mut out_conditions = Vec::with_capacity(kept.len() + foreign.len() + 1);
+    for t in kept {
+        let s = conditions::summarize_expected(t, reports, &absent);
+        out_conditions.push(conditions::to_condition(
+            t,
+            s.status,
+            s.reason,
+            s.message,
+            generation,
+            &hub.previous,
+            now,
+        ));
+    }
+    let fragments = omissions.fragments();
+    let (status, reason, message) = own_summary(
+        reports.len(),
+        expected,
+        &absent,
+        invalid,
+        fragments.len(),
+        fragments,
+    );
+    out_conditions.push(conditions::to_condition(
+        OWN_CONDITION,
+        status,
+        reason,
+        message,
+        generation,
+        &hub.previous,
+        now,
+    ));
+    out_conditions.extend(foreign.into_iter().cloned());
+
+    Ok(Aggregation {
+        status: GatewayStatus {
+            addresses: Some(addresses),
+            attached_listener_sets: None,
+            conditions: Some(out_conditions),
+            listeners: Some(listeners),
+        },
+        omissions: omissions.0,
+    })
+}
+
+/// The Gateway-level condition types `cluster` reports that can be written
+/// (possibly repeated); the others go to `omissions`, one entry per type.
+pub(crate) fn condition_types<'a>(
+    cluster: &str,
+    status: &'a GatewayStatus,
+    omissions: &mut Omissions,
+) -> Vec<&'a str> {
+    let mut valid = Vec::new();
+    let mut bad = BTreeSet::new();
+    for c in status.conditions.as_deref().unwrap_or_default() {
+        if is_condition_type(&c.type_) {
+            valid.push(c.type_.as_str());
+        } else if bad.insert(c.type_.as_str()) {
+            let why = Rule::InvalidCondition(
+                "type does not match the condition type pattern or is longer than 316 characters"
+                    .into(),
+            );
+            omissions.push(Some(cluster), Item::Condition, c.type_.clone(), why);
         }
     }
+    valid
+}
 
-    // Other writers' conditions: valid, one per type, never the hub's own.
+/// Which of other writers' conditions are kept (valid, one per type, never
+/// the hub's own) and which aggregated `types` get a condition, in output
+/// order: Accepted, Programmed, then by name, within the 8 the CRD allows.
+pub(crate) fn plan_conditions<'h, 't>(
+    hub: &'h HubGateway,
+    types: &BTreeSet<&'t str>,
+    omissions: &mut Omissions,
+) -> (Vec<&'h Condition>, Vec<&'t str>) {
     let mut foreign: Vec<&Condition> = Vec::new();
     for c in &hub.foreign {
         let rule = if c.type_ == OWN_CONDITION {
@@ -280,8 +372,8 @@ pub fn aggregate_expected(
     // other writers' conditions take their slots first.
     let mut ordered: Vec<&str> = Vec::with_capacity(types.len());
     for p in PRIORITY_TYPES {
-        if types.contains(p) {
-            ordered.push(p);
+        if let Some(t) = types.get(p) {
+            ordered.push(*t);
         }
     }
     ordered.extend(
@@ -314,86 +406,62 @@ pub fn aggregate_expected(
             kept.push(t);
         }
     }
+    (foreign, kept)
+}
 
-    let addresses = addresses::aggregate(reports, options, &mut omissions);
-    let listeners = listeners::aggregate(reports, &mut omissions);
-
-    let generation = hub.generation.max(0);
-    let mut out_conditions = Vec::with_capacity(kept.len() + foreign.len() + 1);
-    for t in kept {
-        let s = conditions::summarize_expected(t, reports, &absent);
-        out_conditions.push(conditions::to_condition(
-            t,
-            s.status,
-            s.reason,
-            s.message,
-            generation,
-            &hub.previous,
-            now,
-        ));
-    }
-    let mut fragments = omissions.fragments();
-    if let Some(why) = invalid {
-        fragments.insert(0, why);
-    }
-    let absent: Vec<String> = absent
-        .iter()
-        .map(|(c, why)| conditions::absence_fragment(c, *why))
-        .collect();
-    let (status, reason, message) = if reports.is_empty() {
-        let mut all = vec!["No cluster reports this Gateway".to_owned()];
-        all.extend(absent);
-        all.extend(fragments);
+/// The hub's own condition's status, reason and message over `reports`
+/// reporting clusters: `fragments` yields the `count` omission fragments
+/// in order (taken lazily, only as far as the message shows).
+pub(crate) fn own_summary(
+    reports: usize,
+    expected: Option<usize>,
+    absent: &[(&str, Absence)],
+    invalid: Option<String>,
+    count: usize,
+    fragments: impl IntoIterator<Item = String>,
+) -> (&'static str, &'static str, String) {
+    let absent_fragments = || {
+        absent
+            .iter()
+            .map(|(c, why)| conditions::absence_fragment(c, *why))
+    };
+    let count = count + usize::from(invalid.is_some());
+    let fragments = invalid.into_iter().chain(fragments);
+    let max = limits::MAX_MESSAGE;
+    if reports == 0 {
+        let all = std::iter::once("No cluster reports this Gateway".to_owned())
+            .chain(absent_fragments())
+            .chain(fragments);
+        let n = 1 + absent.len() + count;
         (
             "False",
             REASON_NO_CLUSTERS,
-            conditions::cap_join(&all, MORE_PROBLEMS),
+            conditions::cap_join_iter(all, n, MORE_PROBLEMS, max),
         )
-    } else if !fragments.is_empty() {
+    } else if count > 0 {
         (
             "False",
             REASON_VALIDATION_FAILED,
-            conditions::cap_join(&fragments, MORE_PROBLEMS),
+            conditions::cap_join_iter(fragments, count, MORE_PROBLEMS, max),
         )
     } else if let Some(m) = expected {
         let n = m - absent.len();
         let noun = if m == 1 { "cluster" } else { "clusters" };
-        let mut all = vec![format!(
+        let all = std::iter::once(format!(
             "Aggregated the status of {n} of {m} expected {noun}"
-        )];
-        all.extend(absent);
+        ))
+        .chain(absent_fragments());
         (
             "True",
             REASON_AGGREGATED,
-            conditions::cap_join(&all, MORE_CLUSTERS),
+            conditions::cap_join_iter(all, 1 + absent.len(), MORE_CLUSTERS, max),
         )
     } else {
-        let n = reports.len();
-        let noun = if n == 1 { "cluster" } else { "clusters" };
+        let noun = if reports == 1 { "cluster" } else { "clusters" };
         (
             "True",
             REASON_AGGREGATED,
-            format!("Aggregated the status of {n} {noun}"),
+            format!("Aggregated the status of {reports} {noun}"),
         )
-    };
-    out_conditions.push(conditions::to_condition(
-        OWN_CONDITION,
-        status,
-        reason,
-        message,
-        generation,
-        &hub.previous,
-        now,
-    ));
-    out_conditions.extend(foreign.into_iter().cloned());
-
-    Ok(Aggregation {
-        status: GatewayStatus {
-            addresses: Some(addresses),
-            attached_listener_sets: None,
-            conditions: Some(out_conditions),
-            listeners: Some(listeners),
-        },
-        omissions: omissions.0,
-    })
+    }
 }

@@ -225,14 +225,20 @@ impl Omissions {
             }
         }
         for (item, max, n) in limit_counts {
-            out.push(format!(
-                "{n} {} left out: more than {max} {} (the CRD's limit); kept round-robin over clusters",
-                item.noun(n),
-                item.noun(2)
-            ));
+            out.push(limit_fragment(item, max, n));
         }
         out
     }
+}
+
+/// The own condition's one fragment for the `n` entries of a list left out
+/// past its limit `max` (round-robin over clusters).
+pub(crate) fn limit_fragment(item: Item, max: usize, n: usize) -> String {
+    format!(
+        "{n} {} left out: more than {max} {} (the CRD's limit); kept round-robin over clusters",
+        item.noun(n),
+        item.noun(2)
+    )
 }
 
 #[cfg(test)]

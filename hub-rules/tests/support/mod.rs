@@ -3,6 +3,8 @@
 
 pub use gwhub_test_kit::crd_check as crd;
 
+pub mod strategies;
+
 use gateway_api::apis::standard::gateways::{
     GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,

@@ -124,10 +124,12 @@ impl Index {
     /// lastTransitionTime, other writers' conditions), or, where there is
     /// none, with generation 1 and the previous view's conditions.
     ///
-    /// The reports are taken under one short read lock (shared, not copied),
-    /// the live hub Gateways under another; aggregation, comparison and
-    /// encoding happen after them, and the watch channel's lock is held only
-    /// to insert the finished views.
+    /// The live hub Gateways are taken under one short lock, then the
+    /// reports (shared, not copied) and their aggregation under the fleet's
+    /// read lock: the fleet keeps each Gateway's incremental aggregate, so
+    /// that costs the output (and the omissions' names), not a pass of the
+    /// engine over the clusters. Comparison and encoding happen after, and
+    /// the watch channel's lock is held only to insert the finished views.
     pub fn aggregate_dirty(&self) -> bool {
         let _pass = self.inner.aggregating.lock();
         let keys = self.inner.dirty.take_keys();
@@ -146,21 +148,13 @@ impl Index {
             }
         };
         let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
-        let inputs: Vec<(GatewayKey, Vec<SharedReport>)> = {
-            let fleet = self.inner.fleet.read();
-            keys.into_iter()
-                .map(|key| {
-                    let reports = fleet.reports_shared(&key);
-                    (key, reports)
-                })
-                .collect()
-        };
+        let keys: Vec<GatewayKey> = keys.into_iter().collect();
         let lives: Vec<Option<Arc<LiveHub>>> = {
             let live = self.inner.live.lock();
-            inputs.iter().map(|(k, _)| live.get(k).cloned()).collect()
+            keys.iter().map(|k| live.get(k).cloned()).collect()
         };
         let expectations = {
-            let keys: Vec<&GatewayKey> = inputs.iter().map(|(k, _)| k).collect();
+            let keys: Vec<&GatewayKey> = keys.iter().collect();
             self.expectations(&keys, &lives)
         };
         let now = Timestamp::now();
@@ -168,12 +162,51 @@ impl Index {
         // reads here stays current until it publishes.
         let olds: Vec<Option<Arc<GatewayView>>> = {
             let views = self.inner.views.borrow();
-            inputs.iter().map(|(k, _)| views.get(k).cloned()).collect()
+            keys.iter().map(|k| views.get(k).cloned()).collect()
+        };
+        // The reports and their aggregation under one short read lock: the
+        // fleet keeps each Gateway's incremental aggregate, so this costs
+        // the output, not a pass of the engine over every cluster.
+        let inputs: Vec<Input> = {
+            let fleet = self.inner.fleet.read();
+            keys.into_iter()
+                .zip(lives)
+                .zip(olds)
+                .zip(expectations)
+                .map(|(((key, live), old), expectation)| {
+                    let shared = fleet.reports_shared(&key);
+                    let aggregated = (!shared.is_empty() || live.is_some()).then(|| {
+                        let inc = fleet.incremental(&key);
+                        aggregate_one(
+                            inc,
+                            live.as_deref(),
+                            old.as_deref(),
+                            expectation.as_ref(),
+                            &self.inner.options,
+                            now,
+                        )
+                    });
+                    Input {
+                        key,
+                        shared,
+                        live,
+                        old,
+                        expectation,
+                        aggregated,
+                    }
+                })
+                .collect()
         };
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
-        for ((((key, shared), live), old), expectation) in
-            inputs.into_iter().zip(lives).zip(olds).zip(expectations)
-        {
+        for input in inputs {
+            let Input {
+                key,
+                shared,
+                live,
+                old,
+                expectation,
+                aggregated,
+            } = input;
             let old = old.as_ref();
             let span = traced.remove(&key).map(|parent| {
                 let span = tracing::info_span!(
@@ -185,32 +218,14 @@ impl Index {
                 span
             });
             let _in_span = span.as_ref().map(|s| s.enter());
-            if shared.is_empty() && live.is_none() {
+            let Some(aggregated) = aggregated else {
                 self.record_history(&key, None, now.as_millisecond());
                 if old.is_some() {
                     results.push((key, None));
                 }
                 continue;
-            }
-            let reports: Vec<ClusterReport<'_>> =
-                shared.iter().map(SharedReport::as_report).collect();
-            let hub = match &live {
-                Some(live) => live.hub_gateway(&reports),
-                None => HubGateway {
-                    generation: NO_KUBE_GENERATION,
-                    previous: old
-                        .and_then(|v| v.aggregation.status.conditions.clone())
-                        .unwrap_or_default(),
-                    foreign: Vec::new(),
-                },
             };
-            let aggregation = match crate::aggregate::aggregate_expected(
-                &hub,
-                &reports,
-                expectation.as_ref(),
-                &self.inner.options,
-                now,
-            ) {
+            let (hub, aggregation) = match aggregated {
                 Ok(a) => a,
                 Err(e) => {
                     // The fleet holds one report per cluster, so this
@@ -220,7 +235,6 @@ impl Index {
                 }
             };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
-            drop(reports);
             if shared.is_empty() {
                 self.record_history(&key, None, now.as_millisecond());
             } else if self.history_capacity() > 0 {
@@ -303,4 +317,45 @@ impl Index {
     pub fn view(&self, key: &GatewayKey) -> Option<Arc<GatewayView>> {
         self.inner.views.borrow().get(key).cloned()
     }
+}
+
+/// One dirty Gateway's inputs, read under the fleet's lock.
+struct Input {
+    key: GatewayKey,
+    shared: Vec<SharedReport>,
+    live: Option<Arc<LiveHub>>,
+    old: Option<Arc<GatewayView>>,
+    expectation: Option<crate::aggregate::Expectation>,
+    /// The hub Gateway and its aggregation; `None` when there is neither
+    /// a report nor a live hub Gateway.
+    aggregated: Option<Result<(HubGateway, Aggregation), crate::aggregate::AggregateError>>,
+}
+
+/// Aggregates one Gateway from its incremental aggregate (`None`: no
+/// cluster reports it) with the hub Gateway as the management cluster
+/// holds it, or, where there is none, with generation 1 and the previous
+/// view's conditions.
+fn aggregate_one(
+    inc: Option<&crate::aggregate::Incremental>,
+    live: Option<&LiveHub>,
+    old: Option<&GatewayView>,
+    expectation: Option<&crate::aggregate::Expectation>,
+    options: &Options,
+    now: Timestamp,
+) -> Result<(HubGateway, Aggregation), crate::aggregate::AggregateError> {
+    let hub = match live {
+        Some(live) => live.hub_gateway_with(|t| inc.is_some_and(|i| i.reports_type(t))),
+        None => HubGateway {
+            generation: NO_KUBE_GENERATION,
+            previous: old
+                .and_then(|v| v.aggregation.status.conditions.clone())
+                .unwrap_or_default(),
+            foreign: Vec::new(),
+        },
+    };
+    let aggregation = match inc {
+        Some(inc) => inc.aggregate(&hub, expectation, now),
+        None => crate::aggregate::aggregate_expected(&hub, &[], expectation, options, now)?,
+    };
+    Ok((hub, aggregation))
 }

@@ -28,9 +28,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fleet::SharedReport;
-use crate::aggregate::{
-    Aggregation, ClusterReport, Fleet, Freshness, GatewayKey, HubGateway, LiveHub, Options,
-};
+use crate::aggregate::{Aggregation, Fleet, Freshness, GatewayKey, HubGateway, LiveHub, Options};
 use crate::budget::Counters;
 use crate::grpc::view::build_view;
 use crate::history;
@@ -458,7 +456,7 @@ impl Index {
         let (pruned, _) = broadcast::channel(TRANSITIONS_BUFFER);
         Index {
             inner: Arc::new(Inner {
-                fleet: RwLock::new(Fleet::new()),
+                fleet: RwLock::new(Fleet::with_incremental(options.clone())),
                 aggregating: Mutex::new(()),
                 clusters: Mutex::new(BTreeMap::new()),
                 live: Mutex::new(BTreeMap::new()),

@@ -1,0 +1,675 @@
+//! Incremental aggregation of one hub Gateway: what the summary needs is
+//! kept per Gateway and updated from one cluster's change, so a change costs
+//! the hub that cluster's part and the output, not a pass over the fleet.
+//!
+//! [`super::aggregate_expected`] stays the reference: [`Incremental`] gives
+//! exactly its output for the same reports (the property test
+//! `incremental_matches_the_engine` drives both with random changes).
+//!
+//! What is kept, per Gateway:
+//! - per cluster (in name order), its report and how many of its addresses
+//!   and listeners are valid, its condition types, and the omissions that
+//!   depend on its report alone (invalid condition types, addresses and
+//!   listener names), already grouped as the engine groups them;
+//! - per valid condition type, how many clusters report it and the clusters
+//!   where it is not True (stale, not reported, or not `True`), in name
+//!   order, with their fragment of the message: a summary joins only the
+//!   fragments its message can show, formatted when their cluster changed;
+//! - per round of the round-robin selection of addresses (16) and listeners
+//!   (64), the clusters with more valid entries than the round, so the kept
+//!   entries are found without looking at the other clusters.
+//!
+//! Costs: a change costs its cluster's entries and condition types (times
+//! the log of the fleet). A condition type no cluster reported before
+//! costs one pass (every other cluster does not report it); so does
+//! [`Incremental::omissions`] when entries are left out past a limit (it
+//! names each of them). [`Incremental::aggregate_status`] costs the output:
+//! the kept addresses and listeners, and the fragments the messages show.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListeners};
+use jiff::Timestamp;
+
+use super::limits::{MAX_ADDRESSES, MAX_LISTENERS, is_condition_type};
+use super::omissions::{Item, Omission, Omissions, Rule, limit_fragment};
+use super::{
+    Aggregation, ClusterReport, Expectation, Freshness, HubGateway, OWN_CONDITION, Options,
+    addresses, conditions, listeners,
+};
+
+/// One hub Gateway's aggregation, kept up to date cluster by cluster.
+#[derive(Clone, Debug)]
+pub struct Incremental {
+    options: Options,
+    clusters: BTreeMap<String, Part>,
+    /// Every valid Gateway-level condition type some cluster reports.
+    types: BTreeMap<String, TypeState>,
+    /// Invalid condition types some cluster reports (by how many), for
+    /// [`Incremental::reports_type`].
+    invalid_types: BTreeMap<String, usize>,
+    addresses: Rounds,
+    listeners: Rounds,
+    /// Clusters with omissions of their own, per section of the output.
+    condition_omitters: BTreeSet<String>,
+    address_omitters: BTreeSet<String>,
+    listener_omitters: BTreeSet<String>,
+    /// How many omission groups the clusters' own omissions make.
+    groups: usize,
+}
+
+/// What one cluster contributes, from its report alone.
+#[derive(Clone, Debug)]
+struct Part {
+    status: Arc<GatewayStatus>,
+    freshness: Freshness,
+    /// Valid condition types it reports.
+    types: BTreeSet<String>,
+    invalid_types: BTreeSet<String>,
+    condition_omissions: Vec<Omission>,
+    valid_addresses: usize,
+    address_omissions: Vec<Omission>,
+    valid_listeners: usize,
+    listener_omissions: Vec<Omission>,
+}
+
+impl Part {
+    fn new(
+        cluster: &str,
+        status: Arc<GatewayStatus>,
+        freshness: Freshness,
+        options: &Options,
+    ) -> Self {
+        let mut o = Omissions::default();
+        let types = super::condition_types(cluster, &status, &mut o)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let condition_omissions = o.0;
+        let invalid_types = status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| !is_condition_type(&c.type_))
+            .map(|c| c.type_.clone())
+            .collect();
+        let mut o = Omissions::default();
+        let valid_addresses = addresses::valid(cluster, &status, options, &mut o).len();
+        let address_omissions = o.0;
+        let mut o = Omissions::default();
+        let valid_listeners = listeners::valid(cluster, &status, &mut o).len();
+        let listener_omissions = o.0;
+        Part {
+            status,
+            freshness,
+            types,
+            invalid_types,
+            condition_omissions,
+            valid_addresses,
+            address_omissions,
+            valid_listeners,
+            listener_omissions,
+        }
+    }
+
+    fn report<'a>(&'a self, cluster: &'a str) -> ClusterReport<'a> {
+        ClusterReport {
+            cluster,
+            status: &self.status,
+            freshness: self.freshness,
+        }
+    }
+
+    fn groups(&self) -> usize {
+        self.condition_omissions.len()
+            + self.address_omissions.len()
+            + self.listener_omissions.len()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct TypeState {
+    /// Clusters reporting the type.
+    reporters: usize,
+    /// Clusters where it is not True, with their fragment (see
+    /// [`conditions::fragment`]): formatted once per change, not per output.
+    not_true: BTreeMap<String, String>,
+}
+
+/// The round-robin selection of a list capped at `limit`: round `r` holds
+/// the clusters with more than `r` valid entries.
+#[derive(Clone, Debug)]
+struct Rounds {
+    limit: usize,
+    rounds: Vec<BTreeSet<String>>,
+    /// Valid entries over all clusters.
+    total: usize,
+}
+
+impl Rounds {
+    fn new(limit: usize) -> Self {
+        Rounds {
+            limit,
+            rounds: Vec::new(),
+            total: 0,
+        }
+    }
+
+    fn insert(&mut self, cluster: &str, len: usize) {
+        let n = len.min(self.limit);
+        if self.rounds.len() < n {
+            self.rounds.resize_with(n, BTreeSet::new);
+        }
+        for round in &mut self.rounds[..n] {
+            round.insert(cluster.to_owned());
+        }
+        self.total += len;
+    }
+
+    fn remove(&mut self, cluster: &str, len: usize) {
+        let n = len.min(self.limit).min(self.rounds.len());
+        for round in &mut self.rounds[..n] {
+            round.remove(cluster);
+        }
+        while self.rounds.last().is_some_and(BTreeSet::is_empty) {
+            self.rounds.pop();
+        }
+        self.total = self.total.saturating_sub(len);
+    }
+
+    /// How many leading entries each cluster keeps (only those keeping
+    /// some), in name order: every cluster's first before any second, as
+    /// [`super::limits::round_robin`] chooses.
+    fn kept(&self) -> BTreeMap<&str, usize> {
+        let mut kept = BTreeMap::new();
+        let mut left = self.limit;
+        for round in &self.rounds {
+            for cluster in round {
+                if left == 0 {
+                    return kept;
+                }
+                *kept.entry(cluster.as_str()).or_insert(0) += 1;
+                left -= 1;
+            }
+        }
+        kept
+    }
+
+    /// The clusters with at least one valid entry, in name order.
+    fn with_entries(&self) -> impl Iterator<Item = &str> {
+        self.rounds
+            .first()
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+    }
+}
+
+/// The parts of an output that depend on the hub Gateway.
+struct Output<'a> {
+    aggregation: Aggregation,
+    hub_omissions: Omissions,
+    address_kept: BTreeMap<&'a str, usize>,
+    listener_kept: BTreeMap<&'a str, usize>,
+    /// The kept listeners' omissions, per cluster keeping some.
+    built_omissions: Vec<(&'a str, Vec<Omission>)>,
+}
+
+impl Incremental {
+    pub fn new(options: Options) -> Self {
+        Incremental {
+            options,
+            clusters: BTreeMap::new(),
+            types: BTreeMap::new(),
+            invalid_types: BTreeMap::new(),
+            addresses: Rounds::new(MAX_ADDRESSES),
+            listeners: Rounds::new(MAX_LISTENERS),
+            condition_omitters: BTreeSet::new(),
+            address_omitters: BTreeSet::new(),
+            listener_omitters: BTreeSet::new(),
+            groups: 0,
+        }
+    }
+
+    /// Number of clusters reporting the Gateway.
+    pub fn len(&self) -> usize {
+        self.clusters.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.clusters.is_empty()
+    }
+
+    /// Whether some cluster reports a condition of type `type_` (valid or
+    /// not), as [`HubGateway::from_existing_with`] asks.
+    pub fn reports_type(&self, type_: &str) -> bool {
+        self.types.contains_key(type_) || self.invalid_types.contains_key(type_)
+    }
+
+    /// `cluster` reports the Gateway with `status` (a cluster added or its
+    /// report changed), `freshness` as the hub judges it.
+    pub fn set(
+        &mut self,
+        cluster: &str,
+        status: impl Into<Arc<GatewayStatus>>,
+        freshness: Freshness,
+    ) {
+        let part = Part::new(cluster, status.into(), freshness, &self.options);
+        let old = self.clusters.remove(cluster);
+        let dropped: Vec<String> = match &old {
+            Some(old) => {
+                self.unindex(cluster, old);
+                old.types
+                    .iter()
+                    .filter(|t| !part.types.contains(*t))
+                    .cloned()
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+        for t in &part.types {
+            if old.as_ref().is_some_and(|o| o.types.contains(t)) {
+                continue;
+            }
+            match self.types.get_mut(t) {
+                Some(state) => state.reporters += 1,
+                None => {
+                    // A type new to the Gateway: every other cluster does
+                    // not report it.
+                    let not_true = self
+                        .clusters
+                        .iter()
+                        .filter_map(|(c, p)| {
+                            Some((c.clone(), conditions::fragment(t, &p.report(c))?))
+                        })
+                        .collect();
+                    let state = TypeState {
+                        reporters: 1,
+                        not_true,
+                    };
+                    self.types.insert(t.clone(), state);
+                }
+            }
+        }
+        for t in dropped {
+            self.unreport(&t);
+        }
+        for t in &part.invalid_types {
+            *self.invalid_types.entry(t.clone()).or_insert(0) += 1;
+        }
+        self.index(cluster, &part);
+        self.clusters.insert(cluster.to_owned(), part);
+        self.update_not_true(cluster);
+    }
+
+    /// `cluster` no longer reports the Gateway (or left the fleet).
+    pub fn remove(&mut self, cluster: &str) {
+        let Some(old) = self.clusters.remove(cluster) else {
+            return;
+        };
+        self.unindex(cluster, &old);
+        for t in &old.types {
+            self.unreport(t);
+        }
+        for state in self.types.values_mut() {
+            state.not_true.remove(cluster);
+        }
+    }
+
+    /// `cluster`'s report went stale (or is fresh again); its report stays.
+    pub fn set_freshness(&mut self, cluster: &str, freshness: Freshness) {
+        match self.clusters.get_mut(cluster) {
+            Some(part) if part.freshness != freshness => part.freshness = freshness,
+            _ => return,
+        }
+        self.update_not_true(cluster);
+    }
+
+    /// One reporter fewer of valid type `t`; forgets it with the last.
+    fn unreport(&mut self, t: &str) {
+        if let Some(state) = self.types.get_mut(t) {
+            state.reporters = state.reporters.saturating_sub(1);
+            if state.reporters == 0 {
+                self.types.remove(t);
+            }
+        }
+    }
+
+    /// Puts `cluster` in or out of each type's not-True clusters.
+    fn update_not_true(&mut self, cluster: &str) {
+        let Some(part) = self.clusters.get(cluster) else {
+            return;
+        };
+        let report = part.report(cluster);
+        for (t, state) in &mut self.types {
+            match conditions::fragment(t, &report) {
+                Some(f) => match state.not_true.get_mut(cluster) {
+                    Some(old) => *old = f,
+                    None => {
+                        state.not_true.insert(cluster.to_owned(), f);
+                    }
+                },
+                None => {
+                    state.not_true.remove(cluster);
+                }
+            }
+        }
+    }
+
+    /// Adds what `part` contributes outside the types.
+    fn index(&mut self, cluster: &str, part: &Part) {
+        self.addresses.insert(cluster, part.valid_addresses);
+        self.listeners.insert(cluster, part.valid_listeners);
+        let sets = [
+            (
+                &mut self.condition_omitters,
+                part.condition_omissions.is_empty(),
+            ),
+            (
+                &mut self.address_omitters,
+                part.address_omissions.is_empty(),
+            ),
+            (
+                &mut self.listener_omitters,
+                part.listener_omissions.is_empty(),
+            ),
+        ];
+        for (set, empty) in sets {
+            if !empty {
+                set.insert(cluster.to_owned());
+            }
+        }
+        self.groups += part.groups();
+    }
+
+    /// Takes back what [`Incremental::index`] added, and the invalid types.
+    fn unindex(&mut self, cluster: &str, part: &Part) {
+        self.addresses.remove(cluster, part.valid_addresses);
+        self.listeners.remove(cluster, part.valid_listeners);
+        self.condition_omitters.remove(cluster);
+        self.address_omitters.remove(cluster);
+        self.listener_omitters.remove(cluster);
+        self.groups = self.groups.saturating_sub(part.groups());
+        for t in &part.invalid_types {
+            if let Some(n) = self.invalid_types.get_mut(t) {
+                *n -= 1;
+                if *n == 0 {
+                    self.invalid_types.remove(t);
+                }
+            }
+        }
+    }
+
+    /// The aggregated status, exactly [`super::aggregate_expected`]'s over
+    /// the same reports, with its omissions: naming every entry left out,
+    /// this costs a pass over the clusters when a limit was hit.
+    pub fn aggregate(
+        &self,
+        hub: &HubGateway,
+        expectation: Option<&Expectation>,
+        now: Timestamp,
+    ) -> Aggregation {
+        let out = self.output(hub, expectation, now);
+        let omissions = self.materialize(&out);
+        Aggregation {
+            omissions,
+            ..out.aggregation
+        }
+    }
+
+    /// [`Incremental::aggregate`] without the omissions (an empty list):
+    /// costs the output, not the fleet. The own condition still counts and
+    /// names them.
+    pub fn aggregate_status(
+        &self,
+        hub: &HubGateway,
+        expectation: Option<&Expectation>,
+        now: Timestamp,
+    ) -> Aggregation {
+        self.output(hub, expectation, now).aggregation
+    }
+
+    /// The omissions of [`Incremental::aggregate`] for `hub`, alone.
+    pub fn omissions(&self, hub: &HubGateway, now: Timestamp) -> Vec<Omission> {
+        let out = self.output(hub, None, now);
+        self.materialize(&out)
+    }
+
+    fn output<'a>(
+        &'a self,
+        hub: &HubGateway,
+        expectation: Option<&Expectation>,
+        now: Timestamp,
+    ) -> Output<'a> {
+        let (expected, absent, invalid) =
+            super::read_expectation(expectation, |name| self.clusters.contains_key(name));
+        let mut hub_omissions = Omissions::default();
+        let types: BTreeSet<&str> = self.types.keys().map(String::as_str).collect();
+        let (foreign, kept_types) = super::plan_conditions(hub, &types, &mut hub_omissions);
+
+        let mut scratch = Omissions::default();
+        let address_kept = self.addresses.kept();
+        let mut out_addresses = Vec::with_capacity(MAX_ADDRESSES);
+        for (&cluster, &keep) in &address_kept {
+            let Some(part) = self.clusters.get(cluster) else {
+                continue;
+            };
+            let valid = addresses::valid(cluster, &part.status, &self.options, &mut scratch);
+            for (a, type_) in valid.iter().take(keep) {
+                out_addresses.push(addresses::build(cluster, a, type_));
+            }
+        }
+        let listener_kept = self.listeners.kept();
+        let mut out_listeners: Vec<GatewayStatusListeners> = Vec::with_capacity(MAX_LISTENERS);
+        let mut built_omissions = Vec::new();
+        for (&cluster, &keep) in &listener_kept {
+            let Some(part) = self.clusters.get(cluster) else {
+                continue;
+            };
+            let mut built = Omissions::default();
+            for l in listeners::valid(cluster, &part.status, &mut scratch)
+                .into_iter()
+                .take(keep)
+            {
+                out_listeners.push(listeners::build(cluster, l, &mut built));
+            }
+            if !built.0.is_empty() {
+                built_omissions.push((cluster, built.0));
+            }
+        }
+
+        let generation = hub.generation.max(0);
+        let reports = self.clusters.len();
+        let mut out_conditions = Vec::with_capacity(kept_types.len() + foreign.len() + 1);
+        for t in kept_types {
+            let Some(state) = self.types.get(t) else {
+                continue;
+            };
+            let fragments = Merge::new(
+                state
+                    .not_true
+                    .iter()
+                    .map(|(c, f)| (c.as_str(), Cow::Borrowed(f.as_str()))),
+                absent
+                    .iter()
+                    .map(|(c, why)| (*c, Cow::Owned(conditions::absence_fragment(c, *why)))),
+            );
+            let count = state.not_true.len() + absent.len();
+            let s = conditions::summary(t, reports, fragments, count);
+            out_conditions.push(conditions::to_condition(
+                t,
+                s.status,
+                s.reason,
+                s.message,
+                generation,
+                &hub.previous,
+                now,
+            ));
+        }
+
+        let kept_total = |kept: &BTreeMap<&str, usize>| kept.values().sum::<usize>();
+        let address_limit = self
+            .addresses
+            .total
+            .saturating_sub(kept_total(&address_kept));
+        let listener_limit = self
+            .listeners
+            .total
+            .saturating_sub(kept_total(&listener_kept));
+        let built_groups: usize = built_omissions.iter().map(|(_, o)| o.len()).sum();
+        let count = self.groups
+            + hub_omissions.0.len()
+            + built_groups
+            + usize::from(address_limit > 0)
+            + usize::from(listener_limit > 0);
+        let own = |set: &'a BTreeSet<String>, pick: fn(&Part) -> &Vec<Omission>| {
+            set.iter()
+                .filter_map(|c| self.clusters.get(c))
+                .flat_map(move |p| pick(p).iter())
+                .map(Omission::to_string)
+        };
+        let limits = [
+            (Item::Address, MAX_ADDRESSES, address_limit),
+            (Item::Listener, MAX_LISTENERS, listener_limit),
+        ];
+        let fragments = own(&self.condition_omitters, |p| &p.condition_omissions)
+            .chain(hub_omissions.0.iter().map(Omission::to_string))
+            .chain(own(&self.address_omitters, |p| &p.address_omissions))
+            .chain(own(&self.listener_omitters, |p| &p.listener_omissions))
+            .chain(
+                built_omissions
+                    .iter()
+                    .flat_map(|(_, o)| o.iter())
+                    .map(Omission::to_string),
+            )
+            .chain(
+                limits
+                    .into_iter()
+                    .filter(|(_, _, n)| *n > 0)
+                    .map(|(item, max, n)| limit_fragment(item, max, n)),
+            );
+        let (status, reason, message) =
+            super::own_summary(reports, expected, &absent, invalid, count, fragments);
+        out_conditions.push(conditions::to_condition(
+            OWN_CONDITION,
+            status,
+            reason,
+            message,
+            generation,
+            &hub.previous,
+            now,
+        ));
+        out_conditions.extend(foreign.into_iter().cloned());
+
+        Output {
+            aggregation: Aggregation {
+                status: GatewayStatus {
+                    addresses: Some(out_addresses),
+                    attached_listener_sets: None,
+                    conditions: Some(out_conditions),
+                    listeners: Some(out_listeners),
+                },
+                omissions: Vec::new(),
+            },
+            hub_omissions,
+            address_kept,
+            listener_kept,
+            built_omissions,
+        }
+    }
+
+    /// Every omission, in the engine's order.
+    fn materialize(&self, out: &Output<'_>) -> Vec<Omission> {
+        let mut all: Vec<Omission> = Vec::new();
+        let own =
+            |all: &mut Vec<Omission>, set: &BTreeSet<String>, pick: fn(&Part) -> &Vec<Omission>| {
+                for part in set.iter().filter_map(|c| self.clusters.get(c)) {
+                    all.extend(pick(part).iter().cloned());
+                }
+            };
+        own(&mut all, &self.condition_omitters, |p| {
+            &p.condition_omissions
+        });
+        all.extend(out.hub_omissions.0.iter().cloned());
+        own(&mut all, &self.address_omitters, |p| &p.address_omissions);
+        let mut scratch = Omissions::default();
+        for cluster in self.addresses.with_entries() {
+            let Some(part) = self.clusters.get(cluster) else {
+                continue;
+            };
+            let keep = out.address_kept.get(cluster).copied().unwrap_or(0);
+            if part.valid_addresses > keep {
+                let valid = addresses::valid(cluster, &part.status, &self.options, &mut scratch);
+                all.push(Omission {
+                    cluster: Some(cluster.to_owned()),
+                    item: Item::Address,
+                    names: valid[keep..].iter().map(|(a, _)| a.value.clone()).collect(),
+                    rule: Rule::TooManyRoundRobin(MAX_ADDRESSES),
+                });
+            }
+        }
+        own(&mut all, &self.listener_omitters, |p| &p.listener_omissions);
+        let mut built = out.built_omissions.iter().peekable();
+        for cluster in self.listeners.with_entries() {
+            let Some(part) = self.clusters.get(cluster) else {
+                continue;
+            };
+            if let Some((_, o)) = built.next_if(|(c, _)| *c == cluster) {
+                all.extend(o.iter().cloned());
+            }
+            let keep = out.listener_kept.get(cluster).copied().unwrap_or(0);
+            if part.valid_listeners > keep {
+                let valid = listeners::valid(cluster, &part.status, &mut scratch);
+                all.push(Omission {
+                    cluster: Some(cluster.to_owned()),
+                    item: Item::Listener,
+                    names: valid[keep..]
+                        .iter()
+                        .map(|l| listeners::full_name(cluster, l))
+                        .collect(),
+                    rule: Rule::TooManyRoundRobin(MAX_LISTENERS),
+                });
+            }
+        }
+        all
+    }
+}
+
+/// Two lists of `(cluster, fragment)` in cluster order, merged.
+struct Merge<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<'c, A, B> Merge<A, B>
+where
+    A: Iterator<Item = (&'c str, Cow<'c, str>)>,
+    B: Iterator<Item = (&'c str, Cow<'c, str>)>,
+{
+    fn new(a: A, b: B) -> Self {
+        Merge {
+            a: a.peekable(),
+            b: b.peekable(),
+        }
+    }
+}
+
+impl<'c, A, B> Iterator for Merge<A, B>
+where
+    A: Iterator<Item = (&'c str, Cow<'c, str>)>,
+    B: Iterator<Item = (&'c str, Cow<'c, str>)>,
+{
+    type Item = Cow<'c, str>;
+
+    fn next(&mut self) -> Option<Cow<'c, str>> {
+        let take_a = match (self.a.peek(), self.b.peek()) {
+            (Some((a, _)), Some((b, _))) => a <= b,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let next = if take_a { self.a.next() } else { self.b.next() };
+        next.map(|(_, f)| f)
+    }
+}
