@@ -614,6 +614,98 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
     hub.shutdown().await.unwrap();
 }
 
+/// The real `gwhub-agent run --hub-ca-hash` without a join token: it
+/// waits (retrying, not exiting, not streaming) while its request is
+/// pending; after `kubectl certificate approve` its next attempt gets the
+/// certificate, stores it and streams.
+#[tokio::test]
+async fn a_tokenless_agent_streams_once_its_request_is_approved() {
+    if !require_assets("a_tokenless_agent_streams_once_its_request_is_approved") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt", "east"])
+        .await
+        .expect("start API servers");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let east_admin = fleet.cluster("east").client().await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let ca_pem = key(
+        &Api::<Secret>::namespaced(admin.clone(), SYSTEM_NS)
+            .get(CA_SECRET)
+            .await
+            .unwrap(),
+        "tls.crt",
+    );
+    let pin = gwhub_common::join::ca_pin_pem(&ca_pem).unwrap();
+    let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());
+    let log = fleet.dir.join("agent-tokenless.log");
+    let mut agent = gwhub_test_kit::procs::Process(
+        std::process::Command::new(gwhub_test_kit::procs::agent_binary())
+            .args(["run", "--hub", &url, "--cluster", "east"])
+            .args(["--hub-ca-hash", &pin])
+            .arg("--kubeconfig")
+            .arg(
+                fleet
+                    .cluster("east")
+                    .kubeconfig_as(gwhub_test_kit::install::AGENT_SA),
+            )
+            .env("POD_NAMESPACE", SYSTEM_NS)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let connected = || {
+        hub.hub
+            .index
+            .clusters()
+            .into_iter()
+            .any(|c| c.name == "east" && c.connected)
+    };
+    let lp = kube::api::ListParams::default().labels("gwhub.io/approval=manual");
+    let pending = until(
+        WAIT,
+        || async { csrs.list(&lp).await.unwrap().items },
+        |items| items.len() == 1,
+    )
+    .await;
+    let name = pending[0].metadata.name.clone().unwrap();
+    // Waiting: still running, asking again, not streaming.
+    until(
+        WAIT,
+        || async { std::fs::read_to_string(&log).unwrap_or_default() },
+        |t| t.matches("waiting for approval").count() >= 2,
+    )
+    .await;
+    assert!(agent.0.try_wait().unwrap().is_none(), "the agent exited");
+    assert!(!connected());
+    assert_eq!(csrs.list(&lp).await.unwrap().items.len(), 1);
+
+    decide(&csrs, &name, "Approved").await;
+    until(Duration::from_secs(60), || async { connected() }, |c| *c).await;
+    let identity = Api::<Secret>::namespaced(east_admin, SYSTEM_NS)
+        .get("gwhub-agent-identity")
+        .await
+        .unwrap();
+    let cert = key(&identity, "tls.crt");
+    assert_eq!(
+        csrs.get(&name)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .certificate
+            .unwrap()
+            .0,
+        cert
+    );
+    hub.shutdown().await.unwrap();
+}
+
 /// The fleet install as a user does it, on two real API servers: the hub
 /// (its ServiceAccount) makes its Secrets; `gwhubctl join create east`;
 /// the real `gwhub-agent run --join-token-file --hub-ca-hash` (the
