@@ -122,6 +122,12 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Hex SHA-256 of a DER SubjectPublicKeyInfo: names a key (a tokenless
+/// join's CertificateSigningRequest) without revealing anything.
+pub fn key_hash(spki_der: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, spki_der).as_ref())
+}
+
 /// `sha256:<hex>` of a DER certificate's SubjectPublicKeyInfo.
 pub fn ca_pin_der(der: &[u8]) -> Result<String, JoinError> {
     let (_, cert) =

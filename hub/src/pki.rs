@@ -206,10 +206,40 @@ pub fn sign_agent_csr(
     now: i64,
     lifetime: Duration,
 ) -> Result<Result<String, CsrError>, PkiError> {
-    let mut csr = match rcgen::CertificateSigningRequestParams::from_pem(csr_pem) {
+    let mut csr = match parse_agent_csr(csr_pem, cluster) {
         Ok(c) => c,
-        Err(e) => return Ok(Err(CsrError::Parse(e.to_string()))),
+        Err(e) => return Ok(Err(e)),
     };
+    let issuer = issuer(ca)?;
+    let p = &mut csr.params;
+    p.is_ca = IsCa::ExplicitNoCa;
+    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    p.use_authority_key_identifier_extension = true;
+    p.custom_extensions.clear();
+    window(p, now, lifetime);
+    let cert = csr.signed_by(&issuer).map_err(make("agent certificate"))?;
+    Ok(Ok(cert.pem()))
+}
+
+/// The hex SHA-256 of the public key of `csr_pem`, once checked as
+/// [`sign_agent_csr`] checks it (no CA needed): names a tokenless join's
+/// CertificateSigningRequest, so retries with the same key find it.
+pub fn agent_csr_key_hash(csr_pem: &str, cluster: &str) -> Result<String, CsrError> {
+    use rcgen::PublicKeyData;
+    let csr = parse_agent_csr(csr_pem, cluster)?;
+    Ok(gwhub_common::join::key_hash(
+        &csr.public_key.subject_public_key_info(),
+    ))
+}
+
+/// `csr_pem` parsed (its signature checked), naming exactly `cluster`.
+fn parse_agent_csr(
+    csr_pem: &str,
+    cluster: &str,
+) -> Result<rcgen::CertificateSigningRequestParams, CsrError> {
+    let csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| CsrError::Parse(e.to_string()))?;
     let want = format!("{}{cluster}", identity::SPIFFE_CLUSTER_PREFIX);
     let sans: Vec<String> = csr
         .params
@@ -235,25 +265,16 @@ pub fn sign_agent_csr(
     if sans != [format!("URI:{want}")] || !dn.is_empty() {
         let mut found = sans;
         found.extend(dn);
-        return Ok(Err(CsrError::Names {
+        return Err(CsrError::Names {
             cluster: cluster.to_owned(),
             found: if found.is_empty() {
                 "none".to_owned()
             } else {
                 found.join(", ")
             },
-        }));
+        });
     }
-    let issuer = issuer(ca)?;
-    let p = &mut csr.params;
-    p.is_ca = IsCa::ExplicitNoCa;
-    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    p.use_authority_key_identifier_extension = true;
-    p.custom_extensions.clear();
-    window(p, now, lifetime);
-    let cert = csr.signed_by(&issuer).map_err(make("agent certificate"))?;
-    Ok(Ok(cert.pem()))
+    Ok(csr)
 }
 
 /// Whether the leaf (first certificate) of `cert_pem` is at or past 2/3 of

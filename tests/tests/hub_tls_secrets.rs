@@ -446,6 +446,266 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     hub.shutdown().await.unwrap();
 }
 
+/// The CSR `name` with condition `type_` (Approved, Denied) set by an
+/// admin, as `kubectl certificate approve|deny` does.
+async fn decide(csrs: &Api<CertificateSigningRequest>, name: &str, type_: &str) {
+    use k8s_openapi::api::certificates::v1::{
+        CertificateSigningRequestCondition, CertificateSigningRequestStatus,
+    };
+    let mut csr = csrs.get(name).await.unwrap();
+    csr.status = Some(CertificateSigningRequestStatus {
+        conditions: Some(vec![CertificateSigningRequestCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            reason: Some("KubectlApprove".into()),
+            message: Some("by the join test".into()),
+            ..Default::default()
+        }]),
+        certificate: None,
+    });
+    csrs.replace_subresource("approval", name, &PostParams::default(), &csr)
+        .await
+        .unwrap();
+}
+
+/// Join without a token, on a real API server: the request is recorded
+/// as an unapproved CertificateSigningRequest of signer
+/// gwhub.io/cluster-agent named after the cluster and the key (a retry
+/// with the same key finds it; another key for the cluster is refused
+/// while it waits) and the hub answers FAILED_PRECONDITION naming it;
+/// once an admin approves it, the next attempt gets a certificate that
+/// streams (again the same one); a denied request is refused naming it;
+/// a bad token is still refused with no request recorded; with 64 pending
+/// no new one is.
+#[tokio::test]
+async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
+    if !require_assets("a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
+    let addr = hub.hub.ingest_addr;
+    let mut anon = ingest(addr, &ca_pem, None).await;
+    let join = |cluster: &str, token: &str, csr: &str| v1::JoinRequest {
+        cluster: cluster.into(),
+        token: token.into(),
+        csr_pem: csr.into(),
+    };
+    let count = || async { csrs.list(&Default::default()).await.unwrap().items.len() };
+
+    // A bad token: refused, nothing recorded.
+    let (csr, key_pem) = csr_for("east");
+    let e = anon
+        .join(join("east", "abcdef.0123456789abcdef", &csr))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+    assert_eq!(count().await, 0);
+
+    // No token: recorded, not approved, nothing issued.
+    let e = anon.join(join("east", "", &csr)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    let name = e
+        .message()
+        .strip_prefix("waiting for approval: kubectl certificate approve ")
+        .unwrap_or_else(|| panic!("{e:?}"))
+        .to_owned();
+    assert!(name.starts_with("gwhub-east-key-"), "{name}");
+    let pending = csrs.get(&name).await.unwrap();
+    assert_eq!(pending.spec.signer_name, "gwhub.io/cluster-agent");
+    assert!(
+        pending
+            .status
+            .as_ref()
+            .is_none_or(|s| s.certificate.is_none() && s.conditions.is_none()),
+        "{pending:?}"
+    );
+    // The same key again (a new request from it): the same name.
+    let key = rcgen::KeyPair::from_pem(&key_pem).unwrap();
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.subject_alt_names = vec![rcgen::SanType::URI(
+        "spiffe://gwhub/cluster/east".try_into().unwrap(),
+    )];
+    let again = p.serialize_request(&key).unwrap().pem().unwrap();
+    let e = anon.join(join("east", "", &again)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().ends_with(&name), "{e:?}");
+    assert_eq!(count().await, 1);
+    // Another key for east while it waits: refused, naming the pending one.
+    let (other, _) = csr_for("east");
+    let e = anon.join(join("east", "", &other)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    assert!(
+        e.message().contains("already has a pending request"),
+        "{e:?}"
+    );
+    assert!(e.message().contains(&name), "{e:?}");
+    assert_eq!(count().await, 1);
+
+    // kubectl certificate approve: the next attempt gets the certificate.
+    decide(&csrs, &name, "Approved").await;
+    let issued = anon
+        .join(join("east", "", &again))
+        .await
+        .expect("an approved request is signed")
+        .into_inner();
+    assert_eq!(issued.ca_pem.as_bytes(), ca_pem.as_slice());
+    let id = gwhub_common::identity::cluster_from_pem(issued.certificate_pem.as_bytes()).unwrap();
+    assert_eq!(id.cluster, "east");
+    let signed = csrs.get(&name).await.unwrap();
+    assert_eq!(
+        signed.status.unwrap().certificate.unwrap().0,
+        issued.certificate_pem.as_bytes()
+    );
+    let twice = anon
+        .join(join("east", "", &csr))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(twice.certificate_pem, issued.certificate_pem);
+    let mut east = ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem))).await;
+    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
+    let first = stream.rx.next().await.unwrap().unwrap();
+    assert!(
+        matches!(first.message, Some(v1::hub_message::Message::Hello(_))),
+        "{first:?}"
+    );
+
+    // kubectl certificate deny: refused, naming it.
+    let (west, _) = csr_for("west");
+    let e = anon.join(join("west", "", &west)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
+    let west_name = e.message().rsplit(' ').next().unwrap().to_owned();
+    decide(&csrs, &west_name, "Denied").await;
+    let e = anon.join(join("west", "", &west)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains(&west_name), "{e:?}");
+    assert!(e.message().contains("denied"), "{e:?}");
+
+    // 64 pending: no new one.
+    for i in 0..64 {
+        let mut c = pending.clone();
+        c.metadata = ObjectMeta {
+            name: Some(format!("filler-{i}")),
+            labels: Some(
+                [
+                    ("gwhub.io/approval".to_owned(), "manual".to_owned()),
+                    ("gwhub.io/cluster".to_owned(), format!("c{i}")),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        c.status = None;
+        csrs.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let before = count().await;
+    let (north, _) = csr_for("north");
+    let e = anon.join(join("north", "", &north)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
+    assert!(e.message().contains("wait for approval"), "{e:?}");
+    assert_eq!(count().await, before);
+    hub.shutdown().await.unwrap();
+}
+
+/// The real `gwhub-agent run --hub-ca-hash` without a join token: it
+/// waits (retrying, not exiting, not streaming) while its request is
+/// pending; after `kubectl certificate approve` its next attempt gets the
+/// certificate, stores it and streams.
+#[tokio::test]
+async fn a_tokenless_agent_streams_once_its_request_is_approved() {
+    if !require_assets("a_tokenless_agent_streams_once_its_request_is_approved") {
+        return;
+    }
+    let fleet = Fleet::start(&["mgmt", "east"])
+        .await
+        .expect("start API servers");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let east_admin = fleet.cluster("east").client().await.unwrap();
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let ca_pem = key(
+        &Api::<Secret>::namespaced(admin.clone(), SYSTEM_NS)
+            .get(CA_SECRET)
+            .await
+            .unwrap(),
+        "tls.crt",
+    );
+    let pin = gwhub_common::join::ca_pin_pem(&ca_pem).unwrap();
+    let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());
+    let log = fleet.dir.join("agent-tokenless.log");
+    let mut agent = gwhub_test_kit::procs::Process(
+        std::process::Command::new(gwhub_test_kit::procs::agent_binary())
+            .args(["run", "--hub", &url, "--cluster", "east"])
+            .args(["--hub-ca-hash", &pin])
+            .arg("--kubeconfig")
+            .arg(
+                fleet
+                    .cluster("east")
+                    .kubeconfig_as(gwhub_test_kit::install::AGENT_SA),
+            )
+            .env("POD_NAMESPACE", SYSTEM_NS)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let connected = || {
+        hub.hub
+            .index
+            .clusters()
+            .into_iter()
+            .any(|c| c.name == "east" && c.connected)
+    };
+    let lp = kube::api::ListParams::default().labels("gwhub.io/approval=manual");
+    let pending = until(
+        WAIT,
+        || async { csrs.list(&lp).await.unwrap().items },
+        |items| items.len() == 1,
+    )
+    .await;
+    let name = pending[0].metadata.name.clone().unwrap();
+    // Waiting: still running, asking again, not streaming.
+    until(
+        WAIT,
+        || async { std::fs::read_to_string(&log).unwrap_or_default() },
+        |t| t.matches("waiting for approval").count() >= 2,
+    )
+    .await;
+    assert!(agent.0.try_wait().unwrap().is_none(), "the agent exited");
+    assert!(!connected());
+    assert_eq!(csrs.list(&lp).await.unwrap().items.len(), 1);
+
+    decide(&csrs, &name, "Approved").await;
+    until(Duration::from_secs(60), || async { connected() }, |c| *c).await;
+    let identity = Api::<Secret>::namespaced(east_admin, SYSTEM_NS)
+        .get("gwhub-agent-identity")
+        .await
+        .unwrap();
+    let cert = key(&identity, "tls.crt");
+    assert_eq!(
+        csrs.get(&name)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .certificate
+            .unwrap()
+            .0,
+        cert
+    );
+    hub.shutdown().await.unwrap();
+}
+
 /// The fleet install as a user does it, on two real API servers: the hub
 /// (its ServiceAccount) makes its Secrets; `gwhubctl join create east`;
 /// the real `gwhub-agent run --join-token-file --hub-ca-hash` (the

@@ -7,6 +7,10 @@
 //! namespace. A restarted agent uses that Secret. The material is written
 //! to private files so the usual mTLS path (files re-read at each
 //! connect) streams with it.
+//!
+//! Without a token the hub records the request for an operator's
+//! `kubectl certificate approve`; the agent asks again with the same key
+//! (kept in memory) with backoff until it is approved, or refused.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,7 +38,8 @@ pub const IDENTITY_SECRET: &str = "gwhub-agent-identity";
 pub struct JoinPlan {
     pub hub: String,
     pub cluster: String,
-    pub token_file: PathBuf,
+    /// `None`: join without a token (manual approval).
+    pub token_file: Option<PathBuf>,
     pub pin: String,
     pub namespace: String,
     pub kubeconfig: Option<PathBuf>,
@@ -125,10 +130,17 @@ async fn identity(plan: &JoinPlan) -> Result<(String, String, String), String> {
 }
 
 async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
-    let file = plan.token_file.display();
-    let text = std::fs::read_to_string(&plan.token_file)
-        .map_err(|e| format!("--join-token-file {file}: {e}"))?;
-    let token = JoinToken::parse(&text).map_err(|e| format!("--join-token-file {file}: {e}"))?;
+    let token = match &plan.token_file {
+        Some(path) => {
+            let file = path.display();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--join-token-file {file}: {e}"))?;
+            let token =
+                JoinToken::parse(&text).map_err(|e| format!("--join-token-file {file}: {e}"))?;
+            token.reveal()
+        }
+        None => String::new(),
+    };
     let pin = parse_pin(&plan.pin).map_err(|e| format!("--hub-ca-hash: {e}"))?;
     if !plan.hub.starts_with("https://") {
         return Err(format!(
@@ -154,25 +166,56 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
                 gwhub_model::error_chain(&e)
             )
         })?;
-    let resp = IngestClient::new(channel)
-        .join(v1::JoinRequest {
-            cluster: plan.cluster.clone(),
-            token: token.reveal(),
-            csr_pem: csr,
-        })
-        .await
-        .map_err(|s| {
-            format!(
-                "the hub refused to join cluster {:?}: {}",
-                plan.cluster,
-                s.message()
-            )
-        })?
-        .into_inner();
+    let mut client = IngestClient::new(channel);
+    let mut backoff = APPROVAL_BACKOFF_MIN;
+    let resp = loop {
+        let answer = client
+            .join(v1::JoinRequest {
+                cluster: plan.cluster.clone(),
+                token: token.clone(),
+                csr_pem: csr.clone(),
+            })
+            .await;
+        match answer {
+            Ok(resp) => break resp.into_inner(),
+            // Without a token: the same request again, until an operator
+            // approves it (or the hub can take it).
+            Err(s) if token.is_empty() && retry_without_token(&s) => {
+                tracing::warn!(
+                    cluster = %plan.cluster,
+                    retry_in_s = backoff.as_secs(),
+                    "{}",
+                    s.message()
+                );
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(APPROVAL_BACKOFF_MAX);
+            }
+            Err(s) => {
+                return Err(format!(
+                    "the hub refused to join cluster {:?}: {}",
+                    plan.cluster,
+                    s.message()
+                ));
+            }
+        }
+    };
     if ca_pin_pem(resp.ca_pem.as_bytes()).ok().as_deref() != Some(pin.as_str()) {
         return Err("the hub answered with a CA that does not match --hub-ca-hash".to_owned());
     }
     Ok((resp.certificate_pem, key.serialize_pem(), resp.ca_pem))
+}
+
+/// Between attempts of a join without a token.
+const APPROVAL_BACKOFF_MIN: std::time::Duration = std::time::Duration::from_secs(2);
+const APPROVAL_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether a tokenless join asks again after `s`: it waits for approval,
+/// or the hub is busy or down for now.
+fn retry_without_token(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::FailedPrecondition | tonic::Code::Unavailable | tonic::Code::ResourceExhausted
+    )
 }
 
 /// A new key and a certificate request naming exactly `cluster`.

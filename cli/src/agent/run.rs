@@ -56,7 +56,11 @@ pub struct RunArgs {
     pub join_token_file: Option<PathBuf>,
     /// The hub CA's pin printed by `gwhubctl join create`: the hub is
     /// trusted only if its chain holds a CA with this public-key hash.
-    #[arg(long, value_name = "sha256:HEX", requires = "join_token_file")]
+    /// Without --join-token-file the agent joins without a token: the hub
+    /// records its request and it waits (retrying) until an operator runs
+    /// `kubectl certificate approve`. Needs --cluster.
+    #[arg(long, value_name = "sha256:HEX", requires = "cluster",
+          conflicts_with_all = ["insecure", "tls_cert", "from_dir"])]
     pub hub_ca_hash: Option<String>,
     /// Where the agent keeps its identity (its own namespace).
     #[arg(
@@ -181,13 +185,11 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut args = args.clone();
     let mut renewal = None;
-    if let (Some(token_file), Some(pin), Some(cluster)) =
-        (&args.join_token_file, &args.hub_ca_hash, &args.cluster)
-    {
+    if let (Some(pin), Some(cluster)) = (&args.hub_ca_hash, &args.cluster) {
         let join = crate::agent::join::JoinPlan {
             hub: args.hub.clone(),
             cluster: cluster.clone(),
-            token_file: token_file.clone(),
+            token_file: args.join_token_file.clone(),
             pin: pin.clone(),
             namespace: args.identity_namespace.clone(),
             kubeconfig: args.kubeconfig.clone(),

@@ -13,6 +13,14 @@
 //! share. Renewals are rate-limited per cluster.
 //! With a fleet inventory, a join publishes the cluster's ClusterProfile
 //! first when none exists, so the new cluster may stream at once.
+//!
+//! A Join with no token is the manual path: its request is recorded as a
+//! CertificateSigningRequest named after the cluster and the request's
+//! public key (a retry with the same key finds it), NOT approved; the
+//! hub answers FAILED_PRECONDITION naming it until an operator runs
+//! `kubectl certificate approve`, then the next attempt signs the request
+//! as approved. A denied request is refused. At most one pending request
+//! per cluster and [`MAX_PENDING`] in all.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -50,6 +58,13 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// retry loop, or a stolen key, is cut off), and overall.
 const RENEW_PER_CLUSTER: u32 = 5;
 const RENEW_OVERALL: u32 = 1000;
+/// Unapproved tokenless requests the hub keeps at most.
+pub const MAX_PENDING: usize = 64;
+/// The label of a tokenless join's request.
+pub const MANUAL_LABEL: &str = "gwhub.io/approval";
+/// The start of the answer while a tokenless request waits.
+pub const WAITING: &str = "waiting for approval";
+
 /// The API server's floor for `spec.expirationSeconds`.
 const MIN_EXPIRATION_SECONDS: u64 = 600;
 
@@ -131,11 +146,53 @@ impl<K: std::hash::Hash + Eq> RateLimit<K> {
 }
 
 /// The free checks of a Join (no API call): the cluster's name and the
-/// token's format.
-fn precheck(req: &v1::JoinRequest) -> Result<JoinToken, Status> {
+/// token's format, or (no token) the request's names and key.
+fn precheck(req: &v1::JoinRequest) -> Result<Credential, Status> {
     gwhub_model::cluster::validate(&req.cluster)
         .map_err(|e| Status::invalid_argument(format!("cluster {:?}: {e}", req.cluster)))?;
-    JoinToken::parse(&req.token).map_err(|e| Status::unauthenticated(format!("join token: {e}")))
+    if req.token.is_empty() {
+        let hash = pki::agent_csr_key_hash(&req.csr_pem, &req.cluster)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        return Ok(Credential::Manual(pending_name(&req.cluster, &hash)));
+    }
+    JoinToken::parse(&req.token)
+        .map(Credential::Token)
+        .map_err(|e| Status::unauthenticated(format!("join token: {e}")))
+}
+
+/// What a Join carries.
+enum Credential {
+    Token(JoinToken),
+    /// No token: the name of its CertificateSigningRequest.
+    Manual(String),
+}
+
+/// The CertificateSigningRequest of a tokenless join of `cluster` with
+/// the key of hash `key_hash`.
+pub fn pending_name(cluster: &str, key_hash: &str) -> String {
+    format!(
+        "gwhub-{cluster}-key-{}",
+        key_hash.get(..16).unwrap_or(key_hash)
+    )
+}
+
+/// The status of a condition `type_` of `csr`, True.
+fn condition(
+    csr: &CertificateSigningRequest,
+    type_: &str,
+) -> Option<CertificateSigningRequestCondition> {
+    csr.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == type_ && c.status == "True"))
+        .cloned()
+}
+
+/// Neither approved, denied nor failed.
+fn is_pending(csr: &CertificateSigningRequest) -> bool {
+    ["Approved", "Denied", "Failed"]
+        .iter()
+        .all(|t| condition(csr, t).is_none())
 }
 
 /// Issues agent certificates for valid join tokens.
@@ -150,6 +207,8 @@ pub struct Joiner {
     renew_limit: Mutex<RateLimit<String>>,
     /// `--inventory-namespace`: where a join publishes its ClusterProfile.
     profiles: Option<(Api<ClusterProfile>, String)>,
+    /// Enforce mode: a tokenless join needs the cluster's ClusterProfile.
+    enforce_inventory: bool,
 }
 
 impl std::fmt::Debug for Joiner {
@@ -190,6 +249,7 @@ impl Joiner {
             limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
             renew_limit: Mutex::new(RateLimit::new(RENEW_PER_CLUSTER, RENEW_OVERALL, WINDOW)),
             profiles: None,
+            enforce_inventory: false,
         }
     }
 
@@ -197,6 +257,14 @@ impl Joiner {
     /// `namespace` when none exists.
     pub fn with_inventory(mut self, client: Client, namespace: &str) -> Self {
         self.profiles = Some((Api::namespaced(client, namespace), namespace.to_owned()));
+        self
+    }
+
+    /// The inventory is enforced: a tokenless join of a cluster without a
+    /// ClusterProfile is refused (a token is the operator's word; no token
+    /// is anyone's).
+    pub fn enforcing_inventory(mut self) -> Self {
+        self.enforce_inventory = true;
         self
     }
 
@@ -214,11 +282,18 @@ impl Joiner {
             },
         };
         let result = match result {
-            Ok(token) => self.join_checked(&req, token).await,
+            Ok(Credential::Token(token)) => self.join_checked(&req, token).await,
+            Ok(Credential::Manual(name)) => self.join_manual(&req, &name).await,
             Err(e) => Err(e),
         };
         match &result {
             Ok(_) => tracing::info!(cluster = req.cluster, ?peer, "cluster joined"),
+            Err(s) if s.message().starts_with(WAITING) => tracing::info!(
+                cluster = req.cluster,
+                ?peer,
+                message = s.message(),
+                "join waits for approval"
+            ),
             Err(s) => tracing::warn!(
                 cluster = req.cluster,
                 ?peer,
@@ -305,6 +380,147 @@ impl Joiner {
         })
     }
 
+    /// A tokenless join: its request `name` recorded and left for an
+    /// operator; once approved, signed (the recorded request, the one the
+    /// operator approved) and its certificate returned.
+    async fn join_manual(
+        &self,
+        req: &v1::JoinRequest,
+        name: &str,
+    ) -> Result<v1::JoinResponse, Status> {
+        let cluster = &req.cluster;
+        if self.enforce_inventory
+            && let Some((profiles, namespace)) = &self.profiles
+        {
+            // Listed (the hub's verb on the inventory), by name.
+            let lp = kube::api::ListParams::default().fields(&format!("metadata.name={cluster}"));
+            let found = profiles
+                .list(&lp)
+                .await
+                .map_err(|e| unavailable("read the fleet inventory", e))?;
+            if found.items.is_empty() {
+                return Err(Status::permission_denied(format!(
+                    "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
+                     (namespace {namespace}); a join without a token needs it first"
+                )));
+            }
+        }
+        let waiting = || {
+            Status::failed_precondition(format!("{WAITING}: kubectl certificate approve {name}"))
+        };
+        let existing = self
+            .csrs
+            .get_opt(name)
+            .await
+            .map_err(|e| unavailable("read the certificate request", e))?;
+        let Some(csr) = existing else {
+            self.request_approval(cluster, name, &req.csr_pem).await?;
+            return Err(waiting());
+        };
+        let ours = csr.spec.signer_name == SIGNER
+            && csr
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get("gwhub.io/cluster") == Some(cluster));
+        if !ours {
+            return Err(Status::permission_denied(format!(
+                "CertificateSigningRequest {name} is not a gwhub join request of cluster {cluster:?}"
+            )));
+        }
+        for refused in ["Denied", "Failed"] {
+            if let Some(c) = condition(&csr, refused) {
+                return Err(Status::permission_denied(format!(
+                    "CertificateSigningRequest {name} was {}{}; delete it (kubectl delete csr {name}) to ask again",
+                    refused.to_lowercase(),
+                    c.message.map(|m| format!(" ({m})")).unwrap_or_default()
+                )));
+            }
+        }
+        if condition(&csr, "Approved").is_none() {
+            return Err(waiting());
+        }
+        let ca = self.ca().await?;
+        if let Some(cert) = csr.status.as_ref().and_then(|s| s.certificate.as_ref()) {
+            // Signed before (an answer lost on the way): the same one.
+            return Ok(v1::JoinResponse {
+                certificate_pem: String::from_utf8_lossy(&cert.0).into_owned(),
+                ca_pem: ca.cert_pem,
+            });
+        }
+        let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
+        let now = jiff::Timestamp::now().as_second();
+        let cert = pki::sign_agent_csr(&ca, &request, cluster, now, self.lifetime)
+            .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
+            .map_err(|e| {
+                Status::invalid_argument(format!("CertificateSigningRequest {name}: {e}"))
+            })?;
+        if let Some((profiles, namespace)) = &self.profiles {
+            super::inventory::publish(profiles, namespace, cluster)
+                .await
+                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
+        }
+        let mut signed = csr;
+        if let Some(status) = signed.status.as_mut() {
+            status.certificate = Some(ByteString(cert.as_bytes().to_vec()));
+        }
+        self.csrs
+            .replace_subresource("status", name, &PostParams::default(), &signed)
+            .await
+            .map_err(|e| unavailable("record the certificate", e))?;
+        Ok(v1::JoinResponse {
+            certificate_pem: cert,
+            ca_pem: ca.cert_pem,
+        })
+    }
+
+    /// Records the unapproved request `name` of `cluster`, unless the
+    /// cluster already has another one pending or too many are.
+    async fn request_approval(&self, cluster: &str, name: &str, csr: &str) -> Result<(), Status> {
+        let lp = kube::api::ListParams::default().labels(&format!("{MANUAL_LABEL}=manual"));
+        let pending: Vec<CertificateSigningRequest> = self
+            .csrs
+            .list(&lp)
+            .await
+            .map_err(|e| unavailable("list the certificate requests", e))?
+            .items
+            .into_iter()
+            .filter(is_pending)
+            .collect();
+        if let Some(other) = pending.iter().find(|c| {
+            c.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get("gwhub.io/cluster").map(String::as_str) == Some(cluster))
+        }) {
+            let other = other.metadata.name.as_deref().unwrap_or_default();
+            return Err(Status::failed_precondition(format!(
+                "cluster {cluster:?} already has a pending request {other} made with another key: \
+                 approve it, or delete it (kubectl delete csr {other}) to ask again"
+            )));
+        }
+        if pending.len() >= MAX_PENDING {
+            return Err(Status::resource_exhausted(format!(
+                "{} join requests already wait for approval (at most {MAX_PENDING}); \
+                 approve, deny or delete some (kubectl get csr -l {MANUAL_LABEL}=manual)",
+                pending.len()
+            )));
+        }
+        let mut object = self.csr_object(cluster, name, csr);
+        if let Some(labels) = object.metadata.labels.as_mut() {
+            labels.insert(MANUAL_LABEL.to_owned(), "manual".to_owned());
+        }
+        match self.csrs.create(&PostParams::default(), &object).await {
+            Ok(_) => {
+                tracing::info!(cluster, csr = name, "join request waits for approval");
+                Ok(())
+            }
+            // A concurrent retry made it.
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(unavailable("record the certificate request", e)),
+        }
+    }
+
     /// Handles one Renew call from an agent whose client certificate
     /// (`presented`, its chain) names `cluster` (the handshake checked it
     /// against the CA).
@@ -383,20 +599,13 @@ impl Joiner {
         }
     }
 
-    /// The CertificateSigningRequest: created, approved (the token was
-    /// valid), its certificate set.
-    async fn record(
-        &self,
-        cluster: &str,
-        id: &str,
-        reason: &str,
-        csr: &str,
-        cert: &str,
-    ) -> Result<(), Status> {
+    /// The CertificateSigningRequest `name` of `cluster` for `csr`, of
+    /// the hub's signer, not yet approved.
+    fn csr_object(&self, cluster: &str, name: &str, csr: &str) -> CertificateSigningRequest {
         let expiration = self.lifetime.as_secs().max(MIN_EXPIRATION_SECONDS);
-        let object = CertificateSigningRequest {
+        CertificateSigningRequest {
             metadata: ObjectMeta {
-                name: Some(format!("gwhub-{cluster}-{id}")),
+                name: Some(name.to_owned()),
                 labels: Some(
                     [
                         ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
@@ -417,7 +626,20 @@ impl Joiner {
                 ..CertificateSigningRequestSpec::default()
             },
             status: None,
-        };
+        }
+    }
+
+    /// The CertificateSigningRequest: created, approved (the token was
+    /// valid), its certificate set.
+    async fn record(
+        &self,
+        cluster: &str,
+        id: &str,
+        reason: &str,
+        csr: &str,
+        cert: &str,
+    ) -> Result<(), Status> {
+        let object = self.csr_object(cluster, &format!("gwhub-{cluster}-{id}"), csr);
         let pp = PostParams::default();
         let created = self
             .csrs

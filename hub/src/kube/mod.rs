@@ -240,8 +240,11 @@ impl Connected {
         self.secrets = Some(follower);
         let mut joiner =
             join::Joiner::new(self.client.clone(), &self.options.namespace, agent_lifetime);
-        if let Some((namespace, _)) = &self.options.inventory {
+        if let Some((namespace, mode)) = &self.options.inventory {
             joiner = joiner.with_inventory(self.client.clone(), namespace);
+            if *mode == gwhub_hub_rules::inventory::Mode::Enforce {
+                joiner = joiner.enforcing_inventory();
+            }
         }
         // Removed clusters: read before serving, so a restarted hub
         // refuses their certificates from its first handshake.
