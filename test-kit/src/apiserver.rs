@@ -281,12 +281,19 @@ pub(crate) fn kubeconfig_text(name: &str, port: u16, extra: &str) -> String {
     )
 }
 
+/// Waits for `/readyz`, not just `/version`: until the post-start hooks
+/// are done (rbac/bootstrap-roles among them) the admission plugins that
+/// authorize by RBAC alone (a CSR's `approval`, signers) refuse even
+/// `system:masters`, which a fast test on a loaded machine would hit.
 async fn wait_ready(c: &Cluster) -> Result<Client> {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let attempt = async {
             let client = c.client().await?;
-            client.apiserver_version().await?;
+            let readyz = tonic::codegen::http::Request::get("/readyz")
+                .body(Vec::new())
+                .map_err(|e| FleetError::Start(format!("/readyz request: {e}")))?;
+            client.request_text(readyz).await?;
             Ok::<_, FleetError>(client)
         };
         match attempt.await {
