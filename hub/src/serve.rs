@@ -75,7 +75,7 @@ pub enum ServeError {
     Server(#[from] tonic::transport::Error),
     /// TLS material that does not load (names the file).
     #[error("TLS: {0}")]
-    Tls(String),
+    Tls(#[from] crate::tls::TlsError),
     #[error("connections did not drain within {0:?}")]
     DrainTimeout(Duration),
     /// A task that runs until shutdown ended: the hub would go on serving

@@ -15,6 +15,7 @@ use gwhub_common::identity::{self, IdentitySource};
 use tonic::{Request, Status};
 
 use crate::authz::{KubeReaders, ReadError, Reader};
+pub use crate::tls_reload::TlsError;
 use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 
 /// TLS material for both listeners: PEM given once, or files re-read when
@@ -38,20 +39,23 @@ pub struct TlsPaths<'a> {
     pub dashboard_token_file: Option<&'a Path>,
 }
 
-fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+fn read(flag: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        what: format!("{flag} {}", path.display()),
+        source,
+    })
 }
 
 /// PEM text with at least one block labelled `label` (a cheap early check,
 /// so a swapped flag fails at start-up, naming the flag).
-fn pem(flag: &'static str, path: &Path, label: &str) -> Result<Pem, String> {
+fn pem(flag: &'static str, path: &Path, label: &'static str) -> Result<Pem, TlsError> {
     let bytes = read(flag, path)?;
     let text = String::from_utf8_lossy(&bytes);
     if !text.contains(&format!("-----BEGIN {label}")) {
-        return Err(format!(
-            "{flag} {}: no PEM block \"BEGIN {label}\" found",
-            path.display()
-        ));
+        return Err(TlsError::NoPem {
+            what: format!("{flag} {}", path.display()),
+            label,
+        });
     }
     Ok(Pem::File {
         flag,
@@ -117,14 +121,16 @@ impl HubTls {
 
     /// `None` when no TLS flag is given; an error names the missing or
     /// unreadable one. The files are followed while the hub runs.
-    pub fn load(paths: &TlsPaths<'_>) -> Result<Option<HubTls>, String> {
+    pub fn load(paths: &TlsPaths<'_>) -> Result<Option<HubTls>, TlsError> {
         let (cert, key, ca) = match (paths.cert, paths.key, paths.client_ca) {
             (None, None, None) => {
                 if paths.dashboard_client_ca.is_some() || paths.dashboard_token_file.is_some() {
-                    return Err("--dashboard-client-ca and --dashboard-token-file need TLS \
+                    return Err(TlsError::Flags(
+                        "--dashboard-client-ca and --dashboard-token-file need TLS \
                          (--tls-cert, --tls-key, --client-ca): a token or client \
                          certificate over plaintext protects nothing"
-                        .to_owned());
+                            .to_owned(),
+                    ));
                 }
                 return Ok(None);
             }
@@ -139,10 +145,10 @@ impl HubTls {
                 .filter(|(_, p)| p.is_none())
                 .map(|(f, _)| *f)
                 .collect();
-                return Err(format!(
+                return Err(TlsError::Flags(format!(
                     "mTLS needs --tls-cert, --tls-key and --client-ca together; missing {}",
                     missing.join(", ")
-                ));
+                )));
             }
         };
         let tls = HubTls {
@@ -171,7 +177,7 @@ impl HubTls {
         key: Followed,
         client_ca: Followed,
         paths: &TlsPaths<'_>,
-    ) -> Result<HubTls, String> {
+    ) -> Result<HubTls, TlsError> {
         let client_ca = match paths.client_ca {
             Some(ca) => Pem::Concat(vec![
                 Pem::Api(client_ca),
@@ -197,7 +203,7 @@ impl HubTls {
 
     /// Adds `--dashboard-client-ca` and `--dashboard-token-file`, then
     /// parses everything once.
-    fn with_dashboard_files(self, paths: &TlsPaths<'_>) -> Result<HubTls, String> {
+    fn with_dashboard_files(self, paths: &TlsPaths<'_>) -> Result<HubTls, TlsError> {
         let mut tls = self;
         if let Some(p) = paths.dashboard_client_ca {
             tls.sources.dashboard_client_ca = Some(pem("--dashboard-client-ca", p, "CERTIFICATE")?);
@@ -205,12 +211,17 @@ impl HubTls {
         if let Some(p) = paths.dashboard_token_file {
             let bytes = read("--dashboard-token-file", p)?;
             let token = std::str::from_utf8(&bytes)
-                .map_err(|_| format!("--dashboard-token-file {}: not UTF-8", p.display()))?
+                .map_err(|_| {
+                    TlsError::invalid(
+                        &format!("--dashboard-token-file {}", p.display()),
+                        "not UTF-8",
+                    )
+                })?
                 .trim();
             if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(format!(
-                    "--dashboard-token-file {}: the token must be one non-empty word",
-                    p.display()
+                return Err(TlsError::invalid(
+                    &format!("--dashboard-token-file {}", p.display()),
+                    "the token must be one non-empty word",
                 ));
             }
             tls = tls.with_dashboard_token(token);

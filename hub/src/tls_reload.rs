@@ -42,6 +42,35 @@ const EXPIRY_WARNING: i64 = 7 * 24 * 3600;
 /// (a wall clock that jumps is noticed within this).
 const RECHECK_EVERY: i64 = 60;
 
+/// Why TLS material cannot be used; every message names the flag, file or
+/// Secret key it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{what}: {source}")]
+    Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: no PEM block \"BEGIN {label}\" found")]
+    NoPem { what: String, label: &'static str },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+    #[error("{0}")]
+    Flags(String),
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+impl TlsError {
+    pub(crate) fn invalid(what: &str, reason: impl std::fmt::Display) -> Self {
+        TlsError::Invalid {
+            what: what.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
 /// Where one piece of PEM comes from: bytes given once, a file re-read,
 /// the latest value of a key of a Secret followed through the API
 /// ([`crate::kube::tls_secrets`]), or several of these one after another
@@ -64,12 +93,17 @@ pub struct Followed {
 
 impl Pem {
     /// The content now; an error names the flag and the file.
-    pub(crate) fn read(&self) -> Result<Arc<[u8]>, String> {
+    pub(crate) fn read(&self) -> Result<Arc<[u8]>, TlsError> {
         match self {
             Pem::Bytes(b) => Ok(b.clone()),
-            Pem::File { flag, path } => std::fs::read(path)
-                .map(Arc::from)
-                .map_err(|e| format!("{flag} {}: {e}", path.display())),
+            Pem::File { flag, path } => {
+                std::fs::read(path)
+                    .map(Arc::from)
+                    .map_err(|source| TlsError::Read {
+                        what: format!("{flag} {}", path.display()),
+                        source,
+                    })
+            }
             Pem::Api(f) => Ok(f.current.borrow().clone()),
             Pem::Concat(parts) => {
                 let mut all = Vec::new();
@@ -279,12 +313,15 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn certs_of(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certs_of(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{what}: not PEM certificates: {e}"))?;
+        .map_err(|e| TlsError::invalid(what, format_args!("not PEM certificates: {e}")))?;
     if certs.is_empty() {
-        return Err(format!("{what}: no PEM block \"BEGIN CERTIFICATE\" found"));
+        return Err(TlsError::NoPem {
+            what: what.to_owned(),
+            label: "CERTIFICATE",
+        });
     }
     Ok(certs)
 }
@@ -310,14 +347,15 @@ pub(crate) struct Serving {
 }
 
 impl Serving {
-    fn parse(cert: &[u8], key: &[u8], cert_name: &str, key_name: &str) -> Result<Self, String> {
+    fn parse(cert: &[u8], key: &[u8], cert_name: &str, key_name: &str) -> Result<Self, TlsError> {
         let chain = certs_of(cert, cert_name)?;
-        let key = PrivateKeyDer::from_pem_slice(key)
-            .map_err(|e| format!("{key_name}: no PEM private key found: {e}"))?;
+        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
+            TlsError::invalid(key_name, format_args!("no PEM private key found: {e}"))
+        })?;
         let certified = CertifiedKey::from_der(chain, key, &provider())
-            .map_err(|e| format!("{cert_name} with {key_name}: {e}"))?;
+            .map_err(|e| TlsError::invalid(&format!("{cert_name} with {key_name}"), e))?;
         let validities =
-            identity::validities_from_pem(cert).map_err(|e| format!("{cert_name}: {e}"))?;
+            identity::validities_from_pem(cert).map_err(|e| TlsError::invalid(cert_name, e))?;
         let leaf = validities[0];
         let soonest = validities
             .iter()
@@ -365,18 +403,18 @@ pub(crate) struct Trust {
 }
 
 impl Trust {
-    fn parse(pem: &[u8], name: &str) -> Result<Self, String> {
+    fn parse(pem: &[u8], name: &str) -> Result<Self, TlsError> {
         let certs = certs_of(pem, name)?;
         let mut roots = RootCertStore::empty();
         for (i, c) in certs.into_iter().enumerate() {
             roots
                 .add(c)
-                .map_err(|e| format!("{name}: certificate {}: {e}", i + 1))?;
+                .map_err(|e| TlsError::invalid(name, format_args!("certificate {}: {e}", i + 1)))?;
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
-            .map_err(|e| format!("{name}: {e}"))?;
-        let soonest = identity::soonest_expiry_pem(pem).map_err(|e| format!("{name}: {e}"))?;
+            .map_err(|e| TlsError::invalid(name, e))?;
+        let soonest = identity::soonest_expiry_pem(pem).map_err(|e| TlsError::invalid(name, e))?;
         Ok(Trust { verifier, soonest })
     }
 
@@ -444,7 +482,7 @@ pub(crate) struct Sources {
 
 impl Sources {
     /// Reads and parses everything once (start-up: any error stops it).
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), TlsError> {
         Self::serving(&self.cert, &self.key)?;
         Trust::parse(&self.client_ca.read()?, &self.client_ca.describe())?;
         if let Some(d) = &self.dashboard_client_ca {
@@ -453,7 +491,7 @@ impl Sources {
         Ok(())
     }
 
-    fn serving(cert: &Pem, key: &Pem) -> Result<(Serving, PairBytes), String> {
+    fn serving(cert: &Pem, key: &Pem) -> Result<(Serving, PairBytes), TlsError> {
         let (c, k) = (cert.read()?, key.read()?);
         let s = Serving::parse(&c, &k, &cert.describe(), &key.describe())?;
         Ok((s, [c, k]))
@@ -471,7 +509,7 @@ impl TlsRuntime {
             Arc<TlsRuntime>,
             Option<impl Future<Output = ()> + Send + 'static>,
         ),
-        String,
+        TlsError,
     > {
         let (serving, serving_bytes) = Sources::serving(&sources.cert, &sources.key)?;
         serving.warn_if_due(&sources.cert.describe());
@@ -517,10 +555,9 @@ impl TlsRuntime {
     }
 
     /// The acceptor of one listener.
-    pub(crate) fn acceptor(&self, kind: ListenerKind) -> Result<Acceptor, String> {
+    pub(crate) fn acceptor(&self, kind: ListenerKind) -> Result<Acceptor, TlsError> {
         let builder = ServerConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
+            .with_safe_default_protocol_versions()?;
         let trust = match kind {
             ListenerKind::Ingest => Some(self.client_ca.clone()),
             ListenerKind::Dashboard | ListenerKind::Web => self.dashboard_ca.clone(),
@@ -636,6 +673,7 @@ fn read_noting(pem: &Pem, unreadable: &mut BTreeMap<String, String>) -> Option<A
             Some(b)
         }
         Err(e) => {
+            let e = e.to_string();
             if unreadable.insert(pem.describe(), e.clone()).as_ref() != Some(&e) {
                 tracing::warn!(error = %e, "cannot read a TLS file; keeping what is in use");
             }
@@ -875,11 +913,12 @@ mod tests {
     #[test]
     fn bad_material_names_the_file() {
         let e = Trust::parse(b"nope", "--client-ca /x").unwrap_err();
-        assert!(e.contains("--client-ca /x"), "{e}");
+        assert!(matches!(e, TlsError::NoPem { .. }), "{e:?}");
+        assert!(e.to_string().contains("--client-ca /x"), "{e}");
         let (ca_pem, _) = ca();
         let e =
             Serving::parse(ca_pem.as_bytes(), b"", "--tls-cert /c", "--tls-key /k").unwrap_err();
-        assert!(e.contains("--tls-key /k"), "{e}");
+        assert!(e.to_string().contains("--tls-key /k"), "{e}");
         assert!(Trust::parse(ca_pem.as_bytes(), "x").is_ok());
     }
 

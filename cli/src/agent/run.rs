@@ -133,7 +133,8 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         args.tls_cert.as_deref(),
         args.tls_key.as_deref(),
         args.ca.as_deref(),
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let source = match &args.from_dir {
         Some(dir) => Source::Dir(
             DirSource::new(dir, engine_evaluate(args.scope.options()))

@@ -284,7 +284,7 @@ pub fn run(args: &Args) -> Result<String, String> {
     let from_secrets = uses_secrets(args);
     let mut tls = match from_secrets {
         true => None,
-        false => gwhub_hub::tls::HubTls::load(&paths)?,
+        false => gwhub_hub::tls::HubTls::load(&paths).map_err(|e| e.to_string())?,
     };
     let runtime =
         tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;

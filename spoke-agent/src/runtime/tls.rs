@@ -26,8 +26,40 @@ impl std::fmt::Debug for ClientTls {
     }
 }
 
-fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+/// Why the agent's TLS flags cannot be used; each message names the flag
+/// (and the file, when one was read) and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{flag} {path}: {source}")]
+    Read {
+        flag: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {reason}")]
+    Certificate { what: String, reason: String },
+    #[error(
+        "--cluster {claimed:?} does not match the client certificate, which is for \
+         cluster {actual:?}; drop --cluster (the certificate names the cluster) or use \
+         that cluster's certificate"
+    )]
+    ClusterMismatch { claimed: String, actual: String },
+    #[error("{flag}: no PEM {what} found")]
+    NoPem {
+        flag: &'static str,
+        what: &'static str,
+    },
+    #[error("{0}")]
+    Flags(String),
+}
+
+fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        flag,
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 impl ClientTls {
@@ -37,23 +69,41 @@ impl ClientTls {
         key: &[u8],
         ca: &[u8],
         cluster: Option<&str>,
-    ) -> Result<Self, String> {
-        let id = identity::cluster_from_pem(cert).map_err(|e| format!("--tls-cert: {e}"))?;
+    ) -> Result<Self, TlsError> {
+        Self::from_named_pem(cert, "--tls-cert".to_owned(), key, ca, cluster)
+    }
+
+    /// As [`Self::from_pem`], naming the certificate `cert_name` in errors.
+    fn from_named_pem(
+        cert: &[u8],
+        cert_name: String,
+        key: &[u8],
+        ca: &[u8],
+        cluster: Option<&str>,
+    ) -> Result<Self, TlsError> {
+        let id = identity::cluster_from_pem(cert).map_err(|e| TlsError::Certificate {
+            what: cert_name,
+            reason: e.to_string(),
+        })?;
         if let Some(claimed) = cluster
             && claimed != id.cluster
         {
-            return Err(format!(
-                "--cluster {claimed:?} does not match the client certificate, which is for \
-                 cluster {:?}; drop --cluster (the certificate names the cluster) or use \
-                 that cluster's certificate",
-                id.cluster
-            ));
+            return Err(TlsError::ClusterMismatch {
+                claimed: claimed.to_owned(),
+                actual: id.cluster,
+            });
         }
         if !String::from_utf8_lossy(ca).contains("-----BEGIN CERTIFICATE") {
-            return Err("--ca: no PEM certificate found".to_owned());
+            return Err(TlsError::NoPem {
+                flag: "--ca",
+                what: "certificate",
+            });
         }
         if !String::from_utf8_lossy(key).contains("PRIVATE KEY-----") {
-            return Err("--tls-key: no PEM private key found".to_owned());
+            return Err(TlsError::NoPem {
+                flag: "--tls-key",
+                what: "private key",
+            });
         }
         Ok(ClientTls {
             config: ClientTlsConfig::new()
@@ -64,12 +114,17 @@ impl ClientTls {
     }
 
     /// Reads `--tls-cert`, `--tls-key` and `--ca`.
-    pub fn load(cert: &Path, key: &Path, ca: &Path, cluster: Option<&str>) -> Result<Self, String> {
+    pub fn load(
+        cert: &Path,
+        key: &Path,
+        ca: &Path,
+        cluster: Option<&str>,
+    ) -> Result<Self, TlsError> {
         let cert_pem = read("--tls-cert", cert)?;
         let key_pem = read("--tls-key", key)?;
         let ca_pem = read("--ca", ca)?;
-        Self::from_pem(&cert_pem, &key_pem, &ca_pem, cluster)
-            .map_err(|e| e.replacen("--tls-cert", &format!("--tls-cert {}", cert.display()), 1))
+        let cert_name = format!("--tls-cert {}", cert.display());
+        Self::from_named_pem(&cert_pem, cert_name, &key_pem, &ca_pem, cluster)
     }
 }
 
@@ -99,11 +154,13 @@ impl std::fmt::Debug for TlsFiles {
 
 impl TlsFiles {
     /// The files as they are now; sets the expiry gauge.
-    pub fn load(&self) -> Result<ClientTlsConfig, String> {
+    pub fn load(&self) -> Result<ClientTlsConfig, TlsError> {
         let tls = ClientTls::load(&self.cert, &self.key, &self.ca, Some(&self.cluster))?;
         let cert = read("--tls-cert", &self.cert)?;
-        let not_after = identity::soonest_expiry_pem(&cert)
-            .map_err(|e| format!("--tls-cert {}: {e}", self.cert.display()))?;
+        let not_after = identity::soonest_expiry_pem(&cert).map_err(|e| TlsError::Certificate {
+            what: format!("--tls-cert {}", self.cert.display()),
+            reason: e.to_string(),
+        })?;
         self.expiry.set(not_after);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -129,20 +186,20 @@ pub fn hub_connection(
     cert: Option<&Path>,
     key: Option<&Path>,
     ca: Option<&Path>,
-) -> Result<(String, Option<(ClientTlsConfig, TlsFiles)>), String> {
+) -> Result<(String, Option<(ClientTlsConfig, TlsFiles)>), TlsError> {
     let cluster = cluster.map(str::trim).filter(|c| !c.is_empty());
     let url = || {
         tonic::transport::Endpoint::from_shared(hub.to_owned())
             .map(|_| ())
-            .map_err(|e| format!("--hub {hub:?}: not a valid URL: {e}"))
+            .map_err(|e| TlsError::Flags(format!("--hub {hub:?}: not a valid URL: {e}")))
     };
     if let (Some(cert), Some(key), Some(ca)) = (cert, key, ca) {
         let tls = ClientTls::load(cert, key, ca, cluster)?;
         url()?;
         if !hub.starts_with("https://") {
-            return Err(format!(
+            return Err(TlsError::Flags(format!(
                 "--hub {hub:?}: with mTLS the URL must start with https://"
-            ));
+            )));
         }
         let files = TlsFiles {
             cert: cert.to_owned(),
@@ -156,26 +213,26 @@ pub fn hub_connection(
         return Ok((tls.cluster, Some((config, files))));
     }
     if !insecure {
-        return Err(
+        return Err(TlsError::Flags(
             "refusing to start: no TLS material (--tls-cert, --tls-key, --ca) and \
              no --insecure. Without TLS anyone on the network could read the stream \
              and the hub could not verify this cluster's identity; pass --insecure \
              (with --cluster NAME) to run unauthenticated anyway"
                 .into(),
-        );
+        ));
     }
     let Some(cluster) = cluster else {
-        return Err(
+        return Err(TlsError::Flags(
             "--cluster NAME is required with --insecure (the hub takes the \
              cluster's name from it)"
                 .into(),
-        );
+        ));
     };
     url()?;
     if !hub.starts_with("http://") {
-        return Err(format!(
+        return Err(TlsError::Flags(format!(
             "--hub {hub:?}: with --insecure the URL must start with http://"
-        ));
+        )));
     }
     Ok((cluster.to_owned(), None))
 }
