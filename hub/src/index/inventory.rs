@@ -9,8 +9,8 @@
 use super::*;
 
 use gwhub_hub_rules::inventory::{
-    Admitted, DECISION_KEY_LABEL, EXPECTED_CLUSTERS_ANNOTATION, Inventory, Mode,
-    PLACEMENT_ANNOTATION, Placement, Refusal, Selector, placed_clusters,
+    Admitted, DECISION_KEY_LABEL, EXPECTED_CLUSTERS_ANNOTATION, Mode, PLACEMENT_ANNOTATION,
+    Placement, Refusal, Selector, placed_clusters,
 };
 
 use crate::aggregate::fleet::SharedReport;
@@ -62,12 +62,6 @@ pub struct ListedCluster {
 }
 
 impl Index {
-    /// Takes the fleet from the ClusterProfiles in `namespace` from now on
-    /// (`--inventory-namespace`); nobody may stream before the first list.
-    pub fn set_inventory(&self, namespace: &str, mode: Mode) {
-        *self.inner.inventory.write() = Some(Inventory::new(namespace, mode));
-    }
-
     /// The inventory's namespace, if the hub has one.
     pub fn inventory_namespace(&self) -> Option<String> {
         self.inner
@@ -409,9 +403,10 @@ mod tests {
     }
 
     fn fleet(mode: Mode) -> Index {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
-        index.set_inventory("fleet", mode);
-        index
+        Index::new(IndexConfig {
+            inventory: Some(("fleet".to_owned(), mode)),
+            ..IndexConfig::new(Options::default(), Duration::from_secs(60))
+        })
     }
 
     fn profiles(names: &[&str]) -> BTreeMap<String, Labels> {
@@ -436,7 +431,10 @@ mod tests {
         observe.replace_inventory(profiles(&["east"]));
         assert_eq!(observe.admit("rogue"), Ok(true));
 
-        let none = Index::new(Options::default(), Duration::from_secs(60));
+        let none = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
         assert_eq!(none.admit("anyone"), Ok(false));
         assert!(none.inventory_synced());
     }

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
@@ -406,15 +406,15 @@ struct Inner {
     stale_after: Duration,
     counters: Arc<Counters>,
     /// `--max-clusters`.
-    max_clusters: AtomicUsize,
+    max_clusters: usize,
     /// Milliseconds after which a disconnected, silent cluster is forgotten
     /// (`--insecure-prune-after`); 0: never.
-    prune_after_millis: AtomicI64,
+    prune_after_millis: i64,
     /// The last status transitions of each reported hub Gateway (taken
     /// alone, by the aggregation pass and `GetGatewayHistory`).
     history: Mutex<BTreeMap<GatewayKey, history::Ring>>,
     /// `--gateway-history`: transitions kept per hub Gateway; 0: none.
-    history_capacity: AtomicUsize,
+    history_capacity: usize,
     /// Per hub Gateway on the management cluster, when agents observed the
     /// earliest change not yet written (unix milliseconds; taken alone;
     /// dropped when an aggregation changes nothing).
@@ -448,8 +448,54 @@ fn now_millis() -> i64 {
     Timestamp::now().as_millisecond()
 }
 
-impl Index {
+/// Everything the index is built from, set once: the index has no setters.
+#[derive(Clone, Debug)]
+pub struct IndexConfig {
+    /// The aggregation engine's options.
+    pub options: Options,
+    /// A cluster silent for this long is stale (`--stale-after`).
+    pub stale_after: Duration,
+    /// Streams (and stored reports) for more clusters are refused
+    /// (`--max-clusters`).
+    pub max_clusters: usize,
+    /// Disconnected clusters silent for this long are forgotten by the
+    /// staleness sweep (`--insecure-prune-after`); `None`: never.
+    pub prune_after: Option<Duration>,
+    /// Status transitions kept per hub Gateway (`--gateway-history`); 0
+    /// keeps none.
+    pub history_capacity: usize,
+    /// The fleet inventory's namespace and mode (`--inventory-namespace`):
+    /// nobody may stream before its first list. `None`: no inventory.
+    pub inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
+}
+
+impl IndexConfig {
+    /// No cluster bound, no pruning, the default history, no inventory.
     pub fn new(options: Options, stale_after: Duration) -> Self {
+        IndexConfig {
+            options,
+            stale_after,
+            max_clusters: usize::MAX,
+            prune_after: None,
+            history_capacity: history::DEFAULT_CAPACITY,
+            inventory: None,
+        }
+    }
+}
+
+impl Index {
+    pub fn new(config: IndexConfig) -> Self {
+        let IndexConfig {
+            options,
+            stale_after,
+            max_clusters,
+            prune_after,
+            history_capacity,
+            inventory,
+        } = config;
+        let prune_after_millis = prune_after.map_or(0, |after| {
+            i64::try_from(after.as_millis()).unwrap_or(i64::MAX)
+        });
         let (views, _) = watch::channel(Views::default());
         let (reports, _) = watch::channel(0);
         let (transitions, _) = broadcast::channel(TRANSITIONS_BUFFER);
@@ -468,12 +514,14 @@ impl Index {
                 options,
                 stale_after,
                 counters: Arc::default(),
-                max_clusters: AtomicUsize::new(usize::MAX),
-                prune_after_millis: AtomicI64::new(0),
+                max_clusters,
+                prune_after_millis,
                 history: Mutex::new(BTreeMap::new()),
-                history_capacity: AtomicUsize::new(history::DEFAULT_CAPACITY),
+                history_capacity,
                 observed: Mutex::new(BTreeMap::new()),
-                inventory: RwLock::new(None),
+                inventory: RwLock::new(inventory.map(|(namespace, mode)| {
+                    gwhub_hub_rules::inventory::Inventory::new(&namespace, mode)
+                })),
                 placements: RwLock::new(None),
                 traces: Mutex::default(),
             }),
@@ -544,20 +592,9 @@ impl Index {
         &self.inner.counters
     }
 
-    /// Keeps the last `capacity` status transitions per hub Gateway
-    /// (`--gateway-history`); 0 keeps none.
-    pub fn set_history_capacity(&self, capacity: usize) {
-        self.inner
-            .history_capacity
-            .store(capacity, Ordering::Relaxed);
-        if capacity == 0 {
-            self.inner.history.lock().clear();
-        }
-    }
-
     /// The transitions kept per hub Gateway.
     pub fn history_capacity(&self) -> usize {
-        self.inner.history_capacity.load(Ordering::Relaxed)
+        self.inner.history_capacity
     }
 
     /// The newest `limit` (0: all) status transitions of `key`, oldest
@@ -586,18 +623,6 @@ impl Index {
                 all.remove(key);
             }
         }
-    }
-
-    /// Streams for more than `max` clusters are refused (`--max-clusters`).
-    pub(crate) fn set_max_clusters(&self, max: usize) {
-        self.inner.max_clusters.store(max, Ordering::Relaxed);
-    }
-
-    /// Disconnected clusters silent for `after` are forgotten by the
-    /// staleness sweep (`--insecure-prune-after`); zero: never.
-    pub(crate) fn set_prune_after(&self, after: Duration) {
-        let ms = i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
-        self.inner.prune_after_millis.store(ms, Ordering::Relaxed);
     }
 }
 
@@ -644,8 +669,11 @@ mod tests {
     /// pruned cluster is announced so the store deletes its report.
     #[tokio::test]
     async fn imports_respect_max_clusters_and_prunes_are_announced() {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
-        index.set_max_clusters(2);
+        let index = Index::new(IndexConfig {
+            max_clusters: 2,
+            prune_after: Some(Duration::from_secs(60)),
+            ..IndexConfig::new(Options::default(), Duration::from_secs(60))
+        });
         let long_ago = now_millis() - 3_600_000;
         let one = || BTreeMap::from([(key("web"), reported(&["Accepted"]))]);
         assert!(index.import_cluster("a", one(), long_ago, long_ago));
@@ -657,7 +685,6 @@ mod tests {
         assert_eq!(index.clusters().len(), 2);
 
         let mut pruned = index.subscribe_pruned();
-        index.set_prune_after(Duration::from_secs(60));
         index.prune_silent();
         let mut names = vec![pruned.recv().await.unwrap(), pruned.recv().await.unwrap()];
         names.sort();
@@ -673,7 +700,10 @@ mod tests {
     /// when a newer object aggregates the same.
     #[test]
     fn a_write_answer_never_replaces_a_newer_live_hub_gateway() {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
         let session = index.connect("east", "test").unwrap();
         index
             .replace_snapshot(
@@ -726,7 +756,10 @@ mod tests {
     /// aggregated (NoClusters) but not listed.
     #[test]
     fn views_are_aggregated_with_the_live_hub_gateway() {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
         let session = index.connect("east", "test").unwrap();
         let types = ["Accepted", "Programmed", "DNSReady"];
         index

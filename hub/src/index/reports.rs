@@ -124,7 +124,7 @@ impl Index {
         let known = clusters.contains_key(cluster);
         // The store is bounded like the streams: a relist or restart does
         // not bring back more clusters than --max-clusters.
-        let max = self.inner.max_clusters.load(Ordering::Relaxed);
+        let max = self.inner.max_clusters;
         if !known && clusters.len() >= max {
             drop(clusters);
             Counters::bump(&self.inner.counters.refused_clusters);

@@ -51,7 +51,7 @@ impl Index {
                     "agent outside the fleet inventory admitted (--inventory-mode=observe)"
                 );
             }
-            let max = self.inner.max_clusters.load(Ordering::Relaxed);
+            let max = self.inner.max_clusters;
             let new = !clusters.contains_key(cluster);
             if new && clusters.len() >= max {
                 Counters::bump(&self.inner.counters.refused_clusters);
@@ -123,9 +123,9 @@ impl Index {
     }
 
     /// Forgets disconnected clusters silent for the prune bound (see
-    /// [`Index::set_prune_after`]).
+    /// [`IndexConfig::prune_after`]).
     pub(crate) fn prune_silent(&self) {
-        let after = self.inner.prune_after_millis.load(Ordering::Relaxed);
+        let after = self.inner.prune_after_millis;
         if after <= 0 {
             return;
         }
