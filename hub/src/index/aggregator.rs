@@ -244,7 +244,7 @@ impl Index {
                 );
                 self.record_history(&key, Some(&conditions), now.as_millisecond());
             }
-            let cells = super::cells(&shared);
+            let cells = cells(&shared);
             let (missing, unexpected) =
                 super::inventory::missing_and_unexpected(expectation.as_ref(), &shared);
             if let Some(old) = old

@@ -30,148 +30,21 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{Aggregation, Fleet, Freshness, GatewayKey, HubGateway, LiveHub, Options};
 use crate::budget::Counters;
-use crate::grpc::view::build_view;
 use crate::history;
-use crate::listing::Health;
 
 mod aggregator;
 mod inventory;
 mod reports;
 mod sessions;
+mod view;
 
 pub use inventory::{Labels, ListedCluster, removed_message};
+pub use view::{Cell, GatewayView, Views};
+pub(crate) use view::{OMISSIONS_UNCHANGED, build_view, cells};
 
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
 const NO_KUBE_GENERATION: i64 = 1;
-
-/// One aggregated hub Gateway as the Dashboard serves it.
-///
-/// Encoded once per change; a read clones (sending needs an owned message
-/// anyway). The encoded status is kept once: a full message is the lean
-/// one plus the omissions, put together at read.
-#[derive(Debug)]
-pub struct GatewayView {
-    pub key: GatewayKey,
-    /// The aggregated status; its `omissions` are always empty here: they
-    /// are kept once, encoded, in [`GatewayView::omissions`] (with their
-    /// rules in `omission_rules`, so a new aggregation is compared exactly).
-    pub aggregation: Aggregation,
-    /// Without omissions and with `omissions_unchanged` set, as watchers
-    /// that already have the omissions get it; `clusters` in name order.
-    pub lean: v1::AggregatedGateway,
-    /// The omissions as the Dashboard API spells them.
-    pub omissions: Vec<v1::Omission>,
-    /// Each omission's rule and whether it names a cluster: with
-    /// `omissions`, exactly the engine's omissions (see
-    /// [`GatewayView::same_omissions`]).
-    pub(crate) omission_rules: Vec<(crate::aggregate::Rule, bool)>,
-    /// The revision at which the omissions last changed.
-    pub omissions_revision: u64,
-    /// Condition types in `aggregation.status` that are other writers'
-    /// (kept from the live hub Gateway, never applied by the hub).
-    pub foreign: BTreeSet<String>,
-    /// Some aggregated condition is not True (the Dashboard's `not_ready`
-    /// filter).
-    pub not_ready: bool,
-    /// Each reporting cluster's own report in one word, in cluster order
-    /// (the web page's fleet overview).
-    pub cells: Vec<Cell>,
-    /// The expected clusters that do not report it, in name order (as in
-    /// `lean.missing_clusters`; for the cluster filter).
-    pub missing: Vec<String>,
-    /// The live hub Gateway this aggregation was made from (the same `Arc`
-    /// as [`Index::live_hub`] while that is current); a later live object
-    /// that aggregates the same updates it without a new view.
-    pub(crate) aggregated_with: Mutex<Option<Arc<LiveHub>>>,
-    /// Its wire encoding, made once on first read and shared by every
-    /// watcher (see [`crate::grpc::view::Encoded`]).
-    pub(crate) encoded: std::sync::OnceLock<crate::grpc::view::Encoded>,
-}
-
-/// One cluster's report of a hub Gateway, summarised.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cell {
-    pub cluster: String,
-    pub health: Health,
-    pub stale: bool,
-}
-
-/// The cells of the reports `shared`.
-pub(crate) fn cells(shared: &[SharedReport]) -> Vec<Cell> {
-    shared
-        .iter()
-        .map(|r| Cell {
-            cluster: r.cluster.clone(),
-            health: crate::listing::health(
-                r.status
-                    .conditions
-                    .iter()
-                    .flatten()
-                    .map(|c| c.status.as_str()),
-            ),
-            stale: matches!(r.freshness, Freshness::Stale { .. }),
-        })
-        .collect()
-}
-
-impl GatewayView {
-    /// The filter's view of this Gateway.
-    pub fn facts(&self) -> crate::listing::Facts<'_> {
-        crate::listing::Facts {
-            namespace: &self.key.namespace,
-            clusters: &self.lean.clusters,
-            missing: &self.missing,
-            not_ready: self.not_ready,
-        }
-    }
-
-    /// The live hub Gateway the view was aggregated with.
-    pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
-        self.aggregated_with.lock().clone()
-    }
-
-    /// Whether the view was aggregated with exactly `live` (not an equal
-    /// copy: the object the index holds now).
-    pub(crate) fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
-        self.aggregated_with
-            .lock()
-            .as_ref()
-            .is_some_and(|a| Arc::ptr_eq(a, live))
-    }
-
-    pub fn revision(&self) -> u64 {
-        self.lean.revision
-    }
-
-    /// The whole aggregated Gateway, omissions included.
-    pub fn full(&self) -> v1::AggregatedGateway {
-        v1::AggregatedGateway {
-            omissions: self.omissions.clone(),
-            omissions_unchanged: false,
-            ..self.lean.clone()
-        }
-    }
-}
-
-/// Every aggregated hub Gateway.
-#[derive(Debug, Default)]
-pub struct Views {
-    /// Every hub Gateway some cluster reports (what the Dashboard lists).
-    pub gateways: BTreeMap<GatewayKey, Arc<GatewayView>>,
-    /// Hub Gateways on the management cluster that no cluster reports
-    /// (their status says `NoClusters`); written, not listed.
-    pub unreported: BTreeMap<GatewayKey, Arc<GatewayView>>,
-    /// Bumped on every change; also each changed view's revision.
-    pub revision: u64,
-}
-
-impl Views {
-    /// The aggregation of `key`, reported or not.
-    pub fn get(&self, key: &GatewayKey) -> Option<&Arc<GatewayView>> {
-        self.gateways.get(key).or_else(|| self.unreported.get(key))
-    }
-}
 
 /// A cluster's connection and liveness, shared with its stream so the hot
 /// path (touching liveness) takes only the cluster's own session lock.
