@@ -132,7 +132,7 @@ impl Index {
     }
 
     pub fn stale_after(&self) -> Duration {
-        self.inner.sessions.stale_after
+        self.inner.sessions.stale_after()
     }
 
     /// The budgets' counters (see [`crate::budget`]).

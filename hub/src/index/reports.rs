@@ -237,7 +237,8 @@ impl Index {
         last_report_millis: i64,
         last_seen_millis: i64,
     ) -> bool {
-        let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let limit =
+            i64::try_from(self.inner.sessions.stale_after().as_millis()).unwrap_or(i64::MAX);
         if !self.may_import(cluster) {
             // It left while no hub saw it (or before this one listed the
             // inventory): its stored report goes, as a removed cluster's.
@@ -253,7 +254,7 @@ impl Index {
         let known = clusters.contains_key(cluster);
         // The store is bounded like the streams: a relist or restart does
         // not bring back more clusters than --max-clusters.
-        let max = self.inner.sessions.max_clusters;
+        let max = self.inner.sessions.max_clusters();
         if !known && clusters.len() >= max {
             drop(clusters);
             Counters::bump(&self.inner.counters.refused_clusters);

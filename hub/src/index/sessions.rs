@@ -25,9 +25,9 @@ pub(super) struct Sessions {
     transitions: broadcast::Sender<ClusterTransition>,
     /// Clusters the prune forgot, for the store to delete their reports.
     pruned: broadcast::Sender<String>,
-    pub(super) stale_after: Duration,
+    stale_after: Duration,
     /// `--max-clusters`.
-    pub(super) max_clusters: usize,
+    max_clusters: usize,
     /// Milliseconds after which a disconnected, silent cluster is forgotten
     /// (`--insecure-prune-after`); 0: never.
     prune_after_millis: i64,
@@ -51,6 +51,16 @@ impl Sessions {
                 i64::try_from(after.as_millis()).unwrap_or(i64::MAX)
             }),
         }
+    }
+
+    /// A cluster silent for this long is stale.
+    pub(super) fn stale_after(&self) -> Duration {
+        self.stale_after
+    }
+
+    /// `--max-clusters`.
+    pub(super) fn max_clusters(&self) -> usize {
+        self.max_clusters
     }
 
     /// Tells the store that `cluster` was forgotten, so it deletes the
