@@ -344,4 +344,32 @@ mod tests {
             "NoClusters"
         );
     }
+
+    /// The history bound comes from the config the index is built with:
+    /// 0 keeps none, otherwise the newest transitions are kept.
+    #[test]
+    fn the_history_bound_is_the_configs() {
+        let with = |history_capacity| {
+            let index = Index::new(IndexConfig {
+                history_capacity,
+                ..IndexConfig::new(Options::default(), Duration::from_secs(60))
+            });
+            let session = index.connect("east", "test").unwrap();
+            for types in [&["Accepted"][..], &["Accepted", "Programmed"]] {
+                index
+                    .replace_snapshot(&session, BTreeMap::from([(key("web"), reported(types))]))
+                    .unwrap();
+                index.aggregate_dirty();
+            }
+            index
+        };
+        let none = with(0);
+        assert_eq!(none.history_capacity(), 0);
+        assert!(none.history(&key("web"), 0).is_none());
+        let kept = with(8);
+        assert_eq!(kept.history_capacity(), 8);
+        let all = kept.history(&key("web"), 0).unwrap();
+        assert!(!all.is_empty());
+        assert_eq!(kept.history(&key("web"), 1).unwrap().len(), 1);
+    }
 }
