@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use gwhub_hub_rules::aggregate::Options;
 use gwhub_hub::grpc::ingest::replay;
-use gwhub_hub::index::Index;
+use gwhub_hub::index::{Index, IndexConfig};
 use gwhub_proto::v1::{self, agent_message};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
@@ -26,7 +26,7 @@ fn hello(cluster: &str) -> v1::AgentMessage {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let index = Index::new(Options::default(), Duration::from_secs(60));
+    let index = Index::new(IndexConfig::new(Options::default(), Duration::from_secs(60)));
     // The whole input as one message: as the first message of a stream
     // (Hello's checks) and after a Hello.
     if let Ok(m) = v1::AgentMessage::decode(data) {

@@ -409,7 +409,10 @@ mod tests {
     #[tokio::test]
     async fn ready_once_synced() {
         let shutdown = CancellationToken::new();
-        let index = Index::new(Default::default(), std::time::Duration::from_secs(60));
+        let index = Index::new(crate::index::IndexConfig::new(
+            Default::default(),
+            std::time::Duration::from_secs(60),
+        ));
         let (synced_tx, synced) = watch::channel(false);
         let kube = probes(index.clone(), Some(synced), shutdown.clone());
         assert!(kube.is_live());

@@ -17,7 +17,7 @@ use crate::budget::Budgets;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
-use crate::index::Index;
+use crate::index::{Index, IndexConfig};
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
 
@@ -186,17 +186,16 @@ impl Hub {
             None => None,
         };
         let web_addr = web_listener.as_ref().map(|(_, a)| *a);
-        let index = Index::new(config.options.clone(), config.stale_after);
         let KubeExtras { inventory, readers } = extras;
-        if let Some((namespace, mode)) = &inventory {
-            index.set_inventory(namespace, *mode);
-        }
         let budgets = &config.budgets;
-        index.set_max_clusters(budgets.max_clusters);
-        index.set_history_capacity(config.gateway_history);
-        if config.insecure {
-            index.set_prune_after(budgets.insecure_prune_after);
-        }
+        let index = Index::new(IndexConfig {
+            options: config.options.clone(),
+            stale_after: config.stale_after,
+            max_clusters: budgets.max_clusters,
+            prune_after: config.insecure.then_some(budgets.insecure_prune_after),
+            history_capacity: config.gateway_history,
+            inventory,
+        });
         let limits = |max_connections| ConnLimits {
             max_connections,
             idle_timeout: budgets.idle_connection_timeout,

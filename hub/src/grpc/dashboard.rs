@@ -605,7 +605,7 @@ mod tests {
                 status: GatewayStatus::default(),
                 omissions: Vec::new(),
             };
-            let mut view = crate::grpc::view::build_view(
+            let mut view = crate::index::build_view(
                 key.clone(),
                 aggregation,
                 BTreeSet::new(),

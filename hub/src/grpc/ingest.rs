@@ -792,6 +792,7 @@ pub fn replay(
 mod tests {
     use super::*;
     use crate::aggregate::Options;
+    use crate::index::IndexConfig;
 
     /// A stream whose agent never reads, with its queue full and more to
     /// send, plus what keeps it from ending on its own.
@@ -819,7 +820,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_superseded_stream_whose_agent_stopped_reading_ends() {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
         let (mut stream, _rx, _shutdown) = stuck(&index);
         let flushing = tokio::spawn(async move { stream.flush().await });
         let _newer = index.connect("east", "test").unwrap();
@@ -832,7 +836,10 @@ mod tests {
 
     #[tokio::test]
     async fn shutdown_ends_a_stream_whose_agent_stopped_reading() {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
         let (mut stream, _rx, shutdown) = stuck(&index);
         let flushing = tokio::spawn(async move { stream.flush().await });
         shutdown.send(true).unwrap();

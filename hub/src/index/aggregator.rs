@@ -2,13 +2,141 @@
 //! the dirty set, and the one task that re-aggregates each dirty Gateway
 //! once and publishes the views the Dashboard and the status writer share.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use gwhub_common::CoalescingQueue;
+use jiff::Timestamp;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use super::Index;
+use super::view::{GatewayView, Views, build_view, cells};
+use crate::aggregate::fleet::SharedReport;
+use crate::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
+
+/// Generation a hub Gateway gets when the management cluster holds none
+/// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
+const NO_KUBE_GENERATION: i64 = 1;
+
+/// The aggregator part of the index: the hub Gateways as the management
+/// cluster holds them, the dirty set, the published views, and what the
+/// status writer takes from a pass (propagation stamps, traces). Each lock
+/// is taken alone.
+pub(super) struct Aggregator {
+    /// Serialises aggregation passes, so an older pass never publishes
+    /// over a newer one (held without any other lock of this part, never
+    /// across `.await`).
+    aggregating: Mutex<()>,
+    /// The hub Gateways on the management cluster (Kubernetes mode), as
+    /// its Gateway watch last saw them; taken alone, never with another lock.
+    live: Mutex<BTreeMap<GatewayKey, Arc<LiveHub>>>,
+    /// Gateways to re-aggregate, for the aggregator task.
+    dirty: CoalescingQueue<GatewayKey>,
+    views: watch::Sender<Views>,
+    options: Options,
+    /// Per hub Gateway on the management cluster, when agents observed the
+    /// earliest change not yet written (unix milliseconds; taken alone;
+    /// dropped when an aggregation changes nothing).
+    observed: Mutex<BTreeMap<GatewayKey, i64>>,
+    /// Traced changes (only with `--otlp-endpoint`): per Gateway, the W3C
+    /// `traceparent` of the delta apply its next aggregation continues, and
+    /// of the aggregation the status write continues (each taken alone).
+    traces: Mutex<Traces>,
+}
+
+/// See `Aggregator::traces`.
+#[derive(Default)]
+struct Traces {
+    aggregate: BTreeMap<GatewayKey, String>,
+    write: BTreeMap<GatewayKey, String>,
+}
+
+impl Aggregator {
+    pub(super) fn new(options: Options) -> Self {
+        let (views, _) = watch::channel(Views::default());
+        Aggregator {
+            aggregating: Mutex::new(()),
+            live: Mutex::new(BTreeMap::new()),
+            dirty: CoalescingQueue::default(),
+            views,
+            options,
+            observed: Mutex::new(BTreeMap::new()),
+            traces: Mutex::default(),
+        }
+    }
+
+    /// The hub Gateways that expect clusters (annotated with expected
+    /// clusters or a placement).
+    pub(super) fn expecting_keys(&self) -> BTreeSet<GatewayKey> {
+        self.live
+            .lock()
+            .iter()
+            .filter(|(_, l)| l.expected_clusters.is_some() || l.placement.is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
 
 impl Index {
+    /// Notes that an agent observed changes to `keys` at `unix_millis` (a
+    /// delta's `observed_unix_millis`; 0: unknown, ignored), for the hub
+    /// Gateways on the management cluster among them: the earliest is kept
+    /// until the status writer takes it ([`Index::take_observed`]) and
+    /// measures the propagation to its write.
+    pub(crate) fn note_observed(
+        &self,
+        keys: impl IntoIterator<Item = GatewayKey>,
+        unix_millis: i64,
+    ) {
+        if unix_millis <= 0 {
+            return;
+        }
+        let keys: Vec<GatewayKey> = keys
+            .into_iter()
+            .filter(|k| self.live_hub(k).is_some())
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let mut observed = self.inner.aggregator.observed.lock();
+        for key in keys {
+            observed
+                .entry(key)
+                .and_modify(|t| *t = (*t).min(unix_millis))
+                .or_insert(unix_millis);
+        }
+    }
+
+    /// Notes that the current span (a delta apply) changed `keys`, so their
+    /// next aggregation continues its trace; nothing when not traced.
+    pub(crate) fn note_trace(&self, keys: impl IntoIterator<Item = GatewayKey>) {
+        let traceparent = gwhub_common::logging::traceparent();
+        if traceparent.is_empty() {
+            return;
+        }
+        let mut traces = self.inner.aggregator.traces.lock();
+        for key in keys {
+            traces
+                .aggregate
+                .entry(key)
+                .or_insert_with(|| traceparent.clone());
+        }
+    }
+
+    /// Takes the trace an aggregation of `key` left for its status write.
+    pub(crate) fn take_write_trace(&self, key: &GatewayKey) -> Option<String> {
+        self.inner.aggregator.traces.lock().write.remove(key)
+    }
+
+    /// Takes what [`Index::note_observed`] kept for `key`.
+    pub(crate) fn take_observed(&self, key: &GatewayKey) -> Option<i64> {
+        self.inner.aggregator.observed.lock().remove(key)
+    }
+
     /// Aggregated hub Gateways; `changed()` fires only on real change.
     pub fn subscribe(&self) -> watch::Receiver<Views> {
-        self.inner.views.subscribe()
+        self.inner.aggregator.views.subscribe()
     }
 
     /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
@@ -16,7 +144,7 @@ impl Index {
     /// Returns whether it changed.
     pub(crate) fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
         let changed = {
-            let mut map = self.inner.live.lock();
+            let mut map = self.inner.aggregator.live.lock();
             match live {
                 Some(live) if map.get(&key).is_some_and(|l| **l == live) => false,
                 Some(live) => {
@@ -44,7 +172,7 @@ impl Index {
         written: LiveHub,
     ) -> bool {
         {
-            let mut map = self.inner.live.lock();
+            let mut map = self.inner.aggregator.live.lock();
             match map.get(&key) {
                 Some(current) if Arc::ptr_eq(current, planned) => {
                     if **current == written {
@@ -63,7 +191,7 @@ impl Index {
     /// the ones that changed, came or went are re-aggregated.
     pub(crate) fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
         let affected: BTreeSet<GatewayKey> = {
-            let mut map = self.inner.live.lock();
+            let mut map = self.inner.aggregator.live.lock();
             let mut affected: BTreeSet<GatewayKey> = map
                 .keys()
                 .filter(|k| !all.contains_key(*k))
@@ -89,25 +217,25 @@ impl Index {
 
     /// The hub Gateway `key` as the management cluster holds it.
     pub(crate) fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
-        self.inner.live.lock().get(key).cloned()
+        self.inner.aggregator.live.lock().get(key).cloned()
     }
 
     /// Every hub Gateway the management cluster holds.
     pub(crate) fn live_hub_keys(&self) -> Vec<GatewayKey> {
-        self.inner.live.lock().keys().cloned().collect()
+        self.inner.aggregator.live.lock().keys().cloned().collect()
     }
 
     pub(super) fn mark_dirty(&self, affected: BTreeSet<GatewayKey>) {
         if affected.is_empty() {
             return;
         }
-        self.inner.dirty.insert_all(affected);
+        self.inner.aggregator.dirty.insert_all(affected);
     }
 
     /// Re-aggregates dirty Gateways until the returned future is dropped.
     pub(crate) async fn run_aggregator(self) {
         loop {
-            self.inner.dirty.notified().await;
+            self.inner.aggregator.dirty.notified().await;
             self.aggregate_dirty();
             // Let ingest run between passes on a busy hub.
             tokio::task::yield_now().await;
@@ -131,14 +259,14 @@ impl Index {
     /// engine over the clusters. Comparison and encoding happen after, and
     /// the watch channel's lock is held only to insert the finished views.
     pub fn aggregate_dirty(&self) -> bool {
-        let _pass = self.inner.aggregating.lock();
-        let keys = self.inner.dirty.take_keys();
+        let _pass = self.inner.aggregator.aggregating.lock();
+        let keys = self.inner.aggregator.dirty.take_keys();
         if keys.is_empty() {
             return false;
         }
         // The traced changes among them (only with --otlp-endpoint).
         let mut traced: BTreeMap<GatewayKey, String> = {
-            let mut traces = self.inner.traces.lock();
+            let mut traces = self.inner.aggregator.traces.lock();
             match traces.aggregate.is_empty() {
                 true => BTreeMap::new(),
                 false => keys
@@ -150,7 +278,7 @@ impl Index {
         let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
         let keys: Vec<GatewayKey> = keys.into_iter().collect();
         let lives: Vec<Option<Arc<LiveHub>>> = {
-            let live = self.inner.live.lock();
+            let live = self.inner.aggregator.live.lock();
             keys.iter().map(|k| live.get(k).cloned()).collect()
         };
         let expectations = {
@@ -161,14 +289,14 @@ impl Index {
         // Only this pass (see `aggregating`) changes the views, so what it
         // reads here stays current until it publishes.
         let olds: Vec<Option<Arc<GatewayView>>> = {
-            let views = self.inner.views.borrow();
+            let views = self.inner.aggregator.views.borrow();
             keys.iter().map(|k| views.get(k).cloned()).collect()
         };
         // The reports and their aggregation under one short read lock: the
         // fleet keeps each Gateway's incremental aggregate, so this costs
         // the output, not a pass of the engine over every cluster.
         let inputs: Vec<Input> = {
-            let fleet = self.inner.fleet.read();
+            let fleet = self.inner.reports.fleet.read();
             keys.into_iter()
                 .zip(lives)
                 .zip(olds)
@@ -182,7 +310,7 @@ impl Index {
                             live.as_deref(),
                             old.as_deref(),
                             expectation.as_ref(),
-                            &self.inner.options,
+                            &self.inner.aggregator.options,
                             now,
                         )
                     });
@@ -219,7 +347,7 @@ impl Index {
             });
             let _in_span = span.as_ref().map(|s| s.enter());
             let Some(aggregated) = aggregated else {
-                self.record_history(&key, None, now.as_millisecond());
+                self.inner.history.record(&key, None, now.as_millisecond());
                 if old.is_some() {
                     results.push((key, None));
                 }
@@ -236,15 +364,17 @@ impl Index {
             };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
             if shared.is_empty() {
-                self.record_history(&key, None, now.as_millisecond());
-            } else if self.history_capacity() > 0 {
+                self.inner.history.record(&key, None, now.as_millisecond());
+            } else if self.inner.history.capacity() > 0 {
                 let conditions = crate::history::conditions(
                     &aggregation.status,
                     shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
                 );
-                self.record_history(&key, Some(&conditions), now.as_millisecond());
+                self.inner
+                    .history
+                    .record(&key, Some(&conditions), now.as_millisecond());
             }
-            let cells = super::cells(&shared);
+            let cells = cells(&shared);
             let (missing, unexpected) =
                 super::inventory::missing_and_unexpected(expectation.as_ref(), &shared);
             if let Some(old) = old
@@ -266,7 +396,7 @@ impl Index {
                 *old.aggregated_with.lock() = live;
                 // Nothing to write, so no propagation to measure: a stamp
                 // kept would be counted by some later, unrelated write.
-                self.inner.observed.lock().remove(&key);
+                self.inner.aggregator.observed.lock().remove(&key);
                 continue;
             }
             if span.is_some() && live.is_some() {
@@ -289,12 +419,17 @@ impl Index {
             results.push((key, Some(view)));
         }
         if !write_traces.is_empty() {
-            self.inner.traces.lock().write.extend(write_traces);
+            self.inner
+                .aggregator
+                .traces
+                .lock()
+                .write
+                .extend(write_traces);
         }
         if results.is_empty() {
             return false;
         }
-        self.inner.views.send_if_modified(|views| {
+        self.inner.aggregator.views.send_if_modified(|views| {
             for (key, view) in results {
                 views.gateways.remove(&key);
                 views.unreported.remove(&key);
@@ -315,7 +450,7 @@ impl Index {
 
     /// The published aggregation of `key`, reported or not.
     pub fn view(&self, key: &GatewayKey) -> Option<Arc<GatewayView>> {
-        self.inner.views.borrow().get(key).cloned()
+        self.inner.aggregator.views.borrow().get(key).cloned()
     }
 }
 

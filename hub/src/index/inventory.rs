@@ -5,9 +5,17 @@
 //! Gateway's expected clusters, and the fleet as the Dashboard lists it.
 //! The rules are `gwhub_hub_rules::inventory`; this is their state.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
+use gwhub_proto::v1;
+use parking_lot::RwLock;
+
+use super::Index;
+use super::reports::ClusterSummary;
+use super::sessions::Session;
+use crate::aggregate::{GatewayKey, LiveHub};
 use gwhub_hub_rules::inventory::{
     Admitted, DECISION_KEY_LABEL, EXPECTED_CLUSTERS_ANNOTATION, Inventory, Mode,
     PLACEMENT_ANNOTATION, Placement, Refusal, Selector, placed_clusters,
@@ -15,6 +23,28 @@ use gwhub_hub_rules::inventory::{
 
 use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{Expectation, ExpectedCluster};
+
+/// The inventory part of the index: the ClusterProfiles and the
+/// PlacementDecisions, each under its own lock, taken alone or inside the
+/// sessions' clusters lock, never around another lock.
+pub(super) struct FleetInventory {
+    /// The fleet inventory (`--inventory-namespace`), if any.
+    current: RwLock<Option<Inventory>>,
+    /// The PlacementDecisions by (namespace, name), once watched; `None`
+    /// while they are not (no CRD).
+    placements: RwLock<Option<BTreeMap<(String, String), Placement>>>,
+}
+
+impl FleetInventory {
+    pub(super) fn new(inventory: Option<(String, Mode)>) -> Self {
+        FleetInventory {
+            current: RwLock::new(
+                inventory.map(|(namespace, mode)| Inventory::new(&namespace, mode)),
+            ),
+            placements: RwLock::new(None),
+        }
+    }
+}
 
 /// For the Dashboard: the expected clusters that do not report a hub
 /// Gateway and the reporting ones it does not expect, in name order.
@@ -62,16 +92,11 @@ pub struct ListedCluster {
 }
 
 impl Index {
-    /// Takes the fleet from the ClusterProfiles in `namespace` from now on
-    /// (`--inventory-namespace`); nobody may stream before the first list.
-    pub fn set_inventory(&self, namespace: &str, mode: Mode) {
-        *self.inner.inventory.write() = Some(Inventory::new(namespace, mode));
-    }
-
     /// The inventory's namespace, if the hub has one.
     pub fn inventory_namespace(&self) -> Option<String> {
         self.inner
             .inventory
+            .current
             .read()
             .as_ref()
             .map(|i| i.namespace.clone())
@@ -81,6 +106,7 @@ impl Index {
     pub fn inventory_synced(&self) -> bool {
         self.inner
             .inventory
+            .current
             .read()
             .as_ref()
             .is_none_or(|i| i.synced)
@@ -89,7 +115,7 @@ impl Index {
     /// Whether an agent for `cluster` may stream: `Ok(true)` when it is
     /// outside the inventory and admitted only to be flagged.
     pub(crate) fn admit(&self, cluster: &str) -> Result<bool, Refusal> {
-        match self.inner.inventory.read().as_ref() {
+        match self.inner.inventory.current.read().as_ref() {
             None => Ok(false),
             Some(inv) => inv.admit(cluster).map(|a| a == Admitted::Outside),
         }
@@ -98,7 +124,7 @@ impl Index {
     /// Whether a stored report of `cluster` may be imported: not one of a
     /// cluster an enforcing, listed inventory does not hold.
     pub(crate) fn may_import(&self, cluster: &str) -> bool {
-        match self.inner.inventory.read().as_ref() {
+        match self.inner.inventory.current.read().as_ref() {
             Some(inv) if inv.synced && inv.mode == Mode::Enforce => inv.contains(cluster),
             _ => true,
         }
@@ -109,7 +135,7 @@ impl Index {
     /// known cluster outside it: a restart after a leave) are removed.
     pub(crate) fn replace_inventory(&self, all: BTreeMap<String, Labels>) {
         let leaving: Vec<String> = {
-            let mut guard = self.inner.inventory.write();
+            let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
             let mut leaving: BTreeSet<String> = match inv.synced {
                 true => inv
@@ -126,7 +152,7 @@ impl Index {
             let inv = inv.clone();
             drop(guard);
             if enforce {
-                let clusters = self.inner.clusters.lock();
+                let clusters = self.inner.sessions.clusters.lock();
                 leaving.extend(clusters.keys().filter(|n| !inv.contains(n)).cloned());
             }
             leaving.into_iter().collect()
@@ -140,7 +166,7 @@ impl Index {
     /// A ClusterProfile created or changed.
     pub(crate) fn upsert_inventory(&self, cluster: &str, labels: Labels) {
         {
-            let mut guard = self.inner.inventory.write();
+            let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
             if inv.clusters.get(cluster) == Some(&labels) {
                 return;
@@ -153,7 +179,7 @@ impl Index {
     /// A ClusterProfile deleted: the cluster leaves the fleet.
     pub(crate) fn remove_from_inventory(&self, cluster: &str) {
         {
-            let mut guard = self.inner.inventory.write();
+            let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
             inv.clusters.remove(cluster);
         }
@@ -168,12 +194,12 @@ impl Index {
     pub fn remove_cluster(&self, cluster: &str) -> bool {
         let namespace = self.inventory_namespace().unwrap_or_default();
         let affected = {
-            let mut clusters = self.inner.clusters.lock();
+            let mut clusters = self.inner.sessions.clusters.lock();
             let Some(live) = clusters.remove(cluster) else {
                 return false;
             };
             *live.removed_from.lock() = Some(namespace);
-            let mut fleet = self.inner.fleet.write();
+            let mut fleet = self.inner.reports.fleet.write();
             {
                 // A write of its stream in flight finds itself superseded.
                 let mut slot = live.session.lock();
@@ -185,8 +211,8 @@ impl Index {
         };
         tracing::info!(cluster, "cluster removed: it left the fleet inventory");
         self.mark_dirty(affected);
-        self.inner.reports.send_modify(|r| *r += 1);
-        let _ = self.inner.pruned.send(cluster.to_owned());
+        self.inner.reports.bump();
+        self.inner.sessions.announce_pruned(cluster);
         self.expectations_changed();
         true
     }
@@ -195,23 +221,16 @@ impl Index {
     /// inventory, the placements or what the hub knows of a cluster
     /// changed).
     pub(super) fn expectations_changed(&self) {
-        if self.inner.inventory.read().is_none() {
+        if self.inner.inventory.current.read().is_none() {
             return;
         }
-        let keys: BTreeSet<GatewayKey> = self
-            .inner
-            .live
-            .lock()
-            .iter()
-            .filter(|(_, l)| l.expected_clusters.is_some() || l.placement.is_some())
-            .map(|(k, _)| k.clone())
-            .collect();
+        let keys = self.inner.aggregator.expecting_keys();
         self.mark_dirty(keys);
     }
 
     /// Every PlacementDecision, after a (re-)list.
     pub(crate) fn replace_placements(&self, all: Vec<Placement>) {
-        *self.inner.placements.write() = Some(
+        *self.inner.inventory.placements.write() = Some(
             all.into_iter()
                 .map(|p| ((p.namespace.clone(), p.name.clone()), p))
                 .collect(),
@@ -222,7 +241,7 @@ impl Index {
     /// A PlacementDecision created, changed (`Some`) or deleted.
     pub(crate) fn set_placement(&self, namespace: &str, name: &str, placement: Option<Placement>) {
         {
-            let mut guard = self.inner.placements.write();
+            let mut guard = self.inner.inventory.placements.write();
             let all = guard.get_or_insert_with(BTreeMap::new);
             let key = (namespace.to_owned(), name.to_owned());
             match placement {
@@ -256,11 +275,18 @@ impl Index {
         if !lives.iter().any(annotated) {
             return none();
         }
-        let Some(inv) = self.inner.inventory.read().clone() else {
+        let Some(inv) = self.inner.inventory.current.read().clone() else {
             return none();
         };
-        let placements = self.inner.placements.read().clone();
-        let known: BTreeSet<String> = self.inner.clusters.lock().keys().cloned().collect();
+        let placements = self.inner.inventory.placements.read().clone();
+        let known: BTreeSet<String> = self
+            .inner
+            .sessions
+            .clusters
+            .lock()
+            .keys()
+            .cloned()
+            .collect();
         let expecting = |names: Vec<String>| {
             Expectation::Clusters(
                 names
@@ -311,7 +337,7 @@ impl Index {
     /// name order, each with where it stands with the inventory.
     pub fn listed_clusters(&self) -> Vec<ListedCluster> {
         let known = self.clusters();
-        let inv = self.inner.inventory.read().clone();
+        let inv = self.inner.inventory.current.read().clone();
         let Some(inv) = inv else {
             return known
                 .into_iter()
@@ -381,7 +407,14 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+    use jiff::Timestamp;
+
     use super::*;
+    use crate::aggregate::Options;
+    use crate::index::{IndexConfig, now_millis};
 
     fn key(n: &str) -> GatewayKey {
         GatewayKey::new("ns", n)
@@ -409,9 +442,10 @@ mod tests {
     }
 
     fn fleet(mode: Mode) -> Index {
-        let index = Index::new(Options::default(), Duration::from_secs(60));
-        index.set_inventory("fleet", mode);
-        index
+        Index::new(IndexConfig {
+            inventory: Some(("fleet".to_owned(), mode)),
+            ..IndexConfig::new(Options::default(), Duration::from_secs(60))
+        })
     }
 
     fn profiles(names: &[&str]) -> BTreeMap<String, Labels> {
@@ -436,7 +470,10 @@ mod tests {
         observe.replace_inventory(profiles(&["east"]));
         assert_eq!(observe.admit("rogue"), Ok(true));
 
-        let none = Index::new(Options::default(), Duration::from_secs(60));
+        let none = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
         assert_eq!(none.admit("anyone"), Ok(false));
         assert!(none.inventory_synced());
     }

@@ -2,8 +2,137 @@
 //! the budgets), the records the Kubernetes store persists and imports, and
 //! the per-cluster summaries the Dashboard lists.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_proto::{convert, v1};
+use jiff::Timestamp;
+use parking_lot::RwLock;
+use tokio::sync::watch;
+
+use super::sessions::{ClusterLive, ClusterTransition, Session, Superseded};
+use super::{Index, now_millis};
+use crate::aggregate::fleet::SharedReport;
+use crate::aggregate::{Fleet, Freshness, GatewayKey, Options};
+use crate::budget::Counters;
+
+/// The reports part of the index: every cluster's latest report (the
+/// engine's [`Fleet`], keeping each Gateway's incremental aggregate) and
+/// the revision the store follows.
+pub(super) struct Reports {
+    /// Taken for writes by ingest under a short lock; see
+    /// [`super::sessions::Sessions::clusters`] for the lock order.
+    pub(super) fleet: RwLock<Fleet>,
+    /// Bumped whenever some cluster's reports were applied.
+    revision: watch::Sender<u64>,
+}
+
+impl Reports {
+    pub(super) fn new(options: Options) -> Self {
+        let (revision, _) = watch::channel(0);
+        Reports {
+            fleet: RwLock::new(Fleet::with_incremental(options)),
+            revision,
+        }
+    }
+
+    /// Some cluster's reports changed: the store has something to write.
+    pub(super) fn bump(&self) {
+        self.revision.send_modify(|r| *r += 1);
+    }
+}
+
+/// Why a delta was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Superseded(#[from] Superseded),
+    /// Deltas may not grow a cluster past what one snapshot may carry.
+    #[error(
+        "cluster {cluster:?} would report {count} Gateways after this delta, more than the limit of {max}"
+    )]
+    TooManyGateways {
+        cluster: String,
+        count: usize,
+        max: usize,
+    },
+}
+
+/// How many Gateways a cluster reporting `current` reports after `changes`.
+pub(super) fn count_after(current: Option<&BTreeSet<GatewayKey>>, changes: &[Change]) -> usize {
+    let has = |k: &GatewayKey| current.is_some_and(|c| c.contains(k));
+    let mut added = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    for change in changes {
+        match change {
+            Change::Upsert(key, _) if has(key) => {
+                removed.remove(key);
+            }
+            Change::Upsert(key, _) => {
+                added.insert(key);
+            }
+            Change::Delete(key) if has(key) => {
+                removed.insert(key);
+            }
+            Change::Delete(key) => {
+                added.remove(key);
+            }
+        }
+    }
+    current.map_or(0, BTreeSet::len) + added.len() - removed.len()
+}
+
+/// One change of a delta, decoded.
+#[derive(Debug)]
+pub enum Change {
+    Upsert(GatewayKey, GatewayStatus),
+    Delete(GatewayKey),
+}
+
+/// A cluster as `ListClusters` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterSummary {
+    pub name: String,
+    pub connected: bool,
+    pub stale: bool,
+    pub last_report_millis: i64,
+    pub last_seen_millis: i64,
+    pub gateway_count: usize,
+    pub agent_version: String,
+    /// Encoded bytes of the cluster's report (see `--max-cluster-report-bytes`).
+    pub report_bytes: u64,
+    /// See [`ClusterRecord::report_rev`]: lets the store skip unchanged
+    /// clusters without copying their reports.
+    pub report_rev: u64,
+    /// The id of the cluster's latest stream to this hub (a new stream, a
+    /// new id), so the store knows when its record of what it wrote for
+    /// the cluster may be out of date.
+    pub session: u64,
+}
+
+/// Everything one cluster reports, as persistence stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterRecord {
+    pub cluster: String,
+    pub gateways: BTreeMap<GatewayKey, GatewayStatus>,
+    pub last_report_millis: i64,
+    pub last_seen_millis: i64,
+    /// Whether the cluster streams to this hub right now.
+    pub connected: bool,
+    /// See [`Index::subscribe_reports`]; unchanged means nothing to persist.
+    pub report_rev: u64,
+}
+
+/// One cluster's report of a Gateway, for `GetGateway`.
+#[derive(Clone, Debug)]
+pub struct ClusterGateway {
+    pub cluster: String,
+    pub stale: bool,
+    pub last_seen_millis: i64,
+    pub status: v1::GatewayStatus,
+}
 
 impl Index {
     /// Replaces everything the session's cluster reports, atomically.
@@ -13,7 +142,7 @@ impl Index {
         gateways: BTreeMap<GatewayKey, GatewayStatus>,
     ) -> Result<(), Superseded> {
         let affected = {
-            let mut fleet = self.inner.fleet.write();
+            let mut fleet = self.inner.reports.fleet.write();
             if session.is_superseded() {
                 return Err(Superseded(session.cluster().to_owned()));
             }
@@ -32,7 +161,7 @@ impl Index {
     pub fn apply(&self, session: &Session, changes: Vec<Change>) -> Result<(), ApplyError> {
         let mut affected = BTreeSet::new();
         {
-            let mut fleet = self.inner.fleet.write();
+            let mut fleet = self.inner.reports.fleet.write();
             if session.is_superseded() {
                 return Err(Superseded(session.cluster().to_owned()).into());
             }
@@ -61,14 +190,14 @@ impl Index {
     /// Fires whenever some cluster's reports were applied (see
     /// [`Index::cluster_record`]).
     pub(crate) fn subscribe_reports(&self) -> watch::Receiver<u64> {
-        self.inner.reports.subscribe()
+        self.inner.reports.revision.subscribe()
     }
 
     /// Everything `cluster` reports, for persistence; `None` if unknown.
     pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
-        let live = self.inner.clusters.lock().get(cluster).cloned()?;
+        let live = self.inner.sessions.clusters.lock().get(cluster).cloned()?;
         let (report_rev, gateways) = {
-            let fleet = self.inner.fleet.read();
+            let fleet = self.inner.reports.fleet.read();
             // Bumped under the fleet lock, so it matches what is read here.
             let report_rev = live.report_rev.load(Ordering::SeqCst);
             let shared: Vec<(GatewayKey, Arc<GatewayStatus>)> = fleet
@@ -108,7 +237,8 @@ impl Index {
         last_report_millis: i64,
         last_seen_millis: i64,
     ) -> bool {
-        let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let limit =
+            i64::try_from(self.inner.sessions.stale_after().as_millis()).unwrap_or(i64::MAX);
         if !self.may_import(cluster) {
             // It left while no hub saw it (or before this one listed the
             // inventory): its stored report goes, as a removed cluster's.
@@ -116,15 +246,15 @@ impl Index {
                 cluster,
                 "stored report not imported and deleted: the cluster is not in the fleet inventory"
             );
-            let _ = self.inner.pruned.send(cluster.to_owned());
+            self.inner.sessions.announce_pruned(cluster);
             return false;
         }
-        let mut clusters = self.inner.clusters.lock();
+        let mut clusters = self.inner.sessions.clusters.lock();
         // A cluster first heard of from the store (a restart) is not news.
         let known = clusters.contains_key(cluster);
         // The store is bounded like the streams: a relist or restart does
         // not bring back more clusters than --max-clusters.
-        let max = self.inner.max_clusters.load(Ordering::Relaxed);
+        let max = self.inner.sessions.max_clusters();
         if !known && clusters.len() >= max {
             drop(clusters);
             Counters::bump(&self.inner.counters.refused_clusters);
@@ -139,7 +269,7 @@ impl Index {
             .entry(cluster.to_owned())
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
             .clone();
-        let mut fleet = self.inner.fleet.write();
+        let mut fleet = self.inner.reports.fleet.write();
         let heard_here = live.report_rev.load(Ordering::SeqCst) > 0;
         if heard_here && live.connected.load(Ordering::SeqCst) {
             return false;
@@ -195,14 +325,14 @@ impl Index {
     /// Whether `cluster` is known here (streaming to this hub, or imported
     /// from the store).
     pub(crate) fn has_cluster(&self, cluster: &str) -> bool {
-        self.inner.clusters.lock().contains_key(cluster)
+        self.inner.sessions.clusters.lock().contains_key(cluster)
     }
 
     /// Forgets a cluster that is not streaming to this hub (its stored
     /// report was deleted: the operator deregistered it). Returns whether it
     /// was forgotten.
     pub fn deregister(&self, cluster: &str) -> bool {
-        let mut clusters = self.inner.clusters.lock();
+        let mut clusters = self.inner.sessions.clusters.lock();
         match clusters.get(cluster) {
             Some(live) if live.connected.load(Ordering::SeqCst) => return false,
             Some(_) => {
@@ -210,7 +340,7 @@ impl Index {
             }
             None => return false,
         }
-        let affected = self.inner.fleet.write().deregister(cluster);
+        let affected = self.inner.reports.fleet.write().deregister(cluster);
         drop(clusters);
         tracing::info!(cluster, "cluster deregistered");
         self.mark_dirty(affected);
@@ -222,12 +352,13 @@ impl Index {
     pub fn clusters(&self) -> Vec<ClusterSummary> {
         let counts: BTreeMap<String, usize> = self
             .inner
+            .reports
             .fleet
             .read()
             .clusters()
             .map(|(n, _, count)| (n.to_owned(), count))
             .collect();
-        let clusters = self.inner.clusters.lock();
+        let clusters = self.inner.sessions.clusters.lock();
         clusters
             .values()
             .map(|l| ClusterSummary {
@@ -249,12 +380,13 @@ impl Index {
     pub fn cluster_reports(&self, key: &GatewayKey) -> Vec<ClusterGateway> {
         let seen: BTreeMap<String, i64> = self
             .inner
+            .sessions
             .clusters
             .lock()
             .values()
             .map(|l| (l.name.clone(), l.last_seen.load(Ordering::SeqCst)))
             .collect();
-        let shared = self.inner.fleet.read().reports_shared(key);
+        let shared = self.inner.reports.fleet.read().reports_shared(key);
         shared
             .into_iter()
             .map(|r| ClusterGateway {
@@ -274,7 +406,7 @@ impl Index {
         &self,
         keep: impl Fn(&GatewayKey) -> bool,
     ) -> Vec<(GatewayKey, SharedReport)> {
-        let fleet = self.inner.fleet.read();
+        let fleet = self.inner.reports.fleet.read();
         let keys: Vec<GatewayKey> = fleet.gateway_keys().filter(|k| keep(k)).cloned().collect();
         keys.into_iter()
             .flat_map(|k| {
@@ -292,7 +424,31 @@ impl Index {
             .live
             .last_report
             .store(now_millis(), Ordering::SeqCst);
-        self.inner.reports.send_modify(|r| *r += 1);
+        self.inner.reports.bump();
         self.mark_dirty(affected);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: &str) -> GatewayKey {
+        GatewayKey::new("ns", n)
+    }
+
+    #[test]
+    fn count_after_follows_the_changes_in_order() {
+        let current: BTreeSet<GatewayKey> = [key("a"), key("b")].into();
+        let up = |n: &str| Change::Upsert(key(n), GatewayStatus::default());
+        let del = |n: &str| Change::Delete(key(n));
+        assert_eq!(count_after(None, &[]), 0);
+        assert_eq!(count_after(None, &[up("a"), up("a"), up("b")]), 2);
+        assert_eq!(count_after(Some(&current), &[up("a"), up("c")]), 3);
+        assert_eq!(count_after(Some(&current), &[del("a"), up("c")]), 2);
+        // Deleted, then reported again; added, then deleted; unknown deletes.
+        assert_eq!(count_after(Some(&current), &[del("a"), up("a")]), 2);
+        assert_eq!(count_after(Some(&current), &[up("c"), del("c")]), 2);
+        assert_eq!(count_after(Some(&current), &[del("x"), del("b")]), 1);
     }
 }

@@ -2,8 +2,195 @@
 //! superseding an older one, heartbeats, staleness and pruning of silent
 //! clusters.
 
-#[allow(unused_imports)]
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use parking_lot::Mutex;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{Index, now_millis};
+use crate::budget::Counters;
+
+/// The sessions part of the index: every known cluster's liveness record,
+/// and the channels that announce its transitions and prunes.
+pub(super) struct Sessions {
+    /// Every known cluster. Lock order: this, then the fleet (the reports
+    /// part), then a cluster's session slot; the inventory may be read
+    /// inside it.
+    pub(super) clusters: Mutex<BTreeMap<String, Arc<ClusterLive>>>,
+    transitions: broadcast::Sender<ClusterTransition>,
+    /// Clusters the prune forgot, for the store to delete their reports.
+    pruned: broadcast::Sender<String>,
+    stale_after: Duration,
+    /// `--max-clusters`.
+    max_clusters: usize,
+    /// Milliseconds after which a disconnected, silent cluster is forgotten
+    /// (`--insecure-prune-after`); 0: never.
+    prune_after_millis: i64,
+}
+
+impl Sessions {
+    pub(super) fn new(
+        stale_after: Duration,
+        max_clusters: usize,
+        prune_after: Option<Duration>,
+    ) -> Self {
+        let (transitions, _) = broadcast::channel(TRANSITIONS_BUFFER);
+        let (pruned, _) = broadcast::channel(TRANSITIONS_BUFFER);
+        Sessions {
+            clusters: Mutex::new(BTreeMap::new()),
+            transitions,
+            pruned,
+            stale_after,
+            max_clusters,
+            prune_after_millis: prune_after.map_or(0, |after| {
+                i64::try_from(after.as_millis()).unwrap_or(i64::MAX)
+            }),
+        }
+    }
+
+    /// A cluster silent for this long is stale.
+    pub(super) fn stale_after(&self) -> Duration {
+        self.stale_after
+    }
+
+    /// `--max-clusters`.
+    pub(super) fn max_clusters(&self) -> usize {
+        self.max_clusters
+    }
+
+    /// Tells the store that `cluster` was forgotten, so it deletes the
+    /// cluster's stored report (no subscriber is fine).
+    pub(super) fn announce_pruned(&self, cluster: &str) {
+        let _ = self.pruned.send(cluster.to_owned());
+    }
+}
+
+/// A cluster's liveness changed: what an operator should hear of (the
+/// Kubernetes side records it as an Event on the cluster's `ClusterReport`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterTransition {
+    /// Nothing from the cluster for `--stale-after`; its reports are shown
+    /// as stale from now on.
+    Stale {
+        cluster: String,
+        last_seen: Timestamp,
+    },
+    /// A stale cluster was heard from again.
+    Fresh { cluster: String },
+}
+
+/// Transitions kept for a slow subscriber before it misses some.
+const TRANSITIONS_BUFFER: usize = 1024;
+
+/// A cluster's connection and liveness, shared with its stream so the hot
+/// path (touching liveness) takes only the cluster's own session lock.
+#[derive(Debug)]
+pub(super) struct ClusterLive {
+    pub(super) name: String,
+    /// The current stream: its id and the token that ends it. Taken by
+    /// `connect` (which supersedes), and by every write a stream makes for
+    /// the cluster (liveness, reports), so a superseded stream's write can
+    /// never land after the newer stream was accepted.
+    pub(super) session: Mutex<SessionSlot>,
+    pub(super) connected: AtomicBool,
+    pub(super) stale: AtomicBool,
+    /// Unix milliseconds of the last message of any kind; 0 if never.
+    pub(super) last_seen: AtomicI64,
+    /// Unix milliseconds of the last snapshot or delta applied; 0 if never.
+    pub(super) last_report: AtomicI64,
+    pub(super) agent_version: Mutex<String>,
+    /// Bumped on every applied snapshot or delta, so persistence can tell
+    /// which clusters changed without comparing everything.
+    pub(super) report_rev: AtomicU64,
+    /// Encoded bytes of the cluster's report, as its stream counted them
+    /// against `--max-cluster-report-bytes`.
+    pub(super) report_bytes: AtomicU64,
+    /// The inventory namespace it left (its ClusterProfile was deleted).
+    pub(super) removed_from: Mutex<Option<String>>,
+}
+
+impl ClusterLive {
+    pub(super) fn new(name: &str) -> Self {
+        ClusterLive {
+            name: name.to_owned(),
+            session: Mutex::new(SessionSlot {
+                id: 0,
+                cancel: CancellationToken::new(),
+            }),
+            connected: AtomicBool::new(false),
+            stale: AtomicBool::new(false),
+            last_seen: AtomicI64::new(0),
+            last_report: AtomicI64::new(0),
+            agent_version: Mutex::new(String::new()),
+            report_rev: AtomicU64::new(0),
+            report_bytes: AtomicU64::new(0),
+            removed_from: Mutex::new(None),
+        }
+    }
+}
+
+/// The stream a cluster's state currently belongs to.
+#[derive(Debug)]
+pub(super) struct SessionSlot {
+    pub(super) id: u64,
+    /// Cancelled when a newer stream takes over.
+    pub(super) cancel: CancellationToken,
+}
+
+/// What a stream holds to act for its cluster.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub(super) live: Arc<ClusterLive>,
+    id: u64,
+    cancel: CancellationToken,
+}
+
+impl Session {
+    pub fn cluster(&self) -> &str {
+        &self.live.name
+    }
+
+    /// Whether a newer stream for the same cluster took over.
+    pub(crate) fn is_superseded(&self) -> bool {
+        self.live.session.lock().id != self.id
+    }
+
+    /// Resolves as soon as a newer stream for the same cluster is accepted;
+    /// the stream must then end (ABORTED, as the protocol says).
+    pub async fn superseded(&self) {
+        self.cancel.cancelled().await;
+    }
+}
+
+/// A stream for a cluster the hub does not know yet, past `--max-clusters`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cluster budget: the hub already keeps {max} clusters (--max-clusters); cluster {cluster:?} is refused"
+)]
+pub struct TooManyClusters {
+    pub cluster: String,
+    pub max: usize,
+}
+
+/// Why a stream's cluster may not connect.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    TooMany(#[from] TooManyClusters),
+    /// The fleet inventory refuses it (or is not loaded yet).
+    #[error(transparent)]
+    Inventory(#[from] gwhub_hub_rules::inventory::Refusal),
+}
+
+/// A newer stream for the same cluster took over; the older one must end.
+#[derive(Debug, thiserror::Error)]
+#[error("a newer stream for cluster {0:?} took over")]
+pub struct Superseded(pub String);
 
 impl Index {
     /// Records the encoded size of the session's cluster's report.
@@ -17,17 +204,17 @@ impl Index {
     /// store deletes their reports, so a relist or restart does not bring
     /// them back).
     pub(crate) fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
-        self.inner.pruned.subscribe()
+        self.inner.sessions.pruned.subscribe()
     }
 
     /// Every stale/fresh transition of a cluster from now on.
     pub(crate) fn subscribe_transitions(&self) -> broadcast::Receiver<ClusterTransition> {
-        self.inner.transitions.subscribe()
+        self.inner.sessions.transitions.subscribe()
     }
 
     pub(super) fn transition(&self, t: ClusterTransition) {
         // No subscriber (no Kubernetes side) is fine.
-        let _ = self.inner.transitions.send(t);
+        let _ = self.inner.sessions.transitions.send(t);
     }
 
     /// Registers a new stream for `cluster`, superseding any older one. The
@@ -42,7 +229,7 @@ impl Index {
         // stream's report writes hold while they check their session: none
         // of them lands after this.
         let session = {
-            let mut clusters = self.inner.clusters.lock();
+            let mut clusters = self.inner.sessions.clusters.lock();
             // Under the clusters lock: a leave cannot land between the check
             // and the connection.
             if self.admit(cluster)? {
@@ -51,7 +238,7 @@ impl Index {
                     "agent outside the fleet inventory admitted (--inventory-mode=observe)"
                 );
             }
-            let max = self.inner.max_clusters.load(Ordering::Relaxed);
+            let max = self.inner.sessions.max_clusters;
             let new = !clusters.contains_key(cluster);
             if new && clusters.len() >= max {
                 Counters::bump(&self.inner.counters.refused_clusters);
@@ -66,7 +253,7 @@ impl Index {
                 .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
                 .clone();
             let (id, cancel) = {
-                let _fleet = self.inner.fleet.write();
+                let _fleet = self.inner.reports.fleet.write();
                 let mut slot = live.session.lock();
                 slot.id += 1;
                 let cancel = CancellationToken::new();
@@ -88,7 +275,7 @@ impl Index {
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
     pub(crate) fn disconnect(&self, session: &Session) {
-        let _clusters = self.inner.clusters.lock();
+        let _clusters = self.inner.sessions.clusters.lock();
         if !session.is_superseded() {
             session.live.connected.store(false, Ordering::SeqCst);
         }
@@ -109,9 +296,9 @@ impl Index {
         // Pairs with the re-check in `sweep_stale` (both SeqCst): either the
         // sweep sees this time, or this sees its `stale` flag.
         if live.stale.load(Ordering::SeqCst) {
-            let _clusters = self.inner.clusters.lock();
+            let _clusters = self.inner.sessions.clusters.lock();
             if live.stale.swap(false, Ordering::SeqCst) {
-                let affected = self.inner.fleet.write().mark_fresh(&live.name);
+                let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
                 self.mark_dirty(affected);
                 tracing::info!(cluster = %live.name, "cluster is fresh again");
                 self.transition(ClusterTransition::Fresh {
@@ -123,15 +310,15 @@ impl Index {
     }
 
     /// Forgets disconnected clusters silent for the prune bound (see
-    /// [`Index::set_prune_after`]).
+    /// [`IndexConfig::prune_after`]).
     pub(crate) fn prune_silent(&self) {
-        let after = self.inner.prune_after_millis.load(Ordering::Relaxed);
+        let after = self.inner.sessions.prune_after_millis;
         if after <= 0 {
             return;
         }
         let now = now_millis();
         let gone: Vec<String> = {
-            let mut clusters = self.inner.clusters.lock();
+            let mut clusters = self.inner.sessions.clusters.lock();
             let gone: Vec<String> = clusters
                 .values()
                 .filter(|l| {
@@ -142,7 +329,7 @@ impl Index {
                 .collect();
             let mut affected = BTreeSet::new();
             if !gone.is_empty() {
-                let mut fleet = self.inner.fleet.write();
+                let mut fleet = self.inner.reports.fleet.write();
                 for name in &gone {
                     clusters.remove(name);
                     affected.extend(fleet.deregister(name));
@@ -158,15 +345,15 @@ impl Index {
                 cluster,
                 "silent disconnected cluster forgotten (--insecure-prune-after)"
             );
-            let _ = self.inner.pruned.send(cluster);
+            self.inner.sessions.announce_pruned(&cluster);
         }
     }
 
     /// Marks clusters silent for longer than `stale_after` stale.
     pub(crate) fn sweep_stale(&self) {
         let now = now_millis();
-        let limit = i64::try_from(self.inner.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let clusters = self.inner.clusters.lock();
+        let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let clusters = self.inner.sessions.clusters.lock();
         for live in clusters.values() {
             if live.stale.load(Ordering::SeqCst) {
                 continue;
@@ -184,7 +371,12 @@ impl Index {
             }
             let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
             tracing::info!(cluster = %live.name, last_seen = %last, "cluster is stale");
-            let affected = self.inner.fleet.write().mark_stale(&live.name, last);
+            let affected = self
+                .inner
+                .reports
+                .fleet
+                .write()
+                .mark_stale(&live.name, last);
             self.mark_dirty(affected);
             self.transition(ClusterTransition::Stale {
                 cluster: live.name.clone(),
@@ -195,8 +387,8 @@ impl Index {
 
     /// Runs the staleness sweep until the returned future is dropped.
     pub(crate) async fn run_staleness(self) {
-        let period =
-            (self.inner.stale_after / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let period = (self.inner.sessions.stale_after / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -336,7 +336,13 @@ impl Connected {
         let (managed_tx, managed) = watch::channel(Default::default());
         if let Some((namespace, mode)) = &options.inventory {
             if index.inventory_namespace().as_deref() != Some(namespace.as_str()) {
-                index.set_inventory(namespace, *mode);
+                // The index is built once, from one config: the hub must
+                // be started with the inventory (`KubeExtras::inventory`).
+                tracing::error!(
+                    namespace,
+                    ?mode,
+                    "the hub was started without this fleet inventory; its admissions do not follow it"
+                );
             }
             tasks.spawn(inventory::run_inventory_watch(
                 Api::namespaced(client.clone(), namespace),
@@ -540,7 +546,10 @@ mod tests {
     /// store object deregisters only a cluster that is not streaming here.
     #[test]
     fn import_respects_live_streams_and_staleness() {
-        let index = Index::new(Options::default(), std::time::Duration::from_secs(60));
+        let index = Index::new(crate::index::IndexConfig::new(
+            Options::default(),
+            std::time::Duration::from_secs(60),
+        ));
         let now = Timestamp::now().as_millisecond();
         assert!(index.import_cluster("old", one("10.0.0.1"), now - 120_000, now - 120_000));
         assert!(index.import_cluster("recent", one("10.0.0.2"), now - 1_000, now - 1_000));

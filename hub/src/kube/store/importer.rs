@@ -382,7 +382,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::index::ClusterRecord;
+    use crate::index::{ClusterRecord, IndexConfig};
     use crate::kube::store::pack::parts_of;
     use crate::kube::store::pack::tests::record;
 
@@ -402,7 +402,10 @@ mod tests {
     /// bookkeeping (the caller deregisters it).
     #[test]
     fn a_relist_drops_parts_that_vanished_meanwhile() {
-        let index = Index::new(Default::default(), Duration::from_secs(60));
+        let index = Index::new(IndexConfig::new(
+            Default::default(),
+            Duration::from_secs(60),
+        ));
         let mut importer = Importer::new(
             index.clone(),
             StoredParts::default(),
@@ -454,7 +457,10 @@ mod tests {
     /// last; the cluster's bookkeeping goes.
     #[test]
     fn a_deleted_heads_parts_are_known_as_last_seen() {
-        let index = Index::new(Default::default(), Duration::from_secs(60));
+        let index = Index::new(IndexConfig::new(
+            Default::default(),
+            Duration::from_secs(60),
+        ));
         let mut importer = Importer::new(
             index.clone(),
             StoredParts::default(),
