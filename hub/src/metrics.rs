@@ -351,6 +351,8 @@ mod tests {
             "gwhub_cluster_last_report_timestamp_seconds{cluster=\"east\"}",
             "gwhub_hub_gateway_ready{namespace=\"ns\",name=\"gw\"}",
             "gwhub_leader",
+            // Issue 26: status writing sharded over replicas.
+            "gwhub_status_shards_held",
             "process_resident_memory_bytes",
         ]
         .map(str::to_owned)

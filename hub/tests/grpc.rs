@@ -693,6 +693,12 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
     assert!(err.contains("whole seconds, at least 3s"), "{err}");
     let err = serve_fails(&["--no-kube", "--insecure", "--lease-duration", "5s"]);
     assert!(err.contains("cannot be used with"), "{err}");
+
+    // Status shards need the election's Leases, and a sane count.
+    let err = serve_fails(&["--insecure", "--no-leader-election", "--status-shards", "8"]);
+    assert!(err.contains("cannot be used with"), "{err}");
+    let err = serve_fails(&["--insecure", "--status-shards", "5000"]);
+    assert!(err.contains("--status-shards"), "{err}");
 }
 
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {

@@ -391,6 +391,11 @@ impl Scenario {
     /// elects a leader with a Lease of [`LEASE`] (not started twice on
     /// one port; restart the [`Proc`]).
     pub fn hub(&self, tag: &str, port: u16, identity: Option<&str>) -> Proc {
+        self.hub_with(tag, port, identity, &[])
+    }
+
+    /// [`Scenario::hub`] with `extra` flags.
+    pub fn hub_with(&self, tag: &str, port: u16, identity: Option<&str>, extra: &[&str]) -> Proc {
         let mut args: Vec<String> = [
             "serve",
             "--insecure",
@@ -421,6 +426,7 @@ impl Scenario {
                 args.push(format!("{}s", LEASE.as_secs()));
             }
         }
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
         Proc::spawn_env(tag, &self.gwhub, args, env, self.log(tag))
     }
 

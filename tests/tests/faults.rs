@@ -639,3 +639,100 @@ async fn ha_failover_after_the_leader_is_killed() {
     assert!(count_lines(&b.log(), "became leader") >= 1);
     drop(b);
 }
+
+/// `gwhub serve --status-shards 4` on two replicas: the shards spread two
+/// each; the replica holding the hub Gateway's shard is killed with
+/// SIGKILL (no release) and the other, which ingests the agent all along,
+/// takes the shard once its Lease expires and writes the change made after
+/// the kill, as fast as a leader failover.
+#[tokio::test]
+async fn sharded_failover_after_the_writer_is_killed() {
+    if !require_assets("sharded_failover_after_the_writer_is_killed") {
+        return;
+    }
+    const SHARDS: u32 = 4;
+    let mut sc = Scenario::start(&["east"], STALE).await;
+    let (pa, pb) = (free_port(), free_port());
+    let flags = ["--status-shards", "4"];
+    let mut a = sc.hub_with("hub-a", pa, Some("hub-a"), &flags);
+    let mut b = sc.hub_with("hub-b", pb, Some("hub-b"), &flags);
+    assert!(wait_listening(pa, Duration::from_secs(30)).await);
+    assert!(wait_listening(pb, Duration::from_secs(30)).await);
+    let leases: Api<Lease> = Api::namespaced(sc.mgmt.clone(), HUB_NS);
+    let holder = |shard: u32| {
+        let leases = leases.clone();
+        async move {
+            leases
+                .get_opt(&format!("gwhub-shard-{shard}"))
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec?.holder_identity)
+                .unwrap_or_default()
+        }
+    };
+    // Spread: two shards each.
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let mut holders = Vec::new();
+        for s in 0..SHARDS {
+            holders.push(holder(s).await);
+        }
+        let of = |p: &str| holders.iter().filter(|h| h.starts_with(p)).count();
+        if of("hub-a") == 2 && of("hub-b") == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shards never spread: {holders:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let shard = gwhub_hub_rules::shards::shard_of(NS, GW, SHARDS);
+    let writer = holder(shard).await;
+    let (victim, survivor, survivor_port, survivor_id) = if writer.starts_with("hub-a") {
+        (&mut a, &b, pb, "hub-b")
+    } else {
+        (&mut b, &a, pa, "hub-a")
+    };
+    // The agent streams to the survivor; the victim imports its reports.
+    let _east = sc.agent("agent-east", "east", &hub_url(survivor_port));
+    if let Err(e) = sc.wait_truth(CONVERGE).await {
+        panic!("{e}\n{}", tail(&survivor.log()));
+    }
+    sc.set_programmed("east", false).await.unwrap();
+    sc.wait_truth(CONVERGE).await.unwrap();
+    let rec = Recorder::start(sc.hub_gateways(), GW);
+    assert!(rec.wait_first(Duration::from_secs(10)).await);
+
+    victim.kill9();
+    let killed = Instant::now();
+    sc.set_programmed("east", true).await.unwrap();
+    if let Err(e) = sc.wait_truth(Duration::from_secs(90)).await {
+        panic!("{e}\n{}", tail(&survivor.log()));
+    }
+    let right = |s: &GatewayStatus| verdict(s, sc.truth()) == Verdict::Right;
+    assert!(
+        rec.wait_until(Duration::from_secs(30), right).await,
+        "the watch never delivered the survivor's write"
+    );
+    let written = rec
+        .seen()
+        .into_iter()
+        .find(|s| s.at > killed && verdict(&s.status, sc.truth()) == Verdict::Right)
+        .map(|s| s.at)
+        .expect("the watch saw the survivor's write");
+    let failover = written - killed;
+    eprintln!(
+        "sharded_failover: the survivor wrote the change {failover:?} after the writer was killed (Lease {LEASE:?})"
+    );
+    assert!(
+        failover < LEASE * 3,
+        "failover took {failover:?} with a {LEASE:?} Lease"
+    );
+    assert!(
+        holder(shard).await.starts_with(survivor_id),
+        "the survivor holds the shard"
+    );
+    assert!(count_lines(&survivor.log(), "took a status shard Lease") >= 3);
+}

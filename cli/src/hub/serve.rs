@@ -70,6 +70,18 @@ pub struct Args {
         conflicts_with_all = ["no_kube", "no_leader_election"]
     )]
     pub lease_duration: Duration,
+    /// Spread hub Gateway status writing over the replicas: the hub
+    /// Gateways fall into N shards (by a hash of namespace/name), each with
+    /// Lease `gwhub-shard-<i>`, and every replica holds a fair share of them.
+    /// 0: the leader writes every hub Gateway.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u32).range(0..=1024),
+        conflicts_with_all = ["no_kube", "no_leader_election"]
+    )]
+    pub status_shards: u32,
     /// Writes per second to the management cluster's API server, all of the
     /// hub's writers together (hub Gateway status, ClusterReports); writes
     /// waiting for the budget coalesce to each object's latest state. 0: no
@@ -403,6 +415,7 @@ async fn connect_kube(
     if let Some(lease) = options.lease.as_mut() {
         lease.set_duration(args.lease_duration);
     }
+    options.status_shards = args.status_shards;
     options.api_qps = args.kube_api_qps;
     options.api_burst = args.kube_api_burst;
     options.inventory = args

@@ -73,7 +73,7 @@ pub async fn run(
     metrics: std::sync::Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let mut observed: Option<Observed> = None;
+    let mut observed = LeaseWatch::default();
     let mut last_renew: Option<Instant> = None;
     // Step down well before others may take over.
     let step_down_after = config.lease_duration * 2 / 3;
@@ -126,7 +126,7 @@ pub async fn run(
     if *leader.borrow() {
         leader.send_replace(false);
         metrics.leader.set(0);
-        if let Err(e) = release(&api, &config).await {
+        if let Err(e) = release(&api, &config.name, &config.identity).await {
             tracing::debug!(error = %e, "could not release the lease");
         }
     }
@@ -135,83 +135,164 @@ pub async fn run(
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaseConfig,
-    observed: &mut Option<Observed>,
+    observed: &mut LeaseWatch,
 ) -> kube::Result<bool> {
-    let secs = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let Some(mut lease) = api.get_opt(&config.name).await? else {
-        let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(config.name.clone()),
-                ..Default::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(config.identity.clone()),
-                lease_duration_seconds: Some(secs),
-                acquire_time: Some(now()),
-                renew_time: Some(now()),
-                lease_transitions: Some(0),
-                ..Default::default()
-            }),
+    let seen = observed
+        .look(api, &config.name, &config.identity, config.lease_duration)
+        .await?;
+    let held = take(
+        api,
+        &config.name,
+        &config.identity,
+        config.lease_duration,
+        seen,
+    )
+    .await?;
+    if held {
+        observed.taken();
+    }
+    Ok(held)
+}
+
+/// One Lease as this replica last judged it: the one home of Lease
+/// acquire, renew and release, for the leader Lease and the status shard
+/// Leases (`super::shards`).
+pub(crate) enum Seen {
+    /// No such Lease yet.
+    Absent,
+    /// Released, or expired by this replica's clock: free to take.
+    Free(Lease),
+    /// Held by this replica (as of this read).
+    Mine(Lease),
+    /// Held by that other replica and not expired.
+    Held(String),
+}
+
+/// What this replica saw of one Lease over time, so expiry is judged by
+/// its own clock from when the Lease last changed.
+#[derive(Default)]
+pub(crate) struct LeaseWatch {
+    observed: Option<Observed>,
+}
+
+impl LeaseWatch {
+    /// Reads Lease `name` and judges who holds it.
+    pub(crate) async fn look(
+        &mut self,
+        api: &Api<Lease>,
+        name: &str,
+        identity: &str,
+        default_duration: Duration,
+    ) -> kube::Result<Seen> {
+        let Some(mut lease) = api.get_opt(name).await? else {
+            return Ok(Seen::Absent);
         };
-        return match api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(e),
-        };
-    };
-    let spec = lease.spec.get_or_insert_with(Default::default);
-    let holder = spec.holder_identity.clone().unwrap_or_default();
-    if holder != config.identity {
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        if holder == identity {
+            return Ok(Seen::Mine(lease));
+        }
         let rv = lease.metadata.resource_version.clone();
         let duration = spec
             .lease_duration_seconds
             .map(|s| Duration::from_secs(u64::try_from(s).unwrap_or(0)))
-            .unwrap_or(config.lease_duration);
-        let changed = observed.as_ref().is_none_or(|o| o.resource_version != rv);
+            .unwrap_or(default_duration);
+        let changed = self
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.resource_version != rv);
         if changed {
-            *observed = Some(Observed {
+            self.observed = Some(Observed {
                 resource_version: rv,
                 at: Instant::now(),
             });
         }
         let expired = holder.is_empty()
-            || observed
+            || self
+                .observed
                 .as_ref()
                 .is_some_and(|o| o.at.elapsed() >= duration);
-        if !expired {
-            return Ok(false);
-        }
-        spec.holder_identity = Some(config.identity.clone());
-        spec.acquire_time = Some(now());
-        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        Ok(if expired {
+            Seen::Free(lease)
+        } else {
+            Seen::Held(holder)
+        })
     }
+
+    /// This replica wrote the Lease: what it saw of others is over.
+    pub(crate) fn taken(&mut self) {
+        self.observed = None;
+    }
+}
+
+/// Takes (creates, or replaces a free one) or renews Lease `name` as
+/// [`LeaseWatch::look`] saw it; whether this replica holds it now. Every
+/// replace carries the resourceVersion read, so a concurrent change wins
+/// and two replicas cannot both take it.
+pub(crate) async fn take(
+    api: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    lease_duration: Duration,
+    seen: Seen,
+) -> kube::Result<bool> {
+    let secs = i32::try_from(lease_duration.as_secs()).unwrap_or(i32::MAX);
+    let mut lease = match seen {
+        Seen::Held(_) => return Ok(false),
+        Seen::Absent => {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name.to_owned()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(identity.to_owned()),
+                    lease_duration_seconds: Some(secs),
+                    acquire_time: Some(now()),
+                    renew_time: Some(now()),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        Seen::Free(mut lease) => {
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            spec.holder_identity = Some(identity.to_owned());
+            spec.acquire_time = Some(now());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            lease
+        }
+        Seen::Mine(lease) => lease,
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
     spec.lease_duration_seconds = Some(secs);
     spec.renew_time = Some(now());
-    // Carries the resourceVersion read above: a concurrent change wins.
-    match api
-        .replace(&config.name, &PostParams::default(), &lease)
-        .await
-    {
-        Ok(_) => {
-            *observed = None;
-            Ok(true)
-        }
+    // Carries the resourceVersion read: a concurrent change wins.
+    match api.replace(name, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
 }
 
-async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()> {
-    let Some(mut lease) = api.get_opt(&config.name).await? else {
+/// Gives Lease `name` up if this replica holds it, so a successor need
+/// not wait for it to expire.
+pub(crate) async fn release(api: &Api<Lease>, name: &str, identity: &str) -> kube::Result<()> {
+    let Some(mut lease) = api.get_opt(name).await? else {
         return Ok(());
     };
     let spec = lease.spec.get_or_insert_with(Default::default);
-    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+    if spec.holder_identity.as_deref() != Some(identity) {
         return Ok(());
     }
     spec.holder_identity = None;
     spec.renew_time = Some(now());
-    api.replace(&config.name, &PostParams::default(), &lease)
+    api.replace(name, &PostParams::default(), &lease)
         .await
         .map(|_| ())
 }

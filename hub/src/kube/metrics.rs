@@ -58,6 +58,10 @@ gwhub_common::metrics! {
         /// 1 while this replica writes hub Gateway status (see `kube::leader`).
         pub leader: CountGauge => "gwhub_leader",
             "1 while this replica holds the leader Lease and writes hub Gateway status.",
+        /// Status shards whose hub Gateways this replica writes (see
+        /// `kube::shards`; 0 without `--status-shards`).
+        pub status_shards_held: CountGauge => "gwhub_status_shards_held",
+            "Status shard Leases this replica holds and writes the hub Gateways of (--status-shards).",
         /// Cluster stale/fresh Events published (see `kube::events`).
         pub events_published: Counter =>
             "gwhub_events_published", "Cluster stale/fresh Events published.",

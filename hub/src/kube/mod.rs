@@ -9,6 +9,8 @@
 //!   coalescing queue, skipping writes that would change only times;
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
+//!   [`shards`]: with `--status-shards`, status writing spread over the
+//!   replicas by a Lease per shard of hub Gateways;
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
 //!   reports again;
 //! - [`inventory`]: the fleet inventory, the ClusterProfiles of
@@ -26,6 +28,7 @@ pub mod leader;
 pub mod metrics;
 pub mod reporting;
 pub mod revocations;
+pub mod shards;
 pub mod status_writer;
 mod store;
 pub mod tls_secrets;
@@ -62,6 +65,10 @@ pub struct KubeOptions {
     pub gateway_namespace: Option<String>,
     /// `None`: no election, this replica always writes (one replica only).
     pub lease: Option<LeaseConfig>,
+    /// `--status-shards`: with election, the hub Gateways' status is
+    /// written by whichever replica holds their shard's Lease (spread over
+    /// the replicas); 0: by the leader alone.
+    pub status_shards: u32,
     /// Minimum spacing of the hub's write passes (status and reports), so
     /// a burst of reports becomes one write per hub Gateway per window.
     pub debounce: Duration,
@@ -80,6 +87,7 @@ impl KubeOptions {
             namespace: namespace.into(),
             gateway_namespace: None,
             lease: Some(LeaseConfig::new(leader::default_identity())),
+            status_shards: 0,
             debounce: Duration::from_millis(50),
             api_qps: budget::DEFAULT_QPS,
             api_burst: budget::DEFAULT_BURST,
@@ -141,6 +149,8 @@ pub struct KubeHub {
     pub metrics: Arc<Metrics>,
     /// Whether this replica currently writes hub Gateway status.
     pub leader: watch::Receiver<bool>,
+    /// Which hub Gateways this replica writes the status of now.
+    pub writes: watch::Receiver<shards::Writes>,
     /// True once the stored reports and the hub Gateways are loaded.
     pub ready: watch::Receiver<bool>,
     shutdown: CancellationToken,
@@ -412,6 +422,41 @@ impl Connected {
                 stop.cancelled().await;
             });
         }
+        let (writes_tx, writes) = watch::channel(if options.lease.is_none() {
+            shards::Writes::All
+        } else {
+            shards::Writes::Nothing
+        });
+        match &options.lease {
+            Some(lease) if options.status_shards > 0 => {
+                tasks.spawn(shards::run(
+                    Api::namespaced(client.clone(), &options.namespace),
+                    shards::ShardConfig::new(options.status_shards, lease),
+                    writes_tx,
+                    metrics.clone(),
+                    shutdown.clone(),
+                ));
+            }
+            // The leader writes every hub Gateway.
+            _ => {
+                let mut leading = leader.clone();
+                let stop = shutdown.clone();
+                tasks.spawn(async move {
+                    loop {
+                        let all = *leading.borrow_and_update();
+                        writes_tx.send_replace(if all {
+                            shards::Writes::All
+                        } else {
+                            shards::Writes::Nothing
+                        });
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            r = leading.changed() => if r.is_err() { return },
+                        }
+                    }
+                });
+            }
+        }
         if let Some(secrets) = secrets {
             secrets.spawn(&mut tasks, leader.clone(), shutdown.clone());
         }
@@ -453,13 +498,14 @@ impl Connected {
                 budget,
                 retry: gwhub_common::Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             }
-            .run(leader.clone(), ready.clone(), shutdown.clone()),
+            .run(writes.clone(), ready.clone(), shutdown.clone()),
         );
-        tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), "hub Kubernetes mode started");
+        tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), status_shards = options.status_shards, "hub Kubernetes mode started");
         KubeHub {
             hub,
             metrics,
             leader,
+            writes,
             ready,
             shutdown,
             tasks,

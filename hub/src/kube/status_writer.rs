@@ -2,8 +2,10 @@
 //! (kept in the index as the little aggregation and writer need,
 //! managedFields read then dropped), one queue with one entry per Gateway
 //! (so it is bounded and a burst of reports becomes one write), and one task
-//! that server-side applies the hub's fields — only while this replica
-//! leads, and only when something but time differs from the live status.
+//! that server-side applies the hub's fields — only to the hub Gateways
+//! this replica writes now (all while it leads, or those of the status
+//! shards it holds: [`super::shards::Writes`]), and only when something but
+//! time differs from the live status.
 //!
 //! The writer aggregates nothing itself: it applies the index's published
 //! aggregation (the one the Dashboard serves), which the index computed
@@ -29,6 +31,7 @@ use tracing::Instrument;
 
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
+use super::shards::Writes;
 use crate::aggregate::{GatewayKey, LiveHub};
 use crate::index::Index;
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
@@ -161,20 +164,40 @@ pub struct StatusWriter {
 }
 
 impl StatusWriter {
-    /// Writes while `leader` is true and the hub Gateways and stored
-    /// reports are loaded, until `shutdown`.
+    /// Writes the hub Gateways `writes` covers once the hub Gateways and
+    /// stored reports are loaded, until `shutdown`.
     pub async fn run(
         self,
-        mut leader: watch::Receiver<bool>,
+        mut leader: watch::Receiver<Writes>,
         mut ready: watch::Receiver<bool>,
         shutdown: CancellationToken,
     ) {
         // Per hub Gateway: a write for one never waits for another's window.
         let mut pacer = gwhub_common::KeyedPacer::<GatewayKey>::new(self.debounce);
+        let mut writing = Writes::Nothing;
         loop {
-            let active = *leader.borrow_and_update() && *ready.borrow_and_update();
+            let now_writes = leader.borrow_and_update().clone();
+            if now_writes != writing {
+                if now_writes.any() {
+                    // A new leader (or shard holder) checks each of its hub
+                    // Gateways once.
+                    self.queue.insert_all(self.index.live_hub_keys());
+                }
+                writing = now_writes;
+            }
+            let active = writing.any() && *ready.borrow_and_update();
             if active {
-                pacer.wait(self.queue.take_keys());
+                // Another replica's hub Gateways are its own to write (each
+                // is queued again when this replica takes its shard).
+                let mine: Vec<GatewayKey> = {
+                    let writes = leader.borrow();
+                    self.queue
+                        .take_keys()
+                        .into_iter()
+                        .filter(|k| writes.covers(k))
+                        .collect()
+                };
+                pacer.wait(mine);
                 let now = Instant::now();
                 let due = pacer.take_due(now);
                 for key in &due {
@@ -189,9 +212,8 @@ impl StatusWriter {
                         if stop.is_cancelled() {
                             return (key, true);
                         }
-                        if !*leader_ref.borrow() {
-                            // Lost the lease mid-pass; the next leader writes.
-                            this.queue.insert(key.clone());
+                        if !leader_ref.borrow().covers(&key) {
+                            // Lost the lease mid-pass; its next holder writes.
                             return (key, false);
                         }
                         let wrote = this.write(key.clone(), stop, leader_ref).await;
@@ -219,13 +241,7 @@ impl StatusWriter {
                 _ = shutdown.cancelled() => return,
                 _ = sleep_until(next), if next.is_some() => {}
                 _ = self.queue.notified(), if active => {}
-                r = leader.changed() => {
-                    if r.is_err() { return }
-                    if *leader.borrow() {
-                        // A new leader checks every hub Gateway once.
-                        self.queue.insert_all(self.index.live_hub_keys());
-                    }
-                }
+                r = leader.changed() => if r.is_err() { return },
                 r = ready.changed() => if r.is_err() { return },
             }
         }
@@ -278,7 +294,7 @@ impl StatusWriter {
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,
-        leader: &watch::Receiver<bool>,
+        leader: &watch::Receiver<Writes>,
     ) -> bool {
         match self.index.take_write_trace(&key) {
             None => self.write_now(key, shutdown, leader).await,
@@ -296,7 +312,7 @@ impl StatusWriter {
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,
-        leader: &watch::Receiver<bool>,
+        leader: &watch::Receiver<Writes>,
     ) -> bool {
         // When agents observed the changes this write carries: taken before
         // preparing, so the changes noted so far are in what it aggregates
@@ -321,7 +337,7 @@ impl StatusWriter {
         if self.budget.acquire().await > Duration::ZERO {
             // The wait can outlast the Lease: a replica that stepped down
             // meanwhile must not write beside the new leader.
-            if !*leader.borrow() {
+            if !leader.borrow().covers(&key) {
                 put_off(&key);
                 self.queue.insert(key);
                 return false;
@@ -337,7 +353,7 @@ impl StatusWriter {
         }
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         if write.clears() {
-            if self.budget.acquire().await > Duration::ZERO && !*leader.borrow() {
+            if self.budget.acquire().await > Duration::ZERO && !leader.borrow().covers(&key) {
                 put_off(&key);
                 self.queue.insert(key);
                 return false;
