@@ -11,6 +11,11 @@
 //! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
 //! | `/api/causes?namespace=&cluster=` | what is not ready across the fleet, grouped by cause ([`gwhub_hub_rules::causes`]) |
 //!
+//! The paths are the routes of one axum `Router` ([`routes`]): a middleware
+//! ([`checks`]) refuses a request before its route, tower-http layers add
+//! the page's headers to every answer, API answers are axum's `Json` and
+//! the event stream axum's `Sse`.
+//!
 //! Live updates are Server-Sent Events fed by the index's `watch` channel,
 //! through the same [`crate::grpc::dashboard::diff`] and filter as
 //! `WatchGateways`: a browser cannot speak gRPC (it needs HTTP/2 trailers),
@@ -52,21 +57,27 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Json;
+use axum::extract::{FromRequestParts, Request, State as Shared};
+use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::{convert, v1};
-use http_body_util::{Full, StreamBody};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
-use tonic::codegen::{Bytes, Service, http};
+use tonic::codegen::http;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
@@ -85,8 +96,15 @@ const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// A comment line on an idle event stream this often: proxies keep it
-/// open, and a page that went away is noticed.
+/// open, and a page that went away is noticed. It goes through the
+/// stream's one-event channel like any event (not axum's `KeepAlive`,
+/// which is written only while the body is polled): a page that stopped
+/// reading leaves it there, and is dropped after `--watch-send-timeout`
+/// even when nothing changes.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Only the page's own files; no inline script, no other origin.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// `Strict-Transport-Security` over TLS: a year, this host only (the
 /// hub does not speak for its domain's other names).
@@ -165,9 +183,15 @@ impl WebService {
         }
     }
 
-    /// The tonic routes serving it (HTTP/1.1 needs `accept_http1`).
+    /// The tonic routes serving it (HTTP/1.1 needs `accept_http1`): the
+    /// page's router ([`routes`]), each call keeping its connection busy
+    /// ([`crate::conn::Tracked`]).
     pub fn into_routes(self) -> tonic::service::Routes {
-        let tracked = crate::conn::Tracked::new(self);
+        let router =
+            tower::ServiceExt::<Request>::map_response(routes(self.state), |r: Response| {
+                r.map(Body::new)
+            });
+        let tracked = crate::conn::Tracked::new(router);
         tonic::service::Routes::from(axum::Router::new().fallback_service(tracked))
     }
 }
@@ -179,48 +203,60 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)
     Ok((l, local))
 }
 
-type Answer = http::Response<Body>;
+type Answer = Response;
 
-fn full(status: http::StatusCode, content_type: &str, body: impl Into<Bytes>) -> Answer {
-    let mut r = http::Response::new(Body::new(Full::new(body.into())));
-    *r.status_mut() = status;
-    let h = r.headers_mut();
-    let set = |h: &mut http::HeaderMap, k: &'static str, v: &str| {
-        if let Ok(v) = http::HeaderValue::from_str(v) {
-            h.insert(k, v);
-        }
+/// The page's routes: its files, the JSON API and the event stream, behind
+/// [`checks`] (Host, method, token), every answer with the page's security
+/// headers (and HSTS over TLS).
+fn routes(state: Arc<State>) -> axum::Router {
+    const HTML: &str = "text/html; charset=utf-8";
+    let file = |content_type: &'static str, body: &'static str| {
+        move || async move { ([(header::CONTENT_TYPE, content_type)], body) }
     };
-    set(h, "content-type", content_type);
-    set(h, "cache-control", "no-store");
-    set(h, "x-content-type-options", "nosniff");
-    set(h, "referrer-policy", "no-referrer");
-    set(h, "x-frame-options", "DENY");
-    // Only the page's own files; no inline script, no other origin.
-    set(
-        h,
-        "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    );
-    r
-}
-
-fn json_answer(status: http::StatusCode, v: &Value) -> Answer {
-    full(status, "application/json", v.to_string())
-}
-
-/// A view type as the JSON answer.
-fn serialized_answer(v: &impl serde::Serialize) -> Answer {
-    match serde_json::to_string(v) {
-        Ok(body) => full(http::StatusCode::OK, "application/json", body),
-        Err(e) => error(
-            http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("could not encode the answer: {e}"),
-        ),
+    let tls = state.tls;
+    let header = |name: HeaderName, value: &'static str| {
+        SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
+    };
+    let router = axum::Router::new()
+        .route("/", get(file(HTML, INDEX_HTML)))
+        .route("/index.html", get(file(HTML, INDEX_HTML)))
+        .route(
+            "/app.js",
+            get(file("text/javascript; charset=utf-8", APP_JS)),
+        )
+        .route(
+            "/style.css",
+            get(file("text/css; charset=utf-8", STYLE_CSS)),
+        )
+        .route("/api/fleet", get(fleet))
+        .route("/api/causes", get(causes_of))
+        .route("/api/gateway", get(gateway))
+        .route("/api/events", get(events))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), checks))
+        .layer(header(header::CACHE_CONTROL, "no-store"))
+        .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(header(header::REFERRER_POLICY, "no-referrer"))
+        .layer(header(header::X_FRAME_OPTIONS, "DENY"))
+        .layer(header(header::CONTENT_SECURITY_POLICY, CSP))
+        .with_state(state);
+    match tls {
+        true => router.layer(header(header::STRICT_TRANSPORT_SECURITY, HSTS)),
+        false => router,
     }
 }
 
-fn error(status: http::StatusCode, message: impl Into<String>) -> Answer {
-    json_answer(status, &json!({ "error": message.into() }))
+/// What every error answer holds.
+#[derive(serde::Serialize)]
+struct ErrorBody {
+    error: String,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Answer {
+    let body = ErrorBody {
+        error: message.into(),
+    };
+    (status, Json(body)).into_response()
 }
 
 /// The query's `key=value` pairs, percent-decoded.
@@ -261,32 +297,13 @@ fn token_of(headers: &http::HeaderMap) -> Option<Cow<'_, str>> {
         .and_then(|(_, v)| percent_encoding::percent_decode_str(v).decode_utf8().ok())
 }
 
-impl<B> Service<http::Request<B>> for WebService {
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let state = self.state.clone();
-        let tls = state.tls;
-        let checked = state.clone().answer(&request);
-        Box::pin(async move {
-            let mut answer = match checked {
-                Next::Api(call) => state.api(call).await,
-                Next::Done(answer) => answer,
-            };
-            if tls {
-                answer.headers_mut().insert(
-                    http::header::STRICT_TRANSPORT_SECURITY,
-                    http::HeaderValue::from_static(HSTS),
-                );
-            }
-            Ok(answer)
-        })
+/// The checks every request passes before its route: its `Host` is one of
+/// the page's names (421), it only reads (405), and an `/api/` request
+/// carries the token the hub requires, if any (401).
+async fn checks(Shared(state): Shared<Arc<State>>, request: Request, next: Next) -> Answer {
+    match state.refusal(&request) {
+        Some(refused) => refused,
+        None => next.run(request).await,
     }
 }
 
@@ -302,69 +319,102 @@ fn host_of<B>(request: &http::Request<B>) -> Option<Result<&str, ()>> {
         .map(|v| v.to_str().map_err(|_| ()))
 }
 
-/// What a request needs next: nothing (its answer), or its reader's
-/// authorization and an API answer.
-enum Next {
-    Done(Answer),
-    Api(ApiCall),
+/// The reader of an `/api/` request (see [`crate::authz`]): its token
+/// was accepted by [`checks`]; a reader who may not read is answered here.
+struct ApiReader(Reader);
+
+impl FromRequestParts<Arc<State>> for ApiReader {
+    type Rejection = Answer;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<State>) -> Result<Self, Answer> {
+        let token = token_of(&parts.headers).map(Cow::into_owned);
+        match state.auth.reader(token.as_deref()).await {
+            Ok(r) => Ok(ApiReader(r)),
+            Err(e) => Err(read_error(e)),
+        }
+    }
 }
 
-/// An `/api/` request that passed the checks needing no I/O: what the
-/// reader's authorization and the answer need of it.
-struct ApiCall {
-    path: String,
-    query: HashMap<String, String>,
-    token: Option<String>,
-    conn: Option<crate::conn::ConnInfo>,
+/// `/api/fleet`: one snapshot of the clusters and matching hub Gateways.
+async fn fleet(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let filter = filter_of(&query(&uri));
+    if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
+        return read_error(e);
+    }
+    Json(state.fleet(&filter, reader.visibility())).into_response()
+}
+
+/// `/api/causes`: what is not ready, by cause.
+async fn causes_of(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let filter = filter_of(&query(&uri));
+    if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
+        return read_error(e);
+    }
+    Json(state.causes(&filter, reader.visibility())).into_response()
+}
+
+/// `/api/gateway`: one hub Gateway with its clusters' reports and history.
+async fn gateway(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let q = query(&uri);
+    if let Some(ns) = q.get("namespace")
+        && let Err(e) = reader.check(ns).await
+    {
+        return read_error(e);
+    }
+    state.gateway(&q)
+}
+
+/// `/api/events`: the Server-Sent Events of the matching hub Gateways.
+async fn events(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+    extensions: http::Extensions,
+) -> Answer {
+    let filter = filter_of(&query(&uri));
+    if let Some(ns) = &filter.namespace
+        && let Err(e) = reader.check(ns).await
+    {
+        return read_error(e);
+    }
+    let conn = crate::conn::conn_in(&extensions).cloned();
+    state.events(conn, filter, reader)
+}
+
+/// Any other path: 404, after the reader's authorization under `/api/`.
+async fn not_found(Shared(state): Shared<Arc<State>>, request: Request) -> Answer {
+    let path = request.uri().path();
+    if !path.starts_with("/api/") {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no page {}", quote_client_input(path)),
+        );
+    }
+    let (mut parts, _) = request.into_parts();
+    if let Err(refused) = ApiReader::from_request_parts(&mut parts, &state).await {
+        return refused;
+    }
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no API {}", quote_client_input(parts.uri.path())),
+    )
 }
 
 impl State {
-    /// Answers `call` for its reader (see [`crate::authz`]).
-    async fn api(self: Arc<Self>, call: ApiCall) -> Answer {
-        use http::StatusCode as S;
-        let mut reader = match self.auth.reader(call.token.as_deref()).await {
-            Ok(r) => r,
-            Err(e) => return read_error(e),
-        };
-        let q = &call.query;
-        match call.path.as_str() {
-            "/api/fleet" => {
-                let filter = filter_of(q);
-                if let Err(e) = authorize_listing(&mut reader, &self.index, &filter).await {
-                    return read_error(e);
-                }
-                json_answer(S::OK, &self.fleet(&filter, reader.visibility()))
-            }
-            "/api/causes" => {
-                let filter = filter_of(q);
-                if let Err(e) = authorize_listing(&mut reader, &self.index, &filter).await {
-                    return read_error(e);
-                }
-                serialized_answer(&self.causes(&filter, reader.visibility()))
-            }
-            "/api/gateway" => {
-                if let Some(ns) = q.get("namespace")
-                    && let Err(e) = reader.check(ns).await
-                {
-                    return read_error(e);
-                }
-                self.gateway(q)
-            }
-            "/api/events" => {
-                let filter = filter_of(q);
-                if let Some(ns) = &filter.namespace
-                    && let Err(e) = reader.check(ns).await
-                {
-                    return read_error(e);
-                }
-                self.events(call.conn, filter, reader)
-            }
-            path => error(S::NOT_FOUND, format!("no API {}", quote_client_input(path))),
-        }
-    }
-
-    /// The answer, or the API call to make (after authorizing its reader).
-    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Next {
+    /// Why `request` is refused before its route, if it is (see [`checks`]).
+    fn refusal<B>(&self, request: &http::Request<B>) -> Option<Answer> {
         use http::StatusCode as S;
         let host = host_of(request);
         let allowed = match host {
@@ -377,7 +427,7 @@ impl State {
                 Some(Ok(h)) => quote_client_input(h),
                 _ => "that is not text".to_owned(),
             };
-            return Next::Done(error(
+            return Some(error(
                 S::MISDIRECTED_REQUEST,
                 format!(
                     "this hub's page does not answer to Host {named}: open it by a loopback name, an IP address or a name given with --web-host"
@@ -385,41 +435,24 @@ impl State {
             ));
         }
         if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
-            return Next::Done(error(
+            return Some(error(
                 S::METHOD_NOT_ALLOWED,
                 "the page is read-only: GET only",
             ));
         }
-        let path = request.uri().path();
-        match path {
-            "/" | "/index.html" => {
-                return Next::Done(full(S::OK, "text/html; charset=utf-8", INDEX_HTML));
-            }
-            "/app.js" => return Next::Done(full(S::OK, "text/javascript; charset=utf-8", APP_JS)),
-            "/style.css" => return Next::Done(full(S::OK, "text/css; charset=utf-8", STYLE_CSS)),
-            _ => {}
-        }
-        if !path.starts_with("/api/") {
-            return Next::Done(error(
-                S::NOT_FOUND,
-                format!("no page {}", quote_client_input(path)),
-            ));
+        if !request.uri().path().starts_with("/api/") {
+            return None;
         }
         let token = token_of(request.headers());
         if !self.auth.accepts(token.as_deref()) {
-            return Next::Done(error(
+            return Some(error(
                 S::UNAUTHORIZED,
                 format!(
                     "the hub requires its Dashboard token: send `Authorization: Bearer <token>` or the cookie {TOKEN_COOKIE}"
                 ),
             ));
         }
-        Next::Api(ApiCall {
-            path: path.to_owned(),
-            query: query(request.uri()),
-            token: token.map(Cow::into_owned),
-            conn: crate::conn::conn_in(request.extensions()).cloned(),
-        })
+        None
     }
 
     /// Every cluster (for a cluster-wide reader) and every hub Gateway
@@ -541,10 +574,8 @@ impl State {
                 transition_json(&t, "timeMillis", json!(t.time_millis))
             })
             .collect();
-        json_answer(
-            S::OK,
-            &json!({ "gateway": gateway_json(&view), "reports": reports, "history": history }),
-        )
+        Json(json!({ "gateway": gateway_json(&view), "reports": reports, "history": history }))
+            .into_response()
     }
 
     /// A Server-Sent Events stream of the matching hub Gateways.
@@ -568,7 +599,7 @@ impl State {
         let conn = conn.map(|c| c.state);
         // One event in flight, as for WatchGateways: while the page is
         // slow, changes coalesce in the watch channel, not here.
-        let (tx, rx) = mpsc::channel::<Bytes>(1);
+        let (tx, rx) = mpsc::channel::<Event>(1);
         let state = self.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -628,7 +659,7 @@ impl State {
                     };
                     snapshot = false;
                     last_clusters = clusters;
-                    Some(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")))
+                    Some(Event::default().event(kind).data(data.to_string()))
                 } else {
                     None
                 };
@@ -646,7 +677,7 @@ impl State {
                     _ = keepalive.tick() => {
                         // Also picks up a cluster connecting or going
                         // away without any Gateway changing.
-                        if !state.send(&tx, Bytes::from_static(b": keep-alive\n\n"), conn.as_deref()).await {
+                        if !state.send(&tx, Event::default().comment("keep-alive"), conn.as_deref()).await {
                             return;
                         }
                     }
@@ -660,20 +691,15 @@ impl State {
                 }
             }
         });
-        let body = StreamBody::new(
-            ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(http_body::Frame::data(b))),
-        );
-        let mut r = full(http::StatusCode::OK, "text/event-stream", Bytes::new());
-        *r.body_mut() = Body::new(body);
-        r
+        Sse::new(ReceiverStream::new(rx).map(Ok::<_, Infallible>)).into_response()
     }
 
     /// Hands `event` to the page's connection, or gives up on a page that
     /// took nothing for `--watch-send-timeout` (closing its connection).
     async fn send(
         &self,
-        tx: &mpsc::Sender<Bytes>,
-        event: Bytes,
+        tx: &mpsc::Sender<Event>,
+        event: Event,
         conn: Option<&crate::conn::ConnState>,
     ) -> bool {
         match tokio::time::timeout(self.send_timeout, tx.send(event)).await {
