@@ -68,8 +68,10 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::{convert, v1};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -115,7 +117,7 @@ const HSTS: &str = "max-age=31536000";
 /// stream holds a bounded event whatever the fleet weighs.
 const EVENT_PAGE_BYTES: usize = 256 * 1024;
 
-/// About what [`row_json`] writes for `v`.
+/// About the size of the JSON of `v`'s [`GatewayRow`].
 fn row_weight(v: &GatewayView) -> usize {
     128 + v.key.namespace.len()
         + v.key.name.len()
@@ -345,7 +347,7 @@ async fn fleet(
     if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
         return read_error(e);
     }
-    Json(state.fleet(&filter, reader.visibility())).into_response()
+    state.fleet(&filter, reader.visibility())
 }
 
 /// `/api/causes`: what is not ready, by cause.
@@ -457,7 +459,7 @@ impl State {
 
     /// Every cluster (for a cluster-wide reader) and every hub Gateway
     /// matching `filter` that the reader may see.
-    fn fleet(&self, filter: &Filter, visibility: &Visibility) -> Value {
+    fn fleet(&self, filter: &Filter, visibility: &Visibility) -> Answer {
         let views: Vec<Arc<GatewayView>> = self
             .index
             .subscribe()
@@ -467,11 +469,18 @@ impl State {
             .filter(|v| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
             .cloned()
             .collect();
-        json!({
-            "clusters": visible_clusters(&self.index, visibility),
-            "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
-            "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
+        Json(Fleet {
+            clusters: visible_clusters(&self.index, visibility),
+            gateways: views.iter().map(|v| GatewayRow::of(v)).collect(),
+            stale_after_millis: self.stale_after_millis(),
         })
+        .into_response()
+    }
+
+    /// How old a cluster's last report may be before the page shows it
+    /// stale.
+    fn stale_after_millis(&self) -> u64 {
+        u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// What is not ready in the clusters and hub Gateways `filter` keeps
@@ -549,18 +558,15 @@ impl State {
                 ),
             );
         };
-        let reports: Vec<Value> = self
+        let reports: Vec<ReportView> = self
             .index
             .cluster_reports(&key)
             .into_iter()
-            .map(|c| {
-                let status = convert::status_from_proto(c.status).unwrap_or_default();
-                json!({
-                    "cluster": c.cluster,
-                    "stale": c.stale,
-                    "lastSeenMillis": c.last_seen_millis,
-                    "status": serde_json::to_value(&status).unwrap_or(Value::Null),
-                })
+            .map(|c| ReportView {
+                status: convert::status_from_proto(c.status).unwrap_or_default(),
+                cluster: c.cluster,
+                stale: c.stale,
+                last_seen_millis: c.last_seen_millis,
             })
             .collect();
         let history: Vec<Value> = self
@@ -574,8 +580,12 @@ impl State {
                 transition_json(&t, "timeMillis", json!(t.time_millis))
             })
             .collect();
-        Json(json!({ "gateway": gateway_json(&view), "reports": reports, "history": history }))
-            .into_response()
+        Json(GatewayAnswer {
+            gateway: GatewayDetails::of(&view),
+            reports,
+            history,
+        })
+        .into_response()
     }
 
     /// A Server-Sent Events stream of the matching hub Gateways.
@@ -609,7 +619,7 @@ impl State {
             let mut snapshot = true;
             let mut keepalive = tokio::time::interval(KEEPALIVE);
             keepalive.reset();
-            let mut last_clusters = Value::Null;
+            let mut last_clusters = None;
             loop {
                 // As WatchGateways: new namespaces decided before sent; a
                 // reader no longer valid loses the stream (the page
@@ -637,29 +647,40 @@ impl State {
                 let event = if snapshot
                     || !rows.is_empty()
                     || !d.deleted.is_empty()
-                    || clusters != last_clusters
+                    || last_clusters.as_ref() != Some(&clusters)
                 {
-                    let gateways: Vec<Value> = rows.iter().map(|(v, _)| row_json(v)).collect();
-                    let deleted: Vec<Value> = d
-                        .deleted
-                        .iter()
-                        .map(|r| json!({"namespace": r.namespace, "name": r.name}))
-                        .collect();
-                    let (kind, data) = if snapshot {
-                        (
-                            "snapshot",
-                            json!({"clusters": clusters, "gateways": gateways,
-                                   "staleAfterMillis": u64::try_from(state.index.stale_after().as_millis()).unwrap_or(u64::MAX)}),
-                        )
+                    let gateways: Vec<GatewayRow<'_>> =
+                        rows.iter().map(|(v, _)| GatewayRow::of(v)).collect();
+                    let event = if snapshot {
+                        Event::default().event("snapshot").json_data(Fleet {
+                            clusters: &clusters,
+                            gateways,
+                            stale_after_millis: state.stale_after_millis(),
+                        })
                     } else {
-                        (
-                            "change",
-                            json!({"clusters": clusters, "upserted": gateways, "deleted": deleted}),
-                        )
+                        let deleted: Vec<GatewayName<'_>> = d
+                            .deleted
+                            .iter()
+                            .map(|r| GatewayName {
+                                namespace: &r.namespace,
+                                name: &r.name,
+                            })
+                            .collect();
+                        Event::default().event("change").json_data(Change {
+                            clusters: &clusters,
+                            upserted: gateways,
+                            deleted,
+                        })
+                    };
+                    let Ok(event) = event else {
+                        // Cannot happen (the views are plain data); the
+                        // page reconnects and starts over.
+                        tracing::warn!("cannot encode a web page event");
+                        return;
                     };
                     snapshot = false;
-                    last_clusters = clusters;
-                    Some(Event::default().event(kind).data(data.to_string()))
+                    last_clusters = Some(clusters);
+                    Some(event)
                 } else {
                     None
                 };
@@ -730,10 +751,10 @@ fn read_error(e: ReadError) -> Answer {
 
 /// The fleet's clusters for a reader who reads cluster-wide; none for
 /// others (they see their Gateways' cells, not the fleet).
-fn visible_clusters(index: &Index, visibility: &Visibility) -> Value {
+fn visible_clusters(index: &Index, visibility: &Visibility) -> Vec<ClusterView> {
     match visibility.is_cluster_wide() {
-        true => clusters_json(&index.listed_clusters()),
-        false => Value::Array(Vec::new()),
+        true => clusters_view(&index.listed_clusters()),
+        false => Vec::new(),
     }
 }
 
@@ -741,42 +762,118 @@ fn status_name(s: i32) -> &'static str {
     convert::status_word(s).unwrap_or("")
 }
 
-/// One condition transition as JSON, for the web page and for `gwhubctl
-/// history -o json|yaml`: `time` goes under `time_key` (the page takes
-/// milliseconds, the CLI RFC 3339); a status that is none (a condition
-/// appearing or going) is "".
-pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -> Value {
-    let mut v = json!({
-        "cluster": t.cluster,
-        "type": t.condition_type,
-        "status": status_name(t.status),
-        "reason": t.reason,
-        "message": t.message,
-        "previousStatus": status_name(t.previous_status),
-        "previousReason": t.previous_reason,
-    });
-    if let Some(fields) = v.as_object_mut() {
-        fields.insert(time_key.to_owned(), time);
-    }
-    v
+/// `/api/fleet`, and the event stream's `snapshot` event.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Fleet<'a, C: Serialize> {
+    clusters: C,
+    gateways: Vec<GatewayRow<'a>>,
+    stale_after_millis: u64,
 }
 
-/// The clusters as the page shows them (the fleet inventory's silent ones
-/// as never connected, strangers to it flagged).
-pub fn clusters_json(clusters: &[ListedCluster]) -> Value {
+/// The event stream's `change` event.
+#[derive(Serialize)]
+struct Change<'a> {
+    clusters: &'a [ClusterView],
+    upserted: Vec<GatewayRow<'a>>,
+    deleted: Vec<GatewayName<'a>>,
+}
+
+/// A hub Gateway gone from the page's view.
+#[derive(Serialize)]
+struct GatewayName<'a> {
+    namespace: &'a str,
+    name: &'a str,
+}
+
+/// `/api/gateway`.
+#[derive(Serialize)]
+struct GatewayAnswer<'a> {
+    gateway: GatewayDetails<'a>,
+    reports: Vec<ReportView>,
+    history: Vec<Value>,
+}
+
+/// One cluster's own report of a hub Gateway.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportView {
+    cluster: String,
+    stale: bool,
+    last_seen_millis: i64,
+    status: GatewayStatus,
+}
+
+/// One condition transition, for the web page and for `gwhubctl history
+/// -o json|yaml`: the time is the caller's (the page takes milliseconds,
+/// the CLI RFC 3339), under its own key; a status that is none (a
+/// condition appearing or going) is "".
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransitionView<'a, T: Serialize> {
+    pub cluster: &'a str,
+    #[serde(rename = "type")]
+    pub condition_type: &'a str,
+    pub status: &'static str,
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub previous_status: &'static str,
+    pub previous_reason: &'a str,
+    /// The time's fields (one), beside the others.
+    #[serde(flatten)]
+    pub time: T,
+}
+
+impl<'a, T: Serialize> TransitionView<'a, T> {
+    pub fn new(t: &'a v1::GatewayTransition, time: T) -> Self {
+        TransitionView {
+            cluster: &t.cluster,
+            condition_type: &t.condition_type,
+            status: status_name(t.status),
+            reason: &t.reason,
+            message: &t.message,
+            previous_status: status_name(t.previous_status),
+            previous_reason: &t.previous_reason,
+            time,
+        }
+    }
+}
+
+/// [`TransitionView`] as JSON, its time `time` under `time_key`.
+pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -> Value {
+    let time: std::collections::BTreeMap<&str, Value> = [(time_key, time)].into();
+    serde_json::to_value(TransitionView::new(t, time)).unwrap_or(Value::Null)
+}
+
+/// A cluster as the page shows it (the fleet inventory's silent ones as
+/// never connected, strangers to it flagged).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub name: String,
+    pub connected: bool,
+    pub stale: bool,
+    pub gateway_count: usize,
+    pub last_seen_millis: i64,
+    pub never_connected: bool,
+    pub outside_inventory: bool,
+}
+
+/// The clusters as the page shows them.
+pub fn clusters_view(clusters: &[ListedCluster]) -> Vec<ClusterView> {
     clusters
         .iter()
         .map(|l| {
             let c = &l.summary;
-            json!({
-                "name": c.name,
-                "connected": c.connected,
-                "stale": c.stale,
-                "gatewayCount": c.gateway_count,
-                "lastSeenMillis": c.last_seen_millis,
-                "neverConnected": l.never_connected,
-                "outsideInventory": l.outside_inventory,
-            })
+            ClusterView {
+                name: c.name.clone(),
+                connected: c.connected,
+                stale: c.stale,
+                gateway_count: c.gateway_count,
+                last_seen_millis: c.last_seen_millis,
+                never_connected: l.never_connected,
+                outside_inventory: l.outside_inventory,
+            }
         })
         .collect()
 }
@@ -785,48 +882,104 @@ pub fn clusters_json(clusters: &[ListedCluster]) -> Value {
 /// and whether some aggregated condition is not True. Small on purpose
 /// (the details come from `/api/gateway`): at 100 clusters x 100 Gateways
 /// the whole status of every Gateway would be ~5 MB per snapshot.
-pub fn row_json(v: &GatewayView) -> Value {
-    json!({
-        "namespace": v.key.namespace,
-        "name": v.key.name,
-        "revision": v.revision(),
-        "notReady": v.not_ready,
-        "cells": v.cells.iter().map(|c| json!({
-            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
-        })).collect::<Vec<_>>(),
-        "missing": missing_json(v),
-    })
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayRow<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub revision: u64,
+    pub not_ready: bool,
+    pub cells: Vec<CellView<'a>>,
+    /// The expected clusters that do not report the Gateway (a cell state
+    /// of their own on the page).
+    pub missing: Vec<MissingView<'a>>,
 }
 
-/// The expected clusters that do not report the Gateway (a cell state of
-/// their own on the page).
-fn missing_json(v: &GatewayView) -> Value {
-    v.lean
-        .missing_clusters
-        .iter()
-        .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
-        .collect()
+impl<'a> GatewayRow<'a> {
+    pub fn of(v: &'a GatewayView) -> Self {
+        GatewayRow {
+            namespace: &v.key.namespace,
+            name: &v.key.name,
+            revision: v.revision(),
+            not_ready: v.not_ready,
+            cells: v
+                .cells
+                .iter()
+                .map(|c| CellView {
+                    cluster: &c.cluster,
+                    health: c.health.as_str(),
+                    stale: c.stale,
+                })
+                .collect(),
+            missing: v
+                .lean
+                .missing_clusters
+                .iter()
+                .map(|m| MissingView {
+                    cluster: &m.cluster,
+                    never_reported: m.never_reported,
+                })
+                .collect(),
+        }
+    }
 }
 
-/// One hub Gateway as its details show it: [`row_json`] plus the
+/// One cluster's cell of a row.
+#[derive(Serialize)]
+pub struct CellView<'a> {
+    pub cluster: &'a str,
+    pub health: &'static str,
+    pub stale: bool,
+}
+
+/// An expected cluster that does not report a Gateway.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingView<'a> {
+    pub cluster: &'a str,
+    pub never_reported: bool,
+}
+
+/// One hub Gateway as its details show it: [`GatewayRow`] plus the
 /// aggregated status (Gateway API JSON) and what was left out.
-pub fn gateway_json(v: &GatewayView) -> Value {
-    json!({
-        "namespace": v.key.namespace,
-        "name": v.key.name,
-        "revision": v.revision(),
-        "notReady": v.not_ready,
-        "clusters": v.lean.clusters,
-        "cells": v.cells.iter().map(|c| json!({
-            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
-        })).collect::<Vec<_>>(),
-        "missing": missing_json(v),
-        "status": serde_json::to_value(&v.aggregation.status).unwrap_or(Value::Null),
-        "omissions": v.omissions.iter().map(|o| json!({
-            "cluster": o.cluster, "item": o.item, "names": o.names,
-            "rule": o.rule, "message": o.message,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+pub struct GatewayDetails<'a> {
+    #[serde(flatten)]
+    pub row: GatewayRow<'a>,
+    pub clusters: &'a [String],
+    pub status: &'a GatewayStatus,
+    pub omissions: Vec<OmissionView<'a>>,
+}
+
+/// What the aggregation left out of a hub Gateway, and why.
+#[derive(Serialize)]
+pub struct OmissionView<'a> {
+    pub cluster: &'a str,
+    pub item: &'a str,
+    pub names: &'a [String],
+    pub rule: &'a str,
+    pub message: &'a str,
+}
+
+impl<'a> GatewayDetails<'a> {
+    pub fn of(v: &'a GatewayView) -> Self {
+        GatewayDetails {
+            row: GatewayRow::of(v),
+            clusters: &v.lean.clusters,
+            status: &v.aggregation.status,
+            omissions: v
+                .omissions
+                .iter()
+                .map(|o| OmissionView {
+                    cluster: &o.cluster,
+                    item: &o.item,
+                    names: &o.names,
+                    rule: &o.rule,
+                    message: &o.message,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]
