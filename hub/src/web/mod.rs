@@ -915,10 +915,7 @@ impl<'a> GatewayRow<'a> {
                 .lean
                 .missing_clusters
                 .iter()
-                .map(|m| MissingView {
-                    cluster: &m.cluster,
-                    never_reported: m.never_reported,
-                })
+                .map(MissingView::of)
                 .collect(),
         }
     }
@@ -932,12 +929,22 @@ pub struct CellView<'a> {
     pub stale: bool,
 }
 
-/// An expected cluster that does not report a Gateway.
+/// An expected cluster that does not report a Gateway (the page's and
+/// `gwhubctl -o json|yaml`'s).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MissingView<'a> {
     pub cluster: &'a str,
     pub never_reported: bool,
+}
+
+impl<'a> MissingView<'a> {
+    pub fn of(m: &'a v1::MissingCluster) -> Self {
+        MissingView {
+            cluster: &m.cluster,
+            never_reported: m.never_reported,
+        }
+    }
 }
 
 /// One hub Gateway as its details show it: [`GatewayRow`] plus the
@@ -951,7 +958,8 @@ pub struct GatewayDetails<'a> {
     pub omissions: Vec<OmissionView<'a>>,
 }
 
-/// What the aggregation left out of a hub Gateway, and why.
+/// What the aggregation left out of a hub Gateway, and why (the page's
+/// and `gwhubctl -o json|yaml`'s).
 #[derive(Serialize)]
 pub struct OmissionView<'a> {
     pub cluster: &'a str,
@@ -961,23 +969,25 @@ pub struct OmissionView<'a> {
     pub message: &'a str,
 }
 
+impl<'a> OmissionView<'a> {
+    pub fn of(o: &'a v1::Omission) -> Self {
+        OmissionView {
+            cluster: &o.cluster,
+            item: &o.item,
+            names: &o.names,
+            rule: &o.rule,
+            message: &o.message,
+        }
+    }
+}
+
 impl<'a> GatewayDetails<'a> {
     pub fn of(v: &'a GatewayView) -> Self {
         GatewayDetails {
             row: GatewayRow::of(v),
             clusters: &v.lean.clusters,
             status: &v.aggregation.status,
-            omissions: v
-                .omissions
-                .iter()
-                .map(|o| OmissionView {
-                    cluster: &o.cluster,
-                    item: &o.item,
-                    names: &o.names,
-                    rule: &o.rule,
-                    message: &o.message,
-                })
-                .collect(),
+            omissions: v.omissions.iter().map(OmissionView::of).collect(),
         }
     }
 }
