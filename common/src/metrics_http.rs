@@ -611,6 +611,34 @@ mod tests {
         shutdown.cancel();
     }
 
+    /// Clients that connect and send nothing are cut off by the head's
+    /// deadline too.
+    #[tokio::test]
+    async fn silent_clients_do_not_block_scrapes() {
+        let shutdown = CancellationToken::new();
+        let addr = serve(([127, 0, 0, 1], 0).into(), registry(), shutdown.clone())
+            .await
+            .unwrap();
+        let mut silent = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            silent.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let ok = tokio::time::timeout(READ_TIMEOUT * 4, get(addr, "/metrics"))
+            .await
+            .expect("a scrape is answered while silent clients hold every slot");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        // Each silent client was closed without an answer.
+        let mut first = silent.remove(0);
+        let mut rest = String::new();
+        assert_eq!(
+            first.read_to_string(&mut rest).await.unwrap_or(0),
+            0,
+            "{rest}"
+        );
+        drop(silent);
+        shutdown.cancel();
+    }
+
     #[tokio::test]
     async fn clients_that_never_read_the_answer_do_not_block_scrapes() {
         let shutdown = CancellationToken::new();
