@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use gwhub_common::{OutputFormat, render_list, render_object};
+use gwhub_hub::web::{MissingView, OmissionView};
 use gwhub_proto::{convert, v1, v1::dashboard_client::DashboardClient};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -544,39 +545,62 @@ fn clusters_cell(g: &v1::AggregatedGateway, wide: bool) -> String {
     }
 }
 
+/// A hub Gateway as `get -o json|yaml` prints it: a Gateway API object,
+/// the hub's own fields under `gwhub` (the omissions and missing clusters
+/// in the web page's shapes).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GatewayObject<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ObjectName<'a>,
+    status: gateway_api::apis::standard::gateways::GatewayStatus,
+    gwhub: HubFields<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct ObjectName<'a> {
+    namespace: &'a str,
+    name: &'a str,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HubFields<'a> {
+    clusters: &'a [String],
+    revision: u64,
+    omissions: Vec<OmissionView<'a>>,
+    /// Only where the hub Gateway expects clusters (the shape is
+    /// otherwise unchanged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    missing_clusters: Vec<MissingView<'a>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    unexpected_clusters: &'a [String],
+}
+
 pub fn gateway_json(g: &v1::AggregatedGateway) -> Value {
     let status = g
         .status
         .clone()
         .and_then(|s| convert::status_from_proto(s).ok())
         .unwrap_or_default();
-    let mut v = json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {"namespace": g.namespace, "name": g.name},
-        "status": status,
-        "gwhub": {
-            "clusters": g.clusters,
-            "revision": g.revision,
-            "omissions": g.omissions.iter().map(|o| json!({
-                "cluster": o.cluster, "item": o.item, "names": o.names,
-                "rule": o.rule, "message": o.message,
-            })).collect::<Vec<_>>(),
+    let object = GatewayObject {
+        api_version: "gateway.networking.k8s.io/v1",
+        kind: "Gateway",
+        metadata: ObjectName {
+            namespace: &g.namespace,
+            name: &g.name,
         },
-    });
-    // Only where the hub Gateway expects clusters (the shape is otherwise
-    // unchanged).
-    if !g.missing_clusters.is_empty() {
-        v["gwhub"]["missingClusters"] = g
-            .missing_clusters
-            .iter()
-            .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
-            .collect();
-    }
-    if !g.unexpected_clusters.is_empty() {
-        v["gwhub"]["unexpectedClusters"] = json!(g.unexpected_clusters);
-    }
-    v
+        status,
+        gwhub: HubFields {
+            clusters: &g.clusters,
+            revision: g.revision,
+            omissions: g.omissions.iter().map(OmissionView::of).collect(),
+            missing_clusters: g.missing_clusters.iter().map(MissingView::of).collect(),
+            unexpected_clusters: &g.unexpected_clusters,
+        },
+    };
+    serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
 fn format_of(output: Option<Output>) -> Option<OutputFormat> {
@@ -1048,6 +1072,47 @@ async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `get -o json|yaml`'s object: the Gateway API shape, the hub's fields
+    /// under `gwhub`, missing and unexpected clusters only when there are.
+    #[test]
+    fn a_gateway_object_has_the_hubs_fields_under_gwhub() {
+        let mut g = v1::AggregatedGateway {
+            namespace: "ns".into(),
+            name: "gw".into(),
+            clusters: vec!["east".into()],
+            revision: 3,
+            omissions: vec![v1::Omission {
+                cluster: "east".into(),
+                item: "listener".into(),
+                names: vec!["a".into()],
+                rule: "r".into(),
+                message: "m".into(),
+            }],
+            ..Default::default()
+        };
+        let v = gateway_json(&g);
+        assert_eq!(v["apiVersion"], "gateway.networking.k8s.io/v1");
+        assert_eq!(v["kind"], "Gateway");
+        assert_eq!(v["metadata"], json!({"namespace": "ns", "name": "gw"}));
+        assert_eq!(
+            v["gwhub"],
+            json!({"clusters": ["east"], "revision": 3, "omissions": [
+                {"cluster": "east", "item": "listener", "names": ["a"], "rule": "r", "message": "m"}
+            ]})
+        );
+        g.missing_clusters = vec![v1::MissingCluster {
+            cluster: "west".into(),
+            never_reported: true,
+        }];
+        g.unexpected_clusters = vec!["north".into()];
+        let v = gateway_json(&g);
+        assert_eq!(
+            v["gwhub"]["missingClusters"],
+            json!([{"cluster": "west", "neverReported": true}])
+        );
+        assert_eq!(v["gwhub"]["unexpectedClusters"], json!(["north"]));
+    }
 
     #[test]
     fn server_text_is_printed_with_control_characters_escaped() {

@@ -1,9 +1,17 @@
-//! The one HTTP endpoint gwhub has: `GET /metrics` answering the
-//! OpenMetrics text of a [`prometheus_client`] [`Registry`], shared by the
-//! agent's and the hub's `--metrics-listen`, with Kubernetes' probes beside
-//! it ([`Probes`]: `GET /healthz`, `GET /readyz`). A deliberately tiny
-//! HTTP/1 responder (read the request head, answer, close) so neither binary
-//! needs an HTTP server stack for a few read-only pages.
+//! The metrics and probe endpoint both binaries serve on `--metrics-listen`:
+//! `GET /metrics` answering the OpenMetrics text of a [`prometheus_client`]
+//! [`Registry`], with Kubernetes' probes beside it ([`Probes`]: `GET
+//! /healthz`, `GET /readyz`).
+//!
+//! The routes are an axum [`Router`] ([`router`]), served by hyper's HTTP/1
+//! connection with the bounds a scrape endpoint needs against slow or
+//! hostile clients ([`serve_router`]): [`MAX_CONNECTIONS`] connections at
+//! once (others wait in the accept queue), one deadline for the whole
+//! request head ([`READ_TIMEOUT`]: a client trickling a byte at a time
+//! cannot hold a slot), one for the whole exchange (a client that never
+//! reads the answer cannot either), a bounded head and body, one request per
+//! connection. Both binaries already link axum and hyper through tonic, so
+//! this is the one HTTP stack of the tree rather than a hand-written one.
 //!
 //! Both runtimes declare each metric once, next to its name and help
 //! ([`register`]), and build one [`Registry`] at start.
@@ -13,6 +21,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
@@ -22,9 +36,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Metric;
 pub use prometheus_client::registry::Registry;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 
 /// A gauge of a count (never negative).
 pub type CountGauge = Gauge<u64, AtomicU64>;
@@ -158,16 +172,20 @@ impl Probes {
 /// Prometheus negotiates and parses.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Longest request head read; the body is never needed.
-const MAX_HEAD: usize = 4096;
+/// Longest request head read (hyper's smallest read buffer); longer heads
+/// are refused.
+const MAX_HEAD: usize = 8192;
+/// Longest request body accepted; no route needs one.
+const MAX_BODY: usize = 4096;
 /// How long a client may take to send its whole request head (one deadline,
 /// not per read: a client trickling a byte at a time cannot hold a slot).
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a client may take to read the whole answer: one that sends a
-/// request and never reads cannot hold a slot either.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Scrapes answered at once; a scraper needs one.
-const MAX_CONNECTIONS: usize = 16;
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take, after the head's deadline, to read the whole
+/// answer: one that sends a request and never reads cannot hold a slot
+/// either. Also the longest a route may take to answer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; a scraper needs one.
+pub const MAX_CONNECTIONS: usize = 16;
 /// Pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -191,9 +209,17 @@ pub async fn serve_probes(
     probes: Probes,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
+    serve_router(addr, router(registry, probes), shutdown).await
+}
+
+/// The routes of `--metrics-listen`: `GET /metrics` (any query) with the
+/// text of `registry`, `GET /healthz` and `GET /readyz` answering `probes`
+/// (any query, e.g. `?verbose`), 404 elsewhere. A process adding its own
+/// routes merges them into this router and serves it with
+/// [`serve_router`].
+pub fn router(registry: Arc<Registry>, probes: Probes) -> Router {
     let render: Render = Arc::new(move || encode(&registry));
-    let pages = Pages { render, probes };
-    serve_with(addr, pages, shutdown, READ_TIMEOUT, WRITE_TIMEOUT).await
+    Pages { render, probes }.router()
 }
 
 /// What the listener answers.
@@ -203,46 +229,64 @@ struct Pages {
     probes: Probes,
 }
 
+/// The content type of the probes' and the 404's text.
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// A plain-text answer.
+fn text(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, TEXT)], body).into_response()
+}
+
 impl Pages {
-    /// The status line, content type and body for a request head.
-    fn answer(&self, head: &str) -> (&'static str, &'static str, String) {
-        const TEXT: &str = "text/plain; charset=utf-8";
-        let path = head
-            .strip_prefix("GET ")
-            .and_then(|rest| rest.split(' ').next())
-            .unwrap_or_default();
-        // Probes may add a query (`?verbose`); it changes nothing.
-        let probe = path.split('?').next().unwrap_or_default();
-        match (path, probe) {
-            ("/metrics", _) => ("200 OK", CONTENT_TYPE, (self.render)()),
-            (_, "/healthz") if self.probes.is_live() => ("200 OK", TEXT, "ok\n".to_owned()),
-            (_, "/healthz") => (
-                "503 Service Unavailable",
-                TEXT,
-                format!(
-                    "not live: no heartbeat for over {:?}\n",
-                    self.probes
-                        .heart
-                        .as_ref()
-                        .map_or(LIVENESS_WINDOW, |h| h.window)
-                ),
-            ),
-            (_, "/readyz") if self.probes.is_ready() => ("200 OK", TEXT, "ok\n".to_owned()),
-            (_, "/readyz") if !self.probes.is_live() => (
-                "503 Service Unavailable",
-                TEXT,
+    fn router(self) -> Router {
+        let metrics = self.clone();
+        let healthz = self.clone();
+        let readyz = self;
+        Router::new()
+            .route(
+                "/metrics",
+                get(move || async move {
+                    ([(header::CONTENT_TYPE, CONTENT_TYPE)], (metrics.render)()).into_response()
+                }),
+            )
+            .route("/healthz", get(move || async move { healthz.healthz() }))
+            .route("/readyz", get(move || async move { readyz.readyz() }))
+            .fallback(|| async {
+                text(
+                    StatusCode::NOT_FOUND,
+                    "not found; try /metrics, /healthz or /readyz\n".to_owned(),
+                )
+            })
+    }
+
+    fn healthz(&self) -> Response {
+        if self.probes.is_live() {
+            return text(StatusCode::OK, "ok\n".to_owned());
+        }
+        let window = self
+            .probes
+            .heart
+            .as_ref()
+            .map_or(LIVENESS_WINDOW, |h| h.window);
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not live: no heartbeat for over {window:?}\n"),
+        )
+    }
+
+    fn readyz(&self) -> Response {
+        if self.probes.is_ready() {
+            text(StatusCode::OK, "ok\n".to_owned())
+        } else if !self.probes.is_live() {
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
                 "not ready: not live (see /healthz)\n".to_owned(),
-            ),
-            (_, "/readyz") => (
-                "503 Service Unavailable",
-                TEXT,
+            )
+        } else {
+            text(
+                StatusCode::SERVICE_UNAVAILABLE,
                 "not ready: caches not synced yet\n".to_owned(),
-            ),
-            _ => (
-                "404 Not Found",
-                TEXT,
-                "not found; try /metrics, /healthz or /readyz\n".to_owned(),
-            ),
+            )
         }
     }
 }
@@ -433,6 +477,20 @@ impl Value for CountGauge {
     }
 }
 
+/// Binds `addr` and serves `router` with the listener's bounds (see the
+/// module doc) until `shutdown` is cancelled. Returns the bound address
+/// (useful with port 0) once listening; a bind failure is returned, later
+/// errors end only their connection.
+pub async fn serve_router(
+    addr: SocketAddr,
+    router: Router,
+    shutdown: CancellationToken,
+) -> std::io::Result<SocketAddr> {
+    listen(addr, router, shutdown, READ_TIMEOUT, WRITE_TIMEOUT).await
+}
+
+/// [`serve_router`] of `pages` with other deadlines (tests shorten them).
+#[cfg(test)]
 async fn serve_with(
     addr: SocketAddr,
     pages: Pages,
@@ -440,6 +498,23 @@ async fn serve_with(
     read_timeout: Duration,
     write_timeout: Duration,
 ) -> std::io::Result<SocketAddr> {
+    listen(addr, pages.router(), shutdown, read_timeout, write_timeout).await
+}
+
+async fn listen(
+    addr: SocketAddr,
+    router: Router,
+    shutdown: CancellationToken,
+    read_timeout: Duration,
+    write_timeout: Duration,
+) -> std::io::Result<SocketAddr> {
+    let router =
+        router
+            .layer(RequestBodyLimitLayer::new(MAX_BODY))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::SERVICE_UNAVAILABLE,
+                write_timeout,
+            ));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -459,13 +534,24 @@ async fn serve_with(
                     continue;
                 }
             };
-            // At most MAX_CONNECTIONS scrapes at a time; others wait.
+            // At most MAX_CONNECTIONS connections at a time; others wait.
             let Ok(permit) = slots.clone().acquire_owned().await else {
                 return;
             };
-            let pages = pages.clone();
+            let service = TowerToHyperService::new(router.clone());
             tokio::spawn(async move {
-                answer(sock, pages, read_timeout, write_timeout).await;
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    // One deadline for the whole head, from the accept.
+                    .header_read_timeout(read_timeout)
+                    .max_buf_size(MAX_HEAD)
+                    // One request per connection: an idle one frees its
+                    // slot at once.
+                    .keep_alive(false)
+                    .serve_connection(TokioIo::new(sock), service);
+                // Every exchange ends within `read_timeout + write_timeout`:
+                // a reader too slow for the answer is dropped (closed).
+                let _ = tokio::time::timeout(read_timeout + write_timeout, connection).await;
                 drop(permit);
             });
         }
@@ -473,52 +559,11 @@ async fn serve_with(
     Ok(local)
 }
 
-/// Reads up to the end of the request head (or `buf` full, or EOF).
-async fn read_head(sock: &mut TcpStream, buf: &mut [u8]) -> usize {
-    let mut len = 0;
-    while len < buf.len() {
-        match sock.read(&mut buf[len..]).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => len += n,
-        }
-        if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") {
-            break;
-        }
-    }
-    len
-}
-
-/// Answers one request; the head read and the write each have a deadline,
-/// so every answer ends within `read_timeout + write_timeout`.
-async fn answer(
-    mut sock: TcpStream,
-    pages: Pages,
-    read_timeout: Duration,
-    write_timeout: Duration,
-) {
-    let mut buf = vec![0u8; MAX_HEAD];
-    let Ok(len) = tokio::time::timeout(read_timeout, read_head(&mut sock, &mut buf)).await else {
-        // Too slow: close without an answer, freeing the slot.
-        return;
-    };
-    let head = String::from_utf8_lossy(&buf[..len]);
-    let (status, content_type, body) = pages.answer(&head);
-    let response = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    drop(body);
-    let write = async {
-        let _ = sock.write_all(response.as_bytes()).await;
-        let _ = sock.shutdown().await;
-    };
-    // Too slow a reader: the socket is dropped (closed) with the rest.
-    let _ = tokio::time::timeout(write_timeout, write).await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     /// A registry with one counter `x` (exposed as `x_total`) at 1.
     fn registry() -> Arc<Registry> {
@@ -563,6 +608,34 @@ mod tests {
         for t in tricklers {
             t.abort();
         }
+        shutdown.cancel();
+    }
+
+    /// Clients that connect and send nothing are cut off by the head's
+    /// deadline too.
+    #[tokio::test]
+    async fn silent_clients_do_not_block_scrapes() {
+        let shutdown = CancellationToken::new();
+        let addr = serve(([127, 0, 0, 1], 0).into(), registry(), shutdown.clone())
+            .await
+            .unwrap();
+        let mut silent = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            silent.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let ok = tokio::time::timeout(READ_TIMEOUT * 4, get(addr, "/metrics"))
+            .await
+            .expect("a scrape is answered while silent clients hold every slot");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        // Each silent client was closed without an answer.
+        let mut first = silent.remove(0);
+        let mut rest = String::new();
+        assert_eq!(
+            first.read_to_string(&mut rest).await.unwrap_or(0),
+            0,
+            "{rest}"
+        );
+        drop(silent);
         shutdown.cancel();
     }
 
@@ -718,6 +791,22 @@ mod tests {
         }
         assert!(alive.starts_with("HTTP/1.1 200 OK\r\n"), "{alive}");
         assert!(get(addr, "/healthzx").await.starts_with("HTTP/1.1 404 "));
+        shutdown.cancel();
+    }
+
+    /// A query never changes the page: `/metrics?x` is the metrics.
+    #[tokio::test]
+    async fn metrics_with_a_query_are_the_metrics() {
+        let shutdown = CancellationToken::new();
+        let addr = serve(([127, 0, 0, 1], 0).into(), registry(), shutdown.clone())
+            .await
+            .unwrap();
+        let ok = get(addr, "/metrics?x").await;
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(
+            ok.ends_with("\r\n\r\n# HELP x Things.\n# TYPE x counter\nx_total 1\n# EOF\n"),
+            "{ok}"
+        );
         shutdown.cancel();
     }
 

@@ -11,6 +11,11 @@
 //! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
 //! | `/api/causes?namespace=&cluster=` | what is not ready across the fleet, grouped by cause ([`gwhub_hub_rules::causes`]) |
 //!
+//! The paths are the routes of one axum `Router` ([`routes`]): a middleware
+//! ([`checks`]) refuses a request before its route, tower-http layers add
+//! the page's headers to every answer, API answers are axum's `Json` and
+//! the event stream axum's `Sse`.
+//!
 //! Live updates are Server-Sent Events fed by the index's `watch` channel,
 //! through the same [`crate::grpc::dashboard::diff`] and filter as
 //! `WatchGateways`: a browser cannot speak gRPC (it needs HTTP/2 trailers),
@@ -52,21 +57,29 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Json;
+use axum::extract::{FromRequestParts, Request, State as Shared};
+use axum::http::request::Parts;
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::{convert, v1};
-use http_body_util::{Full, StreamBody};
+use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
-use tonic::codegen::{Bytes, Service, http};
+use tonic::codegen::http;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
@@ -85,8 +98,15 @@ const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
 /// A comment line on an idle event stream this often: proxies keep it
-/// open, and a page that went away is noticed.
+/// open, and a page that went away is noticed. It goes through the
+/// stream's one-event channel like any event (not axum's `KeepAlive`,
+/// which is written only while the body is polled): a page that stopped
+/// reading leaves it there, and is dropped after `--watch-send-timeout`
+/// even when nothing changes.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// Only the page's own files; no inline script, no other origin.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// `Strict-Transport-Security` over TLS: a year, this host only (the
 /// hub does not speak for its domain's other names).
@@ -97,7 +117,7 @@ const HSTS: &str = "max-age=31536000";
 /// stream holds a bounded event whatever the fleet weighs.
 const EVENT_PAGE_BYTES: usize = 256 * 1024;
 
-/// About what [`row_json`] writes for `v`.
+/// About the size of the JSON of `v`'s [`GatewayRow`].
 fn row_weight(v: &GatewayView) -> usize {
     128 + v.key.namespace.len()
         + v.key.name.len()
@@ -165,9 +185,15 @@ impl WebService {
         }
     }
 
-    /// The tonic routes serving it (HTTP/1.1 needs `accept_http1`).
+    /// The tonic routes serving it (HTTP/1.1 needs `accept_http1`): the
+    /// page's router ([`routes`]), each call keeping its connection busy
+    /// ([`crate::conn::Tracked`]).
     pub fn into_routes(self) -> tonic::service::Routes {
-        let tracked = crate::conn::Tracked::new(self);
+        let router =
+            tower::ServiceExt::<Request>::map_response(routes(self.state), |r: Response| {
+                r.map(Body::new)
+            });
+        let tracked = crate::conn::Tracked::new(router);
         tonic::service::Routes::from(axum::Router::new().fallback_service(tracked))
     }
 }
@@ -179,48 +205,60 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(TcpListener, SocketAddr)
     Ok((l, local))
 }
 
-type Answer = http::Response<Body>;
+type Answer = Response;
 
-fn full(status: http::StatusCode, content_type: &str, body: impl Into<Bytes>) -> Answer {
-    let mut r = http::Response::new(Body::new(Full::new(body.into())));
-    *r.status_mut() = status;
-    let h = r.headers_mut();
-    let set = |h: &mut http::HeaderMap, k: &'static str, v: &str| {
-        if let Ok(v) = http::HeaderValue::from_str(v) {
-            h.insert(k, v);
-        }
+/// The page's routes: its files, the JSON API and the event stream, behind
+/// [`checks`] (Host, method, token), every answer with the page's security
+/// headers (and HSTS over TLS).
+fn routes(state: Arc<State>) -> axum::Router {
+    const HTML: &str = "text/html; charset=utf-8";
+    let file = |content_type: &'static str, body: &'static str| {
+        move || async move { ([(header::CONTENT_TYPE, content_type)], body) }
     };
-    set(h, "content-type", content_type);
-    set(h, "cache-control", "no-store");
-    set(h, "x-content-type-options", "nosniff");
-    set(h, "referrer-policy", "no-referrer");
-    set(h, "x-frame-options", "DENY");
-    // Only the page's own files; no inline script, no other origin.
-    set(
-        h,
-        "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    );
-    r
-}
-
-fn json_answer(status: http::StatusCode, v: &Value) -> Answer {
-    full(status, "application/json", v.to_string())
-}
-
-/// A view type as the JSON answer.
-fn serialized_answer(v: &impl serde::Serialize) -> Answer {
-    match serde_json::to_string(v) {
-        Ok(body) => full(http::StatusCode::OK, "application/json", body),
-        Err(e) => error(
-            http::StatusCode::INTERNAL_SERVER_ERROR,
-            format!("could not encode the answer: {e}"),
-        ),
+    let tls = state.tls;
+    let header = |name: HeaderName, value: &'static str| {
+        SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value))
+    };
+    let router = axum::Router::new()
+        .route("/", get(file(HTML, INDEX_HTML)))
+        .route("/index.html", get(file(HTML, INDEX_HTML)))
+        .route(
+            "/app.js",
+            get(file("text/javascript; charset=utf-8", APP_JS)),
+        )
+        .route(
+            "/style.css",
+            get(file("text/css; charset=utf-8", STYLE_CSS)),
+        )
+        .route("/api/fleet", get(fleet))
+        .route("/api/causes", get(causes_of))
+        .route("/api/gateway", get(gateway))
+        .route("/api/events", get(events))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), checks))
+        .layer(header(header::CACHE_CONTROL, "no-store"))
+        .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .layer(header(header::REFERRER_POLICY, "no-referrer"))
+        .layer(header(header::X_FRAME_OPTIONS, "DENY"))
+        .layer(header(header::CONTENT_SECURITY_POLICY, CSP))
+        .with_state(state);
+    match tls {
+        true => router.layer(header(header::STRICT_TRANSPORT_SECURITY, HSTS)),
+        false => router,
     }
 }
 
-fn error(status: http::StatusCode, message: impl Into<String>) -> Answer {
-    json_answer(status, &json!({ "error": message.into() }))
+/// What every error answer holds.
+#[derive(serde::Serialize)]
+struct ErrorBody {
+    error: String,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Answer {
+    let body = ErrorBody {
+        error: message.into(),
+    };
+    (status, Json(body)).into_response()
 }
 
 /// The query's `key=value` pairs, percent-decoded.
@@ -261,32 +299,13 @@ fn token_of(headers: &http::HeaderMap) -> Option<Cow<'_, str>> {
         .and_then(|(_, v)| percent_encoding::percent_decode_str(v).decode_utf8().ok())
 }
 
-impl<B> Service<http::Request<B>> for WebService {
-    type Response = Answer;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Answer, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let state = self.state.clone();
-        let tls = state.tls;
-        let checked = state.clone().answer(&request);
-        Box::pin(async move {
-            let mut answer = match checked {
-                Next::Api(call) => state.api(call).await,
-                Next::Done(answer) => answer,
-            };
-            if tls {
-                answer.headers_mut().insert(
-                    http::header::STRICT_TRANSPORT_SECURITY,
-                    http::HeaderValue::from_static(HSTS),
-                );
-            }
-            Ok(answer)
-        })
+/// The checks every request passes before its route: its `Host` is one of
+/// the page's names (421), it only reads (405), and an `/api/` request
+/// carries the token the hub requires, if any (401).
+async fn checks(Shared(state): Shared<Arc<State>>, request: Request, next: Next) -> Answer {
+    match state.refusal(&request) {
+        Some(refused) => refused,
+        None => next.run(request).await,
     }
 }
 
@@ -302,69 +321,102 @@ fn host_of<B>(request: &http::Request<B>) -> Option<Result<&str, ()>> {
         .map(|v| v.to_str().map_err(|_| ()))
 }
 
-/// What a request needs next: nothing (its answer), or its reader's
-/// authorization and an API answer.
-enum Next {
-    Done(Answer),
-    Api(ApiCall),
+/// The reader of an `/api/` request (see [`crate::authz`]): its token
+/// was accepted by [`checks`]; a reader who may not read is answered here.
+struct ApiReader(Reader);
+
+impl FromRequestParts<Arc<State>> for ApiReader {
+    type Rejection = Answer;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<State>) -> Result<Self, Answer> {
+        let token = token_of(&parts.headers).map(Cow::into_owned);
+        match state.auth.reader(token.as_deref()).await {
+            Ok(r) => Ok(ApiReader(r)),
+            Err(e) => Err(read_error(e)),
+        }
+    }
 }
 
-/// An `/api/` request that passed the checks needing no I/O: what the
-/// reader's authorization and the answer need of it.
-struct ApiCall {
-    path: String,
-    query: HashMap<String, String>,
-    token: Option<String>,
-    conn: Option<crate::conn::ConnInfo>,
+/// `/api/fleet`: one snapshot of the clusters and matching hub Gateways.
+async fn fleet(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let filter = filter_of(&query(&uri));
+    if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
+        return read_error(e);
+    }
+    state.fleet(&filter, reader.visibility())
+}
+
+/// `/api/causes`: what is not ready, by cause.
+async fn causes_of(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let filter = filter_of(&query(&uri));
+    if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
+        return read_error(e);
+    }
+    Json(state.causes(&filter, reader.visibility())).into_response()
+}
+
+/// `/api/gateway`: one hub Gateway with its clusters' reports and history.
+async fn gateway(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let q = query(&uri);
+    if let Some(ns) = q.get("namespace")
+        && let Err(e) = reader.check(ns).await
+    {
+        return read_error(e);
+    }
+    state.gateway(&q)
+}
+
+/// `/api/events`: the Server-Sent Events of the matching hub Gateways.
+async fn events(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+    extensions: http::Extensions,
+) -> Answer {
+    let filter = filter_of(&query(&uri));
+    if let Some(ns) = &filter.namespace
+        && let Err(e) = reader.check(ns).await
+    {
+        return read_error(e);
+    }
+    let conn = crate::conn::conn_in(&extensions).cloned();
+    state.events(conn, filter, reader)
+}
+
+/// Any other path: 404, after the reader's authorization under `/api/`.
+async fn not_found(Shared(state): Shared<Arc<State>>, request: Request) -> Answer {
+    let path = request.uri().path();
+    if !path.starts_with("/api/") {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no page {}", quote_client_input(path)),
+        );
+    }
+    let (mut parts, _) = request.into_parts();
+    if let Err(refused) = ApiReader::from_request_parts(&mut parts, &state).await {
+        return refused;
+    }
+    error(
+        StatusCode::NOT_FOUND,
+        format!("no API {}", quote_client_input(parts.uri.path())),
+    )
 }
 
 impl State {
-    /// Answers `call` for its reader (see [`crate::authz`]).
-    async fn api(self: Arc<Self>, call: ApiCall) -> Answer {
-        use http::StatusCode as S;
-        let mut reader = match self.auth.reader(call.token.as_deref()).await {
-            Ok(r) => r,
-            Err(e) => return read_error(e),
-        };
-        let q = &call.query;
-        match call.path.as_str() {
-            "/api/fleet" => {
-                let filter = filter_of(q);
-                if let Err(e) = authorize_listing(&mut reader, &self.index, &filter).await {
-                    return read_error(e);
-                }
-                json_answer(S::OK, &self.fleet(&filter, reader.visibility()))
-            }
-            "/api/causes" => {
-                let filter = filter_of(q);
-                if let Err(e) = authorize_listing(&mut reader, &self.index, &filter).await {
-                    return read_error(e);
-                }
-                serialized_answer(&self.causes(&filter, reader.visibility()))
-            }
-            "/api/gateway" => {
-                if let Some(ns) = q.get("namespace")
-                    && let Err(e) = reader.check(ns).await
-                {
-                    return read_error(e);
-                }
-                self.gateway(q)
-            }
-            "/api/events" => {
-                let filter = filter_of(q);
-                if let Some(ns) = &filter.namespace
-                    && let Err(e) = reader.check(ns).await
-                {
-                    return read_error(e);
-                }
-                self.events(call.conn, filter, reader)
-            }
-            path => error(S::NOT_FOUND, format!("no API {}", quote_client_input(path))),
-        }
-    }
-
-    /// The answer, or the API call to make (after authorizing its reader).
-    fn answer<B>(self: Arc<Self>, request: &http::Request<B>) -> Next {
+    /// Why `request` is refused before its route, if it is (see [`checks`]).
+    fn refusal<B>(&self, request: &http::Request<B>) -> Option<Answer> {
         use http::StatusCode as S;
         let host = host_of(request);
         let allowed = match host {
@@ -377,7 +429,7 @@ impl State {
                 Some(Ok(h)) => quote_client_input(h),
                 _ => "that is not text".to_owned(),
             };
-            return Next::Done(error(
+            return Some(error(
                 S::MISDIRECTED_REQUEST,
                 format!(
                     "this hub's page does not answer to Host {named}: open it by a loopback name, an IP address or a name given with --web-host"
@@ -385,46 +437,29 @@ impl State {
             ));
         }
         if request.method() != http::Method::GET && request.method() != http::Method::HEAD {
-            return Next::Done(error(
+            return Some(error(
                 S::METHOD_NOT_ALLOWED,
                 "the page is read-only: GET only",
             ));
         }
-        let path = request.uri().path();
-        match path {
-            "/" | "/index.html" => {
-                return Next::Done(full(S::OK, "text/html; charset=utf-8", INDEX_HTML));
-            }
-            "/app.js" => return Next::Done(full(S::OK, "text/javascript; charset=utf-8", APP_JS)),
-            "/style.css" => return Next::Done(full(S::OK, "text/css; charset=utf-8", STYLE_CSS)),
-            _ => {}
-        }
-        if !path.starts_with("/api/") {
-            return Next::Done(error(
-                S::NOT_FOUND,
-                format!("no page {}", quote_client_input(path)),
-            ));
+        if !request.uri().path().starts_with("/api/") {
+            return None;
         }
         let token = token_of(request.headers());
         if !self.auth.accepts(token.as_deref()) {
-            return Next::Done(error(
+            return Some(error(
                 S::UNAUTHORIZED,
                 format!(
                     "the hub requires its Dashboard token: send `Authorization: Bearer <token>` or the cookie {TOKEN_COOKIE}"
                 ),
             ));
         }
-        Next::Api(ApiCall {
-            path: path.to_owned(),
-            query: query(request.uri()),
-            token: token.map(Cow::into_owned),
-            conn: crate::conn::conn_in(request.extensions()).cloned(),
-        })
+        None
     }
 
     /// Every cluster (for a cluster-wide reader) and every hub Gateway
     /// matching `filter` that the reader may see.
-    fn fleet(&self, filter: &Filter, visibility: &Visibility) -> Value {
+    fn fleet(&self, filter: &Filter, visibility: &Visibility) -> Answer {
         let views: Vec<Arc<GatewayView>> = self
             .index
             .subscribe()
@@ -434,11 +469,18 @@ impl State {
             .filter(|v| filter.matches(v.facts()) && visibility.sees(&v.key.namespace))
             .cloned()
             .collect();
-        json!({
-            "clusters": visible_clusters(&self.index, visibility),
-            "gateways": views.iter().map(|v| row_json(v)).collect::<Vec<_>>(),
-            "staleAfterMillis": u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX),
+        Json(Fleet {
+            clusters: visible_clusters(&self.index, visibility),
+            gateways: views.iter().map(|v| GatewayRow::of(v)).collect(),
+            stale_after_millis: self.stale_after_millis(),
         })
+        .into_response()
+    }
+
+    /// How old a cluster's last report may be before the page shows it
+    /// stale.
+    fn stale_after_millis(&self) -> u64 {
+        u64::try_from(self.index.stale_after().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// What is not ready in the clusters and hub Gateways `filter` keeps
@@ -516,18 +558,15 @@ impl State {
                 ),
             );
         };
-        let reports: Vec<Value> = self
+        let reports: Vec<ReportView> = self
             .index
             .cluster_reports(&key)
             .into_iter()
-            .map(|c| {
-                let status = convert::status_from_proto(c.status).unwrap_or_default();
-                json!({
-                    "cluster": c.cluster,
-                    "stale": c.stale,
-                    "lastSeenMillis": c.last_seen_millis,
-                    "status": serde_json::to_value(&status).unwrap_or(Value::Null),
-                })
+            .map(|c| ReportView {
+                status: convert::status_from_proto(c.status).unwrap_or_default(),
+                cluster: c.cluster,
+                stale: c.stale,
+                last_seen_millis: c.last_seen_millis,
             })
             .collect();
         let history: Vec<Value> = self
@@ -541,10 +580,12 @@ impl State {
                 transition_json(&t, "timeMillis", json!(t.time_millis))
             })
             .collect();
-        json_answer(
-            S::OK,
-            &json!({ "gateway": gateway_json(&view), "reports": reports, "history": history }),
-        )
+        Json(GatewayAnswer {
+            gateway: GatewayDetails::of(&view),
+            reports,
+            history,
+        })
+        .into_response()
     }
 
     /// A Server-Sent Events stream of the matching hub Gateways.
@@ -568,7 +609,7 @@ impl State {
         let conn = conn.map(|c| c.state);
         // One event in flight, as for WatchGateways: while the page is
         // slow, changes coalesce in the watch channel, not here.
-        let (tx, rx) = mpsc::channel::<Bytes>(1);
+        let (tx, rx) = mpsc::channel::<Event>(1);
         let state = self.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -578,7 +619,7 @@ impl State {
             let mut snapshot = true;
             let mut keepalive = tokio::time::interval(KEEPALIVE);
             keepalive.reset();
-            let mut last_clusters = Value::Null;
+            let mut last_clusters = None;
             loop {
                 // As WatchGateways: new namespaces decided before sent; a
                 // reader no longer valid loses the stream (the page
@@ -606,29 +647,40 @@ impl State {
                 let event = if snapshot
                     || !rows.is_empty()
                     || !d.deleted.is_empty()
-                    || clusters != last_clusters
+                    || last_clusters.as_ref() != Some(&clusters)
                 {
-                    let gateways: Vec<Value> = rows.iter().map(|(v, _)| row_json(v)).collect();
-                    let deleted: Vec<Value> = d
-                        .deleted
-                        .iter()
-                        .map(|r| json!({"namespace": r.namespace, "name": r.name}))
-                        .collect();
-                    let (kind, data) = if snapshot {
-                        (
-                            "snapshot",
-                            json!({"clusters": clusters, "gateways": gateways,
-                                   "staleAfterMillis": u64::try_from(state.index.stale_after().as_millis()).unwrap_or(u64::MAX)}),
-                        )
+                    let gateways: Vec<GatewayRow<'_>> =
+                        rows.iter().map(|(v, _)| GatewayRow::of(v)).collect();
+                    let event = if snapshot {
+                        Event::default().event("snapshot").json_data(Fleet {
+                            clusters: &clusters,
+                            gateways,
+                            stale_after_millis: state.stale_after_millis(),
+                        })
                     } else {
-                        (
-                            "change",
-                            json!({"clusters": clusters, "upserted": gateways, "deleted": deleted}),
-                        )
+                        let deleted: Vec<GatewayName<'_>> = d
+                            .deleted
+                            .iter()
+                            .map(|r| GatewayName {
+                                namespace: &r.namespace,
+                                name: &r.name,
+                            })
+                            .collect();
+                        Event::default().event("change").json_data(Change {
+                            clusters: &clusters,
+                            upserted: gateways,
+                            deleted,
+                        })
+                    };
+                    let Ok(event) = event else {
+                        // Cannot happen (the views are plain data); the
+                        // page reconnects and starts over.
+                        tracing::warn!("cannot encode a web page event");
+                        return;
                     };
                     snapshot = false;
-                    last_clusters = clusters;
-                    Some(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")))
+                    last_clusters = Some(clusters);
+                    Some(event)
                 } else {
                     None
                 };
@@ -646,7 +698,7 @@ impl State {
                     _ = keepalive.tick() => {
                         // Also picks up a cluster connecting or going
                         // away without any Gateway changing.
-                        if !state.send(&tx, Bytes::from_static(b": keep-alive\n\n"), conn.as_deref()).await {
+                        if !state.send(&tx, Event::default().comment("keep-alive"), conn.as_deref()).await {
                             return;
                         }
                     }
@@ -660,20 +712,15 @@ impl State {
                 }
             }
         });
-        let body = StreamBody::new(
-            ReceiverStream::new(rx).map(|b| Ok::<_, Infallible>(http_body::Frame::data(b))),
-        );
-        let mut r = full(http::StatusCode::OK, "text/event-stream", Bytes::new());
-        *r.body_mut() = Body::new(body);
-        r
+        Sse::new(ReceiverStream::new(rx).map(Ok::<_, Infallible>)).into_response()
     }
 
     /// Hands `event` to the page's connection, or gives up on a page that
     /// took nothing for `--watch-send-timeout` (closing its connection).
     async fn send(
         &self,
-        tx: &mpsc::Sender<Bytes>,
-        event: Bytes,
+        tx: &mpsc::Sender<Event>,
+        event: Event,
         conn: Option<&crate::conn::ConnState>,
     ) -> bool {
         match tokio::time::timeout(self.send_timeout, tx.send(event)).await {
@@ -704,10 +751,10 @@ fn read_error(e: ReadError) -> Answer {
 
 /// The fleet's clusters for a reader who reads cluster-wide; none for
 /// others (they see their Gateways' cells, not the fleet).
-fn visible_clusters(index: &Index, visibility: &Visibility) -> Value {
+fn visible_clusters(index: &Index, visibility: &Visibility) -> Vec<ClusterView> {
     match visibility.is_cluster_wide() {
-        true => clusters_json(&index.listed_clusters()),
-        false => Value::Array(Vec::new()),
+        true => clusters_view(&index.listed_clusters()),
+        false => Vec::new(),
     }
 }
 
@@ -715,42 +762,118 @@ fn status_name(s: i32) -> &'static str {
     convert::status_word(s).unwrap_or("")
 }
 
-/// One condition transition as JSON, for the web page and for `gwhubctl
-/// history -o json|yaml`: `time` goes under `time_key` (the page takes
-/// milliseconds, the CLI RFC 3339); a status that is none (a condition
-/// appearing or going) is "".
-pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -> Value {
-    let mut v = json!({
-        "cluster": t.cluster,
-        "type": t.condition_type,
-        "status": status_name(t.status),
-        "reason": t.reason,
-        "message": t.message,
-        "previousStatus": status_name(t.previous_status),
-        "previousReason": t.previous_reason,
-    });
-    if let Some(fields) = v.as_object_mut() {
-        fields.insert(time_key.to_owned(), time);
-    }
-    v
+/// `/api/fleet`, and the event stream's `snapshot` event.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Fleet<'a, C: Serialize> {
+    clusters: C,
+    gateways: Vec<GatewayRow<'a>>,
+    stale_after_millis: u64,
 }
 
-/// The clusters as the page shows them (the fleet inventory's silent ones
-/// as never connected, strangers to it flagged).
-pub fn clusters_json(clusters: &[ListedCluster]) -> Value {
+/// The event stream's `change` event.
+#[derive(Serialize)]
+struct Change<'a> {
+    clusters: &'a [ClusterView],
+    upserted: Vec<GatewayRow<'a>>,
+    deleted: Vec<GatewayName<'a>>,
+}
+
+/// A hub Gateway gone from the page's view.
+#[derive(Serialize)]
+struct GatewayName<'a> {
+    namespace: &'a str,
+    name: &'a str,
+}
+
+/// `/api/gateway`.
+#[derive(Serialize)]
+struct GatewayAnswer<'a> {
+    gateway: GatewayDetails<'a>,
+    reports: Vec<ReportView>,
+    history: Vec<Value>,
+}
+
+/// One cluster's own report of a hub Gateway.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReportView {
+    cluster: String,
+    stale: bool,
+    last_seen_millis: i64,
+    status: GatewayStatus,
+}
+
+/// One condition transition, for the web page and for `gwhubctl history
+/// -o json|yaml`: the time is the caller's (the page takes milliseconds,
+/// the CLI RFC 3339), under its own key; a status that is none (a
+/// condition appearing or going) is "".
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransitionView<'a, T: Serialize> {
+    pub cluster: &'a str,
+    #[serde(rename = "type")]
+    pub condition_type: &'a str,
+    pub status: &'static str,
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub previous_status: &'static str,
+    pub previous_reason: &'a str,
+    /// The time's fields (one), beside the others.
+    #[serde(flatten)]
+    pub time: T,
+}
+
+impl<'a, T: Serialize> TransitionView<'a, T> {
+    pub fn new(t: &'a v1::GatewayTransition, time: T) -> Self {
+        TransitionView {
+            cluster: &t.cluster,
+            condition_type: &t.condition_type,
+            status: status_name(t.status),
+            reason: &t.reason,
+            message: &t.message,
+            previous_status: status_name(t.previous_status),
+            previous_reason: &t.previous_reason,
+            time,
+        }
+    }
+}
+
+/// [`TransitionView`] as JSON, its time `time` under `time_key`.
+pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -> Value {
+    let time: std::collections::BTreeMap<&str, Value> = [(time_key, time)].into();
+    serde_json::to_value(TransitionView::new(t, time)).unwrap_or(Value::Null)
+}
+
+/// A cluster as the page shows it (the fleet inventory's silent ones as
+/// never connected, strangers to it flagged).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterView {
+    pub name: String,
+    pub connected: bool,
+    pub stale: bool,
+    pub gateway_count: usize,
+    pub last_seen_millis: i64,
+    pub never_connected: bool,
+    pub outside_inventory: bool,
+}
+
+/// The clusters as the page shows them.
+pub fn clusters_view(clusters: &[ListedCluster]) -> Vec<ClusterView> {
     clusters
         .iter()
         .map(|l| {
             let c = &l.summary;
-            json!({
-                "name": c.name,
-                "connected": c.connected,
-                "stale": c.stale,
-                "gatewayCount": c.gateway_count,
-                "lastSeenMillis": c.last_seen_millis,
-                "neverConnected": l.never_connected,
-                "outsideInventory": l.outside_inventory,
-            })
+            ClusterView {
+                name: c.name.clone(),
+                connected: c.connected,
+                stale: c.stale,
+                gateway_count: c.gateway_count,
+                last_seen_millis: c.last_seen_millis,
+                never_connected: l.never_connected,
+                outside_inventory: l.outside_inventory,
+            }
         })
         .collect()
 }
@@ -759,48 +882,114 @@ pub fn clusters_json(clusters: &[ListedCluster]) -> Value {
 /// and whether some aggregated condition is not True. Small on purpose
 /// (the details come from `/api/gateway`): at 100 clusters x 100 Gateways
 /// the whole status of every Gateway would be ~5 MB per snapshot.
-pub fn row_json(v: &GatewayView) -> Value {
-    json!({
-        "namespace": v.key.namespace,
-        "name": v.key.name,
-        "revision": v.revision(),
-        "notReady": v.not_ready,
-        "cells": v.cells.iter().map(|c| json!({
-            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
-        })).collect::<Vec<_>>(),
-        "missing": missing_json(v),
-    })
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayRow<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub revision: u64,
+    pub not_ready: bool,
+    pub cells: Vec<CellView<'a>>,
+    /// The expected clusters that do not report the Gateway (a cell state
+    /// of their own on the page).
+    pub missing: Vec<MissingView<'a>>,
 }
 
-/// The expected clusters that do not report the Gateway (a cell state of
-/// their own on the page).
-fn missing_json(v: &GatewayView) -> Value {
-    v.lean
-        .missing_clusters
-        .iter()
-        .map(|m| json!({"cluster": m.cluster, "neverReported": m.never_reported}))
-        .collect()
+impl<'a> GatewayRow<'a> {
+    pub fn of(v: &'a GatewayView) -> Self {
+        GatewayRow {
+            namespace: &v.key.namespace,
+            name: &v.key.name,
+            revision: v.revision(),
+            not_ready: v.not_ready,
+            cells: v
+                .cells
+                .iter()
+                .map(|c| CellView {
+                    cluster: &c.cluster,
+                    health: c.health.as_str(),
+                    stale: c.stale,
+                })
+                .collect(),
+            missing: v
+                .lean
+                .missing_clusters
+                .iter()
+                .map(MissingView::of)
+                .collect(),
+        }
+    }
 }
 
-/// One hub Gateway as its details show it: [`row_json`] plus the
+/// One cluster's cell of a row.
+#[derive(Serialize)]
+pub struct CellView<'a> {
+    pub cluster: &'a str,
+    pub health: &'static str,
+    pub stale: bool,
+}
+
+/// An expected cluster that does not report a Gateway (the page's and
+/// `gwhubctl -o json|yaml`'s).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingView<'a> {
+    pub cluster: &'a str,
+    pub never_reported: bool,
+}
+
+impl<'a> MissingView<'a> {
+    pub fn of(m: &'a v1::MissingCluster) -> Self {
+        MissingView {
+            cluster: &m.cluster,
+            never_reported: m.never_reported,
+        }
+    }
+}
+
+/// One hub Gateway as its details show it: [`GatewayRow`] plus the
 /// aggregated status (Gateway API JSON) and what was left out.
-pub fn gateway_json(v: &GatewayView) -> Value {
-    json!({
-        "namespace": v.key.namespace,
-        "name": v.key.name,
-        "revision": v.revision(),
-        "notReady": v.not_ready,
-        "clusters": v.lean.clusters,
-        "cells": v.cells.iter().map(|c| json!({
-            "cluster": c.cluster, "health": c.health.as_str(), "stale": c.stale,
-        })).collect::<Vec<_>>(),
-        "missing": missing_json(v),
-        "status": serde_json::to_value(&v.aggregation.status).unwrap_or(Value::Null),
-        "omissions": v.omissions.iter().map(|o| json!({
-            "cluster": o.cluster, "item": o.item, "names": o.names,
-            "rule": o.rule, "message": o.message,
-        })).collect::<Vec<_>>(),
-    })
+#[derive(Serialize)]
+pub struct GatewayDetails<'a> {
+    #[serde(flatten)]
+    pub row: GatewayRow<'a>,
+    pub clusters: &'a [String],
+    pub status: &'a GatewayStatus,
+    pub omissions: Vec<OmissionView<'a>>,
+}
+
+/// What the aggregation left out of a hub Gateway, and why (the page's
+/// and `gwhubctl -o json|yaml`'s).
+#[derive(Serialize)]
+pub struct OmissionView<'a> {
+    pub cluster: &'a str,
+    pub item: &'a str,
+    pub names: &'a [String],
+    pub rule: &'a str,
+    pub message: &'a str,
+}
+
+impl<'a> OmissionView<'a> {
+    pub fn of(o: &'a v1::Omission) -> Self {
+        OmissionView {
+            cluster: &o.cluster,
+            item: &o.item,
+            names: &o.names,
+            rule: &o.rule,
+            message: &o.message,
+        }
+    }
+}
+
+impl<'a> GatewayDetails<'a> {
+    pub fn of(v: &'a GatewayView) -> Self {
+        GatewayDetails {
+            row: GatewayRow::of(v),
+            clusters: &v.lean.clusters,
+            status: &v.aggregation.status,
+            omissions: v.omissions.iter().map(OmissionView::of).collect(),
+        }
+    }
 }
 
 #[cfg(test)]
