@@ -12,7 +12,8 @@
 //! stream and which clusters a hub Gateway expects); [`read_access`] keeps
 //! what Kubernetes RBAC lets each Dashboard reader see; [`causes`] groups
 //! what is not ready across the fleet by cause for the web page;
-//! [`store_queue`] and [`store_writer`] are the store writer's rules.
+//! [`store_queue`] and [`store_writer`] are the store writer's rules;
+//! [`liveness`] is what each replica's liveness record holds.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -25,6 +26,7 @@ pub mod history;
 pub mod inventory;
 pub mod layout;
 pub mod listing;
+pub mod liveness;
 pub mod read_access;
 pub mod report;
 pub mod status_plan;
