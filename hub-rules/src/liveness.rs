@@ -312,7 +312,13 @@ mod tests {
             assert!(c.len() <= CHUNK_BUDGET_BYTES && c.len() < 1024 * 1024);
             let (got, bad) = decode(c);
             assert_eq!(bad, 0);
-            stored.insert(i as u32, Chunk { chunks: n, served: got });
+            stored.insert(
+                i as u32,
+                Chunk {
+                    chunks: n,
+                    served: got,
+                },
+            );
         }
         let names: BTreeSet<String> = served.keys().cloned().collect();
         assert_eq!(assemble(&stored), Some(names.clone()));

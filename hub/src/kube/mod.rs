@@ -7,6 +7,8 @@
 //!   aggregates with them) and the index's aggregate server-side applied
 //!   onto each hub Gateway `ns/name` (field manager `gwhub`), through one
 //!   coalescing queue, skipping writes that would change only times;
+//! - [`liveness`]: each replica's heartbeat and the clusters it serves, so
+//!   a connected cluster's report is not rewritten just to stay fresh;
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //! - [`events`]: Events on a cluster's `ClusterReport` when it goes stale or
@@ -23,6 +25,7 @@ pub mod events;
 pub mod inventory;
 pub mod join;
 pub mod leader;
+mod liveness;
 pub mod metrics;
 pub mod reporting;
 pub mod revocations;
@@ -272,7 +275,6 @@ impl Connected {
             revocations,
         } = self;
         let index = hub.index.clone();
-        let stale_after = index.stale_after();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
         let metrics = Arc::new(Metrics::default());
         let shutdown = CancellationToken::new();
@@ -285,6 +287,16 @@ impl Connected {
             metrics.clone(),
         ));
         let stored = store::StoredParts::default();
+        let sightings = liveness::Liveness {
+            leases: Api::namespaced(client.clone(), &options.namespace),
+            configmaps: Api::namespaced(client.clone(), &options.namespace),
+            index: index.clone(),
+            identity: options
+                .lease
+                .as_ref()
+                .map_or_else(leader::default_identity, |l| l.identity.clone()),
+        }
+        .spawn(&mut tasks, shutdown.clone());
         tasks.spawn(store::run_importer(
             store::Store {
                 api: reports_api.clone(),
@@ -292,6 +304,7 @@ impl Connected {
                 stored: stored.clone(),
                 metrics: metrics.clone(),
                 budget: budget.clone(),
+                sightings,
             },
             restored_tx,
             forget.clone(),
@@ -302,7 +315,6 @@ impl Connected {
                 api: reports_api,
                 index: index.clone(),
                 metrics: metrics.clone(),
-                refresh: (stale_after / 2).max(Duration::from_millis(500)),
                 debounce: options.debounce,
                 budget: budget.clone(),
                 stored,
