@@ -2100,9 +2100,10 @@ fn stale_in(hub: &KubeHub, cluster: &str) -> Option<bool> {
 /// one silent for longer is stale, and the first goes stale in time.
 #[tokio::test]
 async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
-    use gwhub_hub_rules::liveness::{self, CLUSTERS_KEY, LABEL};
+    use gwhub_hub_rules::liveness::{self, CLUSTERS_KEY, LABEL, REPLICA_KEY};
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ListParams;
     let Some((_fleet, client, as_hub)) =
         management("liveness_lives_in_one_record_per_replica_not_in_the_reports").await
     else {
@@ -2162,13 +2163,18 @@ async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
         "a connected cluster's report was rewritten though nothing changed"
     );
 
-    // hub-a's record lists both; its heartbeat Lease is renewed.
+    // hub-a's record lists both (one per process: its identity and start
+    // time); its heartbeat Lease is renewed.
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), HUB_NS);
-    let record = configmaps
-        .get(&liveness::object_name("hub-a", 0))
-        .await
+    let labelled = ListParams::default().labels(&format!("{LABEL}=replica"));
+    let records = configmaps.list(&labelled).await.unwrap().items;
+    assert_eq!(records.len(), 2, "one record per replica");
+    let record = records
+        .into_iter()
+        .find(|r| r.data.as_ref().unwrap()[REPLICA_KEY].starts_with("hub-a@"))
         .expect("hub-a's liveness record");
-    assert!(record.labels().contains_key(LABEL));
+    let holder = record.data.as_ref().unwrap()[REPLICA_KEY].clone();
+    assert_eq!(record.name_any(), liveness::object_name(&holder, 0));
     let (served, bad) = liveness::decode(&record.data.unwrap()[CLUSTERS_KEY]);
     assert_eq!(bad, 0);
     assert_eq!(
@@ -2177,11 +2183,12 @@ async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
     );
     let leases: Api<Lease> = Api::namespaced(client.clone(), HUB_NS);
     let lease = leases
-        .get(&liveness::object_name("hub-a", 0))
+        .get(&liveness::object_name(&holder, 0))
         .await
         .expect("hub-a's heartbeat");
+    assert!(lease.labels().contains_key(LABEL));
     let spec = lease.spec.unwrap();
-    assert_eq!(spec.holder_identity.as_deref(), Some("hub-a"));
+    assert_eq!(spec.holder_identity.as_deref(), Some(holder.as_str()));
     let renewed = spec.renew_time.unwrap().0;
     assert!(
         Timestamp::now().duration_since(renewed).as_secs_f64() < stale_after.as_secs_f64(),

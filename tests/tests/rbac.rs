@@ -712,6 +712,8 @@ fn refused_secret_or_join(log: &str, verb: &str, resource: &str, group: &str) ->
 /// one looked up and the pending ones listed, its
 /// gwhub.io/Reporting condition applied); each time its ClusterProfile is
 /// deleted, the removal is recorded (the ConfigMap created, then updated).
+/// Every run also writes its liveness record (a ConfigMap, applied) and
+/// follows the replicas' (list, watch).
 #[tokio::test]
 async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
     if !require_assets("every_secret_and_join_verb_the_hub_is_granted_is_needed") {
@@ -835,9 +837,10 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         }
     }
     assert_eq!(
-        checked, 20,
-        "6 on secrets, 5 on the removed clusters' ConfigMap, 7 on CSRs and the signer, \
-         2 on ClusterProfiles (create, status patch)"
+        checked, 21,
+        "6 on secrets, 6 on ConfigMaps (the removed clusters' one and the replicas' \
+         liveness records), 7 on CSRs and the signer, 2 on ClusterProfiles (create, \
+         status patch)"
     );
     apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
 }

@@ -90,7 +90,8 @@ pub(crate) struct Liveness {
     pub(crate) leases: Api<Lease>,
     pub(crate) configmaps: Api<ConfigMap>,
     pub(crate) index: Index,
-    /// This replica (the Lease's holder).
+    /// This replica (its leader-election identity); the Lease's holder is
+    /// it with this process's start time (see [`Liveness::spawn`]).
     pub(crate) identity: String,
 }
 
@@ -98,10 +99,14 @@ impl Liveness {
     /// Starts publishing this replica's liveness and following the
     /// others'; the returned sightings feed the importer.
     pub(crate) fn spawn(
-        self,
+        mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,
     ) -> Sightings {
+        // One record per process: a process restarted with the same
+        // identity (a container's pid 1 in the same pod) reads its
+        // predecessor's record as another replica's, not as its own.
+        self.identity = format!("{}@{}", self.identity, Timestamp::now().as_millisecond());
         let (synced_tx, synced) = watch::channel(false);
         let sightings = Sightings {
             seen: Arc::default(),

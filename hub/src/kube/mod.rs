@@ -570,9 +570,9 @@ mod tests {
         assert!(rec.connected && rec.report_rev > 0);
         // The stream ends: the echo of an earlier write of this hub (an
         // older report) does not roll it back; a later report, written by
-        // the replica the agent moved to, is taken. That replica's
-        // liveness refreshes (same report, later lastSeenTime) are taken
-        // either way, so the cluster does not go stale here.
+        // the replica the agent moved to, is taken. Its liveness (a later
+        // last-seen, from that replica's heartbeat) is taken either way,
+        // so the cluster does not go stale here.
         index.disconnect(&session);
         let reported_at = index.cluster_record("live").unwrap().last_report_millis;
         assert!(!index.import_cluster("live", one("10.0.0.3"), reported_at - 500, now));
