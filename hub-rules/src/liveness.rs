@@ -168,6 +168,45 @@ pub fn last_seen(replicas: &BTreeMap<String, Replica>, own: &str) -> BTreeMap<St
     out
 }
 
+/// The ended replicas whose objects may go: heartbeat older than
+/// `retention_millis` (so not a live replica's hiccup), and every cluster
+/// their record lists seen as late elsewhere: in a record with a later
+/// heartbeat (this replica's too), or in its stored report (`stored`: its
+/// `lastSeenTime`, ms; `None`: no report, the cluster was deregistered).
+/// Until then the record is the only word on when its clusters were last
+/// seen, and stays. A replica without a heartbeat is left alone (a new
+/// one writes its record before its first renewal).
+pub fn collectable(
+    replicas: &BTreeMap<String, Replica>,
+    own: &str,
+    now_millis: i64,
+    retention_millis: i64,
+    stored: impl Fn(&str) -> Option<i64>,
+) -> Vec<String> {
+    replicas
+        .iter()
+        .filter(|(id, _)| id.as_str() != own)
+        .filter_map(|(id, r)| {
+            let beat = r.heartbeat_millis?;
+            if now_millis.saturating_sub(beat) < retention_millis {
+                return None;
+            }
+            let others = |c: &str| {
+                replicas
+                    .iter()
+                    .filter(|(o, _)| *o != id)
+                    .filter(|(_, o)| o.served.as_ref().is_some_and(|s| s.contains(c)))
+                    .filter_map(|(_, o)| o.heartbeat_millis)
+                    .max()
+            };
+            let redundant = r.served.iter().flatten().all(|c| {
+                stored(c).is_none_or(|t| t >= beat) || others(c).is_some_and(|t| t > beat)
+            });
+            redundant.then(|| id.clone())
+        })
+        .collect()
+}
+
 /// What this replica's record is to list: the clusters streaming here and
 /// not stale here (`(name, connected, stale)`), each with when it was
 /// first listed (kept from `before`, else `now_millis`).
@@ -255,6 +294,88 @@ mod tests {
             let want: BTreeMap<String, i64> =
                 want.iter().map(|(c, t)| (c.to_string(), *t)).collect();
             assert_eq!(last_seen(&replicas, "a"), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn an_ended_replicas_record_goes_once_nothing_depends_on_it() {
+        type Case = (
+            &'static str,
+            &'static [(&'static str, Option<i64>, Option<&'static [&'static str]>)],
+            &'static [(&'static str, i64)],
+            &'static [&'static str],
+        );
+        // now 1000, retention 100; stored lastSeenTimes; "gone" has no report.
+        let cases: &[Case] = &[
+            (
+                "live replicas stay",
+                &[("b", Some(950), Some(&["east"]))],
+                &[("east", 0)],
+                &[],
+            ),
+            (
+                "ended, its cluster's report older: the record is its only word",
+                &[("b", Some(100), Some(&["east"]))],
+                &[("east", 50)],
+                &[],
+            ),
+            (
+                "ended, its cluster's report as late (written at its disconnect)",
+                &[("b", Some(100), Some(&["east"]))],
+                &[("east", 100)],
+                &["b"],
+            ),
+            (
+                "ended, its cluster served since by a live replica",
+                &[
+                    ("b", Some(100), Some(&["east"])),
+                    ("c", Some(990), Some(&["east"])),
+                ],
+                &[("east", 50)],
+                &["b"],
+            ),
+            (
+                "ended, its cluster served since by this replica",
+                &[
+                    ("b", Some(100), Some(&["east"])),
+                    ("a", Some(990), Some(&["east"])),
+                ],
+                &[("east", 50)],
+                &["b"],
+            ),
+            (
+                "ended, listing nothing, or a deregistered cluster",
+                &[
+                    ("b", Some(100), Some(&[])),
+                    ("c", Some(100), None),
+                    ("d", Some(100), Some(&["gone"])),
+                ],
+                &[],
+                &["b", "c", "d"],
+            ),
+            (
+                "no heartbeat (a new replica before its first renewal), or this one: left",
+                &[("b", None, Some(&[])), ("a", Some(1), Some(&[]))],
+                &[],
+                &[],
+            ),
+        ];
+        for (name, replicas, stored, want) in cases {
+            let replicas: BTreeMap<String, Replica> = replicas
+                .iter()
+                .map(|(id, beat, served)| {
+                    (
+                        id.to_string(),
+                        Replica {
+                            heartbeat_millis: *beat,
+                            served: served.map(set),
+                        },
+                    )
+                })
+                .collect();
+            let stored: BTreeMap<&str, i64> = stored.iter().copied().collect();
+            let got = collectable(&replicas, "a", 1000, 100, |c| stored.get(c).copied());
+            assert_eq!(got, want.to_vec(), "{name}");
         }
     }
 

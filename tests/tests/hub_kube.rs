@@ -2097,7 +2097,8 @@ fn stale_in(hub: &KubeHub, cluster: &str) -> Option<bool> {
 /// report gets its last-seen (once) and it goes stale on both replicas.
 /// A restart keeps the right freshness: a cluster the ended process served
 /// until just now is fresh (its report alone is older than --stale-after),
-/// one silent for longer is stale, and the first goes stale in time.
+/// one silent for longer is stale, and the first goes stale in time. An
+/// ended replica's record is deleted once nothing depends on it.
 #[tokio::test]
 async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
     use gwhub_hub_rules::liveness::{self, CLUSTERS_KEY, LABEL, REPLICA_KEY};
@@ -2252,5 +2253,41 @@ async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
         |s| *s == Some(true),
     )
     .await;
+
+    // Ended replicas' records go once nothing depends on them: hub-b's
+    // (it served nobody) soon; hub-a's only once west is seen later
+    // elsewhere (it is the only word on west's last-seen until then).
+    let holders = || async {
+        let list = configmaps.list(&labelled).await.unwrap().items;
+        let mut ids: Vec<String> = list
+            .into_iter()
+            .map(|r| r.data.unwrap()[REPLICA_KEY].clone())
+            .map(|id| id.split('@').next().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let kept = until(WAIT, holders, |ids| !ids.contains(&"hub-b".to_string())).await;
+    assert_eq!(kept, vec!["hub-a".to_string(), "hub-c".to_string()]);
+    let west = Agent::connect(c.hub.ingest_addr, "west").await;
+    let _west_alive = keep_alive(&west);
+    until(
+        WAIT,
+        || async { stale_in(&c, "west") },
+        |s| *s == Some(false),
+    )
+    .await;
+    let kept = until(WAIT, holders, |ids| ids == &["hub-c".to_string()]).await;
+    assert_eq!(kept, vec!["hub-c".to_string()]);
+    let lease_holders: Vec<String> = leases
+        .list(&labelled)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|l| l.spec?.holder_identity)
+        .collect();
+    assert_eq!(lease_holders.len(), 1, "{lease_holders:?}");
+    assert!(lease_holders[0].starts_with("hub-c@"));
     c.shutdown().await.unwrap();
 }

@@ -15,11 +15,15 @@
 //!
 //! Records stay after their replica ends, so a restarted hub knows when
 //! the clusters of a crashed process were last seen (its last heartbeat):
-//! neither all stale nor all fresh. `kubectl get leases,configmaps -l
-//! gwhub.io/liveness` lists them.
+//! neither all stale nor all fresh. Once nothing depends on an ended
+//! replica's record (its heartbeat older than twice `--stale-after`, each
+//! cluster it lists seen as late elsewhere,
+//! [`gwhub_hub_rules::liveness::collectable`]), any replica deletes it.
+//! `kubectl get leases,configmaps -l gwhub.io/liveness` lists them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -39,6 +43,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::store::StoredParts;
 use crate::index::Index;
 use crate::kube::FIELD_MANAGER;
 
@@ -93,6 +98,13 @@ pub(crate) struct Liveness {
     /// This replica (its leader-election identity); the Lease's holder is
     /// it with this process's start time (see [`Liveness::spawn`]).
     pub(crate) identity: String,
+    /// The stored reports as the importer saw them (their lastSeenTime),
+    /// and whether it listed them once: an ended replica's record goes
+    /// only when the store says as much.
+    pub(crate) stored: StoredParts,
+    pub(crate) restored: watch::Receiver<bool>,
+    /// Set when this replica's record was deleted: written again whole.
+    pub(crate) lost_own: Arc<AtomicBool>,
 }
 
 impl Liveness {
@@ -142,6 +154,9 @@ impl Liveness {
                 .map(|c| (c.name, c.connected, c.stale));
             since = liveness::served(clusters, &since, wall);
             let chunks = liveness::encode(&since, CHUNK_BUDGET_BYTES);
+            if self.lost_own.swap(false, Ordering::SeqCst) {
+                published = None;
+            }
             let due = last_publish.is_none_or(|t| now.duration_since(t) >= PUBLISH_EVERY);
             if published.as_ref() != Some(&chunks) && due {
                 last_publish = Some(now);
@@ -269,8 +284,13 @@ impl Liveness {
                     }
                     Ok(Event::Apply(c)) => add_chunk(&mut records, &c),
                     Ok(Event::Delete(c)) => {
-                        if let Some((id, i, _)) = chunk_of(&c) && let Some(r) = records.get_mut(&id) {
-                            r.remove(&i);
+                        if let Some((id, i, _)) = chunk_of(&c) {
+                            if id == self.identity {
+                                self.lost_own.store(true, Ordering::SeqCst);
+                            }
+                            if let Some(r) = records.get_mut(&id) {
+                                r.remove(&i);
+                            }
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness records failed; retrying"),
@@ -299,7 +319,60 @@ impl Liveness {
                     }
                     handed = now_seen;
                     synced.send_replace(true);
+                    if *self.restored.borrow() {
+                        let gone = {
+                            let stored = self.stored.lock();
+                            let retention = i64::try_from(self.index.stale_after().as_millis())
+                                .unwrap_or(i64::MAX / 2)
+                                .saturating_mul(2);
+                            liveness::collectable(
+                                &replicas,
+                                &self.identity,
+                                Timestamp::now().as_millisecond(),
+                                retention,
+                                |c| match stored.get(c).and_then(|p| p.get(&0)) {
+                                    Some(head) => Some(head.last_seen_millis),
+                                    // Known but not in the store's view (a
+                                    // relist under way): not known to be
+                                    // as late, so kept.
+                                    None if self.index.has_cluster(c) => Some(i64::MIN),
+                                    None => None,
+                                },
+                            )
+                        };
+                        for id in gone {
+                            let chunks: Vec<u32> = records.remove(&id).map(|r| r.into_keys().collect()).unwrap_or_default();
+                            beats.remove(&id);
+                            self.collect(&id, chunks).await;
+                        }
+                    }
                 }
+            }
+        }
+    }
+}
+
+impl Liveness {
+    /// Deletes an ended replica's Lease and record chunks (already gone:
+    /// another replica was first).
+    async fn collect(&self, identity: &str, chunks: Vec<u32>) {
+        tracing::info!(
+            replica = identity,
+            "deleting an ended replica's liveness record: nothing depends on it any more"
+        );
+        let params = kube::api::DeleteParams::default();
+        let lease = liveness::object_name(identity, 0);
+        if let Err(e) = self.leases.delete(&lease, &params).await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            tracing::warn!(lease = %lease, error = %e, "cannot delete an ended replica's heartbeat");
+        }
+        for i in chunks {
+            let name = liveness::object_name(identity, i);
+            if let Err(e) = self.configmaps.delete(&name, &params).await
+                && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+            {
+                tracing::warn!(object = %name, error = %e, "cannot delete an ended replica's liveness record");
             }
         }
     }

@@ -295,6 +295,9 @@ impl Connected {
                 .lease
                 .as_ref()
                 .map_or_else(leader::default_identity, |l| l.identity.clone()),
+            stored: stored.clone(),
+            restored: restored.clone(),
+            lost_own: Default::default(),
         }
         .spawn(&mut tasks, shutdown.clone());
         tasks.spawn(store::run_importer(
