@@ -14,6 +14,7 @@
 //! what is not ready across the fleet by cause for the web page;
 //! [`store_queue`] and [`store_writer`] are the store writer's rules;
 //! [`shards`] spreads the status writing over the hub's replicas.
+//! [`liveness`] is what each replica's liveness record holds.
 //!
 //! It exists apart from the hub runtime so the compiler keeps the rules free
 //! of I/O: it depends on no async runtime, gRPC or Kubernetes client
@@ -26,6 +27,7 @@ pub mod history;
 pub mod inventory;
 pub mod layout;
 pub mod listing;
+pub mod liveness;
 pub mod read_access;
 pub mod report;
 pub mod shards;

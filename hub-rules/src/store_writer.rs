@@ -20,7 +20,12 @@
 //!   flight (its outcome would record the object as written);
 //! - a pruned cluster's report is deleted only once its write in flight
 //!   ends, and it is not written while its deletion waits or runs, so a
-//!   late write never re-creates it ([`store_queue::Prunes`]).
+//!   late write never re-creates it ([`store_queue::Prunes`]);
+//! - liveness is not the store's: a connected cluster's report is written
+//!   only when it changes (its last-seen is its replica's heartbeat,
+//!   [`crate::liveness`]); once its stream here ends, its head is written
+//!   once more for its last-seen if the head does not hold it yet, and
+//!   never again for that stream.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -50,6 +55,9 @@ pub struct Written {
     /// Per part, the hash of the Gateways written (`None`: not written).
     pub hashes: Vec<Option<u64>>,
     pub last_seen_millis: i64,
+    /// The head holds the cluster's last-seen at the end of this stream
+    /// (written once; from then on other replicas vouch for it).
+    pub final_seen: bool,
 }
 
 /// What the store holds of a cluster as the importer last saw it, for a
@@ -105,8 +113,9 @@ pub struct Write {
     pub cluster: String,
     pub session: u64,
     pub written: Option<Written>,
-    /// Its head is to be written for its lastSeenTime alone.
-    pub refresh_due: bool,
+    /// Its stream here ended: its head is to be written for its
+    /// last-seen (once), also when nothing else changed.
+    pub final_seen_due: bool,
 }
 
 /// What the writer is to do now.
@@ -127,8 +136,6 @@ pub struct Config {
     pub debounce: Duration,
     /// A cluster that keeps changing is written at most this often.
     pub rewrite_every: Duration,
-    /// How often a live cluster's lastSeenTime is refreshed.
-    pub refresh: Duration,
     pub writes_in_flight: usize,
     pub prunes_in_flight: usize,
 }
@@ -138,7 +145,7 @@ pub struct Config {
 struct Pending {
     dirty: Dirty,
     session: u64,
-    refresh_due: bool,
+    final_seen_due: bool,
 }
 
 /// The store writer's state: what is written, waiting, in flight, pruned.
@@ -180,7 +187,7 @@ impl Writer {
         self.scan_at.get_or_insert(now + self.config.debounce);
     }
 
-    /// The periodic tick: scan (a live cluster's lastSeenTime may be due).
+    /// The periodic tick: scan (a missed change, a retry may be due).
     pub fn tick(&mut self, now: Instant) {
         self.scan_at.get_or_insert(now);
     }
@@ -197,17 +204,15 @@ impl Writer {
 
     /// Finds the clusters with something to write among the index's
     /// `clusters` (not one written or deleted now) and notes since when;
-    /// drops bookkeeping of deregistered clusters. `wall_millis`: the wall
-    /// clock; `seed`: what the store holds of a cluster.
+    /// drops bookkeeping of deregistered clusters. `seed`: what the store
+    /// holds of a cluster.
     pub fn scan(
         &mut self,
         now: Instant,
-        wall_millis: i64,
         clusters: Vec<Cluster>,
         seed: impl Fn(&str) -> Option<Seed>,
     ) {
         self.scan_at = None;
-        let refresh = i64::try_from(self.config.refresh.as_millis()).unwrap_or(i64::MAX);
         // Deregistered clusters need no bookkeeping.
         let names: BTreeSet<&str> = clusters.iter().map(|c| c.name.as_str()).collect();
         self.written.retain(|name, _| names.contains(name.as_str()));
@@ -221,9 +226,9 @@ impl Writer {
                 continue;
             }
             // A cluster that left keeps its last report: written if it
-            // changed before the stream ended (within the debounce), never
-            // refreshed (it is silent). Clusters never streamed here are
-            // another replica's to write.
+            // changed before the stream ended (within the debounce), and
+            // its last-seen once. Clusters never streamed here are another
+            // replica's to write.
             if !c.connected && !self.written.contains_key(&c.name) {
                 self.pending.remove(&c.name);
                 continue;
@@ -244,20 +249,31 @@ impl Writer {
                     parts: seed.parts,
                     hashes: seed.hashes,
                     last_seen_millis: seed.last_seen_millis,
+                    final_seen: false,
                 };
                 self.written.insert(c.name.clone(), w);
             }
-            let w = self.written.get(&c.name).filter(|w| w.session == c.session);
-            let changed = w.is_none_or(|w| w.report_rev != c.report_rev);
-            // Refresh lastSeenTime only when there is news of the cluster
-            // (a silent connected one would be rewritten on every tick
-            // with the same time).
-            let refresh_due = w.is_some_and(|w| {
-                c.connected
-                    && c.last_seen_millis > w.last_seen_millis
-                    && wall_millis.saturating_sub(w.last_seen_millis) >= refresh
-            });
-            if !changed && !refresh_due {
+            let w = self
+                .written
+                .get_mut(&c.name)
+                .filter(|w| w.session == c.session);
+            let changed = w.as_ref().is_none_or(|w| w.report_rev != c.report_rev);
+            // No periodic refresh: a connected cluster's liveness is its
+            // replica's heartbeat. Its stream ended: its last-seen, once
+            // (not again when other replicas' heartbeats move it on).
+            let final_seen_due = match w {
+                Some(w) if !c.connected && !w.final_seen => {
+                    if c.last_seen_millis <= w.last_seen_millis {
+                        // The head holds it already.
+                        w.final_seen = true;
+                        false
+                    } else {
+                        true
+                    }
+                }
+                _ => false,
+            };
+            if !changed && !final_seen_due {
                 self.pending.remove(&c.name);
                 continue;
             }
@@ -268,7 +284,7 @@ impl Writer {
                 Pending {
                     dirty: Dirty { since, last_start },
                     session: c.session,
-                    refresh_due,
+                    final_seen_due,
                 },
             );
         }
@@ -313,7 +329,7 @@ impl Writer {
                 cluster: name,
                 session: p.session,
                 written,
-                refresh_due: p.refresh_due,
+                final_seen_due: p.final_seen_due,
             });
         }
         let wake = match (next, self.scan_at) {
@@ -431,6 +447,10 @@ pub struct Pass {
     last_seen_millis: i64,
     /// The lastSeenTime known written (kept if the head is not).
     old_last_seen_millis: i64,
+    /// Whether the head held the stream's final last-seen before.
+    old_final_seen: bool,
+    /// Whether this pass writes the stream's final last-seen.
+    final_seen_due: bool,
     /// The count of parts known written (0: none).
     old_parts: u32,
     relaid: bool,
@@ -446,7 +466,8 @@ pub struct Pass {
 impl Pass {
     /// The pass for a cluster laid out as `new` (a hash per part, the head
     /// first; at least one), given what is `written` for its stream;
-    /// `None`: nothing to write for `report_rev` (remember it:
+    /// `final_seen_due`: its stream here ended, the head is due for its
+    /// last-seen; `None`: nothing to write for `report_rev` (remember it:
     /// [`Outcome::Rev`]).
     pub fn new(
         written: Option<&Written>,
@@ -454,7 +475,7 @@ impl Pass {
         report_rev: u64,
         last_seen_millis: i64,
         new: Vec<u64>,
-        refresh_due: bool,
+        final_seen_due: bool,
     ) -> Option<Pass> {
         let n = new.len();
         let relaid = written.is_none_or(|w| w.parts as usize != n);
@@ -465,7 +486,7 @@ impl Pass {
                 relaid || written.and_then(|w| w.hashes.get(i).copied().flatten()) != Some(*h)
             })
             .collect();
-        let head_due = dirty.first().copied().unwrap_or(true) || refresh_due;
+        let head_due = dirty.first().copied().unwrap_or(true) || final_seen_due;
         if !head_due && !dirty.iter().any(|d| *d) {
             return None;
         }
@@ -480,6 +501,8 @@ impl Pass {
             report_rev,
             last_seen_millis,
             old_last_seen_millis: written.map_or(0, |w| w.last_seen_millis),
+            old_final_seen: written.is_some_and(|w| w.final_seen),
+            final_seen_due,
             old_parts: written.map_or(0, |w| w.parts),
             relaid,
             new,
@@ -555,6 +578,7 @@ impl Pass {
             } else {
                 self.old_last_seen_millis
             },
+            final_seen: self.old_final_seen || (self.head_written && self.final_seen_due),
         })
     }
 }

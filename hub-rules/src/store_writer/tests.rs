@@ -8,7 +8,6 @@ fn config() -> Config {
     Config {
         debounce: ms(50),
         rewrite_every: ms(1000),
-        refresh: ms(2000),
         writes_in_flight: 2,
         prunes_in_flight: 1,
     }
@@ -26,6 +25,7 @@ fn whole(session: u64, rev: u64, parts: u32) -> Outcome {
         parts,
         hashes: (0..parts).map(|i| Some(u64::from(i))).collect(),
         last_seen_millis: 1,
+        final_seen: false,
     })
 }
 
@@ -36,6 +36,12 @@ enum Op {
     Index(&'static [(&'static str, bool, u64, u64)]),
     /// The clock (ms since the start).
     At(u64),
+    /// Every cluster's last-seen in the index from now on (ms).
+    Seen(i64),
+    /// Scan if due, then the writes' (cluster, final last-seen due).
+    NextFinal(&'static [(&'static str, bool)]),
+    /// A write ended having written its head with what the index held.
+    DoneHead(&'static str, u64),
     Changed,
     /// Scan if due, then the actions: writes as (cluster, the report
     /// revision known written for its stream, `None`: nothing known),
@@ -233,6 +239,77 @@ fn the_race_rules() {
             ],
         ),
         (
+            "a connected cluster is not rewritten for liveness",
+            &[
+                Index(&[("a", true, 1, 1)]),
+                Next(&[("a", None)], &[]),
+                Done("a", 1, 1),
+                Seen(5_000),
+                At(5_000),
+                Changed,
+                At(5_100),
+                Next(&[], &[]),
+                Seen(60_000),
+                At(60_000),
+                Next(&[], &[]),
+            ],
+        ),
+        (
+            "a cluster that left gets its last-seen once, not again as others vouch for it",
+            &[
+                Index(&[("a", true, 1, 1)]),
+                Next(&[("a", None)], &[]),
+                Done("a", 1, 1),
+                Seen(4_000),
+                Index(&[("a", false, 1, 1)]),
+                At(4_000),
+                Changed,
+                At(4_100),
+                NextFinal(&[("a", true)]),
+                DoneHead("a", 1),
+                // Another replica's heartbeat moves its last-seen on.
+                Seen(9_000),
+                At(9_000),
+                Changed,
+                At(9_100),
+                Next(&[], &[]),
+            ],
+        ),
+        (
+            "a failed last-seen write is retried",
+            &[
+                Index(&[("a", true, 1, 1)]),
+                Next(&[("a", None)], &[]),
+                Done("a", 1, 1),
+                Seen(4_000),
+                Index(&[("a", false, 1, 1)]),
+                At(4_000),
+                Changed,
+                At(4_100),
+                NextFinal(&[("a", true)]),
+                Failed("a"),
+                At(5_200),
+                NextFinal(&[("a", true)]),
+            ],
+        ),
+        (
+            "a cluster that left with its last-seen written already: nothing",
+            &[
+                Index(&[("a", true, 1, 1)]),
+                Next(&[("a", None)], &[]),
+                Done("a", 1, 1),
+                Index(&[("a", false, 1, 1)]),
+                At(4_000),
+                Changed,
+                At(4_100),
+                Next(&[], &[]),
+                Seen(9_000),
+                Changed,
+                At(4_200),
+                Next(&[], &[]),
+            ],
+        ),
+        (
             "a cluster never streamed here is another replica's to write",
             &[Index(&[("a", false, 1, 1)]), Next(&[], &[])],
         ),
@@ -255,6 +332,22 @@ fn the_race_rules() {
         let mut now = t0;
         let mut w = Writer::new(config(), t0);
         let mut index: &[(&str, bool, u64, u64)] = &[];
+        let mut seen: i64 = 1;
+        let scan = |w: &mut Writer, now: Instant, index: &[(&str, bool, u64, u64)], seen: i64| {
+            if w.scan_due(now) {
+                let clusters = index
+                    .iter()
+                    .map(|(name, connected, report_rev, session)| Cluster {
+                        name: name.to_string(),
+                        connected: *connected,
+                        report_rev: *report_rev,
+                        session: *session,
+                        last_seen_millis: seen,
+                    })
+                    .collect();
+                w.scan(now, clusters, |_| None);
+            }
+        };
         let session = |index: &[(&str, bool, u64, u64)], c: &str| {
             index.iter().find(|e| e.0 == c).map_or(1, |e| e.3)
         };
@@ -263,20 +356,32 @@ fn the_race_rules() {
                 Index(i) => index = i,
                 At(t) => now = t0 + ms(*t),
                 Changed => w.changed(now),
+                Seen(t) => seen = *t,
+                NextFinal(writes) => {
+                    scan(&mut w, now, index, seen);
+                    let got: Vec<(String, bool)> = w
+                        .next(now)
+                        .writes
+                        .iter()
+                        .map(|w| (w.cluster.clone(), w.final_seen_due))
+                        .collect();
+                    let want: Vec<(String, bool)> =
+                        writes.iter().map(|(c, f)| (c.to_string(), *f)).collect();
+                    assert_eq!(got, want, "{name}: step {step}: writes");
+                }
+                DoneHead(c, rev) => {
+                    let outcome = Outcome::Written(Written {
+                        session: session(index, c),
+                        report_rev: *rev,
+                        parts: 1,
+                        hashes: vec![Some(0)],
+                        last_seen_millis: seen,
+                        final_seen: true,
+                    });
+                    w.write_ended(now, c, outcome)
+                }
                 Next(writes, deletes) => {
-                    if w.scan_due(now) {
-                        let clusters = index
-                            .iter()
-                            .map(|(name, connected, report_rev, session)| Cluster {
-                                name: name.to_string(),
-                                connected: *connected,
-                                report_rev: *report_rev,
-                                session: *session,
-                                last_seen_millis: 1,
-                            })
-                            .collect();
-                        w.scan(now, 1, clusters, |_| None);
-                    }
+                    scan(&mut w, now, index, seen);
                     let got = w.next(now);
                     let got_writes: Vec<(String, Option<u64>)> = got
                         .writes
@@ -304,7 +409,7 @@ fn the_race_rules() {
 }
 
 /// Each case: the hashes known written (`None`: nothing for this stream),
-/// the new layout's hashes, whether lastSeenTime is due, which objects
+/// the new layout's hashes, whether the final last-seen is due, which objects
 /// fail -> the parts written (the head last), the outcome's (report
 /// revision, hashes), the stale parts.
 #[test]
@@ -341,7 +446,7 @@ fn a_pass_writes_what_changed_parts_first_the_head_last() {
             (2, 2),
         ),
         (
-            "unchanged but lastSeenTime due: the head alone",
+            "unchanged but its stream ended: the head alone, for its last-seen",
             Some(&[Some(10), Some(11)]),
             &[10, 11],
             true,
@@ -418,6 +523,7 @@ fn a_pass_writes_what_changed_parts_first_the_head_last() {
             parts: h.len() as u32,
             hashes: h.to_vec(),
             last_seen_millis: 5,
+            final_seen: false,
         });
         let pass = Pass::new(written.as_ref(), 1, 7, 9, new.to_vec(), *refresh);
         let Some(mut pass) = pass else {
@@ -446,6 +552,7 @@ fn a_pass_writes_what_changed_parts_first_the_head_last() {
                 assert_eq!(w.parts, new.len() as u32, "{name}");
                 let head = !fail.contains(&0) && wrote.contains(&0);
                 assert_eq!(w.last_seen_millis, if head { 9 } else { 5 }, "{name}");
+                assert_eq!(w.final_seen, head && *refresh, "{name}");
             }
             (Outcome::Nothing, None) => {}
             (got, want) => panic!("{name}: {got:?}, want {want:?}"),
@@ -530,6 +637,9 @@ struct Flight {
     pass: Option<Result<Pass, u64>>,
     /// Parts deleted right after its objects land.
     lose_after: Vec<u32>,
+    /// Its stream and whether it is to write the final last-seen.
+    session: u64,
+    final_seen_due: bool,
 }
 
 /// The writer, an index, a store and the I/O between them, run on
@@ -551,6 +661,8 @@ struct Sim {
     gone: BTreeSet<String>,
     next_session: u64,
     next_rev: u64,
+    /// The streams whose final last-seen was written.
+    finals: BTreeSet<(String, u64)>,
 }
 
 impl Sim {
@@ -585,6 +697,7 @@ impl Sim {
             gone: BTreeSet::new(),
             next_session: 10,
             next_rev: 10,
+            finals: BTreeSet::new(),
         }
     }
 
@@ -632,8 +745,7 @@ impl Sim {
                 .iter()
                 .filter_map(|n| Some((n.to_string(), self.seed(n)?)))
                 .collect();
-            self.w
-                .scan(now, self.wall(), clusters, |c| seeds.get(c).cloned());
+            self.w.scan(now, clusters, |c| seeds.get(c).cloned());
         }
         let actions = self.w.next(now);
         for (cluster, _) in actions.deletes {
@@ -655,6 +767,15 @@ impl Sim {
                 !self.writes.iter().any(|f| f.cluster == c),
                 "two writes of {c} in flight"
             );
+            // (A write picked before a reconnect is for the ended stream.)
+            let streaming = self
+                .index
+                .get(&c)
+                .is_some_and(|sc| sc.connected && sc.session == write.session);
+            assert!(
+                !(streaming && write.final_seen_due),
+                "{c} written for its last-seen while its stream is on"
+            );
             assert!(
                 !self.awaiting.contains(&c) && !self.deleting.contains(&c),
                 "{c} written while its deletion waits or runs"
@@ -666,7 +787,7 @@ impl Sim {
                     sc.rev,
                     sc.last_seen,
                     sc.hashes(),
-                    write.refresh_due,
+                    write.final_seen_due,
                 )
                 .ok_or(sc.rev)
             });
@@ -674,6 +795,8 @@ impl Sim {
                 cluster: c,
                 pass,
                 lose_after: Vec::new(),
+                session: write.session,
+                final_seen_due: write.final_seen_due,
             });
         }
         assert!(self.writes.len() <= config().writes_in_flight);
@@ -696,6 +819,8 @@ impl Sim {
             cluster,
             pass,
             lose_after,
+            session,
+            final_seen_due,
         } = self.writes.remove(i % self.writes.len());
         let outcome = match pass {
             None => Outcome::Nothing,
@@ -717,6 +842,12 @@ impl Sim {
                     let ok = !fails(0);
                     if ok {
                         self.store.insert((cluster.clone(), 0), (n, hashes[0]));
+                        if final_seen_due {
+                            assert!(
+                                self.finals.insert((cluster.clone(), session)),
+                                "{cluster}'s last-seen written twice for one stream"
+                            );
+                        }
                     }
                     pass.head_written(ok);
                 }
@@ -815,7 +946,12 @@ impl Sim {
                 self.w.changed(now);
             }
             Ev::Disconnect(c) => {
+                let wall = self.wall();
                 if let Some(sc) = self.index.get_mut(NAMES[c]) {
+                    // Its last heartbeat, after its last report.
+                    if sc.connected {
+                        sc.last_seen = wall;
+                    }
                     sc.connected = false;
                     self.w.changed(now);
                 }
@@ -896,8 +1032,9 @@ proptest! {
     /// Over random event sequences: never two writes of one cluster in
     /// flight, no deletion beside a write of its cluster and no write of a
     /// cluster whose deletion waits or runs, a pruned cluster never
-    /// re-created by a late write, and once writes complete, every change
-    /// of a connected cluster persisted.
+    /// re-created by a late write, no write of a connected cluster for its
+    /// liveness, a stream's final last-seen written at most once, and once
+    /// writes complete, every change of a connected cluster persisted.
     #[test]
     fn the_writer_keeps_its_invariants(events in proptest::collection::vec(event(), 1..80)) {
         let mut sim = Sim::new();

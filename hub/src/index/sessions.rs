@@ -309,6 +309,39 @@ impl Index {
         true
     }
 
+    /// Another hub replica serves `cluster` and was alive at `seen_millis`
+    /// (its heartbeat, see `kube::liveness`): the cluster's last-seen moves
+    /// on and a stale one turns fresh. A cluster streaming here (its own
+    /// messages count), or not known here yet (its stored report brings
+    /// it), is left alone.
+    pub(crate) fn seen_elsewhere(&self, cluster: &str, seen_millis: i64) {
+        let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
+        let clusters = self.inner.sessions.clusters.lock();
+        let Some(live) = clusters.get(cluster) else {
+            return;
+        };
+        if live.connected.load(Ordering::SeqCst) {
+            return;
+        }
+        let seen = live
+            .last_seen
+            .fetch_max(seen_millis, Ordering::SeqCst)
+            .max(seen_millis);
+        if now_millis().saturating_sub(seen) >= limit || !live.stale.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
+        drop(clusters);
+        self.mark_dirty(affected);
+        tracing::info!(
+            cluster,
+            "cluster is fresh again (served by another replica)"
+        );
+        self.transition(ClusterTransition::Fresh {
+            cluster: cluster.to_owned(),
+        });
+    }
+
     /// Forgets disconnected clusters silent for the prune bound (see
     /// [`IndexConfig::prune_after`]).
     pub(crate) fn prune_silent(&self) {

@@ -7,6 +7,8 @@
 //!   aggregates with them) and the index's aggregate server-side applied
 //!   onto each hub Gateway `ns/name` (field manager `gwhub`), through one
 //!   coalescing queue, skipping writes that would change only times;
+//! - [`liveness`]: each replica's heartbeat and the clusters it serves, so
+//!   a connected cluster's report is not rewritten just to stay fresh;
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //!   [`shards`]: with `--status-shards`, status writing spread over the
@@ -25,6 +27,7 @@ pub mod events;
 pub mod inventory;
 pub mod join;
 pub mod leader;
+mod liveness;
 pub mod metrics;
 pub mod reporting;
 pub mod revocations;
@@ -282,7 +285,6 @@ impl Connected {
             revocations,
         } = self;
         let index = hub.index.clone();
-        let stale_after = index.stale_after();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
         let metrics = Arc::new(Metrics::default());
         let shutdown = CancellationToken::new();
@@ -295,6 +297,19 @@ impl Connected {
             metrics.clone(),
         ));
         let stored = store::StoredParts::default();
+        let sightings = liveness::Liveness {
+            leases: Api::namespaced(client.clone(), &options.namespace),
+            configmaps: Api::namespaced(client.clone(), &options.namespace),
+            index: index.clone(),
+            identity: options
+                .lease
+                .as_ref()
+                .map_or_else(leader::default_identity, |l| l.identity.clone()),
+            stored: stored.clone(),
+            restored: restored.clone(),
+            lost_own: Default::default(),
+        }
+        .spawn(&mut tasks, shutdown.clone());
         tasks.spawn(store::run_importer(
             store::Store {
                 api: reports_api.clone(),
@@ -302,6 +317,7 @@ impl Connected {
                 stored: stored.clone(),
                 metrics: metrics.clone(),
                 budget: budget.clone(),
+                sightings,
             },
             restored_tx,
             forget.clone(),
@@ -312,7 +328,6 @@ impl Connected {
                 api: reports_api,
                 index: index.clone(),
                 metrics: metrics.clone(),
-                refresh: (stale_after / 2).max(Duration::from_millis(500)),
                 debounce: options.debounce,
                 budget: budget.clone(),
                 stored,
@@ -613,9 +628,9 @@ mod tests {
         assert!(rec.connected && rec.report_rev > 0);
         // The stream ends: the echo of an earlier write of this hub (an
         // older report) does not roll it back; a later report, written by
-        // the replica the agent moved to, is taken. That replica's
-        // liveness refreshes (same report, later lastSeenTime) are taken
-        // either way, so the cluster does not go stale here.
+        // the replica the agent moved to, is taken. Its liveness (a later
+        // last-seen, from that replica's heartbeat) is taken either way,
+        // so the cluster does not go stale here.
         index.disconnect(&session);
         let reported_at = index.cluster_record("live").unwrap().last_report_millis;
         assert!(!index.import_cluster("live", one("10.0.0.3"), reported_at - 500, now));

@@ -4,10 +4,15 @@
 //! store holds for the writer ([`super::StoredParts`]), tells the writer
 //! what was deleted of a cluster streaming here ([`super::Lost`]), and
 //! hands a deregistered cluster's parts to [`super::deletes`]; it never
-//! waits for the writer or for a delete.
+//! waits for the writer or for a delete. A stored `lastSeenTime` is taken
+//! with the replicas' liveness records ([`crate::kube::liveness`]): a
+//! cluster connected to another replica (or to a process that just
+//! ended) is as fresh as that replica's heartbeat, though its report was
+//! written long ago.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use gwhub_hub_rules::layout::{self, part_name};
@@ -25,6 +30,7 @@ use super::{Lost, LostQueue, StoredPart, StoredParts};
 use crate::aggregate::GatewayKey;
 use crate::index::Index;
 use crate::kube::budget::ApiBudget;
+use crate::kube::liveness::Sightings;
 use crate::kube::metrics::Metrics;
 
 /// What the importer knows of one cluster's stored objects.
@@ -44,6 +50,7 @@ struct Assembly {
 
 struct Importer {
     index: Index,
+    sightings: Sightings,
     stored: StoredParts,
     metrics: Arc<Metrics>,
     clusters: BTreeMap<String, Assembly>,
@@ -54,9 +61,10 @@ struct Importer {
 }
 
 impl Importer {
-    fn new(index: Index, stored: StoredParts, metrics: Arc<Metrics>) -> Self {
+    fn new(index: Index, sightings: Sightings, stored: StoredParts, metrics: Arc<Metrics>) -> Self {
         Importer {
             index,
+            sightings,
             stored,
             metrics,
             clusters: BTreeMap::new(),
@@ -192,6 +200,7 @@ impl Importer {
             );
         }
         let count = gateways.len();
+        let last_seen = last_seen.max(self.sightings.get(cluster).unwrap_or(0));
         if self
             .index
             .import_cluster(cluster, gateways, last_report, last_seen)
@@ -274,6 +283,7 @@ impl Importer {
         let Some((_, last_report, last_seen)) = a.head else {
             return;
         };
+        let last_seen = last_seen.max(self.sightings.get(cluster).unwrap_or(0));
         if let Some(mut record) = self.index.cluster_record(cluster) {
             record.gateways.retain(|k, _| !keys.contains(k));
             self.index
@@ -290,6 +300,8 @@ pub(crate) struct Store {
     pub(crate) metrics: Arc<Metrics>,
     /// For deleting a deregistered cluster's parts.
     pub(crate) budget: Arc<ApiBudget>,
+    /// The other replicas' heartbeats for their clusters.
+    pub(crate) sightings: Sightings,
 }
 
 /// Imports other writers' reports (a previous hub, another replica) into
@@ -306,14 +318,18 @@ pub(crate) async fn run_importer(
         stored,
         metrics,
         budget,
+        sightings,
     } = store;
+    // The replicas' records first, so a restart imports every cluster
+    // with its last-seen by them (not all stale, then fresh again).
+    sightings.synced(Duration::from_secs(10)).await;
     let stream = watcher::watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .boxed();
     let mut stream = stream
         .take_until(shutdown.clone().cancelled_owned())
         .boxed();
-    let mut importer = Importer::new(index.clone(), stored, metrics);
+    let mut importer = Importer::new(index.clone(), sightings, stored, metrics);
     let deletions = Arc::new(PartDeletions::default());
     // The deleting tasks end with the importer, also when it is dropped
     // rather than shut down.
@@ -379,8 +395,6 @@ pub(crate) async fn run_importer(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::index::{ClusterRecord, IndexConfig};
     use crate::kube::store::pack::parts_of;
@@ -408,6 +422,7 @@ mod tests {
         ));
         let mut importer = Importer::new(
             index.clone(),
+            Sightings::none(),
             StoredParts::default(),
             Arc::new(Metrics::default()),
         );
@@ -463,6 +478,7 @@ mod tests {
         ));
         let mut importer = Importer::new(
             index.clone(),
+            Sightings::none(),
             StoredParts::default(),
             Arc::new(Metrics::default()),
         );

@@ -1,6 +1,7 @@
 //! The hub's store: each cluster's report as `ClusterReport` objects on the
 //! management cluster, holding everything the cluster last reported and
-//! when it was last heard from.
+//! when it was last heard from as of its last change or disconnect (while
+//! it is connected, its liveness is its replica's, [`super::liveness`]).
 //!
 //! Namespaced, in the hub's own namespace: the hub then needs only a Role
 //! (not cluster-wide rights) for its store, and `kubectl -n gwhub-system get

@@ -1,6 +1,8 @@
 //! Writes the reports of the clusters streaming to this replica: a changed
 //! report (after a debounce, oldest unpersisted change first, a cluster at
-//! most once per [`REWRITE_EVERY`]) and a live cluster's `lastSeenTime`,
+//! most once per [`REWRITE_EVERY`]) and, once its stream ends, a cluster's
+//! `lastSeenTime` (a connected cluster's liveness is this replica's
+//! heartbeat, [`crate::kube::liveness`], not a rewrite of its report),
 //! only the parts whose hash changed, within the API budget; starts the
 //! deletion of a pruned cluster's report once its write in flight ends.
 //!
@@ -16,7 +18,6 @@ use futures::StreamExt;
 use gwhub_hub_rules::layout::{CLUSTER_LABEL, PART_LABEL, cluster_label, part_name};
 use gwhub_hub_rules::report::{ClusterReport, ClusterReportSpec};
 use gwhub_hub_rules::store_writer::{self, Cluster, Outcome, Pass, Seed, Write, Writer};
-use jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use tokio_util::sync::CancellationToken;
 
@@ -33,8 +34,6 @@ pub(crate) struct ReportWriter {
     pub(crate) api: Api<ClusterReport>,
     pub(crate) index: Index,
     pub(crate) metrics: Arc<Metrics>,
-    /// How often a live cluster's `lastSeenTime` is refreshed.
-    pub(crate) refresh: Duration,
     /// Wait after a change so a burst becomes one write.
     pub(crate) debounce: Duration,
     /// The API write budget shared with the status writer.
@@ -72,7 +71,6 @@ impl ReportWriter {
             store_writer::Config {
                 debounce: self.debounce,
                 rewrite_every: self.rewrite_every,
-                refresh: self.refresh,
                 writes_in_flight: WRITES_IN_FLIGHT,
                 prunes_in_flight: PRUNES_IN_FLIGHT,
             },
@@ -80,7 +78,7 @@ impl ReportWriter {
         );
         let mut running = futures::stream::FuturesUnordered::new();
         let mut deleting = futures::stream::FuturesUnordered::new();
-        let mut tick = tokio::time::interval(self.refresh.min(Duration::from_secs(1)));
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let now = Instant::now();
@@ -97,8 +95,7 @@ impl ReportWriter {
                         last_seen_millis: c.last_seen_millis,
                     })
                     .collect();
-                let wall = Timestamp::now().as_millisecond();
-                writer.scan(now, wall, clusters, |c| self.seed(c));
+                writer.scan(now, clusters, |c| self.seed(c));
             }
             let actions = writer.next(now);
             for (cluster, parts) in actions.deletes {
@@ -175,7 +172,7 @@ impl ReportWriter {
             cluster: name,
             session,
             written,
-            refresh_due,
+            final_seen_due,
         } = write;
         // The budget first: what waited for it is the latest state.
         self.budget.acquire_report().await;
@@ -198,7 +195,7 @@ impl ReportWriter {
             report_rev,
             last_seen_millis,
             hashes,
-            refresh_due,
+            final_seen_due,
         ) else {
             Metrics::bump(&self.metrics.report_writes_skipped);
             self.budget.refund();

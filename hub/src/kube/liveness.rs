@@ -1,0 +1,496 @@
+//! Liveness out of the per-cluster store: each hub replica publishes the
+//! set of clusters it serves (ConfigMaps, rewritten only when the set
+//! changes, at most every [`PUBLISH_EVERY`]) and a heartbeat (a Lease it
+//! renews every few seconds), and follows the other replicas' into the
+//! index, so a cluster streaming to another replica stays fresh here
+//! without its `ClusterReport` being rewritten.
+//!
+//! It exists because refreshing each connected cluster's `lastSeenTime`
+//! in its `ClusterReport` cost one API write per cluster per
+//! `--stale-after`/2, growing with the fleet; this costs a Lease renewal
+//! per replica per heartbeat and a record write per change of the set.
+//! The record format, its size bound and who counts as seen when are
+//! [`gwhub_hub_rules::liveness`]'s. A cluster's `ClusterReport` gets its
+//! last-seen when its stream ends (the store writer).
+//!
+//! Records stay after their replica ends, so a restarted hub knows when
+//! the clusters of a crashed process were last seen (its last heartbeat):
+//! neither all stale nor all fresh. Once nothing depends on an ended
+//! replica's record (its heartbeat older than twice `--stale-after`, each
+//! cluster it lists seen as late elsewhere,
+//! [`gwhub_hub_rules::liveness::collectable`]), any replica deletes it.
+//! `kubectl get leases,configmaps -l gwhub.io/liveness` lists them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gwhub_hub_rules::liveness::{
+    self, CHUNK_BUDGET_BYTES, CHUNK_KEY, CHUNKS_KEY, CLUSTERS_KEY, Chunk, LABEL, LABEL_VALUE,
+    REPLICA_KEY, Replica,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::store::StoredParts;
+use crate::index::Index;
+use crate::kube::FIELD_MANAGER;
+
+/// The served set is rewritten at most this often (a burst of connects,
+/// e.g. after a restart, becomes one write).
+pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(2);
+
+/// How often a replica renews its heartbeat: a quarter of `--stale-after`
+/// (so three renewals may fail before its clusters go stale elsewhere),
+/// between 0.5 s and 10 s.
+pub(crate) fn heartbeat_every(stale_after: Duration) -> Duration {
+    (stale_after / 4).clamp(Duration::from_millis(500), Duration::from_secs(10))
+}
+
+/// Each cluster's last-seen by the other replicas' records, for the
+/// importer (a stored report's `lastSeenTime` may be older), and whether
+/// the records were listed once.
+#[derive(Clone)]
+pub(crate) struct Sightings {
+    seen: Arc<Mutex<BTreeMap<String, i64>>>,
+    synced: watch::Receiver<bool>,
+}
+
+impl Sightings {
+    /// The latest heartbeat of another replica serving `cluster` (ms).
+    pub(crate) fn get(&self, cluster: &str) -> Option<i64> {
+        self.seen.lock().get(cluster).copied()
+    }
+
+    /// Waits until the records were listed once, at most `bound` (the
+    /// store is imported anyway then; the sightings follow).
+    pub(crate) async fn synced(&self, bound: Duration) {
+        let mut rx = self.synced.clone();
+        let _ = tokio::time::timeout(bound, rx.wait_for(|s| *s)).await;
+    }
+
+    /// Sightings that never sync (tests without liveness).
+    #[cfg(test)]
+    pub(crate) fn none() -> Sightings {
+        Sightings {
+            seen: Arc::default(),
+            synced: watch::channel(true).1,
+        }
+    }
+}
+
+/// One replica's liveness on the management cluster.
+pub(crate) struct Liveness {
+    pub(crate) leases: Api<Lease>,
+    pub(crate) configmaps: Api<ConfigMap>,
+    pub(crate) index: Index,
+    /// This replica (its leader-election identity); the Lease's holder is
+    /// it with this process's start time (see [`Liveness::spawn`]).
+    pub(crate) identity: String,
+    /// The stored reports as the importer saw them (their lastSeenTime),
+    /// and whether it listed them once: an ended replica's record goes
+    /// only when the store says as much.
+    pub(crate) stored: StoredParts,
+    pub(crate) restored: watch::Receiver<bool>,
+    /// Set when this replica's record was deleted: written again whole.
+    pub(crate) lost_own: Arc<AtomicBool>,
+}
+
+impl Liveness {
+    /// Starts publishing this replica's liveness and following the
+    /// others'; the returned sightings feed the importer.
+    pub(crate) fn spawn(
+        mut self,
+        tasks: &mut tokio::task::JoinSet<()>,
+        shutdown: CancellationToken,
+    ) -> Sightings {
+        // One record per process: a process restarted with the same
+        // identity (a container's pid 1 in the same pod) reads its
+        // predecessor's record as another replica's, not as its own.
+        self.identity = format!("{}@{}", self.identity, Timestamp::now().as_millisecond());
+        let (synced_tx, synced) = watch::channel(false);
+        let sightings = Sightings {
+            seen: Arc::default(),
+            synced,
+        };
+        let me = Arc::new(self);
+        tasks.spawn(me.clone().publish(shutdown.clone()));
+        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, shutdown));
+        sightings
+    }
+
+    /// Renews the heartbeat every [`heartbeat_every`] and rewrites the
+    /// served set when it changed (at most every [`PUBLISH_EVERY`]).
+    async fn publish(self: Arc<Self>, shutdown: CancellationToken) {
+        let beat_every = heartbeat_every(self.index.stale_after());
+        let mut since: BTreeMap<String, i64> = BTreeMap::new();
+        let mut published: Option<Vec<String>> = None;
+        let mut last_publish: Option<Instant> = None;
+        let mut next_beat = Instant::now();
+        let mut tick = tokio::time::interval(beat_every.min(Duration::from_millis(500)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            let wall = Timestamp::now().as_millisecond();
+            let clusters = self
+                .index
+                .clusters()
+                .into_iter()
+                .map(|c| (c.name, c.connected, c.stale));
+            since = liveness::served(clusters, &since, wall);
+            let chunks = liveness::encode(&since, CHUNK_BUDGET_BYTES);
+            if self.lost_own.swap(false, Ordering::SeqCst) {
+                published = None;
+            }
+            let due = last_publish.is_none_or(|t| now.duration_since(t) >= PUBLISH_EVERY);
+            if published.as_ref() != Some(&chunks) && due {
+                last_publish = Some(now);
+                if self.write_record(&chunks, published.as_deref()).await {
+                    published = Some(chunks);
+                }
+            }
+            if now >= next_beat {
+                next_beat = now + beat_every;
+                self.renew().await;
+            }
+        }
+    }
+
+    /// Writes the record's chunks that differ from `before`.
+    async fn write_record(&self, chunks: &[String], before: Option<&[String]>) -> bool {
+        let n = chunks.len();
+        let relaid = before.is_none_or(|b| b.len() != n);
+        let mut ok = true;
+        for (i, text) in chunks.iter().enumerate() {
+            if !relaid && before.and_then(|b| b.get(i)) == Some(text) {
+                continue;
+            }
+            let chunk = u32::try_from(i).unwrap_or(u32::MAX);
+            let name = liveness::object_name(&self.identity, chunk);
+            let body = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "labels": {LABEL: LABEL_VALUE}},
+                "data": {
+                    REPLICA_KEY: self.identity,
+                    CHUNK_KEY: i.to_string(),
+                    CHUNKS_KEY: n.to_string(),
+                    CLUSTERS_KEY: text,
+                },
+            });
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            if let Err(e) = self
+                .configmaps
+                .patch(&name, &params, &Patch::Apply(&body))
+                .await
+            {
+                tracing::warn!(object = %name, error = %e, "cannot write this replica's liveness record; retrying");
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    /// Renews this replica's heartbeat Lease (made when absent).
+    async fn renew(&self) {
+        let name = liveness::object_name(&self.identity, 0);
+        let secs = i32::try_from(self.index.stale_after().as_secs())
+            .unwrap_or(i32::MAX)
+            .max(1);
+        let body = Lease {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                labels: Some(BTreeMap::from([(LABEL.to_owned(), LABEL_VALUE.to_owned())])),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.identity.clone()),
+                lease_duration_seconds: Some(secs),
+                // A MicroTime (the API server takes 6 fractional digits).
+                renew_time: Some(MicroTime(Timestamp::now())),
+                ..Default::default()
+            }),
+        };
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        if let Err(e) = self
+            .leases
+            .patch(&name, &params, &Patch::Apply(&body))
+            .await
+        {
+            tracing::warn!(lease = %name, error = %e, "cannot renew this replica's liveness heartbeat; retrying");
+        }
+    }
+
+    /// Follows every replica's heartbeat and record; each heartbeat
+    /// period, hands each cluster's last-seen by the others to the index.
+    async fn follow(
+        self: Arc<Self>,
+        seen: Arc<Mutex<BTreeMap<String, i64>>>,
+        synced: watch::Sender<bool>,
+        shutdown: CancellationToken,
+    ) {
+        let config = watcher::Config::default().labels(&format!("{LABEL}={LABEL_VALUE}"));
+        let mut leases = watcher::watcher(self.leases.clone(), config.clone())
+            .default_backoff()
+            .boxed();
+        let mut maps = watcher::watcher(self.configmaps.clone(), config)
+            .default_backoff()
+            .boxed();
+        // identity -> heartbeat (ms); identity -> chunks.
+        let mut beats: BTreeMap<String, i64> = BTreeMap::new();
+        let mut records: BTreeMap<String, BTreeMap<u32, Chunk>> = BTreeMap::new();
+        let (mut beats_listed, mut records_listed) = (false, false);
+        let (mut beats_next, mut records_next) = (BTreeMap::new(), BTreeMap::new());
+        let mut tick = tokio::time::interval(
+            heartbeat_every(self.index.stale_after()).min(Duration::from_secs(1)),
+        );
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut handed: BTreeMap<String, i64> = BTreeMap::new();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                Some(e) = leases.next() => match e {
+                    Ok(Event::Init) => beats_next.clear(),
+                    Ok(Event::InitApply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats_next.insert(id, t); } }
+                    Ok(Event::InitDone) => {
+                        beats = std::mem::take(&mut beats_next);
+                        beats_listed = true;
+                    }
+                    Ok(Event::Apply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats.insert(id, t); } }
+                    Ok(Event::Delete(l)) => { if let Some((id, _)) = heartbeat(&l) { beats.remove(&id); } }
+                    Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying"),
+                },
+                Some(e) = maps.next() => match e {
+                    Ok(Event::Init) => records_next.clear(),
+                    Ok(Event::InitApply(c)) => add_chunk(&mut records_next, &c),
+                    Ok(Event::InitDone) => {
+                        records = std::mem::take(&mut records_next);
+                        records_listed = true;
+                    }
+                    Ok(Event::Apply(c)) => add_chunk(&mut records, &c),
+                    Ok(Event::Delete(c)) => {
+                        if let Some((id, i, _)) = chunk_of(&c) {
+                            if id == self.identity {
+                                self.lost_own.store(true, Ordering::SeqCst);
+                            }
+                            if let Some(r) = records.get_mut(&id) {
+                                r.remove(&i);
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness records failed; retrying"),
+                },
+                _ = tick.tick() => {
+                    if !(beats_listed && records_listed) {
+                        continue;
+                    }
+                    let replicas: BTreeMap<String, Replica> = beats
+                        .keys()
+                        .chain(records.keys())
+                        .map(|id| {
+                            let r = Replica {
+                                heartbeat_millis: beats.get(id).copied(),
+                                served: records.get(id).and_then(liveness::assemble),
+                            };
+                            (id.clone(), r)
+                        })
+                        .collect();
+                    let now_seen = liveness::last_seen(&replicas, &self.identity);
+                    *seen.lock() = now_seen.clone();
+                    for (cluster, t) in &now_seen {
+                        if handed.get(cluster) != Some(t) {
+                            self.index.seen_elsewhere(cluster, *t);
+                        }
+                    }
+                    handed = now_seen;
+                    synced.send_replace(true);
+                    if *self.restored.borrow() {
+                        let gone = {
+                            let stored = self.stored.lock();
+                            let retention = i64::try_from(self.index.stale_after().as_millis())
+                                .unwrap_or(i64::MAX / 2)
+                                .saturating_mul(2);
+                            liveness::collectable(
+                                &replicas,
+                                &self.identity,
+                                Timestamp::now().as_millisecond(),
+                                retention,
+                                |c| match stored.get(c).and_then(|p| p.get(&0)) {
+                                    Some(head) => Some(head.last_seen_millis),
+                                    // Known but not in the store's view (a
+                                    // relist under way): not known to be
+                                    // as late, so kept.
+                                    None if self.index.has_cluster(c) => Some(i64::MIN),
+                                    None => None,
+                                },
+                            )
+                        };
+                        for id in gone {
+                            let chunks: Vec<u32> = records.remove(&id).map(|r| r.into_keys().collect()).unwrap_or_default();
+                            beats.remove(&id);
+                            self.collect(&id, chunks).await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Liveness {
+    /// Deletes an ended replica's Lease and record chunks (already gone:
+    /// another replica was first).
+    async fn collect(&self, identity: &str, chunks: Vec<u32>) {
+        tracing::info!(
+            replica = identity,
+            "deleting an ended replica's liveness record: nothing depends on it any more"
+        );
+        let params = kube::api::DeleteParams::default();
+        let lease = liveness::object_name(identity, 0);
+        if let Err(e) = self.leases.delete(&lease, &params).await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            tracing::warn!(lease = %lease, error = %e, "cannot delete an ended replica's heartbeat");
+        }
+        for i in chunks {
+            let name = liveness::object_name(identity, i);
+            if let Err(e) = self.configmaps.delete(&name, &params).await
+                && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+            {
+                tracing::warn!(object = %name, error = %e, "cannot delete an ended replica's liveness record");
+            }
+        }
+    }
+}
+
+/// A replica's Lease: (its holder, its renewTime in ms).
+fn heartbeat(lease: &Lease) -> Option<(String, i64)> {
+    let spec = lease.spec.as_ref()?;
+    let id = spec.holder_identity.clone()?;
+    let t = spec.renew_time.as_ref()?.0.as_millisecond();
+    Some((id, t))
+}
+
+/// A record chunk: (replica, index, chunk); `None` when malformed.
+fn chunk_of(c: &ConfigMap) -> Option<(String, u32, Chunk)> {
+    let data = c.data.as_ref()?;
+    let id = data.get(REPLICA_KEY)?.clone();
+    let i = data.get(CHUNK_KEY)?.parse().ok()?;
+    let chunks = data.get(CHUNKS_KEY)?.parse().ok()?;
+    let (served, bad) = liveness::decode(data.get(CLUSTERS_KEY).map_or("", String::as_str));
+    if bad > 0 {
+        tracing::warn!(object = %c.name_any(), lines = bad, "a liveness record has lines that are not `<cluster> <ms>`; skipped");
+    }
+    Some((id, i, Chunk { chunks, served }))
+}
+
+fn add_chunk(records: &mut BTreeMap<String, BTreeMap<u32, Chunk>>, c: &ConfigMap) {
+    match chunk_of(c) {
+        Some((id, i, chunk)) => {
+            records.entry(id).or_default().insert(i, chunk);
+        }
+        None => {
+            tracing::warn!(object = %c.name_any(), "a ConfigMap labelled {LABEL} is not a liveness record; ignored");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heartbeats_scale_with_stale_after_within_bounds() {
+        assert_eq!(
+            heartbeat_every(Duration::from_secs(60)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            heartbeat_every(Duration::from_secs(8)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            heartbeat_every(Duration::from_millis(100)),
+            Duration::from_millis(500)
+        );
+    }
+
+    /// Another replica's heartbeat for a cluster not streaming here moves
+    /// its last-seen on (a stale one turns fresh); an old one does not;
+    /// a cluster streaming here keeps its own.
+    #[test]
+    fn other_replicas_heartbeats_keep_their_clusters_fresh_here() {
+        let index = Index::new(crate::index::IndexConfig::new(
+            Default::default(),
+            Duration::from_secs(60),
+        ));
+        let now = Timestamp::now().as_millisecond();
+        let stale = |n: &str| {
+            index
+                .clusters()
+                .into_iter()
+                .find(|c| c.name == n)
+                .unwrap()
+                .stale
+        };
+        index.import_cluster("away", BTreeMap::new(), now - 120_000, now - 120_000);
+        assert!(stale("away"));
+        index.seen_elsewhere("away", now - 90_000);
+        assert!(stale("away"), "a heartbeat older than stale-after");
+        index.seen_elsewhere("away", now - 1_000);
+        assert!(!stale("away"));
+        assert_eq!(
+            index.cluster_record("away").unwrap().last_seen_millis,
+            now - 1_000
+        );
+        index.seen_elsewhere("away", now - 5_000);
+        assert_eq!(
+            index.cluster_record("away").unwrap().last_seen_millis,
+            now - 1_000,
+            "never moves back"
+        );
+        let _session = index.connect("here", "test").unwrap();
+        let before = index.cluster_record("here").unwrap().last_seen_millis;
+        index.seen_elsewhere("here", now + 60_000);
+        assert_eq!(
+            index.cluster_record("here").unwrap().last_seen_millis,
+            before
+        );
+        // Unknown here: nothing (its stored report brings it).
+        index.seen_elsewhere("unknown", now);
+        assert!(index.cluster_record("unknown").is_none());
+    }
+
+    #[test]
+    fn record_chunks_read_back() {
+        let mut c = ConfigMap {
+            data: Some(BTreeMap::from([
+                (REPLICA_KEY.to_string(), "hub-1".to_string()),
+                (CHUNK_KEY.to_string(), "0".to_string()),
+                (CHUNKS_KEY.to_string(), "1".to_string()),
+                (CLUSTERS_KEY.to_string(), "east 5\nwest 6\n".to_string()),
+            ])),
+            ..Default::default()
+        };
+        let (id, i, chunk) = chunk_of(&c).unwrap();
+        assert_eq!((id.as_str(), i, chunk.chunks), ("hub-1", 0, 1));
+        assert_eq!(chunk.served.len(), 2);
+        c.data.as_mut().unwrap().remove(REPLICA_KEY);
+        assert!(chunk_of(&c).is_none());
+    }
+}
