@@ -129,12 +129,7 @@ mod tests {
     /// time; a pass carries every change of its key pending until then;
     /// `idle(n)` says whether the n-th pass wrote nothing (its token is
     /// given back).
-    fn simulate(
-        qps: f64,
-        burst: u32,
-        changes: &[(u64, u8)],
-        idle: impl Fn(usize) -> bool,
-    ) -> Run {
+    fn simulate(qps: f64, burst: u32, changes: &[(u64, u8)], idle: impl Fn(usize) -> bool) -> Run {
         let t0 = Instant::now();
         let mut p = FairPacer::new(qps, burst, t0);
         let mut pending: std::collections::BTreeMap<u8, Vec<u64>> = Default::default();
@@ -208,7 +203,11 @@ mod tests {
         p.wait(["hot", "c"]);
         assert_eq!(p.waiting(), 3, "a waiting key keeps its one place");
         assert_eq!(p.next_due(t0), Some(t0));
-        assert_eq!(p.take_due(t0), vec!["hot", "b"], "two tokens, first due first");
+        assert_eq!(
+            p.take_due(t0),
+            vec!["hot", "b"],
+            "two tokens, first due first"
+        );
         // The hot key is due again: behind `c`, which waited first.
         p.wait(["hot"]);
         assert_eq!(p.next_due(t0), Some(t0 + ms(100)));
