@@ -10,6 +10,7 @@
 //! [`watch_events`], the one loop over a Kubernetes watch.
 
 pub mod bucket;
+pub mod fair_pace;
 pub mod identity;
 pub mod join;
 pub mod logging;
@@ -20,5 +21,6 @@ pub mod pace;
 pub mod watch_events;
 
 pub use bucket::{Class, PriorityBucket, TokenBucket};
+pub use fair_pace::FairPacer;
 pub use output::{OutputFormat, render_list, render_object};
 pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};

@@ -432,7 +432,12 @@ impl Scenario {
 
     /// `gwhub-agent run` for `cluster`, reporting to `hub_url`.
     pub fn agent(&self, tag: &str, cluster: &str, hub_url: &str) -> Proc {
-        let args = vec![
+        self.agent_with(tag, cluster, hub_url, &[])
+    }
+
+    /// [`Self::agent`] with `extra` flags (e.g. `--kube-api-qps 10`).
+    pub fn agent_with(&self, tag: &str, cluster: &str, hub_url: &str, extra: &[String]) -> Proc {
+        let mut args = vec![
             "run".to_owned(),
             "--insecure".to_owned(),
             "--cluster".to_owned(),
@@ -446,6 +451,7 @@ impl Scenario {
                 .display()
                 .to_string(),
         ];
+        args.extend(extra.iter().cloned());
         Proc::spawn(tag, &self.agent, args, self.log(tag))
     }
 

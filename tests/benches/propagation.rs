@@ -49,12 +49,21 @@ struct Args {
     #[arg(long, default_value_t = 500)]
     changes: usize,
     /// Quiet time after each timed change has shown on both paths, before
-    /// the next: `250ms` makes each change a lone one; `0s` times
-    /// back-to-back changes (about 10 a second here), which the per-Gateway
-    /// pacing passes at once up to one per window (agent 100 ms, hub 50 ms)
-    /// after a burst of three (see the storm).
+    /// the next: `250ms` makes each change a lone one; `50ms`-`100ms` make
+    /// one Gateway change ~10 times a second, which the agent's budget per
+    /// cluster (`--kube-api-qps` 20, burst 30) passes at once, and so does
+    /// the hub's per-Gateway pacing (one per 50 ms after a burst of three);
+    /// the storm shows both bounds.
     #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
     gap: Duration,
+    /// The agent's `--kube-api-qps` (its pass budget for the cluster).
+    /// `--agent-qps 10 --agent-burst 3` paces this bench's one Gateway as
+    /// the per-Gateway bucket before issue 26 did.
+    #[arg(long, default_value_t = gwhub_common::fair_pace::DEFAULT_QPS)]
+    agent_qps: f64,
+    /// The agent's `--kube-api-burst`.
+    #[arg(long, default_value_t = gwhub_common::fair_pace::DEFAULT_BURST)]
+    agent_burst: u32,
     /// Input changes in the storm.
     #[arg(long, default_value_t = 1000)]
     storm: usize,
@@ -112,7 +121,15 @@ async fn run(args: Args) -> Result<()> {
             scenario.log("hub").display()
         ));
     }
-    let _agent: Proc = scenario.agent("agent", "east", &format!("http://127.0.0.1:{port}"));
+    let _agent: Proc = scenario.agent_with(
+        "agent",
+        "east",
+        &format!("http://127.0.0.1:{port}"),
+        &[
+            format!("--kube-api-qps={}", args.agent_qps),
+            format!("--kube-api-burst={}", args.agent_burst),
+        ],
+    );
 
     create_namespaces(&scenario.mgmt, &[RELAY_NS])
         .await
@@ -185,6 +202,7 @@ async fn run(args: Args) -> Result<()> {
     set_lb(&services, true, args.storm).await?;
     tokio::time::sleep(SETTLE).await;
     let storm = writes.snapshot().since(&before);
+    let storm_counted = storm_started.elapsed();
 
     let before = writes.snapshot();
     for i in 0..args.storm {
@@ -206,7 +224,22 @@ async fn run(args: Args) -> Result<()> {
         }
     }
 
-    report(&args, &ours, &floor, timeouts, storm_took, &storm, &noop);
+    report(
+        &args,
+        &ours,
+        &floor,
+        timeouts,
+        (storm_took, storm_counted),
+        &storm,
+        &noop,
+    );
+    let agent_bound = agent_bound(&args, storm_counted);
+    if storm.workload_gateway > agent_bound {
+        return Err(format!(
+            "the storm cost {} workload Gateway writes, over the agent's budget of {agent_bound}",
+            storm.workload_gateway
+        ));
+    }
     if timeouts > 0 {
         return Err(format!("{timeouts} changes never reached the hub Gateway"));
     }
@@ -426,6 +459,16 @@ where
 
 // ---- the report -----------------------------------------------------------
 
+/// The agent's passes (each at most one workload Gateway write) over
+/// `counted` (the storm and the settling time after it): its budget per
+/// cluster, `burst + qps·W`, plus one pass begun before (no bound for qps 0).
+fn agent_bound(args: &Args, counted: Duration) -> u64 {
+    if args.agent_qps <= 0.0 {
+        return u64::MAX;
+    }
+    u64::from(args.agent_burst.max(1)) + (args.agent_qps * counted.as_secs_f64()).ceil() as u64 + 1
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
@@ -435,7 +478,7 @@ fn report(
     ours: &[Duration],
     floor: &[Duration],
     timeouts: usize,
-    storm_took: Duration,
+    (storm_took, storm_counted): (Duration, Duration),
     storm: &Writes,
     noop: &Writes,
 ) {
@@ -477,16 +520,18 @@ fn report(
         storm.hub_gateway,
         storm.cluster_reports
     );
-    // Per Gateway a burst of KEYED_BURST passes, then one per window
-    // (agent 100 ms, hub 50 ms, the defaults), counted over the storm plus
-    // the settling time after it.
+    // The hub: per Gateway a burst of KEYED_BURST passes, then one per
+    // 50 ms window (the default), counted over the storm plus the settling
+    // time after it.
     let windows = |w: u64| {
         ((storm_took + SETTLE).as_millis() as u64).div_ceil(w)
             + u64::from(gwhub_common::pace::KEYED_BURST)
     };
     println!(
-        "storm bound: workload Gateway <= {} (burst + 100 ms windows), hub Gateway <= {} (burst + 50 ms windows)",
-        windows(100),
+        "storm bound: workload Gateway <= {} (the agent's cluster budget: burst {} + {}/s), hub Gateway <= {} (burst + 50 ms windows)",
+        agent_bound(args, storm_counted),
+        args.agent_burst,
+        args.agent_qps,
         windows(50)
     );
     println!(

@@ -84,6 +84,16 @@ pub struct RunArgs {
     /// streams), `true` always, `false` never (compute and stream only).
     #[arg(long, value_name = "auto|true|false", default_value = "auto")]
     pub write_local_status: gwhub_spoke_rules::ownership::WriteMode,
+    /// Evaluation passes per second for all of the cluster's Gateways
+    /// together, each at most one status write and one change streamed to
+    /// the hub (a pass that changes nothing costs nothing). Gateways over
+    /// the budget wait their turn, changes to a waiting one coalesce. 0: no
+    /// limit.
+    #[arg(long, value_name = "QPS", default_value_t = gwhub_common::fair_pace::DEFAULT_QPS, value_parser = crate::hub::serve::parse_qps, conflicts_with = "from_dir")]
+    pub kube_api_qps: f64,
+    /// Passes that may go at once before --kube-api-qps applies.
+    #[arg(long, value_name = "N", default_value_t = gwhub_common::fair_pace::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "from_dir")]
+    pub kube_api_burst: u32,
     /// Serve Prometheus metrics on this address (`GET /metrics`), e.g.
     /// 127.0.0.1:9090, with the probes `GET /healthz` (liveness) and `GET
     /// /readyz` (ready once the cluster's objects are listed and evaluated).
@@ -148,6 +158,8 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         None => {
             let mut settings = gwhub_agent::controller::Settings::new(args.scope.options());
             settings.write_local_status = args.write_local_status;
+            settings.api_qps = args.kube_api_qps;
+            settings.api_burst = args.kube_api_burst;
             Source::Kube {
                 kubeconfig: args.kubeconfig.clone(),
                 settings,
@@ -363,6 +375,27 @@ mod tests {
             settings.write_local_status,
             gwhub_spoke_rules::ownership::WriteMode::Auto
         );
+        assert_eq!(settings.api_qps, gwhub_common::fair_pace::DEFAULT_QPS);
+        assert_eq!(settings.api_burst, gwhub_common::fair_pace::DEFAULT_BURST);
+        let budget = |qps: &str, burst: &str| {
+            plan_of(&[
+                "--hub",
+                "http://h:1",
+                "--insecure",
+                "--cluster",
+                "c",
+                &format!("--kube-api-qps={qps}"),
+                &format!("--kube-api-burst={burst}"),
+            ])
+        };
+        let Source::Kube { settings, .. } = budget("0", "5").unwrap().source else {
+            panic!("expected the Kubernetes mode");
+        };
+        assert_eq!((settings.api_qps, settings.api_burst), (0.0, 5));
+        let e = budget("-1", "5").unwrap_err();
+        assert!(e.contains("0 or more"), "{e}");
+        let e = budget("5", "0").unwrap_err();
+        assert!(e.contains("--kube-api-burst"), "{e}");
         let p = plan_of(&[
             "--hub",
             "http://h:1",

@@ -211,7 +211,7 @@ pub fn dashboard_auth(args: &Args) -> Result<DashboardAuthMode, String> {
     }
 }
 
-fn parse_qps(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_qps(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
         _ => Err(format!(

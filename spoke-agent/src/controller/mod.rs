@@ -5,7 +5,7 @@
 //! hub client streams from.
 //!
 //! Tasks: one watch per input kind ([`cache`]) marking the Gateways a change
-//! touches; one reconcile loop that debounces, evaluates and queues; one
+//! touches; one reconcile loop that paces (one budget per cluster), evaluates and queues; one
 //! [`writer`]. A failing watch, an object that does not parse or a rejected
 //! write is logged and counted, never fatal.
 
@@ -101,10 +101,17 @@ pub struct Settings {
     /// `--write-local-status`: which of our conditions the agent writes to
     /// each Gateway ([`crate::ownership::plan`]).
     pub write_local_status: WriteMode,
-    /// Pacing of evaluation passes per Gateway: changes are evaluated at
-    /// once up to a burst of three, then at most one evaluation and one
-    /// write per Gateway per window ([`gwhub_common::KeyedPacer`]).
-    pub debounce: Duration,
+    /// Evaluation passes per second for the whole cluster (`--kube-api-qps`;
+    /// 0: no limit). Each pass is at most one status write and one change
+    /// streamed to the hub; a pass that changed nothing costs nothing.
+    /// Gateways over the budget wait in line, each its turn
+    /// ([`gwhub_common::FairPacer`]), so one busy Gateway is not taxed and
+    /// a storm costs at most `api_burst + api_qps·W` passes over any
+    /// window `W`.
+    pub api_qps: f64,
+    /// Passes that may go at once before `api_qps` applies
+    /// (`--kube-api-burst`).
+    pub api_burst: u32,
     /// How often every Gateway is re-evaluated regardless of changes.
     pub resync: Duration,
     /// Delay before retrying a Gateway whose write or Event list failed.
@@ -116,7 +123,8 @@ impl Settings {
         Self {
             scope,
             write_local_status: WriteMode::Auto,
-            debounce: Duration::from_millis(100),
+            api_qps: gwhub_common::fair_pace::DEFAULT_QPS,
+            api_burst: gwhub_common::fair_pace::DEFAULT_BURST,
             resync: Duration::from_secs(300),
             retry: Duration::from_secs(1),
         }
@@ -315,8 +323,13 @@ struct Reconciler {
 
 impl Reconciler {
     async fn run(self) {
-        // Per Gateway: a change to one never waits for another's window.
-        let mut pacer = gwhub_common::KeyedPacer::<String>::new(self.settings.debounce);
+        // One budget for the cluster's Gateways, served in turn.
+        let mut pacer = gwhub_common::FairPacer::<String>::new(
+            self.settings.api_qps,
+            self.settings.api_burst,
+            Instant::now(),
+        );
+        let mut ready = false;
         let mut resync = tokio::time::interval(self.settings.resync);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         resync.tick().await;
@@ -347,18 +360,24 @@ impl Reconciler {
                 );
             }
             pacer.wait(batch.names);
-            let now = Instant::now();
-            for name in pacer.take_due(now) {
+            // The first evaluation of everything listed is not paced: the
+            // hub's first snapshot needs every Gateway.
+            let (round, paced) = if ready {
+                (pacer.take_due(Instant::now()), true)
+            } else {
+                (pacer.take_all(), false)
+            };
+            for name in round {
                 if self.shutdown.is_cancelled() {
                     return;
                 }
-                pacer.started(&name, now);
-                if !self.reconcile(&name).await {
+                if !self.reconcile(&name).await && paced {
                     // Typically the echo of our own status write: it must
-                    // not hold back the next real change.
-                    pacer.idle(&name);
+                    // not spend the budget of the next real change.
+                    pacer.idle();
                 }
             }
+            ready = true;
             self.store.mark_ready();
         }
     }
