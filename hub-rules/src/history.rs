@@ -244,6 +244,94 @@ impl Ring {
         n
     }
 
+    /// [`Ring::record`] for a change confined to `clusters`: `now` holds
+    /// the hub Gateway's own conditions (cluster "") and those clusters'
+    /// only, every other slot is as last recorded. Records exactly what
+    /// `record` would with every slot, at the cost of these clusters'
+    /// slots (and moving the other slots' pointers), not a pass over
+    /// every cluster's conditions.
+    pub fn record_clusters(
+        &mut self,
+        now: &Conditions,
+        clusters: &BTreeSet<&str>,
+        time_millis: i64,
+        capacity: usize,
+    ) -> usize {
+        let mut covered: BTreeSet<&str> = clusters.clone();
+        covered.insert("");
+        covered.extend(now.keys().map(|(c, _)| c.as_str()));
+        // Each covered cluster's slots in `last` (sorted by cluster, type).
+        let ranges: Vec<(usize, usize)> = covered
+            .iter()
+            .map(|c| {
+                let from = self.last.0.partition_point(|e| &*e[0] < *c);
+                let to = from + self.last.0[from..].partition_point(|e| &*e[0] == *c);
+                (from, to)
+            })
+            .collect();
+        let mut ts = Vec::new();
+        for ((cluster, type_), state) in now {
+            let old = self.last.get(cluster, type_);
+            if old.is_some_and(|(s, r)| s == state.status && r == state.reason) {
+                continue;
+            }
+            ts.push(Transition {
+                time_millis,
+                cluster: cluster.clone(),
+                condition_type: type_.clone(),
+                now: Some(State {
+                    message: cut(&state.message),
+                    ..state.clone()
+                }),
+                before: old.map(|(s, r)| (s.to_owned(), r.to_owned())),
+            });
+        }
+        for &(from, to) in &ranges {
+            for e in &self.last.0[from..to] {
+                if now.contains_key(&(e[0].to_string(), e[1].to_string())) {
+                    continue;
+                }
+                ts.push(Transition {
+                    time_millis,
+                    cluster: e[0].to_string(),
+                    condition_type: e[1].to_string(),
+                    now: None,
+                    before: Some((e[2].to_string(), e[3].to_string())),
+                });
+            }
+        }
+        let n = ts.len();
+        if n == 0 {
+            return 0;
+        }
+        // The covered clusters' slots replaced, from the last range back so
+        // the earlier ranges stay where they are.
+        let mut last = std::mem::take(&mut self.last.0).into_vec();
+        for (cluster, &(from, to)) in covered.iter().zip(&ranges).rev() {
+            let slots: Vec<[Arc<str>; 4]> = now
+                .range((cluster.to_string(), String::new())..)
+                .take_while(|((c, _), _)| c.as_str() == *cluster)
+                .map(|((c, t), s)| {
+                    [
+                        self.pool.get(c),
+                        self.pool.get(t),
+                        self.pool.get(&s.status),
+                        self.pool.get(&s.reason),
+                    ]
+                })
+                .collect();
+            last.splice(from..to, slots);
+        }
+        self.last = Last(last.into_boxed_slice());
+        self.pool.sweep();
+        self.entries
+            .extend(ts.into_iter().skip(n.saturating_sub(capacity)));
+        while self.entries.len() > capacity {
+            self.entries.pop_front();
+        }
+        n
+    }
+
     pub fn latest(&self, limit: usize) -> Vec<Transition> {
         let skip = match limit {
             0 => 0,
@@ -480,5 +568,60 @@ mod tests {
         let times: Vec<i64> = ring.latest(2).iter().map(|t| t.time_millis).collect();
         assert_eq!(times, [8, 9]);
         assert_eq!(ring.latest(100).len(), 4);
+    }
+
+    /// Recording only the changed clusters' slots records exactly what
+    /// recording every slot does: the same transitions, in the same order,
+    /// and the same last state after, over a sequence of changes (a
+    /// condition changing, appearing, going; a cluster coming and going).
+    #[test]
+    fn recording_changed_clusters_is_recording_all() {
+        let clusters = ["a", "b", "c", "d"];
+        let types = ["Accepted", "Programmed", "Ready"];
+        let statuses = [("True", "Ok"), ("False", "Bad"), ("Unknown", "Pending")];
+        let mut all = Conditions::new();
+        let mut full = Ring::default();
+        let mut partial = Ring::default();
+        let mut seed = 7u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for step in 0..400i64 {
+            // The hub's own condition and one or two clusters change.
+            let mut changed: BTreeSet<&str> = BTreeSet::new();
+            for _ in 0..1 + next(2) {
+                let cluster = clusters[next(clusters.len())];
+                changed.insert(cluster);
+                let type_ = types[next(types.len())];
+                let slot = (cluster.to_owned(), type_.to_owned());
+                match next(5) {
+                    0 => {
+                        all.remove(&slot);
+                    }
+                    1 => all.retain(|(c, _), _| c != cluster),
+                    _ => {
+                        let (s, r) = statuses[next(statuses.len())];
+                        all.insert(slot, st(s, r));
+                    }
+                }
+            }
+            let (s, r) = statuses[next(statuses.len())];
+            all.insert((String::new(), "Ready".to_owned()), st(s, r));
+            let now: Conditions = all
+                .iter()
+                .filter(|((c, _), _)| c.is_empty() || changed.contains(c.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let a = full.record(&all, step, 16);
+            let b = partial.record_clusters(&now, &changed, step, 16);
+            assert_eq!(a, b, "step {step}");
+            assert_eq!(full.latest(0), partial.latest(0), "step {step}");
+            assert_eq!(full.last.0, partial.last.0, "step {step}");
+            let pool = |r: &Ring| r.pool.0.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            assert_eq!(pool(&full), pool(&partial), "step {step}");
+        }
     }
 }

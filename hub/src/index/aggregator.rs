@@ -39,10 +39,25 @@ pub(super) struct Aggregator {
     /// earliest change not yet written (unix milliseconds; taken alone;
     /// dropped when an aggregation changes nothing).
     observed: Mutex<BTreeMap<GatewayKey, i64>>,
+    /// Per dirty Gateway, which clusters' reports changed since its last
+    /// pass (taken alone; written before the Gateway is marked dirty, after
+    /// the fleet changed): the history then compares only those clusters'
+    /// conditions. A Gateway dirty without an entry here is [`Touched::All`].
+    touched: Mutex<BTreeMap<GatewayKey, Touched>>,
     /// Traced changes (only with `--otlp-endpoint`): per Gateway, the W3C
     /// `traceparent` of the delta apply its next aggregation continues, and
     /// of the aggregation the status write continues (each taken alone).
     traces: Mutex<Traces>,
+}
+
+/// See `Aggregator::touched`.
+#[derive(Debug)]
+enum Touched {
+    /// Only these clusters' reports changed.
+    Clusters(BTreeSet<String>),
+    /// Anything may have changed (freshness, a cluster gone, the hub
+    /// Gateway, the expectations).
+    All,
 }
 
 /// See `Aggregator::traces`.
@@ -62,6 +77,7 @@ impl Aggregator {
             views,
             options,
             observed: Mutex::new(BTreeMap::new()),
+            touched: Mutex::new(BTreeMap::new()),
             traces: Mutex::default(),
         }
     }
@@ -229,6 +245,40 @@ impl Index {
         if affected.is_empty() {
             return;
         }
+        {
+            let mut touched = self.inner.aggregator.touched.lock();
+            for key in &affected {
+                touched.insert(key.clone(), Touched::All);
+            }
+        }
+        self.inner.aggregator.dirty.insert_all(affected);
+    }
+
+    /// [`Index::mark_dirty`] after a change of `cluster`'s reports alone
+    /// (its snapshot or delta applied to the fleet).
+    pub(super) fn mark_dirty_by(&self, cluster: &str, affected: BTreeSet<GatewayKey>) {
+        if affected.is_empty() {
+            return;
+        }
+        {
+            let mut touched = self.inner.aggregator.touched.lock();
+            for key in &affected {
+                match touched.get_mut(key) {
+                    Some(Touched::All) => {}
+                    Some(Touched::Clusters(clusters)) => {
+                        if !clusters.contains(cluster) {
+                            clusters.insert(cluster.to_owned());
+                        }
+                    }
+                    None => {
+                        touched.insert(
+                            key.clone(),
+                            Touched::Clusters(BTreeSet::from([cluster.to_owned()])),
+                        );
+                    }
+                }
+            }
+        }
         self.inner.aggregator.dirty.insert_all(affected);
     }
 
@@ -277,6 +327,13 @@ impl Index {
         };
         let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
         let keys: Vec<GatewayKey> = keys.into_iter().collect();
+        // Before the fleet is read: what it says changed is in the fleet.
+        let mut touched: BTreeMap<GatewayKey, Touched> = {
+            let mut touched = self.inner.aggregator.touched.lock();
+            keys.iter()
+                .filter_map(|k| touched.remove_entry(k))
+                .collect()
+        };
         let lives: Vec<Option<Arc<LiveHub>>> = {
             let live = self.inner.aggregator.live.lock();
             keys.iter().map(|k| live.get(k).cloned()).collect()
@@ -357,8 +414,14 @@ impl Index {
                 Ok(a) => a,
                 Err(e) => {
                     // The fleet holds one report per cluster, so this
-                    // cannot happen; keep the last good view.
+                    // cannot happen; keep the last good view. Its history
+                    // was not recorded: the next pass compares everything.
                     tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                    self.inner
+                        .aggregator
+                        .touched
+                        .lock()
+                        .insert(key, Touched::All);
                     continue;
                 }
             };
@@ -366,13 +429,7 @@ impl Index {
             if shared.is_empty() {
                 self.inner.history.record(&key, None, now.as_millisecond());
             } else if self.inner.history.capacity() > 0 {
-                let conditions = crate::history::conditions(
-                    &aggregation.status,
-                    shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
-                );
-                self.inner
-                    .history
-                    .record(&key, Some(&conditions), now.as_millisecond());
+                self.record_history(&key, &aggregation, &shared, touched.remove(&key), now);
             }
             let cells = cells(&shared);
             let (missing, unexpected) =
@@ -446,6 +503,43 @@ impl Index {
             views.revision += 1;
             true
         })
+    }
+
+    /// Records `key`'s status transitions: with only some clusters'
+    /// reports `touched`, their conditions and the hub Gateway's own are
+    /// compared with the last recorded, not every cluster's.
+    fn record_history(
+        &self,
+        key: &GatewayKey,
+        aggregation: &Aggregation,
+        shared: &[SharedReport],
+        touched: Option<Touched>,
+        now: Timestamp,
+    ) {
+        let millis = now.as_millisecond();
+        if let Some(Touched::Clusters(clusters)) = &touched {
+            // `shared` is in cluster name order.
+            let changed = clusters.iter().filter_map(|c| {
+                shared
+                    .binary_search_by(|r| r.cluster.as_str().cmp(c))
+                    .ok()
+                    .map(|at| (c.as_str(), &*shared[at].status))
+            });
+            let conditions = crate::history::conditions(&aggregation.status, changed);
+            let clusters: BTreeSet<&str> = clusters.iter().map(String::as_str).collect();
+            if self
+                .inner
+                .history
+                .record_clusters(key, &conditions, &clusters, millis)
+            {
+                return;
+            }
+        }
+        let conditions = crate::history::conditions(
+            &aggregation.status,
+            shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
+        );
+        self.inner.history.record(key, Some(&conditions), millis);
     }
 
     /// The published aggregation of `key`, reported or not.

@@ -3,7 +3,7 @@
 //! them; the rules (what a transition is) are `gwhub_hub_rules::history`.
 //! Its own lock, taken alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gwhub_hub_rules::history::{Conditions, Ring, Transition};
 use parking_lot::Mutex;
@@ -34,6 +34,28 @@ impl History {
 
     fn latest(&self, key: &GatewayKey, limit: usize) -> Option<Vec<Transition>> {
         self.rings.lock().get(key).map(|r| r.latest(limit))
+    }
+
+    /// Records the transitions of `key` when only `clusters` changed since
+    /// the last record: `now` holds the hub Gateway's own conditions and
+    /// those clusters' (see `Ring::record_clusters`). Returns `false`, having
+    /// recorded nothing, when `key` has no history yet (then every
+    /// cluster's conditions are needed: [`History::record`]).
+    pub(super) fn record_clusters(
+        &self,
+        key: &GatewayKey,
+        now: &Conditions,
+        clusters: &BTreeSet<&str>,
+        millis: i64,
+    ) -> bool {
+        let mut all = self.rings.lock();
+        match all.get_mut(key) {
+            Some(ring) if self.capacity > 0 => {
+                ring.record_clusters(now, clusters, millis, self.capacity);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Records the transitions of `key`; `None` forgets its history.

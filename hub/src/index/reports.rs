@@ -425,7 +425,7 @@ impl Index {
             .last_report
             .store(now_millis(), Ordering::SeqCst);
         self.inner.reports.bump();
-        self.mark_dirty(affected);
+        self.mark_dirty_by(session.cluster(), affected);
     }
 }
 
