@@ -53,19 +53,7 @@ pub const CHUNK_BUDGET_BYTES: usize = 900 * 1024;
 /// identity made a DNS subdomain (lowercase; anything else `-`), bounded,
 /// with a hash of the identity so two identities never share objects.
 pub fn object_name(identity: &str, chunk: u32) -> String {
-    let clean: String = identity
-        .chars()
-        .map(|c| {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(180)
-        .collect();
-    let clean = clean.trim_matches('-');
+    let clean = gwhub_model::cluster::dns_safe(identity, 180);
     let hash = gwhub_model::cluster::fnv(identity.bytes()) as u32;
     let base = format!("gwhub-replica-{clean}-{hash:08x}");
     if chunk == 0 {

@@ -123,7 +123,19 @@ pub fn object_name(cluster: &str) -> String {
     if NameRule::Dns1123Subdomain.allows(cluster) {
         return cluster.to_owned();
     }
-    let mut base: String = cluster
+    let mut base = dns_safe(cluster, 200);
+    if base.is_empty() {
+        base.push_str("cluster");
+    }
+    format!("{base}-{:08x}", fnv(cluster.bytes()) as u32)
+}
+
+/// The first `max` characters of `s` made DNS-label safe: lowercase ASCII
+/// letters and digits kept, anything else `-`, no `-` at either end (may
+/// be empty). Callers add a hash of the original, so two inputs that
+/// clean to the same text still get distinct names.
+pub fn dns_safe(s: &str, max: usize) -> String {
+    let clean: String = s
         .chars()
         .map(|c| {
             let c = c.to_ascii_lowercase();
@@ -133,13 +145,9 @@ pub fn object_name(cluster: &str) -> String {
                 '-'
             }
         })
-        .take(200)
+        .take(max)
         .collect();
-    base = base.trim_matches('-').to_owned();
-    if base.is_empty() {
-        base.push_str("cluster");
-    }
-    format!("{base}-{:08x}", fnv(cluster.bytes()) as u32)
+    clean.trim_matches('-').to_owned()
 }
 
 /// FNV-1a: a hash stable across builds and platforms (unlike std's
