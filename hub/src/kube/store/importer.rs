@@ -58,6 +58,11 @@ struct Importer {
     listed: BTreeSet<String>,
     /// The parts of each cluster the current (re-)list named.
     relisted: BTreeMap<String, BTreeSet<u32>>,
+    /// The clusters whose head was in the store before the current
+    /// (re-)list: only these can have been deleted while the watch was
+    /// down. A cluster that streamed here and is not written yet (e.g. it
+    /// connected during the first list) is not gone; the writer stores it.
+    had_head: BTreeSet<String>,
 }
 
 impl Importer {
@@ -70,6 +75,7 @@ impl Importer {
             clusters: BTreeMap::new(),
             listed: BTreeSet::new(),
             relisted: BTreeMap::new(),
+            had_head: BTreeSet::new(),
         }
     }
 
@@ -223,6 +229,12 @@ impl Importer {
 
     /// A (re-)list of the store begins.
     fn list_begins(&mut self) {
+        self.had_head = self
+            .clusters
+            .iter()
+            .filter(|(_, a)| a.head.is_some())
+            .map(|(c, _)| c.clone())
+            .collect();
         self.listed.clear();
         self.relisted.clear();
         self.stored.lock().clear();
@@ -352,11 +364,12 @@ pub(crate) async fn run_importer(
                 importer.list_done();
                 let listed = &importer.listed;
                 // Heads deleted while the watch was down: deregister.
+                let had_head = &importer.had_head;
                 let gone: Vec<String> = index
                     .clusters()
                     .into_iter()
                     .map(|c| c.name)
-                    .filter(|n| !listed.contains(n))
+                    .filter(|n| !listed.contains(n) && had_head.contains(n))
                     .collect();
                 let clusters = listed.len();
                 for cluster in gone {
