@@ -221,6 +221,23 @@ mod tests {
         names.iter().map(|n| n.to_string()).collect()
     }
 
+    /// A replica as a table row: identity, heartbeat, served clusters.
+    type Row<'a> = (&'a str, Option<i64>, Option<&'a [&'a str]>);
+
+    fn replicas_of(rows: &[Row<'_>]) -> BTreeMap<String, Replica> {
+        rows.iter()
+            .map(|(id, beat, served)| {
+                (
+                    id.to_string(),
+                    Replica {
+                        heartbeat_millis: *beat,
+                        served: served.map(set),
+                    },
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn last_seen_is_the_latest_heartbeat_of_a_replica_listing_the_cluster() {
         type Case = (
@@ -267,18 +284,7 @@ mod tests {
             ),
         ];
         for (name, replicas, want) in cases {
-            let replicas: BTreeMap<String, Replica> = replicas
-                .iter()
-                .map(|(id, beat, served)| {
-                    (
-                        id.to_string(),
-                        Replica {
-                            heartbeat_millis: *beat,
-                            served: served.map(set),
-                        },
-                    )
-                })
-                .collect();
+            let replicas = replicas_of(replicas);
             let want: BTreeMap<String, i64> =
                 want.iter().map(|(c, t)| (c.to_string(), *t)).collect();
             assert_eq!(last_seen(&replicas, "a"), want, "{name}");
@@ -349,18 +355,7 @@ mod tests {
             ),
         ];
         for (name, replicas, stored, want) in cases {
-            let replicas: BTreeMap<String, Replica> = replicas
-                .iter()
-                .map(|(id, beat, served)| {
-                    (
-                        id.to_string(),
-                        Replica {
-                            heartbeat_millis: *beat,
-                            served: served.map(set),
-                        },
-                    )
-                })
-                .collect();
+            let replicas = replicas_of(replicas);
             let stored: BTreeMap<&str, i64> = stored.iter().copied().collect();
             let got = collectable(&replicas, "a", 1000, 100, |c| stored.get(c).copied());
             assert_eq!(got, want.to_vec(), "{name}");
