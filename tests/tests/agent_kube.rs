@@ -745,3 +745,69 @@ async fn auto_mode_yields_to_the_ingress_operator() {
     );
     agent.stop().await;
 }
+
+/// TRIAL (issue 22 d6, not for merge): a change every Gateway depends on
+/// (the DNS config loses its zones) with `GWHUB_FANOUT` Gateways: how fast
+/// do the status writes go out? Prints the writes per 1 s window.
+#[tokio::test]
+async fn trial_fanout_write_rate() {
+    if !require_assets("trial_fanout_write_rate") {
+        return;
+    }
+    let n: u64 = std::env::var("GWHUB_FANOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
+    let (_fleet, client, as_agent) = aws_cluster("fanout").await;
+    for i in 0..n {
+        gateway(&client, NS, &format!("gw{i}"), CLASS, None).await;
+        istio_writes(&client, &format!("gw{i}"), 1, "pending").await;
+    }
+    let agent = Agent::start(&as_agent, WriteMode::Auto);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Metrics::get(&agent.metrics.writes) < n || !agent.store.is_ready() {
+        assert!(Instant::now() < deadline, "initial writes");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = Metrics::get(&agent.metrics.writes);
+    let reconciles = Metrics::get(&agent.metrics.reconciles);
+    let t0 = Instant::now();
+    dns_config(&client, false).await;
+    let mut samples = vec![(Duration::ZERO, 0u64)];
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let w = Metrics::get(&agent.metrics.writes) - before;
+        samples.push((t0.elapsed(), w));
+        if w >= n || t0.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    let done = samples.last().unwrap().0;
+    let max_1s = samples
+        .iter()
+        .map(|(t, w)| {
+            let earlier = samples
+                .iter()
+                .rev()
+                .find(|(u, _)| *u + Duration::from_secs(1) <= *t)
+                .map_or(0, |(_, v)| *v);
+            w - earlier
+        })
+        .max()
+        .unwrap();
+    let first_1s = samples
+        .iter()
+        .filter(|(t, _)| *t <= Duration::from_secs(1))
+        .map(|(_, w)| *w)
+        .max()
+        .unwrap();
+    eprintln!(
+        "FANOUT loop={} n={n}: {} writes in {:.2} s, first 1 s: {first_1s}, max in any 1 s: {max_1s}, reconciles {}",
+        std::env::var("GWHUB_AGENT_LOOP").unwrap_or_else(|_| "hand-built".into()),
+        samples.last().unwrap().1,
+        done.as_secs_f64(),
+        Metrics::get(&agent.metrics.reconciles) - reconciles,
+    );
+    agent.stop().await;
+}

@@ -193,7 +193,7 @@ impl WatchHealth {
         }
     }
 
-    fn set(&self, kind: &'static str, ok: bool) {
+    pub(crate) fn set(&self, kind: &'static str, ok: bool) {
         let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
         let changed = if ok {
             failing.remove(kind)
