@@ -193,7 +193,7 @@ impl WatchHealth {
         }
     }
 
-    pub(crate) fn set(&self, kind: &'static str, ok: bool) {
+    fn set(&self, kind: &'static str, ok: bool) {
         let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
         let changed = if ok {
             failing.remove(kind)

@@ -12,7 +12,6 @@
 pub mod cache;
 mod events;
 pub mod metrics;
-mod trial;
 mod writer;
 
 use std::collections::BTreeSet;
@@ -159,10 +158,6 @@ async fn run_as(
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    if std::env::var("GWHUB_AGENT_LOOP").as_deref() == Ok("controller") {
-        tracing::info!("reconcile loop: kube::runtime::Controller (trial)");
-        return trial::run(cluster, client, settings, store, metrics, shutdown).await;
-    }
     let ns = settings.scope.namespace.clone();
     let dirty = Arc::new(Dirty::default());
     let health = Arc::new(cache::WatchHealth::new(store.clone()));
