@@ -13,6 +13,9 @@
 //! [`gwhub_hub_rules::liveness`]'s. A cluster's `ClusterReport` gets its
 //! last-seen when its stream ends (the store writer).
 //!
+//! The heartbeats are also the one answer to "which replicas are
+//! alive": the status shards ([`super::shards`]) read them from here.
+//!
 //! Records stay after their replica ends, so a restarted hub knows when
 //! the clusters of a crashed process were last seen (its last heartbeat):
 //! neither all stale nor all fresh. Once nothing depends on an ended
@@ -57,6 +60,11 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(2);
 pub(crate) fn heartbeat_every(stale_after: Duration) -> Duration {
     (stale_after / 4).clamp(Duration::from_millis(500), Duration::from_secs(10))
 }
+
+/// Every replica's heartbeat (liveness identity -> last beat, ms), once
+/// the heartbeat Leases were listed (`None` before): which replicas are
+/// alive, for the status shards ([`crate::kube::shards`]).
+pub(crate) type Heartbeats = watch::Receiver<Option<Arc<BTreeMap<String, i64>>>>;
 
 /// Each cluster's last-seen by the other replicas' records, for the
 /// importer (a stored report's `lastSeenTime` may be older), and whether
@@ -105,35 +113,39 @@ pub(crate) struct Liveness {
     pub(crate) restored: watch::Receiver<bool>,
     /// Set when this replica's record was deleted: written again whole.
     pub(crate) lost_own: Arc<AtomicBool>,
+    /// How often the heartbeat is renewed: [`heartbeat_every`], or more
+    /// often where the status shards judge replicas alive by it.
+    pub(crate) beat_every: Duration,
 }
 
 impl Liveness {
     /// Starts publishing this replica's liveness and following the
-    /// others'; the returned sightings feed the importer.
+    /// others'; the returned sightings feed the importer, the heartbeats
+    /// the status shards.
     pub(crate) fn spawn(
         mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,
-    ) -> Sightings {
-        // One record per process: a process restarted with the same
-        // identity (a container's pid 1 in the same pod) reads its
-        // predecessor's record as another replica's, not as its own.
-        self.identity = format!("{}@{}", self.identity, Timestamp::now().as_millisecond());
+    ) -> (Sightings, Heartbeats) {
+        // One record per process (see `liveness::process_identity`).
+        self.identity =
+            liveness::process_identity(&self.identity, Timestamp::now().as_millisecond());
         let (synced_tx, synced) = watch::channel(false);
         let sightings = Sightings {
             seen: Arc::default(),
             synced,
         };
+        let (beats_tx, heartbeats) = watch::channel(None);
         let me = Arc::new(self);
         tasks.spawn(me.clone().publish(shutdown.clone()));
-        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, shutdown));
-        sightings
+        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, beats_tx, shutdown));
+        (sightings, heartbeats)
     }
 
     /// Renews the heartbeat every [`heartbeat_every`] and rewrites the
     /// served set when it changed (at most every [`PUBLISH_EVERY`]).
     async fn publish(self: Arc<Self>, shutdown: CancellationToken) {
-        let beat_every = heartbeat_every(self.index.stale_after());
+        let beat_every = self.beat_every;
         let mut since: BTreeMap<String, i64> = BTreeMap::new();
         let mut published: Option<Vec<String>> = None;
         let mut last_publish: Option<Instant> = None;
@@ -242,6 +254,7 @@ impl Liveness {
         self: Arc<Self>,
         seen: Arc<Mutex<BTreeMap<String, i64>>>,
         synced: watch::Sender<bool>,
+        heartbeats: watch::Sender<Option<Arc<BTreeMap<String, i64>>>>,
         shutdown: CancellationToken,
     ) {
         let config = watcher::Config::default().labels(&format!("{LABEL}={LABEL_VALUE}"));
@@ -264,17 +277,28 @@ impl Liveness {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                Some(e) = leases.next() => match e {
-                    Ok(Event::Init) => beats_next.clear(),
-                    Ok(Event::InitApply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats_next.insert(id, t); } }
-                    Ok(Event::InitDone) => {
-                        beats = std::mem::take(&mut beats_next);
-                        beats_listed = true;
+                Some(e) = leases.next() => {
+                    match e {
+                        Ok(Event::Init) => beats_next.clear(),
+                        Ok(Event::InitApply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats_next.insert(id, t); } }
+                        Ok(Event::InitDone) => {
+                            beats = std::mem::take(&mut beats_next);
+                            beats_listed = true;
+                        }
+                        Ok(Event::Apply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats.insert(id, t); } }
+                        Ok(Event::Delete(l)) => { if let Some((id, _)) = heartbeat(&l) { beats.remove(&id); } }
+                        Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying"),
                     }
-                    Ok(Event::Apply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats.insert(id, t); } }
-                    Ok(Event::Delete(l)) => { if let Some((id, _)) = heartbeat(&l) { beats.remove(&id); } }
-                    Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying"),
-                },
+                    if beats_listed {
+                        heartbeats.send_if_modified(|h| {
+                            if h.as_deref() == Some(&beats) {
+                                return false;
+                            }
+                            *h = Some(Arc::new(beats.clone()));
+                            true
+                        });
+                    }
+                }
                 Some(e) = maps.next() => match e {
                     Ok(Event::Init) => records_next.clear(),
                     Ok(Event::InitApply(c)) => add_chunk(&mut records_next, &c),
