@@ -34,6 +34,10 @@ use gwhub_model::limits::MAX_CLUSTER_NAME_LEN;
 pub const LABEL: &str = "gwhub.io/liveness";
 /// [`LABEL`]'s value.
 pub const LABEL_VALUE: &str = "replica";
+/// The annotation a replica's heartbeat Lease gets when its process ends
+/// gracefully: no longer alive, though its last beat still dates its
+/// record's clusters.
+pub const ENDED_ANNOTATION: &str = "gwhub.io/ended";
 /// The ConfigMap key naming the replica (its identity, the Lease's holder).
 pub const REPLICA_KEY: &str = "replica";
 /// The ConfigMap key holding the chunk's index (0: the first).

@@ -2257,10 +2257,18 @@ async fn status_writing_is_sharded_over_replicas_and_survives_a_kill() {
     eprintln!("after the kill: {held:?}");
     all_programmed("False").await;
     drop(agent);
+    let leaving = Instant::now();
     b.shutdown().await.unwrap();
-    // Released on the way out: the last replica takes every shard.
+    // Released on the way out, and b's heartbeat marked ended: the last
+    // replica takes every shard at once, not a Lease later.
     let held = spread(&client, &[("a", &a)]).await;
     assert_eq!(held[0].len(), SHARDS as usize);
+    let took = leaving.elapsed();
+    eprintln!("status shards: a graceful leave handed over in {took:?} (Lease {LEASE:?})");
+    assert!(
+        took < LEASE,
+        "a graceful leave handed over in {took:?}, not before a {LEASE:?} Lease"
+    );
     a.shutdown().await.unwrap();
 }
 
