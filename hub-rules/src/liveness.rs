@@ -34,6 +34,10 @@ use gwhub_model::limits::MAX_CLUSTER_NAME_LEN;
 pub const LABEL: &str = "gwhub.io/liveness";
 /// [`LABEL`]'s value.
 pub const LABEL_VALUE: &str = "replica";
+/// The annotation a replica's heartbeat Lease gets when its process ends
+/// gracefully: no longer alive, though its last beat still dates its
+/// record's clusters.
+pub const ENDED_ANNOTATION: &str = "gwhub.io/ended";
 /// The ConfigMap key naming the replica (its identity, the Lease's holder).
 pub const REPLICA_KEY: &str = "replica";
 /// The ConfigMap key holding the chunk's index (0: the first).
@@ -48,6 +52,27 @@ pub const MAX_LINE_BYTES: usize = MAX_CLUSTER_NAME_LEN + 1 + 20 + 1;
 /// The lines one chunk holds at most, leaving room within a ConfigMap's
 /// 1 MiB for the other keys and the metadata.
 pub const CHUNK_BUDGET_BYTES: usize = 900 * 1024;
+
+/// A process's liveness identity: its replica's (the Lease election's
+/// identity) with the process's start (ms), so a process restarted under
+/// the same identity (a container's pid 1 in the same pod) reads its
+/// predecessor's record as another replica's, not as its own.
+pub fn process_identity(replica: &str, started_millis: i64) -> String {
+    format!("{replica}@{started_millis}")
+}
+
+/// The replica a liveness identity belongs to ([`process_identity`]
+/// undone; an identity without a start is its own replica).
+pub fn replica_of(identity: &str) -> &str {
+    match identity.rsplit_once('@') {
+        Some((replica, started))
+            if !started.is_empty() && started.bytes().all(|b| b.is_ascii_digit() || b == b'-') =>
+        {
+            replica
+        }
+        _ => identity,
+    }
+}
 
 /// The name of a replica's Lease (chunk 0) and of its record's chunks: the
 /// identity made a DNS subdomain (lowercase; anything else `-`), bounded,
@@ -216,6 +241,16 @@ pub fn served(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_identity_names_its_replica() {
+        let id = process_identity("hub-a@pod", 1_764_000_000_000);
+        assert_eq!(id, "hub-a@pod@1764000000000");
+        assert_eq!(replica_of(&id), "hub-a@pod");
+        assert_eq!(replica_of("hub-a"), "hub-a");
+        assert_eq!(replica_of("hub-a@"), "hub-a@");
+        assert_eq!(replica_of("hub-a@b"), "hub-a@b");
+    }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|n| n.to_string()).collect()

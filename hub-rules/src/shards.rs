@@ -6,11 +6,70 @@
 //! ([`fair_share`]) each. The runtime (`hub/src/kube/shards.rs`) does the
 //! I/O; keeping the decision here makes it testable without an API server.
 //!
+//! The live replicas come from the replicas' liveness heartbeats (one
+//! Lease each, [`crate::liveness`]): [`LiveReplicas`] counts a replica
+//! live while this replica saw its heartbeat change within a Lease
+//! duration, by its own clock.
+//!
 //! No shard has two holders because a replica only acquires a shard it saw
 //! free (never held, released, or expired by its own clock) and the
 //! acquisition is a write guarded by the Lease's resourceVersion.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use crate::liveness::replica_of;
+
+/// The live replicas as one replica judges them from the liveness
+/// heartbeats it observes: a replica is live while one of its heartbeats
+/// changed within the window (a Lease duration) by this replica's clock,
+/// so clocks need not agree. A heartbeat seen for the first time counts
+/// as a change only if its beat is within the window by the wall clock:
+/// an ended replica's heartbeat stays behind for a while (its record's
+/// clusters were last seen then), and a newcomer must not wait a window
+/// for it to stop counting. A live replica whose clock is off by more is
+/// counted at its next beat.
+#[derive(Debug, Default)]
+pub struct LiveReplicas {
+    /// Per heartbeat (liveness identity): its last beat (ms, its writer's
+    /// clock) and when it was seen changing here (`None`: not yet).
+    seen: BTreeMap<String, (i64, Option<Instant>)>,
+}
+
+impl LiveReplicas {
+    /// Takes the heartbeats now observed (liveness identity -> last beat,
+    /// ms) at `now` (`wall_millis` on the wall clock); returns the live
+    /// replicas ([`replica_of`] their identities).
+    pub fn observe(
+        &mut self,
+        beats: &BTreeMap<String, i64>,
+        now: Instant,
+        wall_millis: i64,
+        window: Duration,
+    ) -> BTreeSet<String> {
+        let window_millis = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        self.seen.retain(|id, _| beats.contains_key(id));
+        for (id, beat) in beats {
+            match self.seen.get_mut(id) {
+                Some((last, at)) => {
+                    if last != beat {
+                        *last = *beat;
+                        *at = Some(now);
+                    }
+                }
+                None => {
+                    let recent = wall_millis.saturating_sub(*beat) < window_millis;
+                    self.seen.insert(id.clone(), (*beat, recent.then_some(now)));
+                }
+            }
+        }
+        self.seen
+            .iter()
+            .filter(|(_, (_, at))| at.is_some_and(|at| now.saturating_duration_since(at) < window))
+            .map(|(id, _)| replica_of(id).to_owned())
+            .collect()
+    }
+}
 
 /// The shard of hub Gateway `namespace/name` among `shards` (0 when
 /// `shards` is 0): 64-bit FNV-1a of the UTF-8 bytes of `namespace/name`,
@@ -173,6 +232,57 @@ mod tests {
         assert_eq!(fair_share(16, 3), 6);
         assert_eq!(fair_share(16, 17), 1);
         assert_eq!(fair_share(0, 3), 0);
+    }
+
+    /// A replica is live while its heartbeat moves, by this replica's
+    /// clock; a heartbeat first seen counts only if it is recent by the
+    /// wall clock (an ended replica's stays behind); a process restarted
+    /// under its replica's identity is that replica.
+    #[test]
+    fn live_replicas_follow_the_heartbeats() {
+        let window = Duration::from_secs(4);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let wall = 1_000_000i64;
+        let beats = |b: &[(&str, i64)]| -> BTreeMap<String, i64> {
+            b.iter().map(|(id, t)| ((*id).to_owned(), *t)).collect()
+        };
+        let mut live = LiveReplicas::default();
+        // b beat a second ago; c ended a minute ago.
+        let got = live.observe(
+            &beats(&[("b@1", wall - 1_000), ("c@1", wall - 60_000)]),
+            at(0),
+            wall,
+            window,
+        );
+        assert_eq!(got, replicas(&["b"]));
+        // b keeps beating, c's restart beats: both live.
+        let got = live.observe(
+            &beats(&[
+                ("b@1", wall + 2_000),
+                ("c@1", wall - 60_000),
+                ("c@2", wall + 2_000),
+            ]),
+            at(2),
+            wall + 2_000,
+            window,
+        );
+        assert_eq!(got, replicas(&["b", "c"]));
+        // b stops: live until a window after its last change here.
+        let still = beats(&[("b@1", wall + 2_000), ("c@2", wall + 5_000)]);
+        assert_eq!(
+            live.observe(&still, at(5), wall + 5_000, window),
+            replicas(&["b", "c"])
+        );
+        assert_eq!(
+            live.observe(&still, at(6), wall + 6_000, window),
+            replicas(&["c"])
+        );
+        // A heartbeat gone (collected): not live.
+        assert!(
+            live.observe(&beats(&[]), at(6), wall + 6_000, window)
+                .is_empty()
+        );
     }
 
     #[test]

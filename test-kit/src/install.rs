@@ -42,7 +42,12 @@ impl Cluster {
             .with_file_name(format!("{}-as-{service_account}.kubeconfig", self.name));
         let user = service_account_user(service_account);
         let text = kubeconfig_text(&self.name, self.port, &format!("as: \"{user}\""));
-        if let Err(e) = std::fs::write(&path, text) {
+        // Written aside and renamed over: a process started by an earlier
+        // call may be reading it right now, and must not see it truncated.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let aside = path.with_extension(format!("kubeconfig.{}-{n}", std::process::id()));
+        if let Err(e) = std::fs::write(&aside, text).and_then(|()| std::fs::rename(&aside, &path)) {
             panic!("write {}: {e}", path.display());
         }
         path

@@ -25,7 +25,8 @@ use gwhub_test_kit::apiserver::require_assets;
 use gwhub_test_kit::proxy::{Mode, Proxy};
 use gwhub_test_kit::recorder::{Judgement, Recorder, Verdict};
 use gwhub_test_kit::scenario::{
-    GW, HUB_NS, LEASE, NS, OWN, Scenario, count_lines, free_port, summary, verdict, wait_listening,
+    GW, HUB_NS, LEASE, NS, OWN, Proc, Scenario, count_lines, free_port, summary, verdict,
+    wait_listening,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -70,7 +71,7 @@ fn assert_never_wrong_for_long(test: &str, j: &Judgement) {
 
 struct Running {
     sc: Scenario,
-    hub: gwhub_test_kit::scenario::Proc,
+    hub: Proc,
     hub_port: u16,
 }
 
@@ -553,6 +554,77 @@ async fn clock_skew_in_reports_does_not_break_staleness() {
 
 // ---- HA -------------------------------------------------------------------
 
+/// What [`kill_writer_and_wait`] saw.
+struct Failover {
+    /// The hub Gateway once it showed the change made after the kill.
+    status: GatewayStatus,
+    /// Every status written, from before the kill.
+    rec: Recorder,
+    since: Instant,
+    /// The agent, streaming to the survivor.
+    _agent: Proc,
+}
+
+/// The failover both HA tests measure: cluster `east`'s agent streams to
+/// `survivor` (on `survivor_port`; `writer` imports its reports); once
+/// the hub Gateway shows east not Programmed, `writer` (which writes it)
+/// is killed with SIGKILL (no release) and east made Programmed again.
+/// Waits for the survivor's write of that and asserts it came within
+/// three Leases (the survivor takes the expired Lease, it retries every
+/// 2 s, not Leases later); prints how long it took.
+async fn kill_writer_and_wait(
+    sc: &mut Scenario,
+    writer: &mut Proc,
+    survivor: &Proc,
+    survivor_port: u16,
+    test: &str,
+) -> Failover {
+    let agent = sc.agent("agent-east", "east", &hub_url(survivor_port));
+    if let Err(e) = sc.wait_truth(CONVERGE).await {
+        panic!("{e}\n{}", tail(&survivor.log()));
+    }
+    sc.set_programmed("east", false).await.unwrap();
+    sc.wait_truth(CONVERGE).await.unwrap();
+    let rec = Recorder::start(sc.hub_gateways(), GW);
+    assert!(rec.wait_first(Duration::from_secs(10)).await);
+    let since = Instant::now();
+
+    writer.kill9();
+    let killed = Instant::now();
+    sc.set_programmed("east", true).await.unwrap();
+    let status = match sc.wait_truth(Duration::from_secs(90)).await {
+        Ok(s) => s,
+        Err(e) => panic!("{e}\n{}", tail(&survivor.log())),
+    };
+    // wait_truth reads with a GET, which can see the write before the
+    // recorder's watch delivers it.
+    let right = |s: &GatewayStatus| verdict(s, sc.truth()) == Verdict::Right;
+    assert!(
+        rec.wait_until(Duration::from_secs(30), right).await,
+        "{test}: the watch never delivered the survivor's write"
+    );
+    let written = rec
+        .seen()
+        .into_iter()
+        .find(|s| s.at > killed && verdict(&s.status, sc.truth()) == Verdict::Right)
+        .map(|s| s.at)
+        .expect("the watch saw the survivor's write");
+    let failover = written - killed;
+    eprintln!(
+        "{test}: the survivor wrote the change {failover:?} after the writer was killed (Lease {LEASE:?})"
+    );
+    assert!(
+        failover < LEASE * 3,
+        "{test}: failover took {failover:?} with a {LEASE:?} Lease"
+    );
+    Failover {
+        status,
+        rec,
+        since,
+        _agent: agent,
+    }
+}
+
 /// Two replicas with Lease election; the leader is killed with SIGKILL
 /// (no release). The other replica, which ingests the agent all along,
 /// takes the Lease once it expires and writes the change made after the
@@ -583,55 +655,13 @@ async fn ha_failover_after_the_leader_is_killed() {
     }
     let b = sc.hub("hub-b", pb, Some("hub-b"));
     assert!(wait_listening(pb, Duration::from_secs(30)).await);
-    // The agent streams to the follower; the leader imports its reports.
-    let _east = sc.agent("agent-east", "east", &hub_url(pb));
-    if let Err(e) = sc.wait_truth(CONVERGE).await {
-        panic!("{e}\n{}", tail(&b.log()));
-    }
-    sc.set_programmed("east", false).await.unwrap();
-    sc.wait_truth(CONVERGE).await.unwrap();
-    let (rec, since) = {
-        let rec = Recorder::start(sc.hub_gateways(), GW);
-        assert!(rec.wait_first(Duration::from_secs(10)).await);
-        (rec, Instant::now())
-    };
-
-    a.kill9();
-    let killed = Instant::now();
-    sc.set_programmed("east", true).await.unwrap();
-    let status = match sc.wait_truth(Duration::from_secs(90)).await {
-        Ok(s) => s,
-        Err(e) => panic!("{e}\n{}", tail(&b.log())),
-    };
-    // wait_truth reads with a GET, which can see the write before the
-    // recorder's watch delivers it.
-    let right = |s: &GatewayStatus| verdict(s, sc.truth()) == Verdict::Right;
-    assert!(
-        rec.wait_until(Duration::from_secs(30), right).await,
-        "the watch never delivered the follower's write"
-    );
-    let written = rec
-        .seen()
-        .into_iter()
-        .find(|s| s.at > killed && verdict(&s.status, sc.truth()) == Verdict::Right)
-        .map(|s| s.at)
-        .expect("the watch saw the follower's write");
-    let failover = written - killed;
-    eprintln!(
-        "ha_failover: the follower wrote the change {failover:?} after the leader was killed (Lease {LEASE:?})"
-    );
-    // The follower takes the Lease once it expires (it retries every 2 s),
-    // not Leases later.
-    assert!(
-        failover < LEASE * 3,
-        "failover took {failover:?} with a {LEASE:?} Lease"
-    );
+    let f = kill_writer_and_wait(&mut sc, &mut a, &b, pb, "ha_failover").await;
     assert!(holder().await.starts_with("hub-b"), "hub-b holds the Lease");
     assert_eq!(
-        cond(&status, "Programmed").map(|c| c.status.as_str()),
+        cond(&f.status, "Programmed").map(|c| c.status.as_str()),
         Some("True")
     );
-    let j = sc.judge(&rec, since);
+    let j = sc.judge(&f.rec, f.since);
     eprintln!(
         "ha_failover: wrong for {:?} in all (the failover gap)",
         j.total()
@@ -695,41 +725,8 @@ async fn sharded_failover_after_the_writer_is_killed() {
     } else {
         (&mut b, &a, pa, "hub-a")
     };
-    // The agent streams to the survivor; the victim imports its reports.
-    let _east = sc.agent("agent-east", "east", &hub_url(survivor_port));
-    if let Err(e) = sc.wait_truth(CONVERGE).await {
-        panic!("{e}\n{}", tail(&survivor.log()));
-    }
-    sc.set_programmed("east", false).await.unwrap();
-    sc.wait_truth(CONVERGE).await.unwrap();
-    let rec = Recorder::start(sc.hub_gateways(), GW);
-    assert!(rec.wait_first(Duration::from_secs(10)).await);
-
-    victim.kill9();
-    let killed = Instant::now();
-    sc.set_programmed("east", true).await.unwrap();
-    if let Err(e) = sc.wait_truth(Duration::from_secs(90)).await {
-        panic!("{e}\n{}", tail(&survivor.log()));
-    }
-    let right = |s: &GatewayStatus| verdict(s, sc.truth()) == Verdict::Right;
-    assert!(
-        rec.wait_until(Duration::from_secs(30), right).await,
-        "the watch never delivered the survivor's write"
-    );
-    let written = rec
-        .seen()
-        .into_iter()
-        .find(|s| s.at > killed && verdict(&s.status, sc.truth()) == Verdict::Right)
-        .map(|s| s.at)
-        .expect("the watch saw the survivor's write");
-    let failover = written - killed;
-    eprintln!(
-        "sharded_failover: the survivor wrote the change {failover:?} after the writer was killed (Lease {LEASE:?})"
-    );
-    assert!(
-        failover < LEASE * 3,
-        "failover took {failover:?} with a {LEASE:?} Lease"
-    );
+    let _failover =
+        kill_writer_and_wait(&mut sc, victim, survivor, survivor_port, "sharded_failover").await;
     assert!(
         holder(shard).await.starts_with(survivor_id),
         "the survivor holds the shard"

@@ -13,6 +13,9 @@
 //! [`gwhub_hub_rules::liveness`]'s. A cluster's `ClusterReport` gets its
 //! last-seen when its stream ends (the store writer).
 //!
+//! The heartbeats are also the one answer to "which replicas are
+//! alive": the status shards ([`super::shards`]) read them from here.
+//!
 //! Records stay after their replica ends, so a restarted hub knows when
 //! the clusters of a crashed process were last seen (its last heartbeat):
 //! neither all stale nor all fresh. Once nothing depends on an ended
@@ -21,15 +24,15 @@
 //! [`gwhub_hub_rules::liveness::collectable`]), any replica deletes it.
 //! `kubectl get leases,configmaps -l gwhub.io/liveness` lists them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gwhub_hub_rules::liveness::{
-    self, CHUNK_BUDGET_BYTES, CHUNK_KEY, CHUNKS_KEY, CLUSTERS_KEY, Chunk, LABEL, LABEL_VALUE,
-    REPLICA_KEY, Replica,
+    self, CHUNK_BUDGET_BYTES, CHUNK_KEY, CHUNKS_KEY, CLUSTERS_KEY, Chunk, ENDED_ANNOTATION, LABEL,
+    LABEL_VALUE, REPLICA_KEY, Replica,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -57,6 +60,12 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(2);
 pub(crate) fn heartbeat_every(stale_after: Duration) -> Duration {
     (stale_after / 4).clamp(Duration::from_millis(500), Duration::from_secs(10))
 }
+
+/// Every replica's heartbeat (liveness identity -> last beat, ms), but
+/// those whose process ended gracefully, once the heartbeat Leases were
+/// listed (`None` before): which replicas are alive, for the status
+/// shards ([`crate::kube::shards`]).
+pub(crate) type Heartbeats = watch::Receiver<Option<Arc<BTreeMap<String, i64>>>>;
 
 /// Each cluster's last-seen by the other replicas' records, for the
 /// importer (a stored report's `lastSeenTime` may be older), and whether
@@ -105,35 +114,39 @@ pub(crate) struct Liveness {
     pub(crate) restored: watch::Receiver<bool>,
     /// Set when this replica's record was deleted: written again whole.
     pub(crate) lost_own: Arc<AtomicBool>,
+    /// How often the heartbeat is renewed: [`heartbeat_every`], or more
+    /// often where the status shards judge replicas alive by it.
+    pub(crate) beat_every: Duration,
 }
 
 impl Liveness {
     /// Starts publishing this replica's liveness and following the
-    /// others'; the returned sightings feed the importer.
+    /// others'; the returned sightings feed the importer, the heartbeats
+    /// the status shards.
     pub(crate) fn spawn(
         mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,
-    ) -> Sightings {
-        // One record per process: a process restarted with the same
-        // identity (a container's pid 1 in the same pod) reads its
-        // predecessor's record as another replica's, not as its own.
-        self.identity = format!("{}@{}", self.identity, Timestamp::now().as_millisecond());
+    ) -> (Sightings, Heartbeats) {
+        // One record per process (see `liveness::process_identity`).
+        self.identity =
+            liveness::process_identity(&self.identity, Timestamp::now().as_millisecond());
         let (synced_tx, synced) = watch::channel(false);
         let sightings = Sightings {
             seen: Arc::default(),
             synced,
         };
+        let (beats_tx, heartbeats) = watch::channel(None);
         let me = Arc::new(self);
         tasks.spawn(me.clone().publish(shutdown.clone()));
-        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, shutdown));
-        sightings
+        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, beats_tx, shutdown));
+        (sightings, heartbeats)
     }
 
     /// Renews the heartbeat every [`heartbeat_every`] and rewrites the
     /// served set when it changed (at most every [`PUBLISH_EVERY`]).
     async fn publish(self: Arc<Self>, shutdown: CancellationToken) {
-        let beat_every = heartbeat_every(self.index.stale_after());
+        let beat_every = self.beat_every;
         let mut since: BTreeMap<String, i64> = BTreeMap::new();
         let mut published: Option<Vec<String>> = None;
         let mut last_publish: Option<Instant> = None;
@@ -142,7 +155,12 @@ impl Liveness {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => {
+                    // Ended, not killed: the others stop counting this
+                    // replica alive at once (the status shards).
+                    let _ = tokio::time::timeout(Duration::from_secs(2), self.renew(true)).await;
+                    return;
+                }
                 _ = tick.tick() => {}
             }
             let now = Instant::now();
@@ -166,7 +184,7 @@ impl Liveness {
             }
             if now >= next_beat {
                 next_beat = now + beat_every;
-                self.renew().await;
+                self.renew(false).await;
             }
         }
     }
@@ -206,8 +224,9 @@ impl Liveness {
         ok
     }
 
-    /// Renews this replica's heartbeat Lease (made when absent).
-    async fn renew(&self) {
+    /// Renews this replica's heartbeat Lease (made when absent); `ended`:
+    /// for the last time, marked [`ENDED_ANNOTATION`].
+    async fn renew(&self, ended: bool) {
         let name = liveness::object_name(&self.identity, 0);
         let secs = i32::try_from(self.index.stale_after().as_secs())
             .unwrap_or(i32::MAX)
@@ -216,6 +235,8 @@ impl Liveness {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
                 labels: Some(BTreeMap::from([(LABEL.to_owned(), LABEL_VALUE.to_owned())])),
+                annotations: ended
+                    .then(|| BTreeMap::from([(ENDED_ANNOTATION.to_owned(), "true".to_owned())])),
                 ..Default::default()
             },
             spec: Some(LeaseSpec {
@@ -242,6 +263,7 @@ impl Liveness {
         self: Arc<Self>,
         seen: Arc<Mutex<BTreeMap<String, i64>>>,
         synced: watch::Sender<bool>,
+        heartbeats: watch::Sender<Option<Arc<BTreeMap<String, i64>>>>,
         shutdown: CancellationToken,
     ) {
         let config = watcher::Config::default().labels(&format!("{LABEL}={LABEL_VALUE}"));
@@ -256,6 +278,8 @@ impl Liveness {
         let mut records: BTreeMap<String, BTreeMap<u32, Chunk>> = BTreeMap::new();
         let (mut beats_listed, mut records_listed) = (false, false);
         let (mut beats_next, mut records_next) = (BTreeMap::new(), BTreeMap::new());
+        // The replicas whose process ended gracefully (see `renew`).
+        let (mut ended, mut ended_next) = (BTreeSet::new(), BTreeSet::new());
         let mut tick = tokio::time::interval(
             heartbeat_every(self.index.stale_after()).min(Duration::from_secs(1)),
         );
@@ -264,17 +288,57 @@ impl Liveness {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                Some(e) = leases.next() => match e {
-                    Ok(Event::Init) => beats_next.clear(),
-                    Ok(Event::InitApply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats_next.insert(id, t); } }
-                    Ok(Event::InitDone) => {
-                        beats = std::mem::take(&mut beats_next);
-                        beats_listed = true;
+                Some(e) = leases.next() => {
+                    match e {
+                        Ok(Event::Init) => {
+                            beats_next.clear();
+                            ended_next.clear();
+                        }
+                        Ok(Event::InitApply(l)) => {
+                            if let Some((id, t)) = heartbeat(&l) {
+                                if has_ended(&l) {
+                                    ended_next.insert(id.clone());
+                                }
+                                beats_next.insert(id, t);
+                            }
+                        }
+                        Ok(Event::InitDone) => {
+                            beats = std::mem::take(&mut beats_next);
+                            ended = std::mem::take(&mut ended_next);
+                            beats_listed = true;
+                        }
+                        Ok(Event::Apply(l)) => {
+                            if let Some((id, t)) = heartbeat(&l) {
+                                match has_ended(&l) {
+                                    true => ended.insert(id.clone()),
+                                    false => ended.remove(&id),
+                                };
+                                beats.insert(id, t);
+                            }
+                        }
+                        Ok(Event::Delete(l)) => {
+                            if let Some((id, _)) = heartbeat(&l) {
+                                beats.remove(&id);
+                                ended.remove(&id);
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying"),
                     }
-                    Ok(Event::Apply(l)) => { if let Some((id, t)) = heartbeat(&l) { beats.insert(id, t); } }
-                    Ok(Event::Delete(l)) => { if let Some((id, _)) = heartbeat(&l) { beats.remove(&id); } }
-                    Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying"),
-                },
+                    if beats_listed {
+                        let alive: BTreeMap<String, i64> = beats
+                            .iter()
+                            .filter(|(id, _)| !ended.contains(*id))
+                            .map(|(id, t)| (id.clone(), *t))
+                            .collect();
+                        heartbeats.send_if_modified(|h| {
+                            if h.as_deref() == Some(&alive) {
+                                return false;
+                            }
+                            *h = Some(Arc::new(alive));
+                            true
+                        });
+                    }
+                }
                 Some(e) = maps.next() => match e {
                     Ok(Event::Init) => records_next.clear(),
                     Ok(Event::InitApply(c)) => add_chunk(&mut records_next, &c),
@@ -384,6 +448,11 @@ fn heartbeat(lease: &Lease) -> Option<(String, i64)> {
     let id = spec.holder_identity.clone()?;
     let t = spec.renew_time.as_ref()?.0.as_millisecond();
     Some((id, t))
+}
+
+/// Whether a replica's Lease says its process ended gracefully.
+fn has_ended(lease: &Lease) -> bool {
+    lease.annotations().contains_key(ENDED_ANNOTATION)
 }
 
 /// A record chunk: (replica, index, chunk); `None` when malformed.

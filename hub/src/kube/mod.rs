@@ -297,7 +297,15 @@ impl Connected {
             metrics.clone(),
         ));
         let stored = store::StoredParts::default();
-        let sightings = liveness::Liveness {
+        // Where the status shards judge replicas alive by the heartbeat,
+        // it beats at least as often as a shard Lease is renewed.
+        let beat_every = match &options.lease {
+            Some(lease) if options.status_shards > 0 => {
+                liveness::heartbeat_every(index.stale_after()).min(lease.renew_every)
+            }
+            _ => liveness::heartbeat_every(index.stale_after()),
+        };
+        let (sightings, heartbeats) = liveness::Liveness {
             leases: Api::namespaced(client.clone(), &options.namespace),
             configmaps: Api::namespaced(client.clone(), &options.namespace),
             index: index.clone(),
@@ -308,6 +316,7 @@ impl Connected {
             stored: stored.clone(),
             restored: restored.clone(),
             lost_own: Default::default(),
+            beat_every,
         }
         .spawn(&mut tasks, shutdown.clone());
         tasks.spawn(store::run_importer(
@@ -447,6 +456,7 @@ impl Connected {
                 tasks.spawn(shards::run(
                     Api::namespaced(client.clone(), &options.namespace),
                     shards::ShardConfig::new(options.status_shards, lease),
+                    heartbeats,
                     writes_tx,
                     metrics.clone(),
                     shutdown.clone(),

@@ -3,12 +3,13 @@
 //! `namespace/name` ([`gwhub_hub_rules::shards::shard_of`]); shard `i` has
 //! Lease `gwhub-shard-<i>`, and a replica writes a hub Gateway only while
 //! it holds its shard's Lease (stepping down before the Lease could expire
-//! for others, as [`super::leader`] does). The live replicas announce
-//! themselves in Lease `gwhub-shard-replicas` (an annotation mapping each
-//! replica to its last beat, judged by this replica's own clock), so a
-//! newcomer is seen before it holds anything. Which shards to keep, take or
-//! give up is [`gwhub_hub_rules::shards::decide`], a pure function; this
-//! module does the I/O with [`super::leader`]'s Lease code.
+//! for others, as [`super::leader`] does). The live replicas are those
+//! whose liveness heartbeat Lease ([`super::liveness`], renewed at least
+//! as often as a shard Lease) this replica saw change within a Lease
+//! duration by its own clock ([`gwhub_hub_rules::shards::LiveReplicas`]),
+//! so a newcomer is seen before it holds anything. Which shards to keep,
+//! take or give up is [`gwhub_hub_rules::shards::decide`], a pure
+//! function; this module does the I/O with [`super::leader`]'s Lease code.
 //!
 //! A shard given up is first dropped from what this replica writes, and its
 //! Lease released only a round later, so a write in flight ends before
@@ -18,14 +19,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gwhub_hub_rules::shards::{decide, shard_of};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
+use gwhub_hub_rules::shards::{LiveReplicas, decide, shard_of};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::leader::{LeaseConfig, LeaseWatch, Seen, release, take};
+use super::liveness::Heartbeats;
 use super::metrics::Metrics;
 use crate::aggregate::GatewayKey;
 
@@ -77,10 +78,6 @@ pub struct ShardConfig {
 
 /// The prefix of the shard Leases' names.
 pub const LEASE_PREFIX: &str = "gwhub-shard";
-/// The Lease the replicas announce themselves in.
-pub const REPLICAS_LEASE: &str = "gwhub-shard-replicas";
-/// Its annotation: JSON `{identity: last beat (ms)}`.
-const REPLICAS_ANNOTATION: &str = "gwhub.io/replicas";
 
 impl ShardConfig {
     /// `shards` shards with the leader Lease's identity and timing.
@@ -99,100 +96,6 @@ impl ShardConfig {
     }
 }
 
-/// The replicas seen beating in [`REPLICAS_LEASE`].
-#[derive(Default)]
-struct Replicas {
-    /// Per replica, its last beat and when this replica saw it change.
-    seen: BTreeMap<String, (i64, Instant)>,
-    /// When this replica last wrote its own beat.
-    beat_at: Option<Instant>,
-}
-
-impl Replicas {
-    /// Reads the replicas (writing this replica's beat when due, and
-    /// dropping replicas silent for two Lease durations); the live ones.
-    async fn beat(
-        &mut self,
-        api: &Api<Lease>,
-        config: &ShardConfig,
-        leaving: bool,
-    ) -> kube::Result<BTreeSet<String>> {
-        let me = config.identity.as_str();
-        let lease = api.get_opt(REPLICAS_LEASE).await?;
-        let mut beats: BTreeMap<String, i64> = lease
-            .as_ref()
-            .and_then(|l| l.metadata.annotations.as_ref())
-            .and_then(|a| a.get(REPLICAS_ANNOTATION))
-            .and_then(|text| match serde_json::from_str(text) {
-                Ok(map) => Some(map),
-                Err(e) => {
-                    tracing::warn!(lease = REPLICAS_LEASE, error = %e, "unreadable replicas annotation; rewriting it");
-                    None
-                }
-            })
-            .unwrap_or_default();
-        let now = Instant::now();
-        for (id, beat) in &beats {
-            if self.seen.get(id).map(|s| s.0) != Some(*beat) {
-                self.seen.insert(id.clone(), (*beat, now));
-            }
-        }
-        self.seen.retain(|id, _| beats.contains_key(id));
-        let mut live: BTreeSet<String> = self
-            .seen
-            .iter()
-            .filter(|(_, (_, at))| at.elapsed() < config.lease_duration)
-            .map(|(id, _)| id.clone())
-            .collect();
-        live.insert(me.to_owned());
-        let due = self
-            .beat_at
-            .is_none_or(|t| t.elapsed() >= config.renew_every)
-            || !beats.contains_key(me);
-        if !due && !leaving {
-            return Ok(live);
-        }
-        let gone = config.lease_duration * 2;
-        beats.retain(|id, _| {
-            id != me && self.seen.get(id).is_some_and(|(_, at)| at.elapsed() < gone)
-        });
-        if !leaving {
-            beats.insert(me.to_owned(), jiff::Timestamp::now().as_millisecond());
-        }
-        let text = serde_json::to_string(&beats).unwrap_or_default();
-        let written = match lease {
-            Some(mut lease) => {
-                lease
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(REPLICAS_ANNOTATION.to_owned(), text);
-                // Guarded by the resourceVersion read: a concurrent beat
-                // wins and this one is written next round.
-                api.replace(REPLICAS_LEASE, &PostParams::default(), &lease)
-                    .await
-            }
-            None => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(REPLICAS_LEASE.to_owned()),
-                        annotations: Some(BTreeMap::from([(REPLICAS_ANNOTATION.to_owned(), text)])),
-                        ..Default::default()
-                    },
-                    spec: Some(LeaseSpec::default()),
-                };
-                api.create(&PostParams::default(), &lease).await
-            }
-        };
-        match written {
-            Ok(_) => self.beat_at = Some(now),
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e),
-        }
-        Ok(live)
-    }
-}
-
 /// This replica's shard state between rounds.
 struct State {
     watches: Vec<LeaseWatch>,
@@ -200,16 +103,18 @@ struct State {
     renewed: Vec<Option<Instant>>,
     /// Given up: not written any more, released next round.
     draining: BTreeSet<u32>,
-    replicas: Replicas,
-    live: BTreeSet<String>,
+    /// The replicas' liveness heartbeats, and who is live by them.
+    heartbeats: Heartbeats,
+    replicas: LiveReplicas,
 }
 
 /// Holds a fair share of the shard Leases until `shutdown`, publishing
-/// which hub Gateways this replica writes on `writes`; releases them (and
-/// leaves the replicas Lease) on the way out.
-pub async fn run(
+/// which hub Gateways this replica writes on `writes`; releases them on
+/// the way out.
+pub(crate) async fn run(
     api: Api<Lease>,
     config: ShardConfig,
+    heartbeats: Heartbeats,
     writes: watch::Sender<Writes>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -219,9 +124,13 @@ pub async fn run(
         watches: (0..count).map(|_| LeaseWatch::default()).collect(),
         renewed: vec![None; count as usize],
         draining: BTreeSet::new(),
-        replicas: Replicas::default(),
-        live: BTreeSet::new(),
+        heartbeats,
+        replicas: LiveReplicas::default(),
     };
+    // The replicas known before the first decision (bounded: without
+    // them this replica counts the holders only).
+    let listed = state.heartbeats.wait_for(Option::is_some);
+    let _ = tokio::time::timeout(config.lease_duration, listed).await;
     let step_down_after = config.lease_duration * 2 / 3;
     // Free and expired shards are noticed as fast as a leader candidate
     // notices an expired leader Lease.
@@ -260,8 +169,7 @@ pub async fn run(
         let (api, identity) = (&api, config.identity.as_str());
         async move { release(api, &name, identity).await }
     });
-    let leave = state.replicas.beat(&api, &config, true);
-    let done = async { tokio::join!(futures::future::join_all(releases), leave) };
+    let done = futures::future::join_all(releases);
     if tokio::time::timeout(Duration::from_secs(2), done)
         .await
         .is_err()
@@ -302,10 +210,13 @@ async fn round(
     tick: Duration,
     state: &mut State,
 ) {
-    match state.replicas.beat(api, config, false).await {
-        Ok(live) => state.live = live,
-        Err(e) => tracing::warn!(error = %e, lease = REPLICAS_LEASE, "reading the replicas failed"),
-    }
+    let beats = state.heartbeats.borrow().clone().unwrap_or_default();
+    let live = state.replicas.observe(
+        &beats,
+        Instant::now(),
+        jiff::Timestamp::now().as_millisecond(),
+        config.lease_duration,
+    );
     let me = config.identity.as_str();
     // A held shard is read (and renewed) only when its renewal is due.
     let due =
@@ -349,7 +260,7 @@ async fn round(
             state.draining.remove(s);
         }
     }
-    let mut decision = decide(me, &holders, &state.live);
+    let mut decision = decide(me, &holders, &live);
     decision.acquire.retain(|s| !unknown.contains(s));
     // Given up a round ago: release now; kept again (a replica left
     // meanwhile): written again. The state is updated before any request,

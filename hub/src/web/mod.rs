@@ -337,17 +337,30 @@ impl FromRequestParts<Arc<State>> for ApiReader {
     }
 }
 
+/// The filter a listing's query asks for, once `reader` may list what it
+/// keeps (see [`authorize_listing`]); the refusal to answer otherwise.
+async fn authorized_filter(
+    reader: &mut Reader,
+    state: &State,
+    uri: &Uri,
+) -> Result<Filter, Answer> {
+    let filter = filter_of(&query(uri));
+    authorize_listing(reader, &state.index, &filter)
+        .await
+        .map_err(read_error)?;
+    Ok(filter)
+}
+
 /// `/api/fleet`: one snapshot of the clusters and matching hub Gateways.
 async fn fleet(
     Shared(state): Shared<Arc<State>>,
     ApiReader(mut reader): ApiReader,
     uri: Uri,
 ) -> Answer {
-    let filter = filter_of(&query(&uri));
-    if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
-        return read_error(e);
+    match authorized_filter(&mut reader, &state, &uri).await {
+        Ok(filter) => state.fleet(&filter, reader.visibility()),
+        Err(refused) => refused,
     }
-    state.fleet(&filter, reader.visibility())
 }
 
 /// `/api/causes`: what is not ready, by cause.
@@ -356,11 +369,10 @@ async fn causes_of(
     ApiReader(mut reader): ApiReader,
     uri: Uri,
 ) -> Answer {
-    let filter = filter_of(&query(&uri));
-    if let Err(e) = authorize_listing(&mut reader, &state.index, &filter).await {
-        return read_error(e);
+    match authorized_filter(&mut reader, &state, &uri).await {
+        Ok(filter) => Json(state.causes(&filter, reader.visibility())).into_response(),
+        Err(refused) => refused,
     }
-    Json(state.causes(&filter, reader.visibility())).into_response()
 }
 
 /// `/api/gateway`: one hub Gateway with its clusters' reports and history.
