@@ -4,6 +4,7 @@
 //! same inputs, whatever order the reports arrived in.
 
 pub mod addresses;
+pub mod compact;
 pub mod conditions;
 pub mod constants;
 pub mod fleet;
@@ -19,6 +20,7 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_model::Condition;
 use jiff::Timestamp;
 
+pub use compact::{Interner, ReportedStatus};
 pub use constants::*;
 pub use fleet::{Fleet, GatewayKey};
 pub use incremental::Incremental;
