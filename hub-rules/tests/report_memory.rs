@@ -115,19 +115,29 @@ fn report_state_per_pair_fits_4_kib() {
     let keys: Vec<GatewayKey> = (0..GATEWAYS)
         .map(|g| GatewayKey::new(format!("ns-{}", g % 10), format!("gw-{g:04}")))
         .collect();
-    let before = live();
-    let mut fleet = Fleet::with_incremental(Options::default());
-    for (c, name) in names.iter().enumerate() {
-        for (g, key) in keys.iter().enumerate() {
-            fleet.upsert(name, key.clone(), report(c, g));
-        }
-    }
-    let held = live() - before;
     let pairs = (clusters * GATEWAYS) as isize;
+    let fill = |mut fleet: Fleet| {
+        for (c, name) in names.iter().enumerate() {
+            for (g, key) in keys.iter().enumerate() {
+                fleet.upsert(name, key.clone(), report(c, g));
+            }
+        }
+        fleet
+    };
+    // The reports and the index alone, then as the hub keeps them (with
+    // each Gateway's incremental aggregate).
+    let before = live();
+    let plain = fill(Fleet::new());
+    let index_only = (live() - before) / pairs;
+    drop(plain);
+    let before = live();
+    let fleet = fill(Fleet::with_incremental(Options::default()));
+    let held = live() - before;
     let per_pair = held / pairs;
     println!(
         "report state: {clusters} clusters x {GATEWAYS} Gateways x {LISTENERS} listeners: \
-         {held} bytes live, {per_pair} bytes per (cluster, Gateway)"
+         {held} bytes live, {per_pair} bytes per (cluster, Gateway) \
+         ({index_only} without the incremental aggregates)"
     );
     assert!(
         per_pair <= 4096,
