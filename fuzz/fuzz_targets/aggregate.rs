@@ -185,9 +185,12 @@ fuzz_target!(|input: Input| {
         .find(|w| w[0] == w[1])
         .map(|w| w[0].clone());
     if let Some(name) = duplicate {
+        let compact: Vec<ReportedStatus> =
+            members.iter().map(|(_, s, _)| ReportedStatus::from(s)).collect();
         let reports: Vec<ClusterReport<'_>> = members
             .iter()
-            .map(|(cluster, status, _)| ClusterReport {
+            .zip(&compact)
+            .map(|((cluster, _, _), status)| ClusterReport {
                 cluster,
                 status,
                 freshness: Freshness::Fresh,
@@ -201,9 +204,12 @@ fuzz_target!(|input: Input| {
         let mut seen = std::collections::BTreeSet::new();
         members.retain(|(n, _, _)| seen.insert(n.clone()));
     }
+    let compact: Vec<ReportedStatus> =
+        members.iter().map(|(_, s, _)| ReportedStatus::from(s)).collect();
     let mut reports: Vec<ClusterReport<'_>> = members
         .iter()
-        .map(|(name, status, stale)| ClusterReport {
+        .zip(&compact)
+        .map(|((name, _, stale), status)| ClusterReport {
             cluster: name,
             status,
             freshness: if *stale {

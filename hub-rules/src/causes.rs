@@ -229,7 +229,7 @@ pub fn group<'a>(
             }
             continue;
         }
-        let conditions = r.status.conditions.as_deref().unwrap_or_default();
+        let conditions = r.status.conditions();
         if conditions.is_empty() {
             if seen.insert((r.cluster, key, "")) {
                 acc.entry(special(CauseKind::NoConditions))
@@ -239,18 +239,18 @@ pub fn group<'a>(
             continue;
         }
         for c in conditions {
-            if c.status == "True" || !seen.insert((r.cluster, key, c.type_.as_str())) {
+            if c.status() == "True" || !seen.insert((r.cluster, key, c.type_())) {
                 continue;
             }
             let k = Key {
                 kind: CauseKind::Condition,
-                condition_type: c.type_.clone(),
-                reason: c.reason.clone(),
-                message: normalise(&c.message, r.cluster),
+                condition_type: c.type_().to_owned(),
+                reason: c.reason().to_owned(),
+                message: normalise(c.message(), r.cluster),
             };
             acc.entry(k)
                 .or_default()
-                .add(r.cluster, Some(key), &c.message);
+                .add(r.cluster, Some(key), c.message());
         }
     }
     let mut seen_hub: BTreeSet<(&GatewayKey, &str)> = BTreeSet::new();
@@ -516,6 +516,7 @@ fn is_ip(w: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aggregate::ReportedStatus;
     use serde_json::json;
 
     #[test]
@@ -629,13 +630,13 @@ mod tests {
         let k1 = GatewayKey::new("ns", "a");
         let k2 = GatewayKey::new("ns", "b");
         let names: Vec<String> = (0..37).map(|i| format!("c-{i:03}")).collect();
-        let statuses: Vec<GatewayStatus> = names
+        let statuses: Vec<ReportedStatus> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| quota(n, &format!("10.0.{i}.1")))
+            .map(|(i, n)| ReportedStatus::from(quota(n, &format!("10.0.{i}.1"))))
             .collect();
-        let ok = status(&[("Accepted", "True", "Accepted", "")]);
-        let empty = GatewayStatus::default();
+        let ok = ReportedStatus::from(status(&[("Accepted", "True", "Accepted", "")]));
+        let empty = ReportedStatus::default();
         let stale_at = jiff::Timestamp::UNIX_EPOCH;
         let mut reports: Vec<(&GatewayKey, ClusterReport<'_>)> = names
             .iter()

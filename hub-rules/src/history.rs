@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 
+use crate::aggregate::ReportedStatus;
+
 /// Default of `gwhub serve --gateway-history`: transitions kept per hub
 /// Gateway.
 pub const DEFAULT_CAPACITY: usize = 64;
@@ -51,24 +53,26 @@ pub struct Transition {
 /// conditions are summed up in the Gateway's own, e.g. `DNSReady`).
 pub fn conditions<'a>(
     aggregated: &GatewayStatus,
-    reports: impl IntoIterator<Item = (&'a str, &'a GatewayStatus)>,
+    reports: impl IntoIterator<Item = (&'a str, &'a ReportedStatus)>,
 ) -> Conditions {
     let mut all = Conditions::new();
-    let mut add = |cluster: &str, status: &GatewayStatus| {
-        for c in status.conditions.iter().flatten() {
-            all.insert(
-                (cluster.to_owned(), c.type_.clone()),
-                State {
-                    status: c.status.clone(),
-                    reason: c.reason.clone(),
-                    message: c.message.clone(),
-                },
-            );
-        }
+    let mut add = |cluster: &str, type_: &str, status: &str, reason: &str, message: &str| {
+        all.insert(
+            (cluster.to_owned(), type_.to_owned()),
+            State {
+                status: status.to_owned(),
+                reason: reason.to_owned(),
+                message: message.to_owned(),
+            },
+        );
     };
-    add("", aggregated);
+    for c in aggregated.conditions.iter().flatten() {
+        add("", &c.type_, &c.status, &c.reason, &c.message);
+    }
     for (cluster, status) in reports {
-        add(cluster, status);
+        for c in status.conditions() {
+            add(cluster, c.type_(), c.status(), c.reason(), c.message());
+        }
     }
     all
 }
@@ -397,8 +401,8 @@ mod tests {
             .unwrap()
         };
         let hub = status(&[("Programmed", "False")]);
-        let east = status(&[("Programmed", "True"), ("DNSReady", "False")]);
-        let none = GatewayStatus::default();
+        let east = ReportedStatus::from(status(&[("Programmed", "True"), ("DNSReady", "False")]));
+        let none = ReportedStatus::default();
         let got = conditions(&hub, [("east", &east), ("west", &none)]);
         let slots: Vec<(&str, &str, &str)> = got
             .iter()

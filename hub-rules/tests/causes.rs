@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_hub_rules::aggregate::{ClusterReport, Freshness, GatewayKey};
+use gwhub_hub_rules::aggregate::{ClusterReport, Freshness, GatewayKey, ReportedStatus};
 use gwhub_hub_rules::causes::{ClusterFacts, Limits, Liveness, group, normalise};
 use gwhub_model::Condition;
 use proptest::prelude::*;
@@ -102,7 +102,7 @@ proptest! {
                     &keys[r.gateway],
                     ClusterReport {
                         cluster: NAMES[r.cluster],
-                        status: &r.status,
+                        status: Box::leak(Box::new(ReportedStatus::from(&r.status))),
                         freshness: if r.stale { stale } else { Freshness::Fresh },
                     },
                 )

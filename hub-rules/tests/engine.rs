@@ -108,7 +108,7 @@ fn fragments_for_every_way_of_not_being_true() {
     let no_status = GatewayStatus::default();
     let stale = ClusterReport {
         cluster: "e-stale",
-        status: &ok,
+        status: compact(&ok),
         freshness: Freshness::Stale {
             last_report: ts("2025-05-01T11:58:59.750Z"),
         },
@@ -747,7 +747,7 @@ fn expected_clusters_stale_none_reporting_and_invalid() {
     let ok = status(vec![cond("Ready", "True", "Ready", "")], vec![], vec![]);
     let stale = ClusterReport {
         cluster: "east",
-        status: &ok,
+        status: compact(&ok),
         freshness: Freshness::Stale {
             last_report: ts("2025-05-01T11:58:59Z"),
         },

@@ -45,7 +45,7 @@ impl Model {
             .iter()
             .map(|(c, (s, f))| ClusterReport {
                 cluster: c,
-                status: s,
+                status: support::compact(s),
                 freshness: *f,
             })
             .collect()
@@ -64,7 +64,7 @@ fn apply(op: &Op, names: &[String], model: &mut Model, inc: &mut Incremental) {
             let name = &names[*i];
             let freshness = model.0.get(name).map_or(Freshness::Fresh, |(_, f)| *f);
             model.0.insert(name.clone(), (s.clone(), freshness));
-            inc.set(name, s.clone(), freshness);
+            inc.set(name, ReportedStatus::from(s), freshness);
         }
         Op::Remove(i) => {
             model.0.remove(&names[*i]);
@@ -187,7 +187,7 @@ fn set(model: &mut Model, inc: &mut Incremental, cluster: &str, s: GatewayStatus
     model
         .0
         .insert(cluster.to_owned(), (s.clone(), Freshness::Fresh));
-    inc.set(cluster, s, Freshness::Fresh);
+    inc.set(cluster, ReportedStatus::from(s), Freshness::Fresh);
 }
 
 fn message(agg: &Aggregation, type_: &str) -> String {

@@ -7,7 +7,7 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_hub_rules::aggregate::*;
 use proptest::prelude::*;
 use support::strategies::{cluster_name, condition, gateway_status};
-use support::{now, ts};
+use support::{compact, now, ts};
 
 #[derive(Debug, Clone)]
 struct Member {
@@ -39,7 +39,7 @@ fn reports(members: &[Member]) -> Vec<ClusterReport<'_>> {
         .iter()
         .map(|m| ClusterReport {
             cluster: &m.name,
-            status: &m.status,
+            status: compact(&m.status),
             freshness: if m.stale {
                 Freshness::Stale {
                     last_report: ts("2025-05-01T11:00:00Z"),

@@ -6,7 +6,9 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
-use gwhub_hub_rules::aggregate::{ClusterReport, Freshness, HubGateway, Options, aggregate};
+use gwhub_hub_rules::aggregate::{
+    ClusterReport, Freshness, HubGateway, Options, ReportedStatus, aggregate,
+};
 use gwhub_model::conditions::{Condition, new};
 use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use jiff::Timestamp;
@@ -262,10 +264,15 @@ async fn aggregated_statuses_are_accepted_by_the_api_server() {
     for (case, reports) in hard_cases() {
         let gw = create_hub_gateway(&api, &case).await;
         let generation = gw.metadata.generation.unwrap_or(1);
+        let compact: Vec<ReportedStatus> = reports
+            .iter()
+            .map(|(_, s)| ReportedStatus::from(s))
+            .collect();
         let borrowed: Vec<ClusterReport<'_>> = reports
             .iter()
+            .zip(&compact)
             .enumerate()
-            .map(|(i, (cluster, status))| ClusterReport {
+            .map(|(i, ((cluster, _), status))| ClusterReport {
                 cluster,
                 status,
                 freshness: if i % 7 == 3 {

@@ -1,7 +1,9 @@
 //! `status.addresses`: every cluster address as `<cluster>/<value>` with a
 //! multi-cluster type, so consumers can find a hub Gateway's clusters.
 
-use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusAddresses};
+use gateway_api::apis::standard::gateways::GatewayStatusAddresses;
+
+use super::compact::{ReportedAddress, ReportedStatus};
 
 use super::constants::IP_ADDRESS_TYPE;
 use super::limits::{MAX_ADDRESS_LEN, MAX_ADDRESSES, char_len, is_address_prefix, round_robin};
@@ -16,7 +18,7 @@ pub fn aggregate(
 ) -> Vec<GatewayStatusAddresses> {
     // Validate first and build only what is kept: past the limit most
     // entries are dropped, and re-aggregation should not pay for them.
-    let per_cluster: Vec<Vec<(&GatewayStatusAddresses, &str)>> = reports
+    let per_cluster: Vec<Vec<(&ReportedAddress, &str)>> = reports
         .iter()
         .map(|r| valid(r.cluster, r.status, options, omissions))
         .collect();
@@ -31,7 +33,7 @@ pub fn aggregate(
             omissions.push(
                 Some(r.cluster),
                 Item::Address,
-                a.value.clone(),
+                a.value.to_string(),
                 Rule::TooManyRoundRobin(MAX_ADDRESSES),
             );
         }
@@ -40,11 +42,7 @@ pub fn aggregate(
 }
 
 /// The hub's copy of a kept address of `cluster`.
-pub(crate) fn build(
-    cluster: &str,
-    a: &GatewayStatusAddresses,
-    type_: &str,
-) -> GatewayStatusAddresses {
+pub(crate) fn build(cluster: &str, a: &ReportedAddress, type_: &str) -> GatewayStatusAddresses {
     GatewayStatusAddresses {
         r#type: Some(type_.to_owned()),
         value: format!("{cluster}/{}", a.value),
@@ -55,12 +53,12 @@ pub(crate) fn build(
 /// multi-cluster type; the others go to `omissions`.
 pub(crate) fn valid<'a>(
     cluster: &str,
-    status: &'a GatewayStatus,
+    status: &'a ReportedStatus,
     options: &'a Options,
     omissions: &mut Omissions,
-) -> Vec<(&'a GatewayStatusAddresses, &'a str)> {
+) -> Vec<(&'a ReportedAddress, &'a str)> {
     let mut valid = Vec::new();
-    let addresses = status.addresses.as_deref().unwrap_or_default();
+    let addresses = status.addresses();
     let cluster_name = cluster;
     let cluster = Some(cluster);
     if !is_address_prefix(cluster_name) {
@@ -68,7 +66,7 @@ pub(crate) fn valid<'a>(
             omissions.push(
                 cluster,
                 Item::Address,
-                a.value.clone(),
+                a.value.to_string(),
                 Rule::ClusterNameNotAddressPrefix,
             );
         }
@@ -81,7 +79,7 @@ pub(crate) fn valid<'a>(
             Some("Hostname") => options.hostname_address_type.as_str(),
             Some(other) => {
                 let rule = Rule::UnsupportedAddressType(other.to_owned());
-                omissions.push(cluster, Item::Address, a.value.clone(), rule);
+                omissions.push(cluster, Item::Address, a.value.to_string(), rule);
                 continue;
             }
         };
@@ -98,7 +96,7 @@ pub(crate) fn valid<'a>(
             omissions.push(
                 cluster,
                 Item::Address,
-                a.value.clone(),
+                a.value.to_string(),
                 Rule::AddressValueTooLong,
             );
             continue;

@@ -81,14 +81,15 @@ pub fn fragment(type_: &str, r: &ClusterReport<'_>) -> Option<String> {
             rfc3339(last_report)
         ));
     }
-    let conditions = r.status.conditions.as_deref().unwrap_or_default();
-    match gwhub_model::conditions::find(conditions, type_) {
+    match r.status.conditions().iter().find(|c| c.type_() == type_) {
         None => Some(format!("{cluster} {type_} not reported")),
-        Some(c) if c.status == "True" => None,
-        Some(c) if c.message.is_empty() => {
-            Some(format!("{cluster} {type_} is {} ({})", c.status, c.reason))
-        }
-        Some(c) => Some(format!("{cluster} {}", c.message)),
+        Some(c) if c.status() == "True" => None,
+        Some(c) if c.message().is_empty() => Some(format!(
+            "{cluster} {type_} is {} ({})",
+            c.status(),
+            c.reason()
+        )),
+        Some(c) => Some(format!("{cluster} {}", c.message())),
     }
 }
 

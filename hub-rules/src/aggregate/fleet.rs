@@ -1,14 +1,17 @@
 //! The hub's index of every cluster's latest report, shaped so a change
 //! touches only the Gateways it affects: every operation returns the keys to
 //! re-aggregate, and reading one Gateway's reports costs linear in its
-//! clusters. Pure data; the runtime wraps it in a lock.
+//! clusters. Reports are kept in the compact form ([`ReportedStatus`], its
+//! strings shared fleet-wide). Pure data; the runtime wraps it in a lock.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use jiff::Timestamp;
 
+use super::compact::{Interner, ReportedStatus};
 use super::{
     AggregateError, Aggregation, ClusterReport, Freshness, HubGateway, Incremental, Options,
 };
@@ -22,7 +25,7 @@ pub type Affected = BTreeSet<GatewayKey>;
 /// out from under its lock without copying them.
 #[derive(Clone, Debug, PartialEq)]
 struct Entry {
-    status: Arc<GatewayStatus>,
+    status: Arc<ReportedStatus>,
     freshness: Freshness,
 }
 
@@ -30,7 +33,7 @@ struct Entry {
 #[derive(Clone, Debug)]
 pub struct SharedReport {
     pub cluster: String,
-    pub status: Arc<GatewayStatus>,
+    pub status: Arc<ReportedStatus>,
     pub freshness: Freshness,
 }
 
@@ -58,6 +61,8 @@ pub struct Fleet {
     /// Per Gateway, its [`Incremental`] aggregate, kept by every change
     /// (see [`Fleet::with_incremental`]).
     incremental: Option<Incrementals>,
+    /// Shares the strings the reports repeat.
+    interner: Interner,
 }
 
 #[derive(Clone, Debug)]
@@ -133,12 +138,12 @@ impl Fleet {
 
     /// Records `cluster`'s status of `key` (registering the cluster if new).
     /// Affects `key` unless the status is unchanged. Copies the key and the
-    /// cluster name only when they are new.
+    /// cluster name only when they are new; keeps the status compact.
     pub fn upsert(
         &mut self,
         cluster: &str,
         key: GatewayKey,
-        status: impl Into<Arc<GatewayStatus>>,
+        status: impl Borrow<GatewayStatus>,
     ) -> Affected {
         self.register(cluster);
         let Some(state) = self.clusters.get_mut(cluster) else {
@@ -149,7 +154,7 @@ impl Fleet {
             state.gateways.insert(key.clone());
         }
         let next = Entry {
-            status: status.into(),
+            status: Arc::new(self.interner.status(status.borrow())),
             freshness,
         };
         if !self.gateways.contains_key(&key) {
@@ -309,8 +314,9 @@ impl Fleet {
             .unwrap_or_default()
     }
 
-    /// `cluster`'s status of `key`, if it reports it.
-    pub fn status(&self, cluster: &str, key: &GatewayKey) -> Option<&Arc<GatewayStatus>> {
+    /// `cluster`'s status of `key`, if it reports it (in the compact form;
+    /// [`ReportedStatus::to_status`] gives the full one).
+    pub fn status(&self, cluster: &str, key: &GatewayKey) -> Option<&Arc<ReportedStatus>> {
         self.gateways.get(key)?.get(cluster).map(|e| &e.status)
     }
 

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListeners};
 use jiff::Timestamp;
 
+use super::compact::ReportedStatus;
 use super::limits::{MAX_ADDRESSES, MAX_LISTENERS, is_condition_type};
 use super::omissions::{Item, Omission, Omissions, Rule, limit_fragment};
 use super::{
@@ -63,7 +64,7 @@ pub struct Incremental {
 /// What one cluster contributes, from its report alone.
 #[derive(Clone, Debug)]
 struct Part {
-    status: Arc<GatewayStatus>,
+    status: Arc<ReportedStatus>,
     freshness: Freshness,
     /// Valid condition types it reports.
     types: BTreeSet<String>,
@@ -78,7 +79,7 @@ struct Part {
 impl Part {
     fn new(
         cluster: &str,
-        status: Arc<GatewayStatus>,
+        status: Arc<ReportedStatus>,
         freshness: Freshness,
         options: &Options,
     ) -> Self {
@@ -89,11 +90,10 @@ impl Part {
             .collect();
         let condition_omissions = o.0;
         let invalid_types = status
-            .conditions
+            .conditions()
             .iter()
-            .flatten()
-            .filter(|c| !is_condition_type(&c.type_))
-            .map(|c| c.type_.clone())
+            .filter(|c| !is_condition_type(c.type_()))
+            .map(|c| c.type_().to_owned())
             .collect();
         let mut o = Omissions::default();
         let valid_addresses = addresses::valid(cluster, &status, options, &mut o).len();
@@ -253,7 +253,7 @@ impl Incremental {
     pub fn set(
         &mut self,
         cluster: &str,
-        status: impl Into<Arc<GatewayStatus>>,
+        status: impl Into<Arc<ReportedStatus>>,
         freshness: Freshness,
     ) {
         let part = Part::new(cluster, status.into(), freshness, &self.options);
@@ -605,7 +605,10 @@ impl Incremental {
                 all.push(Omission {
                     cluster: Some(cluster.to_owned()),
                     item: Item::Address,
-                    names: valid[keep..].iter().map(|(a, _)| a.value.clone()).collect(),
+                    names: valid[keep..]
+                        .iter()
+                        .map(|(a, _)| a.value.to_string())
+                        .collect(),
                     rule: Rule::TooManyRoundRobin(MAX_ADDRESSES),
                 });
             }

@@ -3,8 +3,9 @@
 //! API server rejects. Patterns are matched by hand (no regex engine) and
 //! checked against the CRD's own regular expressions by the test suite.
 
-use gateway_api::apis::standard::gateways::GatewayStatusListenersSupportedKinds;
 use gwhub_model::Condition;
+
+use super::compact::{ReportedCondition, ReportedKind};
 
 // The CRD's limits have one home, gwhub_model::limits; these are the names
 // the engine uses for them.
@@ -114,42 +115,66 @@ pub use gwhub_model::text::{char_len, truncate};
 
 /// Why a condition would be rejected, or `None` when it is valid.
 pub(crate) fn condition_problem(c: &Condition) -> Option<String> {
-    if !is_condition_type(&c.type_) {
+    condition_fields_problem(
+        &c.type_,
+        &c.status,
+        &c.reason,
+        &c.message,
+        c.observed_generation,
+    )
+}
+
+/// [`condition_problem`] of a reported condition.
+pub(crate) fn reported_condition_problem(c: &ReportedCondition) -> Option<String> {
+    condition_fields_problem(
+        c.type_(),
+        c.status(),
+        c.reason(),
+        c.message(),
+        c.observed_generation,
+    )
+}
+
+fn condition_fields_problem(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    observed_generation: Option<i64>,
+) -> Option<String> {
+    if !is_condition_type(type_) {
         return Some(format!(
             "type does not match the condition type pattern or is longer than {MAX_CONDITION_TYPE} characters"
         ));
     }
-    if !is_condition_status(&c.status) {
-        return Some(format!(
-            "status {:?} is not True, False or Unknown",
-            c.status
-        ));
+    if !is_condition_status(status) {
+        return Some(format!("status {status:?} is not True, False or Unknown"));
     }
-    if !is_condition_reason(&c.reason) {
+    if !is_condition_reason(reason) {
         return Some(format!(
             "reason {:?} does not match the reason pattern or is not 1 to {MAX_REASON} characters",
-            truncate(&c.reason, 64)
+            truncate(reason, 64)
         ));
     }
-    if char_len(&c.message) > MAX_MESSAGE {
+    if char_len(message) > MAX_MESSAGE {
         return Some(format!("message is longer than {MAX_MESSAGE} characters"));
     }
-    if c.observed_generation.is_some_and(|g| g < 0) {
+    if observed_generation.is_some_and(|g| g < 0) {
         return Some("observedGeneration is negative".to_owned());
     }
     None
 }
 
 /// Why a supported kind would be rejected, or `None` when it is valid.
-pub(crate) fn supported_kind_problem(k: &GatewayStatusListenersSupportedKinds) -> Option<String> {
-    if let Some(group) = &k.group
+pub(crate) fn supported_kind_problem(k: &ReportedKind) -> Option<String> {
+    if let Some(group) = k.group.as_deref()
         && !(group.is_empty() || (group.len() <= MAX_GROUP && is_subdomain_pattern(group)))
     {
         return Some(format!(
             "group does not match the group pattern or is longer than {MAX_GROUP} characters"
         ));
     }
-    let kind = &k.kind;
+    let kind = &*k.kind;
     let ok = kind.len() <= MAX_KIND
         && kind.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && kind

@@ -1,13 +1,14 @@
 //! `status.listeners`: every cluster listener as `<cluster>.<listener>` with
 //! its attachedRoutes, supportedKinds and conditions.
 
-use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListeners};
+use gateway_api::apis::standard::gateways::GatewayStatusListeners;
 use gwhub_model::Condition;
 
 use super::ClusterReport;
+use super::compact::{ReportedCondition, ReportedListener, ReportedStatus};
 use super::limits::{
-    MAX_CONDITIONS, MAX_LISTENERS, MAX_SECTION_NAME, MAX_SUPPORTED_KINDS, condition_problem,
-    is_dns_label, is_section_name, round_robin, supported_kind_problem,
+    MAX_CONDITIONS, MAX_LISTENERS, MAX_SECTION_NAME, MAX_SUPPORTED_KINDS, is_dns_label,
+    is_section_name, reported_condition_problem, round_robin, supported_kind_problem,
 };
 use super::omissions::{Item, Omissions, Rule};
 
@@ -17,7 +18,7 @@ pub fn aggregate(
     omissions: &mut Omissions,
 ) -> Vec<GatewayStatusListeners> {
     // Validate names first and build only the listeners that are kept.
-    let per_cluster: Vec<Vec<&GatewayStatusListeners>> = reports
+    let per_cluster: Vec<Vec<&ReportedListener>> = reports
         .iter()
         .map(|r| valid(r.cluster, r.status, omissions))
         .collect();
@@ -40,14 +41,14 @@ pub fn aggregate(
     out
 }
 
-pub(crate) fn full_name(cluster: &str, l: &GatewayStatusListeners) -> String {
+pub(crate) fn full_name(cluster: &str, l: &ReportedListener) -> String {
     format!("{cluster}.{}", l.name)
 }
 
 /// The hub's copy of a kept listener, without what the CRD would reject.
 pub(crate) fn build(
     cluster: &str,
-    l: &GatewayStatusListeners,
+    l: &ReportedListener,
     omissions: &mut Omissions,
 ) -> GatewayStatusListeners {
     let name = full_name(cluster, l);
@@ -59,7 +60,7 @@ pub(crate) fn build(
     let mut supported_kinds = Vec::new();
     {
         let out = &mut supported_kinds;
-        for k in l.supported_kinds.as_deref().unwrap_or_default() {
+        for k in l.supported_kinds() {
             let label = format!("{name}:{}", k.kind);
             if let Some(why) = supported_kind_problem(k) {
                 omissions.push(
@@ -76,7 +77,7 @@ pub(crate) fn build(
                     Rule::TooMany(MAX_SUPPORTED_KINDS),
                 );
             } else {
-                out.push(k.clone());
+                out.push(k.to_kind());
             }
         }
     }
@@ -92,21 +93,21 @@ pub(crate) fn build(
 fn valid_conditions(
     cluster: &str,
     listener: &str,
-    conditions: &[Condition],
+    conditions: &[ReportedCondition],
     omissions: &mut Omissions,
 ) -> Vec<Condition> {
     let mut out: Vec<Condition> = Vec::new();
     for c in conditions {
-        let label = format!("{listener}:{}", c.type_);
+        let label = format!("{listener}:{}", c.type_());
         let cluster = Some(cluster);
-        if let Some(why) = condition_problem(c) {
+        if let Some(why) = reported_condition_problem(c) {
             omissions.push(
                 cluster,
                 Item::ListenerCondition,
                 label,
                 Rule::InvalidCondition(why),
             );
-        } else if out.iter().any(|o| o.type_ == c.type_) {
+        } else if out.iter().any(|o| o.type_ == c.type_()) {
             omissions.push(
                 cluster,
                 Item::ListenerCondition,
@@ -121,7 +122,7 @@ fn valid_conditions(
                 Rule::TooMany(MAX_CONDITIONS),
             );
         } else {
-            out.push(c.clone());
+            out.push(c.to_condition());
         }
     }
     out
@@ -131,10 +132,10 @@ fn valid_conditions(
 /// order; the others go to `omissions`.
 pub(crate) fn valid<'a>(
     cluster: &str,
-    status: &'a GatewayStatus,
+    status: &'a ReportedStatus,
     omissions: &mut Omissions,
-) -> Vec<&'a GatewayStatusListeners> {
-    let listeners = status.listeners.as_deref().unwrap_or_default();
+) -> Vec<&'a ReportedListener> {
+    let listeners = status.listeners();
     let name = cluster;
     let cluster = Some(cluster);
     let mut valid = Vec::new();
@@ -143,7 +144,7 @@ pub(crate) fn valid<'a>(
             omissions.push(
                 cluster,
                 Item::Listener,
-                l.name.clone(),
+                l.name.to_string(),
                 Rule::ClusterNameNotDnsLabel,
             );
         }
@@ -159,10 +160,7 @@ pub(crate) fn valid<'a>(
                 full_name(name, l),
                 Rule::InvalidListenerName,
             );
-        } else if valid
-            .iter()
-            .any(|v: &&GatewayStatusListeners| v.name == l.name)
-        {
+        } else if valid.iter().any(|v: &&ReportedListener| v.name == l.name) {
             // A linear scan: a cluster has a few listeners (at most 64),
             // and a hash set per cluster per aggregation cost more.
             omissions.push(

@@ -204,7 +204,7 @@ mod tests {
         };
         let reports = [ClusterReport {
             cluster: "east",
-            status: &reported,
+            status: &crate::aggregate::ReportedStatus::from(&reported),
             freshness: Freshness::Fresh,
         }];
         let cases: [(&[ClusterReport<'_>], &[&str]); 2] = [

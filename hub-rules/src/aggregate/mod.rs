@@ -4,6 +4,7 @@
 //! same inputs, whatever order the reports arrived in.
 
 pub mod addresses;
+pub mod compact;
 pub mod conditions;
 pub mod constants;
 pub mod fleet;
@@ -19,6 +20,7 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_model::Condition;
 use jiff::Timestamp;
 
+pub use compact::{Interner, ReportedStatus};
 pub use constants::*;
 pub use fleet::{Fleet, GatewayKey};
 pub use incremental::Incremental;
@@ -43,7 +45,8 @@ pub enum Freshness {
 #[derive(Clone, Copy, Debug)]
 pub struct ClusterReport<'a> {
     pub cluster: &'a str,
-    pub status: &'a GatewayStatus,
+    /// The compact form the hub keeps (see [`compact`]).
+    pub status: &'a ReportedStatus,
     pub freshness: Freshness,
 }
 
@@ -102,8 +105,8 @@ impl HubGateway {
 pub(crate) fn reported_types<'a>(reports: &[ClusterReport<'a>]) -> BTreeSet<&'a str> {
     reports
         .iter()
-        .flat_map(|r| r.status.conditions.as_deref().unwrap_or_default())
-        .map(|c| c.type_.as_str())
+        .flat_map(|r| r.status.conditions())
+        .map(|c| c.type_())
         .collect()
 }
 
@@ -322,20 +325,20 @@ pub fn aggregate_expected(
 /// (possibly repeated); the others go to `omissions`, one entry per type.
 pub(crate) fn condition_types<'a>(
     cluster: &str,
-    status: &'a GatewayStatus,
+    status: &'a ReportedStatus,
     omissions: &mut Omissions,
 ) -> Vec<&'a str> {
     let mut valid = Vec::new();
     let mut bad = BTreeSet::new();
-    for c in status.conditions.as_deref().unwrap_or_default() {
-        if is_condition_type(&c.type_) {
-            valid.push(c.type_.as_str());
-        } else if bad.insert(c.type_.as_str()) {
+    for c in status.conditions() {
+        if is_condition_type(c.type_()) {
+            valid.push(c.type_());
+        } else if bad.insert(c.type_()) {
             let why = Rule::InvalidCondition(
                 "type does not match the condition type pattern or is longer than 316 characters"
                     .into(),
             );
-            omissions.push(Some(cluster), Item::Condition, c.type_.clone(), why);
+            omissions.push(Some(cluster), Item::Condition, c.type_().to_owned(), why);
         }
     }
     valid

@@ -10,7 +10,7 @@ use gateway_api::apis::standard::gateways::{
     GatewayStatusListenersSupportedKinds,
 };
 use gwhub_hub_rules::aggregate::{
-    Aggregation, ClusterReport, Freshness, HubGateway, Options, aggregate,
+    Aggregation, ClusterReport, Freshness, HubGateway, Options, ReportedStatus, aggregate,
 };
 use gwhub_model::Condition;
 use jiff::Timestamp;
@@ -70,10 +70,16 @@ pub fn status(
     }
 }
 
+/// `status` in the compact form the engine reads, for as long as the test
+/// runs (leaked: a test's statuses are few and small).
+pub fn compact(status: &GatewayStatus) -> &'static ReportedStatus {
+    Box::leak(Box::new(ReportedStatus::from(status)))
+}
+
 pub fn fresh<'a>(cluster: &'a str, status: &'a GatewayStatus) -> ClusterReport<'a> {
     ClusterReport {
         cluster,
-        status,
+        status: compact(status),
         freshness: Freshness::Fresh,
     }
 }

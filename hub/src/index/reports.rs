@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use super::sessions::{ClusterLive, ClusterTransition, Session, Superseded};
 use super::{Index, now_millis};
 use crate::aggregate::fleet::SharedReport;
-use crate::aggregate::{Fleet, Freshness, GatewayKey, Options};
+use crate::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
 use crate::budget::Counters;
 
 /// The reports part of the index: every cluster's latest report (the
@@ -200,7 +200,7 @@ impl Index {
             let fleet = self.inner.reports.fleet.read();
             // Bumped under the fleet lock, so it matches what is read here.
             let report_rev = live.report_rev.load(Ordering::SeqCst);
-            let shared: Vec<(GatewayKey, Arc<GatewayStatus>)> = fleet
+            let shared: Vec<(GatewayKey, Arc<ReportedStatus>)> = fleet
                 .cluster_gateways(cluster)
                 .into_iter()
                 .flatten()
@@ -208,10 +208,10 @@ impl Index {
                 .collect();
             (report_rev, shared)
         };
-        // Deep copies outside the lock.
+        // Full copies outside the lock.
         let gateways = gateways
             .into_iter()
-            .map(|(key, status)| (key, GatewayStatus::clone(&status)))
+            .map(|(key, status)| (key, status.to_status()))
             .collect();
         Some(ClusterRecord {
             cluster: cluster.to_owned(),
@@ -393,7 +393,7 @@ impl Index {
                 stale: matches!(r.freshness, Freshness::Stale { .. }),
                 last_seen_millis: seen.get(&r.cluster).copied().unwrap_or(0),
                 // Validated on the way in, so this encodes.
-                status: convert::status_to_proto(&r.status).unwrap_or_default(),
+                status: convert::status_to_proto(&r.status.to_status()).unwrap_or_default(),
                 cluster: r.cluster,
             })
             .collect()

@@ -75,13 +75,7 @@ pub(crate) fn cells(shared: &[SharedReport]) -> Vec<Cell> {
         .iter()
         .map(|r| Cell {
             cluster: r.cluster.clone(),
-            health: crate::listing::health(
-                r.status
-                    .conditions
-                    .iter()
-                    .flatten()
-                    .map(|c| c.status.as_str()),
-            ),
+            health: crate::listing::health(r.status.conditions().iter().map(|c| c.status())),
             stale: matches!(r.freshness, Freshness::Stale { .. }),
         })
         .collect()
