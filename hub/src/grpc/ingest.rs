@@ -12,8 +12,9 @@ use gwhub_model::limits::*;
 use gwhub_proto::convert::{self, check_count, check_str};
 use gwhub_proto::v1::{self, agent_message, change, hub_message};
 use prost::Message as _;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::aggregate::GatewayKey;
@@ -71,14 +72,14 @@ impl IngestConfig {
 pub struct IngestService {
     index: Index,
     config: IngestConfig,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     /// Serves Join (`None`: joining is off).
     joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
 }
 
 impl IngestService {
-    /// `shutdown` turning true ends every stream with UNAVAILABLE.
-    pub fn new(index: Index, config: IngestConfig, shutdown: watch::Receiver<bool>) -> Self {
+    /// `shutdown` being cancelled ends every stream with UNAVAILABLE.
+    pub fn new(index: Index, config: IngestConfig, shutdown: CancellationToken) -> Self {
         IngestService {
             index,
             config,
@@ -248,7 +249,7 @@ struct AgentStream {
     index: Index,
     config: IngestConfig,
     tx: Outbound,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     session: Option<Session>,
     /// The cluster the client certificate names (mTLS only).
     identity: Option<String>,
@@ -338,12 +339,7 @@ fn check_hello(hello: &v1::Hello) -> Result<(), Status> {
 }
 
 impl AgentStream {
-    fn new(
-        index: Index,
-        config: IngestConfig,
-        tx: Outbound,
-        shutdown: watch::Receiver<bool>,
-    ) -> Self {
+    fn new(index: Index, config: IngestConfig, tx: Outbound, shutdown: CancellationToken) -> Self {
         AgentStream {
             index,
             config,
@@ -382,12 +378,12 @@ impl AgentStream {
 
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        let mut shutdown = self.shutdown.clone();
+        let shutdown = self.shutdown.clone();
         let session = self.session().clone();
         loop {
             let first = tokio::select! {
                 biased;
-                _ = crate::grpc::shutting_down(&mut shutdown) => return Err(shutting_down()),
+                _ = shutdown.cancelled() => return Err(shutting_down()),
                 () = session.superseded() => return Err(superseded(&session)),
                 m = inbound.next() => m,
                 _ = heartbeat.tick() => {
@@ -520,11 +516,11 @@ impl AgentStream {
                 .push(hub_msg(hub_message::Message::Ack(v1::Ack { seq })));
         }
         let session = self.session().clone();
-        let mut shutdown = self.shutdown.clone();
+        let shutdown = self.shutdown.clone();
         for m in std::mem::take(&mut self.pending) {
             tokio::select! {
                 biased;
-                _ = crate::grpc::shutting_down(&mut shutdown) => return Err(shutting_down()),
+                _ = shutdown.cancelled() => return Err(shutting_down()),
                 () = session.superseded() => return Err(superseded(&session)),
                 sent = self.tx.send(Ok(m)) => {
                     if sent.is_err() {
@@ -772,7 +768,7 @@ pub fn replay(
     messages: impl IntoIterator<Item = v1::AgentMessage>,
 ) -> Result<Vec<v1::HubMessage>, Status> {
     let (tx, _rx) = mpsc::channel(1);
-    let (_shutdown_tx, shutdown) = watch::channel(false);
+    let shutdown = CancellationToken::new();
     let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
     let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
     let mut messages = messages.into_iter();
@@ -801,10 +797,11 @@ mod tests {
     ) -> (
         AgentStream,
         mpsc::Receiver<Result<v1::HubMessage, Status>>,
-        watch::Sender<bool>,
+        CancellationToken,
     ) {
         let (tx, rx) = mpsc::channel(1);
-        let (shutdown_tx, shutdown) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let shutdown_tx = shutdown.clone();
         let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
         let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
         stream.session = Some(index.connect("east", "test").unwrap());
@@ -842,7 +839,7 @@ mod tests {
         ));
         let (mut stream, _rx, shutdown) = stuck(&index);
         let flushing = tokio::spawn(async move { stream.flush().await });
-        shutdown.send(true).unwrap();
+        shutdown.cancel();
         let ended = tokio::time::timeout(Duration::from_secs(10), flushing)
             .await
             .expect("the flush gave way to shutdown")

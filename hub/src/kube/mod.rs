@@ -289,6 +289,9 @@ impl Connected {
         let metrics = Arc::new(Metrics::default());
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        // The `watch<bool>`s below are state (restored, synced, leading,
+        // ready: read and waited on, some flip back), not shutdown: that is
+        // `shutdown` above, the one token every task ends on.
         let (restored_tx, mut restored) = watch::channel(false);
         let forget = Arc::new(store::LostQueue::default());
         let budget = Arc::new(budget::ApiBudget::new(
