@@ -418,15 +418,24 @@ impl Trust {
         Ok(Trust { verifier, soonest })
     }
 
-    fn verify(&self, certs: &[CertificateDer<'static>]) -> Result<(), String> {
+    fn verify(&self, certs: &[CertificateDer<'static>]) -> Result<(), Untrusted> {
         let Some((leaf, rest)) = certs.split_first() else {
-            return Err("no certificate".to_owned());
+            return Err(Untrusted::NoCertificate);
         };
         self.verifier
             .verify_client_cert(leaf, rest, UnixTime::now())
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(Untrusted::Refused)
     }
+}
+
+/// Why a stream's client certificate is not trusted by the current CA.
+#[derive(Debug, thiserror::Error)]
+enum Untrusted {
+    #[error("no certificate")]
+    NoCertificate,
+    #[error("{0}")]
+    Refused(tokio_rustls::rustls::Error),
 }
 
 /// One piece of material: the current value, swapped on reload (readers

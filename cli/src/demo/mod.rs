@@ -103,7 +103,7 @@ pub async fn run(
                 ));
             }
             Err(e) => {
-                started = Err(e);
+                started = Err(e.to_string());
                 break;
             }
         }
