@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use crate::aggregate::GatewayKey;
 use crate::index::{ApplyError, Change, Index, Session};
@@ -174,6 +175,13 @@ impl v1::ingest_server::Ingest for IngestService {
         let index = self.index.clone();
         let config = self.config.clone();
         let shutdown = self.shutdown.clone();
+        // The stream's log lines name its peer and, once Hello told it,
+        // its cluster.
+        let span = tracing::info_span!(
+            "agent_stream",
+            peer = ?peer,
+            cluster = tracing::field::Empty,
+        );
         tokio::spawn(async move {
             let mut stream = AgentStream::new(index, config, tx.clone(), shutdown);
             stream.identity = identity;
@@ -187,20 +195,19 @@ impl v1::ingest_server::Ingest for IngestService {
             if let Some(session) = &stream.session {
                 stream.index.disconnect(session);
             }
-            let cluster = stream.session.as_ref().map(|s| s.cluster().to_owned());
             // The stream's state (a partial snapshot may be as large as the
             // cluster budget) goes before the final status is handed over.
             drop(stream);
             match result {
-                Ok(()) => tracing::info!(?peer, ?cluster, "agent stream closed"),
+                Ok(()) => tracing::info!("agent stream closed"),
                 Err(status) => {
-                    tracing::warn!(?peer, ?cluster, code = ?status.code(), message = status.message(), "agent stream ended");
+                    tracing::warn!(code = ?status.code(), message = status.message(), "agent stream ended");
                     // An agent that stopped reading gets no status rather
                     // than holding the task.
                     let _ = tokio::time::timeout(FINAL_SEND_TIMEOUT, tx.send(Err(status))).await;
                 }
             }
-        });
+        }.instrument(span));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
@@ -447,11 +454,8 @@ impl AgentStream {
             .index
             .connect(&cluster, &hello.agent_version)
             .map_err(refused)?;
-        tracing::info!(
-            cluster,
-            agent_version = hello.agent_version,
-            "agent connected"
-        );
+        tracing::Span::current().record("cluster", cluster.as_str());
+        tracing::info!(agent_version = hello.agent_version, "agent connected");
         self.session = Some(session);
         self.pending
             .push(hub_msg(hub_message::Message::Hello(v1::HubHello {
@@ -492,12 +496,7 @@ impl AgentStream {
         self.applied = None;
         self.partial = None;
         self.resync_requested = true;
-        tracing::debug!(
-            cluster = self.session().cluster(),
-            ?reason,
-            message,
-            "requesting resync"
-        );
+        tracing::debug!(?reason, message, "requesting resync");
         self.pending
             .push(hub_msg(hub_message::Message::Resync(v1::ResyncRequest {
                 reason: reason as i32,
@@ -697,8 +696,10 @@ impl AgentStream {
             }
         }
         let session = self.session().clone();
-        // Continues the agent's trace (its report span) when it sent one.
+        // Continues the agent's trace (its report span) when it sent one;
+        // a root, not a child of the long agent_stream span, when it did not.
         let span = tracing::info_span!(
+            parent: None,
             "apply_delta",
             cluster = %session.cluster(),
             gateway = tracing::field::Empty,
