@@ -267,7 +267,7 @@ mod kubeconfig {
     use serde_json::Value;
 
     /// KUBECONFIG's files, else ~/.kube/config.
-    pub fn default_paths() -> Vec<PathBuf> {
+    pub(super) fn default_paths() -> Vec<PathBuf> {
         match std::env::var_os("KUBECONFIG") {
             Some(v) if !v.is_empty() => std::env::split_paths(&v)
                 .filter(|p| !p.as_os_str().is_empty())
@@ -279,7 +279,7 @@ mod kubeconfig {
     }
 
     /// The current context's user token; `None` when it has none.
-    pub fn token(paths: &[PathBuf]) -> Result<Option<String>, String> {
+    pub(super) fn token(paths: &[PathBuf]) -> Result<Option<String>, String> {
         let mut docs = Vec::new();
         for p in paths {
             let text = match std::fs::read_to_string(p) {
@@ -306,7 +306,7 @@ mod kubeconfig {
     }
 
     /// The `user` fields of the current context's user.
-    pub fn current_user(docs: &[Value]) -> Result<Option<&Value>, String> {
+    pub(super) fn current_user(docs: &[Value]) -> Result<Option<&Value>, String> {
         let Some(current) = docs
             .iter()
             .find_map(|d| d.get("current-context").and_then(Value::as_str))

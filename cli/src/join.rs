@@ -55,10 +55,10 @@ pub enum JoinOutput {
 }
 
 /// The Secret the agent's manifests read the token (and pin, hub address) from.
-pub const AGENT_TOKEN_SECRET: &str = "gwhub-join-token";
+pub(crate) const AGENT_TOKEN_SECRET: &str = "gwhub-join-token";
 
 /// Runs `gwhubctl join ...`; returns what to print.
-pub fn run(cmd: JoinCommand) -> Result<String, String> {
+pub(crate) fn run(cmd: JoinCommand) -> Result<String, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -107,7 +107,12 @@ async fn create(args: &CreateArgs) -> Result<String, String> {
 }
 
 /// What `join create` prints.
-pub fn render(args: &CreateArgs, token: &str, ca_hash: &str, expires: jiff::Timestamp) -> String {
+pub(crate) fn render(
+    args: &CreateArgs,
+    token: &str,
+    ca_hash: &str,
+    expires: jiff::Timestamp,
+) -> String {
     let hub = args.hub_address.clone();
     match args.output {
         Some(JoinOutput::Json) => {
@@ -178,7 +183,7 @@ pub struct RemoveArgs {
 }
 
 /// Runs `gwhubctl cluster ...`; returns what to print.
-pub fn run_cluster(cmd: ClusterCommand) -> Result<String, String> {
+pub(crate) fn run_cluster(cmd: ClusterCommand) -> Result<String, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -8,8 +8,14 @@
 //! is the only crate that depends on both the hub runtime (`gwhub-hub`) and
 //! the agent runtime (`gwhub-agent`): they cannot reach each other.
 
+#![warn(unreachable_pub)]
+
+// One public module per binary (its `Cli` and `run`); the rest is private.
 pub mod agent;
 pub mod ctl;
-pub mod demo;
+mod demo;
 pub mod hub;
-pub mod join;
+mod join;
+
+/// A simulated cluster of `gwhub demo` (the browser test drives one).
+pub use demo::cluster::SimCluster;

@@ -24,7 +24,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub::demo::cluster::SimCluster;
+use gwhub::SimCluster;
 use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
 use gwhub_hub::index::Change;

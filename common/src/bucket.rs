@@ -50,7 +50,7 @@ impl TokenBucket {
 
     /// How long from `now` until a token is there (zero: one is), without
     /// taking it.
-    pub fn available_in(&self, now: Instant) -> Duration {
+    pub(crate) fn available_in(&self, now: Instant) -> Duration {
         let Some(qps) = self.qps else {
             return Duration::ZERO;
         };

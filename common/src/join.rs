@@ -9,7 +9,7 @@
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 /// The prefix of a join token's Secret name.
-pub const SECRET_PREFIX: &str = "gwhub-join-";
+pub(crate) const SECRET_PREFIX: &str = "gwhub-join-";
 /// The label every join token's Secret carries.
 pub const TOKEN_LABEL: &str = "gwhub.io/join-token";
 const ID_LEN: usize = 6;

@@ -50,10 +50,10 @@ type Render = Arc<dyn Fn() -> String + Send + Sync>;
 type Ready = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// How often the heartbeat runs its check.
-pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// How old the last heartbeat may be for `/healthz` to answer 200: ten
 /// missed beats, far beyond a busy runtime's timer lag.
-pub const LIVENESS_WINDOW: Duration = Duration::from_secs(10);
+pub(crate) const LIVENESS_WINDOW: Duration = Duration::from_secs(10);
 
 /// What `GET /healthz` (liveness) and `GET /readyz` (readiness) answer.
 ///
@@ -179,13 +179,13 @@ const MAX_HEAD: usize = 8192;
 const MAX_BODY: usize = 4096;
 /// How long a client may take to send its whole request head (one deadline,
 /// not per read: a client trickling a byte at a time cannot hold a slot).
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take, after the head's deadline, to read the whole
 /// answer: one that sends a request and never reads cannot hold a slot
 /// either. Also the longest a route may take to answer.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; a scraper needs one.
-pub const MAX_CONNECTIONS: usize = 16;
+pub(crate) const MAX_CONNECTIONS: usize = 16;
 /// Pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -368,7 +368,7 @@ pub fn register<M: Metric + Clone>(
 /// The upper bounds of [`Seconds`]' buckets: 100 µs to 30 s, about
 /// 2.5x apart, so one set serves in-process work (an aggregation pass, an
 /// evaluation) and API round trips alike.
-pub const SECONDS_BUCKETS: [f64; 17] = [
+pub(crate) const SECONDS_BUCKETS: [f64; 17] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0,
 ];
@@ -376,7 +376,7 @@ pub const SECONDS_BUCKETS: [f64; 17] = [
 /// The upper bounds of [`PropagationSeconds`]' buckets: 50 ms to 10 min,
 /// the range of a change crossing the fleet (an agent's evaluation, the
 /// stream, the hub's aggregation and a paced, budgeted status write).
-pub const PROPAGATION_BUCKETS: [f64; 14] = [
+pub(crate) const PROPAGATION_BUCKETS: [f64; 14] = [
     0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
 
@@ -481,7 +481,7 @@ impl Value for CountGauge {
 /// module doc) until `shutdown` is cancelled. Returns the bound address
 /// (useful with port 0) once listening; a bind failure is returned, later
 /// errors end only their connection.
-pub async fn serve_router(
+pub(crate) async fn serve_router(
     addr: SocketAddr,
     router: Router,
     shutdown: CancellationToken,

@@ -78,7 +78,7 @@ impl<K: Ord + Clone> KeyedPacer<K> {
     }
 
     /// Passes per key at once before the rate (one per `window`) applies.
-    pub fn with_burst(window: Duration, burst: u32) -> Self {
+    pub(crate) fn with_burst(window: Duration, burst: u32) -> Self {
         KeyedPacer {
             window,
             burst,

@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     );
     // gwhub aggregate: the same objects as one cluster's files and as the
     // hub Gateways.
-    let Ok(found) = gwhub::hub::aggregate::gateways_from_objects(objects) else {
+    let Ok(found) = gwhub::hub::gateways_from_objects(objects) else {
         return;
     };
     let mut fleet = Fleet::new();

@@ -38,7 +38,7 @@ use tonic::Status;
 type TokenKey = u128;
 
 /// A token's user (`None`: not a valid token), or why it is not known.
-type UserAnswer = Result<Option<Arc<UserInfo>>, String>;
+type UserAnswer = Result<Option<Arc<UserInfo>>, Unreviewed>;
 
 /// The reviews and their caches; one per hub, shared by every reader.
 pub struct KubeReaders {
@@ -52,7 +52,7 @@ pub struct KubeReaders {
     ),
     users: Mutex<Cache<TokenKey, UserAnswer>>,
     /// Per token and namespace ("" for cluster-wide).
-    decisions: Mutex<Cache<(TokenKey, String), Result<bool, String>>>,
+    decisions: Mutex<Cache<(TokenKey, String), Result<bool, Unreviewed>>>,
 }
 
 impl std::fmt::Debug for KubeReaders {
@@ -69,7 +69,26 @@ pub enum ReadError {
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
-    Unavailable(String),
+    Unavailable(#[from] Unreviewed),
+}
+
+/// A review the API server did not answer; cached (briefly) like an
+/// answer, so it is `Clone`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unreviewed {
+    #[error("the hub cannot review the token with the Kubernetes API server: {0}")]
+    Token(ReviewError),
+    #[error("the hub cannot ask the Kubernetes API server what the reader may read: {0}")]
+    Access(ReviewError),
+}
+
+/// Why a review has no answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReviewError {
+    #[error("{}", chain(.0))]
+    Failed(Arc<kube::Error>),
+    #[error("no answer within {REVIEW_TIMEOUT:?}")]
+    Timeout,
 }
 
 impl From<ReadError> for Status {
@@ -77,7 +96,7 @@ impl From<ReadError> for Status {
         match e {
             ReadError::Unauthenticated(m) => Status::unauthenticated(m),
             ReadError::Forbidden(m) => Status::permission_denied(m),
-            ReadError::Unavailable(m) => Status::unavailable(m),
+            ReadError::Unavailable(m) => Status::unavailable(m.to_string()),
         }
     }
 }
@@ -126,12 +145,7 @@ impl KubeReaders {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "TokenReview failed");
-                (
-                    Err(format!(
-                        "the hub cannot review the token with the Kubernetes API server: {e}"
-                    )),
-                    Outcome::Failed,
-                )
+                (Err(Unreviewed::Token(e)), Outcome::Failed)
             }
         };
         self.users.lock().insert(
@@ -181,12 +195,7 @@ impl KubeReaders {
             Ok(r) => (Ok(r.status.is_some_and(|s| s.allowed)), Outcome::Answered),
             Err(e) => {
                 tracing::warn!(error = %e, namespace, "SubjectAccessReview failed");
-                (
-                    Err(format!(
-                        "the hub cannot ask the Kubernetes API server what the reader may read: {e}"
-                    )),
-                    Outcome::Failed,
-                )
+                (Err(Unreviewed::Access(e)), Outcome::Failed)
             }
         };
         self.decisions.lock().insert(
@@ -203,11 +212,15 @@ impl KubeReaders {
 /// slot, so a slow API server costs readers a refusal, not the budget.
 const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+fn chain(e: &kube::Error) -> String {
+    gwhub_model::error_chain(e)
+}
+
 /// A review's answer, or a timeout as an error.
-async fn reviewed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
+async fn reviewed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ReviewError> {
     match tokio::time::timeout(REVIEW_TIMEOUT, call).await {
-        Ok(r) => r.map_err(|e| gwhub_model::error_chain(&e)),
-        Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
+        Ok(r) => r.map_err(|e| ReviewError::Failed(Arc::new(e))),
+        Err(_) => Err(ReviewError::Timeout),
     }
 }
 

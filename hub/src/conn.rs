@@ -34,7 +34,7 @@ const SATURATED_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// What one listener allows.
 #[derive(Clone, Debug)]
-pub struct ConnLimits {
+pub(crate) struct ConnLimits {
     /// Open connections at once (TLS handshakes included).
     pub max_connections: usize,
     /// A connection with no open call for this long is closed.
@@ -127,7 +127,7 @@ pub struct ListenerCounters {
 
 /// One connection's shared state, reachable from its requests.
 #[derive(Debug)]
-pub struct ConnState {
+pub(crate) struct ConnState {
     kill: CancellationToken,
     /// Calls open on this connection (counted by [`Tracked`]): the
     /// connection is idle while there is none.
@@ -153,12 +153,12 @@ impl Default for ConnState {
 impl ConnState {
     /// Closes the connection: its reads and writes fail from now on, so
     /// the HTTP/2 server drops it with everything it buffered.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.kill.cancel();
     }
 
     /// Calls open on this connection right now.
-    pub fn open_calls(&self) -> usize {
+    pub(crate) fn open_calls(&self) -> usize {
         *self.calls.borrow()
     }
 
@@ -243,7 +243,7 @@ impl Drop for CallGuard {
 /// The `ConnectInfo` of a hub connection (in every request's extensions;
 /// with TLS it also carries the peer's certificates).
 #[derive(Clone, Debug)]
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     pub remote: SocketAddr,
     pub state: Arc<ConnState>,
     /// The peer's certificates, on a TLS connection of the hub's own
@@ -257,7 +257,7 @@ pub(crate) fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
 }
 
 /// The connection a request came on, from its extensions.
-pub fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
+pub(crate) fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
     ext.get::<ConnInfo>()
         .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
 }
@@ -267,18 +267,21 @@ pub fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
 /// moved into the body by [`Tracked`]. The Dashboard holds a unary answer's
 /// call slot this way, so an answer the caller never reads stays counted.
 #[derive(Clone)]
-pub struct Hold(pub Arc<dyn std::any::Any + Send + Sync>);
+pub(crate) struct Hold(
+    #[allow(dead_code, reason = "never read: held for its drop")]
+    pub(crate)  Arc<dyn std::any::Any + Send + Sync>,
+);
 
 /// A service whose calls keep their connection from being idle, from the
 /// request until the response body ends or the call is cancelled. Put it
 /// inside any authentication, so a refused call does not count as use.
 #[derive(Clone, Debug)]
-pub struct Tracked<S> {
+pub(crate) struct Tracked<S> {
     inner: S,
 }
 
 impl<S> Tracked<S> {
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Tracked { inner }
     }
 }
@@ -395,7 +398,7 @@ impl http_body::Body for TrackedBody {
 
 /// A TCP connection that can be closed from a request handler and holds
 /// its listener slot until dropped.
-pub struct Conn {
+pub(crate) struct Conn {
     tcp: TcpStream,
     info: ConnInfo,
     killed: Pin<Box<WaitForCancellationFutureOwned>>,
@@ -605,7 +608,7 @@ fn wrap(
 }
 
 /// A hub connection: plaintext, or TLS from the hub's own handshake.
-pub enum HubIo {
+pub(crate) enum HubIo {
     Plain(Box<Conn>),
     Tls(Box<tokio_rustls::server::TlsStream<Conn>>),
 }

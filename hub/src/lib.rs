@@ -11,7 +11,10 @@
 
 pub mod authz;
 pub mod budget;
-pub mod conn;
+// Private: the listeners' plumbing, used by serve and web only; what is
+// not needed outside each module stays pub(crate).
+#[warn(unreachable_pub)]
+mod conn;
 pub mod grpc;
 pub mod index;
 pub mod kube;
@@ -19,7 +22,8 @@ pub mod metrics;
 pub mod pki;
 pub mod serve;
 pub mod tls;
-pub mod tls_reload;
+#[warn(unreachable_pub)]
+mod tls_reload;
 pub mod web;
 
 // The pure engine and the Dashboard's listing and history rules, under the

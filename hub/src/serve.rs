@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use gwhub_proto::v1;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
@@ -100,7 +100,10 @@ pub struct Hub {
     /// The web page's address (`--web-listen`), if served.
     pub web_addr: Option<SocketAddr>,
     pub index: Index,
-    shutdown: watch::Sender<bool>,
+    /// Cancelled by [`Hub::shutdown`]: every stream and server sees it.
+    shutdown: CancellationToken,
+    /// Cancels `shutdown` when the hub is dropped without a shutdown.
+    _cancel_on_drop: DropGuard,
     servers: JoinSet<Result<(), tonic::transport::Error>>,
     background: JoinSet<()>,
 }
@@ -210,7 +213,7 @@ impl Hub {
         let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
             .unwrap_or(u32::MAX)
             .saturating_add(crate::budget::EXTRA_DASHBOARD_STREAMS);
-        let (shutdown, shutdown_rx) = watch::channel(false);
+        let shutdown = CancellationToken::new();
 
         let mut background = JoinSet::new();
         // The TLS material, followed on disk while the hub runs.
@@ -244,7 +247,7 @@ impl Hub {
                 max_cluster_report_bytes: budgets.max_cluster_report_bytes,
                 ..IngestConfig::for_stale_after(config.insecure, config.stale_after)
             },
-            shutdown_rx.clone(),
+            shutdown.clone(),
         )
         .with_joiner(tls.as_ref().and_then(HubTls::joiner));
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
@@ -259,7 +262,7 @@ impl Hub {
         }
         let dashboard = DashboardService::with_budgets(
             index.clone(),
-            shutdown_rx.clone(),
+            shutdown.clone(),
             budgets,
             dashboard_calls.clone(),
         )
@@ -274,9 +277,7 @@ impl Hub {
             .set_serving::<v1::dashboard_server::DashboardServer<DashboardService>>()
             .await;
 
-        let signal = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
+        let signal = |token: CancellationToken| async move { token.cancelled_owned().await };
         let mut servers = JoinSet::new();
         // Every service counts its open calls, so only connections with
         // none for --idle-connection-timeout are closed.
@@ -300,7 +301,7 @@ impl Hub {
                         handshake_timeout,
                         "ingest",
                     ),
-                    signal(shutdown_rx.clone()),
+                    signal(shutdown.clone()),
                 ),
         );
         servers.spawn(
@@ -327,7 +328,7 @@ impl Hub {
                         handshake_timeout,
                         "dashboard",
                     ),
-                    signal(shutdown_rx.clone()),
+                    signal(shutdown.clone()),
                 ),
         );
         if let Some((web_listener, _)) = web_listener {
@@ -338,7 +339,7 @@ impl Hub {
                 auth,
                 budgets,
                 dashboard_calls,
-                shutdown_rx.clone(),
+                shutdown.clone(),
                 crate::web::WebAccess {
                     hosts: config.web_hosts.clone(),
                     tls: tls.is_some(),
@@ -361,7 +362,7 @@ impl Hub {
                             handshake_timeout,
                             "web",
                         ),
-                        signal(shutdown_rx),
+                        signal(shutdown.clone()),
                     ),
             );
         }
@@ -371,7 +372,8 @@ impl Hub {
             dashboard_addr,
             web_addr,
             index,
-            shutdown,
+            shutdown: shutdown.clone(),
+            _cancel_on_drop: shutdown.drop_guard(),
             servers,
             background,
         })
@@ -379,7 +381,7 @@ impl Hub {
 
     /// Ends every stream, waits for the servers to drain, stops the tasks.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
-        let _ = self.shutdown.send(true);
+        self.shutdown.cancel();
         let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
             while let Some(r) = self.servers.join_next().await {
                 if let Ok(Err(e)) = r {

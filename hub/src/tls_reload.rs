@@ -33,7 +33,7 @@ use tokio_rustls::rustls::{
 use tonic::Status;
 
 /// How often the files are compared with what was loaded.
-pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
 /// A serving certificate expiring within this is warned about.
 const EXPIRY_WARNING: i64 = 7 * 24 * 3600;
@@ -144,7 +144,7 @@ impl Pem {
 
 /// Clusters removed from the hub (`gwhubctl cluster remove`), each with
 /// when (Unix seconds): their certificates issued until then are refused.
-pub type Revocations = watch::Receiver<Arc<BTreeMap<String, i64>>>;
+pub(crate) type Revocations = watch::Receiver<Arc<BTreeMap<String, i64>>>;
 
 /// Why `certs` (a client chain) is revoked, if it is.
 pub(crate) fn revoked_reason(
@@ -167,20 +167,20 @@ pub(crate) fn revoked_reason(
 
 /// The `certificate` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CertLabel {
+pub(crate) struct CertLabel {
     certificate: &'static str,
 }
 
 /// The labels of a reload.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
+pub(crate) struct ReloadLabels {
     certificate: &'static str,
     result: &'static str,
 }
 
 /// The `reason` label of a stream ended for its certificate.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabel {
+pub(crate) struct ReasonLabel {
     reason: &'static str,
 }
 
@@ -207,7 +207,7 @@ gwhub_common::metrics! {
 
 /// The labels of a failed handshake.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RefusalLabels {
+pub(crate) struct RefusalLabels {
     listener: &'static str,
     reason: &'static str,
 }
@@ -418,15 +418,24 @@ impl Trust {
         Ok(Trust { verifier, soonest })
     }
 
-    fn verify(&self, certs: &[CertificateDer<'static>]) -> Result<(), String> {
+    fn verify(&self, certs: &[CertificateDer<'static>]) -> Result<(), Untrusted> {
         let Some((leaf, rest)) = certs.split_first() else {
-            return Err("no certificate".to_owned());
+            return Err(Untrusted::NoCertificate);
         };
         self.verifier
             .verify_client_cert(leaf, rest, UnixTime::now())
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(Untrusted::Refused)
     }
+}
+
+/// Why a stream's client certificate is not trusted by the current CA.
+#[derive(Debug, thiserror::Error)]
+enum Untrusted {
+    #[error("no certificate")]
+    NoCertificate,
+    #[error("{0}")]
+    Refused(tokio_rustls::rustls::Error),
 }
 
 /// One piece of material: the current value, swapped on reload (readers
@@ -789,7 +798,7 @@ impl ClientCertVerifier for CurrentVerifier {
 
 /// A TLS peer: its certificates and what they were checked against.
 #[derive(Clone)]
-pub struct PeerTls {
+pub(crate) struct PeerTls {
     pub(crate) certs: Arc<Vec<CertificateDer<'static>>>,
     trust: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 /// How many characters of a client's input an error message repeats.
-pub const MAX_ECHO_CHARS: usize = 64;
+pub(crate) const MAX_ECHO_CHARS: usize = 64;
 
 /// Length in characters.
 pub fn char_len(s: &str) -> usize {

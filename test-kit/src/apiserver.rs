@@ -20,7 +20,7 @@ const TOKEN: &str = "gwhub-e2e-token";
 /// nothing else: no groups, no rights until a test binds them a Role. On
 /// 1.20 without a controller-manager no ServiceAccount token is minted,
 /// so readers of the hub's Dashboard are these.
-pub const STATIC_USERS: [&str; 3] = ["reader-one", "reader-all", "reader-none"];
+pub(crate) const STATIC_USERS: [&str; 3] = ["reader-one", "reader-all", "reader-none"];
 
 /// The bearer token of a [`STATIC_USERS`] user.
 pub fn static_token(user: &str) -> String {
@@ -29,7 +29,7 @@ pub fn static_token(user: &str) -> String {
 
 /// Where the built assets live: `GWHUB_KUBE_ASSETS`, else the cache
 /// `scripts/kube-assets.sh` fills.
-pub fn assets_dir() -> PathBuf {
+pub(crate) fn assets_dir() -> PathBuf {
     std::env::var_os("GWHUB_KUBE_ASSETS")
         .or_else(|| std::env::var_os("KUBEBUILDER_ASSETS"))
         .map(PathBuf::from)

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::error::FleetError;
 
 /// `GWHUB_CRDS_DIR`, else `../shared/crds` beside the project.
-pub fn upstream_dir() -> Option<PathBuf> {
+pub(crate) fn upstream_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("GWHUB_CRDS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -26,15 +26,15 @@ pub fn upstream_dir() -> Option<PathBuf> {
 
 /// The Gateway API versions OpenShift ships: v1.2.1 (4.19, 4.20), v1.3.0
 /// (4.21), v1.4.1 (4.22), v1.5.1 (4.23).
-pub const GATEWAY_API_VERSIONS: [&str; 4] = ["v1.2.1", "v1.3.0", "v1.4.1", "v1.5.1"];
+pub(crate) const GATEWAY_API_VERSIONS: [&str; 4] = ["v1.2.1", "v1.3.0", "v1.4.1", "v1.5.1"];
 /// The version when `GATEWAY_API_VERSION` is unset.
-pub const DEFAULT_GATEWAY_API_VERSION: &str = "v1.5.1";
+pub(crate) const DEFAULT_GATEWAY_API_VERSION: &str = "v1.5.1";
 
 /// `GATEWAY_API_VERSION` (one of [`GATEWAY_API_VERSIONS`]), else
 /// [`DEFAULT_GATEWAY_API_VERSION`]: the Gateway API CRDs of the whole test
 /// run (a test may still give clusters their own, see
 /// [`crate::apiserver::Fleet::start_versions`]).
-pub fn gateway_api_version() -> Result<String, FleetError> {
+pub(crate) fn gateway_api_version() -> Result<String, FleetError> {
     match std::env::var("GATEWAY_API_VERSION") {
         Err(_) => Ok(DEFAULT_GATEWAY_API_VERSION.to_owned()),
         Ok(v) if v.is_empty() => Ok(DEFAULT_GATEWAY_API_VERSION.to_owned()),
@@ -61,7 +61,7 @@ pub fn load() -> Result<Vec<Value>, FleetError> {
 
 /// [`load`] with Gateway API `version` (one of [`GATEWAY_API_VERSIONS`]).
 /// Without the upstream files the generated CRDs stand in whatever the version.
-pub fn load_version(version: &str) -> Result<Vec<Value>, FleetError> {
+pub(crate) fn load_version(version: &str) -> Result<Vec<Value>, FleetError> {
     check_version(version)?;
     let mut crds = match upstream_dir() {
         Some(dir) => {
@@ -297,7 +297,7 @@ pub async fn install(client: &Client) -> Result<(), FleetError> {
 }
 
 /// [`install`] with Gateway API `version`.
-pub async fn install_version(client: &Client, version: &str) -> Result<(), FleetError> {
+pub(crate) async fn install_version(client: &Client, version: &str) -> Result<(), FleetError> {
     apply_and_wait(client, load_version(version)?).await
 }
 

@@ -54,7 +54,7 @@ impl Cluster {
     }
 
     /// A client acting as ServiceAccount `gwhub-system/<service_account>`.
-    pub async fn client_as(&self, service_account: &str) -> Result<Client, FleetError> {
+    pub(crate) async fn client_as(&self, service_account: &str) -> Result<Client, FleetError> {
         let kc = Kubeconfig::read_from(self.kubeconfig_as(service_account))?;
         let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
         Ok(Client::try_from(cfg)?)

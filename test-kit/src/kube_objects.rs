@@ -30,12 +30,12 @@ pub const WAIT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------- actors
 
-pub fn tests_manager() -> PatchParams {
+pub(crate) fn tests_manager() -> PatchParams {
     PatchParams::apply("gwhub-tests").force()
 }
 
 /// A server-side apply by the tests (field manager `gwhub-tests`).
-pub async fn try_apply<K>(api: &Api<K>, name: &str, body: Value) -> kube::Result<()>
+pub(crate) async fn try_apply<K>(api: &Api<K>, name: &str, body: Value) -> kube::Result<()>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -55,7 +55,7 @@ where
 
 /// A status apply by another controller (its own field manager, forced as a
 /// controller owning those fields would).
-pub async fn try_apply_status<K>(
+pub(crate) async fn try_apply_status<K>(
     api: &Api<K>,
     manager: &str,
     name: &str,
@@ -466,7 +466,7 @@ pub async fn install_project_crd(client: &Client, ns: &str) {
 
 /// Waits until the project's CRD is established and `ClusterReport`s are
 /// served in `ns`.
-pub async fn wait_project_crd(client: &Client, ns: &str) {
+pub(crate) async fn wait_project_crd(client: &Client, ns: &str) {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

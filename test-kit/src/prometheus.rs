@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::procs::{Process, free_port};
 
 /// Where Debian's package puts the server.
-pub const PROMETHEUS: &str = "/usr/bin/prometheus";
+pub(crate) const PROMETHEUS: &str = "/usr/bin/prometheus";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -35,7 +35,7 @@ pub fn available(test: &str) -> bool {
 
 /// The PrometheusRule's `spec` as a Prometheus rule file: everything after
 /// its last top-level key, `spec:`, two spaces less indented.
-pub fn shipped_rules() -> String {
+pub(crate) fn shipped_rules() -> String {
     let path = repo().join("manifests/monitoring/prometheusrule.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let (_, spec) = text.split_once("\nspec:\n").expect("a top-level spec:");

@@ -62,7 +62,7 @@ impl Proc {
         Self::spawn_env(name, program, args, Vec::new(), log)
     }
 
-    pub fn spawn_env(
+    pub(crate) fn spawn_env(
         name: &str,
         program: &Path,
         args: Vec<String>,
@@ -230,7 +230,7 @@ pub fn summary(status: &GatewayStatus) -> String {
 
 /// A workload cluster's objects: our GatewayClass, DNS config, the Gateway,
 /// its provisioned LoadBalancer Service, Istio's status.
-pub async fn setup_workload(client: &Client, programmed: bool) -> kube::Result<()> {
+pub(crate) async fn setup_workload(client: &Client, programmed: bool) -> kube::Result<()> {
     apply(
         &Api::<GatewayClass>::all(client.clone()),
         CLASS,
@@ -309,7 +309,7 @@ pub async fn istio_writes(client: &Client, programmed: bool) -> kube::Result<()>
 
 /// The management cluster's objects: the hub Gateway (the hub itself is
 /// installed with [`crate::install::install_hub`]).
-pub async fn setup_management(client: &Client) -> kube::Result<()> {
+pub(crate) async fn setup_management(client: &Client) -> kube::Result<()> {
     let gw: Gateway = serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",

@@ -161,7 +161,7 @@ async fn the_hub_makes_serves_renews_and_follows_its_secrets() {
     let mut p = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
     p.is_ca = rcgen::IsCa::NoCa;
     let now = jiff::Timestamp::now().as_second();
-    gwhub::hub::certs::set_window(&mut p, now - 120, now + 30);
+    gwhub::hub::set_window(&mut p, now - 120, now + 30);
     let other = p.self_signed(&other_key).unwrap();
     let mut current = secrets.get(SERVING_SECRET).await.unwrap();
     current.metadata = ObjectMeta {

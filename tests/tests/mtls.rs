@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gwhub::hub::certs::{Layout, generate};
+use gwhub::hub::{Layout, generate};
 use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
 use gwhub_hub::serve::{Hub, HubConfig};
@@ -811,7 +811,7 @@ impl Pki {
         p.distinguished_name = rcgen::DistinguishedName::new();
         p.subject_alt_names = vec![uri(&format!("spiffe://gwhub/cluster/{cluster}"))];
         if let Some((from, to)) = window {
-            gwhub::hub::certs::set_window(&mut p, from, to);
+            gwhub::hub::set_window(&mut p, from, to);
         }
         (
             p.signed_by(&key, &self.ca).unwrap().pem(),

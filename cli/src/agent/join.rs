@@ -31,11 +31,11 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{self, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 /// The Secret the agent keeps its identity in.
-pub const IDENTITY_SECRET: &str = "gwhub-agent-identity";
+pub(super) const IDENTITY_SECRET: &str = "gwhub-agent-identity";
 
 /// What joining needs.
 #[derive(Debug, Clone)]
-pub struct JoinPlan {
+pub(super) struct JoinPlan {
     pub hub: String,
     pub cluster: String,
     /// `None`: join without a token (manual approval).
@@ -47,14 +47,14 @@ pub struct JoinPlan {
 
 /// Where the identity was written: certificate, key, CA.
 #[derive(Debug, Clone)]
-pub struct IdentityFiles {
+pub(super) struct IdentityFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
     pub ca: PathBuf,
 }
 
 /// The stored identity, or a new one from joining; written to files.
-pub fn obtain(plan: &JoinPlan) -> Result<IdentityFiles, String> {
+pub(super) fn obtain(plan: &JoinPlan) -> Result<IdentityFiles, String> {
     parse_pin(&plan.pin).map_err(|e| format!("--hub-ca-hash: {e}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -241,7 +241,7 @@ fn new_csr(cluster: &str) -> Result<(String, rcgen::KeyPair), String> {
 /// the Secret and the files get the new key and certificate, and the next
 /// connection uses them (the hub ends the old stream when the old
 /// certificate expires; the agent reconnects at once).
-pub async fn renew_loop(
+pub(super) async fn renew_loop(
     plan: JoinPlan,
     files: IdentityFiles,
     shutdown: tokio_util::sync::CancellationToken,
@@ -438,7 +438,7 @@ impl ServerCertVerifier for Pinned {
 }
 
 /// The hub's CA (DER), found in its chain by `pin`.
-pub async fn discover_ca(hub: &str, pin: &str) -> Result<Vec<u8>, String> {
+pub(super) async fn discover_ca(hub: &str, pin: &str) -> Result<Vec<u8>, String> {
     let uri: tonic::transport::Uri = hub.parse().map_err(|e| format!("--hub {hub:?}: {e}"))?;
     let host = uri
         .host()

@@ -3,7 +3,7 @@
 //! added as another [`Command`] variant.
 
 pub mod compute;
-pub mod join;
+mod join;
 pub mod run;
 
 use std::path::PathBuf;

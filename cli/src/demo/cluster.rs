@@ -12,15 +12,15 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 
 /// Namespace of the demo's Gateways (the agent's default scope).
-pub const NAMESPACE: &str = "openshift-ingress";
+pub(crate) const NAMESPACE: &str = "openshift-ingress";
 /// Runs on every simulated cluster; the faults hit this one.
-pub const DEFAULT_GATEWAY: &str = "default-gateway";
+pub(crate) const DEFAULT_GATEWAY: &str = "default-gateway";
 /// Runs on the first [`INTERNAL_CLUSTERS`] clusters only, so the table shows
 /// a Gateway that is not everywhere.
-pub const INTERNAL_GATEWAY: &str = "internal";
-pub const INTERNAL_CLUSTERS: usize = 2;
+pub(crate) const INTERNAL_GATEWAY: &str = "internal";
+pub(crate) const INTERNAL_CLUSTERS: usize = 2;
 /// Listener whose attached routes come and go.
-pub const ROUTES_LISTENER: &str = "apps-http";
+pub(crate) const ROUTES_LISTENER: &str = "apps-http";
 const BASE_ROUTES: u32 = 2;
 /// The public zone of every cluster's DNS config (the one that fails).
 const PUBLIC_ZONE: &str = "demo-public";
@@ -45,7 +45,7 @@ const TEMPLATES: [(&str, &str); 5] = [
 ];
 
 /// `east`, `west`, `central`, then `cluster-4`, `cluster-5`, ...
-pub fn cluster_name(index: usize) -> String {
+pub(crate) fn cluster_name(index: usize) -> String {
     match index {
         0 => "east".into(),
         1 => "west".into(),

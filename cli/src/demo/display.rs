@@ -28,7 +28,7 @@ const YELLOW: &str = "\x1b[33m";
 const RESET: &str = "\x1b[0m";
 
 /// Wall-clock time of an output line.
-pub fn now() -> String {
+pub(super) fn now() -> String {
     jiff::Zoned::now().strftime("%H:%M:%S").to_string()
 }
 
@@ -72,7 +72,7 @@ fn row(time: &str, g: &v1::AggregatedGateway) -> Vec<String> {
 }
 
 /// Prints rows for Gateways whose displayed columns changed.
-pub struct Screen {
+pub(super) struct Screen {
     color: bool,
     header_printed: bool,
     /// What each Gateway's row last showed (without the time).
@@ -80,7 +80,7 @@ pub struct Screen {
 }
 
 impl Screen {
-    pub fn new(color: bool) -> Self {
+    pub(super) fn new(color: bool) -> Self {
         Screen {
             color,
             header_printed: false,
@@ -97,13 +97,13 @@ impl Screen {
     }
 
     /// A simulated change.
-    pub fn event(&self, message: &str) -> String {
+    pub(super) fn event(&self, message: &str) -> String {
         self.paint(YELLOW, &format!("{}   * {message}", now()))
     }
 
     /// The lines for one Dashboard watch message: the header the first
     /// time, then one row per Gateway whose columns moved.
-    pub fn update(&mut self, msg: &v1::WatchGatewaysResponse) -> String {
+    pub(super) fn update(&mut self, msg: &v1::WatchGatewaysResponse) -> String {
         let time = now();
         let rows: Vec<_> = msg.upserted.iter().map(|g| row(&time, g)).collect();
         let mut out = String::new();

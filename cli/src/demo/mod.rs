@@ -6,8 +6,8 @@
 //! like any client would. Nothing is short-circuited, so what the user sees
 //! is what a real fleet would show.
 
-pub mod cluster;
-pub mod display;
+pub(crate) mod cluster;
+mod display;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -38,7 +38,7 @@ const AGENT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A validated `gwhub demo` command line.
 #[derive(Clone, Debug)]
-pub struct DemoConfig {
+pub(crate) struct DemoConfig {
     pub clusters: usize,
     pub listen: SocketAddr,
     pub dashboard_listen: SocketAddr,
@@ -58,7 +58,7 @@ pub struct DemoConfig {
 /// `duration` passes or (with `once`) the aggregate is complete. Returns the
 /// `--once` YAML (empty otherwise). Everything started is stopped and the
 /// temporary directories removed before it returns, error or not.
-pub async fn run(
+pub(crate) async fn run(
     config: DemoConfig,
     out: &mut dyn Write,
     stop: impl Future<Output = ()>,
@@ -103,7 +103,7 @@ pub async fn run(
                 ));
             }
             Err(e) => {
-                started = Err(e);
+                started = Err(e.to_string());
                 break;
             }
         }

@@ -71,7 +71,7 @@ pub struct Found {
 }
 
 /// Runs the command and returns what to print.
-pub fn run(args: &Args) -> Result<String, String> {
+pub(super) fn run(args: &Args) -> Result<String, String> {
     let now = match &args.now {
         Some(s) => parse_rfc3339(s).map_err(|e| format!("--now: {e}"))?,
         None => jiff::Timestamp::now(),

@@ -17,7 +17,7 @@ use rcgen::{
 
 /// Hub SANs when `--hub-san` is not given: loopback and the in-cluster
 /// Service name of the manifests.
-pub const DEFAULT_HUB_SANS: &str = "127.0.0.1,localhost,gwhub.gwhub-system.svc";
+pub(super) const DEFAULT_HUB_SANS: &str = "127.0.0.1,localhost,gwhub.gwhub-system.svc";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -40,9 +40,9 @@ pub struct Args {
 }
 
 /// Default of `--validity`: one year.
-pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
+pub(super) const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
 /// Longest `--validity`: ten years.
-pub const MAX_VALIDITY: Duration = Duration::from_secs(3650 * 86_400);
+pub(super) const MAX_VALIDITY: Duration = Duration::from_secs(3650 * 86_400);
 
 fn parse_validity(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 365d)"))?;
@@ -119,7 +119,7 @@ pub fn generate(
 
 /// How far before "now" certificates start, so a peer whose clock is a
 /// little behind accepts them.
-pub const BACKDATE: Duration = Duration::from_secs(5 * 60);
+pub(super) const BACKDATE: Duration = Duration::from_secs(5 * 60);
 
 /// Sets `p`'s validity to `[from, to]` (Unix seconds; clamped to 1970).
 pub fn set_window(p: &mut CertificateParams, from: i64, to: i64) {
@@ -131,7 +131,7 @@ pub fn set_window(p: &mut CertificateParams, from: i64, to: i64) {
 
 /// [`generate`] with certificates valid for `validity` from now (back-dated
 /// by [`BACKDATE`]).
-pub fn generate_valid_for(
+pub(super) fn generate_valid_for(
     out: &Path,
     clusters: &[String],
     hub_sans: &[String],
@@ -276,7 +276,7 @@ fn write(path: &Path, contents: &str, secret: bool) -> std::io::Result<()> {
     std::io::Write::write_all(&mut options.open(path)?, contents.as_bytes())
 }
 
-pub fn run(args: &Args) -> Result<String, String> {
+pub(super) fn run(args: &Args) -> Result<String, String> {
     let l = generate_valid_for(
         &args.out,
         &args.clusters,

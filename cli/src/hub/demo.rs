@@ -60,7 +60,7 @@ fn init_logging() {
 
 /// Runs the demo until Ctrl-C / SIGTERM, `--duration` or (`--once`) a
 /// complete aggregate; the live view goes straight to stdout.
-pub fn run(args: &Args) -> Result<String, String> {
+pub(super) fn run(args: &Args) -> Result<String, String> {
     init_logging();
     let stdout = std::io::stdout();
     let config = DemoConfig {

@@ -1,9 +1,12 @@
 //! The `gwhub` command line. Subcommands live in their own modules.
 
-pub mod aggregate;
-pub mod certs;
-pub mod demo;
-pub mod serve;
+mod aggregate;
+mod certs;
+mod demo;
+pub(crate) mod serve;
+
+pub use aggregate::gateways_from_objects;
+pub use certs::{Layout, generate, set_window};
 
 use clap::{Parser, Subcommand};
 

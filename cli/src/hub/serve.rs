@@ -9,11 +9,11 @@ use gwhub_hub::serve::{Hub, HubConfig, shutdown_signal};
 use gwhub_hub_rules::aggregate::Options;
 
 /// Where `gwhub serve` listens for agents by default (the manifests' port).
-pub const DEFAULT_LISTEN: &str = "0.0.0.0:7443";
+pub(crate) const DEFAULT_LISTEN: &str = "0.0.0.0:7443";
 /// Where `gwhub serve` serves the Dashboard by default (the manifests' port).
-pub const DEFAULT_DASHBOARD_LISTEN: &str = "0.0.0.0:7444";
+pub(crate) const DEFAULT_DASHBOARD_LISTEN: &str = "0.0.0.0:7444";
 /// `gwhubctl --server`'s default: that Dashboard on this host.
-pub const DEFAULT_DASHBOARD_SERVER: &str = "http://127.0.0.1:7444";
+pub(crate) const DEFAULT_DASHBOARD_SERVER: &str = "http://127.0.0.1:7444";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -190,7 +190,7 @@ pub enum DashboardAuthMode {
 }
 
 /// The mode `args` ask for, or why the flags disagree.
-pub fn dashboard_auth(args: &Args) -> Result<DashboardAuthMode, String> {
+pub(crate) fn dashboard_auth(args: &Args) -> Result<DashboardAuthMode, String> {
     use DashboardAuthMode as M;
     let file = args.dashboard_token_file.is_some();
     match (args.dashboard_auth, file) {
@@ -239,7 +239,7 @@ fn parse_lease_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// Checks the flags' combination; the error says why the hub will not start.
-pub fn config(args: &Args) -> Result<HubConfig, String> {
+pub(crate) fn config(args: &Args) -> Result<HubConfig, String> {
     let tls = [&args.tls_cert, &args.tls_key, &args.client_ca];
     let given = tls.iter().filter(|p| p.is_some()).count();
     if given == 0 && !args.insecure && args.no_kube {
@@ -278,12 +278,12 @@ fn parse_web_host(s: &str) -> Result<String, String> {
 
 /// Whether the hub's TLS comes from its Secrets: Kubernetes mode with
 /// neither a serving certificate on disk nor --insecure.
-pub fn uses_secrets(args: &Args) -> bool {
+pub(crate) fn uses_secrets(args: &Args) -> bool {
     !args.no_kube && !args.insecure && args.tls_cert.is_none() && args.tls_key.is_none()
 }
 
 /// Runs the hub until SIGINT or SIGTERM.
-pub fn run(args: &Args) -> Result<String, String> {
+pub(crate) fn run(args: &Args) -> Result<String, String> {
     let config = config(args)?;
     let auth = dashboard_auth(args)?;
     let paths = gwhub_hub::tls::TlsPaths {

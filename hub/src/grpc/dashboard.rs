@@ -14,9 +14,10 @@ use std::time::Duration;
 use futures::Stream;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::v1;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
@@ -32,7 +33,7 @@ use crate::read_access::Visibility;
 
 pub struct DashboardService {
     index: Index,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     /// `--max-dashboard-calls`, shared with the web page.
     calls: DashboardCalls,
     max_calls_per_connection: usize,
@@ -43,8 +44,8 @@ pub struct DashboardService {
 }
 
 impl DashboardService {
-    /// `shutdown` turning true ends every watch.
-    pub fn new(index: Index, shutdown: watch::Receiver<bool>) -> Self {
+    /// `shutdown` being cancelled ends every watch.
+    pub fn new(index: Index, shutdown: CancellationToken) -> Self {
         let budgets = Budgets::default();
         let calls = DashboardCalls::new(
             budgets.max_dashboard_calls,
@@ -57,7 +58,7 @@ impl DashboardService {
     /// slots of `--max-dashboard-calls` (shared with the web page).
     pub(crate) fn with_budgets(
         index: Index,
-        shutdown: watch::Receiver<bool>,
+        shutdown: CancellationToken,
         budgets: &Budgets,
         calls: DashboardCalls,
     ) -> Self {
@@ -209,7 +210,7 @@ impl DashboardService {
             reader.check(ns).await?;
         }
         let mut views = self.index.subscribe();
-        let mut shutdown = self.shutdown.clone();
+        let shutdown = self.shutdown.clone();
         let send_timeout = self.watch_send_timeout;
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
@@ -253,7 +254,7 @@ impl DashboardService {
                     in_snapshot &= more;
                     tokio::select! {
                         r = tx.send(Ok(page)) => if r.is_err() { return },
-                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                        _ = shutdown.cancelled() => break,
                     }
                     // Taken: the transport handed all of it to HTTP/2,
                     // which needs the peer's flow-control window. A
@@ -261,7 +262,7 @@ impl DashboardService {
                     // connection, rather than buffered for.
                     let in_time = tokio::select! {
                         t = tokio::time::timeout(send_timeout, taken) => t.is_ok(),
-                        _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                        _ = shutdown.cancelled() => break,
                     };
                     if !in_time {
                         Counters::bump(&permit.counters.watchers_dropped);
@@ -285,7 +286,7 @@ impl DashboardService {
                         }
                     }
                     _ = tx.closed() => return,
-                    _ = crate::grpc::shutting_down(&mut shutdown) => break,
+                    _ = shutdown.cancelled() => break,
                 }
             }
             // Not waited for: a watcher that takes nothing must not hold

@@ -12,9 +12,11 @@ use gwhub_model::limits::*;
 use gwhub_proto::convert::{self, check_count, check_str};
 use gwhub_proto::v1::{self, agent_message, change, hub_message};
 use prost::Message as _;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument;
 
 use crate::aggregate::GatewayKey;
 use crate::index::{ApplyError, Change, Index, Session};
@@ -71,14 +73,14 @@ impl IngestConfig {
 pub struct IngestService {
     index: Index,
     config: IngestConfig,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     /// Serves Join (`None`: joining is off).
     joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
 }
 
 impl IngestService {
-    /// `shutdown` turning true ends every stream with UNAVAILABLE.
-    pub fn new(index: Index, config: IngestConfig, shutdown: watch::Receiver<bool>) -> Self {
+    /// `shutdown` being cancelled ends every stream with UNAVAILABLE.
+    pub fn new(index: Index, config: IngestConfig, shutdown: CancellationToken) -> Self {
         IngestService {
             index,
             config,
@@ -173,6 +175,13 @@ impl v1::ingest_server::Ingest for IngestService {
         let index = self.index.clone();
         let config = self.config.clone();
         let shutdown = self.shutdown.clone();
+        // The stream's log lines name its peer and, once Hello told it,
+        // its cluster.
+        let span = tracing::info_span!(
+            "agent_stream",
+            peer = ?peer,
+            cluster = tracing::field::Empty,
+        );
         tokio::spawn(async move {
             let mut stream = AgentStream::new(index, config, tx.clone(), shutdown);
             stream.identity = identity;
@@ -186,20 +195,19 @@ impl v1::ingest_server::Ingest for IngestService {
             if let Some(session) = &stream.session {
                 stream.index.disconnect(session);
             }
-            let cluster = stream.session.as_ref().map(|s| s.cluster().to_owned());
             // The stream's state (a partial snapshot may be as large as the
             // cluster budget) goes before the final status is handed over.
             drop(stream);
             match result {
-                Ok(()) => tracing::info!(?peer, ?cluster, "agent stream closed"),
+                Ok(()) => tracing::info!("agent stream closed"),
                 Err(status) => {
-                    tracing::warn!(?peer, ?cluster, code = ?status.code(), message = status.message(), "agent stream ended");
+                    tracing::warn!(code = ?status.code(), message = status.message(), "agent stream ended");
                     // An agent that stopped reading gets no status rather
                     // than holding the task.
                     let _ = tokio::time::timeout(FINAL_SEND_TIMEOUT, tx.send(Err(status))).await;
                 }
             }
-        });
+        }.instrument(span));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
@@ -248,7 +256,7 @@ struct AgentStream {
     index: Index,
     config: IngestConfig,
     tx: Outbound,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     session: Option<Session>,
     /// The cluster the client certificate names (mTLS only).
     identity: Option<String>,
@@ -338,12 +346,7 @@ fn check_hello(hello: &v1::Hello) -> Result<(), Status> {
 }
 
 impl AgentStream {
-    fn new(
-        index: Index,
-        config: IngestConfig,
-        tx: Outbound,
-        shutdown: watch::Receiver<bool>,
-    ) -> Self {
+    fn new(index: Index, config: IngestConfig, tx: Outbound, shutdown: CancellationToken) -> Self {
         AgentStream {
             index,
             config,
@@ -382,12 +385,12 @@ impl AgentStream {
 
         let period = self.config.heartbeat_interval;
         let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        let mut shutdown = self.shutdown.clone();
+        let shutdown = self.shutdown.clone();
         let session = self.session().clone();
         loop {
             let first = tokio::select! {
                 biased;
-                _ = crate::grpc::shutting_down(&mut shutdown) => return Err(shutting_down()),
+                _ = shutdown.cancelled() => return Err(shutting_down()),
                 () = session.superseded() => return Err(superseded(&session)),
                 m = inbound.next() => m,
                 _ = heartbeat.tick() => {
@@ -451,11 +454,8 @@ impl AgentStream {
             .index
             .connect(&cluster, &hello.agent_version)
             .map_err(refused)?;
-        tracing::info!(
-            cluster,
-            agent_version = hello.agent_version,
-            "agent connected"
-        );
+        tracing::Span::current().record("cluster", cluster.as_str());
+        tracing::info!(agent_version = hello.agent_version, "agent connected");
         self.session = Some(session);
         self.pending
             .push(hub_msg(hub_message::Message::Hello(v1::HubHello {
@@ -496,12 +496,7 @@ impl AgentStream {
         self.applied = None;
         self.partial = None;
         self.resync_requested = true;
-        tracing::debug!(
-            cluster = self.session().cluster(),
-            ?reason,
-            message,
-            "requesting resync"
-        );
+        tracing::debug!(?reason, message, "requesting resync");
         self.pending
             .push(hub_msg(hub_message::Message::Resync(v1::ResyncRequest {
                 reason: reason as i32,
@@ -520,11 +515,11 @@ impl AgentStream {
                 .push(hub_msg(hub_message::Message::Ack(v1::Ack { seq })));
         }
         let session = self.session().clone();
-        let mut shutdown = self.shutdown.clone();
+        let shutdown = self.shutdown.clone();
         for m in std::mem::take(&mut self.pending) {
             tokio::select! {
                 biased;
-                _ = crate::grpc::shutting_down(&mut shutdown) => return Err(shutting_down()),
+                _ = shutdown.cancelled() => return Err(shutting_down()),
                 () = session.superseded() => return Err(superseded(&session)),
                 sent = self.tx.send(Ok(m)) => {
                     if sent.is_err() {
@@ -701,8 +696,10 @@ impl AgentStream {
             }
         }
         let session = self.session().clone();
-        // Continues the agent's trace (its report span) when it sent one.
+        // Continues the agent's trace (its report span) when it sent one;
+        // a root, not a child of the long agent_stream span, when it did not.
         let span = tracing::info_span!(
+            parent: None,
             "apply_delta",
             cluster = %session.cluster(),
             gateway = tracing::field::Empty,
@@ -772,7 +769,7 @@ pub fn replay(
     messages: impl IntoIterator<Item = v1::AgentMessage>,
 ) -> Result<Vec<v1::HubMessage>, Status> {
     let (tx, _rx) = mpsc::channel(1);
-    let (_shutdown_tx, shutdown) = watch::channel(false);
+    let shutdown = CancellationToken::new();
     let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
     let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
     let mut messages = messages.into_iter();
@@ -801,10 +798,11 @@ mod tests {
     ) -> (
         AgentStream,
         mpsc::Receiver<Result<v1::HubMessage, Status>>,
-        watch::Sender<bool>,
+        CancellationToken,
     ) {
         let (tx, rx) = mpsc::channel(1);
-        let (shutdown_tx, shutdown) = watch::channel(false);
+        let shutdown = CancellationToken::new();
+        let shutdown_tx = shutdown.clone();
         let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
         let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
         stream.session = Some(index.connect("east", "test").unwrap());
@@ -842,7 +840,7 @@ mod tests {
         ));
         let (mut stream, _rx, shutdown) = stuck(&index);
         let flushing = tokio::spawn(async move { stream.flush().await });
-        shutdown.send(true).unwrap();
+        shutdown.cancel();
         let ended = tokio::time::timeout(Duration::from_secs(10), flushing)
             .await
             .expect("the flush gave way to shutdown")

@@ -577,7 +577,7 @@ impl Joiner {
     ) -> Result<(), Status> {
         let removed = super::revocations::read(&self.configmaps)
             .await
-            .map_err(Status::unavailable)?;
+            .map_err(|e| Status::unavailable(e.to_string()))?;
         match crate::tls_reload::revoked_reason(&removed, presented) {
             Some(reason) => Err(Status::permission_denied(reason)),
             None => Ok(()),

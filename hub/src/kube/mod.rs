@@ -125,7 +125,10 @@ pub enum KubeError {
     Serve(#[from] ServeError),
     /// The hub's TLS Secrets (names the Secret and the problem).
     #[error("TLS: {0}")]
-    Tls(String),
+    TlsSecrets(tls_secrets::SecretsError),
+    /// The removed clusters' ConfigMap, read before serving.
+    #[error("TLS: {0}")]
+    Revocations(revocations::RevocationsError),
 }
 
 /// A client from `--kubeconfig`, else `KUBECONFIG` / `~/.kube/config`, else
@@ -264,7 +267,7 @@ impl Connected {
         let configmaps = Api::namespaced(self.client.clone(), &self.options.namespace);
         let removed = revocations::read(&configmaps)
             .await
-            .map_err(KubeError::Tls)?;
+            .map_err(KubeError::Revocations)?;
         let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
         self.revocations = Some((configmaps, removed_tx, agent_lifetime));
         Ok(tls
@@ -289,6 +292,9 @@ impl Connected {
         let metrics = Arc::new(Metrics::default());
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        // The `watch<bool>`s below are state (restored, synced, leading,
+        // ready: read and waited on, some flip back), not shutdown: that is
+        // `shutdown` above, the one token every task ends on.
         let (restored_tx, mut restored) = watch::channel(false);
         let forget = Arc::new(store::LostQueue::default());
         let budget = Arc::new(budget::ApiBudget::new(

@@ -24,6 +24,24 @@ use tokio_util::sync::CancellationToken;
 /// The ConfigMap of removed clusters.
 pub const REVOKED_CONFIGMAP: &str = "gwhub-revoked";
 
+/// What goes wrong reading or writing ConfigMap `gwhub-revoked`.
+#[derive(Debug, thiserror::Error)]
+pub enum RevocationsError {
+    #[error("cannot read ConfigMap {REVOKED_CONFIGMAP}: {0}")]
+    Read(kube::Error),
+    #[error("cannot record the removal in ConfigMap {REVOKED_CONFIGMAP}: {0}")]
+    Record(EditError),
+}
+
+/// A read-modify-write of the ConfigMap that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error("cannot read it: {0}")]
+    Read(kube::Error),
+    #[error("{0}")]
+    Write(kube::Error),
+}
+
 /// Cluster -> removal time (Unix seconds); unreadable entries are skipped
 /// (and logged).
 pub fn parse(cm: &ConfigMap) -> BTreeMap<String, i64> {
@@ -41,11 +59,11 @@ pub fn parse(cm: &ConfigMap) -> BTreeMap<String, i64> {
 }
 
 /// The removed clusters now.
-pub async fn read(api: &Api<ConfigMap>) -> Result<BTreeMap<String, i64>, String> {
+pub async fn read(api: &Api<ConfigMap>) -> Result<BTreeMap<String, i64>, RevocationsError> {
     api.get_opt(REVOKED_CONFIGMAP)
         .await
         .map(|cm| cm.as_ref().map(parse).unwrap_or_default())
-        .map_err(|e| format!("cannot read ConfigMap {REVOKED_CONFIGMAP}: {e}"))
+        .map_err(RevocationsError::Read)
 }
 
 /// A removal's time: now, in whole seconds (the ConfigMap's resolution; a
@@ -65,13 +83,13 @@ pub async fn record(
     api: &Api<ConfigMap>,
     cluster: &str,
     at: jiff::Timestamp,
-) -> Result<(), String> {
+) -> Result<(), RevocationsError> {
     edit(api, true, |data| {
         data.insert(cluster.to_owned(), at.to_string());
         true
     })
     .await
-    .map_err(|e| format!("cannot record the removal in ConfigMap {REVOKED_CONFIGMAP}: {e}"))
+    .map_err(RevocationsError::Record)
 }
 
 /// How long past the certificate lifetime an entry is kept (clocks differ).
@@ -99,7 +117,7 @@ pub fn expired(
 
 /// Drops the `expired` entries, each only if it still holds the same time
 /// (a cluster removed again meanwhile keeps its newer entry).
-async fn forget(api: &Api<ConfigMap>, expired: &[(String, i64)]) -> Result<(), String> {
+async fn forget(api: &Api<ConfigMap>, expired: &[(String, i64)]) -> Result<(), EditError> {
     edit(api, false, |data| {
         let before = data.len();
         data.retain(|cluster, at| {
@@ -122,14 +140,14 @@ async fn edit(
     api: &Api<ConfigMap>,
     create: bool,
     change: impl Fn(&mut BTreeMap<String, String>) -> bool,
-) -> Result<(), String> {
+) -> Result<(), EditError> {
     let mut attempts = 0;
     loop {
         attempts += 1;
         let current = api
             .get_opt(REVOKED_CONFIGMAP)
             .await
-            .map_err(|e| format!("cannot read it: {e}"))?;
+            .map_err(EditError::Read)?;
         let result = match current {
             Some(mut cm) => {
                 if !change(cm.data.get_or_insert_with(Default::default)) {
@@ -159,7 +177,7 @@ async fn edit(
         match result {
             Ok(()) => return Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 && attempts < RECORD_ATTEMPTS => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(EditError::Write(e)),
         }
     }
 }

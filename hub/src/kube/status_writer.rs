@@ -42,7 +42,7 @@ async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write)
     let fresh = match api.get_status(&key.name).await {
         Ok(gw) => gw,
         Err(e) => {
-            tracing::debug!(gateway = %key, error = %e, "cannot read the hub Gateway before clearing; the apply will tell");
+            tracing::debug!(error = %e, "cannot read the hub Gateway before clearing; the apply will tell");
             return;
         }
     };
@@ -57,7 +57,7 @@ async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write)
         .patch_status(&key.name, &params, &Patch::Merge(&patch))
         .await
     {
-        tracing::debug!(gateway = %key, error = %e, "clearing before the apply failed; the apply will tell");
+        tracing::debug!(error = %e, "clearing before the apply failed; the apply will tell");
     }
 }
 
@@ -275,7 +275,7 @@ impl StatusWriter {
             // The live object changed after the aggregation (a condition
             // another writer added would be dropped by a plan against it):
             // try again once it is aggregated, paced like a write.
-            tracing::debug!(gateway = %key, "hub Gateway changed since aggregation; write requeued");
+            tracing::debug!("hub Gateway changed since aggregation; write requeued");
             self.queue.insert(key.clone());
             return Prepared::Requeued;
         }
@@ -288,22 +288,20 @@ impl StatusWriter {
         }
     }
 
-    /// [`Self::write_now`], in a span continuing the trace of the
-    /// aggregation that made the change (only with `--otlp-endpoint`).
+    /// [`Self::write_now`] in a span naming the hub Gateway (its log lines
+    /// carry it), continuing the trace of the aggregation that made the
+    /// change when there is one (only with `--otlp-endpoint`).
     async fn write(
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,
         leader: &watch::Receiver<Writes>,
     ) -> bool {
-        match self.index.take_write_trace(&key) {
-            None => self.write_now(key, shutdown, leader).await,
-            Some(parent) => {
-                let span = tracing::info_span!("status_write", gateway = %key);
-                gwhub_common::logging::set_parent(&span, &parent);
-                self.write_now(key, shutdown, leader).instrument(span).await
-            }
+        let span = tracing::info_span!("status_write", gateway = %key);
+        if let Some(parent) = self.index.take_write_trace(&key) {
+            gwhub_common::logging::set_parent(&span, &parent);
         }
+        self.write_now(key, shutdown, leader).instrument(span).await
     }
 
     /// Applies the published aggregation of `key` if it differs from the
@@ -384,7 +382,7 @@ impl StatusWriter {
                     let took = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
                     self.metrics.propagation_seconds.observe(took);
                 }
-                tracing::debug!(gateway = %key, rv = ?gw.resource_version(), "hub Gateway status applied");
+                tracing::debug!(rv = ?gw.resource_version(), "hub Gateway status applied");
                 // Only over the object the plan used: the watch may have
                 // installed a newer one (a spec edit) the answer predates.
                 self.index.set_live_hub_written(
@@ -395,13 +393,13 @@ impl StatusWriter {
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 self.retry.succeeded(&key);
-                tracing::debug!(gateway = %key, "hub Gateway gone before its status was written");
+                tracing::debug!("hub Gateway gone before its status was written");
             }
             Err(e) => {
                 put_off(&key);
                 Metrics::bump(&self.metrics.status_write_errors);
                 let retry = self.retry.failed(&key);
-                tracing::warn!(gateway = %key, error = %e, ?retry, "hub Gateway status apply failed; retrying");
+                tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
                 let (queue, shutdown) = (self.queue.clone(), shutdown.clone());
                 tokio::spawn(async move {
                     tokio::select! {

@@ -69,12 +69,39 @@ impl SecretsConfig {
     }
 }
 
-/// Errors inside this module are messages; [`start`] wraps them.
-type Fallible<T> = Result<T, String>;
-
-fn tls_err(what: impl std::fmt::Display) -> String {
-    what.to_string()
+/// What goes wrong making, reading or renewing the hub's TLS Secrets;
+/// each names the Secret and the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    #[error("Secret {CA_SECRET} has no {key}: the hub cannot sign its serving certificate")]
+    CaKeyMissing { key: &'static str },
+    #[error("Secret {namespace}/{name} has no {key}")]
+    KeyMissing {
+        namespace: String,
+        name: String,
+        key: &'static str,
+    },
+    #[error("cannot {verb} Secret {namespace}/{name}: {error}")]
+    Api {
+        verb: &'static str,
+        namespace: String,
+        name: String,
+        error: Box<kube::Error>,
+    },
+    #[error("cannot read the hub's Secrets: {0}")]
+    Read(Box<kube::Error>),
+    #[error("cannot {verb} Secret {SERVING_SECRET}: {error}")]
+    Write {
+        verb: &'static str,
+        error: Box<kube::Error>,
+    },
+    #[error("{0}")]
+    Pki(crate::pki::PkiError),
+    #[error("{0}")]
+    Tls(crate::tls::TlsError),
 }
+
+type Fallible<T> = Result<T, SecretsError>;
 
 fn managed(s: &Secret) -> bool {
     s.metadata
@@ -120,11 +147,7 @@ fn ca_pair(ca: &Secret) -> Fallible<Pair> {
     let text = |key| {
         key_of(ca, key)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .ok_or_else(|| {
-                tls_err(format!(
-                    "Secret {CA_SECRET} has no {key}: the hub cannot sign its serving certificate"
-                ))
-            })
+            .ok_or(SecretsError::CaKeyMissing { key })
     };
     Ok(Pair {
         cert_pem: text(TLS_CRT)?,
@@ -134,8 +157,8 @@ fn ca_pair(ca: &Secret) -> Fallible<Pair> {
 
 fn serving_secret(ca: &Pair, config: &SecretsConfig) -> Fallible<Secret> {
     let now = jiff::Timestamp::now().as_second();
-    let serving =
-        pki::new_serving(ca, &config.sans, now, config.serving_lifetime).map_err(tls_err)?;
+    let serving = pki::new_serving(ca, &config.sans, now, config.serving_lifetime)
+        .map_err(SecretsError::Pki)?;
     Ok(new_secret(
         SERVING_SECRET,
         &[
@@ -153,11 +176,11 @@ async fn get_or_create(
     name: &str,
     make: impl FnOnce() -> Fallible<Secret>,
 ) -> Fallible<Secret> {
-    let api_err = |verb: &str, e: kube::Error| {
-        tls_err(format!(
-            "cannot {verb} Secret {}/{name}: {e}",
-            api.namespace().unwrap_or_default()
-        ))
+    let api_err = |verb: &'static str, error: kube::Error| SecretsError::Api {
+        verb,
+        namespace: api.namespace().unwrap_or_default().to_owned(),
+        name: name.to_owned(),
+        error: Box::new(error),
     };
     if let Some(s) = api.get_opt(name).await.map_err(|e| api_err("read", e))? {
         return Ok(s);
@@ -207,7 +230,7 @@ pub async fn start(
 ) -> Result<(HubTls, Follower), KubeError> {
     start_inner(api, config, paths)
         .await
-        .map_err(KubeError::Tls)
+        .map_err(KubeError::TlsSecrets)
 }
 
 async fn start_inner(
@@ -217,7 +240,8 @@ async fn start_inner(
 ) -> Fallible<(HubTls, Follower)> {
     let ca_lifetime = config.ca_lifetime;
     let ca = get_or_create(&api, CA_SECRET, || {
-        let ca = pki::new_ca(jiff::Timestamp::now().as_second(), ca_lifetime).map_err(tls_err)?;
+        let ca = pki::new_ca(jiff::Timestamp::now().as_second(), ca_lifetime)
+            .map_err(SecretsError::Pki)?;
         Ok(new_secret(
             CA_SECRET,
             &[(TLS_CRT, &ca.cert_pem), (TLS_KEY, &ca.key_pem)],
@@ -229,8 +253,12 @@ async fn start_inner(
     })
     .await?;
     let ns = api.namespace().unwrap_or_default().to_owned();
-    let need = |s: &Secret, name: &str, key: &str| {
-        key_of(s, key).ok_or_else(|| tls_err(format!("Secret {ns}/{name} has no {key}")))
+    let need = |s: &Secret, name: &str, key: &'static str| {
+        key_of(s, key).ok_or_else(|| SecretsError::KeyMissing {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+            key,
+        })
     };
     let slots = Arc::new(Slots {
         serving_cert: watch::Sender::new(need(&serving, SERVING_SECRET, TLS_CRT)?),
@@ -247,7 +275,7 @@ async fn start_inner(
         followed(CA_SECRET, TLS_CRT, &slots.ca_cert),
         paths,
     )
-    .map_err(tls_err)?;
+    .map_err(SecretsError::Tls)?;
     tracing::info!(
         namespace = %ns,
         serving_managed = managed(&serving),
@@ -361,7 +389,7 @@ async fn renew(
 }
 
 async fn renew_once(api: &Api<Secret>, config: &SecretsConfig) -> Fallible<()> {
-    let read = |e: kube::Error| tls_err(format!("cannot read the hub's Secrets: {e}"));
+    let read = |e| SecretsError::Read(Box::new(e));
     let Some(ca) = api.get_opt(CA_SECRET).await.map_err(read)? else {
         tracing::warn!(
             "Secret {CA_SECRET} is gone; restart the hub to make a new CA (agents must join again)"
@@ -386,9 +414,10 @@ async fn renew_once(api: &Api<Secret>, config: &SecretsConfig) -> Fallible<()> {
                 Ok(_) => tracing::info!("re-created the deleted Secret {SERVING_SECRET}"),
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => {
-                    return Err(tls_err(format!(
-                        "cannot create Secret {SERVING_SECRET}: {e}"
-                    )));
+                    return Err(SecretsError::Write {
+                        verb: "create",
+                        error: Box::new(e),
+                    });
                 }
             }
         }
@@ -412,9 +441,10 @@ async fn renew_once(api: &Api<Secret>, config: &SecretsConfig) -> Fallible<()> {
                 // Someone else wrote it meanwhile: look again next time.
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => {
-                    return Err(tls_err(format!(
-                        "cannot update Secret {SERVING_SECRET}: {e}"
-                    )));
+                    return Err(SecretsError::Write {
+                        verb: "update",
+                        error: Box::new(e),
+                    });
                 }
             }
         }

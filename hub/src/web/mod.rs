@@ -74,9 +74,10 @@ use gwhub_proto::{convert, v1};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tonic::codegen::http;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -147,7 +148,7 @@ struct State {
     /// `--max-dashboard-calls-per-connection`, for event streams too.
     max_streams_per_connection: usize,
     send_timeout: Duration,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     /// The names the page answers to (`--web-host`, besides loopback
     /// names and IP literals).
     hosts: WebHosts,
@@ -168,7 +169,7 @@ impl WebService {
         auth: DashboardAuth,
         budgets: &Budgets,
         streams: DashboardCalls,
-        shutdown: watch::Receiver<bool>,
+        shutdown: CancellationToken,
         access: WebAccess,
     ) -> Self {
         WebService {
@@ -626,7 +627,7 @@ impl State {
         tokio::spawn(async move {
             let _permit = permit;
             let mut views = state.index.subscribe();
-            let mut shutdown = state.shutdown.clone();
+            let shutdown = state.shutdown.clone();
             let mut sent = HashMap::new();
             let mut snapshot = true;
             let mut keepalive = tokio::time::interval(KEEPALIVE);
@@ -720,7 +721,7 @@ impl State {
                         }
                     }
                     _ = tx.closed() => return,
-                    _ = crate::grpc::shutting_down(&mut shutdown) => return,
+                    _ = shutdown.cancelled() => return,
                 }
             }
         });

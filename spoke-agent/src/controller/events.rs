@@ -92,7 +92,7 @@ impl Notices {
                 Problem::DuplicateDNSRecords { .. } => DUPLICATE_DNS_RECORDS,
                 _ => CONDITION_LIMIT_REACHED,
             };
-            tracing::warn!(gateway = %name, reason, "{message}");
+            tracing::warn!(reason, "{message}");
             self.publish(gw, reason, message).await;
         }
     }
@@ -105,7 +105,9 @@ impl Notices {
         let is_new =
             self.lock().config.insert(name.clone(), message.clone()) != Some(message.clone());
         if is_new {
-            tracing::error!(gateway = %name, "cannot compute conditions (retrying when the config appears): {message}");
+            tracing::error!(
+                "cannot compute conditions (retrying when the config appears): {message}"
+            );
             self.publish(gw, CLUSTER_CONFIG_MISSING, &message).await;
         }
     }
@@ -114,7 +116,7 @@ impl Notices {
     pub(crate) fn config_ok(&self, gw: &Gateway) {
         let name = gw.metadata.name.as_deref().unwrap_or_default();
         if self.lock().config.remove(name).is_some() {
-            tracing::info!(gateway = %name, "cluster config usable again; computing conditions");
+            tracing::info!("cluster config usable again; computing conditions");
         }
     }
 

@@ -447,7 +447,7 @@ impl Reconciler {
                 Err(e) => {
                     // The watch's copy for now, and a fresh read soon.
                     Metrics::bump(&self.metrics.event_list_errors);
-                    tracing::warn!(gateway = %key, service = %svc_name, error = %e, "cannot list the Service's Events; using the watch's copy and retrying");
+                    tracing::warn!(service = %svc_name, error = %e, "cannot list the Service's Events; using the watch's copy and retrying");
                     self.retry_later(name);
                     owned(
                         self.lb_events.filtered(|e| {
@@ -478,7 +478,6 @@ impl Reconciler {
         let gw_mode = evaluation.plan.mode();
         if let Some(before) = self.metrics.set_mode(&key.to_string(), gw_mode) {
             tracing::info!(
-                gateway = %key,
                 write_local_status = %mode,
                 mode = gw_mode.as_str(),
                 before = before.map_or("none", |m| m.as_str()),

@@ -61,6 +61,7 @@ impl Writer {
         }
     }
 
+    #[tracing::instrument(name = "local_status_write", skip_all, fields(gateway = %format!("{}/{name}", self.namespace)))]
     async fn write(&self, name: &str, pending: Pending, shutdown: &CancellationToken) {
         // The live object may already carry this result (our previous write
         // came back through the watch after the evaluation was queued).
@@ -85,12 +86,11 @@ impl Writer {
             Ok(_) => {
                 self.backoff.succeeded(&name.to_owned());
                 Metrics::bump(&self.metrics.writes);
-                tracing::debug!(gateway = %format!("{}/{name}", self.namespace), "status applied");
+                tracing::debug!("status applied");
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 Metrics::bump(&self.metrics.write_conflicts);
                 tracing::info!(
-                    gateway = %format!("{}/{name}", self.namespace),
                     message = %s.message,
                     "status apply conflicted with another writer; re-evaluating from the fresh object"
                 );
@@ -98,12 +98,11 @@ impl Writer {
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 self.backoff.succeeded(&name.to_owned());
-                tracing::debug!(gateway = %format!("{}/{name}", self.namespace), "Gateway gone before its status was written");
+                tracing::debug!("Gateway gone before its status was written");
             }
             Err(e) => {
                 Metrics::bump(&self.metrics.write_errors);
                 tracing::warn!(
-                    gateway = %format!("{}/{name}", self.namespace),
                     error = %e,
                     "status apply failed; retrying"
                 );

@@ -25,6 +25,15 @@ use jiff::Timestamp;
 /// agent sees (its own conditions merged into everything else's).
 pub type Evaluate = Arc<dyn Fn(&[Object]) -> Result<Vec<Gateway>, String> + Send + Sync>;
 
+/// Why a directory cannot be followed (checked at start-up).
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("{}: not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{}: {error}", dir.display())]
+    Unreadable { dir: PathBuf, error: std::io::Error },
+}
+
 /// Default time between two looks at the directory.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(200);
 
@@ -54,12 +63,12 @@ type Fingerprint = Result<Vec<(PathBuf, u64, Option<SystemTime>)>, String>;
 impl DirSource {
     /// A source for `dir`, evaluated with `evaluate`. Fails if `dir` is not
     /// a readable directory, so a typo in a flag is caught at start-up.
-    pub fn new(dir: impl Into<PathBuf>, evaluate: Evaluate) -> Result<Self, String> {
+    pub fn new(dir: impl Into<PathBuf>, evaluate: Evaluate) -> Result<Self, DirError> {
         let dir = dir.into();
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(format!("{}: not a directory", dir.display())),
-            Err(e) => return Err(format!("{}: {e}", dir.display())),
+            Ok(_) => return Err(DirError::NotADirectory(dir)),
+            Err(error) => return Err(DirError::Unreadable { dir, error }),
         }
         Ok(Self {
             dir,
@@ -252,7 +261,7 @@ mod tests {
     #[test]
     fn refuses_a_missing_directory() {
         let e = DirSource::new("/nonexistent/gwhub", names_only()).unwrap_err();
-        assert!(e.starts_with("/nonexistent/gwhub: "), "{e}");
+        assert!(e.to_string().starts_with("/nonexistent/gwhub: "), "{e}");
     }
 
     fn tempdir() -> PathBuf {

@@ -163,7 +163,9 @@ impl HubClient {
         self.stats.clone()
     }
 
-    /// Runs until `shutdown` is cancelled.
+    /// Runs until `shutdown` is cancelled, in a span naming the cluster
+    /// (its log lines carry it; the demo runs several agents in one process).
+    #[tracing::instrument(name = "hub_client", skip_all, fields(cluster = %self.config.cluster))]
     pub async fn run(mut self, shutdown: CancellationToken) {
         let mut backoff = Backoff::new(self.config.backoff_initial, self.config.backoff_max);
         while !shutdown.is_cancelled() {
@@ -255,7 +257,7 @@ impl HubClient {
         ClientStats::bump(&self.stats.connections);
         self.stats.connected.store(true, Ordering::Relaxed);
         self.stats.acked.store(0, Ordering::Relaxed);
-        tracing::info!(hub = %self.config.endpoint, cluster = %self.config.cluster, "connected to hub");
+        tracing::info!(hub = %self.config.endpoint, "connected to hub");
 
         let inbound = Arc::new(Inbound::default());
         let ReportStream { tx, rx } = response;
@@ -334,7 +336,10 @@ impl HubClient {
                     Next::Deltas(changes, observed, trace) if !changes.is_empty() => {
                         // The report continues the reconcile's trace; the
                         // hub continues the report's (Delta.traceparent).
+                        // A root (not a child of the hub_client span) when
+                        // the reconcile was not traced.
                         let span = tracing::info_span!(
+                            parent: None,
                             "report",
                             cluster = %self.config.cluster,
                             gateway = tracing::field::Empty,

@@ -94,6 +94,8 @@ impl Inner {
 pub struct GatewayStore {
     inner: Mutex<Inner>,
     changed: Notify,
+    /// State read by probes and waiters (not a shutdown signal: that is
+    /// the runtime's `CancellationToken`).
     ready: watch::Sender<bool>,
     /// False while the source (the API server's watches) is failing.
     source_ok: watch::Sender<bool>,
