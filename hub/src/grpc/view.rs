@@ -117,39 +117,9 @@ impl Page {
 
 #[cfg(test)]
 mod tests {
-    use gateway_api::apis::standard::gateways::GatewayStatus;
-
-    use std::collections::BTreeSet;
-
     use super::*;
-    use crate::aggregate::{Aggregation, GatewayKey, Item, Omission, Rule};
-    use crate::index::build_view;
-
-    fn omission(cluster: Option<&str>, item: Item, names: &[&str], rule: Rule) -> Omission {
-        Omission {
-            cluster: cluster.map(str::to_owned),
-            item,
-            names: names.iter().map(|n| (*n).to_owned()).collect(),
-            rule,
-        }
-    }
-
-    fn view(omissions: Vec<Omission>) -> GatewayView {
-        let aggregation = Aggregation {
-            status: GatewayStatus::default(),
-            omissions,
-        };
-        let key = GatewayKey::new("ns", "web");
-        build_view(
-            key,
-            aggregation,
-            BTreeSet::new(),
-            Vec::new(),
-            Vec::new(),
-            None,
-            None,
-        )
-    }
+    use crate::aggregate::{GatewayKey, Item, Rule};
+    use crate::index::testing::{omission, view};
 
     /// A page put together from the shared encodings is the message the
     /// generated code would encode: full views with their omissions, lean
@@ -182,7 +152,7 @@ mod tests {
         let got = page.decode().unwrap();
         let want = v1::WatchGatewaysResponse {
             snapshot: true,
-            upserted: vec![full.full(), full.lean.clone(), bare.full()],
+            upserted: vec![full.full(), full.lean(), bare.full()],
             deleted,
             snapshot_incomplete: true,
         };
