@@ -89,6 +89,9 @@ impl Page {
             encode_varint(e.len(*lean) as u64, &mut head);
             chunks.push_back(head.split().freeze());
             chunks.push_back(e.base.clone());
+            if !e.clusters.is_empty() {
+                chunks.push_back(e.clusters.clone());
+            }
             match lean {
                 true => chunks.push_back(Bytes::from_static(OMISSIONS_UNCHANGED)),
                 false if e.omissions.is_empty() => {}
@@ -132,6 +135,7 @@ mod tests {
             &["X"],
             Rule::TooMany(8),
         )]);
+        full.clusters = vec!["east".to_owned(), "west".to_owned()].into();
         full.set_revision(7);
         let full = Arc::new(full);
         let mut bare = view(Vec::new());
@@ -158,6 +162,7 @@ mod tests {
         };
         assert_eq!(got, want);
         assert!(full.lean.omissions_unchanged);
+        assert_eq!(got.upserted[1].clusters, ["east", "west"]);
         assert_eq!(got.upserted[0].omissions.len(), 1);
         // The framing says the message's exact length; the views'
         // encodings are shared, not copied.

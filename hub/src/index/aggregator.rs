@@ -813,6 +813,56 @@ mod tests {
         }
     }
 
+    /// A condition flipping in one cluster makes a new view that shares
+    /// the cluster list, the omissions and their encodings with the old.
+    #[test]
+    fn a_new_view_shares_what_the_change_left_as_it_was() {
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(3600),
+        ));
+        let sessions: Vec<Session> = (0..10)
+            .map(|i| index.connect(&format!("c{i}"), "test").unwrap())
+            .collect();
+        let report = |ready| Report {
+            ready,
+            addresses: 3,
+            listeners: 8,
+            bad: false,
+        };
+        for s in &sessions {
+            apply(
+                &index,
+                std::slice::from_ref(s),
+                &Op::Upsert(0, 0, report(true)),
+            );
+        }
+        assert!(index.aggregate_dirty());
+        let before = index.view(&key(0)).unwrap();
+        let encoded = before.encoded().clone();
+        assert!(!before.omissions.is_empty());
+        apply(&index, &sessions, &Op::Upsert(4, 0, report(false)));
+        assert!(index.aggregate_dirty());
+        let after = index.view(&key(0)).unwrap();
+        assert_ne!(after.revision(), before.revision());
+        assert_ne!(after.aggregation.status, before.aggregation.status);
+        assert!(Arc::ptr_eq(&after.clusters, &before.clusters));
+        assert!(Arc::ptr_eq(&after.omissions, &before.omissions));
+        assert_eq!(after.omissions_revision, before.omissions_revision);
+        let now = after.encoded();
+        assert_eq!(now.clusters.as_ptr(), encoded.clusters.as_ptr());
+        assert_eq!(now.omissions.as_ptr(), encoded.omissions.as_ptr());
+        assert_ne!(now.base, encoded.base);
+        assert_eq!(
+            after.cells.get("c4").unwrap().health,
+            crate::listing::Health::NotReady
+        );
+        assert_eq!(
+            before.cells.get("c4").unwrap().health,
+            crate::listing::Health::Ready
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 

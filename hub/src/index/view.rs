@@ -70,6 +70,10 @@ pub struct GatewayView {
     /// Its wire encoding, made once on first read and shared by every
     /// watcher (see [`Encoded`]).
     pub(crate) encoded: std::sync::OnceLock<Encoded>,
+    /// The encoded cluster list and omissions, shared with the views
+    /// before it while they are the same (encoded once, not per change).
+    pub(crate) clusters_encoded: Arc<std::sync::OnceLock<Bytes>>,
+    pub(crate) omissions_encoded: Arc<std::sync::OnceLock<Bytes>>,
 }
 
 /// One cluster's report of a hub Gateway, summarised.
@@ -341,11 +345,13 @@ pub(crate) fn build_view(
         (Some(list), Some(old)) if old.same_omissions(list) => Some(old),
         (Some(_), _) => None,
     };
-    let (omissions, omission_rules, omissions_revision) = match (unchanged, list) {
+    let (omissions, omission_rules, omissions_revision, omissions_encoded) = match (unchanged, list)
+    {
         (Some(o), _) => (
             o.omissions.clone(),
             o.omission_rules.clone(),
             o.omissions_revision,
+            o.omissions_encoded.clone(),
         ),
         (None, list) => {
             let list = list.unwrap_or_default();
@@ -354,8 +360,12 @@ pub(crate) fn build_view(
                 .into_iter()
                 .map(|o| (o.rule, o.cluster.is_some()))
                 .collect();
-            (encoded, rules, 0)
+            (encoded, rules, 0, Arc::default())
         }
+    };
+    let clusters_encoded = match old {
+        Some(o) if Arc::ptr_eq(&o.clusters, &clusters) => o.clusters_encoded.clone(),
+        _ => Arc::default(),
     };
     let Aggregation { status, .. } = aggregation;
     GatewayView {
@@ -376,19 +386,24 @@ pub(crate) fn build_view(
         missing: Vec::new(),
         aggregated_with: Mutex::new(live),
         encoded: std::sync::OnceLock::new(),
+        clusters_encoded,
+        omissions_encoded,
     }
 }
 
-/// A view's `AggregatedGateway` encoded once, in two parts every watcher
+/// A view's `AggregatedGateway` encoded once, in parts every watcher
 /// shares: a watch message is put together from them without copying
 /// ([`Page`]). Protobuf fields may come in any order and a repeated
-/// field's entries need not be adjacent, so the lean message is `base`
-/// plus `omissions_unchanged = true`, the full one `base` plus the
-/// omissions.
+/// field's entries need not be adjacent, so the lean message is `base`,
+/// `clusters` and `omissions_unchanged = true`, the full one `base`,
+/// `clusters` and the omissions. The clusters and the omissions are
+/// shared with the views before while they are the same.
 #[derive(Debug, Clone)]
 pub(crate) struct Encoded {
-    /// Every field but `omissions` and `omissions_unchanged`.
+    /// Every field but `clusters`, `omissions` and `omissions_unchanged`.
     pub(crate) base: Bytes,
+    /// The clusters, each as field 4.
+    pub(crate) clusters: Bytes,
     /// The omissions, each as field 5.
     pub(crate) omissions: Bytes,
 }
@@ -400,6 +415,7 @@ impl Encoded {
     /// The encoded length of the message, lean or full.
     pub(crate) fn len(&self, lean: bool) -> usize {
         self.base.len()
+            + self.clusters.len()
             + match lean {
                 true => OMISSIONS_UNCHANGED.len(),
                 false => self.omissions.len(),
@@ -419,18 +435,30 @@ impl GatewayView {
     /// of the index: views are immutable once published).
     pub(crate) fn encoded(&self) -> &Encoded {
         self.encoded.get_or_init(|| {
+            // `lean` has no clusters: they are encoded apart.
             let base = v1::AggregatedGateway {
                 omissions: Vec::new(),
                 omissions_unchanged: false,
-                ..self.lean()
+                ..self.lean.clone()
             };
-            let mut omissions = Vec::new();
-            for o in self.omissions.iter() {
-                prost::encoding::message::encode(5, o, &mut omissions);
-            }
+            let clusters = self.clusters_encoded.get_or_init(|| {
+                let mut clusters = Vec::new();
+                for c in self.clusters.iter() {
+                    prost::encoding::string::encode(4, c, &mut clusters);
+                }
+                Bytes::from(clusters)
+            });
+            let omissions = self.omissions_encoded.get_or_init(|| {
+                let mut omissions = Vec::new();
+                for o in self.omissions.iter() {
+                    prost::encoding::message::encode(5, o, &mut omissions);
+                }
+                Bytes::from(omissions)
+            });
             Encoded {
                 base: Bytes::from(base.encode_to_vec()),
-                omissions: Bytes::from(omissions),
+                clusters: clusters.clone(),
+                omissions: omissions.clone(),
             }
         })
     }
