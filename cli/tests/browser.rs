@@ -299,9 +299,7 @@ async fn page_figures_at_scale() {
                 let done = {
                     let v = views.borrow_and_update();
                     v.gateways.len() == gateways
-                        && v.gateways
-                            .values()
-                            .all(|g| g.lean.clusters.len() == clusters)
+                        && v.gateways.values().all(|g| g.clusters.len() == clusters)
                 };
                 if done {
                     break;

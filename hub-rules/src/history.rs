@@ -157,6 +157,19 @@ impl Pool {
         self.0.retain(|s| Arc::strong_count(s) > 1);
     }
 
+    /// [`Pool::sweep`] of `dropped` alone: strings a holder let go of,
+    /// freed if only the pool holds them now.
+    pub fn release(&mut self, mut dropped: Vec<Arc<str>>) {
+        dropped.sort_unstable_by_key(|s| Arc::as_ptr(s).cast::<u8>());
+        dropped.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        for s in dropped {
+            // This copy and the pool's.
+            if Arc::strong_count(&s) == 2 {
+                self.0.remove(&*s);
+            }
+        }
+    }
+
     /// Distinct strings held.
     pub fn len(&self) -> usize {
         self.0.len()
@@ -311,6 +324,10 @@ impl Ring {
         // The covered clusters' slots replaced, from the last range back so
         // the earlier ranges stay where they are.
         let mut last = std::mem::take(&mut self.last.0).into_vec();
+        // The strings the replaced slots held: only those can be left to
+        // the pool alone (a sweep of the whole pool would be a pass over
+        // every cluster's name).
+        let mut dropped: Vec<Arc<str>> = Vec::new();
         for (cluster, &(from, to)) in covered.iter().zip(&ranges).rev() {
             let slots: Vec<[Arc<str>; 4]> = now
                 .range((cluster.to_string(), String::new())..)
@@ -324,10 +341,19 @@ impl Ring {
                     ]
                 })
                 .collect();
-            last.splice(from..to, slots);
+            match last.get_mut(from..to) {
+                // As many slots as before (the usual change: statuses
+                // flip): replaced in place, the others not moved.
+                Some(old) if old.len() == slots.len() => {
+                    for (old, new) in old.iter_mut().zip(slots) {
+                        dropped.extend(std::mem::replace(old, new));
+                    }
+                }
+                _ => dropped.extend(last.splice(from..to, slots).flatten()),
+            }
         }
         self.last = Last(last.into_boxed_slice());
-        self.pool.sweep();
+        self.pool.release(dropped);
         self.entries
             .extend(ts.into_iter().skip(n.saturating_sub(capacity)));
         while self.entries.len() > capacity {

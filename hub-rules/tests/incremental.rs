@@ -152,6 +152,10 @@ proptest! {
         let hub = HubGateway { generation, previous, foreign };
         let mut model = Model::default();
         let mut inc = Incremental::new(options.clone());
+        // The version, the hub Gateway's omissions and every omission
+        // after the last step.
+        type Last = (u64, Vec<Omission>, Vec<Omission>);
+        let mut last: Option<Last> = None;
         for (step, op) in ops.iter().enumerate() {
             apply(op, &names, &mut model, &mut inc);
             let reports = model.reports();
@@ -162,7 +166,20 @@ proptest! {
             let lean = inc.aggregate_status(&hub, expectation.as_ref(), now());
             prop_assert_eq!(&lean.status, &want.status);
             prop_assert!(lean.omissions.is_empty());
-            prop_assert_eq!(inc.omissions(&hub, now()), want.omissions);
+            prop_assert_eq!(&inc.omissions(&hub, now()), &want.omissions);
+            // The parts a reader keeps: the status, the hub Gateway's
+            // omissions and the version, from which every omission follows.
+            let parts = inc.aggregate_parts(&hub, expectation.as_ref(), now());
+            prop_assert_eq!(&parts.aggregation.status, &want.status);
+            prop_assert!(parts.aggregation.omissions.is_empty());
+            prop_assert_eq!(&inc.omissions_with(&parts.hub_omissions), &want.omissions);
+            // The same version and hub Gateway's omissions: the same
+            // omissions.
+            let version = inc.omissions_version();
+            if let Some((v, h, o)) = &last && *v == version && *h == parts.hub_omissions {
+                prop_assert_eq!(o, &want.omissions, "version kept after step {} ({:?})", step, op);
+            }
+            last = Some((version, parts.hub_omissions, want.omissions.clone()));
             prop_assert_eq!(inc.len(), reports.len());
             // The hub's split of its existing conditions agrees too.
             let existing: Vec<Condition> = hub.previous.iter().chain(&hub.foreign).cloned().collect();
@@ -428,4 +445,31 @@ proptest! {
             }
         }
     }
+}
+
+/// A condition flipping leaves the named omissions as they were, so a
+/// reader keeping them need not list them again; an address more past the
+/// limit changes them.
+#[test]
+fn the_omissions_version_moves_only_when_they_change() {
+    let (mut model, mut inc) = (Model::default(), Incremental::new(Options::default()));
+    let report = |ready: &str, addresses: usize| {
+        status(
+            vec![cond("Programmed", ready, "P", "")],
+            (0..addresses).map(|j| ip(&format!("10.0.0.{j}"))).collect(),
+            vec![],
+        )
+    };
+    for i in 0..20 {
+        set(&mut model, &mut inc, &format!("c{i:02}"), report("True", 2));
+    }
+    let before = check(&inc, &model).omissions;
+    assert_eq!(before.len(), 20, "every cluster leaves addresses out");
+    let version = inc.omissions_version();
+    set(&mut model, &mut inc, "c07", report("False", 2));
+    assert_eq!(check(&inc, &model).omissions, before);
+    assert_eq!(inc.omissions_version(), version);
+    set(&mut model, &mut inc, "c07", report("False", 3));
+    assert_ne!(check(&inc, &model).omissions, before);
+    assert_ne!(inc.omissions_version(), version);
 }

@@ -314,6 +314,16 @@ impl Fleet {
             .unwrap_or_default()
     }
 
+    /// `cluster`'s report of `key`, owned, if it reports it.
+    pub fn report_shared(&self, cluster: &str, key: &GatewayKey) -> Option<SharedReport> {
+        let e = self.gateways.get(key)?.get(cluster)?;
+        Some(SharedReport {
+            cluster: cluster.to_owned(),
+            status: e.status.clone(),
+            freshness: e.freshness,
+        })
+    }
+
     /// `cluster`'s status of `key`, if it reports it (in the compact form;
     /// [`ReportedStatus::to_status`] gives the full one).
     pub fn status(&self, cluster: &str, key: &GatewayKey) -> Option<&Arc<ReportedStatus>> {

@@ -19,16 +19,26 @@
 //!   (64), the clusters with more valid entries than the round, so the kept
 //!   entries are found without looking at the other clusters.
 //!
+//! - per cluster leaving entries out past a limit, those omissions, named
+//!   (kept up to date for the changed cluster and the few whose share of
+//!   the round-robin selection the change moved), and a version that
+//!   changes whenever an omission not depending on the hub Gateway does.
+//!
 //! Costs: a change costs its cluster's entries and condition types (times
-//! the log of the fleet). A condition type no cluster reported before
-//! costs one pass (every other cluster does not report it); so does
-//! [`Incremental::omissions`] when entries are left out past a limit (it
-//! names each of them). [`Incremental::aggregate_status`] costs the output:
-//! the kept addresses and listeners, and the fragments the messages show.
+//! the log of the fleet), and the clusters whose kept share it moved (at
+//! most the limits, 16 and 64). A condition type no cluster reported
+//! before costs one pass (every other cluster does not report it).
+//! [`Incremental::aggregate_status`] and [`Incremental::aggregate_parts`]
+//! cost the output: the kept addresses and listeners, and the fragments
+//! the messages show. [`Incremental::omissions`] costs the omissions it
+//! lists (no recomputation); a reader that kept them can skip even that
+//! while [`Incremental::omissions_version`] and the hub Gateway's own
+//! omissions stay the same.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListeners};
 use jiff::Timestamp;
@@ -59,7 +69,27 @@ pub struct Incremental {
     listener_omitters: BTreeSet<String>,
     /// How many omission groups the clusters' own omissions make.
     groups: usize,
+    /// Per cluster leaving addresses out past the limit, that omission.
+    address_limit: BTreeMap<String, Omission>,
+    /// Per cluster with valid listeners, the omissions building its kept
+    /// listeners made, then its listeners left out past the limit (if any
+    /// of either).
+    listener_tail: BTreeMap<String, Vec<Omission>>,
+    /// See [`Incremental::omissions_version`].
+    version: u64,
 }
+
+/// Versions of the omissions, process-wide, so two aggregates (or one
+/// before and after a change) never share a version by accident.
+static VERSIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_version() -> u64 {
+    VERSIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Each cluster's share of a round-robin selection, owned (at most the
+/// limit's entries): compared before and after a change.
+type Kept = BTreeMap<String, usize>;
 
 /// What one cluster contributes, from its report alone.
 #[derive(Clone, Debug)]
@@ -120,6 +150,13 @@ impl Part {
             status: &self.status,
             freshness: self.freshness,
         }
+    }
+
+    /// Whether `other` leaves out what this part does on its own.
+    fn same_own_omissions(&self, other: &Part) -> bool {
+        self.condition_omissions == other.condition_omissions
+            && self.address_omissions == other.address_omissions
+            && self.listener_omissions == other.listener_omissions
     }
 
     fn groups(&self) -> usize {
@@ -196,25 +233,24 @@ impl Rounds {
         }
         kept
     }
-
-    /// The clusters with at least one valid entry, in name order.
-    fn with_entries(&self) -> impl Iterator<Item = &str> {
-        self.rounds
-            .first()
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
-    }
 }
 
 /// The parts of an output that depend on the hub Gateway.
-struct Output<'a> {
+struct Output {
     aggregation: Aggregation,
     hub_omissions: Omissions,
-    address_kept: BTreeMap<&'a str, usize>,
-    listener_kept: BTreeMap<&'a str, usize>,
-    /// The kept listeners' omissions, per cluster keeping some.
-    built_omissions: Vec<(&'a str, Vec<Omission>)>,
+}
+
+/// [`Incremental::aggregate_parts`]: the status, and the omissions that
+/// depend on the hub Gateway.
+#[derive(Clone, Debug)]
+pub struct Parts {
+    /// The status; its `omissions` are empty.
+    pub aggregation: Aggregation,
+    /// The omissions the hub Gateway makes (its other writers' conditions,
+    /// the types they own), in order: with
+    /// [`Incremental::omissions_version`] they determine every omission.
+    pub hub_omissions: Vec<Omission>,
 }
 
 impl Incremental {
@@ -230,7 +266,18 @@ impl Incremental {
             address_omitters: BTreeSet::new(),
             listener_omitters: BTreeSet::new(),
             groups: 0,
+            address_limit: BTreeMap::new(),
+            listener_tail: BTreeMap::new(),
+            version: next_version(),
         }
+    }
+
+    /// Changes whenever an omission that does not depend on the hub
+    /// Gateway changes (never back to an earlier value): equal versions of
+    /// one aggregate, with equal [`Parts::hub_omissions`], mean equal
+    /// omissions, so a reader keeping them need not list them again.
+    pub fn omissions_version(&self) -> u64 {
+        self.version
     }
 
     /// Number of clusters reporting the Gateway.
@@ -257,7 +304,15 @@ impl Incremental {
         freshness: Freshness,
     ) {
         let part = Part::new(cluster, status.into(), freshness, &self.options);
+        let kept = self.kept();
         let old = self.clusters.remove(cluster);
+        let own_changed = match &old {
+            Some(o) => !o.same_own_omissions(&part),
+            None => part.groups() > 0,
+        };
+        if own_changed {
+            self.version = next_version();
+        }
         let dropped: Vec<String> = match &old {
             Some(old) => {
                 self.unindex(cluster, old);
@@ -302,13 +357,18 @@ impl Incremental {
         self.index(cluster, &part);
         self.clusters.insert(cluster.to_owned(), part);
         self.update_not_true(cluster);
+        self.update_limits(cluster, kept);
     }
 
     /// `cluster` no longer reports the Gateway (or left the fleet).
     pub fn remove(&mut self, cluster: &str) {
+        let kept = self.kept();
         let Some(old) = self.clusters.remove(cluster) else {
             return;
         };
+        if old.groups() > 0 {
+            self.version = next_version();
+        }
         self.unindex(cluster, &old);
         for t in &old.types {
             self.unreport(t);
@@ -316,6 +376,98 @@ impl Incremental {
         for state in self.types.values_mut() {
             state.not_true.remove(cluster);
         }
+        self.update_limits(cluster, kept);
+    }
+
+    /// Each cluster's share of the address and listener selections.
+    fn kept(&self) -> (Kept, Kept) {
+        let owned = |k: BTreeMap<&str, usize>| {
+            k.into_iter()
+                .map(|(c, n)| (c.to_owned(), n))
+                .collect::<Kept>()
+        };
+        (owned(self.addresses.kept()), owned(self.listeners.kept()))
+    }
+
+    /// After `cluster` changed (or left), with `before` the selections'
+    /// shares before: names again the limit omissions of `cluster` and of
+    /// the clusters whose share moved (at most the limits), and moves the
+    /// version if one of them changed.
+    fn update_limits(&mut self, cluster: &str, before: (Kept, Kept)) {
+        let (after_addresses, after_listeners) = self.kept();
+        let moved = |before: &Kept, after: &Kept| -> BTreeSet<String> {
+            let mut moved: BTreeSet<String> = before
+                .iter()
+                .filter(|(c, n)| after.get(*c) != Some(*n))
+                .chain(after.iter().filter(|(c, n)| before.get(*c) != Some(*n)))
+                .map(|(c, _)| c.clone())
+                .collect();
+            moved.insert(cluster.to_owned());
+            moved
+        };
+        let mut changed = false;
+        for c in moved(&before.0, &after_addresses) {
+            let keep = after_addresses.get(&c).copied().unwrap_or(0);
+            let next = self.address_limit_of(&c, keep);
+            changed |= set_entry(&mut self.address_limit, c, next);
+        }
+        for c in moved(&before.1, &after_listeners) {
+            let keep = after_listeners.get(&c).copied().unwrap_or(0);
+            let next = self.listener_tail_of(&c, keep);
+            changed |= set_entry(&mut self.listener_tail, c, next);
+        }
+        if changed {
+            self.version = next_version();
+        }
+    }
+
+    /// `cluster`'s addresses left out past the limit when it keeps `keep`.
+    fn address_limit_of(&self, cluster: &str, keep: usize) -> Option<Omission> {
+        let part = self.clusters.get(cluster)?;
+        if part.valid_addresses <= keep {
+            return None;
+        }
+        let mut scratch = Omissions::default();
+        let valid = addresses::valid(cluster, &part.status, &self.options, &mut scratch);
+        Some(Omission {
+            cluster: Some(cluster.to_owned()),
+            item: Item::Address,
+            names: valid
+                .iter()
+                .skip(keep)
+                .map(|(a, _)| a.value.to_string())
+                .collect(),
+            rule: Rule::TooManyRoundRobin(MAX_ADDRESSES),
+        })
+    }
+
+    /// What building `cluster`'s `keep` kept listeners left out, then its
+    /// listeners left out past the limit; `None` when neither.
+    fn listener_tail_of(&self, cluster: &str, keep: usize) -> Option<Vec<Omission>> {
+        let part = self.clusters.get(cluster)?;
+        if part.valid_listeners == 0 {
+            return None;
+        }
+        let mut scratch = Omissions::default();
+        let valid = listeners::valid(cluster, &part.status, &mut scratch);
+        let mut built = Omissions::default();
+        for l in valid.iter().take(keep) {
+            listeners::build(cluster, l, &mut built);
+        }
+        let mut tail = built.0;
+        if part.valid_listeners > keep {
+            tail.push(Omission {
+                cluster: Some(cluster.to_owned()),
+                item: Item::Listener,
+                names: valid
+                    .iter()
+                    .skip(keep)
+                    .map(|l| listeners::full_name(cluster, l))
+                    .collect(),
+                rule: Rule::TooManyRoundRobin(MAX_LISTENERS),
+            });
+        }
+        (!tail.is_empty()).then_some(tail)
     }
 
     /// `cluster`'s report went stale (or is fresh again); its report stays.
@@ -403,8 +555,8 @@ impl Incremental {
     }
 
     /// The aggregated status, exactly [`super::aggregate_expected`]'s over
-    /// the same reports, with its omissions: naming every entry left out,
-    /// this costs a pass over the clusters when a limit was hit.
+    /// the same reports, with its omissions (listing them costs their
+    /// number: past a limit, about one per cluster).
     pub fn aggregate(
         &self,
         hub: &HubGateway,
@@ -412,11 +564,34 @@ impl Incremental {
         now: Timestamp,
     ) -> Aggregation {
         let out = self.output(hub, expectation, now);
-        let omissions = self.materialize(&out);
+        let omissions = self.materialize(&out.hub_omissions.0);
         Aggregation {
             omissions,
             ..out.aggregation
         }
+    }
+
+    /// [`Incremental::aggregate_status`] and the omissions the hub Gateway
+    /// makes: with [`Incremental::omissions_version`], what a reader needs
+    /// to tell whether the omissions changed, and
+    /// ([`Incremental::omissions_with`]) to list them when they did.
+    pub fn aggregate_parts(
+        &self,
+        hub: &HubGateway,
+        expectation: Option<&Expectation>,
+        now: Timestamp,
+    ) -> Parts {
+        let out = self.output(hub, expectation, now);
+        Parts {
+            aggregation: out.aggregation,
+            hub_omissions: out.hub_omissions.0,
+        }
+    }
+
+    /// Every omission, as [`Incremental::aggregate`] lists them, given the
+    /// hub Gateway's ([`Parts::hub_omissions`]).
+    pub fn omissions_with(&self, hub_omissions: &[Omission]) -> Vec<Omission> {
+        self.materialize(hub_omissions)
     }
 
     /// [`Incremental::aggregate`] without the omissions (an empty list):
@@ -434,7 +609,7 @@ impl Incremental {
     /// The omissions of [`Incremental::aggregate`] for `hub`, alone.
     pub fn omissions(&self, hub: &HubGateway, now: Timestamp) -> Vec<Omission> {
         let out = self.output(hub, None, now);
-        self.materialize(&out)
+        self.materialize(&out.hub_omissions.0)
     }
 
     fn output<'a>(
@@ -442,7 +617,7 @@ impl Incremental {
         hub: &HubGateway,
         expectation: Option<&Expectation>,
         now: Timestamp,
-    ) -> Output<'a> {
+    ) -> Output {
         let (expected, absent, invalid) =
             super::read_expectation(expectation, |name| self.clusters.contains_key(name));
         let mut hub_omissions = Omissions::default();
@@ -574,14 +749,12 @@ impl Incremental {
                 omissions: Vec::new(),
             },
             hub_omissions,
-            address_kept,
-            listener_kept,
-            built_omissions,
         }
     }
 
-    /// Every omission, in the engine's order.
-    fn materialize(&self, out: &Output<'_>) -> Vec<Omission> {
+    /// Every omission, in the engine's order, from what is kept: no entry
+    /// is looked at again.
+    fn materialize(&self, hub_omissions: &[Omission]) -> Vec<Omission> {
         let mut all: Vec<Omission> = Vec::new();
         let own =
             |all: &mut Vec<Omission>, set: &BTreeSet<String>, pick: fn(&Part) -> &Vec<Omission>| {
@@ -592,51 +765,30 @@ impl Incremental {
         own(&mut all, &self.condition_omitters, |p| {
             &p.condition_omissions
         });
-        all.extend(out.hub_omissions.0.iter().cloned());
+        all.extend(hub_omissions.iter().cloned());
         own(&mut all, &self.address_omitters, |p| &p.address_omissions);
-        let mut scratch = Omissions::default();
-        for cluster in self.addresses.with_entries() {
-            let Some(part) = self.clusters.get(cluster) else {
-                continue;
-            };
-            let keep = out.address_kept.get(cluster).copied().unwrap_or(0);
-            if part.valid_addresses > keep {
-                let valid = addresses::valid(cluster, &part.status, &self.options, &mut scratch);
-                all.push(Omission {
-                    cluster: Some(cluster.to_owned()),
-                    item: Item::Address,
-                    names: valid[keep..]
-                        .iter()
-                        .map(|(a, _)| a.value.to_string())
-                        .collect(),
-                    rule: Rule::TooManyRoundRobin(MAX_ADDRESSES),
-                });
-            }
-        }
+        all.extend(self.address_limit.values().cloned());
         own(&mut all, &self.listener_omitters, |p| &p.listener_omissions);
-        let mut built = out.built_omissions.iter().peekable();
-        for cluster in self.listeners.with_entries() {
-            let Some(part) = self.clusters.get(cluster) else {
-                continue;
-            };
-            if let Some((_, o)) = built.next_if(|(c, _)| *c == cluster) {
-                all.extend(o.iter().cloned());
-            }
-            let keep = out.listener_kept.get(cluster).copied().unwrap_or(0);
-            if part.valid_listeners > keep {
-                let valid = listeners::valid(cluster, &part.status, &mut scratch);
-                all.push(Omission {
-                    cluster: Some(cluster.to_owned()),
-                    item: Item::Listener,
-                    names: valid[keep..]
-                        .iter()
-                        .map(|l| listeners::full_name(cluster, l))
-                        .collect(),
-                    rule: Rule::TooManyRoundRobin(MAX_LISTENERS),
-                });
-            }
-        }
+        all.extend(self.listener_tail.values().flatten().cloned());
         all
+    }
+}
+
+/// Sets (`Some`) or removes `key`'s entry; whether that changed it.
+fn set_entry<T: PartialEq>(map: &mut BTreeMap<String, T>, key: String, value: Option<T>) -> bool {
+    match value {
+        Some(v) => match map.get_mut(&key) {
+            Some(old) if *old == v => false,
+            Some(old) => {
+                *old = v;
+                true
+            }
+            None => {
+                map.insert(key, v);
+                true
+            }
+        },
+        None => map.remove(&key).is_some(),
     }
 }
 

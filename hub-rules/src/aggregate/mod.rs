@@ -23,7 +23,7 @@ use jiff::Timestamp;
 pub use compact::{Interner, ReportedStatus};
 pub use constants::*;
 pub use fleet::{Fleet, GatewayKey};
-pub use incremental::Incremental;
+pub use incremental::{Incremental, Parts};
 pub use live::LiveHub;
 pub use omissions::{Item, Omission, Omissions, Rule};
 

@@ -591,30 +591,13 @@ pub fn transition_to_proto(t: history::Transition) -> v1::GatewayTransition {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
-    use gateway_api::apis::standard::gateways::GatewayStatus;
-
     use super::*;
-    use crate::aggregate::Aggregation;
 
     fn views(keys: &[(&str, &str)], revision: u64) -> Views {
         let mut v = Views::default();
         for (ns, name) in keys {
             let key = GatewayKey::new(*ns, *name);
-            let aggregation = Aggregation {
-                status: GatewayStatus::default(),
-                omissions: Vec::new(),
-            };
-            let mut view = crate::index::build_view(
-                key.clone(),
-                aggregation,
-                BTreeSet::new(),
-                Vec::new(),
-                Vec::new(),
-                None,
-                None,
-            );
+            let mut view = crate::index::testing::keyed(key.clone(), Vec::new());
             view.set_revision(revision);
             v.gateways.insert(key, Arc::new(view));
         }

@@ -89,6 +89,9 @@ impl Page {
             encode_varint(e.len(*lean) as u64, &mut head);
             chunks.push_back(head.split().freeze());
             chunks.push_back(e.base.clone());
+            if !e.clusters.is_empty() {
+                chunks.push_back(e.clusters.clone());
+            }
             match lean {
                 true => chunks.push_back(Bytes::from_static(OMISSIONS_UNCHANGED)),
                 false if e.omissions.is_empty() => {}
@@ -117,39 +120,9 @@ impl Page {
 
 #[cfg(test)]
 mod tests {
-    use gateway_api::apis::standard::gateways::GatewayStatus;
-
-    use std::collections::BTreeSet;
-
     use super::*;
-    use crate::aggregate::{Aggregation, GatewayKey, Item, Omission, Rule};
-    use crate::index::build_view;
-
-    fn omission(cluster: Option<&str>, item: Item, names: &[&str], rule: Rule) -> Omission {
-        Omission {
-            cluster: cluster.map(str::to_owned),
-            item,
-            names: names.iter().map(|n| (*n).to_owned()).collect(),
-            rule,
-        }
-    }
-
-    fn view(omissions: Vec<Omission>) -> GatewayView {
-        let aggregation = Aggregation {
-            status: GatewayStatus::default(),
-            omissions,
-        };
-        let key = GatewayKey::new("ns", "web");
-        build_view(
-            key,
-            aggregation,
-            BTreeSet::new(),
-            Vec::new(),
-            Vec::new(),
-            None,
-            None,
-        )
-    }
+    use crate::aggregate::{GatewayKey, Item, Rule};
+    use crate::index::testing::{omission, view};
 
     /// A page put together from the shared encodings is the message the
     /// generated code would encode: full views with their omissions, lean
@@ -162,6 +135,7 @@ mod tests {
             &["X"],
             Rule::TooMany(8),
         )]);
+        full.clusters = vec!["east".to_owned(), "west".to_owned()].into();
         full.set_revision(7);
         let full = Arc::new(full);
         let mut bare = view(Vec::new());
@@ -182,12 +156,13 @@ mod tests {
         let got = page.decode().unwrap();
         let want = v1::WatchGatewaysResponse {
             snapshot: true,
-            upserted: vec![full.full(), full.lean.clone(), bare.full()],
+            upserted: vec![full.full(), full.lean(), bare.full()],
             deleted,
             snapshot_incomplete: true,
         };
         assert_eq!(got, want);
         assert!(full.lean.omissions_unchanged);
+        assert_eq!(got.upserted[1].clusters, ["east", "west"]);
         assert_eq!(got.upserted[0].omissions.len(), 1);
         // The framing says the message's exact length; the views'
         // encodings are shared, not copied.

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::Index;
-use super::view::{GatewayView, Views, build_view, cells};
+use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, build_view};
 use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
 
@@ -351,7 +351,9 @@ impl Index {
         };
         // The reports and their aggregation under one short read lock: the
         // fleet keeps each Gateway's incremental aggregate, so this costs
-        // the output, not a pass of the engine over every cluster.
+        // the output, not a pass of the engine over every cluster. Where
+        // only some clusters' reports changed since the published view,
+        // only theirs are read: the view is patched.
         let inputs: Vec<Input> = {
             let fleet = self.inner.reports.fleet.read();
             keys.into_iter()
@@ -359,9 +361,20 @@ impl Index {
                 .zip(olds)
                 .zip(expectations)
                 .map(|(((key, live), old), expectation)| {
-                    let shared = fleet.reports_shared(&key);
-                    let aggregated = (!shared.is_empty() || live.is_some()).then(|| {
-                        let inc = fleet.incremental(&key);
+                    let reports = match (touched.remove(&key), &old) {
+                        (Some(Touched::Clusters(clusters)), Some(old))
+                            if !old.clusters.is_empty() =>
+                        {
+                            let changed = clusters
+                                .iter()
+                                .map(|c| (c.clone(), fleet.report_shared(c, &key)))
+                                .collect();
+                            Reports::Changed(clusters, changed)
+                        }
+                        (touched, _) => Reports::All(fleet.reports_shared(&key), touched),
+                    };
+                    let inc = fleet.incremental(&key);
+                    let aggregated = (inc.is_some() || live.is_some()).then(|| {
                         aggregate_one(
                             inc,
                             live.as_deref(),
@@ -373,7 +386,7 @@ impl Index {
                     });
                     Input {
                         key,
-                        shared,
+                        reports,
                         live,
                         old,
                         expectation,
@@ -386,18 +399,49 @@ impl Index {
         for input in inputs {
             let Input {
                 key,
-                shared,
+                reports,
                 live,
                 old,
                 expectation,
                 aggregated,
             } = input;
             let old = old.as_ref();
+            // The cells and the cluster list: patched where only some
+            // clusters changed (sharing the rest with the old view).
+            let (cells, clusters, same_cells) = match (&reports, old) {
+                (Reports::Changed(_, changed), Some(old)) => {
+                    let mut cells = old.cells.clone();
+                    let mut came_or_went = false;
+                    for (cluster, report) in changed {
+                        came_or_went |= cells.set(cluster, report.as_ref().map(Cell::of));
+                    }
+                    let clusters = match came_or_went {
+                        true => cells.clusters(),
+                        false => old.clusters.clone(),
+                    };
+                    let same = !came_or_went
+                        && changed
+                            .iter()
+                            .all(|(c, _)| old.cells.get(c) == cells.get(c));
+                    (cells, clusters, same)
+                }
+                (reports, _) => {
+                    let shared: &[SharedReport] = match reports {
+                        Reports::All(shared, _) => shared,
+                        Reports::Changed(..) => &[],
+                    };
+                    let cells = Cells::of(shared);
+                    let clusters: Arc<[String]> =
+                        shared.iter().map(|r| r.cluster.clone()).collect();
+                    let same = old.is_some_and(|o| o.cells == cells && o.clusters == clusters);
+                    (cells, clusters, same)
+                }
+            };
             let span = traced.remove(&key).map(|parent| {
                 let span = tracing::info_span!(
                     "aggregate",
                     gateway = %key,
-                    clusters = shared.len(),
+                    clusters = clusters.len(),
                 );
                 gwhub_common::logging::set_parent(&span, &parent);
                 span
@@ -410,7 +454,7 @@ impl Index {
                 }
                 continue;
             };
-            let (hub, aggregation) = match aggregated {
+            let (hub, aggregation, omitted) = match aggregated {
                 Ok(a) => a,
                 Err(e) => {
                     // The fleet holds one report per cluster, so this
@@ -426,31 +470,31 @@ impl Index {
                 }
             };
             let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
-            if shared.is_empty() {
+            if clusters.is_empty() {
                 self.inner.history.record(&key, None, now.as_millisecond());
             } else if self.inner.history.capacity() > 0 {
-                self.record_history(&key, &aggregation, &shared, touched.remove(&key), now);
+                self.record_history(&key, &aggregation, reports, now);
             }
-            let cells = cells(&shared);
             let (missing, unexpected) =
-                super::inventory::missing_and_unexpected(expectation.as_ref(), &shared);
+                super::inventory::missing_and_unexpected(expectation.as_ref(), &clusters);
+            let same_omissions = match &omitted.list {
+                None => true,
+                Some(list) => old.is_some_and(|o| o.same_omissions(list)),
+            };
             if let Some(old) = old
+                && same_cells
+                && same_omissions
                 && old.lean.missing_clusters == missing
                 && old.lean.unexpected_clusters == unexpected
                 && old.aggregation.status == aggregation.status
-                && old.same_omissions(&aggregation.omissions)
-                && old.cells == cells
                 && old.foreign == foreign
-                && old.lean.clusters.len() == shared.len()
-                && old
-                    .lean
-                    .clusters
-                    .iter()
-                    .zip(&shared)
-                    .all(|(a, b)| *a == b.cluster)
             {
                 // Same result from this live object: the view stands for it.
                 *old.aggregated_with.lock() = live;
+                // Listed from this source now (the same omissions).
+                if omitted.source.is_some() {
+                    *old.omissions_source.lock() = omitted.source;
+                }
                 // Nothing to write, so no propagation to measure: a stamp
                 // kept would be counted by some later, unrelated write.
                 self.inner.aggregator.observed.lock().remove(&key);
@@ -460,10 +504,10 @@ impl Index {
                 // A status write follows: it continues this trace.
                 write_traces.push((key.clone(), gwhub_common::logging::traceparent()));
             }
-            let clusters = shared.into_iter().map(|r| r.cluster).collect();
             let mut view = build_view(
                 key.clone(),
                 aggregation,
+                omitted,
                 foreign,
                 clusters,
                 cells,
@@ -493,7 +537,7 @@ impl Index {
                 if let Some(mut view) = view {
                     views.revision += 1;
                     view.set_revision(views.revision);
-                    let map = match view.lean.clusters.is_empty() {
+                    let map = match view.clusters.is_empty() {
                         true => &mut views.unreported,
                         false => &mut views.gateways,
                     };
@@ -506,35 +550,71 @@ impl Index {
     }
 
     /// Records `key`'s status transitions: with only some clusters'
-    /// reports `touched`, their conditions and the hub Gateway's own are
+    /// reports changed, their conditions and the hub Gateway's own are
     /// compared with the last recorded, not every cluster's.
     fn record_history(
         &self,
         key: &GatewayKey,
         aggregation: &Aggregation,
-        shared: &[SharedReport],
-        touched: Option<Touched>,
+        reports: Reports,
         now: Timestamp,
     ) {
         let millis = now.as_millisecond();
-        if let Some(Touched::Clusters(clusters)) = &touched {
-            // `shared` is in cluster name order.
-            let changed = clusters.iter().filter_map(|c| {
-                shared
-                    .binary_search_by(|r| r.cluster.as_str().cmp(c))
-                    .ok()
-                    .map(|at| (c.as_str(), &*shared[at].status))
-            });
-            let conditions = crate::history::conditions(&aggregation.status, changed);
-            let clusters: BTreeSet<&str> = clusters.iter().map(String::as_str).collect();
-            if self
-                .inner
-                .history
-                .record_clusters(key, &conditions, &clusters, millis)
-            {
-                return;
+        let touched = match reports {
+            Reports::Changed(clusters, changed) => Some((clusters, changed)),
+            Reports::All(shared, Some(Touched::Clusters(clusters))) => {
+                // `shared` is in cluster name order.
+                let changed: Vec<(String, Option<SharedReport>)> = clusters
+                    .iter()
+                    .map(|c| {
+                        let at = shared.binary_search_by(|r| r.cluster.as_str().cmp(c));
+                        (c.clone(), at.ok().and_then(|at| shared.get(at)).cloned())
+                    })
+                    .collect();
+                if self.record_clusters(key, aggregation, &clusters, &changed, millis) {
+                    return;
+                }
+                return self.record_all(key, aggregation, &shared, millis);
             }
+            Reports::All(shared, _) => return self.record_all(key, aggregation, &shared, millis),
+        };
+        if let Some((clusters, changed)) = touched
+            && !self.record_clusters(key, aggregation, &clusters, &changed, millis)
+        {
+            // No history yet: every cluster's conditions are needed.
+            let shared = self.inner.reports.fleet.read().reports_shared(key);
+            self.record_all(key, aggregation, &shared, millis);
         }
+    }
+
+    /// [`Index::record_history`] when only `clusters` changed, `changed`
+    /// being their reports; `false` (nothing recorded) with no history yet.
+    fn record_clusters(
+        &self,
+        key: &GatewayKey,
+        aggregation: &Aggregation,
+        clusters: &BTreeSet<String>,
+        changed: &[(String, Option<SharedReport>)],
+        millis: i64,
+    ) -> bool {
+        let reports = changed
+            .iter()
+            .filter_map(|(c, r)| r.as_ref().map(|r| (c.as_str(), &*r.status)));
+        let conditions = crate::history::conditions(&aggregation.status, reports);
+        let clusters: BTreeSet<&str> = clusters.iter().map(String::as_str).collect();
+        self.inner
+            .history
+            .record_clusters(key, &conditions, &clusters, millis)
+    }
+
+    /// [`Index::record_history`] from every cluster's report, `shared`.
+    fn record_all(
+        &self,
+        key: &GatewayKey,
+        aggregation: &Aggregation,
+        shared: &[SharedReport],
+        millis: i64,
+    ) {
         let conditions = crate::history::conditions(
             &aggregation.status,
             shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
@@ -551,19 +631,32 @@ impl Index {
 /// One dirty Gateway's inputs, read under the fleet's lock.
 struct Input {
     key: GatewayKey,
-    shared: Vec<SharedReport>,
+    reports: Reports,
     live: Option<Arc<LiveHub>>,
     old: Option<Arc<GatewayView>>,
     expectation: Option<crate::aggregate::Expectation>,
-    /// The hub Gateway and its aggregation; `None` when there is neither
-    /// a report nor a live hub Gateway.
-    aggregated: Option<Result<(HubGateway, Aggregation), crate::aggregate::AggregateError>>,
+    /// The hub Gateway, its aggregation and omissions; `None` when there
+    /// is neither a report nor a live hub Gateway.
+    aggregated: Option<Aggregated>,
+}
+
+type Aggregated = Result<(HubGateway, Aggregation, Omitted), crate::aggregate::AggregateError>;
+
+/// The reports a pass reads for one Gateway.
+enum Reports {
+    /// Every cluster's, in name order (and what the dirty set says
+    /// changed).
+    All(Vec<SharedReport>, Option<Touched>),
+    /// Only these clusters' reports changed since the published view:
+    /// theirs (`None`: it no longer reports the Gateway).
+    Changed(BTreeSet<String>, Vec<(String, Option<SharedReport>)>),
 }
 
 /// Aggregates one Gateway from its incremental aggregate (`None`: no
 /// cluster reports it) with the hub Gateway as the management cluster
 /// holds it, or, where there is none, with generation 1 and the previous
-/// view's conditions.
+/// view's conditions. The omissions are listed only when they may differ
+/// from `old`'s (see [`OmissionsSource`]).
 fn aggregate_one(
     inc: Option<&crate::aggregate::Incremental>,
     live: Option<&LiveHub>,
@@ -571,7 +664,7 @@ fn aggregate_one(
     expectation: Option<&crate::aggregate::Expectation>,
     options: &Options,
     now: Timestamp,
-) -> Result<(HubGateway, Aggregation), crate::aggregate::AggregateError> {
+) -> Aggregated {
     let hub = match live {
         Some(live) => live.hub_gateway_with(|t| inc.is_some_and(|i| i.reports_type(t))),
         None => HubGateway {
@@ -582,9 +675,245 @@ fn aggregate_one(
             foreign: Vec::new(),
         },
     };
-    let aggregation = match inc {
-        Some(inc) => inc.aggregate(&hub, expectation, now),
-        None => crate::aggregate::aggregate_expected(&hub, &[], expectation, options, now)?,
+    let (aggregation, omitted) = match inc {
+        Some(inc) => {
+            let parts = inc.aggregate_parts(&hub, expectation, now);
+            let source = OmissionsSource {
+                version: inc.omissions_version(),
+                hub: parts.hub_omissions,
+            };
+            let same = old.is_some_and(|o| o.omissions_source.lock().as_ref() == Some(&source));
+            let list = (!same).then(|| inc.omissions_with(&source.hub));
+            let omitted = Omitted {
+                list,
+                source: Some(source),
+            };
+            (parts.aggregation, omitted)
+        }
+        None => {
+            let mut aggregation =
+                crate::aggregate::aggregate_expected(&hub, &[], expectation, options, now)?;
+            let omitted = Omitted {
+                list: Some(std::mem::take(&mut aggregation.omissions)),
+                source: None,
+            };
+            (aggregation, omitted)
+        }
     };
-    Ok((hub, aggregation))
+    Ok((hub, aggregation, omitted))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use gateway_api::apis::standard::gateways::{
+        GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
+    };
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::index::view::omission_to_proto;
+    use crate::index::{Change, IndexConfig, Session};
+
+    /// A report: Programmed or not, `addresses` addresses, `listeners`
+    /// listeners (one with a condition the CRD rejects when `bad`), so a
+    /// few clusters cross the 16-address and 64-listener limits.
+    #[derive(Clone, Debug)]
+    struct Report {
+        ready: bool,
+        addresses: usize,
+        listeners: usize,
+        bad: bool,
+    }
+
+    fn report() -> impl Strategy<Value = Report> {
+        (any::<bool>(), 0..6usize, 0..14usize, any::<bool>()).prop_map(
+            |(ready, addresses, listeners, bad)| Report {
+                ready,
+                addresses,
+                listeners,
+                bad,
+            },
+        )
+    }
+
+    fn status(r: &Report) -> GatewayStatus {
+        let now = Timestamp::UNIX_EPOCH;
+        let c = |t: &str, s: &str| gwhub_model::conditions::new(t, s, "Reason", "", Some(1), now);
+        GatewayStatus {
+            addresses: Some(
+                (0..r.addresses)
+                    .map(|j| GatewayStatusAddresses {
+                        r#type: Some("IPAddress".into()),
+                        value: format!("10.0.0.{j}"),
+                    })
+                    .collect(),
+            ),
+            attached_listener_sets: None,
+            conditions: Some(vec![
+                c("Accepted", "True"),
+                c("Programmed", if r.ready { "True" } else { "False" }),
+            ]),
+            listeners: Some(
+                (0..r.listeners)
+                    .map(|j| GatewayStatusListeners {
+                        attached_routes: 1,
+                        conditions: vec![c(
+                            "Programmed",
+                            if r.bad && j == 0 { "Maybe" } else { "True" },
+                        )],
+                        name: format!("l{j}"),
+                        supported_kinds: None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Upsert(usize, usize, Report),
+        Delete(usize, usize),
+        Snapshot(usize, Vec<(usize, Report)>),
+        /// The Gateway re-aggregated from every cluster's report.
+        All(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let (c, g) = (0..6usize, 0..2usize);
+        prop_oneof![
+            6 => (c.clone(), g.clone(), report()).prop_map(|(c, g, r)| Op::Upsert(c, g, r)),
+            2 => (c.clone(), g.clone()).prop_map(|(c, g)| Op::Delete(c, g)),
+            1 => (c, prop::collection::vec((g.clone(), report()), 0..3))
+                .prop_map(|(c, v)| Op::Snapshot(c, v)),
+            1 => g.prop_map(Op::All),
+        ]
+    }
+
+    fn key(g: usize) -> GatewayKey {
+        GatewayKey::new("ns", format!("g{g}"))
+    }
+
+    fn apply(index: &Index, sessions: &[Session], op: &Op) {
+        match op {
+            Op::Upsert(c, g, r) => index
+                .apply(&sessions[*c], vec![Change::Upsert(key(*g), status(r))])
+                .unwrap(),
+            Op::Delete(c, g) => index
+                .apply(&sessions[*c], vec![Change::Delete(key(*g))])
+                .unwrap(),
+            Op::Snapshot(c, v) => {
+                let all: BTreeMap<GatewayKey, GatewayStatus> =
+                    v.iter().map(|(g, r)| (key(*g), status(r))).collect();
+                index.replace_snapshot(&sessions[*c], all).unwrap();
+            }
+            Op::All(g) => index.mark_dirty(BTreeSet::from([key(*g)])),
+        }
+    }
+
+    /// A condition flipping in one cluster makes a new view that shares
+    /// the cluster list, the omissions and their encodings with the old.
+    #[test]
+    fn a_new_view_shares_what_the_change_left_as_it_was() {
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(3600),
+        ));
+        let sessions: Vec<Session> = (0..10)
+            .map(|i| index.connect(&format!("c{i}"), "test").unwrap())
+            .collect();
+        let report = |ready| Report {
+            ready,
+            addresses: 3,
+            listeners: 8,
+            bad: false,
+        };
+        for s in &sessions {
+            apply(
+                &index,
+                std::slice::from_ref(s),
+                &Op::Upsert(0, 0, report(true)),
+            );
+        }
+        assert!(index.aggregate_dirty());
+        let before = index.view(&key(0)).unwrap();
+        let encoded = before.encoded().clone();
+        assert!(!before.omissions.is_empty());
+        apply(&index, &sessions, &Op::Upsert(4, 0, report(false)));
+        assert!(index.aggregate_dirty());
+        let after = index.view(&key(0)).unwrap();
+        assert_ne!(after.revision(), before.revision());
+        assert_ne!(after.aggregation.status, before.aggregation.status);
+        assert!(Arc::ptr_eq(&after.clusters, &before.clusters));
+        assert!(Arc::ptr_eq(&after.omissions, &before.omissions));
+        assert_eq!(after.omissions_revision, before.omissions_revision);
+        let now = after.encoded();
+        assert_eq!(now.clusters.as_ptr(), encoded.clusters.as_ptr());
+        assert_eq!(now.omissions.as_ptr(), encoded.omissions.as_ptr());
+        assert_ne!(now.base, encoded.base);
+        assert_eq!(
+            after.cells.get("c4").unwrap().health,
+            crate::listing::Health::NotReady
+        );
+        assert_eq!(
+            before.cells.get("c4").unwrap().health,
+            crate::listing::Health::Ready
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Views patched from the changed clusters are the views built
+        /// from every cluster's report: the cells, the cluster list, the
+        /// status and the omissions the engine gives, whatever the
+        /// changes; a pass over every report then changes nothing.
+        #[test]
+        fn a_patched_view_is_the_view_built_from_scratch(ops in prop::collection::vec(op(), 1..40)) {
+            let options = Options::default();
+            let index = Index::new(IndexConfig::new(options.clone(), Duration::from_secs(3600)));
+            let sessions: Vec<Session> = (0..6)
+                .map(|i| index.connect(&format!("c{i}"), "test").unwrap())
+                .collect();
+            for (step, op) in ops.iter().enumerate() {
+                apply(&index, &sessions, op);
+                index.aggregate_dirty();
+                for g in 0..2 {
+                    let key = key(g);
+                    let shared = index.inner.reports.fleet.read().reports_shared(&key);
+                    let Some(view) = index.view(&key) else {
+                        prop_assert!(shared.is_empty(), "no view after step {} ({:?})", step, op);
+                        continue;
+                    };
+                    prop_assert!(!shared.is_empty());
+                    prop_assert_eq!(&view.cells, &Cells::of(&shared), "cells after step {} ({:?})", step, op);
+                    let names: Vec<String> = shared.iter().map(|r| r.cluster.clone()).collect();
+                    prop_assert_eq!(&view.clusters[..], &names[..]);
+                    // The engine over every report, with the view's own
+                    // conditions as the previous ones (as a pass has them).
+                    let hub = HubGateway {
+                        generation: NO_KUBE_GENERATION,
+                        previous: view.aggregation.status.conditions.clone().unwrap_or_default(),
+                        foreign: Vec::new(),
+                    };
+                    let want = index
+                        .inner
+                        .reports
+                        .fleet
+                        .read()
+                        .aggregate(&key, &hub, &options, Timestamp::now())
+                        .unwrap();
+                    prop_assert_eq!(&view.aggregation.status, &want.status);
+                    let omissions: Vec<_> = want.omissions.iter().map(omission_to_proto).collect();
+                    prop_assert_eq!(&view.omissions[..], &omissions[..], "omissions after step {} ({:?})", step, op);
+                    prop_assert!(view.same_omissions(&want.omissions));
+                    // A pass over every report finds nothing to change.
+                    index.mark_dirty(BTreeSet::from([key.clone()]));
+                    prop_assert!(!index.aggregate_dirty(), "a full pass changed step {} ({:?})", step, op);
+                }
+            }
+        }
+    }
 }

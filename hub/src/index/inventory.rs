@@ -21,7 +21,6 @@ use gwhub_hub_rules::inventory::{
     PLACEMENT_ANNOTATION, Placement, Refusal, Selector, placed_clusters,
 };
 
-use crate::aggregate::fleet::SharedReport;
 use crate::aggregate::{Expectation, ExpectedCluster};
 
 /// The inventory part of the index: the ClusterProfiles and the
@@ -50,12 +49,12 @@ impl FleetInventory {
 /// Gateway and the reporting ones it does not expect, in name order.
 pub(super) fn missing_and_unexpected(
     expectation: Option<&Expectation>,
-    shared: &[SharedReport],
+    reporting: &[String],
 ) -> (Vec<v1::MissingCluster>, Vec<String>) {
     let Some(Expectation::Clusters(expected)) = expectation else {
         return (Vec::new(), Vec::new());
     };
-    let reporting: BTreeSet<&str> = shared.iter().map(|r| r.cluster.as_str()).collect();
+    let reporting: BTreeSet<&str> = reporting.iter().map(String::as_str).collect();
     let expected_names: BTreeSet<&str> = expected.iter().map(|e| e.name.as_str()).collect();
     let mut missing: Vec<v1::MissingCluster> = expected
         .iter()
@@ -525,7 +524,7 @@ mod tests {
         }
         index.aggregate_dirty();
         assert_eq!(
-            index.view(&key("web")).unwrap().lean.clusters,
+            index.view(&key("web")).unwrap().clusters[..],
             ["east", "west"]
         );
 
@@ -538,7 +537,7 @@ mod tests {
         assert!(index.replace_snapshot(&west, BTreeMap::new()).is_err());
         assert!(!index.has_cluster("west"));
         index.aggregate_dirty();
-        assert_eq!(index.view(&key("web")).unwrap().lean.clusters, ["east"]);
+        assert_eq!(index.view(&key("web")).unwrap().clusters[..], ["east"]);
         assert!(matches!(index.admit("west"), Err(Refusal::Outside { .. })));
         // Its stored report is not imported again, but deleted.
         assert!(!index.may_import("west"));

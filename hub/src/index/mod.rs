@@ -49,8 +49,8 @@ pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSumm
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};
 pub(crate) use view::OMISSIONS_UNCHANGED;
 #[cfg(test)]
-pub(crate) use view::build_view;
-pub use view::{Cell, GatewayView, Views};
+pub(crate) use view::testing;
+pub use view::{Cell, Cells, GatewayView, Views};
 
 /// The index's parts, each with its own state and locks (see each file).
 /// A call that spans parts takes their locks in the order the sessions

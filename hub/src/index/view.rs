@@ -14,14 +14,17 @@ use prost::Message;
 use tonic::codegen::Bytes;
 
 use crate::aggregate::fleet::SharedReport;
-use crate::aggregate::{Aggregation, Freshness, GatewayKey, LiveHub, Omission};
+use crate::aggregate::{Aggregation, Freshness, GatewayKey, LiveHub, Omission, Rule};
 use crate::listing::Health;
 
 /// One aggregated hub Gateway as the Dashboard serves it.
 ///
 /// Encoded once per change; a read clones (sending needs an owned message
 /// anyway). The encoded status is kept once: a full message is the lean
-/// one plus the omissions, put together at read.
+/// one plus the omissions, put together at read. What one cluster's change
+/// leaves as it was (the omissions, the cluster list, most cells) is
+/// shared with the previous view, not copied: a new view costs the change
+/// and the status, not the fleet.
 #[derive(Debug)]
 pub struct GatewayView {
     pub key: GatewayKey,
@@ -30,14 +33,22 @@ pub struct GatewayView {
     /// rules in `omission_rules`, so a new aggregation is compared exactly).
     pub aggregation: Aggregation,
     /// Without omissions and with `omissions_unchanged` set, as watchers
-    /// that already have the omissions get it; `clusters` in name order.
+    /// that already have the omissions get it, and without `clusters`
+    /// (they are [`GatewayView::clusters`]; [`GatewayView::lean`] has them).
     pub lean: v1::AggregatedGateway,
-    /// The omissions as the Dashboard API spells them.
-    pub omissions: Vec<v1::Omission>,
+    /// The reporting clusters, in name order (shared between views while
+    /// no cluster comes or goes).
+    pub clusters: Arc<[String]>,
+    /// The omissions as the Dashboard API spells them (shared between
+    /// views while they are the same).
+    pub omissions: Arc<[v1::Omission]>,
     /// Each omission's rule and whether it names a cluster: with
     /// `omissions`, exactly the engine's omissions (see
     /// [`GatewayView::same_omissions`]).
-    pub(crate) omission_rules: Vec<(crate::aggregate::Rule, bool)>,
+    pub(crate) omission_rules: Arc<[(Rule, bool)]>,
+    /// What the omissions were listed from, when the incremental aggregate
+    /// did: the same again means the same omissions, not listed again.
+    pub(crate) omissions_source: Mutex<Option<OmissionsSource>>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
     /// Condition types in `aggregation.status` that are other writers'
@@ -48,7 +59,7 @@ pub struct GatewayView {
     pub not_ready: bool,
     /// Each reporting cluster's own report in one word, in cluster order
     /// (the web page's fleet overview).
-    pub cells: Vec<Cell>,
+    pub cells: Cells,
     /// The expected clusters that do not report it, in name order (as in
     /// `lean.missing_clusters`; for the cluster filter).
     pub missing: Vec<String>,
@@ -59,6 +70,10 @@ pub struct GatewayView {
     /// Its wire encoding, made once on first read and shared by every
     /// watcher (see [`Encoded`]).
     pub(crate) encoded: std::sync::OnceLock<Encoded>,
+    /// The encoded cluster list and omissions, shared with the views
+    /// before it while they are the same (encoded once, not per change).
+    pub(crate) clusters_encoded: Arc<std::sync::OnceLock<Bytes>>,
+    pub(crate) omissions_encoded: Arc<std::sync::OnceLock<Bytes>>,
 }
 
 /// One cluster's report of a hub Gateway, summarised.
@@ -69,16 +84,144 @@ pub struct Cell {
     pub stale: bool,
 }
 
-/// The cells of the reports `shared`.
-pub(crate) fn cells(shared: &[SharedReport]) -> Vec<Cell> {
-    shared
-        .iter()
-        .map(|r| Cell {
+impl Cell {
+    /// The cell of the report `r`.
+    pub(crate) fn of(r: &SharedReport) -> Self {
+        Cell {
             cluster: r.cluster.clone(),
             health: crate::listing::health(r.status.conditions().iter().map(|c| c.status())),
             stale: matches!(r.freshness, Freshness::Stale { .. }),
-        })
-        .collect()
+        }
+    }
+}
+
+/// Cells per chunk: a changed cell copies its chunk (at most twice this)
+/// and the list of chunks (the fleet over this).
+const CHUNK: usize = 64;
+
+/// A view's cells in cluster order, in chunks shared between views: a new
+/// view that changes a few clusters' cells copies those chunks and the
+/// list of chunks, not every cell, and dropping the old view drops only
+/// what it does not share.
+#[derive(Clone, Debug, Default)]
+pub struct Cells {
+    /// Non-empty chunks, in cluster order.
+    chunks: Arc<Vec<Arc<Vec<Cell>>>>,
+    len: usize,
+}
+
+impl Cells {
+    /// The cells of the reports `shared` (in cluster order).
+    pub(crate) fn of(shared: &[SharedReport]) -> Self {
+        let chunks: Vec<Arc<Vec<Cell>>> = shared
+            .chunks(CHUNK)
+            .map(|c| Arc::new(c.iter().map(Cell::of).collect()))
+            .collect();
+        Cells {
+            chunks: Arc::new(chunks),
+            len: shared.len(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Cell> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// The chunk that holds (or would hold) `cluster`.
+    fn chunk_of(&self, cluster: &str) -> usize {
+        self.chunks
+            .partition_point(|c| c.first().is_some_and(|f| f.cluster.as_str() <= cluster))
+            .saturating_sub(1)
+    }
+
+    /// `cluster`'s cell.
+    pub fn get(&self, cluster: &str) -> Option<&Cell> {
+        let chunk = self.chunks.get(self.chunk_of(cluster))?;
+        let at = chunk
+            .binary_search_by(|c| c.cluster.as_str().cmp(cluster))
+            .ok()?;
+        chunk.get(at)
+    }
+
+    /// Sets (`Some`, with `cluster`'s name) or removes `cluster`'s cell.
+    /// Returns whether a cell came or went (the cluster list changed).
+    pub(crate) fn set(&mut self, cluster: &str, cell: Option<Cell>) -> bool {
+        let at = self.chunk_of(cluster);
+        let chunks = Arc::make_mut(&mut self.chunks);
+        if chunks.is_empty() {
+            let Some(cell) = cell else {
+                return false;
+            };
+            chunks.push(Arc::new(vec![cell]));
+            self.len = 1;
+            return true;
+        }
+        let Some(chunk) = chunks.get_mut(at) else {
+            return false;
+        };
+        let found = chunk.binary_search_by(|c| c.cluster.as_str().cmp(cluster));
+        let came_or_went = match (found, cell) {
+            (Ok(i), Some(cell)) => {
+                if chunk.get(i) != Some(&cell) {
+                    Arc::make_mut(chunk)[i] = cell;
+                }
+                false
+            }
+            (Ok(i), None) => {
+                Arc::make_mut(chunk).remove(i);
+                self.len -= 1;
+                true
+            }
+            (Err(i), Some(cell)) => {
+                Arc::make_mut(chunk).insert(i, cell);
+                self.len += 1;
+                true
+            }
+            (Err(_), None) => false,
+        };
+        if chunk.is_empty() {
+            chunks.remove(at);
+        } else if chunk.len() > 2 * CHUNK {
+            let rest = Arc::make_mut(chunk).split_off(CHUNK);
+            chunks.insert(at + 1, Arc::new(rest));
+        }
+        came_or_went
+    }
+
+    /// The cluster names, in order.
+    pub(crate) fn clusters(&self) -> Arc<[String]> {
+        self.iter().map(|c| c.cluster.clone()).collect()
+    }
+}
+
+impl PartialEq for Cells {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+/// What a view's omissions were listed from (see
+/// [`crate::aggregate::Incremental::omissions_version`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OmissionsSource {
+    pub(crate) version: u64,
+    pub(crate) hub: Vec<Omission>,
+}
+
+/// A new aggregation's omissions, for [`build_view`].
+pub(crate) struct Omitted {
+    /// Every omission; `None`: the old view's stand (listed from the same
+    /// source).
+    pub(crate) list: Option<Vec<Omission>>,
+    pub(crate) source: Option<OmissionsSource>,
 }
 
 impl GatewayView {
@@ -86,7 +229,7 @@ impl GatewayView {
     pub fn facts(&self) -> crate::listing::Facts<'_> {
         crate::listing::Facts {
             namespace: &self.key.namespace,
-            clusters: &self.lean.clusters,
+            clusters: &self.clusters,
             missing: &self.missing,
             not_ready: self.not_ready,
         }
@@ -113,8 +256,17 @@ impl GatewayView {
     /// The whole aggregated Gateway, omissions included.
     pub fn full(&self) -> v1::AggregatedGateway {
         v1::AggregatedGateway {
-            omissions: self.omissions.clone(),
+            omissions: self.omissions.to_vec(),
             omissions_unchanged: false,
+            ..self.lean()
+        }
+    }
+
+    /// The lean message (without omissions, `omissions_unchanged` set), its
+    /// clusters included.
+    pub fn lean(&self) -> v1::AggregatedGateway {
+        v1::AggregatedGateway {
+            clusters: self.clusters.to_vec(),
             ..self.lean.clone()
         }
     }
@@ -141,13 +293,16 @@ impl Views {
 
 /// Encodes a changed view; its revision is set when it is published
 /// ([`GatewayView::set_revision`]). Omissions equal to `old`'s keep their
-/// revision, so watchers that have them are not sent them again.
+/// revision, so watchers that have them are not sent them again, and are
+/// shared with it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build_view(
     key: GatewayKey,
     aggregation: Aggregation,
+    omitted: Omitted,
     foreign: BTreeSet<String>,
-    clusters: Vec<String>,
-    cells: Vec<Cell>,
+    clusters: Arc<[String]>,
+    cells: Cells,
     old: Option<&GatewayView>,
     live: Option<Arc<LiveHub>>,
 ) -> GatewayView {
@@ -163,15 +318,12 @@ pub(crate) fn build_view(
         tracing::error!(gateway = %key, error = %e, "aggregated status does not encode");
         v1::GatewayStatus::default()
     });
-    // Unchanged omissions are copied from the old view, not formatted again.
-    let unchanged = old.filter(|o| o.same_omissions(&aggregation.omissions));
-    // 0: changed, set to the view's revision on publishing.
-    let omissions_revision = unchanged.map_or(0, |o| o.omissions_revision);
     let lean = v1::AggregatedGateway {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         status: Some(status),
-        clusters,
+        // Kept once, in `clusters`.
+        clusters: Vec::new(),
         omissions: Vec::new(),
         revision: 0,
         omissions_unchanged: true,
@@ -179,27 +331,37 @@ pub(crate) fn build_view(
         missing_clusters: Vec::new(),
         unexpected_clusters: Vec::new(),
     };
-    let omissions = match unchanged {
-        Some(o) => o.omissions.clone(),
-        None => aggregation
-            .omissions
-            .iter()
-            .map(omission_to_proto)
-            .collect(),
+    // Unchanged omissions are shared with the old view, not formatted
+    // again; the revision 0: changed, set to the view's on publishing.
+    let Omitted { list, source } = omitted;
+    let unchanged = match (&list, old) {
+        (None, old) => old,
+        (Some(list), Some(old)) if old.same_omissions(list) => Some(old),
+        (Some(_), _) => None,
     };
-    // Kept once, encoded (see `GatewayView::aggregation`): at 1,000
-    // clusters a hub Gateway leaves out thousands of listeners and addresses.
-    let Aggregation {
-        status,
-        omissions: engine_omissions,
-    } = aggregation;
-    // A new vector: collecting in place would keep the omissions' larger one.
-    let mut omission_rules = Vec::with_capacity(engine_omissions.len());
-    omission_rules.extend(
-        engine_omissions
-            .into_iter()
-            .map(|o| (o.rule, o.cluster.is_some())),
-    );
+    let (omissions, omission_rules, omissions_revision, omissions_encoded) = match (unchanged, list)
+    {
+        (Some(o), _) => (
+            o.omissions.clone(),
+            o.omission_rules.clone(),
+            o.omissions_revision,
+            o.omissions_encoded.clone(),
+        ),
+        (None, list) => {
+            let list = list.unwrap_or_default();
+            let encoded: Arc<[v1::Omission]> = list.iter().map(omission_to_proto).collect();
+            let rules: Arc<[(Rule, bool)]> = list
+                .into_iter()
+                .map(|o| (o.rule, o.cluster.is_some()))
+                .collect();
+            (encoded, rules, 0, Arc::default())
+        }
+    };
+    let clusters_encoded = match old {
+        Some(o) if Arc::ptr_eq(&o.clusters, &clusters) => o.clusters_encoded.clone(),
+        _ => Arc::default(),
+    };
+    let Aggregation { status, .. } = aggregation;
     GatewayView {
         key,
         aggregation: Aggregation {
@@ -207,8 +369,10 @@ pub(crate) fn build_view(
             omissions: Vec::new(),
         },
         lean,
+        clusters,
         omissions,
         omission_rules,
+        omissions_source: Mutex::new(source),
         omissions_revision,
         foreign,
         not_ready,
@@ -216,19 +380,24 @@ pub(crate) fn build_view(
         missing: Vec::new(),
         aggregated_with: Mutex::new(live),
         encoded: std::sync::OnceLock::new(),
+        clusters_encoded,
+        omissions_encoded,
     }
 }
 
-/// A view's `AggregatedGateway` encoded once, in two parts every watcher
+/// A view's `AggregatedGateway` encoded once, in parts every watcher
 /// shares: a watch message is put together from them without copying
 /// ([`Page`]). Protobuf fields may come in any order and a repeated
-/// field's entries need not be adjacent, so the lean message is `base`
-/// plus `omissions_unchanged = true`, the full one `base` plus the
-/// omissions.
+/// field's entries need not be adjacent, so the lean message is `base`,
+/// `clusters` and `omissions_unchanged = true`, the full one `base`,
+/// `clusters` and the omissions. The clusters and the omissions are
+/// shared with the views before while they are the same.
 #[derive(Debug, Clone)]
 pub(crate) struct Encoded {
-    /// Every field but `omissions` and `omissions_unchanged`.
+    /// Every field but `clusters`, `omissions` and `omissions_unchanged`.
     pub(crate) base: Bytes,
+    /// The clusters, each as field 4.
+    pub(crate) clusters: Bytes,
     /// The omissions, each as field 5.
     pub(crate) omissions: Bytes,
 }
@@ -240,6 +409,7 @@ impl Encoded {
     /// The encoded length of the message, lean or full.
     pub(crate) fn len(&self, lean: bool) -> usize {
         self.base.len()
+            + self.clusters.len()
             + match lean {
                 true => OMISSIONS_UNCHANGED.len(),
                 false => self.omissions.len(),
@@ -259,18 +429,30 @@ impl GatewayView {
     /// of the index: views are immutable once published).
     pub(crate) fn encoded(&self) -> &Encoded {
         self.encoded.get_or_init(|| {
+            // `lean` has no clusters: they are encoded apart.
             let base = v1::AggregatedGateway {
                 omissions: Vec::new(),
                 omissions_unchanged: false,
                 ..self.lean.clone()
             };
-            let mut omissions = Vec::new();
-            for o in &self.omissions {
-                prost::encoding::message::encode(5, o, &mut omissions);
-            }
+            let clusters = self.clusters_encoded.get_or_init(|| {
+                let mut clusters = Vec::new();
+                for c in self.clusters.iter() {
+                    prost::encoding::string::encode(4, c, &mut clusters);
+                }
+                Bytes::from(clusters)
+            });
+            let omissions = self.omissions_encoded.get_or_init(|| {
+                let mut omissions = Vec::new();
+                for o in self.omissions.iter() {
+                    prost::encoding::message::encode(5, o, &mut omissions);
+                }
+                Bytes::from(omissions)
+            });
             Encoded {
                 base: Bytes::from(base.encode_to_vec()),
-                omissions: Bytes::from(omissions),
+                clusters: clusters.clone(),
+                omissions: omissions.clone(),
             }
         })
     }
@@ -286,7 +468,7 @@ impl GatewayView {
             && self
                 .omissions
                 .iter()
-                .zip(&self.omission_rules)
+                .zip(self.omission_rules.iter())
                 .zip(omissions)
                 .all(|((encoded, (rule, has_cluster)), o)| {
                     *has_cluster == o.cluster.is_some()
@@ -316,14 +498,20 @@ pub(crate) fn omission_to_proto(o: &Omission) -> v1::Omission {
     }
 }
 
+/// Views for tests (here and in the gRPC side's).
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use gateway_api::apis::standard::gateways::GatewayStatus;
 
     use super::*;
-    use crate::aggregate::{Item, Rule};
+    use crate::aggregate::Item;
 
-    fn omission(cluster: Option<&str>, item: Item, names: &[&str], rule: Rule) -> Omission {
+    pub(crate) fn omission(
+        cluster: Option<&str>,
+        item: Item,
+        names: &[&str],
+        rule: Rule,
+    ) -> Omission {
         Omission {
             cluster: cluster.map(str::to_owned),
             item,
@@ -332,22 +520,40 @@ mod tests {
         }
     }
 
-    fn view(omissions: Vec<Omission>) -> GatewayView {
+    /// A view of `key` with a default status, no cluster and `omissions`.
+    pub(crate) fn keyed(key: GatewayKey, omissions: Vec<Omission>) -> GatewayView {
         let aggregation = Aggregation {
             status: GatewayStatus::default(),
-            omissions,
+            omissions: Vec::new(),
         };
-        let key = GatewayKey::new("ns", "web");
+        let omitted = Omitted {
+            list: Some(omissions),
+            source: None,
+        };
         build_view(
             key,
             aggregation,
+            omitted,
             BTreeSet::new(),
-            Vec::new(),
-            Vec::new(),
+            Arc::from([]),
+            Cells::default(),
             None,
             None,
         )
     }
+
+    /// [`keyed`] `ns/web`.
+    pub(crate) fn view(omissions: Vec<Omission>) -> GatewayView {
+        keyed(GatewayKey::new("ns", "web"), omissions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{omission, view};
+    use super::*;
+    use crate::aggregate::Item;
+    use crate::listing::Health;
 
     /// The view keeps its omissions once, encoded, and still tells exactly
     /// whether a new aggregation left out the same: any field differing
@@ -367,7 +573,7 @@ mod tests {
         };
         let v = view(base());
         assert!(v.aggregation.omissions.is_empty());
-        assert_eq!(v.omission_rules.capacity(), 2);
+        assert_eq!(v.omission_rules.len(), 2);
         assert_eq!(v.omissions.len(), 2);
         assert!(v.same_omissions(&base()));
         type Change = fn(&mut Vec<Omission>);
@@ -392,8 +598,42 @@ mod tests {
             assert!(!v.same_omissions(&o), "change {i}");
             // What is published for it differs too.
             let encoded: Vec<v1::Omission> = o.iter().map(omission_to_proto).collect();
-            assert_ne!(encoded, v.omissions, "change {i}");
+            assert_ne!(encoded[..], v.omissions[..], "change {i}");
         }
         assert!(view(Vec::new()).same_omissions(&[]));
+    }
+
+    proptest::proptest! {
+        /// Cells patched one by one are the cells built at once, whatever
+        /// comes and goes (chunks split and emptied on the way).
+        #[test]
+        fn patched_cells_are_the_cells_built_at_once(
+            ops in proptest::collection::vec((0..400usize, proptest::option::of(proptest::bool::ANY)), 1..600)
+        ) {
+            let mut model: BTreeMap<String, Cell> = BTreeMap::new();
+            let mut cells = Cells::default();
+            for (i, op) in ops {
+                let cluster = format!("c{i:03}");
+                let cell = op.map(|stale| Cell {
+                    cluster: cluster.clone(),
+                    health: Health::Ready,
+                    stale,
+                });
+                let before = cells.clone();
+                let was: Vec<Cell> = model.values().cloned().collect();
+                let came_or_went = match &cell {
+                    Some(c) => model.insert(cluster.clone(), c.clone()).is_none(),
+                    None => model.remove(&cluster).is_some(),
+                };
+                proptest::prop_assert_eq!(cells.set(&cluster, cell.clone()), came_or_went);
+                proptest::prop_assert_eq!(cells.get(&cluster), cell.as_ref());
+                proptest::prop_assert_eq!(cells.len(), model.len());
+                proptest::prop_assert!(cells.iter().eq(model.values()));
+                // The copy taken before is untouched.
+                proptest::prop_assert!(before.iter().eq(was.iter()));
+            }
+            let names: Vec<String> = model.keys().cloned().collect();
+            proptest::prop_assert_eq!(&cells.clusters()[..], &names[..]);
+        }
     }
 }

@@ -998,7 +998,7 @@ impl<'a> GatewayDetails<'a> {
     pub fn of(v: &'a GatewayView) -> Self {
         GatewayDetails {
             row: GatewayRow::of(v),
-            clusters: &v.lean.clusters,
+            clusters: &v.clusters,
             status: &v.aggregation.status,
             omissions: v.omissions.iter().map(OmissionView::of).collect(),
         }
