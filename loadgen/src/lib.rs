@@ -29,7 +29,10 @@
 //! Gateway), and with `--restart-at 20s` a `kill -9` and restart of the
 //! hub: time until the agents are back and every hub Gateway has its
 //! pre-kill shape, and the statuses written meanwhile that had another
-//! shape or showed a cluster stale.
+//! shape or showed a cluster stale. `--replicas R` (`replicas.rs`) runs R
+//! hubs against the same API server with `--status-shards`, the agents
+//! spread over them, and reports each replica's figures beside the
+//! totals; `--restart-at` then kills the replica holding the most shards.
 //!
 //! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]` (see
 //! `scenario.rs` and docs/benchmarks.md). Without `--bench` (as
@@ -43,6 +46,7 @@ mod hub_process;
 mod inprocess;
 mod kubernetes;
 mod probes;
+mod replicas;
 mod report;
 mod scenario;
 
@@ -76,7 +80,9 @@ pub fn main() -> ExitCode {
         ])
     };
     let smoke = !args.bench;
-    let result = if args.kube {
+    let result = if !args.kube && (args.replicas > 1 || args.status_shards.is_some()) {
+        Err("--replicas and --status-shards need --kube".to_owned())
+    } else if args.kube {
         kubernetes::run(args)
     } else {
         inprocess::run(args)

@@ -63,6 +63,16 @@ pub(crate) struct Args {
     /// start it again (agents reconnect and resend their snapshot).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) restart_at: Option<Duration>,
+    /// Kubernetes mode: hub replicas against the same API server, the
+    /// agents spread over them round-robin; with more than one, leader
+    /// election and `--status-shards` as the shipped Deployment runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub(crate) replicas: u32,
+    /// `gwhub serve --status-shards` of every replica (default: 8 with
+    /// more than one replica, as the shipped Deployment; else none: one
+    /// replica writes every hub Gateway without a Lease).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub(crate) status_shards: Option<u32>,
     /// Hub binary (default: test-kit's: `GWHUB_BIN`, else `$GWHUB_BIN_DIR/gwhub`,
     /// else the workspace's `gwhub` built in this bench's profile).
     #[arg(long)]
@@ -73,6 +83,14 @@ pub(crate) struct Args {
     /// Set by `cargo bench`; without it this is a smoke test.
     #[arg(long, hide = true)]
     pub(crate) bench: bool,
+}
+
+impl Args {
+    /// The status shards every replica runs with.
+    pub(crate) fn shards(&self) -> u32 {
+        self.status_shards
+            .unwrap_or(if self.replicas > 1 { 8 } else { 0 })
+    }
 }
 
 pub(crate) fn cluster_name(c: usize) -> String {
