@@ -119,12 +119,11 @@ pub(crate) async fn hub_gateway_watcher(
             .strip_prefix("gw-")
             .and_then(|g| g.parse::<usize>().ok())
         {
-            let writer = writers.holders.lock().writer(
-                writers.replicas,
-                writers.shards,
-                &namespace,
-                &name,
-            );
+            let writer =
+                writers
+                    .holders
+                    .lock()
+                    .writer(writers.replicas, writers.shards, &namespace, &name);
             for c in status["conditions"].as_array().into_iter().flatten() {
                 if let Some(m) = c["message"].as_str() {
                     take_marks_with(m, g, &shared, now, |us| {

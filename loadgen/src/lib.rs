@@ -34,8 +34,9 @@
 //! spread over them, and reports each replica's figures beside the
 //! totals; `--restart-at` then kills the replica holding the most shards.
 //!
-//! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]` (see
-//! `scenario.rs` and docs/benchmarks.md). Without `--bench` (as
+//! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]`, or
+//! `-- --scenario NAME` for a figure of docs/benchmarks.md (see
+//! `scenario.rs`; flags beside it override the scenario's). Without `--bench` (as
 //! `cargo test --all-targets` runs it) it ignores its arguments and runs a
 //! tiny smoke configuration that fails if no delta or latency sample
 //! came through.
@@ -59,7 +60,13 @@ use crate::scenario::Args;
 /// The `scale` bench's entry point: parses the command line (or picks the
 /// smoke configuration), runs the mode and prints the JSON line.
 pub fn main() -> ExitCode {
-    let raw: Vec<String> = std::env::args().collect();
+    let (raw, scenario) = match scenario::expand(std::env::args().collect()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let args = if raw.iter().any(|a| a == "--bench") {
         Args::parse_from(raw)
     } else {
@@ -88,7 +95,10 @@ pub fn main() -> ExitCode {
         inprocess::run(args)
     };
     match result {
-        Ok(json) => {
+        Ok(mut json) => {
+            if let (Some(name), Some(o)) = (scenario, json.as_object_mut()) {
+                o.insert("scenario".to_owned(), name.into());
+            }
             println!("{json}");
             if smoke {
                 if json["deltas"].as_u64().unwrap_or(0) == 0 {

@@ -195,7 +195,9 @@ impl Holders {
     pub(crate) fn victim(&self, replicas: usize, shards: u32) -> usize {
         if shards > 0 {
             let held = self.held(replicas);
-            (0..replicas).max_by_key(|i| (held[*i], usize::MAX - i)).unwrap_or(0)
+            (0..replicas)
+                .max_by_key(|i| (held[*i], usize::MAX - i))
+                .unwrap_or(0)
         } else {
             self.leader.unwrap_or(0)
         }
