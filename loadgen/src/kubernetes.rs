@@ -325,6 +325,13 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "--max-messages-per-second".into(),
             "0".into(),
         ];
+        // Past the hub's default of 4,096 clusters and agent connections
+        // (`--max-clusters`, `--max-connections`) it refuses the rest.
+        let mut common = common;
+        if args.clusters > 4096 {
+            let n = (args.clusters + 64).to_string();
+            common.extend(["--max-clusters".into(), n.clone(), "--max-connections".into(), n]);
+        }
         let mut hubs: Vec<Replica> = Vec::with_capacity(replicas);
         for i in 0..replicas {
             let (ingest_port, metrics_port) =
