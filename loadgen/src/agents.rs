@@ -260,6 +260,17 @@ pub(crate) fn take_marks(
     now: u64,
     latencies: &mut Latencies,
 ) {
+    take_marks_with(message, g, shared, now, |us| latencies.record_us(us));
+}
+
+/// [`take_marks`], handing each latency (µs) to `record`.
+pub(crate) fn take_marks_with(
+    message: &str,
+    g: usize,
+    shared: &Shared,
+    now: u64,
+    mut record: impl FnMut(u64),
+) {
     if !message.contains(MARK) {
         return;
     }
@@ -282,7 +293,7 @@ pub(crate) fn take_marks(
             .compare_exchange(t, 0, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            latencies.record_us(now.saturating_sub(t));
+            record(now.saturating_sub(t));
         }
     }
 }

@@ -48,10 +48,21 @@ pub(crate) fn start_hub(bin: &Path) -> Result<HubProcess, String> {
 
 /// `gwhub serve --insecure` with `extra` flags.
 pub(crate) fn start_hub_with(bin: &Path, extra: &[&str]) -> Result<HubProcess, String> {
+    start_hub_env(bin, extra, &[])
+}
+
+/// `gwhub serve --insecure` with `extra` flags and `env` set (e.g. a
+/// replica's `POD_NAME`, its Lease identity).
+pub(crate) fn start_hub_env(
+    bin: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Result<HubProcess, String> {
     let mut child = Command::new(bin)
         .args(["serve", "--insecure"])
         .args(extra)
         .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -4,7 +4,7 @@
 //! restart of the hub; measures change -> hub Gateway status latency, the
 //! API writes, the store's size and lag, CPU and RSS.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -13,10 +13,10 @@ use gwhub_test_kit::latency::Latencies;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
-use crate::agents::{Shared, agent, take_marks};
+use crate::agents::{Shared, agent, take_marks_with};
 use crate::dashboard::wait_fleet;
-use crate::hub_process::start_hub_with;
-use crate::probes::{apiserver_pid, cpu_seconds, loadavg, machine, rss};
+use crate::probes::{apiserver_pid, apiserver_writes, cpu_seconds, loadavg, machine};
+use crate::replicas::{Holders, Replica, follow_leases, replica_flags};
 use crate::report::{latency_json, mib, print_problems};
 use crate::scenario::{Args, FirstSnapshot, GRACE, cluster_name, gateway_name};
 
@@ -76,12 +76,15 @@ impl KubeView {
 
 /// Watches the hub Gateways on the management API server: mark
 /// latencies (change -> status there) and the shapes.
+/// Latencies are also counted per replica, for the replica `holders`
+/// shows writing the hub Gateway when its status arrives.
 pub(crate) async fn hub_gateway_watcher(
     client: kube::Client,
     shared: Arc<Shared>,
     view: Arc<Mutex<KubeView>>,
+    writers: Writers,
     mut finish: watch::Receiver<bool>,
-) -> Result<Latencies, String> {
+) -> Result<(Latencies, Vec<Latencies>), String> {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
@@ -93,6 +96,7 @@ pub(crate) async fn hub_gateway_watcher(
     );
     let mut stream = watcher::watcher(api, watcher::Config::default()).boxed();
     let mut latencies = Latencies::new();
+    let mut per_replica: Vec<Latencies> = (0..writers.replicas).map(|_| Latencies::new()).collect();
     loop {
         let event = tokio::select! {
             e = stream.next() => e,
@@ -109,14 +113,25 @@ pub(crate) async fn hub_gateway_watcher(
         };
         let now = shared.now_us();
         let name = obj.metadata.name.clone().unwrap_or_default();
+        let namespace = obj.metadata.namespace.clone().unwrap_or_default();
         let status = obj.data.get("status").cloned().unwrap_or_default();
         if let Some(g) = name
             .strip_prefix("gw-")
             .and_then(|g| g.parse::<usize>().ok())
         {
+            let writer =
+                writers
+                    .holders
+                    .lock()
+                    .writer(writers.replicas, writers.shards, &namespace, &name);
             for c in status["conditions"].as_array().into_iter().flatten() {
                 if let Some(m) = c["message"].as_str() {
-                    take_marks(m, g, &shared, now, &mut latencies);
+                    take_marks_with(m, g, &shared, now, |us| {
+                        latencies.record_us(us);
+                        if let Some(l) = writer.and_then(|w| per_replica.get_mut(w)) {
+                            l.record_us(us);
+                        }
+                    });
                 }
             }
         }
@@ -133,7 +148,14 @@ pub(crate) async fn hub_gateway_watcher(
         }
         v.shapes.insert(name, shape);
     }
-    Ok(latencies)
+    Ok((latencies, per_replica))
+}
+
+/// Who writes which hub Gateway, for the watcher.
+pub(crate) struct Writers {
+    pub(crate) replicas: usize,
+    pub(crate) shards: u32,
+    pub(crate) holders: Arc<Mutex<Holders>>,
 }
 
 /// Per cluster, the newest `lastReportTime` over its ClusterReports (ms)
@@ -248,6 +270,8 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
     }
     let args = Arc::new(args);
     let pairs = args.clusters * args.gateways;
+    let replicas = args.replicas.max(1) as usize;
+    let shards = args.shards();
     let bin = args
         .hub_bin
         .clone()
@@ -285,20 +309,13 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         }
         let api_pid = apiserver_pid(mgmt.port);
         let kubeconfig = mgmt.kubeconfig_as(gwhub_test_kit::install::HUB_SA);
-        let (ingest_port, metrics_port) =
-            (gwhub_test_kit::procs::free_port(), gwhub_test_kit::procs::free_port());
-        let hub_flags: Vec<String> = vec![
+        let common: Vec<String> = vec![
             "--kubeconfig".into(),
             kubeconfig.display().to_string(),
             "--namespace".into(),
             "gwhub-system".into(),
-            "--no-leader-election".into(),
-            "--listen".into(),
-            format!("127.0.0.1:{ingest_port}"),
             "--dashboard-listen".into(),
             "127.0.0.1:0".into(),
-            "--metrics-listen".into(),
-            format!("127.0.0.1:{metrics_port}"),
             "--stale-after".into(),
             "60s".into(),
             "--kube-api-qps".into(),
@@ -308,26 +325,51 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "--max-messages-per-second".into(),
             "0".into(),
         ];
-        let flag_refs: Vec<&str> = hub_flags.iter().map(String::as_str).collect();
-        let mut hub = start_hub_with(&bin, &flag_refs)?;
-        let mut pid = hub.child.id();
+        // Past the hub's default of 4,096 clusters and agent connections
+        // (`--max-clusters`, `--max-connections`) it refuses the rest.
+        let mut common = common;
+        if args.clusters > 4096 {
+            let n = (args.clusters + 64).to_string();
+            common.extend(["--max-clusters".into(), n.clone(), "--max-connections".into(), n]);
+        }
+        let mut hubs: Vec<Replica> = Vec::with_capacity(replicas);
+        for i in 0..replicas {
+            let (ingest_port, metrics_port) =
+                (gwhub_test_kit::procs::free_port(), gwhub_test_kit::procs::free_port());
+            let flags = replica_flags(&common, replicas, shards, ingest_port, metrics_port);
+            hubs.push(Replica::start(&bin, i, flags, metrics_port)?);
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let (rss_idle, _) = rss(pid);
+        for h in &mut hubs {
+            h.rss_idle = h.rss().0;
+        }
         let shared = Arc::new(Shared::new(args.clusters, args.gateways));
         let view = Arc::new(Mutex::new(KubeView::default()));
+        let holders = Arc::new(Mutex::new(Holders::default()));
         let (finish_tx, finish) = watch::channel(false);
+        let leases_task = tokio::spawn(follow_leases(
+            admin.clone(),
+            "gwhub-system".to_owned(),
+            shards,
+            holders.clone(),
+            finish.clone(),
+        ));
         let watch_task = {
             let (client, shared, view) = (admin.clone(), shared.clone(), view.clone());
+            let writers = Writers { replicas, shards, holders: holders.clone() };
+            let finish = finish.clone();
             std::thread::spawn(move || {
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .map_err(|e| e.to_string())?
-                    .block_on(hub_gateway_watcher(client, shared, view, finish))
+                    .block_on(hub_gateway_watcher(client, shared, view, writers, finish))
             })
         };
 
-        // Snapshots, then wait until every hub Gateway aggregates every cluster.
+        // Snapshots, then wait until every replica's hub Gateways
+        // aggregate every cluster (its own agents' and, through the
+        // store, the others').
         let (go_tx, go) = watch::channel(false);
         let t0 = Instant::now();
         let mut senders = Vec::new();
@@ -342,7 +384,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 };
                 tokio::spawn(agent(
                     c,
-                    hub.ingest.clone(),
+                    hubs[c % replicas].hub.ingest.clone(),
                     FirstSnapshot::of(c, &args),
                     args.clone(),
                     shared.clone(),
@@ -352,12 +394,13 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 ))
             })
             .collect();
-        let fleet_at = tokio::time::timeout(
-            Duration::from_secs(600),
-            wait_fleet(hub.dashboard.clone(), args.clusters, args.gateways),
-        )
-        .await
-        .map_err(|_| "the hub did not take every snapshot within 600 s".to_owned())??;
+        let waits = hubs
+            .iter()
+            .map(|h| wait_fleet(h.hub.dashboard.clone(), args.clusters, args.gateways));
+        tokio::time::timeout(Duration::from_secs(900), futures::future::try_join_all(waits))
+            .await
+            .map_err(|_| "the hubs did not take every snapshot within 900 s".to_owned())??;
+        let fleet_at = Instant::now();
         // Every cluster persisted (some object per cluster) and the hub
         // Gateways written.
         let persisted_at = loop {
@@ -373,13 +416,18 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let ingest_s = (fleet_at - t0).as_secs_f64();
         let persist_s = (persisted_at - t0).as_secs_f64();
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let (rss_ingest, _) = rss(pid);
+        for h in &mut hubs {
+            h.rss_ingest = h.rss().0;
+        }
         let (_, store_bytes, store_objects) = stored_reports(&admin).await?;
         let store_total: u64 = store_bytes.values().sum();
 
         // The delta phase.
-        let m0 = gwhub_test_kit::procs::scrape(metrics_port).await;
-        let (hub_cpu0, api_cpu0) = (cpu_seconds(pid), api_pid.map_or(0.0, cpu_seconds));
+        for h in &mut hubs {
+            h.begin().await;
+        }
+        let api_writes0 = apiserver_writes(&admin).await?;
+        let api_cpu0 = api_pid.map_or(0.0, cpu_seconds);
         let _ = go_tx.send(true);
         let d0 = Instant::now();
         let acked0 = shared.acked.load(Ordering::Relaxed);
@@ -411,27 +459,26 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 sent
             })
         });
-        let mut restart: Option<(f64, f64, u64, f64)> = None;
-        let mut hub_cpu_before_kill = 0.0;
-        let mut before_kill = std::collections::BTreeMap::new();
+        // (killed replica, its shards, hub up, agents back, wrong, whole)
+        let mut restart: Option<(usize, usize, f64, f64, u64, f64)> = None;
         while d0.elapsed() < args.duration {
             if let Some(at) = args.restart_at
                 && restart.is_none()
                 && d0.elapsed() >= at
             {
                 // kill -9 and start again on the same ports.
+                let (victim, victim_shards) = {
+                    let h = holders.lock();
+                    let v = h.victim(replicas, shards);
+                    (v, h.held(replicas).get(v).copied().unwrap_or(0))
+                };
                 {
                     let mut v = view.lock();
                     v.baseline = Some(v.shapes.clone());
                     v.wrong = 0;
                 }
-                hub_cpu_before_kill = cpu_seconds(pid) - hub_cpu0;
-                before_kill = gwhub_test_kit::procs::scrape(metrics_port).await;
                 let killed = Instant::now();
-                let _ = hub.child.kill();
-                let _ = hub.child.wait();
-                hub = start_hub_with(&bin, &flag_refs)?;
-                pid = hub.child.id();
+                hubs[victim].kill_and_restart(&bin).await?;
                 let started = killed.elapsed().as_secs_f64();
                 let mut whole_s = f64::NAN;
                 let mut agents_back_s = f64::NAN;
@@ -452,7 +499,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                     v.baseline = None;
                     w
                 };
-                restart = Some((started, agents_back_s, wrong, whole_s));
+                restart = Some((victim, victim_shards, started, agents_back_s, wrong, whole_s));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -469,13 +516,15 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 lags.record_us(sent.saturating_sub(persisted).saturating_mul(1000));
             }
         }
-        let m1 = gwhub_test_kit::procs::scrape(metrics_port).await;
+        let mut m1 = Vec::with_capacity(replicas);
+        for h in &hubs {
+            m1.push(gwhub_test_kit::procs::scrape(h.metrics_port).await);
+        }
+        let api_writes1 = apiserver_writes(&admin).await?;
+        let held_end = holders.lock().held(replicas);
         let (status_bytes, object_bytes, largest) = largest_hub_gateway(&admin).await?;
-        let hub_cpu_s = if restart.is_some() {
-            hub_cpu_before_kill + cpu_seconds(pid)
-        } else {
-            cpu_seconds(pid) - hub_cpu0
-        };
+        let hub_cpu: Vec<f64> = hubs.iter().map(Replica::cpu_s).collect();
+        let hub_cpu_s: f64 = hub_cpu.iter().sum();
         let api_cpu_s = api_pid.map_or(0.0, cpu_seconds) - api_cpu0;
         shared.stop.store(true, Ordering::Relaxed);
         let offered = match dispatcher {
@@ -491,29 +540,30 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let unobserved = outstanding();
-        let (rss_deltas, rss_peak) = rss(pid);
+        let rss_end: Vec<(u64, u64)> = hubs.iter().map(Replica::rss).collect();
         let _ = finish_tx.send(true);
-        let latencies = watch_task
+        let (latencies, per_replica_latencies) = watch_task
             .join()
             .map_err(|_| "the watcher panicked".to_owned())??;
-        // The hub stopped: what a status apply costs the API server alone.
-        let _ = hub.child.kill();
-        let _ = hub.child.wait();
+        let _ = leases_task.await;
+        // The hubs stopped: what a status apply costs the API server alone.
+        for h in &mut hubs {
+            let _ = h.hub.child.kill();
+            let _ = h.hub.child.wait();
+        }
         let (apply_cpu_ms, apply_wall_ms) = match &largest {
             Some(gw) => status_apply_cost(&admin, api_pid, gw).await?,
             None => (f64::NAN, f64::NAN),
         };
-        let problems = hub.problems.lock().clone();
+        let mut problems = (0usize, Vec::new());
+        for h in &hubs {
+            let p = h.hub.problems.lock();
+            problems.0 += p.0;
+            problems.1.extend(p.1.iter().take(5usize.saturating_sub(problems.1.len())).cloned());
+        }
         print_problems(&problems);
-        let counter = |m: &std::collections::BTreeMap<String, u64>, k: &str| *m.get(k).unwrap_or(&0);
-        // Counters start over in a restarted hub.
-        let diff = |k: &str| {
-            if restart.is_some() {
-                counter(&before_kill, k).saturating_sub(counter(&m0, k)) + counter(&m1, k)
-            } else {
-                counter(&m1, k).saturating_sub(counter(&m0, k))
-            }
-        };
+        // Totals over the replicas.
+        let diff = |k: &str| -> u64 { hubs.iter().zip(&m1).map(|(h, m)| h.diff(m, k)).sum() };
         let report_writes = diff("gwhub_report_writes_total");
         let report_bytes = diff("gwhub_report_write_bytes_total");
         let status_writes = diff("gwhub_status_writes_total");
@@ -528,7 +578,46 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let status_prepare_ms = per_status_write("gwhub_status_prepare_microseconds_total");
         let (p50, p99, max) = (latencies.ms(0.5), latencies.ms(0.99), latencies.ms(1.0));
         let lag = |q: f64| lags.ms(q);
-        let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / pairs as f64;
+        let per_pair_of = |h: &Replica| h.rss_ingest.saturating_sub(h.rss_idle) as f64 / pairs as f64;
+        let (rss_idle, rss_ingest) = (hubs[0].rss_idle, hubs[0].rss_ingest);
+        let per_pair = per_pair_of(&hubs[0]);
+        let (rss_deltas, rss_peak) = rss_end[0];
+        let api_writes: BTreeMap<String, f64> = api_writes1
+            .iter()
+            .map(|(k, n)| (k.clone(), n.saturating_sub(*api_writes0.get(k).unwrap_or(&0)) as f64 / delta_s))
+            .filter(|(_, r)| *r > 0.0)
+            .collect();
+        let changes = offered.max(1) as f64;
+        let per_replica: Vec<serde_json::Value> = hubs
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let d = |k: &str| h.diff(&m1[i], k);
+                serde_json::json!({
+                    "replica": i,
+                    "clusters": (0..args.clusters).filter(|c| c % replicas == i).count(),
+                    "shards_held_at_end": held_end[i],
+                    "restarted": h.restarted(),
+                    "hub_gateway_latency_ms": latency_json(&per_replica_latencies[i], 0),
+                    "status_writes_per_s": d("gwhub_status_writes_total") as f64 / delta_s,
+                    "report_writes_per_s": d("gwhub_report_writes_total") as f64 / delta_s,
+                    "cpu_cores": hub_cpu[i] / delta_s,
+                    "rss_idle_bytes": h.rss_idle,
+                    "rss_after_ingest_bytes": h.rss_ingest,
+                    "rss_bytes_per_pair": per_pair_of(h),
+                    "rss_after_deltas_bytes": rss_end[i].0,
+                    "rss_peak_bytes": rss_end[i].1,
+                })
+            })
+            .collect();
+        let restart_json = restart.map(|(victim, held, started, back, wrong, whole)| serde_json::json!({
+            "hub_restarted_s": started, "agents_back_s": back,
+            "whole_s": whole, "wrong_statuses": wrong,
+            "replica": victim, "shards_held": held,
+        }));
+        let cpu_per_change = serde_json::json!({
+            "hubs": hub_cpu_s * 1000.0 / changes, "apiserver": api_cpu_s * 1000.0 / changes,
+        });
         let json = serde_json::json!({
             "bench": "hub_scale_kube",
             "machine": machine(),
@@ -541,6 +630,8 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "offered_changes": offered,
             "kube_api_qps": args.qps,
             "kube_api_burst": args.burst,
+            "replicas": replicas,
+            "status_shards": shards,
             "ingest_fleet_s": ingest_s,
             "every_cluster_persisted_s": persist_s,
             "store_objects": store_objects,
@@ -553,6 +644,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "report_writes_per_s": report_writes as f64 / delta_s,
             "report_bytes_per_s": report_bytes as f64 / delta_s,
             "status_writes_per_s": status_writes as f64 / delta_s,
+            "api_writes_per_s": api_writes,
             "api_throttled_waits": throttled,
             "api_waited_ms": {"status": status_waited_ms, "reports": report_waited_ms},
             "status_write": {
@@ -563,20 +655,19 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "persisted_lag_ms": {"p50": lag(0.5), "p99": lag(0.99), "max": lag(1.0), "clusters": lags.len()},
             "hub_cpu_cores": hub_cpu_s / delta_s,
             "apiserver_cpu_cores": api_cpu_s / delta_s,
+            "cpu_ms_per_change": cpu_per_change,
             "rss_idle_bytes": rss_idle,
             "rss_after_ingest_bytes": rss_ingest,
             "rss_bytes_per_pair": per_pair,
             "rss_after_deltas_bytes": rss_deltas,
             "rss_peak_bytes": rss_peak,
-            "restart": restart.map(|(started, back, wrong, whole)| serde_json::json!({
-                "hub_restarted_s": started, "agents_back_s": back,
-                "whole_s": whole, "wrong_statuses": wrong,
-            })),
+            "per_replica": per_replica,
+            "restart": restart_json,
             "hub_warnings": problems.0,
         });
         if !args.json {
             println!(
-                "gwhub hub scale (Kubernetes mode): {} clusters x {} Gateways x {} listeners = {} pairs, {} hub Gateways; {}; load {}",
+                "gwhub hub scale (Kubernetes mode): {} clusters x {} Gateways x {} listeners = {} pairs, {} hub Gateways, {replicas} replica(s), {shards} status shards; {}; load {}",
                 args.clusters, args.gateways, args.listeners, pairs, args.gateways, machine(), loadavg()
             );
             println!("  ingest (ListClusters)    {ingest_s:.2} s; every cluster persisted {persist_s:.2} s");
@@ -595,22 +686,32 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 report_writes as f64 / delta_s, report_bytes as f64 / delta_s / 1e3,
                 status_writes as f64 / delta_s, args.qps, args.burst
             );
+            let kinds: Vec<String> = api_writes.iter().map(|(k, r)| format!("{k} {r:.1}")).collect();
+            println!("  API server writes/s      {}", kinds.join(", "));
             println!("  per status write (mean)  API call {status_api_ms:.1} ms, aggregate + plan {status_prepare_ms:.1} ms; largest hub Gateway status {:.1} KB (object {:.1} KB)", status_bytes as f64 / 1e3, object_bytes as f64 / 1e3);
             println!("  one status apply alone   API server CPU {apply_cpu_ms:.1} ms, {apply_wall_ms:.1} ms round trip (the largest hub Gateway, hub stopped, one at a time)");
             println!("  persisted lag at the end p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms", lag(0.5), lag(0.99), lag(1.0));
             println!(
-                "  CPU                      hub {:.2} cores, API server {:.2} cores",
-                hub_cpu_s / delta_s, api_cpu_s / delta_s
+                "  CPU                      hubs {:.2} cores, API server {:.2} cores; per change offered: hubs {:.2} ms, API server {:.2} ms",
+                hub_cpu_s / delta_s, api_cpu_s / delta_s, hub_cpu_s * 1000.0 / changes, api_cpu_s * 1000.0 / changes
             );
-            println!(
-                "  hub RSS                  idle {:.1} MiB, after ingest {:.1} MiB ({per_pair:.0} B per (cluster, Gateway)), after deltas {:.1} MiB",
-                mib(rss_idle), mib(rss_ingest), mib(rss_deltas)
-            );
-            if let Some((started, back, wrong, whole)) = restart {
-                println!("  kill -9 + restart        hub up {started:.2} s, agents back {back:.2} s, whole {whole:.2} s, wrong statuses {wrong}");
+            for (i, h) in hubs.iter().enumerate() {
+                let l = &per_replica_latencies[i];
+                println!(
+                    "  replica {i}{}                shards {}, status {:.1}/s, reports {:.1}/s, p50 {:.0} ms p99 {:.0} ms ({} samples), CPU {:.2} cores, RSS idle {:.1} MiB, after ingest {:.1} MiB ({:.0} B per pair), after deltas {:.1} MiB",
+                    if h.restarted() { "*" } else { " " },
+                    held_end[i],
+                    h.diff(&m1[i], "gwhub_status_writes_total") as f64 / delta_s,
+                    h.diff(&m1[i], "gwhub_report_writes_total") as f64 / delta_s,
+                    l.ms(0.5), l.ms(0.99), l.len(),
+                    hub_cpu[i] / delta_s, mib(h.rss_idle), mib(h.rss_ingest), per_pair_of(h), mib(rss_end[i].0),
+                );
+            }
+            if let Some((victim, held, started, back, wrong, whole)) = restart {
+                println!("  kill -9 + restart        replica {victim} ({held} shards): hub up {started:.2} s, agents back {back:.2} s, whole {whole:.2} s, wrong statuses {wrong}");
             }
         }
-        drop(hub);
+        drop(hubs);
         drop(fleet);
         Ok(json)
     })

@@ -29,10 +29,14 @@
 //! Gateway), and with `--restart-at 20s` a `kill -9` and restart of the
 //! hub: time until the agents are back and every hub Gateway has its
 //! pre-kill shape, and the statuses written meanwhile that had another
-//! shape or showed a cluster stale.
+//! shape or showed a cluster stale. `--replicas R` (`replicas.rs`) runs R
+//! hubs against the same API server with `--status-shards`, the agents
+//! spread over them, and reports each replica's figures beside the
+//! totals; `--restart-at` then kills the replica holding the most shards.
 //!
-//! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]` (see
-//! `scenario.rs` and docs/benchmarks.md). Without `--bench` (as
+//! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]`, or
+//! `-- --scenario NAME` for a figure of docs/benchmarks.md (see
+//! `scenario.rs`; flags beside it override the scenario's). Without `--bench` (as
 //! `cargo test --all-targets` runs it) it ignores its arguments and runs a
 //! tiny smoke configuration that fails if no delta or latency sample
 //! came through.
@@ -43,6 +47,7 @@ mod hub_process;
 mod inprocess;
 mod kubernetes;
 mod probes;
+mod replicas;
 mod report;
 mod scenario;
 
@@ -55,7 +60,13 @@ use crate::scenario::Args;
 /// The `scale` bench's entry point: parses the command line (or picks the
 /// smoke configuration), runs the mode and prints the JSON line.
 pub fn main() -> ExitCode {
-    let raw: Vec<String> = std::env::args().collect();
+    let (raw, scenario) = match scenario::expand(std::env::args().collect()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let args = if raw.iter().any(|a| a == "--bench") {
         Args::parse_from(raw)
     } else {
@@ -76,13 +87,18 @@ pub fn main() -> ExitCode {
         ])
     };
     let smoke = !args.bench;
-    let result = if args.kube {
+    let result = if !args.kube && (args.replicas > 1 || args.status_shards.is_some()) {
+        Err("--replicas and --status-shards need --kube".to_owned())
+    } else if args.kube {
         kubernetes::run(args)
     } else {
         inprocess::run(args)
     };
     match result {
-        Ok(json) => {
+        Ok(mut json) => {
+            if let (Some(name), Some(o)) = (scenario, json.as_object_mut()) {
+                o.insert("scenario".to_owned(), name.into());
+            }
             println!("{json}");
             if smoke {
                 if json["deltas"].as_u64().unwrap_or(0) == 0 {

@@ -66,3 +66,72 @@ pub(crate) fn loadavg() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// Write requests the API server answered so far, by resource (with
+/// `/subresource`), from its own `apiserver_request_total` (every verb
+/// that writes: POST, PUT, PATCH, APPLY, DELETE; any response code): what
+/// every writer (the hubs' status, store, Lease and liveness writes) cost
+/// it, counted where it is paid.
+pub(crate) async fn apiserver_writes(
+    client: &kube::Client,
+) -> Result<std::collections::BTreeMap<String, u64>, String> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("API server /metrics: {e}"))?;
+    Ok(write_counts(&text))
+}
+
+/// [`apiserver_writes`] of a `/metrics` text.
+pub(crate) fn write_counts(text: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let label = |k: &str| {
+            labels.split(',').find_map(|kv| {
+                let (key, v) = kv.split_once('=')?;
+                (key == k).then(|| v.trim_matches('"').to_owned())
+            })
+        };
+        let verb = label("verb").unwrap_or_default();
+        if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE") {
+            continue;
+        }
+        let Ok(n) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        let mut kind = label("resource").unwrap_or_default();
+        if let Some(sub) = label("subresource").filter(|s| !s.is_empty()) {
+            kind = format!("{kind}/{sub}");
+        }
+        *counts.entry(kind).or_insert(0) += n as u64;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_counted_by_resource_and_subresource() {
+        let text = r#"# HELP apiserver_request_total x
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="gateway.networking.k8s.io",resource="gateways",scope="resource",subresource="status",verb="APPLY",version="v1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 3
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="GET",version="v1"} 99
+"#;
+        let counts = write_counts(text);
+        assert_eq!(counts.get("gateways/status"), Some(&7));
+        assert_eq!(counts.get("leases"), Some(&4));
+        assert_eq!(counts.len(), 2);
+    }
+}

@@ -2,7 +2,9 @@
 //! default since the bench lived in the CLI crate, so earlier figures in
 //! docs/benchmarks.md stay reproducible) and the data every simulated
 //! cluster reports (names, Gateway reports, snapshot chunks). Both modes
-//! build their load from here.
+//! build their load from here. The named scenarios (`--scenario NAME`,
+//! [`SCENARIOS`]) are the runs behind docs/benchmarks.md's figures, one
+//! command each.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,7 +20,10 @@ pub(crate) const GRACE: Duration = Duration::from_secs(10);
 
 /// The command line of the `scale` bench.
 #[derive(Parser, Debug, Clone)]
-#[command(about = "gwhub hub scale benchmark (simulated agents over loopback gRPC)")]
+#[command(
+    about = "gwhub hub scale benchmark (simulated agents over loopback gRPC)",
+    args_override_self = true
+)]
 pub(crate) struct Args {
     /// Simulated agents, one per cluster.
     #[arg(long, default_value_t = 100)]
@@ -63,6 +68,16 @@ pub(crate) struct Args {
     /// start it again (agents reconnect and resend their snapshot).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) restart_at: Option<Duration>,
+    /// Kubernetes mode: hub replicas against the same API server, the
+    /// agents spread over them round-robin; with more than one, leader
+    /// election and `--status-shards` as the shipped Deployment runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub(crate) replicas: u32,
+    /// `gwhub serve --status-shards` of every replica (default: 8 with
+    /// more than one replica, as the shipped Deployment; else none: one
+    /// replica writes every hub Gateway without a Lease).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
+    pub(crate) status_shards: Option<u32>,
     /// Hub binary (default: test-kit's: `GWHUB_BIN`, else `$GWHUB_BIN_DIR/gwhub`,
     /// else the workspace's `gwhub` built in this bench's profile).
     #[arg(long)]
@@ -73,6 +88,14 @@ pub(crate) struct Args {
     /// Set by `cargo bench`; without it this is a smoke test.
     #[arg(long, hide = true)]
     pub(crate) bench: bool,
+}
+
+impl Args {
+    /// The status shards every replica runs with.
+    pub(crate) fn shards(&self) -> u32 {
+        self.status_shards
+            .unwrap_or(if self.replicas > 1 { 8 } else { 0 })
+    }
 }
 
 pub(crate) fn cluster_name(c: usize) -> String {
@@ -224,5 +247,245 @@ impl FirstSnapshot {
             self.hello.clone(),
         )))
         .chain(self.chunks.iter().cloned())
+    }
+}
+
+/// A named run: each figure in docs/benchmarks.md is one
+/// `cargo bench -p gwhub-loadgen --bench scale -- --scenario <name>`.
+pub(crate) struct Scenario {
+    pub(crate) name: &'static str,
+    /// Where its figures are in docs/benchmarks.md.
+    pub(crate) figure: &'static str,
+    /// Its flags; flags given beside `--scenario` override them.
+    pub(crate) args: &'static [&'static str],
+}
+
+/// Every named run.
+pub(crate) const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "ingest-200x100",
+        figure: "Hub at scale (200 x 100 x 4)",
+        args: &["--clusters", "200", "--gateways", "100"],
+    },
+    Scenario {
+        name: "ingest-1k",
+        figure: "Hub at scale (1,000 x 100 x 4)",
+        args: &["--clusters", "1000", "--gateways", "100"],
+    },
+    Scenario {
+        name: "memory-1k",
+        figure: "Hub memory per (cluster, Gateway)",
+        args: &["--clusters", "1000", "--gateways", "10"],
+    },
+    Scenario {
+        name: "kube-1k",
+        figure: "Kubernetes mode: 1,000 x 10, one replica",
+        args: &[
+            "--kube",
+            "--clusters",
+            "1000",
+            "--gateways",
+            "10",
+            "--rate",
+            "100",
+            "--duration",
+            "40s",
+            "--restart-at",
+            "20s",
+        ],
+    },
+    Scenario {
+        name: "kube-1k-3r",
+        figure: "Kubernetes mode: 1,000 x 10, three replicas",
+        args: &[
+            "--kube",
+            "--clusters",
+            "1000",
+            "--gateways",
+            "10",
+            "--rate",
+            "100",
+            "--duration",
+            "40s",
+            "--restart-at",
+            "20s",
+            "--replicas",
+            "3",
+            // Not the Deployment's 8: the bench's hub Gateway names all
+            // hash into one of 8 shards (docs/benchmarks.md).
+            "--status-shards",
+            "9",
+        ],
+    },
+    Scenario {
+        name: "kube-100x100",
+        figure: "Kubernetes mode: 100 x 100, 1,000/s",
+        args: &[
+            "--kube",
+            "--clusters",
+            "100",
+            "--gateways",
+            "100",
+            "--rate",
+            "1000",
+            "--duration",
+            "20s",
+        ],
+    },
+    Scenario {
+        name: "kube-100x100-acks",
+        figure: "Kubernetes mode: 100 x 100, as fast as acks allow",
+        args: &[
+            "--kube",
+            "--clusters",
+            "100",
+            "--gateways",
+            "100",
+            "--rate",
+            "0",
+            "--duration",
+            "10s",
+        ],
+    },
+    Scenario {
+        name: "kube-3.5k",
+        figure: "Kubernetes mode: 3,500 x 10",
+        args: &[
+            "--kube",
+            "--clusters",
+            "3500",
+            "--gateways",
+            "10",
+            "--rate",
+            "350",
+            "--duration",
+            "40s",
+            "--restart-at",
+            "20s",
+        ],
+    },
+    Scenario {
+        name: "kube-10k",
+        figure: "Ten thousand clusters, one replica",
+        args: &[
+            "--kube",
+            "--clusters",
+            "10000",
+            "--gateways",
+            "10",
+            "--rate",
+            "100",
+            "--duration",
+            "40s",
+            "--restart-at",
+            "20s",
+        ],
+    },
+    Scenario {
+        name: "kube-10k-3r",
+        figure: "Ten thousand clusters, three replicas",
+        args: &[
+            "--kube",
+            "--clusters",
+            "10000",
+            "--gateways",
+            "10",
+            "--rate",
+            "100",
+            "--duration",
+            "40s",
+            "--restart-at",
+            "20s",
+            "--replicas",
+            "3",
+            // Not the Deployment's 8: the bench's hub Gateway names all
+            // hash into one of 8 shards (docs/benchmarks.md).
+            "--status-shards",
+            "9",
+        ],
+    },
+];
+
+/// `raw` (a command line) with `--scenario NAME` (or `--scenario=NAME`)
+/// replaced by that scenario's flags, put first so every other flag
+/// given overrides them; the scenario's name, if any.
+pub(crate) fn expand(raw: Vec<String>) -> Result<(Vec<String>, Option<&'static str>), String> {
+    let mut rest = Vec::with_capacity(raw.len());
+    let mut name: Option<String> = None;
+    let mut it = raw.into_iter();
+    while let Some(a) = it.next() {
+        if a == "--scenario" {
+            name = Some(it.next().ok_or("--scenario needs a name")?);
+        } else if let Some(n) = a.strip_prefix("--scenario=") {
+            name = Some(n.to_owned());
+        } else {
+            rest.push(a);
+        }
+    }
+    let Some(name) = name else {
+        return Ok((rest, None));
+    };
+    let Some(s) = SCENARIOS.iter().find(|s| s.name == name) else {
+        let names: Vec<String> = SCENARIOS
+            .iter()
+            .map(|s| format!("{} ({})", s.name, s.figure))
+            .collect();
+        return Err(format!(
+            "no scenario {name:?}; the scenarios are {}",
+            names.join(", ")
+        ));
+    };
+    let mut out: Vec<String> = rest.iter().take(1).cloned().collect();
+    out.extend(s.args.iter().map(|a| (*a).to_owned()));
+    out.extend(rest.into_iter().skip(1));
+    Ok((out, Some(s.name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn every_scenario_parses() {
+        for s in SCENARIOS {
+            let (raw, name) = expand(argv(&["scale", "--bench", "--scenario", s.name])).unwrap();
+            assert_eq!(name, Some(s.name));
+            let args = Args::try_parse_from(raw).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            assert!(args.bench);
+        }
+    }
+
+    #[test]
+    fn flags_beside_a_scenario_override_it() {
+        let (raw, _) = expand(argv(&[
+            "scale",
+            "--duration",
+            "5s",
+            "--scenario=kube-10k",
+            "--replicas",
+            "2",
+        ]))
+        .unwrap();
+        let args = Args::try_parse_from(raw).unwrap();
+        assert!(args.kube);
+        assert_eq!(args.clusters, 10_000);
+        assert_eq!(args.duration, Duration::from_secs(5));
+        assert_eq!(args.replicas, 2);
+        assert_eq!(args.shards(), 8);
+    }
+
+    #[test]
+    fn an_unknown_scenario_is_named_with_the_known_ones() {
+        let err = expand(argv(&["scale", "--scenario", "nope"]))
+            .err()
+            .unwrap();
+        assert!(err.contains("\"nope\"") && err.contains("kube-1k"), "{err}");
+        assert!(expand(argv(&["scale", "--scenario"])).is_err());
+        let (raw, name) = expand(argv(&["scale", "--clusters", "3"])).unwrap();
+        assert_eq!((raw.len(), name), (3, None));
     }
 }
