@@ -73,8 +73,12 @@ impl LiveReplicas {
 
 /// The shard of hub Gateway `namespace/name` among `shards` (0 when
 /// `shards` is 0): 64-bit FNV-1a of the UTF-8 bytes of `namespace/name`,
-/// modulo `shards`. Stable across processes, versions and platforms, so
-/// every replica puts a Gateway in the same shard.
+/// mixed by MurmurHash3's 64-bit finaliser, then mapped onto `0..shards`
+/// by its high bits (`hash * shards >> 64`). Stable across processes,
+/// versions and platforms, so every replica puts a Gateway in the same
+/// shard. The finaliser matters: FNV-1a's low bits depend only on the
+/// low bits of each byte, so `FNV-1a mod 8` put names differing in
+/// repeated digits (`ns-1/gw-0001`, `ns-2/gw-0002`, ...) in one shard.
 pub fn shard_of(namespace: &str, name: &str, shards: u32) -> u32 {
     if shards == 0 {
         return 0;
@@ -91,8 +95,15 @@ pub fn shard_of(namespace: &str, name: &str, shards: u32) -> u32 {
         hash ^= u64::from(*b);
         hash = hash.wrapping_mul(PRIME);
     }
-    // The remainder is below `shards`, a u32.
-    u32::try_from(hash % u64::from(shards)).unwrap_or(0)
+    // MurmurHash3's fmix64: every input bit reaches every output bit.
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^= hash >> 33;
+    // The product's high 64 bits are below `shards`, a u32.
+    let shard = (u128::from(hash) * u128::from(shards)) >> 64;
+    u32::try_from(shard).unwrap_or(0)
 }
 
 /// The most shards one replica should hold: `ceil(shards / replicas)`
@@ -220,9 +231,36 @@ mod tests {
         assert_eq!(used.len(), 16, "200 Gateways cover all 16 shards");
     }
 
-    // FNV-1a 64 of "default/web" etc., modulo 16 (checked against an
-    // independent implementation).
-    const PINNED: [u32; 4] = [11, 1, 15, 12];
+    /// Names that differ only in repeated digits (the load generator's
+    /// `ns-<g>/gw-000<g>`) once all fell in one shard of 8.
+    #[test]
+    fn similar_names_spread_over_a_power_of_two() {
+        for shards in [2u32, 4, 8, 16] {
+            let used: BTreeSet<u32> = (0..10)
+                .map(|g| shard_of(&format!("ns-{g}"), &format!("gw-000{g}"), shards))
+                .collect();
+            assert!(
+                used.len() as u32 >= shards.min(10) / 2,
+                "{shards} shards: ten similar names use only {used:?}"
+            );
+            let mut counts = vec![0u32; shards as usize];
+            for i in 0..4000 {
+                let s = shard_of(&format!("ns-{}", i % 50), &format!("gw-{i:04}"), shards);
+                counts[s as usize] += 1;
+            }
+            let fair = 4000 / shards;
+            for (s, n) in counts.iter().enumerate() {
+                assert!(
+                    *n > fair * 3 / 4 && *n < fair * 5 / 4,
+                    "{shards} shards: shard {s} got {n} of 4000 (fair {fair}): {counts:?}"
+                );
+            }
+        }
+    }
+
+    // FNV-1a 64 of "default/web" etc., through fmix64, times 16, high
+    // 64 bits (checked against an independent implementation).
+    const PINNED: [u32; 4] = [0, 13, 9, 5];
 
     #[test]
     fn fair_share_is_the_ceiling() {
