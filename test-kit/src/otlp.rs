@@ -62,9 +62,36 @@ impl Receiver {
         )
         .await
     }
+
+    /// Waits until a span `name` naming `gateway` in trace `trace` (32 hex
+    /// digits) was exported (the same Gateway's untraced work is in other
+    /// traces); every span exported so far.
+    pub async fn wait_for_in_trace(
+        &self,
+        trace: &str,
+        name: &str,
+        gateway: &str,
+        within: Duration,
+    ) -> Vec<Span> {
+        crate::wait::until(
+            within,
+            || async { self.spans() },
+            |s| {
+                s.iter().any(|s| {
+                    s.name == name && s.attribute("gateway") == Some(gateway) && s.trace() == trace
+                })
+            },
+        )
+        .await
+    }
 }
 
 impl Span {
+    /// The trace id in hex, as a `traceparent` writes it.
+    pub fn trace(&self) -> String {
+        self.trace_id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// A string form of attribute `key`.
     pub fn attribute(&self, key: &str) -> Option<&str> {
         self.attributes.get(key).map(String::as_str)
