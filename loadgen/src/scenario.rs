@@ -256,154 +256,69 @@ pub(crate) struct Scenario {
     pub(crate) name: &'static str,
     /// Where its figures are in docs/benchmarks.md.
     pub(crate) figure: &'static str,
-    /// Its flags; flags given beside `--scenario` override them.
-    pub(crate) args: &'static [&'static str],
+    /// Its flags, as one command line (split on whitespace); flags given
+    /// beside `--scenario` override them.
+    pub(crate) args: &'static str,
 }
 
-/// Every named run.
+impl Scenario {
+    const fn new(name: &'static str, figure: &'static str, args: &'static str) -> Self {
+        Scenario { name, figure, args }
+    }
+}
+
+/// Every named run: its name, where its figures are, its flags.
 pub(crate) const SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "ingest-200x100",
-        figure: "Hub at scale (200 x 100 x 4)",
-        args: &["--clusters", "200", "--gateways", "100"],
-    },
-    Scenario {
-        name: "ingest-1k",
-        figure: "Hub at scale (1,000 x 100 x 4)",
-        args: &["--clusters", "1000", "--gateways", "100"],
-    },
-    Scenario {
-        name: "memory-1k",
-        figure: "Hub memory per (cluster, Gateway)",
-        args: &["--clusters", "1000", "--gateways", "10"],
-    },
-    Scenario {
-        name: "kube-1k",
-        figure: "Kubernetes mode: 1,000 x 10, one replica",
-        args: &[
-            "--kube",
-            "--clusters",
-            "1000",
-            "--gateways",
-            "10",
-            "--rate",
-            "100",
-            "--duration",
-            "40s",
-            "--restart-at",
-            "20s",
-        ],
-    },
-    Scenario {
-        name: "kube-1k-3r",
-        figure: "Kubernetes mode: 1,000 x 10, three replicas",
-        args: &[
-            "--kube",
-            "--clusters",
-            "1000",
-            "--gateways",
-            "10",
-            "--rate",
-            "100",
-            "--duration",
-            "40s",
-            "--restart-at",
-            "20s",
-            "--replicas",
-            "3",
-            // Not the Deployment's 8: the bench's hub Gateway names all
-            // hash into one of 8 shards (docs/benchmarks.md).
-            "--status-shards",
-            "9",
-        ],
-    },
-    Scenario {
-        name: "kube-100x100",
-        figure: "Kubernetes mode: 100 x 100, 1,000/s",
-        args: &[
-            "--kube",
-            "--clusters",
-            "100",
-            "--gateways",
-            "100",
-            "--rate",
-            "1000",
-            "--duration",
-            "20s",
-        ],
-    },
-    Scenario {
-        name: "kube-100x100-acks",
-        figure: "Kubernetes mode: 100 x 100, as fast as acks allow",
-        args: &[
-            "--kube",
-            "--clusters",
-            "100",
-            "--gateways",
-            "100",
-            "--rate",
-            "0",
-            "--duration",
-            "10s",
-        ],
-    },
-    Scenario {
-        name: "kube-3.5k",
-        figure: "Kubernetes mode: 3,500 x 10",
-        args: &[
-            "--kube",
-            "--clusters",
-            "3500",
-            "--gateways",
-            "10",
-            "--rate",
-            "350",
-            "--duration",
-            "40s",
-            "--restart-at",
-            "20s",
-        ],
-    },
-    Scenario {
-        name: "kube-10k",
-        figure: "Ten thousand clusters, one replica",
-        args: &[
-            "--kube",
-            "--clusters",
-            "10000",
-            "--gateways",
-            "10",
-            "--rate",
-            "100",
-            "--duration",
-            "40s",
-            "--restart-at",
-            "20s",
-        ],
-    },
-    Scenario {
-        name: "kube-10k-3r",
-        figure: "Ten thousand clusters, three replicas",
-        args: &[
-            "--kube",
-            "--clusters",
-            "10000",
-            "--gateways",
-            "10",
-            "--rate",
-            "100",
-            "--duration",
-            "40s",
-            "--restart-at",
-            "20s",
-            "--replicas",
-            "3",
-            // Not the Deployment's 8: the bench's hub Gateway names all
-            // hash into one of 8 shards (docs/benchmarks.md).
-            "--status-shards",
-            "9",
-        ],
-    },
+    Scenario::new(
+        "ingest-200x100",
+        "Hub at scale (200 x 100 x 4)",
+        "--clusters 200 --gateways 100",
+    ),
+    Scenario::new(
+        "ingest-1k",
+        "Hub at scale (1,000 x 100 x 4)",
+        "--clusters 1000 --gateways 100",
+    ),
+    Scenario::new(
+        "memory-1k",
+        "Hub memory per (cluster, Gateway)",
+        "--clusters 1000 --gateways 10",
+    ),
+    Scenario::new(
+        "kube-1k",
+        "Kubernetes mode: 1,000 x 10, one replica",
+        "--kube --clusters 1000 --gateways 10 --rate 100 --duration 40s --restart-at 20s",
+    ),
+    Scenario::new(
+        "kube-1k-3r",
+        "Kubernetes mode: 1,000 x 10, three replicas",
+        "--kube --clusters 1000 --gateways 10 --rate 100 --duration 40s --restart-at 20s --replicas 3 --status-shards 8",
+    ),
+    Scenario::new(
+        "kube-100x100",
+        "Kubernetes mode: 100 x 100, 1,000/s",
+        "--kube --clusters 100 --gateways 100 --rate 1000 --duration 20s",
+    ),
+    Scenario::new(
+        "kube-100x100-acks",
+        "Kubernetes mode: 100 x 100, as fast as acks allow",
+        "--kube --clusters 100 --gateways 100 --rate 0 --duration 10s",
+    ),
+    Scenario::new(
+        "kube-3.5k",
+        "Kubernetes mode: 3,500 x 10",
+        "--kube --clusters 3500 --gateways 10 --rate 350 --duration 40s --restart-at 20s",
+    ),
+    Scenario::new(
+        "kube-10k",
+        "Ten thousand clusters, one replica",
+        "--kube --clusters 10000 --gateways 10 --rate 100 --duration 40s --restart-at 20s",
+    ),
+    Scenario::new(
+        "kube-10k-3r",
+        "Ten thousand clusters, three replicas",
+        "--kube --clusters 10000 --gateways 10 --rate 100 --duration 40s --restart-at 20s --replicas 3 --status-shards 8",
+    ),
 ];
 
 /// `raw` (a command line) with `--scenario NAME` (or `--scenario=NAME`)
@@ -436,7 +351,7 @@ pub(crate) fn expand(raw: Vec<String>) -> Result<(Vec<String>, Option<&'static s
         ));
     };
     let mut out: Vec<String> = rest.iter().take(1).cloned().collect();
-    out.extend(s.args.iter().map(|a| (*a).to_owned()));
+    out.extend(s.args.split_whitespace().map(str::to_owned));
     out.extend(rest.into_iter().skip(1));
     Ok((out, Some(s.name)))
 }
