@@ -25,8 +25,3 @@ pub mod tls;
 #[warn(unreachable_pub)]
 mod tls_reload;
 pub mod web;
-
-// The pure engine and the Dashboard's listing and history rules, under the
-// paths the runtime has always used.
-pub(crate) use gwhub_hub_rules::aggregate;
-pub use gwhub_hub_rules::{history, listing, read_access};

@@ -16,10 +16,10 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::GatewayKey;
 use crate::budget::Counters;
 use crate::index::{ClusterSummary, Index};
 use crate::kube::metrics::Metrics;
+use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// The `cluster` label of the per-cluster gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -12,7 +12,6 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
-use crate::aggregate::Options;
 use crate::budget::Budgets;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
 use crate::grpc::dashboard::DashboardService;
@@ -20,6 +19,7 @@ use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestS
 use crate::index::{Index, IndexConfig};
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
+use gwhub_hub_rules::aggregate::Options;
 
 /// How long shutdown waits for connections to close.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,7 +59,7 @@ impl HubConfig {
             budgets: Budgets::default(),
             web_listen: None,
             web_hosts: Default::default(),
-            gateway_history: crate::history::DEFAULT_CAPACITY,
+            gateway_history: gwhub_hub_rules::history::DEFAULT_CAPACITY,
         }
     }
 }

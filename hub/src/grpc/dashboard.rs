@@ -24,12 +24,12 @@ use crate::authz::Reader;
 use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
 use crate::tls::DashboardAuth;
 
-use crate::aggregate::GatewayKey;
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
-use crate::history;
 use crate::index::{GatewayView, Index, Views};
-use crate::listing::{self, Filter};
-use crate::read_access::Visibility;
+use gwhub_hub_rules::aggregate::GatewayKey;
+use gwhub_hub_rules::history;
+use gwhub_hub_rules::listing::{self, Filter};
+use gwhub_hub_rules::read_access::Visibility;
 
 pub struct DashboardService {
     index: Index,

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::aggregate::GatewayKey;
 use crate::index::{ApplyError, Change, Index, Session};
+use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// Messages handled before the hub acks and yields, so a fast agent gets
 /// coalesced acks and cannot starve the other streams.
@@ -788,8 +788,8 @@ pub fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::Options;
     use crate::index::IndexConfig;
+    use gwhub_hub_rules::aggregate::Options;
 
     /// A stream whose agent never reads, with its queue full and more to
     /// send, plus what keeps it from ending on its own.

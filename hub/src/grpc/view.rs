@@ -121,8 +121,8 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregate::{GatewayKey, Item, Rule};
     use crate::index::testing::{omission, view};
+    use gwhub_hub_rules::aggregate::{GatewayKey, Item, Rule};
 
     /// A page put together from the shared encodings is the message the
     /// generated code would encode: full views with their omissions, lean

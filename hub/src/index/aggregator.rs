@@ -12,8 +12,8 @@ use tokio::sync::watch;
 
 use super::Index;
 use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, build_view};
-use crate::aggregate::fleet::SharedReport;
-use crate::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
+use gwhub_hub_rules::aggregate::fleet::SharedReport;
+use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
 
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
@@ -600,7 +600,7 @@ impl Index {
         let reports = changed
             .iter()
             .filter_map(|(c, r)| r.as_ref().map(|r| (c.as_str(), &*r.status)));
-        let conditions = crate::history::conditions(&aggregation.status, reports);
+        let conditions = gwhub_hub_rules::history::conditions(&aggregation.status, reports);
         let clusters: BTreeSet<&str> = clusters.iter().map(String::as_str).collect();
         self.inner
             .history
@@ -615,7 +615,7 @@ impl Index {
         shared: &[SharedReport],
         millis: i64,
     ) {
-        let conditions = crate::history::conditions(
+        let conditions = gwhub_hub_rules::history::conditions(
             &aggregation.status,
             shared.iter().map(|r| (r.cluster.as_str(), &*r.status)),
         );
@@ -634,13 +634,14 @@ struct Input {
     reports: Reports,
     live: Option<Arc<LiveHub>>,
     old: Option<Arc<GatewayView>>,
-    expectation: Option<crate::aggregate::Expectation>,
+    expectation: Option<gwhub_hub_rules::aggregate::Expectation>,
     /// The hub Gateway, its aggregation and omissions; `None` when there
     /// is neither a report nor a live hub Gateway.
     aggregated: Option<Aggregated>,
 }
 
-type Aggregated = Result<(HubGateway, Aggregation, Omitted), crate::aggregate::AggregateError>;
+type Aggregated =
+    Result<(HubGateway, Aggregation, Omitted), gwhub_hub_rules::aggregate::AggregateError>;
 
 /// The reports a pass reads for one Gateway.
 enum Reports {
@@ -658,10 +659,10 @@ enum Reports {
 /// view's conditions. The omissions are listed only when they may differ
 /// from `old`'s (see [`OmissionsSource`]).
 fn aggregate_one(
-    inc: Option<&crate::aggregate::Incremental>,
+    inc: Option<&gwhub_hub_rules::aggregate::Incremental>,
     live: Option<&LiveHub>,
     old: Option<&GatewayView>,
-    expectation: Option<&crate::aggregate::Expectation>,
+    expectation: Option<&gwhub_hub_rules::aggregate::Expectation>,
     options: &Options,
     now: Timestamp,
 ) -> Aggregated {
@@ -691,8 +692,13 @@ fn aggregate_one(
             (parts.aggregation, omitted)
         }
         None => {
-            let mut aggregation =
-                crate::aggregate::aggregate_expected(&hub, &[], expectation, options, now)?;
+            let mut aggregation = gwhub_hub_rules::aggregate::aggregate_expected(
+                &hub,
+                &[],
+                expectation,
+                options,
+                now,
+            )?;
             let omitted = Omitted {
                 list: Some(std::mem::take(&mut aggregation.omissions)),
                 source: None,
@@ -855,11 +861,11 @@ mod tests {
         assert_ne!(now.base, encoded.base);
         assert_eq!(
             after.cells.get("c4").unwrap().health,
-            crate::listing::Health::NotReady
+            gwhub_hub_rules::listing::Health::NotReady
         );
         assert_eq!(
             before.cells.get("c4").unwrap().health,
-            crate::listing::Health::Ready
+            gwhub_hub_rules::listing::Health::Ready
         );
     }
 

@@ -9,7 +9,7 @@ use gwhub_hub_rules::history::{Conditions, Ring, Transition};
 use parking_lot::Mutex;
 
 use super::Index;
-use crate::aggregate::GatewayKey;
+use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// The history part of the index.
 pub(super) struct History {

@@ -15,13 +15,13 @@ use parking_lot::RwLock;
 use super::Index;
 use super::reports::ClusterSummary;
 use super::sessions::Session;
-use crate::aggregate::{GatewayKey, LiveHub};
+use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 use gwhub_hub_rules::inventory::{
     Admitted, DECISION_KEY_LABEL, EXPECTED_CLUSTERS_ANNOTATION, Inventory, Mode,
     PLACEMENT_ANNOTATION, Placement, Refusal, Selector, placed_clusters,
 };
 
-use crate::aggregate::{Expectation, ExpectedCluster};
+use gwhub_hub_rules::aggregate::{Expectation, ExpectedCluster};
 
 /// The inventory part of the index: the ClusterProfiles and the
 /// PlacementDecisions, each under its own lock, taken alone or inside the
@@ -412,8 +412,8 @@ mod tests {
     use jiff::Timestamp;
 
     use super::*;
-    use crate::aggregate::Options;
     use crate::index::{IndexConfig, now_millis};
+    use gwhub_hub_rules::aggregate::Options;
 
     fn key(n: &str) -> GatewayKey {
         GatewayKey::new("ns", n)
@@ -602,7 +602,7 @@ mod tests {
             )
         );
         assert_eq!(
-            message(crate::aggregate::OWN_CONDITION).1,
+            message(gwhub_hub_rules::aggregate::OWN_CONDITION).1,
             "Aggregated the status of 1 of 3 expected clusters; north never reported; west never reported"
         );
         let view = index.view(&key("web")).unwrap();
@@ -614,7 +614,7 @@ mod tests {
             .map(|m| (m.cluster.as_str(), m.never_reported))
             .collect();
         assert_eq!(missing, [("north", true), ("west", true)]);
-        assert!(crate::listing::Filter::new("", "north", false).matches(view.facts()));
+        assert!(gwhub_hub_rules::listing::Filter::new("", "north", false).matches(view.facts()));
         assert!(view.lean.unexpected_clusters.is_empty());
         // West connects (without the Gateway): re-aggregated.
         let west = index.connect("west", "t").unwrap();
@@ -643,7 +643,7 @@ mod tests {
         // A bad selector is named in the hub's own condition.
         index.set_live_hub(key("web"), Some(annotated("tier in edge")));
         index.aggregate_dirty();
-        let (status, own) = message(crate::aggregate::OWN_CONDITION);
+        let (status, own) = message(gwhub_hub_rules::aggregate::OWN_CONDITION);
         assert_eq!(status, "False");
         assert!(
             own.starts_with(
@@ -685,7 +685,7 @@ mod tests {
             let view = index.view(&key("web")).unwrap();
             let c = view.aggregation.status.conditions.clone().unwrap();
             c.into_iter()
-                .find(|c| c.type_ == crate::aggregate::OWN_CONDITION)
+                .find(|c| c.type_ == gwhub_hub_rules::aggregate::OWN_CONDITION)
                 .map(|c| (c.status, c.message))
                 .unwrap()
         };

@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::aggregate::Options;
 use crate::budget::Counters;
+use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
 mod history;
@@ -149,7 +149,7 @@ mod tests {
     use gateway_api::apis::standard::gateways::GatewayStatus;
 
     use super::*;
-    use crate::aggregate::{GatewayKey, LiveHub};
+    use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 
     fn key(n: &str) -> GatewayKey {
         GatewayKey::new("ns", n)
@@ -301,7 +301,7 @@ mod tests {
             .unwrap();
         let mut want: BTreeSet<String> = foreign.iter().cloned().collect();
         want.extend([
-            crate::aggregate::OWN_CONDITION.to_owned(),
+            gwhub_hub_rules::aggregate::OWN_CONDITION.to_owned(),
             "Accepted".to_owned(),
         ]);
         assert_eq!(condition_types(&view), want);

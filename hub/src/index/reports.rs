@@ -14,9 +14,9 @@ use tokio::sync::watch;
 
 use super::sessions::{ClusterLive, ClusterTransition, Session, Superseded};
 use super::{Index, now_millis};
-use crate::aggregate::fleet::SharedReport;
-use crate::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
 use crate::budget::Counters;
+use gwhub_hub_rules::aggregate::fleet::SharedReport;
+use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
 
 /// The reports part of the index: every cluster's latest report (the
 /// engine's [`Fleet`], keeping each Gateway's incremental aggregate) and

@@ -13,9 +13,9 @@ use parking_lot::Mutex;
 use prost::Message;
 use tonic::codegen::Bytes;
 
-use crate::aggregate::fleet::SharedReport;
-use crate::aggregate::{Aggregation, Freshness, GatewayKey, LiveHub, Omission, Rule};
-use crate::listing::Health;
+use gwhub_hub_rules::aggregate::fleet::SharedReport;
+use gwhub_hub_rules::aggregate::{Aggregation, Freshness, GatewayKey, LiveHub, Omission, Rule};
+use gwhub_hub_rules::listing::Health;
 
 /// One aggregated hub Gateway as the Dashboard serves it.
 ///
@@ -89,7 +89,9 @@ impl Cell {
     pub(crate) fn of(r: &SharedReport) -> Self {
         Cell {
             cluster: r.cluster.clone(),
-            health: crate::listing::health(r.status.conditions().iter().map(|c| c.status())),
+            health: gwhub_hub_rules::listing::health(
+                r.status.conditions().iter().map(|c| c.status()),
+            ),
             stale: matches!(r.freshness, Freshness::Stale { .. }),
         }
     }
@@ -209,7 +211,7 @@ impl PartialEq for Cells {
 }
 
 /// What a view's omissions were listed from (see
-/// [`crate::aggregate::Incremental::omissions_version`]).
+/// [`gwhub_hub_rules::aggregate::Incremental::omissions_version`]).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct OmissionsSource {
     pub(crate) version: u64,
@@ -226,8 +228,8 @@ pub(crate) struct Omitted {
 
 impl GatewayView {
     /// The filter's view of this Gateway.
-    pub fn facts(&self) -> crate::listing::Facts<'_> {
-        crate::listing::Facts {
+    pub fn facts(&self) -> gwhub_hub_rules::listing::Facts<'_> {
+        gwhub_hub_rules::listing::Facts {
             namespace: &self.key.namespace,
             clusters: &self.clusters,
             missing: &self.missing,
@@ -306,7 +308,7 @@ pub(crate) fn build_view(
     old: Option<&GatewayView>,
     live: Option<Arc<LiveHub>>,
 ) -> GatewayView {
-    let not_ready = crate::listing::not_ready(
+    let not_ready = gwhub_hub_rules::listing::not_ready(
         aggregation
             .status
             .conditions
@@ -504,7 +506,7 @@ pub(crate) mod testing {
     use gateway_api::apis::standard::gateways::GatewayStatus;
 
     use super::*;
-    use crate::aggregate::Item;
+    use gwhub_hub_rules::aggregate::Item;
 
     pub(crate) fn omission(
         cluster: Option<&str>,
@@ -552,8 +554,8 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::{omission, view};
     use super::*;
-    use crate::aggregate::Item;
-    use crate::listing::Health;
+    use gwhub_hub_rules::aggregate::Item;
+    use gwhub_hub_rules::listing::Health;
 
     /// The view keeps its omissions once, encoded, and still tells exactly
     /// whether a new aggregation left out the same: any field differing

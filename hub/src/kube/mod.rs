@@ -606,8 +606,8 @@ mod tests {
     use gateway_api::apis::standard::gateways::GatewayStatus;
     use jiff::Timestamp;
 
-    use crate::aggregate::{GatewayKey, Options};
     use crate::index::Index;
+    use gwhub_hub_rules::aggregate::{GatewayKey, Options};
 
     fn one(ip: &str) -> BTreeMap<GatewayKey, GatewayStatus> {
         let status: GatewayStatus = serde_json::from_value(serde_json::json!({

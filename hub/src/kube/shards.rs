@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::leader::{LeaseConfig, LeaseWatch, Seen, release, take};
 use super::liveness::Heartbeats;
 use super::metrics::Metrics;
-use crate::aggregate::GatewayKey;
+use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// Which hub Gateways this replica writes the status of now.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -32,8 +32,8 @@ use tracing::Instrument;
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use super::shards::Writes;
-use crate::aggregate::{GatewayKey, LiveHub};
 use crate::index::Index;
+use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
 
 /// Executes [`clear_patch`] on the fresh object; a failure is left for the

@@ -85,14 +85,14 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
-use crate::aggregate::GatewayKey;
 use crate::authz::{ReadError, Reader};
 use crate::budget::{Budgets, Counters, DashboardCalls};
 use crate::grpc::dashboard::{authorize_listing, diff, transition_to_proto, undecided};
 use crate::index::{GatewayView, Index, ListedCluster};
-use crate::listing::Filter;
-use crate::read_access::Visibility;
 use crate::tls::DashboardAuth;
+use gwhub_hub_rules::aggregate::GatewayKey;
+use gwhub_hub_rules::listing::Filter;
+use gwhub_hub_rules::read_access::Visibility;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");

@@ -27,11 +27,11 @@ use tokio_util::sync::CancellationToken;
 use super::deletes::{self, PART_DELETIONS_AT_ONCE, PartDeletions, Seen};
 use super::pack::{content_hash, gateways_of, millis, part_hash};
 use super::{Lost, LostQueue, StoredPart, StoredParts};
-use crate::aggregate::GatewayKey;
 use crate::index::Index;
 use crate::kube::budget::ApiBudget;
 use crate::kube::liveness::Sightings;
 use crate::kube::metrics::Metrics;
+use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// What the importer knows of one cluster's stored objects.
 #[derive(Default)]

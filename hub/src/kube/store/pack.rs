@@ -11,8 +11,8 @@ use gwhub_hub_rules::layout::{self, part_name};
 use gwhub_hub_rules::report::{self, ClusterReportSpec, ReportedGateway};
 use jiff::Timestamp;
 
-use crate::aggregate::GatewayKey;
 use crate::index::ClusterRecord;
+use gwhub_hub_rules::aggregate::GatewayKey;
 
 pub(super) fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
