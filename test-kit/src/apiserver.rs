@@ -2,7 +2,6 @@
 //! "cluster" separated by `--etcd-prefix`. Processes are killed when the
 //! [`Fleet`] is dropped, so a failing test leaves nothing behind.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -324,11 +323,10 @@ pub async fn create_namespaces(client: &Client, names: &[&str]) -> Result<()> {
 }
 
 fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|source| FleetError::Io {
+    crate::procs::try_free_port().map_err(|source| FleetError::Io {
         what: "bind a free port".into(),
         source,
-    })?;
-    Ok(l.local_addr().map(|a| a.port()).unwrap_or(0))
+    })
 }
 
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Child> {

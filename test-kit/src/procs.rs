@@ -61,12 +61,55 @@ impl Drop for Process {
     }
 }
 
-/// A loopback port nothing listens on right now.
+/// A loopback port nothing listens on right now, for a process that binds
+/// it later (see [`try_free_port`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind a free loopback port")
+    try_free_port().expect("bind a free loopback port")
+}
+
+/// A loopback port nothing listens on right now, picked *below* the
+/// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`):
+/// a port the kernel hands out (`:0`) is free again once the probe closes,
+/// and on a busy machine an outgoing connection or another test's `:0`
+/// listener could take it before the process we start binds it (an etcd
+/// or API server then never comes up). Ports below the range are only
+/// ever taken by explicit binds. Each pick in this process moves on from
+/// a random start, so picks do not repeat; where there is no room below
+/// the range, the kernel's choice.
+pub fn try_free_port() -> std::io::Result<u16> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FLOOR: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let ceiling = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(0);
+    if ceiling < FLOOR + 1_000 {
+        return std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()
+            .map(|a| a.port());
+    }
+    let span = ceiling - FLOOR;
+    let seed = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        (h.finish() % u64::from(span)) as u32
+    };
+    let _ = NEXT.compare_exchange(u32::MAX, seed(), Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let Ok(port) = u16::try_from(FLOOR + n) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("every loopback port from {FLOOR} to {ceiling} is in use"),
+    ))
 }
 
 /// The PEM files `gwhub certs` wrote.
@@ -157,4 +200,25 @@ pub async fn scrape(port: u16) -> std::collections::BTreeMap<String, u64> {
             Some((k.to_owned(), v.parse().ok()?))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod port_tests {
+    use super::try_free_port;
+
+    #[test]
+    fn picks_are_free_distinct_and_below_the_ephemeral_range() {
+        let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok());
+        let picks: Vec<u16> = (0..50).map(|_| try_free_port().unwrap()).collect();
+        let distinct: std::collections::BTreeSet<_> = picks.iter().collect();
+        assert_eq!(distinct.len(), picks.len(), "{picks:?}");
+        for p in &picks {
+            if let Some(low) = low.filter(|l| *l >= 11_000) {
+                assert!(*p >= 10_000 && *p < low, "{p} not below {low}");
+            }
+            std::net::TcpListener::bind(("127.0.0.1", *p)).unwrap();
+        }
+    }
 }
