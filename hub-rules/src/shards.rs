@@ -18,6 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use gwhub_model::cluster::fnv;
+
 use crate::liveness::replica_of;
 
 /// The live replicas as one replica judges them from the liveness
@@ -83,18 +85,7 @@ pub fn shard_of(namespace: &str, name: &str, shards: u32) -> u32 {
     if shards == 0 {
         return 0;
     }
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut hash = OFFSET;
-    let bytes = namespace
-        .as_bytes()
-        .iter()
-        .chain(b"/")
-        .chain(name.as_bytes());
-    for b in bytes {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(PRIME);
-    }
+    let mut hash = fnv(namespace.bytes().chain([b'/']).chain(name.bytes()));
     // MurmurHash3's fmix64: every input bit reaches every output bit.
     hash ^= hash >> 33;
     hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -184,12 +175,7 @@ pub fn decide(me: &str, holders: &[Option<String>], replicas: &BTreeSet<String>)
 
 /// `me`'s order of preference among free shards (rendezvous hashing).
 fn preference(me: &str, shard: u32) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in me.as_bytes().iter().chain(&shard.to_be_bytes()) {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
+    fnv(me.bytes().chain(shard.to_be_bytes()))
 }
 
 #[cfg(test)]
