@@ -146,11 +146,9 @@ pub fn dev_certs(out: &std::path::Path, clusters: &[&str], hub_sans: &[&str]) ->
     }
 }
 
-/// A loopback address free a moment ago (the OS picked it).
+/// A loopback address nothing listens on right now ([`free_port`]).
 pub fn free_addr() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free loopback port")
+    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
 /// An empty directory `gwhub-e2e-<tag>-<pid>` under the system temp dir
