@@ -238,6 +238,65 @@ pub fn served(
         .collect()
 }
 
+/// What a restarted hub still waits for before it writes hub Gateway
+/// status: the clusters a replica no longer alive served (a crashed or
+/// ended process, this one's previous incarnation among them) that are
+/// not back yet. Until they are, its view of them is the store's, which
+/// lags the ingest (at 10,000 clusters some were not even stored yet):
+/// writing status from it would show a shape the fleet never had.
+///
+/// A replica is alive when it has beaten after this process started
+/// (`started_millis`) and has not ended (`ended`): a process killed just
+/// before this one started still has a recent heartbeat, but never a
+/// later one. A cluster a dead replica's record lists is awaited until
+/// it is back: it reported to this process (`heard_here`), or a live
+/// replica's record lists it (it reconnected there; its report reaches
+/// this replica through the store with the store's usual lag, as in
+/// steady state), or it has gone stale anyway (its last-seen, the latest
+/// beat of a replica listing it, is `stale_after_millis` old: showing it
+/// stale is the truth). Nothing is awaited once `stale_after_millis`
+/// has passed since the start: every beat before it is stale by then, so
+/// this bounds the wait whatever the records say (or if they never list).
+pub fn awaited(
+    replicas: &BTreeMap<String, Replica>,
+    ended: &BTreeSet<String>,
+    own: &str,
+    started_millis: i64,
+    now_millis: i64,
+    stale_after_millis: i64,
+    heard_here: impl Fn(&str) -> bool,
+) -> BTreeSet<String> {
+    if now_millis.saturating_sub(started_millis) >= stale_after_millis {
+        return BTreeSet::new();
+    }
+    let alive = |id: &str, r: &Replica| {
+        id != own && !ended.contains(id) && r.heartbeat_millis.is_some_and(|b| b > started_millis)
+    };
+    let mut served_alive: BTreeSet<&str> = BTreeSet::new();
+    // Cluster -> the latest beat of a dead replica listing it.
+    let mut dead: BTreeMap<&str, i64> = BTreeMap::new();
+    for (id, r) in replicas.iter().filter(|(id, _)| id.as_str() != own) {
+        let Some(served) = &r.served else { continue };
+        if alive(id, r) {
+            served_alive.extend(served.iter().map(String::as_str));
+            continue;
+        }
+        // Without a heartbeat a record vouches for nothing (as in
+        // [`last_seen`]): its clusters were not fresh anywhere.
+        let Some(beat) = r.heartbeat_millis else { continue };
+        for c in served {
+            let e = dead.entry(c.as_str()).or_insert(beat);
+            *e = (*e).max(beat);
+        }
+    }
+    dead.into_iter()
+        .filter(|(c, _)| !served_alive.contains(c))
+        .filter(|(_, beat)| now_millis.saturating_sub(*beat) < stale_after_millis)
+        .filter(|(c, _)| !heard_here(c))
+        .map(|(c, _)| c.to_owned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +545,177 @@ mod tests {
             long.chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         );
+    }
+    #[test]
+    fn a_restarted_hub_awaits_the_dead_replicas_clusters_until_back() {
+        type Case = (
+            &'static str,
+            &'static [(&'static str, Option<i64>, Option<&'static [&'static str]>)],
+            &'static [&'static str],
+            &'static [&'static str],
+            i64,
+            &'static [&'static str],
+        );
+        // This process "a" started at 1000, stale-after 100; rows are
+        // (replica, heartbeat, record), then ended replicas, clusters
+        // heard here, now, and what is awaited.
+        let cases: &[Case] = &[
+            ("nothing recorded: nothing awaited", &[], &[], &[], 1010, &[]),
+            (
+                "the killed predecessor (beat before the start): its clusters",
+                &[("old", Some(990), Some(&["east", "west"]))],
+                &[],
+                &[],
+                1010,
+                &["east", "west"],
+            ),
+            (
+                "one reported here: the other still awaited",
+                &[("old", Some(990), Some(&["east", "west"]))],
+                &[],
+                &["east"],
+                1010,
+                &["west"],
+            ),
+            (
+                "all reported here: caught up",
+                &[("old", Some(990), Some(&["east", "west"]))],
+                &[],
+                &["east", "west"],
+                1010,
+                &[],
+            ),
+            (
+                "one listed by a live replica (beat after the start): back there",
+                &[
+                    ("old", Some(990), Some(&["east", "west"])),
+                    ("b", Some(1005), Some(&["west"])),
+                ],
+                &[],
+                &[],
+                1010,
+                &["east"],
+            ),
+            (
+                "a replica that has not beaten since the start is not alive yet",
+                &[
+                    ("old", Some(990), Some(&["east"])),
+                    ("b", Some(995), Some(&["east"])),
+                ],
+                &[],
+                &[],
+                1010,
+                &["east"],
+            ),
+            (
+                "an ended replica is not alive, even beating after the start",
+                &[("b", Some(1005), Some(&["east"]))],
+                &["b"],
+                &[],
+                1010,
+                &["east"],
+            ),
+            (
+                "stale anyway (last beat stale-after ago): not awaited",
+                &[
+                    ("old", Some(990), Some(&["east"])),
+                    ("older", Some(920), Some(&["west"])),
+                ],
+                &[],
+                &[],
+                1020,
+                &["east"],
+            ),
+            (
+                "listed by two dead replicas: the later beat dates it",
+                &[
+                    ("old", Some(990), Some(&["east"])),
+                    ("older", Some(900), Some(&["east"])),
+                ],
+                &[],
+                &[],
+                1050,
+                &["east"],
+            ),
+            (
+                "no heartbeat or no record: vouches for nothing",
+                &[("old", None, Some(&["east"])), ("older", Some(990), None)],
+                &[],
+                &[],
+                1010,
+                &[],
+            ),
+            (
+                "this process's own record is not a dead replica's",
+                &[("a", Some(1005), Some(&["east"]))],
+                &[],
+                &[],
+                1010,
+                &[],
+            ),
+            (
+                "stale-after since the start: nothing awaited, whatever the clocks",
+                &[("old", Some(1099), Some(&["east"]))],
+                &[],
+                &[],
+                1100,
+                &[],
+            ),
+        ];
+        for (name, replicas, ended, heard, now, want) in cases {
+            let replicas = replicas_of(replicas);
+            let ended = set(ended);
+            let heard = set(heard);
+            let got = awaited(&replicas, &ended, "a", 1000, *now, 100, |c| {
+                heard.contains(c)
+            });
+            assert_eq!(got, set(want), "{name}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The wait ends: never past stale-after since the start, never
+        /// for a cluster heard here or served by a live replica, and only
+        /// for clusters some record lists.
+        #[test]
+        fn the_wait_is_bounded_and_only_for_clusters_not_back(
+            rows in proptest::collection::vec(
+                (0u8..4, proptest::option::of(800i64..1200), proptest::collection::btree_set(0u8..6, 0..4), proptest::bool::ANY),
+                0..6,
+            ),
+            heard in proptest::collection::btree_set(0u8..6, 0..3),
+            now in 1000i64..1300,
+        ) {
+            let mut replicas = BTreeMap::new();
+            let mut ended = BTreeSet::new();
+            for (id, beat, served, gone) in &rows {
+                let id = format!("r{id}");
+                if *gone {
+                    ended.insert(id.clone());
+                }
+                replicas.insert(id, Replica {
+                    heartbeat_millis: *beat,
+                    served: Some(served.iter().map(|c| format!("c{c}")).collect()),
+                });
+            }
+            let heard: BTreeSet<String> = heard.iter().map(|c| format!("c{c}")).collect();
+            let got = awaited(&replicas, &ended, "r0", 1000, now, 100, |c| heard.contains(c));
+            if now >= 1100 {
+                proptest::prop_assert!(got.is_empty());
+            }
+            for c in &got {
+                proptest::prop_assert!(!heard.contains(c));
+                let listed_live = replicas.iter().any(|(id, r)| {
+                    id != "r0" && !ended.contains(id)
+                        && r.heartbeat_millis.is_some_and(|b| b > 1000)
+                        && r.served.as_ref().is_some_and(|s| s.contains(c))
+                });
+                proptest::prop_assert!(!listed_live);
+                let listed = replicas.iter().any(|(id, r)| {
+                    id != "r0" && r.served.as_ref().is_some_and(|s| s.contains(c))
+                });
+                proptest::prop_assert!(listed);
+            }
+        }
     }
 }
