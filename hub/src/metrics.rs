@@ -353,6 +353,8 @@ mod tests {
             "gwhub_leader",
             // Issue 26: status writing sharded over replicas.
             "gwhub_status_shards_held",
+            // Issue 26: a restarted hub waits for its clusters.
+            "gwhub_restart_awaited_clusters",
             "process_resident_memory_bytes",
         ]
         .map(str::to_owned)

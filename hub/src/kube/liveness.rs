@@ -46,6 +46,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::metrics::Metrics;
 use super::store::StoredParts;
 use crate::index::Index;
 use crate::kube::FIELD_MANAGER;
@@ -66,6 +67,12 @@ pub(crate) fn heartbeat_every(stale_after: Duration) -> Duration {
 /// listed (`None` before): which replicas are alive, for the status
 /// shards ([`crate::kube::shards`]).
 pub(crate) type Heartbeats = watch::Receiver<Option<Arc<BTreeMap<String, i64>>>>;
+
+/// Whether a restarted hub has caught up: every cluster a replica no
+/// longer alive served is back (or stale anyway), so hub Gateway status
+/// written from this process's view shows no lagging store
+/// ([`gwhub_hub_rules::liveness::awaited`]). Turns true once, never back.
+pub(crate) type CaughtUp = watch::Receiver<bool>;
 
 /// Each cluster's last-seen by the other replicas' records, for the
 /// importer (a stored report's `lastSeenTime` may be older), and whether
@@ -117,20 +124,23 @@ pub(crate) struct Liveness {
     /// How often the heartbeat is renewed: [`heartbeat_every`], or more
     /// often where the status shards judge replicas alive by it.
     pub(crate) beat_every: Duration,
+    /// For the restart gate's gauge.
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Liveness {
     /// Starts publishing this replica's liveness and following the
     /// others'; the returned sightings feed the importer, the heartbeats
-    /// the status shards.
+    /// the status shards, and the restart gate the status writers.
     pub(crate) fn spawn(
         mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,
-    ) -> (Sightings, Heartbeats) {
+    ) -> (Sightings, Heartbeats, CaughtUp) {
         // One record per process (see `liveness::process_identity`).
-        self.identity =
-            liveness::process_identity(&self.identity, Timestamp::now().as_millisecond());
+        let started = Timestamp::now().as_millisecond();
+        self.identity = liveness::process_identity(&self.identity, started);
+        let (caught_up_tx, caught_up) = watch::channel(false);
         let (synced_tx, synced) = watch::channel(false);
         let sightings = Sightings {
             seen: Arc::default(),
@@ -139,8 +149,20 @@ impl Liveness {
         let (beats_tx, heartbeats) = watch::channel(None);
         let me = Arc::new(self);
         tasks.spawn(me.clone().publish(shutdown.clone()));
-        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, beats_tx, shutdown));
-        (sightings, heartbeats)
+        let gate = Gate {
+            started_millis: started,
+            started: Instant::now(),
+            most: 0,
+            open: caught_up_tx,
+        };
+        tasks.spawn(me.follow(
+            sightings.seen.clone(),
+            synced_tx,
+            beats_tx,
+            gate,
+            shutdown,
+        ));
+        (sightings, heartbeats, caught_up)
     }
 
     /// Renews the heartbeat every [`heartbeat_every`] and rewrites the
@@ -264,6 +286,7 @@ impl Liveness {
         seen: Arc<Mutex<BTreeMap<String, i64>>>,
         synced: watch::Sender<bool>,
         heartbeats: watch::Sender<Option<Arc<BTreeMap<String, i64>>>>,
+        mut gate: Gate,
         shutdown: CancellationToken,
     ) {
         let config = watcher::Config::default().labels(&format!("{LABEL}={LABEL_VALUE}"));
@@ -361,6 +384,8 @@ impl Liveness {
                 },
                 _ = tick.tick() => {
                     if !(beats_listed && records_listed) {
+                        // Not listed (yet): the gate opens on its bound only.
+                        gate.check(&self, None, &ended);
                         continue;
                     }
                     let replicas: BTreeMap<String, Replica> = beats
@@ -374,6 +399,7 @@ impl Liveness {
                             (id.clone(), r)
                         })
                         .collect();
+                    gate.check(&self, Some(&replicas), &ended);
                     let now_seen = liveness::last_seen(&replicas, &self.identity);
                     *seen.lock() = now_seen.clone();
                     for (cluster, t) in &now_seen {
@@ -413,6 +439,78 @@ impl Liveness {
                 }
             }
         }
+    }
+}
+
+/// The restart gate: hub Gateway status waits until the clusters of the
+/// replicas no longer alive are back ([`liveness::awaited`]).
+pub(crate) struct Gate {
+    /// This process's start (ms since the epoch, as the heartbeats).
+    started_millis: i64,
+    started: Instant,
+    /// The most clusters awaited at once, for the log line.
+    most: usize,
+    open: watch::Sender<bool>,
+}
+
+impl Gate {
+    /// Opens the gate when nothing is awaited; `replicas`: `None` while
+    /// the records are not listed (then only the bound opens it).
+    fn check(
+        &mut self,
+        live: &Liveness,
+        replicas: Option<&BTreeMap<String, Replica>>,
+        ended: &BTreeSet<String>,
+    ) {
+        if *self.open.borrow() {
+            return;
+        }
+        let now = Timestamp::now().as_millisecond();
+        let stale_after =
+            i64::try_from(live.index.stale_after().as_millis()).unwrap_or(i64::MAX / 2);
+        let awaited = match replicas {
+            Some(replicas) => {
+                // Heard here: reported on a stream to this process (an
+                // import does not count), so newer than the store.
+                let heard: std::collections::HashSet<String> = live
+                    .index
+                    .clusters()
+                    .into_iter()
+                    .filter(|c| c.report_rev > 0)
+                    .map(|c| c.name)
+                    .collect();
+                liveness::awaited(
+                    replicas,
+                    ended,
+                    &live.identity,
+                    self.started_millis,
+                    now,
+                    stale_after,
+                    |c| heard.contains(c),
+                )
+                .len()
+            }
+            None if now.saturating_sub(self.started_millis) >= stale_after => 0,
+            None => return,
+        };
+        self.most = self.most.max(awaited);
+        live.metrics.restart_awaited_clusters.set(awaited as u64);
+        if awaited > 0 {
+            return;
+        }
+        let waited = self.started.elapsed();
+        if self.most > 0 || replicas.is_none() {
+            tracing::info!(
+                clusters = self.most,
+                waited_ms = waited.as_millis() as u64,
+                records_listed = replicas.is_some(),
+                bound_reached = now.saturating_sub(self.started_millis) >= stale_after,
+                "caught up after the restart: every cluster the ended replicas served is back or stale; writing hub Gateway status"
+            );
+        } else {
+            tracing::debug!("no cluster of an ended replica to wait for; writing hub Gateway status");
+        }
+        self.open.send_replace(true);
     }
 }
 

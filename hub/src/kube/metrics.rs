@@ -62,6 +62,10 @@ gwhub_common::metrics! {
         /// `kube::shards`; 0 without `--status-shards`).
         pub status_shards_held: CountGauge => "gwhub_status_shards_held",
             "Status shard Leases this replica holds and writes the hub Gateways of (--status-shards).",
+        /// Clusters a restarted hub still waits for before it writes hub
+        /// Gateway status (see `kube::liveness::Gate`; 0 once caught up).
+        pub restart_awaited_clusters: CountGauge => "gwhub_restart_awaited_clusters",
+            "Clusters of replicas no longer alive that a restarted hub waits for before writing hub Gateway status.",
         /// Cluster stale/fresh Events published (see `kube::events`).
         pub events_published: Counter =>
             "gwhub_events_published", "Cluster stale/fresh Events published.",

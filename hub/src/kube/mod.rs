@@ -311,7 +311,7 @@ impl Connected {
             }
             _ => liveness::heartbeat_every(index.stale_after()),
         };
-        let (sightings, heartbeats) = liveness::Liveness {
+        let (sightings, heartbeats, mut caught_up) = liveness::Liveness {
             leases: Api::namespaced(client.clone(), &options.namespace),
             configmaps: Api::namespaced(client.clone(), &options.namespace),
             index: index.clone(),
@@ -323,6 +323,7 @@ impl Connected {
             restored: restored.clone(),
             lost_own: Default::default(),
             beat_every,
+            metrics: metrics.clone(),
         }
         .spawn(&mut tasks, shutdown.clone());
         tasks.spawn(store::run_importer(
@@ -416,6 +417,12 @@ impl Connected {
         }
 
         let (ready_tx, ready) = watch::channel(false);
+        // What writes status (hub Gateways, ClusterProfiles) waits on:
+        // `ready` (the probe: ingest must serve for agents to come back),
+        // and a restarted hub caught up with the clusters the ended
+        // replicas served (`liveness::Gate`), so it writes nothing from a
+        // store that lags the ingest.
+        let (writable_tx, writable) = watch::channel(false);
         let stop = shutdown.clone();
         tasks.spawn(async move {
             // Status is written only with the expected clusters known.
@@ -430,7 +437,12 @@ impl Connected {
                 ok = both => if !ok { return },
             }
             ready_tx.send_replace(true);
-            // Keep the channel open for the writer.
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                ok = caught_up.wait_for(|c| *c) => if ok.is_err() { return },
+            }
+            writable_tx.send_replace(true);
+            // Keep the channels open for the writers.
             stop.cancelled().await;
         });
 
@@ -497,7 +509,7 @@ impl Connected {
                 index.clone(),
                 managed,
                 leader.clone(),
-                ready.clone(),
+                writable.clone(),
                 shutdown.clone(),
             ));
         }
@@ -529,7 +541,7 @@ impl Connected {
                 budget,
                 retry: gwhub_common::Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             }
-            .run(writes.clone(), ready.clone(), shutdown.clone()),
+            .run(writes.clone(), writable, shutdown.clone()),
         );
         tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), status_shards = options.status_shards, "hub Kubernetes mode started");
         KubeHub {

@@ -55,7 +55,9 @@ fn heard(index: &Index) -> BTreeMap<String, Heard> {
 
 /// Keeps the condition on the hub's ClusterProfiles (`profiles`, followed
 /// by the inventory watch) while this replica leads and the stored reports
-/// are loaded (`ready`: a restarted hub knows who connected before).
+/// are loaded (`ready`: a restarted hub knows who connected before, and
+/// has caught up with the clusters of the replicas that ended, as for hub
+/// Gateway status: see `kube::liveness::Gate`).
 pub(crate) async fn run(
     api: Api<ClusterProfile>,
     index: Index,

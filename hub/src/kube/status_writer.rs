@@ -165,7 +165,8 @@ pub struct StatusWriter {
 
 impl StatusWriter {
     /// Writes the hub Gateways `writes` covers once the hub Gateways and
-    /// stored reports are loaded, until `shutdown`.
+    /// stored reports are loaded and a restarted hub caught up with the
+    /// clusters of the replicas that ended (`ready`), until `shutdown`.
     pub async fn run(
         self,
         mut leader: watch::Receiver<Writes>,
