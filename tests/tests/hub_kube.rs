@@ -2501,3 +2501,162 @@ async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
     assert!(lease_holders[0].starts_with("hub-c@"));
     c.shutdown().await.unwrap();
 }
+
+/// Waits until a liveness record of a process of `replica` lists exactly
+/// `clusters` (records are rewritten at most every 2 s).
+async fn wait_listed(client: &Client, replica: &str, clusters: &[&str]) {
+    use gwhub_hub_rules::liveness::{self, CLUSTERS_KEY, LABEL, REPLICA_KEY};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ListParams;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), HUB_NS);
+    let labelled = ListParams::default().labels(&format!("{LABEL}=replica"));
+    let want: Vec<String> = clusters.iter().map(|c| c.to_string()).collect();
+    let prefix = format!("{replica}@");
+    until(
+        WAIT,
+        || async { configmaps.list(&labelled).await.unwrap().items },
+        |records| {
+            records.iter().any(|r| {
+                let data = r.data.clone().unwrap_or_default();
+                data.get(REPLICA_KEY).is_some_and(|id| id.starts_with(&prefix))
+                    && data.get(CLUSTERS_KEY).is_some_and(|text| {
+                        liveness::decode(text).0.into_keys().collect::<Vec<_>>() == want
+                    })
+            })
+        },
+    )
+    .await;
+}
+
+/// A restarted hub whose store lags what the ended process had heard
+/// (west streamed to it, but its report is not in the store) writes no
+/// hub Gateway status until every cluster the ended process served is
+/// back: no status shows a shape the fleet never had (here: east alone),
+/// while the probe is ready and ingest serves. A cluster that never
+/// comes back lets it write once its last-seen is --stale-after old,
+/// showing it stale.
+#[tokio::test]
+async fn a_restarted_hub_writes_no_status_from_a_store_that_lags() {
+    let Some((_fleet, client, as_hub)) =
+        management("a_restarted_hub_writes_no_status_from_a_store_that_lags").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(client.clone(), NS);
+    create_hub_gateway(&gateways, "web").await;
+    // Long enough for the steps below before the gate's bound, short
+    // enough to wait out in the second part.
+    let stale_after = Duration::from_secs(20);
+    let start = |identity: &'static str| {
+        let as_hub = as_hub.clone();
+        async move {
+            KubeHub::start(HubConfig::loopback(stale_after), options(identity), as_hub)
+                .await
+                .expect("hub starts in Kubernetes mode")
+        }
+    };
+    let report = |agent: &'static str| async move {
+        let ip = if agent == "east" { "10.0.0.1" } else { "10.0.1.1" };
+        (NS, "web", cluster_status(&[ip], true))
+    };
+    let connect = |hub: &KubeHub, name: &'static str| {
+        let addr = hub.hub.ingest_addr;
+        async move {
+            let mut agent = Agent::connect(addr, name).await;
+            agent.snapshot(&[report(name).await]).await;
+            let beating = keep_alive(&agent);
+            (agent, beating)
+        }
+    };
+    let awaited = |hub: &KubeHub| hub.metrics.restart_awaited_clusters.get();
+    let wait_awaited = |hub: &KubeHub, n: u64| {
+        let metrics = hub.metrics.clone();
+        async move {
+            until(
+                WAIT,
+                || async { metrics.restart_awaited_clusters.get() },
+                |a| *a == n,
+            )
+            .await;
+        }
+    };
+
+    let first = start("hub-1").await;
+    let east = connect(&first, "east").await;
+    let west = connect(&first, "west").await;
+    let settled = wait_status(&gateways, "web", "aggregated over 2", aggregated(2))
+        .await
+        .status
+        .unwrap();
+    wait_listed(&client, "hub-1", &["east", "west"]).await;
+
+    // hub-1 ends with both streaming; west's report is lost from the
+    // store (as if its first write had not happened yet).
+    let recorder = Recorder::start(gateways.clone(), "web");
+    assert!(recorder.wait_first(WAIT).await);
+    first.shutdown().await.unwrap();
+    for (agent, beating) in [east, west] {
+        beating.abort();
+        drop(agent);
+    }
+    let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
+    reports
+        .delete(&object_name("west"), &Default::default())
+        .await
+        .unwrap();
+
+    let second = start("hub-2").await;
+    // Ready (the probe) at once: agents come back through the Service.
+    until(WAIT, || async { *second.ready.borrow() }, |r| *r).await;
+    wait_awaited(&second, 2).await;
+    assert_eq!(
+        second.hub.index.clusters().len(),
+        1,
+        "only east restored from the store"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let east = connect(&second, "east").await;
+    wait_awaited(&second, 1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        Metrics::get(&second.metrics.status_writes),
+        0,
+        "wrote status while west, served by the ended process, was not back"
+    );
+    let west = connect(&second, "west").await;
+    wait_awaited(&second, 0).await;
+    wait_status(&gateways, "web", "aggregated over 2", aggregated(2)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (i, s) in recorder.seen().iter().enumerate() {
+        assert!(
+            same_status(&s.status, &settled),
+            "status #{i} during the restart differs from the settled one:\n{:#?}\nsettled:\n{settled:#?}",
+            s.status
+        );
+    }
+    drop(recorder);
+
+    // Again, and west never comes back: the gate opens once west's
+    // last-seen (hub-2's last heartbeat) is --stale-after old, and the
+    // status shows it stale.
+    wait_listed(&client, "hub-2", &["east", "west"]).await;
+    second.shutdown().await.unwrap();
+    for (agent, beating) in [east, west] {
+        beating.abort();
+        drop(agent);
+    }
+    let third = start("hub-3").await;
+    let _east = connect(&third, "east").await;
+    wait_awaited(&third, 1).await;
+    assert_eq!(Metrics::get(&third.metrics.status_writes), 0);
+    wait_awaited(&third, 0).await;
+    let west_stale = |s: &GatewayStatus| {
+        s.conditions
+            .iter()
+            .flatten()
+            .any(|c| c.message.contains("west status is stale"))
+    };
+    wait_status(&gateways, "web", "west stale", west_stale).await;
+    assert_eq!(awaited(&third), 0);
+    third.shutdown().await.unwrap();
+}
