@@ -283,7 +283,9 @@ pub fn awaited(
         }
         // Without a heartbeat a record vouches for nothing (as in
         // [`last_seen`]): its clusters were not fresh anywhere.
-        let Some(beat) = r.heartbeat_millis else { continue };
+        let Some(beat) = r.heartbeat_millis else {
+            continue;
+        };
         for c in served {
             let e = dead.entry(c.as_str()).or_insert(beat);
             *e = (*e).max(beat);
@@ -560,7 +562,14 @@ mod tests {
         // (replica, heartbeat, record), then ended replicas, clusters
         // heard here, now, and what is awaited.
         let cases: &[Case] = &[
-            ("nothing recorded: nothing awaited", &[], &[], &[], 1010, &[]),
+            (
+                "nothing recorded: nothing awaited",
+                &[],
+                &[],
+                &[],
+                1010,
+                &[],
+            ),
             (
                 "the killed predecessor (beat before the start): its clusters",
                 &[("old", Some(990), Some(&["east", "west"]))],

@@ -2518,7 +2518,8 @@ async fn wait_listed(client: &Client, replica: &str, clusters: &[&str]) {
         |records| {
             records.iter().any(|r| {
                 let data = r.data.clone().unwrap_or_default();
-                data.get(REPLICA_KEY).is_some_and(|id| id.starts_with(&prefix))
+                data.get(REPLICA_KEY)
+                    .is_some_and(|id| id.starts_with(&prefix))
                     && data.get(CLUSTERS_KEY).is_some_and(|text| {
                         liveness::decode(text).0.into_keys().collect::<Vec<_>>() == want
                     })
@@ -2556,7 +2557,11 @@ async fn a_restarted_hub_writes_no_status_from_a_store_that_lags() {
         }
     };
     let report = |agent: &'static str| async move {
-        let ip = if agent == "east" { "10.0.0.1" } else { "10.0.1.1" };
+        let ip = if agent == "east" {
+            "10.0.0.1"
+        } else {
+            "10.0.1.1"
+        };
         (NS, "web", cluster_status(&[ip], true))
     };
     let connect = |hub: &KubeHub, name: &'static str| {

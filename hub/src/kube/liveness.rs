@@ -155,13 +155,7 @@ impl Liveness {
             most: 0,
             open: caught_up_tx,
         };
-        tasks.spawn(me.follow(
-            sightings.seen.clone(),
-            synced_tx,
-            beats_tx,
-            gate,
-            shutdown,
-        ));
+        tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, beats_tx, gate, shutdown));
         (sightings, heartbeats, caught_up)
     }
 
@@ -508,7 +502,9 @@ impl Gate {
                 "caught up after the restart: every cluster the ended replicas served is back or stale; writing hub Gateway status"
             );
         } else {
-            tracing::debug!("no cluster of an ended replica to wait for; writing hub Gateway status");
+            tracing::debug!(
+                "no cluster of an ended replica to wait for; writing hub Gateway status"
+            );
         }
         self.open.send_replace(true);
     }
