@@ -733,3 +733,92 @@ async fn sharded_failover_after_the_writer_is_killed() {
     );
     assert!(count_lines(&survivor.log(), "took a status shard Lease") >= 3);
 }
+
+/// kill -9 of a hub whose store lags what it had heard (west's report is
+/// lost, as when its first write had not happened yet at 10,000
+/// clusters): the restarted hub is ready and takes east back, but writes
+/// no hub Gateway status (east alone would be a shape the fleet never
+/// had) until west, which the killed process's liveness record lists, is
+/// back too. Every status seen is the settled one.
+#[tokio::test]
+async fn a_killed_hubs_lagging_store_is_not_written_on_restart() {
+    use gwhub_hub_rules::liveness::{self, CLUSTERS_KEY, LABEL};
+    use gwhub_hub_rules::report::ClusterReport;
+    use gwhub_model::status::same_applied_status;
+    use gwhub_test_kit::procs::scrape;
+    use gwhub_test_kit::wait::until;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ListParams;
+    if !require_assets("a_killed_hubs_lagging_store_is_not_written_on_restart") {
+        return;
+    }
+    // Long enough that west is not stale before it is back.
+    let sc = Scenario::start(&["east", "west"], Duration::from_secs(30)).await;
+    let (hub_port, metrics_port) = (free_port(), free_port());
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let mut hub = sc.hub_with("hub", hub_port, None, &["--metrics-listen", &metrics]);
+    assert!(wait_listening(hub_port, Duration::from_secs(30)).await);
+    let url = hub_url(hub_port);
+    let _east = sc.agent("agent-east", "east", &url);
+    let mut west = sc.agent("agent-west", "west", &url);
+    if let Err(e) = sc.wait_truth(CONVERGE).await {
+        panic!("{e}\n{}", tail(&hub.log()));
+    }
+    // The hub's liveness record lists both (rewritten at most every 2 s).
+    let configmaps: Api<ConfigMap> = Api::namespaced(sc.mgmt.clone(), HUB_NS);
+    let labelled = ListParams::default().labels(&format!("{LABEL}=replica"));
+    until(
+        Duration::from_secs(30),
+        || async {
+            let records = configmaps.list(&labelled).await.unwrap().items;
+            records
+                .into_iter()
+                .filter_map(|r| r.data?.get(CLUSTERS_KEY).cloned())
+                .map(|text| liveness::decode(&text).0.into_keys().collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        },
+        |lists| lists.iter().any(|l| l == &["east", "west"]),
+    )
+    .await;
+    let rec = Recorder::start(sc.hub_gateways(), GW);
+    assert!(rec.wait_first(Duration::from_secs(10)).await);
+    let settled = rec.seen()[0].status.clone();
+
+    hub.kill9();
+    west.kill9();
+    let reports: Api<ClusterReport> = Api::namespaced(sc.mgmt.clone(), HUB_NS);
+    reports
+        .delete(
+            &gwhub_model::cluster::object_name("west"),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    hub.start();
+    assert!(wait_listening(hub_port, Duration::from_secs(30)).await);
+    let awaited = || async {
+        scrape(metrics_port)
+            .await
+            .get("gwhub_restart_awaited_clusters")
+            .copied()
+    };
+    // east comes back by itself; west is awaited.
+    until(Duration::from_secs(30), awaited, |a| *a == Some(1)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(awaited().await, Some(1), "{}", tail(&hub.log()));
+    west.start();
+    until(Duration::from_secs(30), awaited, |a| *a == Some(0)).await;
+    if let Err(e) = sc.wait_truth(CONVERGE).await {
+        panic!("{e}\n{}", tail(&hub.log()));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (i, s) in rec.seen().iter().enumerate() {
+        assert!(
+            same_applied_status(&s.status, &settled),
+            "status #{i} around the restart differs from the settled one:\n{:#?}\nsettled:\n{settled:#?}\n{}",
+            s.status,
+            tail(&hub.log())
+        );
+    }
+    hub.kill9();
+}
