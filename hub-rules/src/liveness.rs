@@ -257,6 +257,13 @@ pub fn served(
 /// stale is the truth). Nothing is awaited once `stale_after_millis`
 /// has passed since the start: every beat before it is stale by then, so
 /// this bounds the wait whatever the records say (or if they never list).
+///
+/// Not covered: a cluster that connected to the dead process after its
+/// last record write (records are rewritten at most every 2 s) is not
+/// awaited, and one back on a live replica is not awaited until that
+/// replica's fresh report is stored (the store's lag in steady state).
+/// The gate is global, not per hub Gateway: which hub Gateways a missing
+/// cluster reports is what the lagging store does not know.
 pub fn awaited(
     replicas: &BTreeMap<String, Replica>,
     ended: &BTreeSet<String>,

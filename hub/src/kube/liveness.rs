@@ -23,6 +23,11 @@
 //! cluster it lists seen as late elsewhere,
 //! [`gwhub_hub_rules::liveness::collectable`]), any replica deletes it.
 //! `kubectl get leases,configmaps -l gwhub.io/liveness` lists them.
+//!
+//! The records also gate a restarted hub's status writes ([`Gate`]):
+//! its store may lag what the ended process had heard, so it writes no
+//! hub Gateway (or ClusterProfile) status until the clusters that
+//! process served are back here, elsewhere, or stale anyway.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
