@@ -8,7 +8,9 @@
 //!   onto each hub Gateway `ns/name` (field manager `gwhub`), through one
 //!   coalescing queue, skipping writes that would change only times;
 //! - [`liveness`]: each replica's heartbeat and the clusters it serves, so
-//!   a connected cluster's report is not rewritten just to stay fresh;
+//!   a connected cluster's report is not rewritten just to stay fresh, and
+//!   a restarted hub writes status only once the clusters the ended
+//!   process served are back (its store may lag what that process heard);
 //! - [`leader`]: a Lease, so only one replica writes status; the others keep
 //!   ingesting (and storing their agents' reports) and serve the Dashboard;
 //!   [`shards`]: with `--status-shards`, status writing spread over the
