@@ -796,6 +796,7 @@ async fn a_killed_hubs_lagging_store_is_not_written_on_restart() {
         .unwrap();
     hub.start();
     assert!(wait_listening(hub_port, Duration::from_secs(30)).await);
+    assert!(wait_listening(metrics_port, Duration::from_secs(30)).await);
     let awaited = || async {
         scrape(metrics_port)
             .await
