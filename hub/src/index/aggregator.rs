@@ -158,7 +158,7 @@ impl Index {
     /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
     /// management cluster holds it; it is re-aggregated if that changed.
     /// Returns whether it changed.
-    pub(crate) fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
+    pub fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
         let changed = {
             let mut map = self.inner.aggregator.live.lock();
             match live {
