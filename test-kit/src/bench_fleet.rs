@@ -27,7 +27,9 @@ impl NotReady {
     pub fn of(self, i: usize, n: usize) -> bool {
         match self {
             NotReady::EveryTenth => i.is_multiple_of(10),
-            NotReady::Fixed(k) => k > 0 && i.is_multiple_of((n / k).max(1)) && i / (n / k).max(1) < k,
+            NotReady::Fixed(k) => {
+                k > 0 && i.is_multiple_of((n / k).max(1)) && i / (n / k).max(1) < k
+            }
         }
     }
 
@@ -118,12 +120,7 @@ pub fn fleet(
 
 /// The two reports a changing cluster alternates between (its own, then
 /// with Programmed flipped).
-pub fn variants(
-    i: usize,
-    n: usize,
-    not_ready: NotReady,
-    now: Timestamp,
-) -> [GatewayStatus; 2] {
+pub fn variants(i: usize, n: usize, not_ready: NotReady, now: Timestamp) -> [GatewayStatus; 2] {
     let a = cluster_status(i, not_ready.of(i, n), now);
     let b = flipped(a.clone());
     [a, b]

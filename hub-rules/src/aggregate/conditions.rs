@@ -238,11 +238,14 @@ mod tests {
     /// formatted suffix puts it.
     #[test]
     fn the_cut_counts_the_suffix_exactly() {
-        for n in [2usize, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 10_000, 10_001] {
+        for n in [
+            2usize, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 10_000, 10_001,
+        ] {
             // Longer than any suffix, so one more never fits.
             let f: Vec<String> = (0..n).map(|i| format!("c{i:0>29}")).collect();
             for keep in [1usize, 2].into_iter().filter(|&k| k < n) {
-                let shown: usize = f[..keep].iter().map(|s| s.len()).sum::<usize>() + 2 * (keep - 1);
+                let shown: usize =
+                    f[..keep].iter().map(|s| s.len()).sum::<usize>() + 2 * (keep - 1);
                 let suffix = format!("; and {} more clusters", n - keep);
                 let fits = shown + suffix.len();
                 let m = cap_join_at(&f, "clusters", fits);

@@ -305,10 +305,10 @@ impl Index {
                 })
                 .collect()
         };
-        if lives
-            .iter()
-            .any(|l| l.as_ref().is_some_and(|l| l.expected_clusters.is_none() && l.placement.is_some()))
-        {
+        if lives.iter().any(|l| {
+            l.as_ref()
+                .is_some_and(|l| l.expected_clusters.is_none() && l.placement.is_some())
+        }) {
             let placements = self.inner.inventory.placements.read();
             for ((key, l), out) in keys.iter().zip(lives).zip(read.iter_mut()) {
                 let Some(reference) = l
