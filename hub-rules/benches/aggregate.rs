@@ -1,63 +1,27 @@
 //! Re-aggregation of one hub Gateway as its fleet grows: the cost the hub
 //! pays on every report that touches the Gateway, with the engine over
 //! every cluster and with the incremental aggregate (one cluster's change
-//! applied, then the output).
+//! applied, then the output); and the cost of a status write around it
+//! (the plan, the apply body's encoding, the answer read back). The fleet
+//! is `gwhub_test_kit::bench_fleet`'s, shared with
+//! `hub/benches/index_change.rs`.
 
+use std::collections::BTreeSet;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use gateway_api::apis::standard::gateways::{
-    GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
-    GatewayStatusListenersSupportedKinds,
-};
-use gwhub_hub_rules::aggregate::{Fleet, GatewayKey, HubGateway, Options};
-use gwhub_model::conditions::new;
+use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_hub_rules::aggregate::{Fleet, GatewayKey, HubGateway, LiveHub, Options};
+use gwhub_hub_rules::status_plan::{Plan, plan};
+use gwhub_test_kit::bench_fleet::{NotReady, changing, cluster_name, fleet, variants};
 use jiff::Timestamp;
+use serde_json::json;
 
-fn cluster_status(i: usize, now: Timestamp) -> GatewayStatus {
-    let c = |t: &str, s: &str, m: &str| new(t, s, "Reason", m, Some(1), now);
-    let ready = if i.is_multiple_of(10) {
-        "False"
-    } else {
-        "True"
-    };
-    GatewayStatus {
-        addresses: Some(
-            (0..2)
-                .map(|j| GatewayStatusAddresses {
-                    r#type: Some("IPAddress".into()),
-                    value: format!("10.{}.{}.{j}", i / 256, i % 256),
-                })
-                .collect(),
-        ),
-        attached_listener_sets: None,
-        conditions: Some(vec![
-            c("Accepted", "True", "Resource accepted"),
-            c("Programmed", ready, "Resource programmed"),
-            c(
-                "LoadBalancerReady",
-                ready,
-                "The LoadBalancer service is pending",
-            ),
-        ]),
-        listeners: Some(
-            ["http", "https", "grpc", "admin"]
-                .iter()
-                .map(|l| GatewayStatusListeners {
-                    attached_routes: 2,
-                    conditions: vec![c("Programmed", "True", ""), c("DNSReady", "True", "ok")],
-                    name: (*l).into(),
-                    supported_kinds: Some(vec![GatewayStatusListenersSupportedKinds {
-                        group: Some("gateway.networking.k8s.io".into()),
-                        kind: "HTTPRoute".into(),
-                    }]),
-                })
-                .collect(),
-        ),
-    }
-}
+const SIZES: [usize; 4] = [100, 1000, 3500, 10_000];
+/// Not-True clusters in the fixed-output variant.
+const FIXED: NotReady = NotReady::Fixed(20);
 
 fn bench(c: &mut Criterion) {
     let now: Timestamp = "2025-05-01T12:00:00Z".parse().unwrap();
@@ -69,19 +33,42 @@ fn bench(c: &mut Criterion) {
     let options = Options::default();
     let mut group = c.benchmark_group("reaggregate_one_gateway");
     for n in [10usize, 100, 1000] {
-        let mut fleet = Fleet::new();
-        for i in 0..n {
-            fleet.upsert(
-                &format!("cluster-{i:04}"),
-                key.clone(),
-                cluster_status(i, now),
-            );
+        let mut f = Fleet::new();
+        for (_, name, status) in fleet(n, NotReady::EveryTenth, now) {
+            f.upsert(&name, key.clone(), status);
         }
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| black_box(fleet.aggregate(&key, &hub, &options, now).unwrap()))
+            b.iter(|| black_box(f.aggregate(&key, &hub, &options, now).unwrap()))
         });
     }
     group.finish();
+}
+
+/// The changes a bench makes, in turn: 16 clusters spread over the fleet,
+/// each between its report and the report with Programmed flipped.
+struct Changes {
+    changing: Vec<(String, [Arc<GatewayStatus>; 2])>,
+    step: usize,
+}
+
+impl Changes {
+    fn new(n: usize, not_ready: NotReady, now: Timestamp) -> Self {
+        let changing = changing(n)
+            .map(|i| {
+                let [a, b] = variants(i, n, not_ready, now);
+                (cluster_name(i), [Arc::new(a), Arc::new(b)])
+            })
+            .collect();
+        Changes { changing, step: 0 }
+    }
+
+    /// Applies the next change to `fleet`.
+    fn next(&mut self, fleet: &mut Fleet, key: &GatewayKey) {
+        let (cluster, variants) = &self.changing[self.step % 16];
+        let status = variants[(self.step / 16 + 1) % 2].clone();
+        self.step += 1;
+        fleet.upsert(cluster, key.clone(), status);
+    }
 }
 
 /// One cluster's change (its Programmed condition flips), then the hub
@@ -89,6 +76,8 @@ fn bench(c: &mut Criterion) {
 /// incremental aggregate's status (`incremental`), and its status with
 /// every omission named (`incremental_with_omissions`: past 16 addresses
 /// and 64 listeners each cluster's are named, a pass over the clusters).
+/// `growing`: every tenth cluster is not Programmed, so the summaries grow
+/// with the fleet (to the message cap); `fixed20`: 20 are, at every size.
 fn one_cluster_change(c: &mut Criterion) {
     let now: Timestamp = "2025-05-01T12:00:00Z".parse().unwrap();
     let key = GatewayKey::new("openshift-ingress", "public");
@@ -102,70 +91,141 @@ fn one_cluster_change(c: &mut Criterion) {
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    for n in [100usize, 1000, 3500, 10_000] {
-        // 16 clusters spread over the fleet take turns changing, each
-        // between its report and the report with Programmed flipped.
-        let changing: Vec<(String, [Arc<GatewayStatus>; 2])> = (0..16)
-            .map(|j| {
-                let i = j * n / 16 + 1;
-                let a = cluster_status(i, now);
-                let mut b = a.clone();
-                for c in b.conditions.iter_mut().flatten() {
-                    if c.type_ == "Programmed" {
-                        c.status = if c.status == "True" { "False" } else { "True" }.into();
-                    }
+    for not_ready in [NotReady::EveryTenth, FIXED] {
+        let label = not_ready.label();
+        for n in SIZES {
+            let fill = |f: &mut Fleet| {
+                for (_, name, status) in fleet(n, not_ready, now) {
+                    f.upsert(&name, key.clone(), status);
                 }
-                (format!("cluster-{i:05}"), [Arc::new(a), Arc::new(b)])
-            })
-            .collect();
-        let fill = |fleet: &mut Fleet| {
-            for i in 0..n {
-                fleet.upsert(
-                    &format!("cluster-{i:05}"),
-                    key.clone(),
-                    cluster_status(i, now),
+            };
+            if n <= 3500 || not_ready == NotReady::EveryTenth {
+                let mut engine = Fleet::new();
+                fill(&mut engine);
+                let mut changes = Changes::new(n, not_ready, now);
+                group.bench_with_input(
+                    BenchmarkId::new(format!("engine/{label}"), n),
+                    &n,
+                    |b, _| {
+                        b.iter(|| {
+                            changes.next(&mut engine, &key);
+                            black_box(engine.aggregate(&key, &hub, &options, now).unwrap())
+                        })
+                    },
                 );
             }
-        };
-        let mut step = 0usize;
-        let mut change = |fleet: &mut Fleet| {
-            let (cluster, variants) = &changing[step % 16];
-            let status = variants[(step / 16 + 1) % 2].clone();
-            step += 1;
-            fleet.upsert(cluster, key.clone(), status);
-        };
-        let mut engine = Fleet::new();
-        fill(&mut engine);
-        group.bench_with_input(BenchmarkId::new("engine", n), &n, |b, _| {
-            b.iter(|| {
-                change(&mut engine);
-                black_box(engine.aggregate(&key, &hub, &options, now).unwrap())
-            })
-        });
-        drop(engine);
-        let mut fleet = Fleet::with_incremental(options.clone());
-        fill(&mut fleet);
-        group.bench_with_input(BenchmarkId::new("incremental", n), &n, |b, _| {
-            b.iter(|| {
-                change(&mut fleet);
-                let inc = fleet.incremental(&key).unwrap();
-                black_box(inc.aggregate_status(&hub, None, now))
-            })
-        });
-        group.bench_with_input(
-            BenchmarkId::new("incremental_with_omissions", n),
-            &n,
-            |b, _| {
-                b.iter(|| {
-                    change(&mut fleet);
-                    let inc = fleet.incremental(&key).unwrap();
-                    black_box(inc.aggregate(&hub, None, now))
-                })
-            },
-        );
+            let mut inc = Fleet::with_incremental(options.clone());
+            fill(&mut inc);
+            let mut changes = Changes::new(n, not_ready, now);
+            group.bench_with_input(
+                BenchmarkId::new(format!("incremental/{label}"), n),
+                &n,
+                |b, _| {
+                    b.iter(|| {
+                        changes.next(&mut inc, &key);
+                        let g = inc.incremental(&key).unwrap();
+                        black_box(g.aggregate_status(&hub, None, now))
+                    })
+                },
+            );
+            if not_ready == NotReady::EveryTenth {
+                group.bench_with_input(
+                    BenchmarkId::new(format!("incremental_with_omissions/{label}"), n),
+                    &n,
+                    |b, _| {
+                        b.iter(|| {
+                            changes.next(&mut inc, &key);
+                            let g = inc.incremental(&key).unwrap();
+                            black_box(g.aggregate(&hub, None, now))
+                        })
+                    },
+                );
+            }
+        }
     }
     group.finish();
 }
 
-criterion_group!(benches, bench, one_cluster_change);
+/// The answer to a status write as the API server gives it back: the hub
+/// Gateway with `status`, field manager `gwhub` owning what it applied.
+fn answer(key: &GatewayKey, status: &GatewayStatus) -> Vec<u8> {
+    let mut conditions = serde_json::Map::new();
+    for c in status.conditions.iter().flatten() {
+        conditions.insert(format!("k:{}", json!({"type": c.type_})), json!({}));
+    }
+    let mut listeners = serde_json::Map::new();
+    for l in status.listeners.iter().flatten() {
+        listeners.insert(format!("k:{}", json!({"name": l.name})), json!({}));
+    }
+    let gw = json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": key.name, "namespace": key.namespace, "generation": 1,
+            "managedFields": [{"manager": "gwhub", "operation": "Apply",
+                "apiVersion": "gateway.networking.k8s.io/v1", "fieldsType": "FieldsV1",
+                "subresource": "status", "fieldsV1": {"f:status": {
+                    "f:conditions": conditions, "f:addresses": {}, "f:listeners": listeners}}}]},
+        "spec": {"gatewayClassName": "c", "listeners": []},
+        "status": status,
+    });
+    serde_json::to_vec(&gw).unwrap()
+}
+
+/// What the hub does per status write besides the aggregation: the plan
+/// against the live hub Gateway (the last write's answer), the apply
+/// body's encoding, and the answer decoded and read (`LiveHub`). Over the
+/// statuses one cluster's changes give in turn (computed beforehand).
+fn status_write(c: &mut Criterion) {
+    let now: Timestamp = "2025-05-01T12:00:00Z".parse().unwrap();
+    let key = GatewayKey::new("openshift-ingress", "public");
+    let hub = HubGateway {
+        generation: 1,
+        ..HubGateway::default()
+    };
+    let options = Options::default();
+    let mut group = c.benchmark_group("status_write");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for not_ready in [NotReady::EveryTenth, FIXED] {
+        let label = not_ready.label();
+        for n in SIZES {
+            let mut f = Fleet::with_incremental(options.clone());
+            for (_, name, status) in fleet(n, not_ready, now) {
+                f.upsert(&name, key.clone(), status);
+            }
+            let mut changes = Changes::new(n, not_ready, now);
+            // The statuses repeat every 32 changes.
+            let wants: Vec<GatewayStatus> = (0..32)
+                .map(|_| {
+                    changes.next(&mut f, &key);
+                    let g = f.incremental(&key).unwrap();
+                    g.aggregate_status(&hub, None, now).status
+                })
+                .collect();
+            let answers: Vec<Vec<u8>> = wants.iter().map(|w| answer(&key, w)).collect();
+            let lives: Vec<LiveHub> = answers
+                .iter()
+                .map(|a| LiveHub::from_gateway(&serde_json::from_slice(a).unwrap(), "gwhub"))
+                .collect();
+            let foreign = BTreeSet::new();
+            let mut step = 0usize;
+            group.bench_with_input(BenchmarkId::new(label.as_str(), n), &n, |b, _| {
+                b.iter(|| {
+                    let live = &lives[(step + 31) % 32];
+                    let Plan::Write(write) = plan(live, &wants[step % 32], &foreign) else {
+                        panic!("every change changes the status");
+                    };
+                    let body = serde_json::to_vec(&write.apply).unwrap();
+                    let gw: Gateway = serde_json::from_slice(&answers[step % 32]).unwrap();
+                    step += 1;
+                    black_box((body, LiveHub::from_gateway(&gw, "gwhub")))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, one_cluster_change, status_write);
 criterion_main!(benches);

@@ -4,7 +4,7 @@
 //! CRDs installed into them, clients and scenarios for the tests, the gwhub
 //! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
 //! `Ingest` client ([`raw_agent`]), the benches' latency histogram
-//! ([`latency`]), a real Prometheus with the shipped
+//! ([`latency`]), the aggregation benches' fleet ([`bench_fleet`]), a real Prometheus with the shipped
 //! alerts ([`prometheus`]), a poll-until helper ([`wait`]), a Secret
 //! mounted as the kubelet mounts it ([`mounted_secret`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
@@ -14,6 +14,7 @@
 //! depends on the rules crates' types but on neither runtime.
 
 pub mod apiserver;
+pub mod bench_fleet;
 pub mod crd_check;
 pub mod crds;
 pub mod error;

@@ -133,6 +133,14 @@ pub(crate) fn cap_join_iter<S: AsRef<str>>(
         }
     };
     let sep = char_len(FRAGMENT_SEPARATOR);
+    // `suffix(more)`'s length, counted rather than formatted per fragment.
+    let unit_len = char_len(unit);
+    let suffix_len = |more: usize| -> usize {
+        match more {
+            0 => 0,
+            _ => sep + "and ".len() + more.ilog10() as usize + 1 + " more ".len() + unit_len,
+        }
+    };
     // Largest k such that the first k fragments plus the suffix fit.
     let mut taken: Vec<S> = Vec::new();
     let mut best = 0;
@@ -145,7 +153,7 @@ pub(crate) fn cap_join_iter<S: AsRef<str>>(
         if total > max {
             break;
         }
-        if total + char_len(&suffix(n.saturating_sub(i + 1))) <= max {
+        if total + suffix_len(n.saturating_sub(i + 1)) <= max {
             best = i + 1;
             bytes = running;
         }
@@ -223,6 +231,31 @@ mod tests {
         let m = cap_join(&f, "clusters");
         assert_eq!(char_len(&m), MAX_MESSAGE);
         assert!(m.ends_with("..."));
+    }
+
+    /// The suffix's length is counted, not formatted: at every count of
+    /// fragments left out (digits from 1 to 5) the cut is where the
+    /// formatted suffix puts it.
+    #[test]
+    fn the_cut_counts_the_suffix_exactly() {
+        for n in [
+            2usize, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 10_000, 10_001,
+        ] {
+            // Longer than any suffix, so one more never fits.
+            let f: Vec<String> = (0..n).map(|i| format!("c{i:0>29}")).collect();
+            for keep in [1usize, 2].into_iter().filter(|&k| k < n) {
+                let shown: usize =
+                    f[..keep].iter().map(|s| s.len()).sum::<usize>() + 2 * (keep - 1);
+                let suffix = format!("; and {} more clusters", n - keep);
+                let fits = shown + suffix.len();
+                let m = cap_join_at(&f, "clusters", fits);
+                assert_eq!(m, format!("{}{suffix}", f[..keep].join("; ")), "{n} {keep}");
+                // One character less: one fragment fewer (or shortened).
+                let less = cap_join_at(&f, "clusters", fits - 1);
+                assert!(char_len(&less) < fits, "{n} {keep}: {less}");
+                assert_ne!(less, m);
+            }
+        }
     }
 
     #[test]

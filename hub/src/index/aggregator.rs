@@ -53,7 +53,8 @@ pub(super) struct Aggregator {
 /// See `Aggregator::touched`.
 #[derive(Debug)]
 enum Touched {
-    /// Only these clusters' reports changed.
+    /// Only these clusters' reports changed (none: only the hub Gateway
+    /// or its expectation did).
     Clusters(BTreeSet<String>),
     /// Anything may have changed (freshness, a cluster gone, the hub
     /// Gateway, the expectations).
@@ -158,7 +159,7 @@ impl Index {
     /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
     /// management cluster holds it; it is re-aggregated if that changed.
     /// Returns whether it changed.
-    pub(crate) fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
+    pub fn set_live_hub(&self, key: GatewayKey, live: Option<LiveHub>) -> bool {
         let changed = {
             let mut map = self.inner.aggregator.live.lock();
             match live {
@@ -171,7 +172,7 @@ impl Index {
             }
         };
         if changed {
-            self.mark_dirty(BTreeSet::from([key]));
+            self.mark_dirty_hub(BTreeSet::from([key]));
         }
         changed
     }
@@ -199,7 +200,7 @@ impl Index {
                 _ => return false,
             }
         }
-        self.mark_dirty(BTreeSet::from([key]));
+        self.mark_dirty_hub(BTreeSet::from([key]));
         true
     }
 
@@ -228,7 +229,7 @@ impl Index {
             *map = next;
             affected
         };
-        self.mark_dirty(affected);
+        self.mark_dirty_hub(affected);
     }
 
     /// The hub Gateway `key` as the management cluster holds it.
@@ -255,8 +256,21 @@ impl Index {
     }
 
     /// [`Index::mark_dirty`] after a change of `cluster`'s reports alone
-    /// (its snapshot or delta applied to the fleet).
+    /// (its snapshot or delta applied to the fleet, its freshness, it gone):
+    /// the pass reads only that cluster's report.
     pub(super) fn mark_dirty_by(&self, cluster: &str, affected: BTreeSet<GatewayKey>) {
+        self.mark_touched(Some(cluster), affected);
+    }
+
+    /// [`Index::mark_dirty`] after a change that left every report as it
+    /// was (the hub Gateway on the management cluster, its expectation):
+    /// the pass reads no report, it keeps the old view's cells and cluster
+    /// list, so a status write's answer costs the output, not the fleet.
+    pub(super) fn mark_dirty_hub(&self, affected: BTreeSet<GatewayKey>) {
+        self.mark_touched(None, affected);
+    }
+
+    fn mark_touched(&self, cluster: Option<&str>, affected: BTreeSet<GatewayKey>) {
         if affected.is_empty() {
             return;
         }
@@ -266,15 +280,15 @@ impl Index {
                 match touched.get_mut(key) {
                     Some(Touched::All) => {}
                     Some(Touched::Clusters(clusters)) => {
-                        if !clusters.contains(cluster) {
+                        if let Some(cluster) = cluster
+                            && !clusters.contains(cluster)
+                        {
                             clusters.insert(cluster.to_owned());
                         }
                     }
                     None => {
-                        touched.insert(
-                            key.clone(),
-                            Touched::Clusters(BTreeSet::from([cluster.to_owned()])),
-                        );
+                        let clusters = cluster.map(str::to_owned).into_iter().collect();
+                        touched.insert(key.clone(), Touched::Clusters(clusters));
                     }
                 }
             }
@@ -785,6 +799,12 @@ mod tests {
         Snapshot(usize, Vec<(usize, Report)>),
         /// The Gateway re-aggregated from every cluster's report.
         All(usize),
+        /// The cluster goes stale (`true`) or fresh again.
+        Stale(usize, bool),
+        /// The hub Gateway is on the management cluster with this
+        /// generation (`None`: it is not); after every pass its status is
+        /// the view's, as the status writer's answers leave it.
+        Live(usize, Option<i64>),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -794,7 +814,9 @@ mod tests {
             2 => (c.clone(), g.clone()).prop_map(|(c, g)| Op::Delete(c, g)),
             1 => (c, prop::collection::vec((g.clone(), report()), 0..3))
                 .prop_map(|(c, v)| Op::Snapshot(c, v)),
-            1 => g.prop_map(Op::All),
+            1 => g.clone().prop_map(Op::All),
+            1 => (0..6usize, any::<bool>()).prop_map(|(c, s)| Op::Stale(c, s)),
+            1 => (g, prop::option::of(1..4i64)).prop_map(|(g, l)| Op::Live(g, l)),
         ]
     }
 
@@ -816,6 +838,45 @@ mod tests {
                 index.replace_snapshot(&sessions[*c], all).unwrap();
             }
             Op::All(g) => index.mark_dirty(BTreeSet::from([key(*g)])),
+            Op::Stale(c, stale) => {
+                // As the staleness sweep and a returning stream do.
+                let name = sessions[*c].cluster();
+                let affected = {
+                    let mut fleet = index.inner.reports.fleet.write();
+                    match stale {
+                        true => fleet.mark_stale(name, Timestamp::UNIX_EPOCH),
+                        false => fleet.mark_fresh(name),
+                    }
+                };
+                index.mark_dirty_by(name, affected);
+            }
+            Op::Live(g, None) => {
+                index.set_live_hub(key(*g), None);
+            }
+            Op::Live(g, Some(generation)) => {
+                let status = index
+                    .view(&key(*g))
+                    .map(|v| v.aggregation.status.clone())
+                    .unwrap_or_default();
+                index.set_live_hub(key(*g), Some(written(*generation, status)));
+            }
+        }
+    }
+
+    /// The hub Gateway as a status write of `status` leaves it.
+    fn written(generation: i64, status: GatewayStatus) -> LiveHub {
+        LiveHub {
+            generation,
+            owned: status
+                .conditions
+                .iter()
+                .flatten()
+                .map(|c| c.type_.clone())
+                .collect(),
+            status,
+            owns_addresses: true,
+            owns_listeners: true,
+            ..LiveHub::default()
         }
     }
 
@@ -887,22 +948,40 @@ mod tests {
                 apply(&index, &sessions, op);
                 index.aggregate_dirty();
                 for g in 0..2 {
+                    // The status writer's answer: the view written.
+                    if let (Some(live), Some(view)) = (index.live_hub(&key(g)), index.view(&key(g))) {
+                        let status = view.aggregation.status.clone();
+                        index.set_live_hub(key(g), Some(written(live.generation, status)));
+                        index.aggregate_dirty();
+                    }
+                }
+                for g in 0..2 {
                     let key = key(g);
                     let shared = index.inner.reports.fleet.read().reports_shared(&key);
+                    let live = index.live_hub(&key);
                     let Some(view) = index.view(&key) else {
                         prop_assert!(shared.is_empty(), "no view after step {} ({:?})", step, op);
                         continue;
                     };
+                    if shared.is_empty() && live.is_some() {
+                        // Aggregated for the writer alone (NoClusters).
+                        prop_assert!(view.clusters.is_empty());
+                        continue;
+                    }
                     prop_assert!(!shared.is_empty());
                     prop_assert_eq!(&view.cells, &Cells::of(&shared), "cells after step {} ({:?})", step, op);
                     let names: Vec<String> = shared.iter().map(|r| r.cluster.clone()).collect();
                     prop_assert_eq!(&view.clusters[..], &names[..]);
-                    // The engine over every report, with the view's own
-                    // conditions as the previous ones (as a pass has them).
-                    let hub = HubGateway {
-                        generation: NO_KUBE_GENERATION,
-                        previous: view.aggregation.status.conditions.clone().unwrap_or_default(),
-                        foreign: Vec::new(),
+                    // The engine over every report, with the live hub
+                    // Gateway, or the view's own conditions as the
+                    // previous ones (as a pass has them).
+                    let hub = match &live {
+                        Some(live) => live.hub_gateway(&index.inner.reports.fleet.read().reports(&key)),
+                        None => HubGateway {
+                            generation: NO_KUBE_GENERATION,
+                            previous: view.aggregation.status.conditions.clone().unwrap_or_default(),
+                            foreign: Vec::new(),
+                        },
                     };
                     let want = index
                         .inner

@@ -209,7 +209,7 @@ impl Index {
             fleet.deregister(cluster)
         };
         tracing::info!(cluster, "cluster removed: it left the fleet inventory");
-        self.mark_dirty(affected);
+        self.mark_dirty_by(cluster, affected);
         self.inner.reports.bump();
         self.inner.sessions.announce_pruned(cluster);
         self.expectations_changed();
@@ -224,7 +224,7 @@ impl Index {
             return;
         }
         let keys = self.inner.aggregator.expecting_keys();
-        self.mark_dirty(keys);
+        self.mark_dirty_hub(keys);
     }
 
     /// Every PlacementDecision, after a (re-)list.
@@ -260,7 +260,11 @@ impl Index {
 
     /// Each hub Gateway's expectation (`gwhub.io/expected-clusters` or
     /// `gwhub.io/placement`), for an aggregation pass: `None` where it has
-    /// none or the hub has no inventory.
+    /// none or the hub has no inventory. The expected names are selected
+    /// under the inventory's (then the placements') read lock, not from a
+    /// copy of it, and whether the hub knows each is read under the
+    /// sessions' lock after: a pass costs the expected clusters, not a
+    /// copy of the inventory and of every known cluster.
     pub(super) fn expectations(
         &self,
         keys: &[&GatewayKey],
@@ -274,59 +278,75 @@ impl Index {
         if !lives.iter().any(annotated) {
             return none();
         }
-        let Some(inv) = self.inner.inventory.current.read().clone() else {
-            return none();
-        };
-        let placements = self.inner.inventory.placements.read().clone();
-        let known: BTreeSet<String> = self
-            .inner
-            .sessions
-            .clusters
-            .lock()
-            .keys()
-            .cloned()
-            .collect();
-        let expecting = |names: Vec<String>| {
-            Expectation::Clusters(
-                names
-                    .into_iter()
-                    .map(|name| ExpectedCluster {
-                        known: known.contains(&name),
-                        name,
-                    })
-                    .collect(),
-            )
-        };
-        keys.iter()
-            .zip(lives)
-            .map(|(key, l)| {
-                let l = l.as_ref()?;
-                Some(match (&l.expected_clusters, &l.placement) {
-                    (None, None) => return None,
-                    (Some(_), Some(_)) => Expectation::Invalid(format!(
-                        "annotations {EXPECTED_CLUSTERS_ANNOTATION} and {PLACEMENT_ANNOTATION} are both set; set one"
-                    )),
-                    (Some(selector), None) => match Selector::parse(selector) {
-                        Ok(s) => expecting(inv.select(&s).into_iter().map(str::to_owned).collect()),
-                        Err(e) => Expectation::Invalid(format!(
-                            "annotation {EXPECTED_CLUSTERS_ANNOTATION}: {e}"
-                        )),
-                    },
-                    (None, Some(reference)) => {
-                        let found = placements.as_ref().and_then(|all| {
-                            placed_clusters(all.values(), &key.namespace, reference)
-                        });
-                        match (found, &placements) {
-                            (Some(clusters), _) => expecting(clusters.into_iter().collect()),
-                            (None, None) => Expectation::Invalid(format!(
-                                "annotation {PLACEMENT_ANNOTATION}: the PlacementDecision CRD (multicluster.x-k8s.io) is not installed"
+        // Per Gateway: the expected names, or the problem reading them.
+        let mut read: Vec<Option<Result<Vec<String>, String>>> = {
+            let inv = self.inner.inventory.current.read();
+            let Some(inv) = inv.as_ref() else {
+                return none();
+            };
+            lives
+                .iter()
+                .map(|l| {
+                    let l = l.as_ref()?;
+                    match (&l.expected_clusters, &l.placement) {
+                        (None, None) => None,
+                        (Some(_), Some(_)) => Some(Err(format!(
+                            "annotations {EXPECTED_CLUSTERS_ANNOTATION} and {PLACEMENT_ANNOTATION} are both set; set one"
+                        ))),
+                        (Some(selector), None) => Some(match Selector::parse(selector) {
+                            Ok(s) => Ok(inv.select(&s).into_iter().map(str::to_owned).collect()),
+                            Err(e) => Err(format!(
+                                "annotation {EXPECTED_CLUSTERS_ANNOTATION}: {e}"
                             )),
-                            (None, Some(_)) => Expectation::Invalid(format!(
-                                "annotation {PLACEMENT_ANNOTATION}: no PlacementDecision named {reference:?} or labelled {DECISION_KEY_LABEL}={reference:?} in namespace {:?}",
-                                key.namespace
-                            )),
-                        }
+                        }),
+                        // Read from the placements below.
+                        (None, Some(_)) => Some(Ok(Vec::new())),
                     }
+                })
+                .collect()
+        };
+        if lives.iter().any(|l| {
+            l.as_ref()
+                .is_some_and(|l| l.expected_clusters.is_none() && l.placement.is_some())
+        }) {
+            let placements = self.inner.inventory.placements.read();
+            for ((key, l), out) in keys.iter().zip(lives).zip(read.iter_mut()) {
+                let Some(reference) = l
+                    .as_ref()
+                    .filter(|l| l.expected_clusters.is_none())
+                    .and_then(|l| l.placement.as_ref())
+                else {
+                    continue;
+                };
+                let found = placements
+                    .as_ref()
+                    .and_then(|all| placed_clusters(all.values(), &key.namespace, reference));
+                *out = Some(match (found, placements.as_ref()) {
+                    (Some(clusters), _) => Ok(clusters.into_iter().collect()),
+                    (None, None) => Err(format!(
+                        "annotation {PLACEMENT_ANNOTATION}: the PlacementDecision CRD (multicluster.x-k8s.io) is not installed"
+                    )),
+                    (None, Some(_)) => Err(format!(
+                        "annotation {PLACEMENT_ANNOTATION}: no PlacementDecision named {reference:?} or labelled {DECISION_KEY_LABEL}={reference:?} in namespace {:?}",
+                        key.namespace
+                    )),
+                });
+            }
+        }
+        let known = self.inner.sessions.clusters.lock();
+        read.into_iter()
+            .map(|r| {
+                Some(match r? {
+                    Ok(names) => Expectation::Clusters(
+                        names
+                            .into_iter()
+                            .map(|name| ExpectedCluster {
+                                known: known.contains_key(&name),
+                                name,
+                            })
+                            .collect(),
+                    ),
+                    Err(why) => Expectation::Invalid(why),
                 })
             })
             .collect()

@@ -305,7 +305,7 @@ impl Index {
         });
         drop(fleet);
         drop(clusters);
-        self.mark_dirty(affected);
+        self.mark_dirty_by(cluster, affected);
         if !known {
             self.expectations_changed();
         }
@@ -343,7 +343,7 @@ impl Index {
         let affected = self.inner.reports.fleet.write().deregister(cluster);
         drop(clusters);
         tracing::info!(cluster, "cluster deregistered");
-        self.mark_dirty(affected);
+        self.mark_dirty_by(cluster, affected);
         self.expectations_changed();
         true
     }

@@ -299,7 +299,7 @@ impl Index {
             let _clusters = self.inner.sessions.clusters.lock();
             if live.stale.swap(false, Ordering::SeqCst) {
                 let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
-                self.mark_dirty(affected);
+                self.mark_dirty_by(&live.name, affected);
                 tracing::info!(cluster = %live.name, "cluster is fresh again");
                 self.transition(ClusterTransition::Fresh {
                     cluster: live.name.clone(),
@@ -332,7 +332,7 @@ impl Index {
         }
         let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
         drop(clusters);
-        self.mark_dirty(affected);
+        self.mark_dirty_by(cluster, affected);
         tracing::info!(
             cluster,
             "cluster is fresh again (served by another replica)"
@@ -410,7 +410,7 @@ impl Index {
                 .fleet
                 .write()
                 .mark_stale(&live.name, last);
-            self.mark_dirty(affected);
+            self.mark_dirty_by(&live.name, affected);
             self.transition(ClusterTransition::Stale {
                 cluster: live.name.clone(),
                 last_seen: last,
