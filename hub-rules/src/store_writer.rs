@@ -145,8 +145,10 @@ pub struct Config {
 pub const MIN_WRITES_IN_FLIGHT: usize = 16;
 /// The most report writes kept in flight: each holds a connection to the
 /// API server (kube's client speaks HTTP/1.1, one request per
-/// connection) and a packed body; past this, more in flight only queues
-/// in the API server. Also the count with no budget (`qps` 0).
+/// connection) and a packed body, and the API server refuses mutating
+/// requests past its `--max-mutating-requests-inflight` (200 by default,
+/// shared with every other writer), so the store keeps well under it.
+/// Also the count with no budget (`qps` 0).
 pub const MAX_WRITES_IN_FLIGHT: usize = 128;
 /// The round trip of one report write the pipeline is sized for: a
 /// ClusterReport apply measured 0.2 s on a loaded 2-core machine at 1,000
