@@ -140,6 +140,44 @@ pub struct Config {
     pub prunes_in_flight: usize,
 }
 
+/// The fewest report writes kept in flight (a budget of a few writes/s
+/// still gets a pipeline while one round trip is slow).
+pub const MIN_WRITES_IN_FLIGHT: usize = 16;
+/// The most report writes kept in flight: each holds a connection to the
+/// API server (kube's client speaks HTTP/1.1, one request per
+/// connection) and a packed body, and the API server refuses mutating
+/// requests past its `--max-mutating-requests-inflight` (200 by default,
+/// shared with every other writer), so the store keeps well under it.
+/// Also the count with no budget (`qps` 0).
+pub const MAX_WRITES_IN_FLIGHT: usize = 128;
+/// The round trip of one report write the pipeline is sized for: a
+/// ClusterReport apply measured 0.2 s on a loaded 2-core machine at 1,000
+/// clusters and 1.7-2.3 s during the first persistence of 10,000
+/// (docs/benchmarks.md); 1 s keeps the budget reachable in between.
+pub const EXPECTED_WRITE_SECONDS: f64 = 1.0;
+
+/// Report writes to keep in flight so that the API budget, not this
+/// bound, sets the store's write rate. By Little's law a pipeline of `n`
+/// writes each taking `t` seconds writes `n / t` per second, so reaching
+/// `qps` (report writes may take the whole budget while no status waits)
+/// at a round trip of [`EXPECTED_WRITE_SECONDS`] needs
+/// `n = ceil(qps x EXPECTED_WRITE_SECONDS)`, kept within
+/// [[`MIN_WRITES_IN_FLIGHT`], [`MAX_WRITES_IN_FLIGHT`]]. A constant 16
+/// capped the first persistence of 10,000 clusters near 16 / 2 s = 8
+/// writes/s while the budget allowed 100. `qps` 0 (no budget) or not a
+/// number: the maximum.
+pub fn writes_in_flight(qps: f64) -> usize {
+    if !qps.is_finite() || qps <= 0.0 {
+        return MAX_WRITES_IN_FLIGHT;
+    }
+    let n = (qps * EXPECTED_WRITE_SECONDS).ceil();
+    if n >= MAX_WRITES_IN_FLIGHT as f64 {
+        MAX_WRITES_IN_FLIGHT
+    } else {
+        (n as usize).max(MIN_WRITES_IN_FLIGHT)
+    }
+}
+
 /// What the writer knows of a cluster waiting for a write.
 #[derive(Clone, Debug)]
 struct Pending {

@@ -1041,3 +1041,26 @@ proptest! {
         sim.settle();
     }
 }
+
+/// The pipeline follows the budget (Little's law at the expected round
+/// trip), within its floor and cap; no budget or a nonsense one: the cap.
+#[test]
+fn writes_in_flight_follow_the_budget() {
+    let table: &[(f64, usize)] = &[
+        (0.0, MAX_WRITES_IN_FLIGHT),
+        (-1.0, MAX_WRITES_IN_FLIGHT),
+        (f64::NAN, MAX_WRITES_IN_FLIGHT),
+        (f64::INFINITY, MAX_WRITES_IN_FLIGHT),
+        (0.5, MIN_WRITES_IN_FLIGHT),
+        (5.0, MIN_WRITES_IN_FLIGHT),
+        (16.0, 16),
+        (16.5, 17),
+        (50.0, 50),
+        (100.0, 100),
+        (128.0, 128),
+        (1000.0, MAX_WRITES_IN_FLIGHT),
+    ];
+    for &(qps, want) in table {
+        assert_eq!(writes_in_flight(qps), want, "qps {qps}");
+    }
+}

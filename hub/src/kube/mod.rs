@@ -350,6 +350,7 @@ impl Connected {
                 budget: budget.clone(),
                 stored,
                 rewrite_every: store::REWRITE_EVERY,
+                writes_in_flight: gwhub_hub_rules::store_writer::writes_in_flight(options.api_qps),
             }
             .run(forget, shutdown.clone()),
         );

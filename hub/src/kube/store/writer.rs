@@ -42,23 +42,22 @@ pub(crate) struct ReportWriter {
     /// A cluster that keeps changing is written at most this often
     /// ([`REWRITE_EVERY`]).
     pub(crate) rewrite_every: Duration,
+    /// Report writes kept in flight at once, sized from the budget
+    /// ([`store_writer::writes_in_flight`]) so it, not this, bounds the
+    /// rate.
+    pub(crate) writes_in_flight: usize,
 }
 
 /// A cluster that keeps changing is written at most this often (see
 /// [`gwhub_hub_rules::store_queue`]).
 pub(crate) const REWRITE_EVERY: Duration = Duration::from_secs(3);
 
-/// Report writes the writer keeps in flight at once: one write is an API
-/// round trip (~0.2 s on a loaded machine), so 8 capped the store near 40
-/// writes/s below the API budget; the budget, not this, bounds the rate.
-const WRITES_IN_FLIGHT: usize = 16;
-
 /// Deletions of pruned clusters' stored reports the writer keeps in flight
 /// at once, beside its writes ([`gwhub_hub_rules::store_queue::Prunes`]).
 const PRUNES_IN_FLIGHT: usize = 4;
 
 impl ReportWriter {
-    /// Writes changed reports until `shutdown`, up to WRITES_IN_FLIGHT at
+    /// Writes changed reports until `shutdown`, up to `writes_in_flight` at
     /// once, oldest unpersisted change first; `forget` names clusters
     /// whose object was deleted while they stream here (written again).
     /// Beside the writes, deletes the reports of clusters
@@ -71,7 +70,7 @@ impl ReportWriter {
             store_writer::Config {
                 debounce: self.debounce,
                 rewrite_every: self.rewrite_every,
-                writes_in_flight: WRITES_IN_FLIGHT,
+                writes_in_flight: self.writes_in_flight,
                 prunes_in_flight: PRUNES_IN_FLIGHT,
             },
             Instant::now(),
