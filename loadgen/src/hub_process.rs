@@ -75,8 +75,21 @@ pub(crate) fn start_hub_env(
     let problems = Arc::new(Mutex::new((0usize, Vec::new())));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let p = problems.clone();
+    // `GWHUB_LOADGEN_HUB_LOG=FILE` appends every hub's log to FILE, to
+    // read what a run's hubs did after the bench removed its directory.
+    let mut keep = std::env::var_os("GWHUB_LOADGEN_HUB_LOG").and_then(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+    });
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(f) = keep.as_mut() {
+                use std::io::Write;
+                let _ = writeln!(f, "{line}");
+            }
             if line.contains("hub serving") {
                 let _ = addr_tx.send((
                     field(&line, "ingest_addr="),

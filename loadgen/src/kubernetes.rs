@@ -54,6 +54,19 @@ impl Shape {
     }
 }
 
+/// The first stale fragment a status shows, for the report of a wrong
+/// status (empty when none).
+fn stale_fragment(status: &serde_json::Value) -> String {
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    conditions
+        .iter()
+        .filter_map(|c| c["message"].as_str())
+        .flat_map(|m| m.split("; "))
+        .find(|f| f.contains("status is stale"))
+        .map(|f| format!(": {f}"))
+        .unwrap_or_default()
+}
+
 /// What the watch on the hub Gateways saw.
 #[derive(Default)]
 pub(crate) struct KubeView {
@@ -138,12 +151,21 @@ pub(crate) async fn hub_gateway_watcher(
         let shape = Shape::of(&status);
         let mut v = view.lock();
         v.events += 1;
-        if let Some(b) = &v.baseline {
+        let judged = v.baseline.as_ref().map(|b| {
+            let before = b.get(&name).cloned();
             let wrong = shape.stale
                 || shape.own_reason == "NoClusters"
-                || b.get(&name).is_some_and(|s| *s != shape);
-            if wrong {
-                v.wrong += 1;
+                || before.as_ref().is_some_and(|s| *s != shape);
+            (wrong, before)
+        });
+        if let Some((true, before)) = judged {
+            v.wrong += 1;
+            // The first few, to say what was wrong.
+            if v.wrong <= 5 {
+                eprintln!(
+                    "wrong status during the restart: {namespace}/{name} {shape:?} (before the kill: {before:?}){}",
+                    stale_fragment(&status)
+                );
             }
         }
         v.shapes.insert(name, shape);
