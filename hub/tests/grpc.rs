@@ -701,6 +701,13 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
     assert!(err.contains("--status-shards"), "{err}");
 }
 
+/// The stale-after of the hubs the `gwhubctl` tests start: their fake
+/// agents do not heartbeat, and the first `gwhubctl` call may build the
+/// binary (no `GWHUB_BIN_DIR`), which on a loaded machine took longer
+/// than a minute and left every cluster stale; staleness is not what they
+/// test.
+const GWHUBCTL_STALE_AFTER: Duration = Duration::from_secs(3600);
+
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
     let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
@@ -723,7 +730,7 @@ async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
 
 #[tokio::test]
 async fn gwhubctl_reads_the_dashboard() {
-    let hub = start(Duration::from_secs(60)).await;
+    let hub = start(GWHUBCTL_STALE_AFTER).await;
     let mut d = dashboard(&hub).await;
     let mut east = Agent::connect(hub.ingest_addr, "east").await;
     east.snapshot(1, 0, vec![report("gw", true, "10.0.0.1")])
@@ -838,7 +845,7 @@ fn gwhubctl_names_why_the_hub_is_unreachable() {
 /// limit (1,000 clusters x 100 Gateways: ~47 MB); gwhubctl must still read them.
 #[tokio::test]
 async fn gwhubctl_reads_answers_larger_than_4_mib() {
-    let hub = start(Duration::from_secs(60)).await;
+    let hub = start(GWHUBCTL_STALE_AFTER).await;
     let mut east = Agent::connect(hub.ingest_addr, "east").await;
     east.snapshot(1, 0, vec![]).await;
     let long = "x".repeat(30_000);
@@ -1447,7 +1454,7 @@ async fn history_keeps_the_last_transitions() {
 
 #[tokio::test]
 async fn gwhubctl_filters_pages_and_shows_history() {
-    let hub = start(Duration::from_secs(60)).await;
+    let hub = start(GWHUBCTL_STALE_AFTER).await;
     let _agents = small_fleet(&hub).await;
     let out = gwhubctl(&hub, &["get", "gateways", "--not-ready"]).await;
     let rows: Vec<&str> = out.lines().skip(1).collect();
