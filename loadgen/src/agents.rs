@@ -93,6 +93,11 @@ async fn open(
     Ok(agent)
 }
 
+/// A simulated agent's heartbeat after this long without sending: the
+/// agent's default (`gwhub-agent`'s hub client), so a cluster that changes
+/// less often than `--stale-after` stays fresh, as a real one does.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
 /// One simulated agent: snapshot, wait for `go`, then deltas as fast as
 /// acks allow (or, with `requests`, one per requested Gateway) until
 /// `shared.stop`. With `reconnect`, a broken stream (the hub killed) is
@@ -119,9 +124,33 @@ pub(crate) async fn agent(
         .await
         .map_err(|e| format!("{cluster}: {e}"))?;
     drop(permit);
+    // When this agent last sent the hub anything, for its heartbeats.
+    let mut last_sent = Instant::now();
     shared.streaming.fetch_add(1, Ordering::Relaxed);
     let snapshot_acked = Instant::now();
-    go.wait_for(|g| *g).await.map_err(|e| err("go", &e))?;
+    // Until the load starts (the rest of the fleet still opening), a
+    // heartbeat every HEARTBEAT as well.
+    loop {
+        let started = tokio::time::timeout(HEARTBEAT, go.wait_for(|g| *g))
+            .await
+            .map(|r| r.map(|_| ()));
+        match started {
+            Ok(r) => {
+                r.map_err(|e| err("go", &e))?;
+                break;
+            }
+            Err(_) => {
+                let beat = v1::Heartbeat {
+                    sent_unix_millis: i64::try_from(wall_ms()).unwrap_or(i64::MAX),
+                };
+                let _ = stream
+                    .tx
+                    .send(msg(agent_message::Message::Heartbeat(beat)))
+                    .await;
+                last_sent = Instant::now();
+            }
+        }
+    }
 
     let g_count = args.gateways;
     let mut next_g = (c * 37) % g_count.max(1);
@@ -178,6 +207,7 @@ pub(crate) async fn agent(
                 ..Default::default()
             };
             shared.last_sent_ms[c].store(wall_ms(), Ordering::Relaxed);
+            last_sent = Instant::now();
             if stream
                 .tx
                 .send(msg(agent_message::Message::Delta(delta)))
@@ -192,10 +222,12 @@ pub(crate) async fn agent(
         if acked == seq && shared.stop.load(Ordering::Relaxed) {
             break;
         }
-        let wait = if shared.stop.load(Ordering::Relaxed) {
+        let stopping = shared.stop.load(Ordering::Relaxed);
+        let wait = if stopping {
             GRACE
         } else {
-            Duration::from_secs(60)
+            // Idle until the next heartbeat is due.
+            HEARTBEAT.saturating_sub(last_sent.elapsed())
         };
         let got = tokio::select! {
             r = tokio::time::timeout(wait, stream.next_ack()) => Some(r),
@@ -212,6 +244,19 @@ pub(crate) async fn agent(
         };
         match got {
             None => {}
+            Some(Err(_)) if !stopping => {
+                // Nothing sent for HEARTBEAT: a heartbeat keeps the
+                // cluster fresh on the hub, as the agent's does. A broken
+                // stream tells on the next ack.
+                let beat = v1::Heartbeat {
+                    sent_unix_millis: i64::try_from(wall_ms()).unwrap_or(i64::MAX),
+                };
+                let _ = stream
+                    .tx
+                    .send(msg(agent_message::Message::Heartbeat(beat)))
+                    .await;
+                last_sent = Instant::now();
+            }
             Some(Err(_)) => return Err(err("waiting for acks", &format!("{acked}/{seq}"))),
             Some(Ok(Ok(a))) => {
                 if let Some(a) = a
@@ -237,6 +282,7 @@ pub(crate) async fn agent(
                     match open(&url, hello(c), chunks, args.window, seq).await {
                         Ok(s) => {
                             stream = s;
+                            last_sent = Instant::now();
                             acked = seq;
                             shared.streaming.fetch_add(1, Ordering::Relaxed);
                             break;
