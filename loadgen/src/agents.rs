@@ -4,6 +4,7 @@
 //! snapshot when the hub goes away. Also the counters the agents and the
 //! watchers share, and the latency marks a delta carries.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -11,11 +12,28 @@ use std::time::{Duration, Instant};
 use gwhub_proto::v1::{self, agent_message, change};
 use gwhub_test_kit::latency::Latencies;
 use gwhub_test_kit::raw_agent::{self, Agent, AgentError, msg};
+use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
 use crate::scenario::{
     Args, FirstSnapshot, GRACE, MARK, cluster_name, hello, report, snapshot_chunks,
 };
+
+/// Send times kept per cluster for the store's lag: at the rates the
+/// bench offers a cluster rarely sends more between two of its store
+/// writes; past it the lag is measured from the oldest kept.
+pub(crate) const SENT_KEPT: usize = 64;
+
+/// The store's lag for one cluster at `now_ms`: how long the oldest change
+/// sent after `persisted_ms` (the newest report time the store holds for
+/// it) has waited; 0 when the store holds the last change. `sent_ms`
+/// oldest first.
+pub(crate) fn store_lag_ms(sent_ms: &VecDeque<u64>, persisted_ms: u64, now_ms: u64) -> u64 {
+    sent_ms
+        .iter()
+        .find(|&&t| t > persisted_ms)
+        .map_or(0, |&t| now_ms.saturating_sub(t))
+}
 
 /// State the agents and the watcher share.
 pub(crate) struct Shared {
@@ -29,8 +47,10 @@ pub(crate) struct Shared {
     /// Deltas sent, all agents (for `--deltas`).
     pub(crate) sent: AtomicU64,
     pub(crate) stop: AtomicBool,
-    /// Per cluster, wall-clock ms of the last delta sent (for the store's lag).
-    pub(crate) last_sent_ms: Vec<AtomicU64>,
+    /// Per cluster, wall-clock ms of the deltas sent, oldest first (the
+    /// last [`SENT_KEPT`]), for the store's lag: how long the oldest change
+    /// the store does not hold yet has waited.
+    pub(crate) sent_ms: Vec<Mutex<VecDeque<u64>>>,
     /// Agents whose stream is open and snapshot acked (restart recovery).
     pub(crate) streaming: AtomicU64,
     /// Agents opening their stream at once: 1,000 connecting together on a
@@ -51,7 +71,7 @@ impl Shared {
             acked: AtomicU64::new(0),
             sent: AtomicU64::new(0),
             stop: AtomicBool::new(false),
-            last_sent_ms: (0..clusters).map(|_| AtomicU64::new(0)).collect(),
+            sent_ms: (0..clusters).map(|_| Mutex::new(VecDeque::new())).collect(),
             streaming: AtomicU64::new(0),
             opening: tokio::sync::Semaphore::new(64),
         }
@@ -206,7 +226,13 @@ pub(crate) async fn agent(
                 }],
                 ..Default::default()
             };
-            shared.last_sent_ms[c].store(wall_ms(), Ordering::Relaxed);
+            {
+                let mut sent = shared.sent_ms[c].lock();
+                if sent.len() == SENT_KEPT {
+                    sent.pop_front();
+                }
+                sent.push_back(wall_ms());
+            }
             last_sent = Instant::now();
             if stream
                 .tx
@@ -341,5 +367,23 @@ pub(crate) fn take_marks_with(
         {
             record(now.saturating_sub(t));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_lag_is_the_wait_of_the_oldest_change_not_stored() {
+        let sent: VecDeque<u64> = [1_000, 5_000, 9_000].into_iter().collect();
+        // Stored the last change: no lag.
+        assert_eq!(store_lag_ms(&sent, 9_050, 10_000), 0);
+        // Stored up to the second: the third has waited 1 s.
+        assert_eq!(store_lag_ms(&sent, 5_040, 10_000), 1_000);
+        // Nothing of the load stored: the first has waited 9 s, however
+        // long before it the cluster's previous report was.
+        assert_eq!(store_lag_ms(&sent, 0, 10_000), 9_000);
+        assert_eq!(store_lag_ms(&VecDeque::new(), 0, 10_000), 0);
     }
 }
