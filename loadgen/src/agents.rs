@@ -160,13 +160,7 @@ pub(crate) async fn agent(
                 break;
             }
             Err(_) => {
-                let beat = v1::Heartbeat {
-                    sent_unix_millis: i64::try_from(wall_ms()).unwrap_or(i64::MAX),
-                };
-                let _ = stream
-                    .tx
-                    .send(msg(agent_message::Message::Heartbeat(beat)))
-                    .await;
+                stream.heartbeat().await;
                 last_sent = Instant::now();
             }
         }
@@ -274,13 +268,7 @@ pub(crate) async fn agent(
                 // Nothing sent for HEARTBEAT: a heartbeat keeps the
                 // cluster fresh on the hub, as the agent's does. A broken
                 // stream tells on the next ack.
-                let beat = v1::Heartbeat {
-                    sent_unix_millis: i64::try_from(wall_ms()).unwrap_or(i64::MAX),
-                };
-                let _ = stream
-                    .tx
-                    .send(msg(agent_message::Message::Heartbeat(beat)))
-                    .await;
+                stream.heartbeat().await;
                 last_sent = Instant::now();
             }
             Some(Err(_)) => return Err(err("waiting for acks", &format!("{acked}/{seq}"))),
