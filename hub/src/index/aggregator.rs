@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
@@ -36,9 +37,14 @@ pub(super) struct Aggregator {
     views: watch::Sender<Views>,
     options: Options,
     /// Per hub Gateway on the management cluster, when agents observed the
-    /// earliest change not yet written (unix milliseconds; taken alone;
-    /// dropped when an aggregation changes nothing).
-    observed: Mutex<BTreeMap<GatewayKey, i64>>,
+    /// earliest change not yet written (unix milliseconds) and the pass
+    /// count when the latest was noted (taken alone; dropped when a pass
+    /// that started after it was noted changes nothing).
+    observed: Mutex<BTreeMap<GatewayKey, (i64, u64)>>,
+    /// Aggregation passes started, so a pass drops only the stamps of
+    /// changes it read: one noted after it started may be of a change it
+    /// did not see.
+    passes: AtomicU64,
     /// Per dirty Gateway, which clusters' reports changed since its last
     /// pass (taken alone; written before the Gateway is marked dirty, after
     /// the fleet changed): the history then compares only those clusters'
@@ -78,6 +84,7 @@ impl Aggregator {
             views,
             options,
             observed: Mutex::new(BTreeMap::new()),
+            passes: AtomicU64::new(0),
             touched: Mutex::new(BTreeMap::new()),
             traces: Mutex::default(),
         }
@@ -116,12 +123,16 @@ impl Index {
         if keys.is_empty() {
             return;
         }
+        let pass = self.inner.aggregator.passes.load(Ordering::SeqCst);
         let mut observed = self.inner.aggregator.observed.lock();
         for key in keys {
             observed
                 .entry(key)
-                .and_modify(|t| *t = (*t).min(unix_millis))
-                .or_insert(unix_millis);
+                .and_modify(|(t, p)| {
+                    *t = (*t).min(unix_millis);
+                    *p = pass;
+                })
+                .or_insert((unix_millis, pass));
         }
     }
 
@@ -148,7 +159,12 @@ impl Index {
 
     /// Takes what [`Index::note_observed`] kept for `key`.
     pub(crate) fn take_observed(&self, key: &GatewayKey) -> Option<i64> {
-        self.inner.aggregator.observed.lock().remove(key)
+        self.inner
+            .aggregator
+            .observed
+            .lock()
+            .remove(key)
+            .map(|(t, _)| t)
     }
 
     /// Aggregated hub Gateways; `changed()` fires only on real change.
@@ -328,6 +344,9 @@ impl Index {
         if keys.is_empty() {
             return false;
         }
+        // This pass's number: stamps noted from now on may be of changes
+        // it does not read (see `observed`).
+        let pass = self.inner.aggregator.passes.fetch_add(1, Ordering::SeqCst) + 1;
         // The traced changes among them (only with --otlp-endpoint).
         let mut traced: BTreeMap<GatewayKey, String> = {
             let mut traces = self.inner.aggregator.traces.lock();
@@ -510,8 +529,13 @@ impl Index {
                     *old.omissions_source.lock() = omitted.source;
                 }
                 // Nothing to write, so no propagation to measure: a stamp
-                // kept would be counted by some later, unrelated write.
-                self.inner.aggregator.observed.lock().remove(&key);
+                // kept would be counted by some later, unrelated write. Only
+                // a stamp noted before this pass began: its change (noted
+                // after it landed) is in what this pass read.
+                let mut observed = self.inner.aggregator.observed.lock();
+                if observed.get(&key).is_some_and(|(_, p)| *p < pass) {
+                    observed.remove(&key);
+                }
                 continue;
             }
             if span.is_some() && live.is_some() {

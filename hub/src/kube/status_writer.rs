@@ -324,7 +324,13 @@ impl StatusWriter {
             }
         };
         let (mut live, mut write) = match self.prepare(&key) {
-            Prepared::Nothing => return false,
+            // The stamp is given back: its change may not be aggregated
+            // yet (this Gateway queued by, e.g., the watch seeing the last
+            // write), and the aggregation drops it if it changes nothing.
+            Prepared::Nothing => {
+                put_off(&key);
+                return false;
+            }
             Prepared::Requeued => {
                 put_off(&key);
                 return true;
@@ -342,7 +348,10 @@ impl StatusWriter {
                 return false;
             }
             (live, write) = match self.prepare(&key) {
-                Prepared::Nothing => return false,
+                Prepared::Nothing => {
+                    put_off(&key);
+                    return false;
+                }
                 Prepared::Requeued => {
                     put_off(&key);
                     return true;
