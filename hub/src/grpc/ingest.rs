@@ -711,18 +711,20 @@ impl AgentStream {
         }
         gwhub_common::logging::set_parent(&span, &delta.traceparent);
         let _in_span = span.enter();
+        // Before the changes land, so a status write prepared after them
+        // finds the stamp; settled after, so only a pass that read them may
+        // drop it for changing nothing (`Index::note_observed`).
+        self.index
+            .note_observed(resized.keys().cloned(), delta.observed_unix_millis);
         self.index.note_trace(resized.keys().cloned());
-        self.index.apply(&session, changes).map_err(|e| match e {
+        let applied = self.index.apply(&session, changes);
+        self.index.settle_observed(resized.keys().cloned());
+        applied.map_err(|e| match e {
             ApplyError::Superseded(e) => Status::aborted(e.to_string()),
             e @ ApplyError::TooManyGateways { .. } => {
                 Status::resource_exhausted(format!("delta {}: {e}", delta.seq))
             }
         })?;
-        // After the changes landed, so a pass that drops the stamp for
-        // changing nothing has read them (`Index::note_observed`); a write
-        // prepared in between misses it, and a later one counts it.
-        self.index
-            .note_observed(resized.keys().cloned(), delta.observed_unix_millis);
         for (key, size) in resized {
             match size {
                 Some(size) => self.sizes.insert(key, size),

@@ -16,6 +16,9 @@ use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, bui
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
 
+/// A stamp's pass while its changes have not landed: no pass drops it.
+const PENDING: u64 = u64::MAX;
+
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
 const NO_KUBE_GENERATION: i64 = 1;
@@ -107,11 +110,46 @@ impl Index {
     /// delta's `observed_unix_millis`; 0: unknown, ignored), for the hub
     /// Gateways on the management cluster among them: the earliest is kept
     /// until the status writer takes it ([`Index::take_observed`]) and
-    /// measures the propagation to its write.
+    /// measures the propagation to its write. Noted before the changes
+    /// land (a write prepared after them finds it), it stays pending, kept
+    /// by every pass, until [`Index::settle_observed`] after they landed.
     pub(crate) fn note_observed(
         &self,
         keys: impl IntoIterator<Item = GatewayKey>,
         unix_millis: i64,
+    ) {
+        self.note_observed_as(keys, unix_millis, PENDING);
+    }
+
+    /// A stamp given back by the status writer: its changes have landed.
+    pub(crate) fn note_observed_again(
+        &self,
+        keys: impl IntoIterator<Item = GatewayKey>,
+        unix_millis: i64,
+    ) {
+        let pass = self.inner.aggregator.passes.load(Ordering::SeqCst);
+        self.note_observed_as(keys, unix_millis, pass);
+    }
+
+    /// The changes [`Index::note_observed`] was for have landed: a pass
+    /// that begins from now on reads them, and may drop the stamp.
+    pub(crate) fn settle_observed(&self, keys: impl IntoIterator<Item = GatewayKey>) {
+        let pass = self.inner.aggregator.passes.load(Ordering::SeqCst);
+        let mut observed = self.inner.aggregator.observed.lock();
+        for key in keys {
+            if let Some((_, p)) = observed.get_mut(&key)
+                && *p == PENDING
+            {
+                *p = pass;
+            }
+        }
+    }
+
+    fn note_observed_as(
+        &self,
+        keys: impl IntoIterator<Item = GatewayKey>,
+        unix_millis: i64,
+        pass: u64,
     ) {
         if unix_millis <= 0 {
             return;
@@ -123,14 +161,13 @@ impl Index {
         if keys.is_empty() {
             return;
         }
-        let pass = self.inner.aggregator.passes.load(Ordering::SeqCst);
         let mut observed = self.inner.aggregator.observed.lock();
         for key in keys {
             observed
                 .entry(key)
                 .and_modify(|(t, p)| {
                     *t = (*t).min(unix_millis);
-                    *p = pass;
+                    *p = (*p).max(pass);
                 })
                 .or_insert((unix_millis, pass));
         }

@@ -320,7 +320,7 @@ impl StatusWriter {
         let observed = self.index.take_observed(&key);
         let put_off = |key: &GatewayKey| {
             if let Some(t) = observed {
-                self.index.note_observed([key.clone()], t);
+                self.index.note_observed_again([key.clone()], t);
             }
         };
         let (mut live, mut write) = match self.prepare(&key) {
