@@ -41,8 +41,8 @@ pub(super) struct Aggregator {
     options: Options,
     /// Per hub Gateway on the management cluster, when agents observed the
     /// earliest change not yet written (unix milliseconds) and the pass
-    /// count when the latest was noted (taken alone; dropped when a pass
-    /// that started after it was noted changes nothing).
+    /// count when its changes had landed ([`PENDING`] until then; taken
+    /// alone; dropped when a pass that began after that changes nothing).
     observed: Mutex<BTreeMap<GatewayKey, (i64, u64)>>,
     /// Aggregation passes started, so a pass drops only the stamps of
     /// changes it read: one noted after it started may be of a change it
