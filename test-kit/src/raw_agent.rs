@@ -14,7 +14,7 @@ use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::v1::{self, agent_message, change, hub_message, ingest_client::IngestClient};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Generous bound for any answer the hub gives "at once".
 pub const WAIT: Duration = Duration::from_secs(10);
@@ -62,6 +62,103 @@ pub async fn channel(url: &str) -> Result<Channel, AgentError> {
         url: url.to_owned(),
         reason: last,
     })
+}
+
+/// An `Ingest` client over mTLS to `addr` (the hub's serving certificate
+/// names `localhost`), trusting `ca` (PEM) and presenting `identity`
+/// (certificate and key PEM) when given; without one, the unauthenticated
+/// `Join` path.
+pub async fn tls_ingest(
+    addr: SocketAddr,
+    ca: &[u8],
+    identity: Option<(&str, &str)>,
+) -> IngestClient<Channel> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    let channel = Endpoint::from_shared(format!("https://{addr}"))
+        .expect("a valid endpoint")
+        .tls_config(tls)
+        .expect("a valid TLS config")
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the hub at {addr}: {e:?}"));
+    IngestClient::new(channel)
+}
+
+/// A `Report` stream with `hello`, once the hub admits it, answered with the
+/// hub's Hello. The hub refuses a stream either when it is opened or as the
+/// stream's first message (an inventory not loaded yet or a full hub:
+/// `UNAVAILABLE`, "reconnect shortly"; a cluster its inventory does not list
+/// yet: `PERMISSION_DENIED`): both are retried on a fresh client from
+/// `connect`, every 200 ms, as an agent reconnects. Panics after `within`
+/// naming the last refusal, or at once on a first message that is neither a
+/// refusal nor the hub's Hello.
+pub async fn admitted<F: Future<Output = IngestClient<Channel>>>(
+    mut connect: impl FnMut() -> F,
+    hello: v1::Hello,
+    within: Duration,
+) -> ReportStream {
+    let cluster = hello.cluster.clone();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let mut client = connect().await;
+        let refusal = match open_report(&mut client, hello.clone(), 4).await {
+            Ok(mut s) => match s.rx.next().await {
+                Some(Ok(first)) => match first.message {
+                    Some(hub_message::Message::Hello(_)) => return s,
+                    other => {
+                        panic!("{cluster}: the hub's first message is not its Hello: {other:?}")
+                    }
+                },
+                Some(Err(status)) => status,
+                None => tonic::Status::unavailable("the stream ended before the hub's Hello"),
+            },
+            Err(status) => status,
+        };
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{cluster} never admitted within {within:?}; the last refusal: {refusal:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The hub's lasting refusal of a `Report` stream with `hello`, whether it
+/// refuses the open or sends the refusal as the stream's first message. A
+/// passing `UNAVAILABLE` ("reconnect shortly": an inventory not loaded yet,
+/// a full hub) is not the answer: retried on a fresh client from `connect`
+/// every 200 ms. Panics if the hub admits the stream (its Hello), or after
+/// `within` of passing refusals.
+pub async fn refusal<F: Future<Output = IngestClient<Channel>>>(
+    mut connect: impl FnMut() -> F,
+    hello: v1::Hello,
+    within: Duration,
+) -> tonic::Status {
+    let cluster = hello.cluster.clone();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let mut client = connect().await;
+        let status = match open_report(&mut client, hello.clone(), 4).await {
+            Ok(mut s) => match s.rx.next().await {
+                Some(Ok(first)) => panic!("{cluster} was admitted: {first:?}"),
+                Some(Err(status)) => status,
+                None => tonic::Status::unavailable("the stream ended before the hub's Hello"),
+            },
+            Err(status) => status,
+        };
+        if status.code() != tonic::Code::Unavailable {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{cluster}: the hub said only UNAVAILABLE for {within:?}; the last: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// One `Report` stream to the hub.

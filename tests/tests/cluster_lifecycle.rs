@@ -8,7 +8,6 @@
 //! its certificate is refused even when the ClusterProfile comes back, and
 //! after a restart), and joining again needs a new token.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -21,17 +20,17 @@ use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
-use gwhub_proto::client::{ReportStream, open_report};
-use gwhub_proto::v1::{self, ingest_client::IngestClient};
+use gwhub_proto::client::ReportStream;
+use gwhub_proto::v1;
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
 use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
 use gwhub_test_kit::kube_objects::apply;
+use gwhub_test_kit::raw_agent::{admitted, refusal, tls_ingest};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 const FLEET_NS: &str = "fleet";
 const WAIT: Duration = Duration::from_secs(30);
@@ -119,27 +118,6 @@ fn csr_for(cluster: &str) -> (String, String) {
     )
 }
 
-async fn ingest(
-    addr: SocketAddr,
-    ca: &[u8],
-    identity: Option<(&str, &str)>,
-) -> IngestClient<tonic::transport::Channel> {
-    let mut tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(ca))
-        .domain_name("localhost");
-    if let Some((cert, key)) = identity {
-        tls = tls.identity(Identity::from_pem(cert, key));
-    }
-    let channel = Endpoint::from_shared(format!("https://{addr}"))
-        .unwrap()
-        .tls_config(tls)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    IngestClient::new(channel)
-}
-
 /// The hub's CA certificate, from Secret gwhub-ca.
 async fn hub_ca(admin: &Client) -> Vec<u8> {
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
@@ -163,7 +141,7 @@ async fn join(admin: &Client, hub: &KubeHub, cluster: &str) -> (String, String) 
         .unwrap();
     let (csr, key) = csr_for(cluster);
     let ca = hub_ca(admin).await;
-    let cert = ingest(hub.hub.ingest_addr, &ca, None)
+    let cert = tls_ingest(hub.hub.ingest_addr, &ca, None)
         .await
         .join(v1::JoinRequest {
             cluster: cluster.into(),
@@ -194,30 +172,13 @@ async fn stream(
     identity: &(String, String),
 ) -> ReportStream {
     let ca = hub_ca(admin).await;
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let mut client = ingest(hub.hub.ingest_addr, &ca, Some((&identity.0, &identity.1))).await;
-        match open_report(&mut client, hello(cluster), 4).await {
-            Ok(mut s) => {
-                let first = s.rx.next().await.unwrap().unwrap();
-                assert!(
-                    matches!(first.message, Some(v1::hub_message::Message::Hello(_))),
-                    "{first:?}"
-                );
-                return s;
-            }
-            Err(e) => {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{cluster} never admitted: {e:?}"
-                );
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
+    let connect = || tls_ingest(hub.hub.ingest_addr, &ca, Some((&identity.0, &identity.1)));
+    admitted(connect, hello(cluster), WAIT).await
 }
 
-/// The refusal of a new Report stream as `cluster` with `identity`.
+/// The refusal of a new Report stream as `cluster` with `identity` (a
+/// passing UNAVAILABLE, e.g. a restarted hub's inventory not loaded yet,
+/// is waited out).
 async fn refused(
     admin: &Client,
     hub: &KubeHub,
@@ -225,11 +186,8 @@ async fn refused(
     identity: &(String, String),
 ) -> tonic::Status {
     let ca = hub_ca(admin).await;
-    let mut client = ingest(hub.hub.ingest_addr, &ca, Some((&identity.0, &identity.1))).await;
-    match open_report(&mut client, hello(cluster), 4).await {
-        Ok(_) => panic!("{cluster} was admitted"),
-        Err(e) => e,
-    }
+    let connect = || tls_ingest(hub.hub.ingest_addr, &ca, Some((&identity.0, &identity.1)));
+    refusal(connect, hello(cluster), WAIT).await
 }
 
 /// A join publishes the cluster's ClusterProfile (the hub as its cluster

@@ -19,9 +19,10 @@ use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_proto::client::open_report;
-use gwhub_proto::v1::{self, ingest_client::IngestClient};
+use gwhub_proto::v1;
 use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::raw_agent::{admitted, refusal, tls_ingest};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -29,7 +30,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::{self, pki_types};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -232,27 +232,6 @@ fn csr_for(cluster: &str) -> (String, String) {
     )
 }
 
-async fn ingest(
-    addr: SocketAddr,
-    ca: &[u8],
-    identity: Option<(&str, &str)>,
-) -> IngestClient<tonic::transport::Channel> {
-    let mut tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(ca))
-        .domain_name("localhost");
-    if let Some((cert, key)) = identity {
-        tls = tls.identity(Identity::from_pem(cert, key));
-    }
-    let channel = Endpoint::from_shared(format!("https://{addr}"))
-        .unwrap()
-        .tls_config(tls)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    IngestClient::new(channel)
-}
-
 async fn make_token(secrets: &Api<Secret>, cluster: &str, ttl: i64) -> String {
     let token = JoinToken::generate().unwrap();
     let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(ttl);
@@ -344,7 +323,7 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     let stored_text = format!("{:?}", stored.data);
     assert!(!stored_text.contains(token.split_once('.').unwrap().1));
     let (csr, key_pem) = csr_for("east");
-    let mut anon = ingest(addr, &ca_pem, None).await;
+    let mut anon = tls_ingest(addr, &ca_pem, None).await;
     let join = |token: &str, cluster: &str, csr: &str| v1::JoinRequest {
         cluster: cluster.into(),
         token: token.into(),
@@ -403,13 +382,8 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     assert!(!e.message().contains(token.split_once('.').unwrap().1));
 
     // The certificate streams as east.
-    let mut east = ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem))).await;
-    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
-    let first = stream.rx.next().await.unwrap().unwrap();
-    assert!(
-        matches!(first.message, Some(v1::hub_message::Message::Hello(_))),
-        "{first:?}"
-    );
+    let east = || tls_ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem)));
+    admitted(east, hello("east"), WAIT).await;
 
     // Forged, expired, other-cluster: refused, naming why; nothing issued.
     let real = make_token(&secrets, "east", 600).await;
@@ -490,7 +464,7 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
     let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
     let addr = hub.hub.ingest_addr;
-    let mut anon = ingest(addr, &ca_pem, None).await;
+    let mut anon = tls_ingest(addr, &ca_pem, None).await;
     let join = |cluster: &str, token: &str, csr: &str| v1::JoinRequest {
         cluster: cluster.into(),
         token: token.into(),
@@ -569,13 +543,8 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
         .unwrap()
         .into_inner();
     assert_eq!(twice.certificate_pem, issued.certificate_pem);
-    let mut east = ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem))).await;
-    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
-    let first = stream.rx.next().await.unwrap().unwrap();
-    assert!(
-        matches!(first.message, Some(v1::hub_message::Message::Hello(_))),
-        "{first:?}"
-    );
+    let east = || tls_ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem)));
+    admitted(east, hello("east"), WAIT).await;
 
     // kubectl certificate deny: refused, naming it.
     let (west, _) = csr_for("west");
@@ -1007,15 +976,15 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     };
     let (csr, key_pem) = csr_for("east");
     let token = make_token(&secrets, "east", 600).await;
-    let mut anon = ingest(hub.hub.ingest_addr, &ca_pem, None).await;
+    let mut anon = tls_ingest(hub.hub.ingest_addr, &ca_pem, None).await;
     let cert = anon
         .join(join(token, csr))
         .await
         .unwrap()
         .into_inner()
         .certificate_pem;
-    let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
-    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
+    let east = || tls_ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem)));
+    let mut stream = admitted(east, hello("east"), WAIT).await;
     stream
         .tx
         .send(v1::AgentMessage {
@@ -1068,10 +1037,7 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     .expect("with a status");
     assert_eq!(ended.code(), tonic::Code::PermissionDenied, "{ended:?}");
     assert!(ended.message().contains("removed"), "{ended:?}");
-    let e = open_report(&mut east, hello("east"), 4)
-        .await
-        .err()
-        .unwrap();
+    let e = refusal(east, hello("east"), WAIT).await;
     assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
     // Its pending token went with it.
     let tokens = secrets
@@ -1095,26 +1061,22 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     // A restarted hub still refuses the old certificate.
     hub.shutdown().await.unwrap();
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
-    let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
-    let e = open_report(&mut east, hello("east"), 4)
-        .await
-        .err()
-        .unwrap();
+    let east = || tls_ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem)));
+    let e = refusal(east, hello("east"), WAIT).await;
     assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
 
     // Joining again with a new token (issued after the removal) streams.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let (csr, key_pem) = csr_for("east");
     let token = make_token(&secrets, "east", 600).await;
-    let mut anon = ingest(hub.hub.ingest_addr, &ca_pem, None).await;
+    let mut anon = tls_ingest(hub.hub.ingest_addr, &ca_pem, None).await;
     let cert = anon
         .join(join(token, csr))
         .await
         .unwrap()
         .into_inner()
         .certificate_pem;
-    let mut east = ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem))).await;
-    let mut stream = open_report(&mut east, hello("east"), 4).await.unwrap();
-    assert!(stream.rx.next().await.unwrap().is_ok());
+    let east = || tls_ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem)));
+    admitted(east, hello("east"), WAIT).await;
     hub.shutdown().await.unwrap();
 }
