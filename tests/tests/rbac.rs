@@ -31,6 +31,7 @@ use gwhub_test_kit::install::{
 use gwhub_test_kit::kube_objects::*;
 use gwhub_test_kit::procs::{Process, agent_binary, free_port, gwhub_binary};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
@@ -39,8 +40,10 @@ use serde_json::{Value, json};
 /// The fleet inventory's namespace the hub is started with.
 const INVENTORY_NS: &str = "fleet";
 
-/// Bound on each run waiting for the refusal.
-const REFUSED_WITHIN: Duration = Duration::from_secs(30);
+/// Bound on each drive: a run returns as soon as its condition holds (the
+/// refusal, or in the controls every path seen), so this is only how long a
+/// failing run takes to say so, generous for a loaded 2-core machine.
+const REFUSED_WITHIN: Duration = Duration::from_secs(180);
 
 /// The agent's Role and ClusterRole as shipped.
 fn agent_roles() -> Vec<Value> {
@@ -115,6 +118,43 @@ async fn wait_refused(cluster: &Cluster, sa: &str, verb: &str, probe: &[String],
     }
 }
 
+/// Waits until the API server's authorizer refuses the hub `verb` on the
+/// signer `rule` names (RBAC follows the applied roles in its own time).
+async fn wait_signer_refused(client: &Client, rule: &Value, verb: &str) {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let name = rule["resourceNames"][0].as_str().map(str::to_owned);
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(service_account_user(HUB_SA)),
+            groups: Some(vec!["system:serviceaccounts".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(rule["apiGroups"][0].as_str().unwrap().to_owned()),
+                resource: Some("signers".into()),
+                name,
+                verb: Some(verb.to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
+    let _refused = gwhub_test_kit::wait::until(
+        Duration::from_secs(20),
+        || async {
+            reviews
+                .create(&Default::default(), &review)
+                .await
+                .map(|r| r.status.map(|s| s.allowed))
+                .map_err(|e| e.to_string())
+        },
+        |allowed| matches!(allowed, Ok(Some(false))),
+    )
+    .await;
+}
+
 fn start_agent(bin: &Path, cluster: &Cluster, log: &Path) -> Process {
     Process(
         Command::new(bin)
@@ -136,14 +176,14 @@ fn start_agent(bin: &Path, cluster: &Cluster, log: &Path) -> Process {
 /// watches, a status write, a fresh list of a pending Service's Events, and
 /// a ClusterConfigMissing Event published again and again (create, then
 /// patch of the series) as the DNS config goes and comes back.
-async fn drive(client: &Client, log: &Path, done: impl Fn(&str) -> bool) -> String {
+async fn drive(client: &Client, log: &Path, done: impl AsyncFn(&str) -> bool) -> String {
     let dns: Api<DNS> = Api::all(client.clone());
     let deadline = Instant::now() + REFUSED_WITHIN;
     let mut present = true;
     loop {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if done(&text) || Instant::now() > deadline {
+        if done(&text).await || Instant::now() > deadline {
             if !present {
                 dns_config(client, true).await;
             }
@@ -205,8 +245,7 @@ fn refused(log: &str, verb: &str, resource: &str, group: &str) -> bool {
 /// (every_secret_and_join_verb_the_hub_is_granted_is_needed): the TLS
 /// Secrets, the removed clusters' ConfigMap and the liveness records, the
 /// CSRs, and the ClusterProfile a join creates. Deleting an ended replica's
-/// liveness record needs it ended twice `--stale-after` ago: the hub drive
-/// (2 s) gets there, the join drive (the default 60 s) does not.
+/// liveness record is the hub drive's (each run plants one to delete).
 fn on_the_join_path(rule: &Value, verb: &str) -> bool {
     let group = rule["apiGroups"][0].as_str().unwrap();
     let resource = rule["resources"][0].as_str().unwrap();
@@ -250,7 +289,8 @@ async fn every_verb_the_agent_is_granted_is_needed() {
             })
         })
     };
-    let text = drive(&client, &log, |_| false).await;
+    // Every path seen: the Event published again (its series patched).
+    let text = drive(&client, &log, async |_: &str| repeated().await).await;
     drop(agent);
     assert!(
         !text.contains("forbidden"),
@@ -296,7 +336,7 @@ async fn every_verb_the_agent_is_granted_is_needed() {
                 // would be granted for nothing.
                 let all_refused =
                     |t: &str| resources.iter().all(|res| refused(t, verb, res, group));
-                let text = drive(&client, &log, all_refused).await;
+                let text = drive(&client, &log, async |t: &str| all_refused(t)).await;
                 drop(agent);
                 let unused: Vec<&&str> = resources
                     .iter()
@@ -447,7 +487,7 @@ fn start_hub(bin: &Path, cluster: &Cluster, ports: Ports, log: &Path) -> Process
 /// and their access asked for, and the liveness Leases and records of the
 /// hubs of earlier runs deleted (nothing depends on them once `east`
 /// streams to this one).
-async fn drive_hub(ports: Ports, log: &Path, done: impl Fn(&str) -> bool) -> String {
+async fn drive_hub(ports: Ports, log: &Path, done: impl AsyncFn(&str) -> bool) -> String {
     let port = ports.ingest;
     let deadline = Instant::now() + REFUSED_WITHIN;
     let mut agent = None;
@@ -456,7 +496,7 @@ async fn drive_hub(ports: Ports, log: &Path, done: impl Fn(&str) -> bool) -> Str
     loop {
         round += 1;
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if done(&text) || Instant::now() > deadline {
+        if done(&text).await || Instant::now() > deadline {
             return text;
         }
         if round.is_multiple_of(4) {
@@ -475,6 +515,64 @@ async fn drive_hub(ports: Ports, log: &Path, done: impl Fn(&str) -> bool) -> Str
         // Silent for longer than --stale-after: the cluster goes stale.
         tokio::time::sleep(Duration::from_millis(3000)).await;
     }
+}
+
+/// What the hub logs when it deletes an ended replica's liveness record.
+const COLLECTED: &str = "deleting an ended replica's liveness record";
+
+/// An ended replica's liveness record (its heartbeat Lease, marked ended and
+/// last renewed an hour ago, and a record listing no cluster), which any hub
+/// deletes as soon as it has restored its store
+/// ([`gwhub_hub_rules::liveness::collectable`]): the delete path is
+/// provoked, not waited for.
+async fn plant_ended_replica(leases: &Api<Lease>, configmaps: &Api<ConfigMap>, identity: &str) {
+    use gwhub_hub_rules::liveness::{
+        CHUNK_KEY, CHUNKS_KEY, CLUSTERS_KEY, ENDED_ANNOTATION, LABEL, LABEL_VALUE, REPLICA_KEY,
+        object_name,
+    };
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let name = object_name(identity, 0);
+    let labels = std::collections::BTreeMap::from([(LABEL.to_owned(), LABEL_VALUE.to_owned())]);
+    let hour_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(3600);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(labels.clone()),
+            annotations: Some([(ENDED_ANNOTATION.to_owned(), "true".to_owned())].into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(identity.to_owned()),
+            renew_time: Some(MicroTime(hour_ago)),
+            ..Default::default()
+        }),
+    };
+    leases
+        .create(&Default::default(), &lease)
+        .await
+        .expect("plant an ended replica's heartbeat");
+    let record = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        data: Some(
+            [
+                (REPLICA_KEY.to_owned(), identity.to_owned()),
+                (CHUNK_KEY.to_owned(), "0".to_owned()),
+                (CHUNKS_KEY.to_owned(), "1".to_owned()),
+                (CLUSTERS_KEY.to_owned(), String::new()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    configmaps
+        .create(&Default::default(), &record)
+        .await
+        .expect("plant an ended replica's liveness record");
 }
 
 /// One ListGateways as a reader the API server knows (its answer does not
@@ -529,13 +627,20 @@ async fn every_verb_the_hub_is_granted_is_needed() {
     .await;
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), SYSTEM_NS);
     let leases: Api<Lease> = Api::namespaced(client.clone(), SYSTEM_NS);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), SYSTEM_NS);
     // Each run starts without the report and the Lease: they are created.
-    let fresh_start = || async {
+    // And with an ended replica's liveness record that nothing depends on,
+    // which the hub deletes (Lease and ConfigMap) once it has restored.
+    let mut run = 0u32;
+    let mut fresh_start = async || {
         let _ = reports
             .delete(&object_name("east"), &DeleteParams::default())
             .await;
         let _ = leases.delete("gwhub-hub", &DeleteParams::default()).await;
+        run += 1;
+        plant_ended_replica(&leases, &configmaps, &format!("rbac-ended-{run}")).await;
     };
+    fresh_start().await;
 
     // The control: as shipped, every path runs and nothing is refused.
     let port = ports();
@@ -550,7 +655,12 @@ async fn every_verb_the_hub_is_granted_is_needed() {
             })
         })
     };
-    let text = drive_hub(port, &log, |_| false).await;
+    // Every path seen: a status write, the planted record collected, an
+    // Event published again (its series patched).
+    let all_paths = async |t: &str| {
+        t.contains("hub Gateway status applied") && t.contains(COLLECTED) && repeated().await
+    };
+    let text = drive_hub(port, &log, all_paths).await;
     drop(hub);
     assert!(
         !text.contains("forbidden"),
@@ -589,7 +699,7 @@ async fn every_verb_the_hub_is_granted_is_needed() {
                 let log = fleet.dir.join(format!("hub-without-{checked}.log"));
                 let hub = start_hub(&bin, cluster, port, &log);
                 let refused = |t: &str| refused(t, verb, resource, group);
-                let text = drive_hub(port, &log, refused).await;
+                let text = drive_hub(port, &log, async |t: &str| refused(t)).await;
                 drop(hub);
                 assert!(
                     refused(&text),
@@ -814,8 +924,9 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
                 reduced[i] = without(role, r, verb);
                 kubectl_apply_json(cluster, &reduced);
                 if resource == "signers" {
-                    // `kubectl auth can-i` cannot spell a signer's name.
-                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    // `kubectl auth can-i` cannot spell a signer's name:
+                    // asked with a SubjectAccessReview instead.
+                    wait_signer_refused(&client, rule, verb).await;
                 } else {
                     wait_refused(cluster, HUB_SA, verb, &can_i_probe(rule, verb), ns).await;
                 }
