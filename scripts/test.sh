@@ -3,8 +3,18 @@
 # On a fresh machine this first builds and caches the API server (scripts/kube-assets.sh,
 # about 5 minutes once); later runs reuse the cache. kubectl must be on PATH: the
 # end-to-end tests install gwhub with `kubectl apply -k` as a user does.
+#
+# Every suite runs once, against Gateway API v1.5.1. Then only the tests whose
+# outcome depends on the CRDs run again: with every other Gateway API version
+# OpenShift ships (v1.2.1, v1.3.0, v1.4.1), with upstream v1.6.1 for a
+# management cluster (the hub's writes only), and with the CRDs a clone
+# without ../shared generates from the Rust types. See docs/testing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/phase.sh
+source scripts/lib/phase.sh
+
+phase "setup (check-deps, promtool, API server, Python, browser, DNS servers)"
 # Cheap (cargo tree only): the rules crates stay free of I/O.
 bash scripts/check-deps.sh
 # Cheap too: the PrometheusRule's alerts against their promtool unit tests
@@ -15,7 +25,7 @@ bash scripts/check-monitoring.sh
 export GWHUB_REQUIRE_PROMETHEUS=1
 bash scripts/kube-assets.sh >/dev/null
 export GWHUB_REQUIRE_KUBE=1
-# `cargo test` builds the workspace's binaries before it runs any test; the
+# `cargo nextest` builds the workspace's binaries before it runs any test; the
 # end-to-end tests use those instead of building their own (one build, less disk).
 export GWHUB_BIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/debug"
 # Python's grpcio, grpcio-reflection and grpcio-health-checking from PyPI, in a
@@ -27,31 +37,48 @@ export GWHUB_PY_VENV GWHUB_REQUIRE_PYTHON=1
 # target/browser-artifacts/.
 GWHUB_BROWSER_DIR=$(bash scripts/browser.sh)
 export GWHUB_BROWSER_DIR GWHUB_REQUIRE_BROWSER=1
-# Everything once, against Gateway API v1.5.1: the upstream CRDs where
-# ../shared/crds has them, else (a bare clone) CRDs generated from the Rust
-# types and pinned to upstream v1.5.1.
-GATEWAY_API_VERSION=v1.5.1 cargo test --workspace --all-targets --locked
+# cargo-nextest runs each test as its own process and packs them over the
+# cores; the machine image has it, a fresh machine builds it once.
+if ! cargo nextest --version >/dev/null 2>&1; then
+  cargo install --locked cargo-nextest
+fi
 
-# The real-API-server suites again, with the CRDs of every other Gateway API
-# version OpenShift ships and as a bare clone has them (generated). Only the
-# targets whose result depends on the CRDs; `--workspace` keeps the feature
-# set of the build above, so nothing is rebuilt.
+phase "every test, Gateway API v1.5.1"
+# The upstream CRDs where ../shared/crds has them, else (a bare clone) CRDs
+# generated from the Rust types and pinned to upstream v1.5.1.
+GATEWAY_API_VERSION=v1.5.1 cargo nextest run --workspace --all-targets --locked
+
+# The tests whose outcome depends on the Gateway API CRDs (the schema the API
+# server validates a status write against, the manifests it takes):
+# - the agent's own status writes on the local Gateway (agent_kube: every
+#   reason, beside Istio's fields, the 8-condition limit);
+# - the hub's aggregated writes (hub_status_accepted, and hub_kube's write,
+#   withdrawal and manifest tests);
+# - the shipped install, end to end (fleet_e2e's real binaries; its
+#   mixed-versions test already gives each cluster its own version).
+# Identity, TLS, inventory, RBAC, the Dashboard, faults and the store are
+# the same whatever the Gateway CRD is: they run once, above.
+hub_writes='binary(hub_status_accepted)
+  | (binary(hub_kube) & (test(manifests_parse_and_the_api_server_takes_them)
+      | test(hub_writes_the_aggregate_onto_hub_gateways)
+      | test(withdrawn_addresses_and_listeners_leave_the_hub_gateway)))'
+agent_writes='(binary(agent_kube) & (test(every_reason_end_to_end)
+      | test(istio_writer_and_agent_keep_each_others_fields)
+      | test(read_only_mode_and_condition_limit)))
+  | (binary(fleet_e2e) & test(fleet_end_to_end_with_the_real_binaries))'
 upstream="${GWHUB_CRDS_DIR:-$PWD/../shared/crds}"
 if [ -d "$upstream" ]; then
-  api_tests=()
-  for f in tests/tests/*.rs; do
-    t=$(basename "$f" .rs)
-    case "$t" in
-      # Not about the CRDs (RBAC, the schema pin, the monitoring dashboard)
-      # or slow and run once more below (faults).
-      rbac | crd_pin | monitoring | faults) ;;
-      *) api_tests+=(--test "$t") ;;
-    esac
-  done
   for v in v1.2.1 v1.3.0 v1.4.1; do
-    echo "== Gateway API $v (upstream CRDs): ${api_tests[*]}"
-    GATEWAY_API_VERSION=$v cargo test --workspace --locked "${api_tests[@]}"
+    phase "CRD-dependent tests, Gateway API $v (upstream CRDs)"
+    GATEWAY_API_VERSION=$v cargo nextest run --workspace --locked -E "$hub_writes | $agent_writes"
   done
-  echo "== generated CRDs (a clone without ../shared): ${api_tests[*]} --test faults"
-  GWHUB_CRDS_DIR=/nonexistent cargo test --workspace --locked "${api_tests[@]}" --test faults
+  # A management cluster on upstream Gateway API: the hub writes there, no
+  # OpenShift agent does.
+  phase "hub write tests, Gateway API v1.6.1 (upstream CRDs, management cluster)"
+  GATEWAY_API_VERSION=v1.6.1 cargo nextest run --workspace --locked -E "$hub_writes"
+  # A bare clone generates every CRD it needs (Gateway API, ClusterProfile,
+  # PlacementDecision): the inventory's tests depend on those too.
+  phase "CRD-dependent tests, generated CRDs (a clone without ../shared)"
+  GWHUB_CRDS_DIR=/nonexistent cargo nextest run --workspace --locked \
+    -E "$hub_writes | $agent_writes | binary(inventory)"
 fi

@@ -67,11 +67,14 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if gwhub_test_kit::smoke::answered_listing(&raw) {
+        return ExitCode::SUCCESS;
+    }
     let args = if raw.iter().any(|a| a == "--bench") {
         Args::parse_from(raw)
     } else {
-        // `cargo test --all-targets`: a quick smoke run; test harness flags
-        // are not ours to parse.
+        // `cargo test --all-targets` or cargo-nextest: a quick smoke run;
+        // test harness flags are not ours to parse.
         Args::parse_from([
             "scale",
             "--clusters",

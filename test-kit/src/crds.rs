@@ -25,8 +25,11 @@ pub(crate) fn upstream_dir() -> Option<PathBuf> {
 }
 
 /// The Gateway API versions OpenShift ships: v1.2.1 (4.19, 4.20), v1.3.0
-/// (4.21), v1.4.1 (4.22), v1.5.1 (4.23).
-pub(crate) const GATEWAY_API_VERSIONS: [&str; 4] = ["v1.2.1", "v1.3.0", "v1.4.1", "v1.5.1"];
+/// (4.21), v1.4.1 (4.22), v1.5.1 (4.23); and upstream v1.6.1, which no
+/// OpenShift release ships yet but a management cluster on upstream Gateway
+/// API may run (the hub's writes are tested against it).
+pub(crate) const GATEWAY_API_VERSIONS: [&str; 5] =
+    ["v1.2.1", "v1.3.0", "v1.4.1", "v1.5.1", "v1.6.1"];
 /// The version when `GATEWAY_API_VERSION` is unset.
 pub(crate) const DEFAULT_GATEWAY_API_VERSION: &str = "v1.5.1";
 

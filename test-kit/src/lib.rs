@@ -6,7 +6,8 @@
 //! `Ingest` client ([`raw_agent`]), the benches' latency histogram
 //! ([`latency`]), the aggregation benches' fleet ([`bench_fleet`]), a real Prometheus with the shipped
 //! alerts ([`prometheus`]), a poll-until helper ([`wait`]), a Secret
-//! mounted as the kubelet mounts it ([`mounted_secret`]), and an
+//! mounted as the kubelet mounts it ([`mounted_secret`]), the custom
+//! benches' smoke-test listing ([`smoke`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
 //! Nothing here is mocked.
 //!
@@ -29,6 +30,7 @@ pub mod proxy;
 pub mod raw_agent;
 pub mod recorder;
 pub mod scenario;
+pub mod smoke;
 pub mod wait;
 pub mod workspace_bin;
 

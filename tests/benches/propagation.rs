@@ -84,10 +84,14 @@ struct Args {
 
 fn main() {
     let raw: Vec<String> = std::env::args().collect();
+    if gwhub_test_kit::smoke::answered_listing(&raw) {
+        return;
+    }
     let args = if raw.iter().any(|a| a == "--bench") {
         Args::parse_from(raw)
     } else {
-        // `cargo test --all-targets`: a smoke run; harness flags are not ours.
+        // `cargo test --all-targets` or cargo-nextest: a smoke run; harness
+        // flags are not ours.
         Args::parse_from(["propagation", "--changes", "4", "--storm", "40"])
     };
     if !require_assets("propagation bench") {
