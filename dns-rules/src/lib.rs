@@ -1,0 +1,18 @@
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+//! Fleet DNS's rules (spec section 8), pure: which names the hub publishes
+//! and which hub Gateway owns each ([`fleet_names`]).
+//!
+//! It exists apart from the hub so the compiler keeps these rules free of
+//! I/O: no async runtime, no DNS or Kubernetes client
+//! (`scripts/check-deps.sh`), no clock (time comes in as milliseconds).
+//! The hub fills its inputs from the clusters' reports, never from the hub
+//! Gateway's status (capped at 16 addresses).
+
+mod names;
+
+pub use names::{
+    Conflict, Disagreement, FleetName, FleetNames, Hostname, HostnameError, HubGateway,
+    HubListener, InvalidName, ReportedGateway, fleet_names, in_zone, names_from_reports,
+    parse_zone, zone_of,
+};
