@@ -1,7 +1,9 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 //! Fleet DNS's rules (spec section 8), pure: which names the hub publishes
-//! and which hub Gateway owns each ([`fleet_names`]).
+//! and which hub Gateway owns each ([`fleet_names`]), whether a cluster may
+//! answer for a name ([`assess`]), and the record sets of a name
+//! ([`build`]).
 //!
 //! It exists apart from the hub so the compiler keeps these rules free of
 //! I/O: no async runtime, no DNS or Kubernetes client
@@ -9,10 +11,21 @@
 //! The hub fills its inputs from the clusters' reports, never from the hub
 //! Gateway's status (capped at 16 addresses).
 
+mod eligibility;
 mod names;
+mod records;
 
+pub use eligibility::{
+    Address, AddressType, ClusterView, ConditionStatus, IgnoredAddress, Ineligible,
+    ListenerProblem, ListenerView, Usable, assess, eligible_for, usable,
+};
 pub use names::{
     Conflict, Disagreement, FleetName, FleetNames, Hostname, HostnameError, HubGateway,
     HubListener, InvalidName, ReportedGateway, fleet_names, in_zone, names_from_reports,
     parse_zone, zone_of,
+};
+pub use records::{
+    CnameRouting, DEFAULT_MAX_TARGETS, DEFAULT_TTL_SECONDS, LeftOut, LeftOutReason, RecordData,
+    RecordOptions, RecordSet, RecordSets, RecordType, WEIGHT_PROPERTY, WeightedTarget, build,
+    ranked, rendezvous_score,
 };
