@@ -2,8 +2,8 @@
 #![warn(unreachable_pub)]
 //! Fleet DNS's rules (spec section 8), pure: which names the hub publishes
 //! and which hub Gateway owns each ([`fleet_names`]), whether a cluster may
-//! answer for a name ([`assess`]), and the record sets of a name
-//! ([`build`]).
+//! answer for a name ([`assess`]), the record sets of a name ([`build`]),
+//! and when a cluster enters and leaves a published set ([`Publisher`]).
 //!
 //! It exists apart from the hub so the compiler keeps these rules free of
 //! I/O: no async runtime, no DNS or Kubernetes client
@@ -13,6 +13,7 @@
 
 mod eligibility;
 mod names;
+mod publish;
 mod records;
 
 pub use eligibility::{
@@ -23,6 +24,10 @@ pub use names::{
     Conflict, Disagreement, FleetName, FleetNames, Hostname, HostnameError, HubGateway,
     HubListener, InvalidName, ReportedGateway, fleet_names, in_zone, names_from_reports,
     parse_zone, zone_of,
+};
+pub use publish::{
+    Action, COALESCE_MILLIS, DEFAULT_RISE_MILLIS, DEFAULT_STALE_AFTER_MILLIS, Decision, Input,
+    Observation, PublishConfig, Publisher, Reason, Seen, WhenNone,
 };
 pub use records::{
     CnameRouting, DEFAULT_MAX_TARGETS, DEFAULT_TTL_SECONDS, LeftOut, LeftOutReason, RecordData,
