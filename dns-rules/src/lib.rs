@@ -3,7 +3,9 @@
 //! Fleet DNS's rules (spec section 8), pure: which names the hub publishes
 //! and which hub Gateway owns each ([`fleet_names`]), whether a cluster may
 //! answer for a name ([`assess`]), the record sets of a name ([`build`]),
-//! and when a cluster enters and leaves a published set ([`Publisher`]).
+//! when a cluster enters and leaves a published set ([`Publisher`]), and
+//! the ownership records and RFC 2136 updates as data ([`plan`],
+//! [`classify`]).
 //!
 //! It exists apart from the hub so the compiler keeps these rules free of
 //! I/O: no async runtime, no DNS or Kubernetes client
@@ -13,6 +15,7 @@
 
 mod eligibility;
 mod names;
+mod ownership;
 mod publish;
 mod records;
 
@@ -24,6 +27,11 @@ pub use names::{
     Conflict, Disagreement, FleetName, FleetNames, Hostname, HostnameError, HubGateway,
     HubListener, InvalidName, ReportedGateway, fleet_names, in_zone, names_from_reports,
     parse_zone, zone_of,
+};
+pub use ownership::{
+    Change, DnsType, Found, HERITAGE, MAX_OWNER_ID_LEN, MAX_TXT_STRING, Owner, Ownership,
+    OwnershipError, PlanError, Prerequisite, Rdata, ReadBack, Update, UpdatePlan, classify,
+    ownership_name, parse_owner, plan, rdata, repair, txt_strings,
 };
 pub use publish::{
     Action, COALESCE_MILLIS, DEFAULT_RISE_MILLIS, DEFAULT_STALE_AFTER_MILLIS, Decision, Input,
