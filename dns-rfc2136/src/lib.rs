@@ -8,6 +8,10 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+mod error;
 mod key;
+mod message;
 
+pub use error::Error;
 pub use key::{Algorithm, KeyError, KeySource, TsigKey};
+pub use message::{Expect, Owner, RType, RecordSet};
