@@ -153,7 +153,7 @@ impl Client {
             code => {
                 return Err(Error::Rejected {
                     server: self.server,
-                    rcode: code.to_str().to_owned(),
+                    rcode: mnemonic(code),
                     reason: format!("the query for {} {rtype} failed", message::display(name)),
                 });
             }
@@ -161,7 +161,7 @@ impl Client {
         if !answer.metadata.authoritative {
             return Err(Error::Rejected {
                 server: self.server,
-                rcode: answer.metadata.response_code.to_str().to_owned(),
+                rcode: mnemonic(answer.metadata.response_code),
                 reason: format!(
                     "the answer for {} is not authoritative: the server does not serve its zone",
                     message::display(name)
@@ -279,7 +279,7 @@ impl Client {
                 "NOTIMP",
                 "the server does not implement dynamic updates".into(),
             )),
-            other => Err(self.rejected(other.to_str(), "unexpected response code".into())),
+            other => Err(self.rejected(&mnemonic(other), "unexpected response code".into())),
         }
     }
 
@@ -321,7 +321,12 @@ impl Client {
 
     fn tsig_error(&self, key: &TsigKey, rcode: ResponseCode, error: TsigError) -> Error {
         let reason = match error {
-            TsigError::BadKey => "BADKEY: it does not know a key of this name and algorithm",
+            // Knot answers BADKEY too for a known key its ACL does not let
+            // update the zone (BIND answers REFUSED there).
+            TsigError::BadKey => {
+                "BADKEY: it does not know a key of this name and algorithm, \
+                 or does not let it update this zone"
+            }
             TsigError::BadSig => "BADSIG: the signature does not match its secret for this key",
             TsigError::BadTime => "BADTIME: its clock and ours are more than 300 s apart",
             TsigError::BadTrunc => "BADTRUNC: truncated signature",
@@ -331,7 +336,7 @@ impl Client {
             TsigError::Unknown(n) => format!(" {n}"),
             _ => String::new(),
         };
-        self.bad_key(key, format!("{}, {reason}{code}", rcode.to_str()))
+        self.bad_key(key, format!("{}, {reason}{code}", mnemonic(rcode)))
     }
 
     fn bad_key(&self, key: &TsigKey, reason: String) -> Error {
@@ -357,6 +362,25 @@ impl Client {
             self.server
         ))
     }
+}
+
+/// A response code as RFC 2136 and dig spell it (NOTAUTH, YXRRSET, ...).
+fn mnemonic(rcode: ResponseCode) -> String {
+    let s = match rcode {
+        ResponseCode::NoError => "NOERROR",
+        ResponseCode::FormErr => "FORMERR",
+        ResponseCode::ServFail => "SERVFAIL",
+        ResponseCode::NXDomain => "NXDOMAIN",
+        ResponseCode::NotImp => "NOTIMP",
+        ResponseCode::Refused => "REFUSED",
+        ResponseCode::YXDomain => "YXDOMAIN",
+        ResponseCode::YXRRSet => "YXRRSET",
+        ResponseCode::NXRRSet => "NXRRSET",
+        ResponseCode::NotAuth => "NOTAUTH",
+        ResponseCode::NotZone => "NOTZONE",
+        other => return format!("RCODE {}", u16::from(other)),
+    };
+    s.to_owned()
 }
 
 /// Which prerequisites a conflict is about, to say it in words.
