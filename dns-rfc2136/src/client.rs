@@ -182,7 +182,9 @@ impl Client {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let verifier = m.finalize(&signer, now).map_err(|e| self.invalid(e))?;
+        let Some(mut verifier) = m.finalize(&signer, now).map_err(|e| self.invalid(e))? else {
+            return Err(self.invalid("the TSIG signer gave no verifier for the answer"));
+        };
         let bytes = m.to_vec().map_err(|e| self.invalid(e))?;
         let raw = transport::exchange(self.server, self.timeout, bytes).await?;
         let answer = self.parse(&m, &raw)?;
@@ -191,8 +193,7 @@ impl Client {
             Some(Some(error)) => return Err(self.tsig_error(&key, rcode, error)),
             Some(None) => {
                 // Signed: the signature must verify, or the answer is no one's.
-                let verified = verifier.map(|mut v| v.verify(&raw));
-                if let Some(Err(e)) = verified {
+                if let Err(e) = verifier.verify(&raw) {
                     return Err(Error::BadAnswer {
                         server: self.server,
                         reason: format!(

@@ -56,7 +56,9 @@ pub enum Error {
         reason: String,
     },
 
-    /// No connection to the server (refused, no route).
+    /// No connection to the server (refused, no route), or it broke
+    /// before the answer came (then whether an update took effect is
+    /// unknown).
     #[error("DNS server {server} unreachable: {reason}")]
     Unreachable {
         /// The server.

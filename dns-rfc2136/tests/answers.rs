@@ -10,7 +10,7 @@ use gwhub_dns_rfc2136::{
     Algorithm, Client, Error, Expect, KeySource, Owner, RType, RecordSet, TsigKey,
 };
 use hickory_proto::op::{Message, MessageType, ResponseCode};
-use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
+use hickory_proto::rr::rdata::tsig::{TsigAlgorithm, TsigError};
 use hickory_proto::rr::{Name, TSigResponseContext, TSigner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -91,6 +91,15 @@ async fn publish(c: &Client) -> Result<(), Error> {
 /// The response a server would send to `request` with `rcode`, signed
 /// with `secret` under the request's key (or unsigned).
 fn response(request: &[u8], rcode: ResponseCode, secret: Option<&[u8]>) -> Vec<u8> {
+    response_with(request, rcode, secret, None)
+}
+
+fn response_with(
+    request: &[u8],
+    rcode: ResponseCode,
+    secret: Option<&[u8]>,
+    tsig_error: Option<TsigError>,
+) -> Vec<u8> {
     let req = Message::from_vec(request).unwrap();
     let mut resp = Message::response(req.metadata.id, req.metadata.op_code);
     resp.metadata.message_type = MessageType::Response;
@@ -113,7 +122,13 @@ fn response(request: &[u8], rcode: ResponseCode, secret: Option<&[u8]>) -> Vec<u
         .unwrap()
         .as_secs();
     let unsigned = resp.to_vec().unwrap();
-    let ctx = TSigResponseContext::new(req.metadata.id, now, signer, sig.data.mac.clone(), None);
+    let ctx = TSigResponseContext::new(
+        req.metadata.id,
+        now,
+        signer,
+        sig.data.mac.clone(),
+        tsig_error,
+    );
     resp.set_signature(ctx.sign(&unsigned).unwrap());
     resp.to_vec().unwrap()
 }
@@ -136,6 +151,28 @@ async fn a_correctly_signed_answer_is_believed() {
     expect_label(
         publish(&client(addr, Duration::from_secs(5))).await,
         "conflict",
+    );
+}
+
+#[tokio::test]
+async fn a_tsig_error_is_a_bad_key() {
+    // BADTIME comes signed (RFC 8945 5.2.3): the clocks are too far apart.
+    let addr = serve(|req| {
+        Reply::Frame(response_with(
+            &req,
+            ResponseCode::NotAuth,
+            Some(SECRET),
+            Some(TsigError::BadTime),
+        ))
+    })
+    .await;
+    let e = expect_label(
+        publish(&client(addr, Duration::from_secs(5))).await,
+        "bad_key",
+    );
+    assert!(
+        e.contains("BADTIME") && e.contains("gwhub-hub") && e.contains("hmac-sha256"),
+        "{e}"
     );
 }
 
