@@ -23,6 +23,10 @@ bash scripts/check-monitoring.sh
 # ... and a real Prometheus with those rules against a hub and agents
 # (cli/tests/prometheus.rs), and the dashboard's queries (tests/tests/monitoring.rs).
 export GWHUB_REQUIRE_PROMETHEUS=1
+# Debian's bind9 and knot (with dig and nsupdate) for the rfc2136 client's
+# field tests against real authoritative servers (dns-rfc2136/tests/servers.rs).
+bash scripts/dns-servers.sh
+export GWHUB_REQUIRE_DNS=1
 bash scripts/kube-assets.sh >/dev/null
 export GWHUB_REQUIRE_KUBE=1
 # `cargo nextest` builds the workspace's binaries before it runs any test; the
