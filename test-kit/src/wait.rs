@@ -11,6 +11,26 @@ use std::time::Duration;
 /// the probe return what explains a failure, not a bare `bool`).
 pub async fn until<T: Debug, F: Future<Output = T>>(
     within: Duration,
+    probe: impl FnMut() -> F,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    poll(None, within, probe, check).await
+}
+
+/// [`until`], whose panic says `what` never happened (e.g. "east marked
+/// stale"), then the last value seen.
+pub async fn until_named<T: Debug, F: Future<Output = T>>(
+    what: &str,
+    within: Duration,
+    probe: impl FnMut() -> F,
+    check: impl Fn(&T) -> bool,
+) -> T {
+    poll(Some(what), within, probe, check).await
+}
+
+async fn poll<T: Debug, F: Future<Output = T>>(
+    what: Option<&str>,
+    within: Duration,
     mut probe: impl FnMut() -> F,
     check: impl Fn(&T) -> bool,
 ) -> T {
@@ -20,10 +40,12 @@ pub async fn until<T: Debug, F: Future<Output = T>>(
         if check(&v) {
             return v;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never held within {within:?}; last {v:?}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            match what {
+                Some(what) => panic!("{what}: not within {within:?}; last {v:?}"),
+                None => panic!("never held within {within:?}; last {v:?}"),
+            }
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
