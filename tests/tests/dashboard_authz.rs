@@ -15,15 +15,13 @@ use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_hub::authz::KubeReaders;
 use gwhub_hub::serve::{Hub, HubConfig};
-use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
-use gwhub_proto::v1::{
-    self, agent_message, dashboard_client::DashboardClient, ingest_client::IngestClient,
-};
+use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets, static_token};
 use gwhub_test_kit::install::install_hub;
 use gwhub_test_kit::kube_objects::apply;
 use gwhub_test_kit::procs::workspace_binary;
+use gwhub_test_kit::raw_agent::Agent as RawAgent;
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -51,29 +49,18 @@ fn status() -> GatewayStatus {
     .unwrap()
 }
 
-/// One Report stream for cluster `east`, sending full snapshots.
+/// The test kit's raw agent for cluster `east`, sending full snapshots of
+/// `(namespace, name)` Gateways (each acked), numbered in order.
 struct Agent {
-    tx: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+    raw: RawAgent,
     seq: u64,
-    _drain: tokio::task::JoinHandle<()>,
 }
 
 impl Agent {
     async fn connect(addr: SocketAddr) -> Agent {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
-        let hello = v1::Hello {
-            agent_version: "authz-test".into(),
-            capabilities: vec![],
-            cluster: "east".into(),
-        };
-        let ReportStream { tx, mut rx } = open_report(&mut client, hello, 16).await.unwrap();
-        let drain = tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
         Agent {
-            tx,
+            raw: RawAgent::connect(addr, "east").await,
             seq: 0,
-            _drain: drain,
         }
     }
 
@@ -89,19 +76,7 @@ impl Agent {
                 status: Some(status_to_proto(&status()).unwrap()),
             })
             .collect();
-        let chunk = v1::SnapshotChunk {
-            snapshot_id: self.seq,
-            chunk: 0,
-            r#final: true,
-            seq: self.seq,
-            gateways,
-        };
-        self.tx
-            .send(v1::AgentMessage {
-                message: Some(agent_message::Message::Snapshot(chunk)),
-            })
-            .await
-            .unwrap();
+        self.raw.snapshot(self.seq, self.seq, gateways).await;
     }
 }
 
