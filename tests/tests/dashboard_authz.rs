@@ -301,8 +301,42 @@ async fn next(
 ) -> Result<v1::WatchGatewaysResponse, tonic::Status> {
     tokio::time::timeout(WAIT, s.next())
         .await
-        .expect("a watch message in time")
-        .expect("the watch open")
+        .unwrap_or_else(|_| panic!("no watch message within {WAIT:?}"))
+        .expect("the watch closed without a status")
+}
+
+/// A watch as `reader`, with its first message. The hub answers a watch it
+/// cannot review yet (the API server did not answer in time, as on a
+/// loaded machine) with UNAVAILABLE, at the call or as the first message:
+/// retried every 200 ms as a client would; any other refusal, or
+/// UNAVAILABLE for [`WAIT`], fails naming it.
+async fn watch_first(
+    reader: &mut Dashboard,
+) -> (
+    tonic::Streaming<v1::WatchGatewaysResponse>,
+    v1::WatchGatewaysResponse,
+) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let status = match reader
+            .watch_gateways(v1::WatchGatewaysRequest::default())
+            .await
+        {
+            Ok(r) => {
+                let mut stream = r.into_inner();
+                match next(&mut stream).await {
+                    Ok(first) => return (stream, first),
+                    Err(status) => status,
+                }
+            }
+            Err(status) => status,
+        };
+        assert!(
+            status.code() == Code::Unavailable && tokio::time::Instant::now() < deadline,
+            "the watch's first message never came: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn names(fleet: &Value) -> Vec<String> {
@@ -495,13 +529,8 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
 
     // A watch: filtered from the snapshot on, also as Gateways of new
     // namespaces (readable or not) appear.
-    let mut stream = one
-        .watch_gateways(v1::WatchGatewaysRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let first = next(&mut stream).await.unwrap();
-    assert!(first.snapshot);
+    let (mut stream, first) = watch_first(&mut one).await;
+    assert!(first.snapshot, "the watch did not start with its snapshot");
     let upserted = |m: &v1::WatchGatewaysResponse| -> Vec<String> {
         m.upserted
             .iter()
@@ -520,7 +549,9 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
         ])
         .await;
     loop {
-        let m = next(&mut stream).await.unwrap();
+        let m = next(&mut stream)
+            .await
+            .unwrap_or_else(|s| panic!("the watch ended before team-a/gw-a2 came: {s:?}"));
         let got = upserted(&m);
         assert!(
             got.iter().all(|g| g.starts_with("team-a/")),
@@ -541,7 +572,9 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
     until(WAIT, || can(&admin, ONE, "team-a"), |allowed| !allowed).await;
     let mut gone = Vec::new();
     while gone.len() < 2 {
-        let m = next(&mut stream).await.unwrap();
+        let m = next(&mut stream)
+            .await
+            .unwrap_or_else(|s| panic!("the watch ended before team-a's Gateways went: {s:?}"));
         assert!(m.upserted.is_empty(), "{:?}", upserted(&m));
         gone.extend(
             m.deleted
