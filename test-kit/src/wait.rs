@@ -49,3 +49,29 @@ async fn poll<T: Debug, F: Future<Output = T>>(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Waits until `sample` reads the same twice `quiet` apart (the writes a
+/// change set off have landed) and returns that reading, for a "nothing
+/// more is written" check to start from: a fixed sleep before it races a
+/// loaded machine's late writes. Panics after `within` naming `what`.
+pub async fn settled<T: Debug + PartialEq, F: Future<Output = T>>(
+    what: &str,
+    quiet: Duration,
+    within: Duration,
+    mut sample: impl FnMut() -> F,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut last = sample().await;
+    loop {
+        tokio::time::sleep(quiet).await;
+        let now = sample().await;
+        if now == last {
+            return now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: never still for {quiet:?} within {within:?}; last {now:?}"
+        );
+        last = now;
+    }
+}

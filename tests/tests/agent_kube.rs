@@ -440,8 +440,19 @@ async fn binary_scope_generation_quiet_and_missing_config() {
 
     // Quiet: nothing changes for a while, and a change that does not change
     // our result (an annotation on the Service) writes nothing either.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rv = gws.get("in").await.unwrap().metadata.resource_version;
+    // (Counted from when the writes of the bump have landed.)
+    let (rv, _) = gwhub_test_kit::wait::settled(
+        "in's status and the agent's status writes",
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+        || async {
+            (
+                gws.get("in").await.unwrap().metadata.resource_version,
+                scrape(metrics_port).await["gwhub_agent_status_writes_total"],
+            )
+        },
+    )
+    .await;
     let before = scrape(metrics_port).await;
     Api::<Service>::namespaced(client.clone(), NS)
         .patch(

@@ -30,7 +30,7 @@ use gwhub_test_kit::kube_objects::manifests;
 use gwhub_test_kit::procs::gwhub_binary;
 use gwhub_test_kit::raw_agent::{Agent as RawAgent, msg};
 use gwhub_test_kit::recorder::Recorder;
-use gwhub_test_kit::wait::{until, until_named};
+use gwhub_test_kit::wait::{settled, until, until_named};
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
@@ -625,11 +625,21 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
     );
     assert!(stored.iter().all(|r| r.spec.last_report_time.is_some()));
 
-    // Same input again: no write to the Gateway, no write to the store.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rv = gateways.get("web").await.unwrap().resource_version();
-    let writes = Metrics::get(&hub.metrics.status_writes);
-    let report_writes = Metrics::get(&hub.metrics.report_writes);
+    // Same input again: no write to the Gateway, no write to the store
+    // (counted from when the writes of the input before have landed).
+    let (rv, writes, report_writes) = settled(
+        "web's status and the hub's write counters",
+        Duration::from_secs(1),
+        WAIT,
+        || async {
+            (
+                gateways.get("web").await.unwrap().resource_version(),
+                Metrics::get(&hub.metrics.status_writes),
+                Metrics::get(&hub.metrics.report_writes),
+            )
+        },
+    )
+    .await;
     a.snapshot(&[
         (NS, "web", cluster_status(&["10.0.0.1"], true)),
         (NS, "many", cluster_status(&ips(0), true)),
