@@ -408,7 +408,7 @@ async fn hello_then_snapshot_then_one_delta_per_file_change() {
     assert_eq!(
         snapshots(&hub.state.log()).len(),
         1,
-        "{:#?}",
+        "the NEW_CONNECTION resync drew a second snapshot: {:#?}",
         hub.state.log()
     );
 
@@ -427,7 +427,8 @@ async fn hello_then_snapshot_then_one_delta_per_file_change() {
         [(
             snap_seq + 1,
             vec!["+openshift-ingress/a=SyncLoadBalancerFailed".to_owned()]
-        )]
+        )],
+        "one edited file sent more than its one delta"
     );
 
     // A change of timestamps only is not a change.
@@ -436,7 +437,12 @@ async fn hello_then_snapshot_then_one_delta_per_file_change() {
         &gateway_yaml("b", "LoadBalancerPending", "2025-06-01T00:00:00Z"),
     );
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(deltas(&hub.state.log()).len(), 1, "{:#?}", hub.state.log());
+    assert_eq!(
+        deltas(&hub.state.log()).len(),
+        1,
+        "a change of timestamps only sent a delta: {:#?}",
+        hub.state.log()
+    );
 
     // A file gone: its Gateway is deleted, with the next sequence number.
     std::fs::remove_file(dir.path().join("b.yaml")).unwrap();
@@ -460,10 +466,10 @@ async fn broken_file_keeps_last_good_state() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(
         deltas(&hub.state.log()).is_empty(),
-        "{:#?}",
+        "a broken file sent a delta: {:#?}",
         hub.state.log()
     );
-    assert_eq!(agent.store.len(), 1);
+    assert_eq!(agent.store.len(), 1, "a broken file changed the store");
 
     dir.write("a.yaml", &gateway_yaml("a", "LoadBalancerProvisioned", T0));
     let log = wait_log(&hub.state, "delta", |l| !deltas(l).is_empty()).await;
@@ -513,7 +519,14 @@ async fn reconnects_after_hub_restart_and_resends_a_snapshot() {
     hub.kill();
     // A change while the hub is down is carried by the next snapshot.
     dir.write("b.yaml", &gateway_yaml("b", "LoadBalancerPending", T0));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Read by the agent's source in its own time (polled every 50 ms).
+    gwhub_test_kit::wait::until_named(
+        "the agent's source never read b.yaml while the hub was down",
+        Duration::from_secs(10),
+        || async { agent.store.len() },
+        |n| *n == 2,
+    )
+    .await;
 
     let hub2 = FakeHub::start(addr);
     let log = wait_log(&hub2.state, "snapshot after restart", |l| {
@@ -571,8 +584,16 @@ async fn slow_hub_gets_coalesced_changes() {
         store.upsert(parse_gateway(&gateway_yaml("a", &format!("R{i}"), T0)));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(store.pending(), 2);
-    assert!(deltas(&hub.state.log()).is_empty());
+    assert_eq!(
+        store.pending(),
+        2,
+        "1000 changes to two Gateways are not two outbox entries"
+    );
+    assert!(
+        deltas(&hub.state.log()).is_empty(),
+        "a delta was sent past the window of an unacked snapshot: {:#?}",
+        hub.state.log()
+    );
 
     // The hub catches up: the latest state of each, in first-change order.
     hub.state
@@ -616,7 +637,11 @@ async fn no_snapshot_before_the_source_is_ready() {
     let agent = Agent::start_store(test_config(hub.url()), store.clone(), None);
     wait_log(&hub.state, "hello", |l| !l.is_empty()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(snapshots(&hub.state.log()).is_empty());
+    assert!(
+        snapshots(&hub.state.log()).is_empty(),
+        "a snapshot was sent before the source was ready: {:#?}",
+        hub.state.log()
+    );
     store.replace_all([parse_gateway(&gateway_yaml("a", "R", T0))]);
     store.mark_ready();
     let log = wait_log(&hub.state, "snapshot", |l| !snapshots(l).is_empty()).await;
@@ -716,7 +741,12 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     );
     // Re-evaluating at a later time changes no verdict: nothing more is sent.
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(deltas(&hub.state.log()).len(), 1, "{:#?}", hub.state.log());
+    assert_eq!(
+        deltas(&hub.state.log()).len(),
+        1,
+        "re-evaluating later sent another delta: {:#?}",
+        hub.state.log()
+    );
 
     let status = child.terminate();
     assert!(status.success(), "exit status {status:?}");
@@ -760,8 +790,16 @@ async fn binary_probes_tell_live_from_ready() {
     .await;
     // Two heartbeats' worth later: still live, still not ready.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(http_status(port, "/healthz").await, 200);
-    assert_eq!(http_status(port, "/readyz").await, 503);
+    assert_eq!(
+        http_status(port, "/healthz").await,
+        200,
+        "the agent stopped being live"
+    );
+    assert_eq!(
+        http_status(port, "/readyz").await,
+        503,
+        "the agent said ready with nothing listed"
+    );
 
     copy_example("aws-healthy", &dir);
     std::fs::remove_file(dir.path().join("kubeconfig")).unwrap();

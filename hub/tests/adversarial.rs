@@ -12,7 +12,7 @@ use gwhub_hub::tls::HubTls;
 use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
 use gwhub_test_kit::procs::free_addr;
 use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
-use gwhub_test_kit::wait::until;
+use gwhub_test_kit::wait::{until, until_named};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
@@ -22,8 +22,8 @@ const WAIT: Duration = Duration::from_secs(10);
 
 // ---- a raw agent ----------------------------------------------------------
 
-/// The test kit's raw agent, with this suite's Hello and its short forms of
-/// `snapshot` (id = seq + 1) and `recv` (how the stream ended, too).
+/// The test kit's raw agent, with this suite's short forms of `snapshot`
+/// (id = seq + 1) and `recv` (how the stream ended, too).
 struct Agent(RawAgent);
 
 impl std::ops::Deref for Agent {
@@ -39,21 +39,16 @@ impl std::ops::DerefMut for Agent {
     }
 }
 
-fn hello(cluster: &str) -> v1::Hello {
-    v1::Hello {
-        agent_version: "adversary".into(),
-        ..raw_agent::hello(cluster)
-    }
-}
-
 impl Agent {
     /// Connects and reads the hub's Hello and NEW_CONNECTION resync.
     async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
-        Agent(RawAgent::connect_with(addr, hello(cluster)).await)
+        Agent(RawAgent::connect(addr, cluster).await)
     }
 
     async fn open(addr: SocketAddr, cluster: &str) -> Result<Agent, tonic::Status> {
-        RawAgent::open(addr, hello(cluster)).await.map(Agent)
+        RawAgent::open(addr, raw_agent::hello(cluster))
+            .await
+            .map(Agent)
     }
 
     /// The next hub message other than a heartbeat, or how the stream ended.
@@ -269,19 +264,32 @@ fn assert_paged(m: &v1::WatchGatewaysResponse) {
     );
 }
 
+/// The watch's next message, `what` named when the hub does not send it
+/// within [`WAIT`], ends the watch or refuses it.
+async fn next_watched(
+    s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
+    what: &str,
+) -> v1::WatchGatewaysResponse {
+    tokio::time::timeout(WAIT, s.next())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not sent within {WAIT:?}"))
+        .unwrap_or_else(|| panic!("{what}: the watch closed instead"))
+        .unwrap_or_else(|status| panic!("{what}: the watch ended with {status:?}"))
+}
+
 /// The whole snapshot a watch starts with, however many messages carry it
 /// (`snapshot_incomplete` on all but the last), each a bounded page.
 async fn whole_snapshot(
     s: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
 ) -> Vec<v1::AggregatedGateway> {
-    let first = s.next().await.unwrap().unwrap();
+    let first = next_watched(s, "the watch's first message (its snapshot)").await;
     assert!(first.snapshot, "{first:?}");
     assert_paged(&first);
     let mut all = first.upserted;
     let mut more = first.snapshot_incomplete;
     let mut messages = 1;
     while more {
-        let m = s.next().await.unwrap().unwrap();
+        let m = next_watched(s, "the rest of the watch's snapshot").await;
         assert!(!m.snapshot && m.deleted.is_empty());
         assert_paged(&m);
         all.extend(m.upserted);
@@ -435,7 +443,11 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
         assert_eq!(next.deleted.len(), 1, "{next:?}");
         tokio::time::sleep(Duration::from_millis(600)).await;
     }
-    assert_eq!(Counters::get(&counters.watchers_dropped), 1);
+    assert_eq!(
+        Counters::get(&counters.watchers_dropped),
+        1,
+        "the honest watcher was dropped too"
+    );
     hub.shutdown().await.unwrap();
 }
 
@@ -535,8 +547,16 @@ async fn an_unread_answer_holds_its_call_slot_then_its_connection_is_closed() {
         .into_inner();
     assert_eq!(all.gateways.len(), 1500);
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(Counters::get(&counters.answers_dropped), 1);
-    assert_eq!(Counters::get(&counters.dashboard_calls), 0);
+    assert_eq!(
+        Counters::get(&counters.answers_dropped),
+        1,
+        "the caller that read its answer was dropped too"
+    );
+    assert_eq!(
+        Counters::get(&counters.dashboard_calls),
+        0,
+        "the answered call still holds its slot"
+    );
     hub.shutdown().await.unwrap();
 }
 
@@ -626,7 +646,14 @@ async fn one_address_cannot_take_every_reader_slot() {
     // Two idle connections from one address take its share...
     let first = from("127.0.0.1").await;
     let _second = from("127.0.0.1").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let counters = hub.index.counters().clone();
+    until_named(
+        "the hub never held both connections from 127.0.0.1",
+        WAIT,
+        || async { Counters::get(&counters.web.open) },
+        |n| *n == 2,
+    )
+    .await;
     // ...so a third from it is closed (long before the idle timeout).
     let mut third = from("127.0.0.1").await;
     let mut buf = [0u8; 16];
@@ -716,12 +743,18 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
     let (_refused_conn, refused) = get("/api/events").await;
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     assert!(refused.contains("--max-dashboard-calls"), "{refused}");
+    // Many idle timeouts later, the refused connection is closed (in the
+    // hub's own time: waited for) and the event stream's is not.
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(
-        Counters::get(&counters.web.idle_closed) + Counters::get(&counters.web.evicted),
-        4,
-        "the refused one only"
-    );
+    until_named(
+        "the refused connection was not closed, or the event stream's was too",
+        WAIT,
+        || async {
+            Counters::get(&counters.web.idle_closed) + Counters::get(&counters.web.evicted)
+        },
+        |n| *n == 4,
+    )
+    .await;
     let mut buf = [0u8; 64];
     let still_open = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut buf)).await;
     assert!(

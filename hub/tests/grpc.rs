@@ -397,7 +397,11 @@ async fn bad_messages_end_only_their_stream() {
         .await
         .unwrap()
         .into_inner();
-    let status = s.next().await.unwrap().unwrap_err();
+    let status = tokio::time::timeout(gwhub_test_kit::raw_agent::WAIT, s.next())
+        .await
+        .expect("the hub did not end a stream that starts without Hello in time")
+        .expect("the hub closed a stream that starts without Hello without a status")
+        .expect_err("the hub answered a stream that starts without Hello");
     assert_eq!(status.code(), tonic::Code::InvalidArgument);
     assert_eq!(status.message(), "the first message must be Hello");
 
@@ -589,9 +593,22 @@ async fn health_and_reflection_answer_on_both_listeners() {
         HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
     };
     use tonic_reflection::pb::v1::{
-        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+        ServerReflectionRequest, ServerReflectionResponse,
+        server_reflection_client::ServerReflectionClient,
         server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
     };
+    /// The next reflection answer, `what` named when it does not come.
+    async fn reflected(
+        responses: &mut tonic::Streaming<ServerReflectionResponse>,
+        what: &str,
+    ) -> Option<MessageResponse> {
+        tokio::time::timeout(gwhub_test_kit::raw_agent::WAIT, responses.next())
+            .await
+            .unwrap_or_else(|_| panic!("reflection: {what} not sent in time"))
+            .unwrap_or_else(|| panic!("reflection: the stream closed before {what}"))
+            .unwrap_or_else(|status| panic!("reflection: {what}: {status:?}"))
+            .message_response
+    }
 
     let hub = start(Duration::from_secs(60)).await;
     for (addr, service) in [
@@ -639,7 +656,7 @@ async fn health_and_reflection_answer_on_both_listeners() {
             .unwrap()
             .into_inner();
         let Some(MessageResponse::ListServicesResponse(list)) =
-            responses.next().await.unwrap().unwrap().message_response
+            reflected(&mut responses, "the service list").await
         else {
             panic!("expected a service list");
         };
@@ -647,7 +664,7 @@ async fn health_and_reflection_answer_on_both_listeners() {
         assert!(names.contains(&service), "{names:?}");
         assert!(names.contains(&"grpc.health.v1.Health"), "{names:?}");
         let Some(MessageResponse::FileDescriptorResponse(files)) =
-            responses.next().await.unwrap().unwrap().message_response
+            reflected(&mut responses, "the file descriptors").await
         else {
             panic!("expected file descriptors");
         };

@@ -193,13 +193,20 @@ impl Agent {
     /// [`Agent::connect`] with the given Hello.
     pub async fn connect_with(addr: SocketAddr, hello: v1::Hello) -> Agent {
         let cluster = hello.cluster.clone();
-        let mut agent = Agent::open(addr, hello).await.unwrap();
-        match agent.recv().await {
-            hub_message::Message::Hello(h) => assert_eq!(h.cluster, cluster),
-            other => panic!("expected HubHello, got {other:?}"),
+        let mut agent = Agent::open(addr, hello)
+            .await
+            .unwrap_or_else(|s| panic!("{cluster}: the hub refused to open the stream: {s:?}"));
+        match agent.try_recv().await {
+            Ok(hub_message::Message::Hello(h)) => assert_eq!(h.cluster, cluster),
+            Ok(other) => panic!("{cluster}: expected the hub's Hello, got {other:?}"),
+            Err(s) => panic!("{cluster}: the hub ended the stream instead of its Hello: {s:?}"),
         }
         let r = agent.expect_resync().await;
-        assert_eq!(r.reason, v1::ResyncReason::NewConnection as i32);
+        assert_eq!(
+            r.reason,
+            v1::ResyncReason::NewConnection as i32,
+            "{cluster}: the hub's first resync request is not NEW_CONNECTION: {r:?}"
+        );
         agent
     }
 
@@ -207,7 +214,7 @@ impl Agent {
     pub async fn open(addr: SocketAddr, hello: v1::Hello) -> Result<Agent, tonic::Status> {
         let mut client = IngestClient::connect(format!("http://{addr}"))
             .await
-            .unwrap()
+            .unwrap_or_else(|e| panic!("cannot connect to the hub at {addr}: {e:?}"))
             .max_encoding_message_size(64 * 1024 * 1024);
         let ReportStream { tx, rx } = open_report(&mut client, hello, 64).await?;
         Ok(Agent { tx, rx })
@@ -258,16 +265,34 @@ impl Agent {
 
     /// The next hub message other than a heartbeat.
     pub async fn recv(&mut self) -> hub_message::Message {
-        self.try_recv().await.expect("hub message")
+        self.try_recv()
+            .await
+            .unwrap_or_else(|s| panic!("the hub ended the stream instead of answering: {s:?}"))
+    }
+
+    /// [`Agent::recv`] waiting up to `within` (for answers that wait on
+    /// the API server, say) instead of [`WAIT`].
+    pub async fn recv_within(&mut self, within: Duration) -> hub_message::Message {
+        self.try_recv_within(within)
+            .await
+            .unwrap_or_else(|s| panic!("the hub ended the stream instead of answering: {s:?}"))
     }
 
     /// The next hub message other than a heartbeat, or how the stream ended.
     pub async fn try_recv(&mut self) -> Result<hub_message::Message, tonic::Status> {
+        self.try_recv_within(WAIT).await
+    }
+
+    /// [`Agent::try_recv`] waiting up to `within` instead of [`WAIT`].
+    pub async fn try_recv_within(
+        &mut self,
+        within: Duration,
+    ) -> Result<hub_message::Message, tonic::Status> {
         loop {
-            let m = tokio::time::timeout(WAIT, self.rx.next())
+            let m = tokio::time::timeout(within, self.rx.next())
                 .await
-                .expect("hub answered in time")
-                .expect("stream still open")?;
+                .unwrap_or_else(|_| panic!("the hub did not answer within {within:?}"))
+                .expect("the hub closed the stream without a status")?;
             match m.message {
                 Some(hub_message::Message::Heartbeat(_)) => continue,
                 Some(m) => return Ok(m),

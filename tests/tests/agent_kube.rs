@@ -293,7 +293,11 @@ async fn read_only_mode_and_condition_limit() {
         .await
         .unwrap();
     assert!(none_of_ours(&live), "read-only mode wrote the Gateway");
-    assert_eq!(Metrics::get(&agent.metrics.writes), 0);
+    assert_eq!(
+        Metrics::get(&agent.metrics.writes),
+        0,
+        "read-only mode counted a status write"
+    );
     agent.stop().await;
 
     // Eight conditions of other writers (the CRD defaults Accepted and
@@ -436,8 +440,19 @@ async fn binary_scope_generation_quiet_and_missing_config() {
 
     // Quiet: nothing changes for a while, and a change that does not change
     // our result (an annotation on the Service) writes nothing either.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rv = gws.get("in").await.unwrap().metadata.resource_version;
+    // (Counted from when the writes of the bump have landed.)
+    let (rv, _) = gwhub_test_kit::wait::settled(
+        "in's status and the agent's status writes",
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+        || async {
+            (
+                gws.get("in").await.unwrap().metadata.resource_version,
+                scrape(metrics_port).await["gwhub_agent_status_writes_total"],
+            )
+        },
+    )
+    .await;
     let before = scrape(metrics_port).await;
     Api::<Service>::namespaced(client.clone(), NS)
         .patch(
@@ -447,24 +462,28 @@ async fn binary_scope_generation_quiet_and_missing_config() {
         )
         .await
         .unwrap();
+    // The agent evaluates the change in its own time: waited for (its write
+    // skipped), after a quiet window in which nothing may be written.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = scrape(metrics_port).await;
+    let after = gwhub_test_kit::wait::until_named(
+        "the Service change was never evaluated with its write skipped",
+        Duration::from_secs(30),
+        || scrape(metrics_port),
+        |after| {
+            after["gwhub_agent_reconciles_total"] > before["gwhub_agent_reconciles_total"]
+                && after["gwhub_agent_status_writes_skipped_total"]
+                    > before["gwhub_agent_status_writes_skipped_total"]
+        },
+    )
+    .await;
     assert_eq!(
         gws.get("in").await.unwrap().metadata.resource_version,
         rv,
         "a no-op was written"
     );
     assert_eq!(
-        before["gwhub_agent_status_writes_total"],
-        after["gwhub_agent_status_writes_total"]
-    );
-    assert!(
-        after["gwhub_agent_reconciles_total"] > before["gwhub_agent_reconciles_total"],
-        "the Service change was evaluated"
-    );
-    assert!(
-        after["gwhub_agent_status_writes_skipped_total"]
-            > before["gwhub_agent_status_writes_skipped_total"]
+        before["gwhub_agent_status_writes_total"], after["gwhub_agent_status_writes_total"],
+        "a no-op counted a status write"
     );
 
     // Out of scope: other controller, other namespace.
@@ -734,7 +753,11 @@ async fn auto_mode_yields_to_the_ingress_operator() {
     let agent = Agent::start(&as_agent, WriteMode::Never);
     publish(&client, "gw", "Unknown", "").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(Metrics::get(&agent.metrics.writes), 0);
+    assert_eq!(
+        Metrics::get(&agent.metrics.writes),
+        0,
+        "write mode `false` wrote a status"
+    );
     let live = Api::<Gateway>::namespaced(client.clone(), NS)
         .get("gw")
         .await

@@ -15,15 +15,13 @@ use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_hub::authz::KubeReaders;
 use gwhub_hub::serve::{Hub, HubConfig};
-use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
-use gwhub_proto::v1::{
-    self, agent_message, dashboard_client::DashboardClient, ingest_client::IngestClient,
-};
+use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets, static_token};
 use gwhub_test_kit::install::install_hub;
 use gwhub_test_kit::kube_objects::apply;
 use gwhub_test_kit::procs::workspace_binary;
+use gwhub_test_kit::raw_agent::Agent as RawAgent;
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -51,29 +49,18 @@ fn status() -> GatewayStatus {
     .unwrap()
 }
 
-/// One Report stream for cluster `east`, sending full snapshots.
+/// The test kit's raw agent for cluster `east`, sending full snapshots of
+/// `(namespace, name)` Gateways (each acked), numbered in order.
 struct Agent {
-    tx: tokio::sync::mpsc::Sender<v1::AgentMessage>,
+    raw: RawAgent,
     seq: u64,
-    _drain: tokio::task::JoinHandle<()>,
 }
 
 impl Agent {
     async fn connect(addr: SocketAddr) -> Agent {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
-        let hello = v1::Hello {
-            agent_version: "authz-test".into(),
-            capabilities: vec![],
-            cluster: "east".into(),
-        };
-        let ReportStream { tx, mut rx } = open_report(&mut client, hello, 16).await.unwrap();
-        let drain = tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
         Agent {
-            tx,
+            raw: RawAgent::connect(addr, "east").await,
             seq: 0,
-            _drain: drain,
         }
     }
 
@@ -89,19 +76,7 @@ impl Agent {
                 status: Some(status_to_proto(&status()).unwrap()),
             })
             .collect();
-        let chunk = v1::SnapshotChunk {
-            snapshot_id: self.seq,
-            chunk: 0,
-            r#final: true,
-            seq: self.seq,
-            gateways,
-        };
-        self.tx
-            .send(v1::AgentMessage {
-                message: Some(agent_message::Message::Snapshot(chunk)),
-            })
-            .await
-            .unwrap();
+        self.raw.snapshot(self.seq, self.seq, gateways).await;
     }
 }
 
@@ -326,8 +301,42 @@ async fn next(
 ) -> Result<v1::WatchGatewaysResponse, tonic::Status> {
     tokio::time::timeout(WAIT, s.next())
         .await
-        .expect("a watch message in time")
-        .expect("the watch open")
+        .unwrap_or_else(|_| panic!("no watch message within {WAIT:?}"))
+        .expect("the watch closed without a status")
+}
+
+/// A watch as `reader`, with its first message. The hub answers a watch it
+/// cannot review yet (the API server did not answer in time, as on a
+/// loaded machine) with UNAVAILABLE, at the call or as the first message:
+/// retried every 200 ms as a client would; any other refusal, or
+/// UNAVAILABLE for [`WAIT`], fails naming it.
+async fn watch_first(
+    reader: &mut Dashboard,
+) -> (
+    tonic::Streaming<v1::WatchGatewaysResponse>,
+    v1::WatchGatewaysResponse,
+) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let status = match reader
+            .watch_gateways(v1::WatchGatewaysRequest::default())
+            .await
+        {
+            Ok(r) => {
+                let mut stream = r.into_inner();
+                match next(&mut stream).await {
+                    Ok(first) => return (stream, first),
+                    Err(status) => status,
+                }
+            }
+            Err(status) => status,
+        };
+        assert!(
+            status.code() == Code::Unavailable && tokio::time::Instant::now() < deadline,
+            "the watch's first message never came: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 fn names(fleet: &Value) -> Vec<String> {
@@ -520,13 +529,8 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
 
     // A watch: filtered from the snapshot on, also as Gateways of new
     // namespaces (readable or not) appear.
-    let mut stream = one
-        .watch_gateways(v1::WatchGatewaysRequest::default())
-        .await
-        .unwrap()
-        .into_inner();
-    let first = next(&mut stream).await.unwrap();
-    assert!(first.snapshot);
+    let (mut stream, first) = watch_first(&mut one).await;
+    assert!(first.snapshot, "the watch did not start with its snapshot");
     let upserted = |m: &v1::WatchGatewaysResponse| -> Vec<String> {
         m.upserted
             .iter()
@@ -545,7 +549,9 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
         ])
         .await;
     loop {
-        let m = next(&mut stream).await.unwrap();
+        let m = next(&mut stream)
+            .await
+            .unwrap_or_else(|s| panic!("the watch ended before team-a/gw-a2 came: {s:?}"));
         let got = upserted(&m);
         assert!(
             got.iter().all(|g| g.starts_with("team-a/")),
@@ -566,7 +572,9 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
     until(WAIT, || can(&admin, ONE, "team-a"), |allowed| !allowed).await;
     let mut gone = Vec::new();
     while gone.len() < 2 {
-        let m = next(&mut stream).await.unwrap();
+        let m = next(&mut stream)
+            .await
+            .unwrap_or_else(|s| panic!("the watch ended before team-a's Gateways went: {s:?}"));
         assert!(m.upserted.is_empty(), "{:?}", upserted(&m));
         gone.extend(
             m.deleted

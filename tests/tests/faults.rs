@@ -15,24 +15,23 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_model::conditions::new as condition;
-use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
-use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
+use gwhub_proto::v1::{self, agent_message, hub_message};
 use gwhub_test_kit::apiserver::require_assets;
 use gwhub_test_kit::proxy::{Mode, Proxy};
+use gwhub_test_kit::raw_agent::Agent as RawAgent;
 use gwhub_test_kit::recorder::{Judgement, Recorder, Verdict};
 use gwhub_test_kit::scenario::{
     GW, HUB_NS, LEASE, NS, OWN, Proc, Scenario, count_lines, free_port, summary, verdict,
     wait_listening,
 };
+use gwhub_test_kit::wait::until_named;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 const STALE: Duration = Duration::from_secs(3);
 /// Bound on every wait for the fleet to converge.
@@ -147,14 +146,19 @@ async fn agent_connection_cut_and_stalled() {
     // say east is stale rather than keep claiming its old report.
     east_proxy.set_mode(Mode::Stall);
     r.sc.set_programmed("east", false).await.unwrap();
-    tokio::time::sleep(STALE + Duration::from_secs(2)).await;
-    let now = r.sc.hub_gateways().get(GW).await.unwrap();
-    assert_eq!(
-        verdict(&now.status.clone().unwrap_or_default(), r.sc.truth()),
-        Verdict::Stale,
-        "a silent cluster is marked stale: {}",
-        summary(&now.status.unwrap_or_default())
-    );
+    // Marked stale once --stale-after has passed (how soon is the judge's
+    // business below): waited for, not assumed after a fixed time.
+    let api = r.sc.hub_gateways();
+    until_named(
+        "the stalled east was never marked stale on the hub Gateway",
+        STALE + CONVERGE,
+        || async {
+            let s = api.get(GW).await.unwrap().status.unwrap_or_default();
+            (verdict(&s, r.sc.truth()), summary(&s))
+        },
+        |(v, _)| *v == Verdict::Stale,
+    )
+    .await;
     east_proxy.set_mode(Mode::Pass);
     converge(&r, "after the stall").await;
 
@@ -288,23 +292,31 @@ async fn duplicate_agents_for_one_cluster() {
     converge(&r, "start").await;
     let _b = r.sc.agent("agent-east-b", "east", &url);
     let (rec, since) = recorder(&r).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The second agent connected and took over the first's stream (the
+    // agents then keep superseding each other as they reconnect).
+    until_named(
+        "the second agent never took over east's stream",
+        CONVERGE,
+        || async { count_lines(&r.hub.log(), "took over") },
+        |n| *n >= 1,
+    )
+    .await;
     for programmed in [false, true, false, true] {
         r.sc.set_programmed("east", programmed).await.unwrap();
         converge(&r, &format!("programmed {programmed}")).await;
     }
     let j = r.sc.judge(&rec, since);
     assert_never_wrong_for_long("duplicate_agents", &j);
-    let log = r.hub.log();
-    let took_over = count_lines(&log, "took over");
-    let connected = count_lines(&log, "agent connected");
+    // The superseded agent reconnects in its own time (its back-off).
+    let connected = until_named(
+        "the superseded agent never reconnected (fewer than 3 connections)",
+        CONVERGE,
+        || async { count_lines(&r.hub.log(), "agent connected") },
+        |n| *n >= 3,
+    )
+    .await;
+    let took_over = count_lines(&r.hub.log(), "took over");
     eprintln!("duplicate_agents: {connected} connections, {took_over} streams superseded");
-    assert!(
-        took_over >= 1,
-        "an older stream was superseded:\n{}",
-        tail(&log)
-    );
-    assert!(connected >= 3, "the superseded agent reconnected");
     r.hub.kill9();
 }
 
@@ -396,75 +408,38 @@ async fn foreign_writers_race_the_hub_and_the_agent() {
     r.hub.kill9();
 }
 
-// ---- clock skew: a hand-written agent over gRPC ---------------------------
+// ---- clock skew: the test kit's raw agent over gRPC -----------------------
 
-struct RawAgent {
-    tx: mpsc::Sender<v1::AgentMessage>,
-    rx: tonic::Streaming<v1::HubMessage>,
+/// Sends a snapshot of the hub Gateway whose conditions carry `at` as their
+/// times, and waits for its ack (the hub in Kubernetes mode, on a loaded
+/// machine: up to 20 s).
+async fn snapshot_at(agent: &mut RawAgent, at: Timestamp) {
+    let c = |t: &str| condition(t, "True", t, "", Some(1), at);
+    let status = GatewayStatus {
+        conditions: Some(vec![c("Accepted"), c("Programmed")]),
+        ..Default::default()
+    };
+    let report = v1::GatewayReport {
+        namespace: NS.into(),
+        name: GW.into(),
+        uid: "uid".into(),
+        generation: 1,
+        status: Some(status_to_proto(&status).unwrap()),
+    };
+    agent.send_snapshot(1, 1, vec![report]).await;
+    match agent.recv_within(Duration::from_secs(20)).await {
+        hub_message::Message::Ack(a) => assert_eq!(a.seq, 1, "the snapshot's ack"),
+        other => panic!("expected the snapshot's ack, got {other:?}"),
+    }
 }
 
-fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
-}
-
-impl RawAgent {
-    async fn connect(port: u16, cluster: &str) -> RawAgent {
-        let mut client = IngestClient::connect(hub_url(port)).await.unwrap();
-        let hello = v1::Hello {
-            agent_version: "faults-test".into(),
-            capabilities: vec![],
-            cluster: cluster.into(),
-        };
-        let ReportStream { tx, rx } = open_report(&mut client, hello, 16).await.unwrap();
-        RawAgent { tx, rx }
-    }
-
-    /// Sends a snapshot of the hub Gateway whose conditions carry `at` as
-    /// their times, and waits for the ack.
-    async fn snapshot(&mut self, at: Timestamp) {
-        let c = |t: &str| condition(t, "True", t, "", Some(1), at);
-        let status = GatewayStatus {
-            conditions: Some(vec![c("Accepted"), c("Programmed")]),
-            ..Default::default()
-        };
-        self.tx
-            .send(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
-                snapshot_id: 1,
-                chunk: 0,
-                r#final: true,
-                seq: 1,
-                gateways: vec![v1::GatewayReport {
-                    namespace: NS.into(),
-                    name: GW.into(),
-                    uid: "uid".into(),
-                    generation: 1,
-                    status: Some(status_to_proto(&status).unwrap()),
-                }],
-            })))
-            .await
-            .unwrap();
-        loop {
-            let m = tokio::time::timeout(Duration::from_secs(20), self.rx.next())
-                .await
-                .expect("hub answers")
-                .expect("stream open")
-                .expect("no error");
-            if let Some(hub_message::Message::Ack(a)) = m.message
-                && a.seq == 1
-            {
-                return;
-            }
-        }
-    }
-
-    async fn heartbeat(&self, sent_unix_millis: i64) {
-        let _ = self
-            .tx
-            .send(msg(agent_message::Message::Heartbeat(v1::Heartbeat {
-                sent_unix_millis,
-            })))
-            .await;
-    }
+/// A heartbeat saying it was sent at `sent_unix_millis` (the agent's clock).
+async fn heartbeat_at(agent: &RawAgent, sent_unix_millis: i64) {
+    agent
+        .send(agent_message::Message::Heartbeat(v1::Heartbeat {
+            sent_unix_millis,
+        }))
+        .await;
 }
 
 fn cond<'a>(s: &'a GatewayStatus, t: &str) -> Option<&'a gwhub_model::Condition> {
@@ -484,10 +459,11 @@ async fn clock_skew_in_reports_does_not_break_staleness() {
     let r = fleet(&[]).await;
     let future: Timestamp = "2099-01-01T00:00:00Z".parse().unwrap();
     let past: Timestamp = "1971-01-01T00:00:00Z".parse().unwrap();
-    let mut ahead = RawAgent::connect(r.hub_port, "ahead").await;
-    let mut behind = RawAgent::connect(r.hub_port, "behind").await;
-    ahead.snapshot(future).await;
-    behind.snapshot(past).await;
+    let hub = ([127, 0, 0, 1], r.hub_port).into();
+    let mut ahead = RawAgent::connect(hub, "ahead").await;
+    let mut behind = RawAgent::connect(hub, "behind").await;
+    snapshot_at(&mut ahead, future).await;
+    snapshot_at(&mut behind, past).await;
 
     let api = r.sc.hub_gateways();
     let fresh = |s: &GatewayStatus| {
@@ -499,8 +475,8 @@ async fn clock_skew_in_reports_does_not_break_staleness() {
     let until = Instant::now() + STALE * 3;
     let mut seen_fresh = false;
     while Instant::now() < until {
-        ahead.heartbeat(future.as_millisecond()).await;
-        behind.heartbeat(0).await;
+        heartbeat_at(&ahead, future.as_millisecond()).await;
+        heartbeat_at(&behind, 0).await;
         let s = api.get(GW).await.unwrap().status.unwrap_or_default();
         if seen_fresh {
             assert!(
@@ -519,7 +495,7 @@ async fn clock_skew_in_reports_does_not_break_staleness() {
     let wall = Timestamp::now();
     let deadline = silent_since + CONVERGE;
     let stale = loop {
-        behind.heartbeat(0).await;
+        heartbeat_at(&behind, 0).await;
         let s = api.get(GW).await.unwrap().status.unwrap_or_default();
         if cond(&s, "Programmed").is_some_and(|c| c.message.contains("ahead status is stale")) {
             break s;
@@ -806,7 +782,12 @@ async fn a_killed_hubs_lagging_store_is_not_written_on_restart() {
     // east comes back by itself; west is awaited.
     until(Duration::from_secs(30), awaited, |a| *a == Some(1)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(awaited().await, Some(1), "{}", tail(&hub.log()));
+    assert_eq!(
+        awaited().await,
+        Some(1),
+        "west, not back yet, stopped being awaited:\n{}",
+        tail(&hub.log())
+    );
     west.start();
     until(Duration::from_secs(30), awaited, |a| *a == Some(0)).await;
     if let Err(e) = sc.wait_truth(CONVERGE).await {

@@ -337,18 +337,33 @@ async fn fleet_end_to_end_with_the_real_binaries() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let gateways: Api<Gateway> = Api::namespaced(mgmt.clone(), NS);
     let settled = typed(&gateways.get(GW).await.unwrap());
-    assert!(same_status(&settled, &typed(&hub_gw)), "{settled:#?}");
-    // The change travelled as a delta the agent stamped: the hub measured
-    // its propagation to the write.
-    let m = scrape(metrics).await;
-    assert!(m["gwhub_propagation_seconds_count"] >= 1, "{m:?}");
+    assert!(
+        same_status(&settled, &typed(&hub_gw)),
+        "the hub Gateway's status moved after it settled: {settled:#?}"
+    );
+    // The change travelled as a delta the agent stamped: the hub measures
+    // its propagation to the write once the write is answered (waited for:
+    // the GET above can see the write first).
+    gwhub_test_kit::wait::until_named(
+        "the hub never measured the stamped change's propagation",
+        CHAIN,
+        || scrape(metrics),
+        |m| {
+            m.get("gwhub_propagation_seconds_count")
+                .is_some_and(|n| *n >= 1)
+        },
+    )
+    .await;
 
     phase("(b) checked");
     // (c) Kill the hub (no clean shutdown: its Lease stays taken until it
     // expires) and start another; agents reconnect by themselves. A watch
     // records every status the hub Gateway goes through.
     let recorder = Recorder::start(gateways.clone(), GW);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        recorder.wait_first(CHAIN).await,
+        "the recorder's watch never delivered the hub Gateway's status"
+    );
     hub.kill();
     let mut hub = start_hub(
         &hub_bin,

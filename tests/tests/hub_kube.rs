@@ -22,21 +22,20 @@ use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::cluster::object_name;
 use gwhub_model::conditions::{Condition, new};
 use gwhub_model::status::same_applied_status as same_status;
-use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::status_to_proto;
-use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
+use gwhub_proto::v1::{self, agent_message, hub_message};
 use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use gwhub_test_kit::install::{HUB_SA, SYSTEM_NS, apply_k, install_hub};
 use gwhub_test_kit::kube_objects::manifests;
 use gwhub_test_kit::procs::gwhub_binary;
+use gwhub_test_kit::raw_agent::{Agent as RawAgent, msg};
 use gwhub_test_kit::recorder::Recorder;
-use gwhub_test_kit::wait::until;
+use gwhub_test_kit::wait::{settled, until, until_named};
 use jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use tokio::sync::mpsc;
 
 const NS: &str = "default";
 /// The hub's own namespace (its ClusterReports, Lease and Events), where
@@ -47,49 +46,25 @@ const WAIT: Duration = Duration::from_secs(30);
 
 // ---- a tiny agent ---------------------------------------------------------
 
+/// The test kit's raw agent, with this suite's typed snapshots and deltas,
+/// numbered in order and each waiting for its ack (up to [`WAIT`]: acks of
+/// a hub in Kubernetes mode can wait on a loaded API server).
 struct Agent {
-    tx: mpsc::Sender<v1::AgentMessage>,
-    rx: tonic::Streaming<v1::HubMessage>,
+    raw: RawAgent,
     seq: u64,
 }
 
-fn msg(m: agent_message::Message) -> v1::AgentMessage {
-    v1::AgentMessage { message: Some(m) }
-}
-
 impl Agent {
+    /// Connects and reads the hub's Hello and NEW_CONNECTION resync.
     async fn connect(addr: SocketAddr, cluster: &str) -> Agent {
-        let mut client = IngestClient::connect(format!("http://{addr}"))
-            .await
-            .unwrap();
-        let hello = v1::Hello {
-            agent_version: "hub-kube-test".into(),
-            capabilities: vec![],
-            cluster: cluster.into(),
-        };
-        let ReportStream { tx, rx } = open_report(&mut client, hello, 16).await.unwrap();
-        let mut agent = Agent { tx, rx, seq: 0 };
-        assert!(matches!(agent.recv().await, hub_message::Message::Hello(_)));
-        assert!(matches!(
-            agent.recv().await,
-            hub_message::Message::Resync(_)
-        ));
-        agent
+        Agent {
+            raw: RawAgent::connect(addr, cluster).await,
+            seq: 0,
+        }
     }
 
     async fn recv(&mut self) -> hub_message::Message {
-        loop {
-            let m = tokio::time::timeout(WAIT, self.rx.next())
-                .await
-                .expect("hub answered in time")
-                .expect("stream open")
-                .expect("no error");
-            match m.message {
-                Some(hub_message::Message::Heartbeat(_)) => continue,
-                Some(m) => return m,
-                None => panic!("empty hub message"),
-            }
-        }
+        self.raw.recv_within(WAIT).await
     }
 
     /// A full snapshot of `(namespace, name, status)`; waits for the ack.
@@ -125,16 +100,15 @@ impl Agent {
         };
         let last = chunks.len() - 1;
         for (i, gateways) in chunks.into_iter().enumerate() {
-            self.tx
-                .send(msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+            self.raw
+                .send(agent_message::Message::Snapshot(v1::SnapshotChunk {
                     snapshot_id: self.seq,
                     chunk: i as u32,
                     r#final: i == last,
                     seq: self.seq,
                     gateways,
-                })))
-                .await
-                .unwrap();
+                }))
+                .await;
         }
         loop {
             if let hub_message::Message::Ack(a) = self.recv().await
@@ -167,17 +141,16 @@ impl Agent {
             generation: 1,
             status: Some(status_to_proto(status).unwrap()),
         };
-        self.tx
-            .send(msg(agent_message::Message::Delta(v1::Delta {
+        self.raw
+            .send(agent_message::Message::Delta(v1::Delta {
                 seq: self.seq,
                 changes: vec![v1::Change {
                     change: Some(v1::change::Change::Upsert(report)),
                 }],
                 observed_unix_millis: observed,
                 traceparent: traceparent.into(),
-            })))
-            .await
-            .unwrap();
+            }))
+            .await;
         loop {
             if let hub_message::Message::Ack(a) = self.recv().await
                 && a.seq == self.seq
@@ -315,6 +288,19 @@ async fn wait_status(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until `hub` has seen the stream of `cluster`, whose agent was
+/// dropped, end (in its own time): it is registered but not connected.
+async fn away(hub: &KubeHub, cluster: &str) {
+    let index = &hub.hub.index;
+    until_named(
+        &format!("the hub never saw {cluster}'s stream end"),
+        WAIT,
+        || async { index.clusters().into_iter().find(|c| c.name == cluster) },
+        |c| c.as_ref().is_some_and(|c| !c.connected),
+    )
+    .await;
 }
 
 fn aggregated(n: usize) -> impl Fn(&GatewayStatus) -> bool {
@@ -639,20 +625,42 @@ async fn hub_writes_the_aggregate_onto_hub_gateways() {
     );
     assert!(stored.iter().all(|r| r.spec.last_report_time.is_some()));
 
-    // Same input again: no write to the Gateway, no write to the store.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rv = gateways.get("web").await.unwrap().resource_version();
-    let writes = Metrics::get(&hub.metrics.status_writes);
-    let report_writes = Metrics::get(&hub.metrics.report_writes);
+    // Same input again: no write to the Gateway, no write to the store
+    // (counted from when the writes of the input before have landed).
+    let (rv, writes, report_writes) = settled(
+        "web's status and the hub's write counters",
+        Duration::from_secs(1),
+        WAIT,
+        || async {
+            (
+                gateways.get("web").await.unwrap().resource_version(),
+                Metrics::get(&hub.metrics.status_writes),
+                Metrics::get(&hub.metrics.report_writes),
+            )
+        },
+    )
+    .await;
     a.snapshot(&[
         (NS, "web", cluster_status(&["10.0.0.1"], true)),
         (NS, "many", cluster_status(&ips(0), true)),
     ])
     .await;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(gateways.get("web").await.unwrap().resource_version(), rv);
-    assert_eq!(Metrics::get(&hub.metrics.status_writes), writes);
-    assert_eq!(Metrics::get(&hub.metrics.report_writes), report_writes);
+    assert_eq!(
+        gateways.get("web").await.unwrap().resource_version(),
+        rv,
+        "the same snapshot again wrote the hub Gateway"
+    );
+    assert_eq!(
+        Metrics::get(&hub.metrics.status_writes),
+        writes,
+        "the same snapshot again counted a status write"
+    );
+    assert_eq!(
+        Metrics::get(&hub.metrics.report_writes),
+        report_writes,
+        "the same snapshot again wrote the store"
+    );
 
     // A change on a cluster reaches the hub Gateway.
     a.snapshot(&[
@@ -749,13 +757,19 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
         0,
         "passive replica stored"
     );
-    assert!(Metrics::get(&first.metrics.status_writes) >= 3);
+    assert!(
+        Metrics::get(&first.metrics.status_writes) >= 3,
+        "the leader did not count the status writes seen above"
+    );
     second.shutdown().await.unwrap();
 
     // Restart: the hub goes away with its agents; a new process starts with
     // nothing in memory and the agents return a while later.
     let recorder = Recorder::start(gateways.clone(), "web");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        recorder.wait_first(WAIT).await,
+        "the recorder's watch never delivered web's status"
+    );
     drop((a, b));
     first.shutdown().await.unwrap();
     let restarted = start_hub(&as_hub, "hub-3").await;
@@ -780,7 +794,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     tokio::time::sleep(Duration::from_secs(2)).await;
     let seen: Vec<GatewayStatus> = recorder.seen().into_iter().map(|s| s.status).collect();
     drop(recorder);
-    assert!(!seen.is_empty());
+    assert!(!seen.is_empty(), "the recorder saw no status of web");
     for (i, s) in seen.iter().enumerate() {
         assert!(
             same_status(s, &settled),
@@ -800,7 +814,7 @@ async fn restart_restores_without_flapping_and_a_second_replica_stays_passive() 
     // Deleting a cluster's stored report while it is away deregisters it.
     drop(b);
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    away(&restarted, "cluster-b").await;
     reports
         .delete("cluster-b", &Default::default())
         .await
@@ -883,7 +897,11 @@ async fn stale_and_fresh_clusters_get_events_on_their_cluster_report() {
     // Many sweeps later, still one Event for the one transition.
     tokio::time::sleep(stale_after).await;
     let stale = about_east("ClusterStale").await;
-    assert_eq!(stale.len(), 1);
+    assert_eq!(
+        stale.len(),
+        1,
+        "a later sweep published another ClusterStale Event: {stale:?}"
+    );
     assert_eq!(stale[0].deprecated_count.unwrap_or(1), 1, "{stale:?}");
 
     let _east = Agent::connect(hub.hub.ingest_addr, "east").await;
@@ -1330,13 +1348,14 @@ async fn propagation_is_measured_from_the_agents_stamp_to_the_write() {
             .is_some_and(|a| a.iter().any(|a| a.value == "east/10.0.0.3"))
     })
     .await;
-    let (count, sum) = until(
+    let (count, sum) = until_named(
+        "the stamped change's propagation was never observed",
         Duration::from_secs(10),
         || async { propagation(&hub) },
         |(count, _)| *count >= 1.0,
     )
     .await;
-    assert_eq!(count, 1.0);
+    assert_eq!(count, 1.0, "the stamped change was observed more than once");
     assert!((3.0..60.0).contains(&sum), "{sum}");
     hub.shutdown().await.unwrap();
 }
@@ -1820,7 +1839,7 @@ async fn a_cluster_of_500_gateways_x_16_listeners_is_stored_in_parts() {
     agent.snapshot_chunked(&big, 25).await;
     stored_report(&reports, "big", 500).await;
     drop(agent);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    away(&second, "big").await;
     reports.delete("big", &Default::default()).await.unwrap();
     let deadline = Instant::now() + WAIT;
     loop {
@@ -2040,8 +2059,37 @@ async fn an_older_clusterreport_crd_fails_writes_instead_of_storing_nothing() {
     crds.replace(name, &PostParams::default(), &older)
         .await
         .unwrap();
-    // The API server serves the new schema shortly after.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The API server serves the new schema in its own time: until it no
+    // longer takes gatewaysPacked in a (dry-run) apply of a ClusterReport,
+    // refusing the field or pruning it, a write would still store it.
+    let probes: Api<ClusterReport> = Api::namespaced(client.clone(), NS);
+    let probe = json!({
+        "apiVersion": "gwhub.io/v1alpha1", "kind": "ClusterReport",
+        "metadata": {"name": "schema-probe"},
+        "spec": {"cluster": "schema-probe", "gatewayCount": 0,
+            "lastReportTime": Timestamp::now().to_string(),
+            "lastSeenTime": Timestamp::now().to_string(), "gatewaysPacked": ""},
+    });
+    let _pruned = until_named(
+        "the API server never served the CRD without gatewaysPacked",
+        WAIT,
+        || async {
+            probes
+                .patch(
+                    "schema-probe",
+                    &PatchParams::apply("hub-kube-test").dry_run(),
+                    &Patch::Apply(&probe),
+                )
+                .await
+                .map(|r| r.spec.gateways_packed)
+                .map_err(|e| e.to_string())
+        },
+        |packed| match packed {
+            Ok(packed) => packed.is_none(),
+            Err(e) => e.contains("gatewaysPacked: field not declared in schema"),
+        },
+    )
+    .await;
 
     let hub = start_hub(&as_hub, "hub-1").await;
     let reports: Api<ClusterReport> = Api::namespaced(client.clone(), HUB_NS);
@@ -2055,7 +2103,11 @@ async fn an_older_clusterreport_crd_fails_writes_instead_of_storing_nothing() {
         |n| *n > 0,
     )
     .await;
-    assert_eq!(Metrics::get(&hub.metrics.report_writes), 0);
+    assert_eq!(
+        Metrics::get(&hub.metrics.report_writes),
+        0,
+        "a report stripped of gatewaysPacked counted as stored"
+    );
 
     // The current CRD back: the next attempt stores the Gateway.
     let mut fixed = crds.get(name).await.unwrap();
@@ -2279,7 +2331,7 @@ async fn status_writing_is_sharded_over_replicas_and_survives_a_kill() {
 /// Sends the agent's heartbeats every 200 ms until aborted, as a live
 /// agent does when it has nothing to report.
 fn keep_alive(agent: &Agent) -> tokio::task::JoinHandle<()> {
-    let tx = agent.tx.clone();
+    let tx = agent.raw.tx.clone();
     tokio::spawn(async move {
         loop {
             let beat = msg(agent_message::Message::Heartbeat(v1::Heartbeat {
@@ -2443,7 +2495,11 @@ async fn liveness_lives_in_one_record_per_replica_not_in_the_reports() {
         farewell.resource_version(),
         "east's report was rewritten after its last-seen"
     );
-    assert_eq!(stale_in(&b, "west"), Some(false));
+    assert_eq!(
+        stale_in(&b, "west"),
+        Some(false),
+        "west, still served by hub-a, went stale on hub-b"
+    );
 
     // Restart: both replicas end (west's agent with them); a new process
     // starts at once. west was served until just now (hub-a's last

@@ -24,6 +24,7 @@ use gwhub_proto::v1::{
 };
 use gwhub_test_kit::mounted_secret::MountedSecret;
 use gwhub_test_kit::procs::{Process as Child, agent_binary, free_addr, gwhub_binary as hub_bin};
+use gwhub_test_kit::raw_agent;
 use gwhub_test_kit::wait::until;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -105,14 +106,9 @@ async fn channel(addr: SocketAddr, tls: ClientTlsConfig) -> Result<Channel, Stri
         .map_err(|e| format!("{e:?}"))
 }
 
+/// The test kit's Hello for `cluster`, as the stream's first message.
 fn hello(cluster: &str) -> v1::AgentMessage {
-    v1::AgentMessage {
-        message: Some(agent_message::Message::Hello(v1::Hello {
-            agent_version: "mtls-test".into(),
-            capabilities: vec![],
-            cluster: cluster.into(),
-        })),
-    }
+    raw_agent::msg(agent_message::Message::Hello(raw_agent::hello(cluster)))
 }
 
 /// Opens a stream with a Hello and returns the hub's first answer (or the
@@ -965,7 +961,11 @@ async fn a_swapped_serving_certificate_is_served_without_a_restart() {
     assert_eq!(tls.reloads("serving", "ok"), 1);
     // The agent's stream went on through the swap (and a few more looks).
     tokio::time::sleep(RELOAD * 3).await;
-    assert_eq!(state(&hub, "east"), Some((true, false, session)));
+    assert_eq!(
+        state(&hub, "east"),
+        Some((true, false, session)),
+        "east's stream did not survive the serving certificate's swap"
+    );
 
     // A file that does not parse keeps the certificate in use.
     hub_secret
