@@ -412,15 +412,11 @@ async fn hello_then_snapshot_then_one_delta_per_file_change() {
         hub.state.log()
     );
 
-    // One edited file: exactly one delta, for that Gateway, within a second.
-    let edited = Instant::now();
+    // One edited file: exactly one delta, for that Gateway.
     dir.write("a.yaml", &gateway_yaml("a", "SyncLoadBalancerFailed", T0));
+    // How fast is the benches' business (docs/benchmarks.md), not a test's:
+    // a loaded machine must not fail it.
     wait_log(&hub.state, "delta", |l| !deltas(l).is_empty()).await;
-    assert!(
-        edited.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        edited.elapsed()
-    );
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
         deltas(&hub.state.log()),
@@ -706,14 +702,13 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     assert_eq!(snapshots(&log)[0].1, ["openshift-ingress/default-gateway"]);
 
     // The load balancer loses its address: the engine's verdict changes and
-    // exactly that Gateway is sent again, within a second.
+    // exactly that Gateway is sent again.
     let service = std::fs::read_to_string(dir.path().join("service.yaml")).unwrap();
     let lost = service.replace(
         "    ingress:\n    - hostname: a1b2c3d4e5f6-1234567890.us-east-1.elb.amazonaws.com\n",
         "    ingress: []\n",
     );
     assert_ne!(service, lost, "example changed; update this test");
-    let edited = Instant::now();
     let unix_millis = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -723,11 +718,6 @@ async fn binary_streams_engine_results_and_stops_on_sigterm() {
     let edited_at = unix_millis();
     dir.write("service.yaml", &lost);
     let log = wait_log(&hub.state, "delta", |l| !deltas(l).is_empty()).await;
-    assert!(
-        edited.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        edited.elapsed()
-    );
     assert_eq!(
         deltas(&log)[0].1,
         ["+openshift-ingress/default-gateway=SyncLoadBalancerFailed"]

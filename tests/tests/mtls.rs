@@ -958,7 +958,9 @@ async fn a_swapped_serving_certificate_is_served_without_a_restart() {
     )
     .await;
     let tls = hub.index.counters().tls.clone();
-    assert_eq!(tls.reloads("serving", "ok"), 1);
+    // Counted once the new certificate is in place (not necessarily before
+    // the first handshake with it).
+    until(WAIT, || async { tls.reloads("serving", "ok") }, |n| *n == 1).await;
     // The agent's stream went on through the swap (and a few more looks).
     tokio::time::sleep(RELOAD * 3).await;
     assert_eq!(
@@ -1028,7 +1030,12 @@ async fn a_replaced_client_ca_ends_and_refuses_old_ca_agents() {
         |s| matches!(s, Some((false, _, _))),
     )
     .await;
-    assert_eq!(tls.reloads("client_ca", "ok"), 1);
+    until(
+        WAIT,
+        || async { tls.reloads("client_ca", "ok") },
+        |n| *n == 1,
+    )
+    .await;
     // A fresh connection with the old CA's certificate.
     assert_refused_by_tls(&hub, old.client(&east)).await;
     assert!(tls.handshakes_refused("ingest", "untrusted") >= 1);
