@@ -14,13 +14,10 @@
 //! With a fleet inventory, a join publishes the cluster's ClusterProfile
 //! first when none exists, so the new cluster may stream at once.
 //!
-//! A Join with no token is the manual path: its request is recorded as a
-//! CertificateSigningRequest named after the cluster and the request's
-//! public key (a retry with the same key finds it), NOT approved; the
-//! hub answers FAILED_PRECONDITION naming it until an operator runs
-//! `kubectl certificate approve`, then the next attempt signs the request
-//! as approved. A denied request is refused. At most one pending request
-//! per cluster and [`MAX_PENDING`] in all.
+//! Every issued certificate is recorded in ConfigMap `gwhub-issued`
+//! ([`super::issued`]).
+//!
+//! A Join with no token is the manual path, in [`super::pending`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -58,8 +55,6 @@ const WINDOW: Duration = Duration::from_secs(60);
 /// retry loop, or a stolen key, is cut off), and overall.
 const RENEW_PER_CLUSTER: u32 = 5;
 const RENEW_OVERALL: u32 = 1000;
-/// Unapproved tokenless requests the hub keeps at most.
-pub const MAX_PENDING: usize = 64;
 /// The label of a tokenless join's request.
 pub const MANUAL_LABEL: &str = "gwhub.io/approval";
 /// The start of the answer while a tokenless request waits.
@@ -153,7 +148,7 @@ fn precheck(req: &v1::JoinRequest) -> Result<Credential, Status> {
     if req.token.is_empty() {
         let hash = pki::agent_csr_key_hash(&req.csr_pem, &req.cluster)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        return Ok(Credential::Manual(pending_name(&req.cluster, &hash)));
+        return Ok(Credential::Manual(pending_name(&req.cluster, &hash), hash));
     }
     JoinToken::parse(&req.token)
         .map(Credential::Token)
@@ -163,8 +158,9 @@ fn precheck(req: &v1::JoinRequest) -> Result<Credential, Status> {
 /// What a Join carries.
 enum Credential {
     Token(JoinToken),
-    /// No token: the name of its CertificateSigningRequest.
-    Manual(String),
+    /// No token: the name of its CertificateSigningRequest, the hash of
+    /// its key.
+    Manual(String, String),
 }
 
 /// The CertificateSigningRequest of a tokenless join of `cluster` with
@@ -177,7 +173,7 @@ pub fn pending_name(cluster: &str, key_hash: &str) -> String {
 }
 
 /// The status of a condition `type_` of `csr`, True.
-fn condition(
+pub(super) fn condition(
     csr: &CertificateSigningRequest,
     type_: &str,
 ) -> Option<CertificateSigningRequestCondition> {
@@ -189,7 +185,7 @@ fn condition(
 }
 
 /// Neither approved, denied nor failed.
-fn is_pending(csr: &CertificateSigningRequest) -> bool {
+pub(super) fn is_pending(csr: &CertificateSigningRequest) -> bool {
     ["Approved", "Denied", "Failed"]
         .iter()
         .all(|t| condition(csr, t).is_none())
@@ -198,15 +194,17 @@ fn is_pending(csr: &CertificateSigningRequest) -> bool {
 /// Issues agent certificates for valid join tokens.
 pub struct Joiner {
     secrets: Api<Secret>,
-    /// ConfigMap `gwhub-revoked`, read fresh by each renewal.
-    configmaps: Api<ConfigMap>,
-    csrs: Api<CertificateSigningRequest>,
-    lifetime: Duration,
+    /// ConfigMaps `gwhub-revoked` and `gwhub-issued`, read fresh.
+    pub(super) configmaps: Api<ConfigMap>,
+    pub(super) csrs: Api<CertificateSigningRequest>,
+    pub(super) lifetime: Duration,
+    /// Tokenless requests are counted and created one at a time.
+    pub(super) manual: tokio::sync::Mutex<()>,
     limit: Mutex<RateLimit>,
     /// Renewals, per cluster.
     renew_limit: Mutex<RateLimit<String>>,
     /// `--inventory-namespace`: where a join publishes its ClusterProfile.
-    profiles: Option<(Api<ClusterProfile>, String)>,
+    pub(super) profiles: Option<(Api<ClusterProfile>, String)>,
     /// Enforce mode: a tokenless join needs the cluster's ClusterProfile.
     enforce_inventory: bool,
 }
@@ -233,7 +231,7 @@ fn raw(s: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
-fn unavailable(what: &str, e: kube::Error) -> Status {
+pub(super) fn unavailable(what: &str, e: kube::Error) -> Status {
     tracing::warn!(error = %e, "join: {what}");
     Status::unavailable(format!("the hub cannot {what} now; retry later"))
 }
@@ -246,6 +244,7 @@ impl Joiner {
             configmaps: Api::namespaced(client.clone(), namespace),
             csrs: Api::all(client),
             lifetime,
+            manual: tokio::sync::Mutex::new(()),
             limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
             renew_limit: Mutex::new(RateLimit::new(RENEW_PER_CLUSTER, RENEW_OVERALL, WINDOW)),
             profiles: None,
@@ -283,7 +282,7 @@ impl Joiner {
         };
         let result = match result {
             Ok(Credential::Token(token)) => self.join_checked(&req, token).await,
-            Ok(Credential::Manual(name)) => self.join_manual(&req, &name).await,
+            Ok(Credential::Manual(name, hash)) => self.join_manual(peer, &req, &name, &hash).await,
             Err(e) => Err(e),
         };
         match &result {
@@ -354,11 +353,8 @@ impl Joiner {
         // In the inventory before the certificate exists: it may stream at
         // once (enforce mode). Before the token is used up: a failure here
         // leaves the token for a retry.
-        if let Some((profiles, namespace)) = &self.profiles {
-            super::inventory::publish(profiles, namespace, &req.cluster)
-                .await
-                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
-        }
+        self.publish_profile(&req.cluster).await?;
+        self.record_issued(&req.cluster, now).await?;
         // Single use: only the caller whose delete wins goes on.
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -378,147 +374,6 @@ impl Joiner {
             certificate_pem: cert,
             ca_pem: ca.cert_pem,
         })
-    }
-
-    /// A tokenless join: its request `name` recorded and left for an
-    /// operator; once approved, signed (the recorded request, the one the
-    /// operator approved) and its certificate returned.
-    async fn join_manual(
-        &self,
-        req: &v1::JoinRequest,
-        name: &str,
-    ) -> Result<v1::JoinResponse, Status> {
-        let cluster = &req.cluster;
-        if self.enforce_inventory
-            && let Some((profiles, namespace)) = &self.profiles
-        {
-            // Listed (the hub's verb on the inventory), by name.
-            let lp = kube::api::ListParams::default().fields(&format!("metadata.name={cluster}"));
-            let found = profiles
-                .list(&lp)
-                .await
-                .map_err(|e| unavailable("read the fleet inventory", e))?;
-            if found.items.is_empty() {
-                return Err(Status::permission_denied(format!(
-                    "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
-                     (namespace {namespace}); a join without a token needs it first"
-                )));
-            }
-        }
-        let waiting = || {
-            Status::failed_precondition(format!("{WAITING}: kubectl certificate approve {name}"))
-        };
-        let existing = self
-            .csrs
-            .get_opt(name)
-            .await
-            .map_err(|e| unavailable("read the certificate request", e))?;
-        let Some(csr) = existing else {
-            self.request_approval(cluster, name, &req.csr_pem).await?;
-            return Err(waiting());
-        };
-        let ours = csr.spec.signer_name == SIGNER
-            && csr
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.get("gwhub.io/cluster") == Some(cluster));
-        if !ours {
-            return Err(Status::permission_denied(format!(
-                "CertificateSigningRequest {name} is not a gwhub join request of cluster {cluster:?}"
-            )));
-        }
-        for refused in ["Denied", "Failed"] {
-            if let Some(c) = condition(&csr, refused) {
-                return Err(Status::permission_denied(format!(
-                    "CertificateSigningRequest {name} was {}{}; delete it (kubectl delete csr {name}) to ask again",
-                    refused.to_lowercase(),
-                    c.message.map(|m| format!(" ({m})")).unwrap_or_default()
-                )));
-            }
-        }
-        if condition(&csr, "Approved").is_none() {
-            return Err(waiting());
-        }
-        let ca = self.ca().await?;
-        if let Some(cert) = csr.status.as_ref().and_then(|s| s.certificate.as_ref()) {
-            // Signed before (an answer lost on the way): the same one.
-            return Ok(v1::JoinResponse {
-                certificate_pem: String::from_utf8_lossy(&cert.0).into_owned(),
-                ca_pem: ca.cert_pem,
-            });
-        }
-        let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
-        let now = jiff::Timestamp::now().as_second();
-        let cert = pki::sign_agent_csr(&ca, &request, cluster, now, self.lifetime)
-            .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
-            .map_err(|e| {
-                Status::invalid_argument(format!("CertificateSigningRequest {name}: {e}"))
-            })?;
-        if let Some((profiles, namespace)) = &self.profiles {
-            super::inventory::publish(profiles, namespace, cluster)
-                .await
-                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
-        }
-        let mut signed = csr;
-        if let Some(status) = signed.status.as_mut() {
-            status.certificate = Some(ByteString(cert.as_bytes().to_vec()));
-        }
-        self.csrs
-            .replace_subresource("status", name, &PostParams::default(), &signed)
-            .await
-            .map_err(|e| unavailable("record the certificate", e))?;
-        Ok(v1::JoinResponse {
-            certificate_pem: cert,
-            ca_pem: ca.cert_pem,
-        })
-    }
-
-    /// Records the unapproved request `name` of `cluster`, unless the
-    /// cluster already has another one pending or too many are.
-    async fn request_approval(&self, cluster: &str, name: &str, csr: &str) -> Result<(), Status> {
-        let lp = kube::api::ListParams::default().labels(&format!("{MANUAL_LABEL}=manual"));
-        let pending: Vec<CertificateSigningRequest> = self
-            .csrs
-            .list(&lp)
-            .await
-            .map_err(|e| unavailable("list the certificate requests", e))?
-            .items
-            .into_iter()
-            .filter(is_pending)
-            .collect();
-        if let Some(other) = pending.iter().find(|c| {
-            c.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.get("gwhub.io/cluster").map(String::as_str) == Some(cluster))
-        }) {
-            let other = other.metadata.name.as_deref().unwrap_or_default();
-            return Err(Status::failed_precondition(format!(
-                "cluster {cluster:?} already has a pending request {other} made with another key: \
-                 approve it, or delete it (kubectl delete csr {other}) to ask again"
-            )));
-        }
-        if pending.len() >= MAX_PENDING {
-            return Err(Status::resource_exhausted(format!(
-                "{} join requests already wait for approval (at most {MAX_PENDING}); \
-                 approve, deny or delete some (kubectl get csr -l {MANUAL_LABEL}=manual)",
-                pending.len()
-            )));
-        }
-        let mut object = self.csr_object(cluster, name, csr);
-        if let Some(labels) = object.metadata.labels.as_mut() {
-            labels.insert(MANUAL_LABEL.to_owned(), "manual".to_owned());
-        }
-        match self.csrs.create(&PostParams::default(), &object).await {
-            Ok(_) => {
-                tracing::info!(cluster, csr = name, "join request waits for approval");
-                Ok(())
-            }
-            // A concurrent retry made it.
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(e) => Err(unavailable("record the certificate request", e)),
-        }
     }
 
     /// Handles one Renew call from an agent whose client certificate
@@ -545,11 +400,13 @@ impl Joiner {
                 ))
             })?;
         self.refuse_removed(presented).await?;
+        self.require_profile(cluster, "a renewal").await?;
         let ca = self.ca().await?;
         let now = jiff::Timestamp::now().as_second();
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
             .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.record_issued(cluster, now).await?;
         let id = gwhub_common::join::JoinToken::generate()
             .map_err(|e| Status::internal(e.to_string()))?
             .id;
@@ -584,8 +441,41 @@ impl Joiner {
         }
     }
 
+    /// With an enforced inventory, PERMISSION_DENIED unless `cluster` has
+    /// its ClusterProfile (`what` needs it: a tokenless join, a renewal).
+    pub(super) async fn require_profile(&self, cluster: &str, what: &str) -> Result<(), Status> {
+        let Some((profiles, namespace)) = self.profiles.as_ref().filter(|_| self.enforce_inventory)
+        else {
+            return Ok(());
+        };
+        // Listed (the hub's verb on the inventory), by name.
+        let lp = kube::api::ListParams::default().fields(&format!("metadata.name={cluster}"));
+        let found = profiles
+            .list(&lp)
+            .await
+            .map_err(|e| unavailable("read the fleet inventory", e))?;
+        if found.items.is_empty() {
+            return Err(Status::permission_denied(format!(
+                "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
+                 (namespace {namespace}); {what} needs it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// With an inventory, publishes `cluster`'s ClusterProfile when none
+    /// exists (before its certificate: it may stream at once).
+    pub(super) async fn publish_profile(&self, cluster: &str) -> Result<(), Status> {
+        if let Some((profiles, namespace)) = &self.profiles {
+            super::inventory::publish(profiles, namespace, cluster)
+                .await
+                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
+        }
+        Ok(())
+    }
+
     /// The CA from Secret `gwhub-ca` (read fresh: a replaced CA signs).
-    async fn ca(&self) -> Result<Pair, Status> {
+    pub(super) async fn ca(&self) -> Result<Pair, Status> {
         let ca = self
             .secrets
             .get(CA_SECRET)
@@ -601,7 +491,12 @@ impl Joiner {
 
     /// The CertificateSigningRequest `name` of `cluster` for `csr`, of
     /// the hub's signer, not yet approved.
-    fn csr_object(&self, cluster: &str, name: &str, csr: &str) -> CertificateSigningRequest {
+    pub(super) fn csr_object(
+        &self,
+        cluster: &str,
+        name: &str,
+        csr: &str,
+    ) -> CertificateSigningRequest {
         let expiration = self.lifetime.as_secs().max(MIN_EXPIRATION_SECONDS);
         CertificateSigningRequest {
             metadata: ObjectMeta {

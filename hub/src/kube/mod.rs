@@ -27,10 +27,12 @@
 pub mod budget;
 pub mod events;
 pub mod inventory;
+pub mod issued;
 pub mod join;
 pub mod leader;
 mod liveness;
 pub mod metrics;
+pub mod pending;
 pub mod reporting;
 pub mod revocations;
 pub mod shards;
