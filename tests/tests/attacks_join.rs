@@ -22,10 +22,11 @@ use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
 use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
-use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
+use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
-use gwhub_test_kit::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
 use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
@@ -42,37 +43,62 @@ const HONEST: [u8; 4] = [127, 0, 0, 1];
 struct Setup {
     _fleet: Fleet,
     hub: KubeHub,
+    as_hub: kube::Client,
     admin: kube::Client,
     ca: Vec<u8>,
+    /// Whether the inventory (namespace [`FLEET_NS`]) is enforced.
+    inventory: bool,
+}
+
+/// The fleet inventory's namespace, when the test has one.
+const FLEET_NS: &str = "fleet";
+
+/// The hub as `as_hub`, its TLS from its Secrets, with the enforced
+/// inventory when `inventory`.
+async fn start_hub(as_hub: &kube::Client, inventory: bool) -> KubeHub {
+    let mut options = KubeOptions::new(SYSTEM_NS);
+    options.lease = Some(LeaseConfig {
+        name: "gwhub-hub".into(),
+        identity: "attacks".into(),
+        lease_duration: Duration::from_secs(4),
+        renew_every: Duration::from_millis(500),
+    });
+    if inventory {
+        options.inventory = Some((FLEET_NS.to_owned(), Mode::Enforce));
+    }
+    let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
+    let mut secrets = SecretsConfig::new(SYSTEM_NS);
+    secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
+    secrets.agent_lifetime = Duration::from_secs(3600);
+    let tls = connected
+        .tls_from_secrets(secrets, &TlsPaths::default())
+        .await
+        .expect("the hub makes and reads its Secrets");
+    let mut config = HubConfig::loopback(Duration::from_secs(60));
+    config.insecure = false;
+    let extras = KubeExtras {
+        inventory: connected.inventory(),
+        ..KubeExtras::default()
+    };
+    let hub = Hub::start_with(config, Some(tls), extras).await.unwrap();
+    connected.attach(hub)
 }
 
 impl Setup {
-    async fn start(test: &str) -> Option<Setup> {
+    async fn start(test: &str, inventory: bool) -> Option<Setup> {
         if !require_assets(test) {
             return None;
         }
         let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
         let as_hub = install_hub(fleet.cluster("mgmt")).await;
         let admin = fleet.cluster("mgmt").client().await.unwrap();
-        let mut options = KubeOptions::new(SYSTEM_NS);
-        options.lease = Some(LeaseConfig {
-            name: "gwhub-hub".into(),
-            identity: "attacks".into(),
-            lease_duration: Duration::from_secs(4),
-            renew_every: Duration::from_millis(500),
-        });
-        let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
-        let mut secrets = SecretsConfig::new(SYSTEM_NS);
-        secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
-        secrets.agent_lifetime = Duration::from_secs(3600);
-        let tls = connected
-            .tls_from_secrets(secrets, &TlsPaths::default())
-            .await
-            .expect("the hub makes and reads its Secrets");
-        let mut config = HubConfig::loopback(Duration::from_secs(60));
-        config.insecure = false;
-        let hub = Hub::start_with_tls(config, Some(tls)).await.unwrap();
-        let hub = connected.attach(hub);
+        if inventory {
+            gwhub_test_kit::crds::install_inventory(&admin)
+                .await
+                .expect("install the ClusterProfile CRD");
+            create_namespaces(&admin, &[FLEET_NS]).await.unwrap();
+        }
+        let hub = start_hub(&as_hub, inventory).await;
         let ca = Api::<Secret>::namespaced(admin.clone(), SYSTEM_NS)
             .get(CA_SECRET)
             .await
@@ -84,9 +110,19 @@ impl Setup {
         Some(Setup {
             _fleet: fleet,
             hub,
+            as_hub,
             admin,
             ca,
+            inventory,
         })
+    }
+
+    /// Stops the hub; `meanwhile` runs while none runs; starts it again.
+    async fn restart<F: Future<Output = ()>>(self, meanwhile: F) -> Setup {
+        self.hub.shutdown().await.unwrap();
+        meanwhile.await;
+        let hub = start_hub(&self.as_hub, self.inventory).await;
+        Setup { hub, ..self }
     }
 
     /// An unauthenticated Ingest client from source address `from`.
@@ -218,7 +254,8 @@ fn annotation<'a>(csr: &'a CertificateSigningRequest, key: &str) -> &'a str {
 /// east agent asking without a token (never told to approve another's).
 #[tokio::test]
 async fn a_tokenless_request_for_a_live_cluster_is_refused_and_records_nothing() {
-    let Some(s) = Setup::start("a_tokenless_request_for_a_live_cluster_is_refused").await else {
+    let Some(s) = Setup::start("a_tokenless_request_for_a_live_cluster_is_refused", false).await
+    else {
         return;
     };
     let mut honest = s.from(HONEST).await;
@@ -268,7 +305,7 @@ async fn a_tokenless_request_for_a_live_cluster_is_refused_and_records_nothing()
 /// attacker's, approved by mistake afterwards, yields nothing.
 #[tokio::test]
 async fn pending_requests_record_who_asked_and_an_approval_is_for_that_key_once() {
-    let Some(s) = Setup::start("pending_requests_record_who_asked").await else {
+    let Some(s) = Setup::start("pending_requests_record_who_asked", false).await else {
         return;
     };
     let mut honest = s.from(HONEST).await;
@@ -322,7 +359,7 @@ async fn pending_requests_record_who_asked_and_an_approval_is_for_that_key_once(
 /// free again.
 #[tokio::test]
 async fn one_address_holds_at_most_four_pending_and_expired_ones_are_deleted() {
-    let Some(s) = Setup::start("one_address_holds_at_most_four_pending").await else {
+    let Some(s) = Setup::start("one_address_holds_at_most_four_pending", false).await else {
         return;
     };
     let mut attacker = s.from([127, 0, 0, 3]).await;
@@ -375,7 +412,8 @@ async fn one_address_holds_at_most_four_pending_and_expired_ones_are_deleted() {
 /// refused naming the token path, and only a new token joins west again.
 #[tokio::test]
 async fn a_removed_clusters_approved_request_yields_nothing() {
-    let Some(s) = Setup::start("a_removed_clusters_approved_request_yields_nothing").await else {
+    let Some(s) = Setup::start("a_removed_clusters_approved_request_yields_nothing", false).await
+    else {
         return;
     };
     let mut client = s.from(HONEST).await;
@@ -406,5 +444,45 @@ async fn a_removed_clusters_approved_request_yields_nothing() {
     join(&mut client, "west", &token, &key_for("west"))
         .await
         .expect("a new token joins a removed cluster");
+    s.hub.shutdown().await.unwrap();
+}
+
+/// With the inventory enforced: east joins with a token (its ClusterProfile
+/// published); while no hub runs, its ClusterProfile is deleted; the
+/// restarted hub revokes east as if it had seen the deletion (recorded in
+/// gwhub-revoked), so east's certificate no longer streams.
+#[tokio::test]
+async fn a_profile_deleted_while_no_hub_ran_is_revoked_at_start() {
+    let Some(s) = Setup::start(
+        "a_profile_deleted_while_no_hub_ran_is_revoked_at_start",
+        true,
+    )
+    .await
+    else {
+        return;
+    };
+    let mut client = s.from(HONEST).await;
+    let token = s.token("east").await;
+    join(&mut client, "east", &token, &key_for("east"))
+        .await
+        .expect("a valid token joins east");
+    let profiles: Api<ClusterProfile> = Api::namespaced(s.admin.clone(), FLEET_NS);
+    let configmaps: Api<ConfigMap> = Api::namespaced(s.admin.clone(), SYSTEM_NS);
+    assert!(profiles.get_opt("east").await.unwrap().is_some());
+    let revoked = || async {
+        configmaps
+            .get_opt(gwhub_hub::kube::revocations::REVOKED_CONFIGMAP)
+            .await
+            .unwrap()
+            .and_then(|c| c.data)
+            .is_some_and(|d| d.contains_key("east"))
+    };
+    assert!(!revoked().await);
+    let s = s
+        .restart(async {
+            profiles.delete("east", &Default::default()).await.unwrap();
+        })
+        .await;
+    gwhub_test_kit::wait::until(Duration::from_secs(30), revoked, |r| *r).await;
     s.hub.shutdown().await.unwrap();
 }

@@ -390,6 +390,15 @@ impl Connected {
                     "the hub was started without this fleet inventory; its admissions do not follow it"
                 );
             }
+            tasks.spawn(inventory::revoke_orphans(
+                Api::namespaced(client.clone(), namespace),
+                inventory::Removals {
+                    configmaps: Api::namespaced(client.clone(), &options.namespace),
+                    leader: leader.clone(),
+                },
+                namespace.clone(),
+                shutdown.clone(),
+            ));
             tasks.spawn(inventory::run_inventory_watch(
                 Api::namespaced(client.clone(), namespace),
                 index.clone(),
