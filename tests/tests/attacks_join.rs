@@ -486,3 +486,70 @@ async fn a_profile_deleted_while_no_hub_ran_is_revoked_at_start() {
     gwhub_test_kit::wait::until(Duration::from_secs(30), revoked, |r| *r).await;
     s.hub.shutdown().await.unwrap();
 }
+
+/// 200 made-up, well-formed tokens from 8 addresses (127.0.0.10-17), all
+/// at once: each is refused UNAUTHENTICATED from memory (no token Secret
+/// read, nobody's budget spent); right after, a valid token joins from the
+/// honest address and another from an attacker's address (one load
+/// balancer for all), and the CertificateSigningRequests the hub made are
+/// gone once issued.
+#[tokio::test]
+async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
+    let Some(s) = Setup::start("made_up_tokens_never_keep_a_valid_token_out", false).await else {
+        return;
+    };
+    // Per address 5 connections of 5 calls each (a connection's concurrent
+    // streams are capped by the hub).
+    let mut floods = Vec::new();
+    for a in 10..18u8 {
+        for _ in 0..5 {
+            let mut client = s.from([127, 0, 0, a]).await;
+            floods.push(tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for _ in 0..5 {
+                    let bogus = JoinToken::generate().unwrap().reveal();
+                    answers.push(join(&mut client, "east", &bogus, &key_for("east")).await);
+                }
+                answers
+            }));
+        }
+    }
+    let started = tokio::time::Instant::now();
+    let mut refused = 0;
+    for f in floods {
+        for answer in f.await.unwrap() {
+            let e = answer.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+            assert!(e.message().contains("unknown"), "{e:?}");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 200);
+    // At most the grace (1 s) for a token made a moment ago, not a queue.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let mut honest = s.from(HONEST).await;
+    let token = s.token("east").await;
+    join(&mut honest, "east", &token, &key_for("east"))
+        .await
+        .expect("a valid token joins at once after the flood");
+    let mut shared = s.from([127, 0, 0, 10]).await;
+    let token = s.token("west").await;
+    join(&mut shared, "west", &token, &key_for("west"))
+        .await
+        .expect("a valid token joins from a flooding address");
+    assert!(
+        s.csrs()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "the issued requests were not deleted"
+    );
+    s.hub.shutdown().await.unwrap();
+}

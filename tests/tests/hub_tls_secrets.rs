@@ -254,9 +254,8 @@ fn hello(cluster: &str) -> v1::Hello {
 }
 
 /// Join on a real API server: a valid token gets a certificate naming the
-/// cluster (recorded as an approved, signed CertificateSigningRequest of
-/// signer gwhub.io/cluster-agent) that then streams; the token is used
-/// up. A reused, forged, expired or other-cluster token, or a CSR for
+/// cluster (recorded in ConfigMap gwhub-issued; its CertificateSigningRequest
+/// deleted once issued) that then streams; the token is used up. A reused, forged, expired or other-cluster token, or a CSR for
 /// another name, is refused and issues nothing; Report without a
 /// certificate is still refused.
 #[tokio::test]
@@ -359,22 +358,21 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     assert_eq!(issued.ca_pem.as_bytes(), ca_pem.as_slice());
     let id = gwhub_common::identity::cluster_from_pem(issued.certificate_pem.as_bytes()).unwrap();
     assert_eq!(id.cluster, "east");
-    let recorded = csrs.list(&Default::default()).await.unwrap().items;
-    assert_eq!(recorded.len(), 1);
-    let r = &recorded[0];
-    assert_eq!(r.spec.signer_name, "gwhub.io/cluster-agent");
-    let status = r.status.as_ref().unwrap();
+    // Recorded (created, approved, signed), then deleted once issued; the
+    // identity is recorded in gwhub-issued.
     assert!(
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Approved" && c.status == "True")
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
     );
-    assert_eq!(
-        status.certificate.as_ref().unwrap().0,
-        issued.certificate_pem.as_bytes()
-    );
+    let issued_cm =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), SYSTEM_NS)
+            .get("gwhub-issued")
+            .await
+            .unwrap();
+    assert!(issued_cm.data.unwrap().contains_key("east"));
     // Single use.
     let e = anon.join(join(&token, "east", &csr)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
@@ -413,7 +411,13 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
         assert_eq!(e.code(), code, "{t}: {e:?}");
         assert!(e.message().contains(says), "{t}: {e:?}");
     }
-    assert_eq!(csrs.list(&Default::default()).await.unwrap().items.len(), 1);
+    assert!(
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     // The forged attempt did not use up the real token.
     let (csr2, _) = csr_for("east");
     anon.join(join(&real, "east", &csr2)).await.unwrap();
@@ -832,8 +836,8 @@ fn the_shipped_install_is_mtls_and_only_the_dev_overlay_is_plaintext() {
 }
 
 /// Renewal: with 20 s agent certificates, the joined agent renews at 2/3
-/// of the lifetime over its authenticated connection (recorded as a
-/// CertificateSigningRequest), updates its Secret, and after the first
+/// of the lifetime over its authenticated connection (recorded in
+/// gwhub-issued, its CertificateSigningRequest deleted), updates its Secret, and after the first
 /// certificate expired (the hub ends that stream) it streams on with the
 /// renewed one, never going stale.
 #[tokio::test]
@@ -914,17 +918,24 @@ async fn a_joined_agent_renews_before_its_certificate_expires() {
         "renewed only after expiry"
     );
     assert!(gwhub_common::identity::soonest_expiry_pem(&renewed).unwrap() > first_na);
-    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
-    let reasons: Vec<String> = csrs
-        .list(&Default::default())
+    // Recorded in gwhub-issued (the renewed identity); its
+    // CertificateSigningRequest deleted once issued.
+    let issued = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), SYSTEM_NS)
+        .get("gwhub-issued")
         .await
         .unwrap()
-        .items
-        .iter()
-        .flat_map(|c| c.status.iter().flat_map(|s| s.conditions.iter().flatten()))
-        .filter_map(|c| c.reason.clone())
-        .collect();
-    assert!(reasons.iter().any(|r| r == "GwhubRenewal"), "{reasons:?}");
+        .data
+        .unwrap();
+    let east: gwhub_hub::kube::issued::Issued = serde_json::from_str(&issued["east"]).unwrap();
+    assert!(east.not_after > first_na, "{east:?}");
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    assert!(
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 
     // Past the first certificate's expiry: the old stream was ended, the
     // agent streams with the renewed certificate, never stale.

@@ -5,12 +5,12 @@
 //! up; the request is recorded as a `certificates.k8s.io/v1`
 //! CertificateSigningRequest of signer `gwhub.io/cluster-agent`, approved
 //! (the `approval` subresource) and signed with the key in Secret
-//! `gwhub-ca` (the `status` subresource), so `kubectl get csr` shows every
-//! certificate the hub issued. A refused attempt issues and records
-//! nothing; attempts are rate-limited per client address and overall, and
-//! only attempts that get past the free checks (the cluster's name, the
-//! token's format) count, so garbage cannot use up the limit honest joins
-//! share. Renewals are rate-limited per cluster.
+//! `gwhub-ca` (the `status` subresource), then deleted (the hub's CSRs
+//! are deleted once issued, denied or expired). A refused attempt issues and records
+//! nothing. A token whose id no token Secret has is refused from memory
+//! (see [`super::join_limits`]); attempts are limited per token id, tokenless
+//! ones per source address, renewals per cluster, never overall: nobody
+//! without a token can keep a valid one out.
 //! With a fleet inventory, a join publishes the cluster's ClusterProfile
 //! first when none exists, so the new cluster may stream at once.
 //!
@@ -19,7 +19,6 @@
 //!
 //! A Join with no token is the manual path, in [`super::pending`].
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -34,9 +33,9 @@ use k8s_openapi::api::certificates::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
-use parking_lot::Mutex;
 use tonic::Status;
 
+use super::join_limits::{Keyed, Known, KnownTokens};
 use super::tls_secrets::CA_SECRET;
 use crate::pki::{self, Pair};
 
@@ -47,14 +46,15 @@ pub const CLUSTER_KEY: &str = "cluster";
 pub const EXPIRES_KEY: &str = "expires";
 pub const HASH_KEY: &str = "tokenHash";
 
-/// Join attempts per client address per window, and overall.
-const PER_CLIENT: u32 = 10;
-const OVERALL: u32 = 100;
-const WINDOW: Duration = Duration::from_secs(60);
-/// Renewals per cluster per window (an agent renews every few weeks; a
-/// retry loop, or a stolen key, is cut off), and overall.
-const RENEW_PER_CLUSTER: u32 = 5;
-const RENEW_OVERALL: u32 = 1000;
+/// Attempts per join token id: a minute's burst of 5, then 5 a minute (an
+/// agent uses its token once, and retries only when the hub was busy).
+const PER_TOKEN_PER_MINUTE: u32 = 5;
+/// Tokenless attempts per source address: a burst of 10, then 10 a minute
+/// (an agent waiting for approval asks every 2 to 30 s).
+const PER_SOURCE_PER_MINUTE: u32 = 10;
+/// Renewals per cluster: a burst of 5, then 5 a minute (an agent renews
+/// every few weeks; a retry loop, or a stolen key, is cut off).
+const RENEW_PER_CLUSTER_PER_MINUTE: u32 = 5;
 /// The label of a tokenless join's request.
 pub const MANUAL_LABEL: &str = "gwhub.io/approval";
 /// The start of the answer while a tokenless request waits.
@@ -88,55 +88,6 @@ pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) 
             .into(),
         ),
         ..Secret::default()
-    }
-}
-
-/// Fixed-window counters: at most `per_client` attempts per key (a client
-/// address, a cluster) and `overall` in all per `window`.
-#[derive(Debug)]
-pub struct RateLimit<K = IpAddr> {
-    per_client: u32,
-    overall: u32,
-    window: Duration,
-    started: Option<Instant>,
-    total: u32,
-    clients: HashMap<K, u32>,
-}
-
-impl<K: std::hash::Hash + Eq> RateLimit<K> {
-    pub fn new(per_client: u32, overall: u32, window: Duration) -> Self {
-        RateLimit {
-            per_client,
-            overall,
-            window,
-            started: None,
-            total: 0,
-            clients: HashMap::new(),
-        }
-    }
-
-    /// Counts an attempt at `now`; `Err` says which limit it hit.
-    pub fn admit(&mut self, client: Option<K>, now: Instant) -> Result<(), &'static str> {
-        if self
-            .started
-            .is_none_or(|s| now.duration_since(s) >= self.window)
-        {
-            self.started = Some(now);
-            self.total = 0;
-            self.clients.clear();
-        }
-        if self.total >= self.overall {
-            return Err("too many join attempts at this hub; retry in a minute");
-        }
-        if let Some(ip) = client {
-            let n = self.clients.entry(ip).or_insert(0);
-            if *n >= self.per_client {
-                return Err("too many join attempts from this address; retry in a minute");
-            }
-            *n += 1;
-        }
-        self.total += 1;
-        Ok(())
     }
 }
 
@@ -200,9 +151,15 @@ pub struct Joiner {
     pub(super) lifetime: Duration,
     /// Tokenless requests are counted and created one at a time.
     pub(super) manual: tokio::sync::Mutex<()>,
-    limit: Mutex<RateLimit>,
+    /// The join tokens that exist (ids), followed by [`KnownTokens::follow`].
+    tokens: KnownTokens,
+    /// How long an id not known yet waits for the watch.
+    grace: Duration,
+    per_token: Keyed<String>,
+    /// Tokenless attempts, per source address (see [`super::pending::source_of`]).
+    per_source: Keyed<String>,
     /// Renewals, per cluster.
-    renew_limit: Mutex<RateLimit<String>>,
+    renew_limit: Keyed<String>,
     /// `--inventory-namespace`: where a join publishes its ClusterProfile.
     pub(super) profiles: Option<(Api<ClusterProfile>, String)>,
     /// Enforce mode: a tokenless join needs the cluster's ClusterProfile.
@@ -231,6 +188,12 @@ fn raw(s: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
+fn unknown_token(id: &str) -> Status {
+    Status::unauthenticated(format!(
+        "join token {id} is unknown (used, deleted or never made)"
+    ))
+}
+
 pub(super) fn unavailable(what: &str, e: kube::Error) -> Status {
     tracing::warn!(error = %e, "join: {what}");
     Status::unavailable(format!("the hub cannot {what} now; retry later"))
@@ -245,11 +208,32 @@ impl Joiner {
             csrs: Api::all(client),
             lifetime,
             manual: tokio::sync::Mutex::new(()),
-            limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
-            renew_limit: Mutex::new(RateLimit::new(RENEW_PER_CLUSTER, RENEW_OVERALL, WINDOW)),
+            tokens: KnownTokens::default(),
+            grace: super::join_limits::GRACE,
+            per_token: Keyed::new(PER_TOKEN_PER_MINUTE, PER_TOKEN_PER_MINUTE),
+            per_source: Keyed::new(PER_SOURCE_PER_MINUTE, PER_SOURCE_PER_MINUTE),
+            renew_limit: Keyed::new(RENEW_PER_CLUSTER_PER_MINUTE, RENEW_PER_CLUSTER_PER_MINUTE),
             profiles: None,
             enforce_inventory: false,
         }
+    }
+
+    /// The join token ids this Joiner admits; follow them with
+    /// [`KnownTokens::follow`] on [`Joiner::token_secrets`].
+    pub fn known_tokens(&self) -> KnownTokens {
+        self.tokens.clone()
+    }
+
+    /// Where the join token Secrets are.
+    pub fn token_secrets(&self) -> Api<Secret> {
+        self.secrets.clone()
+    }
+
+    /// Known token ids from the start, not followed, no grace (tests).
+    pub fn with_known_tokens(mut self, tokens: KnownTokens) -> Self {
+        self.tokens = tokens;
+        self.grace = Duration::ZERO;
+        self
     }
 
     /// Joins publish the cluster's ClusterProfile in the inventory
@@ -273,17 +257,37 @@ impl Joiner {
         peer: Option<IpAddr>,
         req: v1::JoinRequest,
     ) -> Result<v1::JoinResponse, Status> {
+        let now = Instant::now();
+        let retry = |e: Duration| e.as_secs().max(1);
         let result = match precheck(&req) {
             Err(e) => Err(e),
-            Ok(token) => match self.limit.lock().admit(peer, Instant::now()) {
-                Err(e) => Err(Status::resource_exhausted(e)),
-                Ok(()) => Ok(token),
-            },
-        };
-        let result = match result {
-            Ok(Credential::Token(token)) => self.join_checked(&req, token).await,
-            Ok(Credential::Manual(name, hash)) => self.join_manual(peer, &req, &name, &hash).await,
-            Err(e) => Err(e),
+            Ok(Credential::Token(token)) => {
+                match self.tokens.check_within(&token.id, self.grace).await {
+                    // From memory: no API call, nobody's budget.
+                    Known::No => Err(unknown_token(&token.id)),
+                    Known::NotYet => Err(Status::unavailable(
+                        "the hub has not read its join tokens yet; retry shortly",
+                    )),
+                    Known::Yes => match self.per_token.admit(&token.id, now) {
+                        Err(e) => Err(Status::resource_exhausted(format!(
+                            "too many attempts with join token {}; retry in {}s",
+                            token.id,
+                            retry(e)
+                        ))),
+                        Ok(()) => self.join_checked(&req, token).await,
+                    },
+                }
+            }
+            Ok(Credential::Manual(name, hash)) => {
+                let source = peer.map_or_else(|| "unknown".to_owned(), super::pending::source_of);
+                match self.per_source.admit(&source, now) {
+                    Err(e) => Err(Status::resource_exhausted(format!(
+                        "too many join attempts without a token from {source}; retry in {}s",
+                        retry(e)
+                    ))),
+                    Ok(()) => self.join_manual(peer, &req, &name, &hash).await,
+                }
+            }
         };
         match &result {
             Ok(_) => tracing::info!(cluster = req.cluster, ?peer, "cluster joined"),
@@ -309,11 +313,7 @@ impl Joiner {
         token: JoinToken,
     ) -> Result<v1::JoinResponse, Status> {
         let id = &token.id;
-        let unknown = || {
-            Status::unauthenticated(format!(
-                "join token {id} is unknown (used, deleted or never made)"
-            ))
-        };
+        let unknown = || unknown_token(id);
         let stored = self
             .secrets
             .get_opt(&token.secret_name())
@@ -392,11 +392,11 @@ impl Joiner {
         req: v1::RenewRequest,
     ) -> Result<v1::JoinResponse, Status> {
         self.renew_limit
-            .lock()
-            .admit(Some(cluster.to_owned()), Instant::now())
-            .map_err(|_| {
+            .admit(&cluster.to_owned(), Instant::now())
+            .map_err(|e| {
                 Status::resource_exhausted(format!(
-                    "too many renewals for cluster {cluster:?}; retry in a minute"
+                    "too many renewals for cluster {cluster:?}; retry in {}s",
+                    e.as_secs().max(1)
                 ))
             })?;
         self.refuse_removed(presented).await?;
@@ -568,6 +568,11 @@ impl Joiner {
             .replace_subresource("status", &name, &pp, &signed)
             .await
             .map_err(|e| unavailable("record the certificate", e))?;
+        // Issued: the request has served (the API server's audit log and
+        // gwhub-issued keep the record); deleted so they do not pile up.
+        if let Err(e) = self.csrs.delete(&name, &DeleteParams::default()).await {
+            tracing::warn!(csr = name, error = %e, "cannot delete the issued certificate request");
+        }
         Ok(())
     }
 }
@@ -575,23 +580,6 @@ impl Joiner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn attempts_are_limited_per_client_and_overall() {
-        let t0 = Instant::now();
-        let mut l = RateLimit::new(2, 3, Duration::from_secs(60));
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
-        assert!(l.admit(Some(a), t0).is_ok());
-        assert!(l.admit(Some(a), t0).is_ok());
-        let e = l.admit(Some(a), t0).unwrap_err();
-        assert!(e.contains("this address"), "{e}");
-        assert!(l.admit(Some(b), t0).is_ok());
-        let e = l.admit(Some(b), t0).unwrap_err();
-        assert!(e.contains("this hub"), "{e}");
-        // A new window.
-        assert!(l.admit(Some(a), t0 + Duration::from_secs(61)).is_ok());
-    }
 
     /// A Joiner whose API server cannot be reached: every call that gets
     /// past the limits fails UNAVAILABLE.
@@ -601,33 +589,53 @@ mod tests {
         Joiner::new(client, "gwhub-system", Duration::from_secs(3600))
     }
 
+    /// Made-up tokens (malformed, or well-formed with an id no Secret
+    /// has) are refused from memory: the API server, unreachable here, is
+    /// never asked (UNAUTHENTICATED, not UNAVAILABLE), and no budget is
+    /// spent: the known token still gets through to the API server.
     #[tokio::test]
-    async fn garbage_tokens_do_not_use_up_the_join_limit() {
-        let joiner = unreachable_joiner();
+    async fn made_up_tokens_are_refused_from_memory_and_spend_nothing() {
+        let real = JoinToken::generate().unwrap();
+        let joiner = unreachable_joiner().with_known_tokens(KnownTokens::of([real.id.clone()]));
         let peer: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
-        for _ in 0..(OVERALL + PER_CLIENT) {
-            let e = joiner
-                .join(
-                    peer,
-                    v1::JoinRequest {
-                        cluster: "east".into(),
-                        token: "not a token".into(),
-                        csr_pem: String::new(),
-                    },
-                )
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+        let join = |token: String| {
+            let joiner = &joiner;
+            async move {
+                joiner
+                    .join(
+                        peer,
+                        v1::JoinRequest {
+                            cluster: "east".into(),
+                            token,
+                            csr_pem: String::new(),
+                        },
+                    )
+                    .await
+                    .unwrap_err()
+                    .code()
+            }
+        };
+        for i in 0..200 {
+            let token = if i % 2 == 0 {
+                "not a token".to_owned()
+            } else {
+                JoinToken::generate().unwrap().reveal()
+            };
+            assert_eq!(join(token).await, tonic::Code::Unauthenticated);
         }
-        // A well-formed token from the same address still gets past the
-        // limit (to the API server, unreachable here).
-        let token = JoinToken::generate().unwrap().reveal();
+        assert_eq!(join(real.reveal()).await, tonic::Code::Unavailable);
+    }
+
+    /// Until the token Secrets are listed a token is asked to come back.
+    #[tokio::test]
+    async fn tokens_wait_for_the_first_list() {
+        let joiner = unreachable_joiner();
         let e = joiner
             .join(
-                peer,
+                None,
                 v1::JoinRequest {
                     cluster: "east".into(),
-                    token,
+                    token: JoinToken::generate().unwrap().reveal(),
                     csr_pem: String::new(),
                 },
             )
@@ -649,7 +657,7 @@ mod tests {
                     .code()
             }
         };
-        for _ in 0..RENEW_PER_CLUSTER {
+        for _ in 0..RENEW_PER_CLUSTER_PER_MINUTE {
             assert_eq!(renew("east").await, tonic::Code::Unavailable);
         }
         assert_eq!(renew("east").await, tonic::Code::ResourceExhausted);

@@ -29,6 +29,7 @@ pub mod events;
 pub mod inventory;
 pub mod issued;
 pub mod join;
+pub mod join_limits;
 pub mod leader;
 mod liveness;
 pub mod metrics;
@@ -187,6 +188,11 @@ pub struct Connected {
     secrets: Option<tls_secrets::Follower>,
     /// Followed with the Secrets: the removed clusters.
     revocations: Option<Revoked>,
+    /// Followed with the Secrets: the join tokens that exist.
+    tokens: Option<(
+        join_limits::KnownTokens,
+        Api<k8s_openapi::api::core::v1::Secret>,
+    )>,
 }
 
 impl Connected {
@@ -237,6 +243,7 @@ impl Connected {
             placements,
             secrets: None,
             revocations: None,
+            tokens: None,
         })
     }
 
@@ -274,6 +281,7 @@ impl Connected {
             .map_err(KubeError::Revocations)?;
         let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
         self.revocations = Some((configmaps, removed_tx, agent_lifetime));
+        self.tokens = Some((joiner.known_tokens(), joiner.token_secrets()));
         Ok(tls
             .with_joiner(Arc::new(joiner))
             .with_revocations(removed_rx))
@@ -290,6 +298,7 @@ impl Connected {
             placements,
             secrets,
             revocations,
+            tokens,
         } = self;
         let index = hub.index.clone();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
@@ -526,6 +535,9 @@ impl Connected {
                 writable.clone(),
                 shutdown.clone(),
             ));
+        }
+        if let Some((known, api)) = tokens {
+            tasks.spawn(known.follow(api, shutdown.clone()));
         }
         if let Some((api, slot, lifetime)) = revocations {
             tasks.spawn(revocations::follow(
