@@ -28,6 +28,7 @@ use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
 use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
 };
@@ -552,4 +553,63 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
         "the issued requests were not deleted"
     );
     s.hub.shutdown().await.unwrap();
+}
+
+/// The hub's own Secret gwhub-serving (gwhub.io/managed-by: gwhub) is
+/// corrupted while no hub runs: the restarted hub starts anyway, serving
+/// (a Join call is answered over TLS), and the leader re-issues the Secret.
+/// An operator's corrupt gwhub-serving is only read: the start fails
+/// naming it, and the Secret is left as it was.
+#[tokio::test]
+async fn a_corrupt_managed_serving_secret_is_reissued_on_restart() {
+    let Some(s) = Setup::start("a_corrupt_managed_serving_secret_is_reissued", false).await else {
+        return;
+    };
+    let secrets: Api<Secret> = Api::namespaced(s.admin.clone(), SYSTEM_NS);
+    let corrupt = |managed: bool| {
+        let secrets = secrets.clone();
+        async move {
+            let mut serving = secrets.get("gwhub-serving").await.unwrap();
+            let data = serving.data.as_mut().unwrap();
+            data.insert("tls.crt".into(), ByteString(b"not a certificate".to_vec()));
+            if !managed {
+                serving.metadata.annotations = None;
+            }
+            secrets
+                .replace("gwhub-serving", &PostParams::default(), &serving)
+                .await
+                .unwrap();
+        }
+    };
+    let s = s.restart(corrupt(true)).await;
+    let mut client = s.from(HONEST).await;
+    let e = join(&mut client, "east", "", &key_for("west"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    let usable = |s: &Secret| {
+        let crt = &s.data.as_ref().unwrap()["tls.crt"].0;
+        gwhub_common::identity::soonest_expiry_pem(crt).is_ok()
+    };
+    gwhub_test_kit::wait::until(
+        Duration::from_secs(30),
+        || async { secrets.get("gwhub-serving").await.unwrap() },
+        usable,
+    )
+    .await;
+
+    // An operator's: only read.
+    s.hub.shutdown().await.unwrap();
+    corrupt(false).await;
+    let before = secrets.get("gwhub-serving").await.unwrap();
+    let mut connected = Connected::new(s.as_hub.clone(), KubeOptions::new(SYSTEM_NS))
+        .await
+        .unwrap();
+    let e = connected
+        .tls_from_secrets(SecretsConfig::new(SYSTEM_NS), &TlsPaths::default())
+        .await
+        .expect_err("an operator's corrupt Secret stops the start");
+    assert!(e.to_string().contains("gwhub-serving"), "{e}");
+    let after = secrets.get("gwhub-serving").await.unwrap();
+    assert_eq!(after.data, before.data);
 }
