@@ -492,8 +492,8 @@ async fn a_profile_deleted_while_no_hub_ran_is_revoked_at_start() {
 /// at once: each is refused UNAUTHENTICATED from memory (no token Secret
 /// read, nobody's budget spent); right after, a valid token joins from the
 /// honest address and another from an attacker's address (one load
-/// balancer for all), and the CertificateSigningRequests the hub made are
-/// gone once issued.
+/// balancer for all), so does a token for a 253-character cluster name,
+/// and the CertificateSigningRequests the hub made are gone once issued.
 #[tokio::test]
 async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
     let Some(s) = Setup::start("made_up_tokens_never_keep_a_valid_token_out", false).await else {
@@ -543,6 +543,15 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
     join(&mut shared, "west", &token, &key_for("west"))
         .await
         .expect("a valid token joins from a flooding address");
+    // Every valid cluster name can get a token (253 characters, beyond a
+    // label value's 63).
+    let long = format!("{}.{}", "l".repeat(126), "m".repeat(126));
+    let token = s.token(&long).await;
+    let issued = join(&mut honest, &long, &token, &key_for(&long))
+        .await
+        .expect("a 253-character cluster name joins");
+    let id = gwhub_common::identity::cluster_from_pem(issued.certificate_pem.as_bytes()).unwrap();
+    assert_eq!(id.cluster, long);
     assert!(
         s.csrs()
             .list(&Default::default())

@@ -63,6 +63,46 @@ pub const WAITING: &str = "waiting for approval";
 /// The API server's floor for `spec.expirationSeconds`.
 const MIN_EXPIRATION_SECONDS: u64 = 600;
 
+/// The longest label value (Kubernetes).
+const MAX_LABEL_VALUE: usize = 63;
+/// The longest cluster part of a CSR's name: `gwhub-` + it + `-key-` and 16
+/// hex digits, or `-renew-` and an id, stay well within 253.
+const MAX_NAME_PART: usize = 200;
+
+/// A hash standing for a cluster name too long (or with characters) for a
+/// label value or an object name: `h-` and 32 hex digits of its SHA-256
+/// (128 bits: no two cluster names meet).
+fn hashed(cluster: &str) -> String {
+    let hex = gwhub_common::join::key_hash(cluster.as_bytes());
+    format!("h-{}", hex.get(..32).unwrap_or(&hex))
+}
+
+/// The value of label `gwhub.io/cluster` for `cluster` (on join token
+/// Secrets and CSRs): the name when it is a valid label value (at most 63
+/// characters), else [`hashed`], so every valid cluster name can get a
+/// join token.
+pub fn cluster_label(cluster: &str) -> String {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if cluster.len() <= MAX_LABEL_VALUE
+        && alnum(cluster.chars().next())
+        && alnum(cluster.chars().last())
+    {
+        cluster.to_owned()
+    } else {
+        hashed(cluster)
+    }
+}
+
+/// The cluster's part of a CSR's name: the name when it is an object name
+/// of at most [`MAX_NAME_PART`] characters, else [`hashed`].
+fn name_part(cluster: &str) -> String {
+    if cluster.len() <= MAX_NAME_PART && gwhub_model::cluster::object_name(cluster) == cluster {
+        cluster.to_owned()
+    } else {
+        hashed(cluster)
+    }
+}
+
 /// The Secret that records `token` for `cluster` until `expires` (only
 /// the secret's hash), in the hub's namespace.
 pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) -> Secret {
@@ -72,7 +112,7 @@ pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) 
             labels: Some(
                 [
                     (TOKEN_LABEL.to_owned(), token.id.clone()),
-                    ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
+                    ("gwhub.io/cluster".to_owned(), cluster_label(cluster)),
                 ]
                 .into(),
             ),
@@ -118,7 +158,8 @@ enum Credential {
 /// the key of hash `key_hash`.
 pub fn pending_name(cluster: &str, key_hash: &str) -> String {
     format!(
-        "gwhub-{cluster}-key-{}",
+        "gwhub-{}-key-{}",
+        name_part(cluster),
         key_hash.get(..16).unwrap_or(key_hash)
     )
 }
@@ -503,7 +544,7 @@ impl Joiner {
                 name: Some(name.to_owned()),
                 labels: Some(
                     [
-                        ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
+                        ("gwhub.io/cluster".to_owned(), cluster_label(cluster)),
                         ("app.kubernetes.io/name".to_owned(), "gwhub".to_owned()),
                     ]
                     .into(),
@@ -534,7 +575,7 @@ impl Joiner {
         csr: &str,
         cert: &str,
     ) -> Result<(), Status> {
-        let object = self.csr_object(cluster, &format!("gwhub-{cluster}-{id}"), csr);
+        let object = self.csr_object(cluster, &format!("gwhub-{}-{id}", name_part(cluster)), csr);
         let pp = PostParams::default();
         let created = self
             .csrs
@@ -642,6 +683,26 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    }
+
+    /// Every valid cluster name makes valid label values and object names.
+    #[test]
+    fn long_cluster_names_are_hashed_into_labels_and_names() {
+        let long = "a".repeat(253);
+        for cluster in ["east", "a_b", "x.y", long.as_str(), &"b".repeat(64)] {
+            gwhub_model::cluster::validate(cluster).unwrap();
+            let label = cluster_label(cluster);
+            assert!(label.len() <= 63, "{label}");
+            let name = pending_name(cluster, &"f".repeat(64));
+            assert!(name.len() <= 253, "{name}");
+            assert_eq!(gwhub_model::cluster::object_name(&name), name);
+        }
+        assert_eq!(cluster_label("east"), "east");
+        assert_eq!(
+            pending_name("east", "0123456789abcdef99"),
+            "gwhub-east-key-0123456789abcdef"
+        );
+        assert_ne!(cluster_label(&long), cluster_label(&"a".repeat(252)));
     }
 
     #[tokio::test]

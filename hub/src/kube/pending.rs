@@ -122,11 +122,9 @@ impl Joiner {
             .map_err(|e| unavailable("read the certificate request", e))?;
         let ours = |csr: &CertificateSigningRequest| {
             csr.spec.signer_name == super::join::SIGNER
-                && csr
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .is_some_and(|l| l.get("gwhub.io/cluster") == Some(cluster))
+                && csr.metadata.labels.as_ref().is_some_and(|l| {
+                    l.get("gwhub.io/cluster") == Some(&super::join::cluster_label(cluster))
+                })
         };
         if let Some(csr) = &existing
             && !ours(csr)
