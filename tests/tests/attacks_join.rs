@@ -490,7 +490,7 @@ async fn a_profile_deleted_while_no_hub_ran_is_revoked_at_start() {
 
 /// 200 made-up, well-formed tokens from 8 addresses (127.0.0.10-17), all
 /// at once: each is refused UNAUTHENTICATED from memory (no token Secret
-/// read, nobody's budget spent); right after, a valid token joins from the
+/// read, nobody's budget spent) and counted in gwhub_join_refused_total; right after, a valid token joins from the
 /// honest address and another from an attacker's address (one load
 /// balancer for all), so does a token for a 253-character cluster name,
 /// and the CertificateSigningRequests the hub made are gone once issued.
@@ -526,6 +526,8 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
         }
     }
     assert_eq!(refused, 200);
+    // Counted (gwhub_join_refused_total{reason="bad_token"}).
+    assert!(s.hub.hub.index.counters().joins_refused("bad_token") >= 200);
     // At most the grace (1 s) for a token made a moment ago, not a queue.
     assert!(
         started.elapsed() < Duration::from_secs(10),

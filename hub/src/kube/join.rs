@@ -35,7 +35,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use tonic::Status;
 
-use super::join_limits::{Keyed, Known, KnownTokens};
+use super::join_limits::{Keyed, Known, KnownTokens, RefusalLog};
 use super::tls_secrets::CA_SECRET;
 use crate::pki::{self, Pair};
 
@@ -201,6 +201,8 @@ pub struct Joiner {
     per_source: Keyed<String>,
     /// Renewals, per cluster.
     renew_limit: Keyed<String>,
+    /// Refused joins: counted, logged at a bounded rate.
+    refusals: RefusalLog,
     /// `--inventory-namespace`: where a join publishes its ClusterProfile.
     pub(super) profiles: Option<(Api<ClusterProfile>, String)>,
     /// Enforce mode: a tokenless join needs the cluster's ClusterProfile.
@@ -254,6 +256,7 @@ impl Joiner {
             per_token: Keyed::new(PER_TOKEN_PER_MINUTE, PER_TOKEN_PER_MINUTE),
             per_source: Keyed::new(PER_SOURCE_PER_MINUTE, PER_SOURCE_PER_MINUTE),
             renew_limit: Keyed::new(RENEW_PER_CLUSTER_PER_MINUTE, RENEW_PER_CLUSTER_PER_MINUTE),
+            refusals: RefusalLog::default(),
             profiles: None,
             enforce_inventory: false,
         }
@@ -263,6 +266,17 @@ impl Joiner {
     /// [`KnownTokens::follow`] on [`Joiner::token_secrets`].
     pub fn known_tokens(&self) -> KnownTokens {
         self.tokens.clone()
+    }
+
+    /// Refused joins are counted into `family` (`gwhub_join_refused_total`).
+    pub(crate) fn count_refusals_into(
+        &self,
+        family: prometheus_client::metrics::family::Family<
+            super::join_limits::RefusalLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    ) {
+        self.refusals.count_into(family);
     }
 
     /// Where the join token Secrets are.
@@ -338,12 +352,25 @@ impl Joiner {
                 message = s.message(),
                 "join waits for approval"
             ),
-            Err(s) => tracing::warn!(
-                cluster = req.cluster,
-                ?peer,
-                message = s.message(),
-                "join refused"
-            ),
+            Err(s) => {
+                let source = peer.map_or_else(|| "unknown".to_owned(), super::pending::source_of);
+                let (one, summary) = self.refusals.refused(&source, s.code(), Instant::now());
+                if summary > 0 {
+                    tracing::warn!(
+                        refused = summary,
+                        "more joins were refused in the last minute than were logged \
+                         (see gwhub_join_refused_total)"
+                    );
+                }
+                if one {
+                    tracing::warn!(
+                        cluster = req.cluster,
+                        source,
+                        message = s.message(),
+                        "join refused (the first from this address this minute)"
+                    );
+                }
+            }
         }
         result
     }

@@ -11,7 +11,10 @@
 //! - [`Keyed`]: one [`TokenBucket`] (the one rate limiter, from
 //!   `gwhub_common::bucket`) per key: per token id, per source address
 //!   (tokenless requests), per cluster (renewals). There is no global
-//!   window a flood could use up.
+//!   window a flood could use up;
+//! - [`RefusalLog`]: refused joins counted (`gwhub_join_refused_total`) and
+//!   logged at a bounded rate (a flood once wrote 7.6 MB of WARN lines in 3
+//!   minutes): the first per source address per minute, then one summary.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
@@ -189,6 +192,110 @@ fn token_id(s: &Secret) -> Option<String> {
         .cloned()
 }
 
+/// The `reason` label of `gwhub_join_refused_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct RefusalLabel {
+    reason: &'static str,
+}
+
+impl RefusalLabel {
+    /// The label of refusals for `reason` (see [`reason_of`]).
+    pub fn new(reason: &'static str) -> Self {
+        RefusalLabel { reason }
+    }
+}
+
+/// A refusal's reason, from its status code.
+pub fn reason_of(code: tonic::Code) -> &'static str {
+    use tonic::Code as C;
+    match code {
+        C::Unauthenticated => "bad_token",
+        C::PermissionDenied => "denied",
+        C::ResourceExhausted => "rate_limited",
+        C::AlreadyExists => "already_exists",
+        C::InvalidArgument => "invalid",
+        C::Unavailable => "unavailable",
+        _ => "other",
+    }
+}
+
+/// One line per source address per [`LOG_WINDOW`], then a summary.
+const LOG_WINDOW: Duration = Duration::from_secs(60);
+/// Addresses remembered per window (a flood from many addresses is
+/// summarised beyond them): 200 lines a minute at most.
+const LOG_SOURCES: usize = 200;
+
+#[derive(Debug)]
+struct LogWindow {
+    started: Instant,
+    logged: HashSet<String>,
+    suppressed: u64,
+}
+
+/// Counts refused joins and decides which are logged one by one.
+#[derive(Debug)]
+pub struct RefusalLog {
+    counter: std::sync::OnceLock<
+        prometheus_client::metrics::family::Family<
+            RefusalLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    >,
+    window: Mutex<Option<LogWindow>>,
+}
+
+impl Default for RefusalLog {
+    fn default() -> Self {
+        RefusalLog {
+            counter: std::sync::OnceLock::new(),
+            window: Mutex::new(None),
+        }
+    }
+}
+
+impl RefusalLog {
+    /// Counts into `family` from now on (set once, by the hub at start).
+    pub fn count_into(
+        &self,
+        family: prometheus_client::metrics::family::Family<
+            RefusalLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    ) {
+        let _ = self.counter.set(family);
+    }
+
+    /// Counts a refusal from `source` at `now`: whether to log it (the
+    /// first from that address this window), and how many refusals the
+    /// window that just ended did not log (0: none, or it has not ended).
+    pub fn refused(&self, source: &str, code: tonic::Code, now: Instant) -> (bool, u64) {
+        if let Some(c) = self.counter.get() {
+            c.get_or_create(&RefusalLabel {
+                reason: reason_of(code),
+            })
+            .inc();
+        }
+        let mut window = self.window.lock();
+        let mut summary = 0;
+        let w = match window.as_mut() {
+            Some(w) if now.duration_since(w.started) < LOG_WINDOW => w,
+            _ => {
+                summary = window.as_ref().map_or(0, |w| w.suppressed);
+                window.insert(LogWindow {
+                    started: now,
+                    logged: HashSet::new(),
+                    suppressed: 0,
+                })
+            }
+        };
+        let one = w.logged.len() < LOG_SOURCES && w.logged.insert(source.to_owned());
+        if !one {
+            w.suppressed += 1;
+        }
+        (one, summary)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +313,22 @@ mod tests {
         // 60 a minute: one back after a second.
         assert!(l.admit(&"a", t0 + Duration::from_secs(1)).is_ok());
         assert!(l.admit(&"a", t0 + Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn refusals_are_logged_once_per_address_per_minute_then_summarised() {
+        let log = RefusalLog::default();
+        let t0 = Instant::now();
+        let c = tonic::Code::Unauthenticated;
+        assert_eq!(log.refused("10.0.0.1", c, t0), (true, 0));
+        assert_eq!(log.refused("10.0.0.2", c, t0), (true, 0));
+        for _ in 0..100 {
+            assert_eq!(log.refused("10.0.0.1", c, t0), (false, 0));
+        }
+        // The next minute: the address again, and the summary of 100.
+        let t1 = t0 + Duration::from_secs(61);
+        assert_eq!(log.refused("10.0.0.1", c, t1), (true, 100));
+        assert_eq!(log.refused("10.0.0.1", c, t1), (false, 0));
     }
 
     #[test]
