@@ -357,7 +357,8 @@ async fn pending_requests_record_who_asked_and_an_approval_is_for_that_key_once(
 /// One address (127.0.0.3) holds at most 4 pending requests: the 5th is
 /// refused (RESOURCE_EXHAUSTED) and records nothing, while another address
 /// still may ask; a request older than an hour is deleted, and its slot is
-/// free again.
+/// free again; the leader's sweep deletes expired and denied requests
+/// with nobody asking.
 #[tokio::test]
 async fn one_address_holds_at_most_four_pending_and_expired_ones_are_deleted() {
     let Some(s) = Setup::start("one_address_holds_at_most_four_pending", false).await else {
@@ -404,6 +405,29 @@ async fn one_address_holds_at_most_four_pending_and_expired_ones_are_deleted() {
         "expired, not deleted"
     );
     assert_eq!(s.manual_csrs().await.len(), 5);
+
+    // With nobody asking, the leader's sweep (at its start, then every
+    // 12 minutes) deletes an expired and a denied request.
+    let mut old = csrs.get(&names[1]).await.unwrap();
+    old.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(REQUESTED_ANNOTATION.into(), two_hours_ago.to_string());
+    csrs.replace(&names[1], &PostParams::default(), &old)
+        .await
+        .unwrap();
+    s.decide(&names[2], "Denied").await;
+    let s = s.restart(async {}).await;
+    gwhub_test_kit::wait::until(
+        Duration::from_secs(30),
+        || async { s.manual_csrs().await.len() },
+        |n| *n == 3,
+    )
+    .await;
+    for gone in &names[1..3] {
+        assert!(s.csrs().get_opt(gone).await.unwrap().is_none(), "{gone}");
+    }
     s.hub.shutdown().await.unwrap();
 }
 

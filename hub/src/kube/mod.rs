@@ -538,6 +538,12 @@ impl Connected {
         }
         if let Some((known, api)) = tokens {
             tasks.spawn(known.follow(api, shutdown.clone()));
+            tasks.spawn(pending::sweep(
+                Api::all(client.clone()),
+                Api::namespaced(client.clone(), &options.namespace),
+                leader.clone(),
+                shutdown.clone(),
+            ));
         }
         if let Some((api, slot, lifetime)) = revocations {
             tasks.spawn(revocations::follow(

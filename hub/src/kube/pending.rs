@@ -336,6 +336,83 @@ impl Joiner {
     }
 }
 
+/// How often the leader sweeps the tokenless requests (also once when it
+/// starts leading): a fifth of [`PENDING_TTL`], so none outlives it by
+/// more than 12 minutes even when nobody asks.
+const SWEEP_EVERY: Duration = Duration::from_secs(720);
+
+/// While this replica leads, deletes the tokenless requests that are
+/// expired, denied or failed, or made before their cluster's removal
+/// (void), every [`SWEEP_EVERY`], until `shutdown`.
+pub(crate) async fn sweep(
+    csrs: kube::Api<CertificateSigningRequest>,
+    configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+    mut leader: tokio::sync::watch::Receiver<bool>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            led = leader.wait_for(|l| *l) => if led.is_err() { return },
+        }
+        if let Err(e) = sweep_once(&csrs, &configmaps).await {
+            tracing::warn!(error = %e, "cannot sweep the join requests; retrying later");
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(SWEEP_EVERY) => {}
+        }
+    }
+}
+
+/// What stops a sweep.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SweepError {
+    #[error("cannot list the join requests: {0}")]
+    List(kube::Error),
+    #[error(transparent)]
+    Removed(#[from] super::revocations::RevocationsError),
+}
+
+async fn sweep_once(
+    csrs: &kube::Api<CertificateSigningRequest>,
+    configmaps: &kube::Api<k8s_openapi::api::core::v1::ConfigMap>,
+) -> Result<(), SweepError> {
+    let removed = super::revocations::read(configmaps).await?;
+    let lp = ListParams::default().labels(&format!("{MANUAL_LABEL}=manual"));
+    let now = jiff::Timestamp::now().as_second();
+    for csr in csrs.list(&lp).await.map_err(SweepError::List)?.items {
+        let Some(name) = csr.metadata.name.as_deref() else {
+            continue;
+        };
+        let cluster = csr
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("gwhub.io/cluster"));
+        // Labels of long names are hashed: compared the same way.
+        let void = removed.iter().any(|(c, at)| {
+            cluster == Some(&super::join::cluster_label(c))
+                && requested_at(&csr).is_none_or(|t| t <= *at)
+        });
+        let why = if expired(&csr, now) {
+            "it expired"
+        } else if condition(&csr, "Denied").is_some() || condition(&csr, "Failed").is_some() {
+            "it was refused"
+        } else if void {
+            "its cluster was removed"
+        } else {
+            continue;
+        };
+        match csrs.delete(name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(csr = name, why, "join request deleted"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => tracing::warn!(csr = name, why, error = %e, "cannot delete join request"),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
