@@ -128,6 +128,16 @@ impl Setup {
 
     /// An unauthenticated Ingest client from source address `from`.
     async fn from(&self, from: [u8; 4]) -> IngestClient<Channel> {
+        self.client_as(from, None).await
+    }
+
+    /// An Ingest client from `from`, presenting `identity` (certificate and
+    /// key PEM) when given.
+    async fn client_as(
+        &self,
+        from: [u8; 4],
+        identity: Option<(&str, &str)>,
+    ) -> IngestClient<Channel> {
         let hub = self.hub.hub.ingest_addr;
         let src = SocketAddr::new(IpAddr::V4(Ipv4Addr::from(from)), 0);
         let connector = tower::service_fn(move |_: Uri| async move {
@@ -136,9 +146,12 @@ impl Setup {
             let stream = socket.connect(hub).await?;
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
         });
-        let tls = ClientTlsConfig::new()
+        let mut tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&self.ca))
             .domain_name("localhost");
+        if let Some((cert, key)) = identity {
+            tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
         let channel = Endpoint::from_shared(format!("https://{hub}"))
             .unwrap()
             .tls_config(tls)
@@ -196,6 +209,7 @@ impl Setup {
 /// fingerprint as the hub and the agent write it.
 struct Key {
     csr: String,
+    key_pem: String,
     fingerprint: String,
 }
 
@@ -211,6 +225,7 @@ fn key_for(cluster: &str) -> Key {
     )];
     Key {
         csr: p.serialize_request(&key).unwrap().pem().unwrap(),
+        key_pem: key.serialize_pem(),
         fingerprint: format!(
             "sha256:{}",
             gwhub_common::join::key_hash(&key.subject_public_key_info())
@@ -647,4 +662,41 @@ async fn a_corrupt_managed_serving_secret_is_reissued_on_restart() {
     assert!(e.to_string().contains("gwhub-serving"), "{e}");
     let after = secrets.get("gwhub-serving").await.unwrap();
     assert_eq!(after.data, before.data);
+}
+
+/// With the inventory enforced, Renew checks it: east (joined with a
+/// token) renews while its ClusterProfile exists; once the ClusterProfile
+/// is deleted, its current certificate renews nothing.
+#[tokio::test]
+async fn a_renewal_needs_the_clusters_profile() {
+    let Some(s) = Setup::start("a_renewal_needs_the_clusters_profile", true).await else {
+        return;
+    };
+    let mut client = s.from(HONEST).await;
+    let key = key_for("east");
+    let token = s.token("east").await;
+    let issued = join(&mut client, "east", &token, &key).await.unwrap();
+    let mut east = s
+        .client_as(HONEST, Some((&issued.certificate_pem, &key.key_pem)))
+        .await;
+    let renew = |csr: String| v1::RenewRequest { csr_pem: csr };
+    east.renew(renew(key_for("east").csr))
+        .await
+        .expect("east renews while its ClusterProfile exists");
+    Api::<ClusterProfile>::namespaced(s.admin.clone(), FLEET_NS)
+        .delete("east", &Default::default())
+        .await
+        .unwrap();
+    let e = gwhub_test_kit::wait::until(
+        Duration::from_secs(20),
+        || {
+            let mut east = east.clone();
+            async move { east.renew(renew(key_for("east").csr)).await.err() }
+        },
+        |e| e.is_some(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    s.hub.shutdown().await.unwrap();
 }
