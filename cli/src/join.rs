@@ -211,7 +211,7 @@ async fn remove(args: &RemoveArgs) -> Result<String, String> {
         .list(&kube::api::ListParams::default().labels(&format!(
             "{},gwhub.io/cluster={}",
             gwhub_common::join::TOKEN_LABEL,
-            args.cluster
+            gwhub_hub::kube::join::cluster_label(&args.cluster)
         )))
         .await
         .map_err(|e| format!("cannot list join tokens in {ns}: {e}"))?;

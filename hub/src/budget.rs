@@ -308,6 +308,10 @@ gwhub_common::metrics! {
         pub refused_cluster_report_bytes: Counter =>
             "gwhub_budget_refused_cluster_report_bytes",
             "Agent streams ended for --max-cluster-report-bytes.",
+        /// Refused Join calls, by reason (see [`crate::kube::join_limits::RefusalLog`]).
+        pub joins_refused: Family<crate::kube::join_limits::RefusalLabel, Counter> =>
+            "gwhub_join_refused",
+            "Join calls refused, by reason (bad_token, denied, rate_limited, already_exists, invalid, unavailable, other).",
         /// Streams refused for `--max-clusters`.
         pub refused_clusters: Counter => "gwhub_budget_refused_clusters",
             "Agent streams refused for --max-clusters.",
@@ -372,6 +376,7 @@ impl Default for Counters {
             web: listener("web"),
             tls: crate::tls_reload::TlsMetrics::default(),
             refused_cluster_report_bytes: Counter::default(),
+            joins_refused: Family::default(),
             refused_clusters: Counter::default(),
             refused_dashboard_calls: Counter::default(),
             refused_dashboard_calls_per_connection: Counter::default(),
@@ -397,6 +402,15 @@ impl Counters {
     /// A counter's or gauge's current value.
     pub fn get(c: &impl Value) -> u64 {
         c.value()
+    }
+}
+
+impl Counters {
+    /// Join calls refused for `reason` so far (`gwhub_join_refused_total`).
+    pub fn joins_refused(&self, reason: &'static str) -> u64 {
+        self.joins_refused
+            .get_or_create(&crate::kube::join_limits::RefusalLabel::new(reason))
+            .get()
     }
 }
 

@@ -249,7 +249,9 @@ impl Hub {
             },
             shutdown.clone(),
         )
-        .with_joiner(tls.as_ref().and_then(HubTls::joiner));
+        .with_joiner(tls.as_ref().and_then(HubTls::joiner).inspect(|j| {
+            j.count_refusals_into(index.counters().joins_refused.clone());
+        }));
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::budget::DashboardCalls::new(

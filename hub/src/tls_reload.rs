@@ -346,6 +346,12 @@ pub(crate) struct Serving {
     soonest: i64,
 }
 
+/// Whether `cert` and `key` (PEM) make a serving pair the hub can use
+/// (the check a reload makes); `Err` says why not.
+pub(crate) fn check_serving_pair(cert: &[u8], key: &[u8]) -> Result<(), TlsError> {
+    Serving::parse(cert, key, "tls.crt", "tls.key").map(drop)
+}
+
 impl Serving {
     fn parse(cert: &[u8], key: &[u8], cert_name: &str, key_name: &str) -> Result<Self, TlsError> {
         let chain = certs_of(cert, cert_name)?;

@@ -254,9 +254,8 @@ fn hello(cluster: &str) -> v1::Hello {
 }
 
 /// Join on a real API server: a valid token gets a certificate naming the
-/// cluster (recorded as an approved, signed CertificateSigningRequest of
-/// signer gwhub.io/cluster-agent) that then streams; the token is used
-/// up. A reused, forged, expired or other-cluster token, or a CSR for
+/// cluster (recorded in ConfigMap gwhub-issued; its CertificateSigningRequest
+/// deleted once issued) that then streams; the token is used up. A reused, forged, expired or other-cluster token, or a CSR for
 /// another name, is refused and issues nothing; Report without a
 /// certificate is still refused.
 #[tokio::test]
@@ -359,22 +358,21 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     assert_eq!(issued.ca_pem.as_bytes(), ca_pem.as_slice());
     let id = gwhub_common::identity::cluster_from_pem(issued.certificate_pem.as_bytes()).unwrap();
     assert_eq!(id.cluster, "east");
-    let recorded = csrs.list(&Default::default()).await.unwrap().items;
-    assert_eq!(recorded.len(), 1);
-    let r = &recorded[0];
-    assert_eq!(r.spec.signer_name, "gwhub.io/cluster-agent");
-    let status = r.status.as_ref().unwrap();
+    // Recorded (created, approved, signed), then deleted once issued; the
+    // identity is recorded in gwhub-issued.
     assert!(
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Approved" && c.status == "True")
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
     );
-    assert_eq!(
-        status.certificate.as_ref().unwrap().0,
-        issued.certificate_pem.as_bytes()
-    );
+    let issued_cm =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), SYSTEM_NS)
+            .get("gwhub-issued")
+            .await
+            .unwrap();
+    assert!(issued_cm.data.unwrap().contains_key("east"));
     // Single use.
     let e = anon.join(join(&token, "east", &csr)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
@@ -413,7 +411,13 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
         assert_eq!(e.code(), code, "{t}: {e:?}");
         assert!(e.message().contains(says), "{t}: {e:?}");
     }
-    assert_eq!(csrs.list(&Default::default()).await.unwrap().items.len(), 1);
+    assert!(
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     // The forged attempt did not use up the real token.
     let (csr2, _) = csr_for("east");
     anon.join(join(&real, "east", &csr2)).await.unwrap();
@@ -445,12 +449,12 @@ async fn decide(csrs: &Api<CertificateSigningRequest>, name: &str, type_: &str) 
 /// Join without a token, on a real API server: the request is recorded
 /// as an unapproved CertificateSigningRequest of signer
 /// gwhub.io/cluster-agent named after the cluster and the key (a retry
-/// with the same key finds it; another key for the cluster is refused
-/// while it waits) and the hub answers FAILED_PRECONDITION naming it;
-/// once an admin approves it, the next attempt gets a certificate that
-/// streams (again the same one); a denied request is refused naming it;
-/// a bad token is still refused with no request recorded; with 64 pending
-/// no new one is.
+/// with the same key finds it; another key for the cluster gets its own)
+/// and the hub answers FAILED_PRECONDITION naming it; once an admin
+/// approves it, the next attempt gets a certificate that streams, once
+/// (the request is deleted; asking again is ALREADY_EXISTS); a denied
+/// request is refused naming it; a bad token is still refused with no
+/// request recorded; with 64 pending no new one is.
 #[tokio::test]
 async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
     if !require_assets("a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused") {
@@ -511,16 +515,14 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
     assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
     assert!(e.message().ends_with(&name), "{e:?}");
     assert_eq!(count().await, 1);
-    // Another key for east while it waits: refused, naming the pending one.
+    // Another key for east while it waits: its own request, never
+    // another's.
     let (other, _) = csr_for("east");
     let e = anon.join(join("east", "", &other)).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::FailedPrecondition, "{e:?}");
-    assert!(
-        e.message().contains("already has a pending request"),
-        "{e:?}"
-    );
-    assert!(e.message().contains(&name), "{e:?}");
-    assert_eq!(count().await, 1);
+    assert!(e.message().starts_with("waiting for approval"), "{e:?}");
+    assert!(!e.message().contains(&name), "{e:?}");
+    assert_eq!(count().await, 2);
 
     // kubectl certificate approve: the next attempt gets the certificate.
     decide(&csrs, &name, "Approved").await;
@@ -532,17 +534,10 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
     assert_eq!(issued.ca_pem.as_bytes(), ca_pem.as_slice());
     let id = gwhub_common::identity::cluster_from_pem(issued.certificate_pem.as_bytes()).unwrap();
     assert_eq!(id.cluster, "east");
-    let signed = csrs.get(&name).await.unwrap();
-    assert_eq!(
-        signed.status.unwrap().certificate.unwrap().0,
-        issued.certificate_pem.as_bytes()
-    );
-    let twice = anon
-        .join(join("east", "", &csr))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(twice.certificate_pem, issued.certificate_pem);
+    // Once: the request is deleted, the same key again refused.
+    assert!(csrs.get_opt(&name).await.unwrap().is_none());
+    let e = anon.join(join("east", "", &csr)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::AlreadyExists, "{e:?}");
     let east = || tls_ingest(addr, &ca_pem, Some((&issued.certificate_pem, &key_pem)));
     admitted(east, hello("east"), WAIT).await;
 
@@ -585,8 +580,9 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
 
 /// The real `gwhub-agent run --hub-ca-hash` without a join token: it
 /// waits (retrying, not exiting, not streaming) while its request is
-/// pending; after `kubectl certificate approve` its next attempt gets the
-/// certificate, stores it and streams.
+/// pending, logging its key's fingerprint (the one on its request); after
+/// `kubectl certificate approve` its next attempt gets the certificate,
+/// stores it and streams.
 #[tokio::test]
 async fn a_tokenless_agent_streams_once_its_request_is_approved() {
     if !require_assets("a_tokenless_agent_streams_once_its_request_is_approved") {
@@ -643,11 +639,16 @@ async fn a_tokenless_agent_streams_once_its_request_is_approved() {
     )
     .await;
     let name = pending[0].metadata.name.clone().unwrap();
+    // The operator matches the request to the agent by its key's
+    // fingerprint: on the request, and in the agent's log.
+    let fingerprint =
+        pending[0].metadata.annotations.as_ref().unwrap()["gwhub.io/key-sha256"].clone();
+    assert!(fingerprint.starts_with("sha256:"), "{fingerprint}");
     // Waiting: still running, asking again, not streaming.
     until(
         WAIT,
         || async { std::fs::read_to_string(&log).unwrap_or_default() },
-        |t| t.matches("waiting for approval").count() >= 2,
+        |t| t.matches("waiting for approval").count() >= 2 && t.contains(&fingerprint),
     )
     .await;
     assert!(agent.0.try_wait().unwrap().is_none(), "the agent exited");
@@ -660,18 +661,9 @@ async fn a_tokenless_agent_streams_once_its_request_is_approved() {
         .get("gwhub-agent-identity")
         .await
         .unwrap();
-    let cert = key(&identity, "tls.crt");
-    assert_eq!(
-        csrs.get(&name)
-            .await
-            .unwrap()
-            .status
-            .unwrap()
-            .certificate
-            .unwrap()
-            .0,
-        cert
-    );
+    assert!(!key(&identity, "tls.crt").is_empty());
+    // Issued once: the request is deleted.
+    assert!(csrs.get_opt(&name).await.unwrap().is_none());
     hub.shutdown().await.unwrap();
 }
 
@@ -844,8 +836,8 @@ fn the_shipped_install_is_mtls_and_only_the_dev_overlay_is_plaintext() {
 }
 
 /// Renewal: with 20 s agent certificates, the joined agent renews at 2/3
-/// of the lifetime over its authenticated connection (recorded as a
-/// CertificateSigningRequest), updates its Secret, and after the first
+/// of the lifetime over its authenticated connection (recorded in
+/// gwhub-issued, its CertificateSigningRequest deleted), updates its Secret, and after the first
 /// certificate expired (the hub ends that stream) it streams on with the
 /// renewed one, never going stale.
 #[tokio::test]
@@ -926,17 +918,24 @@ async fn a_joined_agent_renews_before_its_certificate_expires() {
         "renewed only after expiry"
     );
     assert!(gwhub_common::identity::soonest_expiry_pem(&renewed).unwrap() > first_na);
-    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
-    let reasons: Vec<String> = csrs
-        .list(&Default::default())
+    // Recorded in gwhub-issued (the renewed identity); its
+    // CertificateSigningRequest deleted once issued.
+    let issued = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(admin.clone(), SYSTEM_NS)
+        .get("gwhub-issued")
         .await
         .unwrap()
-        .items
-        .iter()
-        .flat_map(|c| c.status.iter().flat_map(|s| s.conditions.iter().flatten()))
-        .filter_map(|c| c.reason.clone())
-        .collect();
-    assert!(reasons.iter().any(|r| r == "GwhubRenewal"), "{reasons:?}");
+        .data
+        .unwrap();
+    let east: gwhub_hub::kube::issued::Issued = serde_json::from_str(&issued["east"]).unwrap();
+    assert!(east.not_after > first_na, "{east:?}");
+    let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    assert!(
+        csrs.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 
     // Past the first certificate's expiry: the old stream was ended, the
     // agent streams with the renewed certificate, never stale.

@@ -167,6 +167,15 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
             )
         })?;
     let mut client = IngestClient::new(channel);
+    // Without a token an operator approves the request whose fingerprint
+    // (the hub's gwhub.io/key-sha256 annotation) is this one.
+    let key_sha256 = {
+        use rcgen::PublicKeyData;
+        format!(
+            "sha256:{}",
+            gwhub_common::join::key_hash(&key.subject_public_key_info())
+        )
+    };
     let mut backoff = APPROVAL_BACKOFF_MIN;
     let resp = loop {
         let answer = client
@@ -183,6 +192,7 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
             Err(s) if token.is_empty() && retry_without_token(&s) => {
                 tracing::warn!(
                     cluster = %plan.cluster,
+                    key_sha256,
                     retry_in_s = backoff.as_secs(),
                     "{}",
                     s.message()

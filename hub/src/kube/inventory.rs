@@ -10,7 +10,9 @@
 //! Spec section 7: a join publishes the cluster's ClusterProfile when none
 //! exists ([`publish`]), and a deleted ClusterProfile revokes the cluster's
 //! identity as `gwhubctl cluster remove` does (the leader records it in
-//! ConfigMap `gwhub-revoked`, see [`super::revocations`]).
+//! ConfigMap `gwhub-revoked`, see [`super::revocations`]); so is, at start,
+//! a cluster issued an identity under the inventory whose ClusterProfile
+//! is gone ([`revoke_orphans`]).
 
 use std::collections::BTreeMap;
 
@@ -83,6 +85,88 @@ impl Removals {
             ),
         }
     }
+}
+
+/// What keeps [`revoke_orphans`] from checking the identities.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OrphansError {
+    #[error("cannot list the ClusterProfiles: {0}")]
+    Profiles(kube::Error),
+    #[error(transparent)]
+    Issued(#[from] super::issued::IssuedError),
+    #[error(transparent)]
+    Removed(#[from] super::revocations::RevocationsError),
+}
+
+/// Attempts of [`revoke_orphans`], [`ORPHANS_RETRY`] apart: an API server
+/// that stays away this long is logged, not waited on forever.
+const ORPHANS_ATTEMPTS: u32 = 10;
+const ORPHANS_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Once this replica leads: every cluster with a live identity issued
+/// while inventory `namespace` was configured (ConfigMap `gwhub-issued`)
+/// and no ClusterProfile now is revoked as if its ClusterProfile had been
+/// deleted (spec section 7, "Hardening": a deletion while no hub ran is
+/// never seen by the watch).
+pub(crate) async fn revoke_orphans(
+    api: Api<ClusterProfile>,
+    removals: Removals,
+    namespace: String,
+    shutdown: CancellationToken,
+) {
+    let mut leader = removals.leader.clone();
+    tokio::select! {
+        _ = shutdown.cancelled() => return,
+        led = leader.wait_for(|l| *l) => if led.is_err() { return },
+    }
+    for attempt in 1..=ORPHANS_ATTEMPTS {
+        match orphans(&api, &removals.configmaps, &namespace).await {
+            Ok(clusters) => {
+                for cluster in clusters {
+                    tracing::info!(
+                        %cluster,
+                        "an identity was issued under the fleet inventory, but its ClusterProfile is gone"
+                    );
+                    removals.revoke(&cluster).await;
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(attempt, error = %e, "cannot check for identities without a ClusterProfile")
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(ORPHANS_RETRY) => {}
+        }
+    }
+}
+
+async fn orphans(
+    api: &Api<ClusterProfile>,
+    configmaps: &Api<ConfigMap>,
+    namespace: &str,
+) -> Result<Vec<String>, OrphansError> {
+    // The identities first, then the ClusterProfiles: a join publishes its
+    // ClusterProfile before it records the identity, so an identity read
+    // here has its ClusterProfile in the list below unless it was deleted.
+    let issued = super::issued::read(configmaps).await?;
+    let profiles: std::collections::BTreeSet<String> = api
+        .list(&Default::default())
+        .await
+        .map_err(OrphansError::Profiles)?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    let removed = super::revocations::read(configmaps).await?;
+    let now = jiff::Timestamp::now().as_second();
+    Ok(
+        super::issued::orphaned(&issued, &removed, namespace, &profiles, now)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
+    )
 }
 
 /// Watches the ClusterProfiles of `api` into `index` until `shutdown`; a

@@ -5,24 +5,20 @@
 //! up; the request is recorded as a `certificates.k8s.io/v1`
 //! CertificateSigningRequest of signer `gwhub.io/cluster-agent`, approved
 //! (the `approval` subresource) and signed with the key in Secret
-//! `gwhub-ca` (the `status` subresource), so `kubectl get csr` shows every
-//! certificate the hub issued. A refused attempt issues and records
-//! nothing; attempts are rate-limited per client address and overall, and
-//! only attempts that get past the free checks (the cluster's name, the
-//! token's format) count, so garbage cannot use up the limit honest joins
-//! share. Renewals are rate-limited per cluster.
+//! `gwhub-ca` (the `status` subresource), then deleted (the hub's CSRs
+//! are deleted once issued, denied or expired). A refused attempt issues and records
+//! nothing. A token whose id no token Secret has is refused from memory
+//! (see [`super::join_limits`]); attempts are limited per token id, tokenless
+//! ones per source address, renewals per cluster, never overall: nobody
+//! without a token can keep a valid one out.
 //! With a fleet inventory, a join publishes the cluster's ClusterProfile
 //! first when none exists, so the new cluster may stream at once.
 //!
-//! A Join with no token is the manual path: its request is recorded as a
-//! CertificateSigningRequest named after the cluster and the request's
-//! public key (a retry with the same key finds it), NOT approved; the
-//! hub answers FAILED_PRECONDITION naming it until an operator runs
-//! `kubectl certificate approve`, then the next attempt signs the request
-//! as approved. A denied request is refused. At most one pending request
-//! per cluster and [`MAX_PENDING`] in all.
+//! Every issued certificate is recorded in ConfigMap `gwhub-issued`
+//! ([`super::issued`]).
+//!
+//! A Join with no token is the manual path, in [`super::pending`].
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
@@ -37,9 +33,9 @@ use k8s_openapi::api::certificates::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
-use parking_lot::Mutex;
 use tonic::Status;
 
+use super::join_limits::{Keyed, Known, KnownTokens, RefusalLog};
 use super::tls_secrets::CA_SECRET;
 use crate::pki::{self, Pair};
 
@@ -50,16 +46,15 @@ pub const CLUSTER_KEY: &str = "cluster";
 pub const EXPIRES_KEY: &str = "expires";
 pub const HASH_KEY: &str = "tokenHash";
 
-/// Join attempts per client address per window, and overall.
-const PER_CLIENT: u32 = 10;
-const OVERALL: u32 = 100;
-const WINDOW: Duration = Duration::from_secs(60);
-/// Renewals per cluster per window (an agent renews every few weeks; a
-/// retry loop, or a stolen key, is cut off), and overall.
-const RENEW_PER_CLUSTER: u32 = 5;
-const RENEW_OVERALL: u32 = 1000;
-/// Unapproved tokenless requests the hub keeps at most.
-pub const MAX_PENDING: usize = 64;
+/// Attempts per join token id: a minute's burst of 5, then 5 a minute (an
+/// agent uses its token once, and retries only when the hub was busy).
+const PER_TOKEN_PER_MINUTE: u32 = 5;
+/// Tokenless attempts per source address: a burst of 10, then 10 a minute
+/// (an agent waiting for approval asks every 2 to 30 s).
+const PER_SOURCE_PER_MINUTE: u32 = 10;
+/// Renewals per cluster: a burst of 5, then 5 a minute (an agent renews
+/// every few weeks; a retry loop, or a stolen key, is cut off).
+const RENEW_PER_CLUSTER_PER_MINUTE: u32 = 5;
 /// The label of a tokenless join's request.
 pub const MANUAL_LABEL: &str = "gwhub.io/approval";
 /// The start of the answer while a tokenless request waits.
@@ -67,6 +62,46 @@ pub const WAITING: &str = "waiting for approval";
 
 /// The API server's floor for `spec.expirationSeconds`.
 const MIN_EXPIRATION_SECONDS: u64 = 600;
+
+/// The longest label value (Kubernetes).
+const MAX_LABEL_VALUE: usize = 63;
+/// The longest cluster part of a CSR's name: `gwhub-` + it + `-key-` and 16
+/// hex digits, or `-renew-` and an id, stay well within 253.
+const MAX_NAME_PART: usize = 200;
+
+/// A hash standing for a cluster name too long (or with characters) for a
+/// label value or an object name: `h-` and 32 hex digits of its SHA-256
+/// (128 bits: no two cluster names meet).
+fn hashed(cluster: &str) -> String {
+    let hex = gwhub_common::join::key_hash(cluster.as_bytes());
+    format!("h-{}", hex.get(..32).unwrap_or(&hex))
+}
+
+/// The value of label `gwhub.io/cluster` for `cluster` (on join token
+/// Secrets and CSRs): the name when it is a valid label value (at most 63
+/// characters), else [`hashed`], so every valid cluster name can get a
+/// join token.
+pub fn cluster_label(cluster: &str) -> String {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if cluster.len() <= MAX_LABEL_VALUE
+        && alnum(cluster.chars().next())
+        && alnum(cluster.chars().last())
+    {
+        cluster.to_owned()
+    } else {
+        hashed(cluster)
+    }
+}
+
+/// The cluster's part of a CSR's name: the name when it is an object name
+/// of at most [`MAX_NAME_PART`] characters, else [`hashed`].
+fn name_part(cluster: &str) -> String {
+    if cluster.len() <= MAX_NAME_PART && gwhub_model::cluster::object_name(cluster) == cluster {
+        cluster.to_owned()
+    } else {
+        hashed(cluster)
+    }
+}
 
 /// The Secret that records `token` for `cluster` until `expires` (only
 /// the secret's hash), in the hub's namespace.
@@ -77,7 +112,7 @@ pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) 
             labels: Some(
                 [
                     (TOKEN_LABEL.to_owned(), token.id.clone()),
-                    ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
+                    ("gwhub.io/cluster".to_owned(), cluster_label(cluster)),
                 ]
                 .into(),
             ),
@@ -96,55 +131,6 @@ pub fn token_secret(token: &JoinToken, cluster: &str, expires: jiff::Timestamp) 
     }
 }
 
-/// Fixed-window counters: at most `per_client` attempts per key (a client
-/// address, a cluster) and `overall` in all per `window`.
-#[derive(Debug)]
-pub struct RateLimit<K = IpAddr> {
-    per_client: u32,
-    overall: u32,
-    window: Duration,
-    started: Option<Instant>,
-    total: u32,
-    clients: HashMap<K, u32>,
-}
-
-impl<K: std::hash::Hash + Eq> RateLimit<K> {
-    pub fn new(per_client: u32, overall: u32, window: Duration) -> Self {
-        RateLimit {
-            per_client,
-            overall,
-            window,
-            started: None,
-            total: 0,
-            clients: HashMap::new(),
-        }
-    }
-
-    /// Counts an attempt at `now`; `Err` says which limit it hit.
-    pub fn admit(&mut self, client: Option<K>, now: Instant) -> Result<(), &'static str> {
-        if self
-            .started
-            .is_none_or(|s| now.duration_since(s) >= self.window)
-        {
-            self.started = Some(now);
-            self.total = 0;
-            self.clients.clear();
-        }
-        if self.total >= self.overall {
-            return Err("too many join attempts at this hub; retry in a minute");
-        }
-        if let Some(ip) = client {
-            let n = self.clients.entry(ip).or_insert(0);
-            if *n >= self.per_client {
-                return Err("too many join attempts from this address; retry in a minute");
-            }
-            *n += 1;
-        }
-        self.total += 1;
-        Ok(())
-    }
-}
-
 /// The free checks of a Join (no API call): the cluster's name and the
 /// token's format, or (no token) the request's names and key.
 fn precheck(req: &v1::JoinRequest) -> Result<Credential, Status> {
@@ -153,7 +139,7 @@ fn precheck(req: &v1::JoinRequest) -> Result<Credential, Status> {
     if req.token.is_empty() {
         let hash = pki::agent_csr_key_hash(&req.csr_pem, &req.cluster)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        return Ok(Credential::Manual(pending_name(&req.cluster, &hash)));
+        return Ok(Credential::Manual(pending_name(&req.cluster, &hash), hash));
     }
     JoinToken::parse(&req.token)
         .map(Credential::Token)
@@ -163,21 +149,23 @@ fn precheck(req: &v1::JoinRequest) -> Result<Credential, Status> {
 /// What a Join carries.
 enum Credential {
     Token(JoinToken),
-    /// No token: the name of its CertificateSigningRequest.
-    Manual(String),
+    /// No token: the name of its CertificateSigningRequest, the hash of
+    /// its key.
+    Manual(String, String),
 }
 
 /// The CertificateSigningRequest of a tokenless join of `cluster` with
 /// the key of hash `key_hash`.
 pub fn pending_name(cluster: &str, key_hash: &str) -> String {
     format!(
-        "gwhub-{cluster}-key-{}",
+        "gwhub-{}-key-{}",
+        name_part(cluster),
         key_hash.get(..16).unwrap_or(key_hash)
     )
 }
 
 /// The status of a condition `type_` of `csr`, True.
-fn condition(
+pub(super) fn condition(
     csr: &CertificateSigningRequest,
     type_: &str,
 ) -> Option<CertificateSigningRequestCondition> {
@@ -189,7 +177,7 @@ fn condition(
 }
 
 /// Neither approved, denied nor failed.
-fn is_pending(csr: &CertificateSigningRequest) -> bool {
+pub(super) fn is_pending(csr: &CertificateSigningRequest) -> bool {
     ["Approved", "Denied", "Failed"]
         .iter()
         .all(|t| condition(csr, t).is_none())
@@ -198,15 +186,25 @@ fn is_pending(csr: &CertificateSigningRequest) -> bool {
 /// Issues agent certificates for valid join tokens.
 pub struct Joiner {
     secrets: Api<Secret>,
-    /// ConfigMap `gwhub-revoked`, read fresh by each renewal.
-    configmaps: Api<ConfigMap>,
-    csrs: Api<CertificateSigningRequest>,
-    lifetime: Duration,
-    limit: Mutex<RateLimit>,
+    /// ConfigMaps `gwhub-revoked` and `gwhub-issued`, read fresh.
+    pub(super) configmaps: Api<ConfigMap>,
+    pub(super) csrs: Api<CertificateSigningRequest>,
+    pub(super) lifetime: Duration,
+    /// Tokenless requests are counted and created one at a time.
+    pub(super) manual: tokio::sync::Mutex<()>,
+    /// The join tokens that exist (ids), followed by [`KnownTokens::follow`].
+    tokens: KnownTokens,
+    /// How long an id not known yet waits for the watch.
+    grace: Duration,
+    per_token: Keyed<String>,
+    /// Tokenless attempts, per source address (see [`super::pending::source_of`]).
+    per_source: Keyed<String>,
     /// Renewals, per cluster.
-    renew_limit: Mutex<RateLimit<String>>,
+    renew_limit: Keyed<String>,
+    /// Refused joins: counted, logged at a bounded rate.
+    refusals: RefusalLog,
     /// `--inventory-namespace`: where a join publishes its ClusterProfile.
-    profiles: Option<(Api<ClusterProfile>, String)>,
+    pub(super) profiles: Option<(Api<ClusterProfile>, String)>,
     /// Enforce mode: a tokenless join needs the cluster's ClusterProfile.
     enforce_inventory: bool,
 }
@@ -233,7 +231,13 @@ fn raw(s: &Secret, key: &str) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
 }
 
-fn unavailable(what: &str, e: kube::Error) -> Status {
+fn unknown_token(id: &str) -> Status {
+    Status::unauthenticated(format!(
+        "join token {id} is unknown (used, deleted or never made)"
+    ))
+}
+
+pub(super) fn unavailable(what: &str, e: kube::Error) -> Status {
     tracing::warn!(error = %e, "join: {what}");
     Status::unavailable(format!("the hub cannot {what} now; retry later"))
 }
@@ -246,11 +250,45 @@ impl Joiner {
             configmaps: Api::namespaced(client.clone(), namespace),
             csrs: Api::all(client),
             lifetime,
-            limit: Mutex::new(RateLimit::new(PER_CLIENT, OVERALL, WINDOW)),
-            renew_limit: Mutex::new(RateLimit::new(RENEW_PER_CLUSTER, RENEW_OVERALL, WINDOW)),
+            manual: tokio::sync::Mutex::new(()),
+            tokens: KnownTokens::default(),
+            grace: super::join_limits::GRACE,
+            per_token: Keyed::new(PER_TOKEN_PER_MINUTE, PER_TOKEN_PER_MINUTE),
+            per_source: Keyed::new(PER_SOURCE_PER_MINUTE, PER_SOURCE_PER_MINUTE),
+            renew_limit: Keyed::new(RENEW_PER_CLUSTER_PER_MINUTE, RENEW_PER_CLUSTER_PER_MINUTE),
+            refusals: RefusalLog::default(),
             profiles: None,
             enforce_inventory: false,
         }
+    }
+
+    /// The join token ids this Joiner admits; follow them with
+    /// [`KnownTokens::follow`] on [`Joiner::token_secrets`].
+    pub fn known_tokens(&self) -> KnownTokens {
+        self.tokens.clone()
+    }
+
+    /// Refused joins are counted into `family` (`gwhub_join_refused_total`).
+    pub(crate) fn count_refusals_into(
+        &self,
+        family: prometheus_client::metrics::family::Family<
+            super::join_limits::RefusalLabel,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    ) {
+        self.refusals.count_into(family);
+    }
+
+    /// Where the join token Secrets are.
+    pub fn token_secrets(&self) -> Api<Secret> {
+        self.secrets.clone()
+    }
+
+    /// Known token ids from the start, not followed, no grace (tests).
+    pub fn with_known_tokens(mut self, tokens: KnownTokens) -> Self {
+        self.tokens = tokens;
+        self.grace = Duration::ZERO;
+        self
     }
 
     /// Joins publish the cluster's ClusterProfile in the inventory
@@ -274,17 +312,37 @@ impl Joiner {
         peer: Option<IpAddr>,
         req: v1::JoinRequest,
     ) -> Result<v1::JoinResponse, Status> {
+        let now = Instant::now();
+        let retry = |e: Duration| e.as_secs().max(1);
         let result = match precheck(&req) {
             Err(e) => Err(e),
-            Ok(token) => match self.limit.lock().admit(peer, Instant::now()) {
-                Err(e) => Err(Status::resource_exhausted(e)),
-                Ok(()) => Ok(token),
-            },
-        };
-        let result = match result {
-            Ok(Credential::Token(token)) => self.join_checked(&req, token).await,
-            Ok(Credential::Manual(name)) => self.join_manual(&req, &name).await,
-            Err(e) => Err(e),
+            Ok(Credential::Token(token)) => {
+                match self.tokens.check_within(&token.id, self.grace).await {
+                    // From memory: no API call, nobody's budget.
+                    Known::No => Err(unknown_token(&token.id)),
+                    Known::NotYet => Err(Status::unavailable(
+                        "the hub has not read its join tokens yet; retry shortly",
+                    )),
+                    Known::Yes => match self.per_token.admit(&token.id, now) {
+                        Err(e) => Err(Status::resource_exhausted(format!(
+                            "too many attempts with join token {}; retry in {}s",
+                            token.id,
+                            retry(e)
+                        ))),
+                        Ok(()) => self.join_checked(&req, token).await,
+                    },
+                }
+            }
+            Ok(Credential::Manual(name, hash)) => {
+                let source = peer.map_or_else(|| "unknown".to_owned(), super::pending::source_of);
+                match self.per_source.admit(&source, now) {
+                    Err(e) => Err(Status::resource_exhausted(format!(
+                        "too many join attempts without a token from {source}; retry in {}s",
+                        retry(e)
+                    ))),
+                    Ok(()) => self.join_manual(peer, &req, &name, &hash).await,
+                }
+            }
         };
         match &result {
             Ok(_) => tracing::info!(cluster = req.cluster, ?peer, "cluster joined"),
@@ -294,12 +352,25 @@ impl Joiner {
                 message = s.message(),
                 "join waits for approval"
             ),
-            Err(s) => tracing::warn!(
-                cluster = req.cluster,
-                ?peer,
-                message = s.message(),
-                "join refused"
-            ),
+            Err(s) => {
+                let source = peer.map_or_else(|| "unknown".to_owned(), super::pending::source_of);
+                let (one, summary) = self.refusals.refused(&source, s.code(), Instant::now());
+                if summary > 0 {
+                    tracing::warn!(
+                        refused = summary,
+                        "more joins were refused in the last minute than were logged \
+                         (see gwhub_join_refused_total)"
+                    );
+                }
+                if one {
+                    tracing::warn!(
+                        cluster = req.cluster,
+                        source,
+                        message = s.message(),
+                        "join refused (the first from this address this minute)"
+                    );
+                }
+            }
         }
         result
     }
@@ -310,11 +381,7 @@ impl Joiner {
         token: JoinToken,
     ) -> Result<v1::JoinResponse, Status> {
         let id = &token.id;
-        let unknown = || {
-            Status::unauthenticated(format!(
-                "join token {id} is unknown (used, deleted or never made)"
-            ))
-        };
+        let unknown = || unknown_token(id);
         let stored = self
             .secrets
             .get_opt(&token.secret_name())
@@ -354,11 +421,8 @@ impl Joiner {
         // In the inventory before the certificate exists: it may stream at
         // once (enforce mode). Before the token is used up: a failure here
         // leaves the token for a retry.
-        if let Some((profiles, namespace)) = &self.profiles {
-            super::inventory::publish(profiles, namespace, &req.cluster)
-                .await
-                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
-        }
+        self.publish_profile(&req.cluster).await?;
+        self.record_issued(&req.cluster, now).await?;
         // Single use: only the caller whose delete wins goes on.
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -380,147 +444,6 @@ impl Joiner {
         })
     }
 
-    /// A tokenless join: its request `name` recorded and left for an
-    /// operator; once approved, signed (the recorded request, the one the
-    /// operator approved) and its certificate returned.
-    async fn join_manual(
-        &self,
-        req: &v1::JoinRequest,
-        name: &str,
-    ) -> Result<v1::JoinResponse, Status> {
-        let cluster = &req.cluster;
-        if self.enforce_inventory
-            && let Some((profiles, namespace)) = &self.profiles
-        {
-            // Listed (the hub's verb on the inventory), by name.
-            let lp = kube::api::ListParams::default().fields(&format!("metadata.name={cluster}"));
-            let found = profiles
-                .list(&lp)
-                .await
-                .map_err(|e| unavailable("read the fleet inventory", e))?;
-            if found.items.is_empty() {
-                return Err(Status::permission_denied(format!(
-                    "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
-                     (namespace {namespace}); a join without a token needs it first"
-                )));
-            }
-        }
-        let waiting = || {
-            Status::failed_precondition(format!("{WAITING}: kubectl certificate approve {name}"))
-        };
-        let existing = self
-            .csrs
-            .get_opt(name)
-            .await
-            .map_err(|e| unavailable("read the certificate request", e))?;
-        let Some(csr) = existing else {
-            self.request_approval(cluster, name, &req.csr_pem).await?;
-            return Err(waiting());
-        };
-        let ours = csr.spec.signer_name == SIGNER
-            && csr
-                .metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.get("gwhub.io/cluster") == Some(cluster));
-        if !ours {
-            return Err(Status::permission_denied(format!(
-                "CertificateSigningRequest {name} is not a gwhub join request of cluster {cluster:?}"
-            )));
-        }
-        for refused in ["Denied", "Failed"] {
-            if let Some(c) = condition(&csr, refused) {
-                return Err(Status::permission_denied(format!(
-                    "CertificateSigningRequest {name} was {}{}; delete it (kubectl delete csr {name}) to ask again",
-                    refused.to_lowercase(),
-                    c.message.map(|m| format!(" ({m})")).unwrap_or_default()
-                )));
-            }
-        }
-        if condition(&csr, "Approved").is_none() {
-            return Err(waiting());
-        }
-        let ca = self.ca().await?;
-        if let Some(cert) = csr.status.as_ref().and_then(|s| s.certificate.as_ref()) {
-            // Signed before (an answer lost on the way): the same one.
-            return Ok(v1::JoinResponse {
-                certificate_pem: String::from_utf8_lossy(&cert.0).into_owned(),
-                ca_pem: ca.cert_pem,
-            });
-        }
-        let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
-        let now = jiff::Timestamp::now().as_second();
-        let cert = pki::sign_agent_csr(&ca, &request, cluster, now, self.lifetime)
-            .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
-            .map_err(|e| {
-                Status::invalid_argument(format!("CertificateSigningRequest {name}: {e}"))
-            })?;
-        if let Some((profiles, namespace)) = &self.profiles {
-            super::inventory::publish(profiles, namespace, cluster)
-                .await
-                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
-        }
-        let mut signed = csr;
-        if let Some(status) = signed.status.as_mut() {
-            status.certificate = Some(ByteString(cert.as_bytes().to_vec()));
-        }
-        self.csrs
-            .replace_subresource("status", name, &PostParams::default(), &signed)
-            .await
-            .map_err(|e| unavailable("record the certificate", e))?;
-        Ok(v1::JoinResponse {
-            certificate_pem: cert,
-            ca_pem: ca.cert_pem,
-        })
-    }
-
-    /// Records the unapproved request `name` of `cluster`, unless the
-    /// cluster already has another one pending or too many are.
-    async fn request_approval(&self, cluster: &str, name: &str, csr: &str) -> Result<(), Status> {
-        let lp = kube::api::ListParams::default().labels(&format!("{MANUAL_LABEL}=manual"));
-        let pending: Vec<CertificateSigningRequest> = self
-            .csrs
-            .list(&lp)
-            .await
-            .map_err(|e| unavailable("list the certificate requests", e))?
-            .items
-            .into_iter()
-            .filter(is_pending)
-            .collect();
-        if let Some(other) = pending.iter().find(|c| {
-            c.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.get("gwhub.io/cluster").map(String::as_str) == Some(cluster))
-        }) {
-            let other = other.metadata.name.as_deref().unwrap_or_default();
-            return Err(Status::failed_precondition(format!(
-                "cluster {cluster:?} already has a pending request {other} made with another key: \
-                 approve it, or delete it (kubectl delete csr {other}) to ask again"
-            )));
-        }
-        if pending.len() >= MAX_PENDING {
-            return Err(Status::resource_exhausted(format!(
-                "{} join requests already wait for approval (at most {MAX_PENDING}); \
-                 approve, deny or delete some (kubectl get csr -l {MANUAL_LABEL}=manual)",
-                pending.len()
-            )));
-        }
-        let mut object = self.csr_object(cluster, name, csr);
-        if let Some(labels) = object.metadata.labels.as_mut() {
-            labels.insert(MANUAL_LABEL.to_owned(), "manual".to_owned());
-        }
-        match self.csrs.create(&PostParams::default(), &object).await {
-            Ok(_) => {
-                tracing::info!(cluster, csr = name, "join request waits for approval");
-                Ok(())
-            }
-            // A concurrent retry made it.
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            Err(e) => Err(unavailable("record the certificate request", e)),
-        }
-    }
-
     /// Handles one Renew call from an agent whose client certificate
     /// (`presented`, its chain) names `cluster` (the handshake checked it
     /// against the CA).
@@ -537,19 +460,21 @@ impl Joiner {
         req: v1::RenewRequest,
     ) -> Result<v1::JoinResponse, Status> {
         self.renew_limit
-            .lock()
-            .admit(Some(cluster.to_owned()), Instant::now())
-            .map_err(|_| {
+            .admit(&cluster.to_owned(), Instant::now())
+            .map_err(|e| {
                 Status::resource_exhausted(format!(
-                    "too many renewals for cluster {cluster:?}; retry in a minute"
+                    "too many renewals for cluster {cluster:?}; retry in {}s",
+                    e.as_secs().max(1)
                 ))
             })?;
         self.refuse_removed(presented).await?;
+        self.require_profile(cluster, "a renewal").await?;
         let ca = self.ca().await?;
         let now = jiff::Timestamp::now().as_second();
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
             .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.record_issued(cluster, now).await?;
         let id = gwhub_common::join::JoinToken::generate()
             .map_err(|e| Status::internal(e.to_string()))?
             .id;
@@ -584,8 +509,41 @@ impl Joiner {
         }
     }
 
+    /// With an enforced inventory, PERMISSION_DENIED unless `cluster` has
+    /// its ClusterProfile (`what` needs it: a tokenless join, a renewal).
+    pub(super) async fn require_profile(&self, cluster: &str, what: &str) -> Result<(), Status> {
+        let Some((profiles, namespace)) = self.profiles.as_ref().filter(|_| self.enforce_inventory)
+        else {
+            return Ok(());
+        };
+        // Listed (the hub's verb on the inventory), by name.
+        let lp = kube::api::ListParams::default().fields(&format!("metadata.name={cluster}"));
+        let found = profiles
+            .list(&lp)
+            .await
+            .map_err(|e| unavailable("read the fleet inventory", e))?;
+        if found.items.is_empty() {
+            return Err(Status::permission_denied(format!(
+                "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
+                 (namespace {namespace}); {what} needs it"
+            )));
+        }
+        Ok(())
+    }
+
+    /// With an inventory, publishes `cluster`'s ClusterProfile when none
+    /// exists (before its certificate: it may stream at once).
+    pub(super) async fn publish_profile(&self, cluster: &str) -> Result<(), Status> {
+        if let Some((profiles, namespace)) = &self.profiles {
+            super::inventory::publish(profiles, namespace, cluster)
+                .await
+                .map_err(|e| unavailable("publish the cluster's ClusterProfile", e))?;
+        }
+        Ok(())
+    }
+
     /// The CA from Secret `gwhub-ca` (read fresh: a replaced CA signs).
-    async fn ca(&self) -> Result<Pair, Status> {
+    pub(super) async fn ca(&self) -> Result<Pair, Status> {
         let ca = self
             .secrets
             .get(CA_SECRET)
@@ -601,14 +559,19 @@ impl Joiner {
 
     /// The CertificateSigningRequest `name` of `cluster` for `csr`, of
     /// the hub's signer, not yet approved.
-    fn csr_object(&self, cluster: &str, name: &str, csr: &str) -> CertificateSigningRequest {
+    pub(super) fn csr_object(
+        &self,
+        cluster: &str,
+        name: &str,
+        csr: &str,
+    ) -> CertificateSigningRequest {
         let expiration = self.lifetime.as_secs().max(MIN_EXPIRATION_SECONDS);
         CertificateSigningRequest {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 labels: Some(
                     [
-                        ("gwhub.io/cluster".to_owned(), cluster.to_owned()),
+                        ("gwhub.io/cluster".to_owned(), cluster_label(cluster)),
                         ("app.kubernetes.io/name".to_owned(), "gwhub".to_owned()),
                     ]
                     .into(),
@@ -639,7 +602,7 @@ impl Joiner {
         csr: &str,
         cert: &str,
     ) -> Result<(), Status> {
-        let object = self.csr_object(cluster, &format!("gwhub-{cluster}-{id}"), csr);
+        let object = self.csr_object(cluster, &format!("gwhub-{}-{id}", name_part(cluster)), csr);
         let pp = PostParams::default();
         let created = self
             .csrs
@@ -673,6 +636,11 @@ impl Joiner {
             .replace_subresource("status", &name, &pp, &signed)
             .await
             .map_err(|e| unavailable("record the certificate", e))?;
+        // Issued: the request has served (the API server's audit log and
+        // gwhub-issued keep the record); deleted so they do not pile up.
+        if let Err(e) = self.csrs.delete(&name, &DeleteParams::default()).await {
+            tracing::warn!(csr = name, error = %e, "cannot delete the issued certificate request");
+        }
         Ok(())
     }
 }
@@ -680,23 +648,6 @@ impl Joiner {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn attempts_are_limited_per_client_and_overall() {
-        let t0 = Instant::now();
-        let mut l = RateLimit::new(2, 3, Duration::from_secs(60));
-        let a: IpAddr = "10.0.0.1".parse().unwrap();
-        let b: IpAddr = "10.0.0.2".parse().unwrap();
-        assert!(l.admit(Some(a), t0).is_ok());
-        assert!(l.admit(Some(a), t0).is_ok());
-        let e = l.admit(Some(a), t0).unwrap_err();
-        assert!(e.contains("this address"), "{e}");
-        assert!(l.admit(Some(b), t0).is_ok());
-        let e = l.admit(Some(b), t0).unwrap_err();
-        assert!(e.contains("this hub"), "{e}");
-        // A new window.
-        assert!(l.admit(Some(a), t0 + Duration::from_secs(61)).is_ok());
-    }
 
     /// A Joiner whose API server cannot be reached: every call that gets
     /// past the limits fails UNAVAILABLE.
@@ -706,39 +657,79 @@ mod tests {
         Joiner::new(client, "gwhub-system", Duration::from_secs(3600))
     }
 
+    /// Made-up tokens (malformed, or well-formed with an id no Secret
+    /// has) are refused from memory: the API server, unreachable here, is
+    /// never asked (UNAUTHENTICATED, not UNAVAILABLE), and no budget is
+    /// spent: the known token still gets through to the API server.
     #[tokio::test]
-    async fn garbage_tokens_do_not_use_up_the_join_limit() {
-        let joiner = unreachable_joiner();
+    async fn made_up_tokens_are_refused_from_memory_and_spend_nothing() {
+        let real = JoinToken::generate().unwrap();
+        let joiner = unreachable_joiner().with_known_tokens(KnownTokens::of([real.id.clone()]));
         let peer: Option<IpAddr> = Some("10.0.0.9".parse().unwrap());
-        for _ in 0..(OVERALL + PER_CLIENT) {
-            let e = joiner
-                .join(
-                    peer,
-                    v1::JoinRequest {
-                        cluster: "east".into(),
-                        token: "not a token".into(),
-                        csr_pem: String::new(),
-                    },
-                )
-                .await
-                .unwrap_err();
-            assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+        let join = |token: String| {
+            let joiner = &joiner;
+            async move {
+                joiner
+                    .join(
+                        peer,
+                        v1::JoinRequest {
+                            cluster: "east".into(),
+                            token,
+                            csr_pem: String::new(),
+                        },
+                    )
+                    .await
+                    .unwrap_err()
+                    .code()
+            }
+        };
+        for i in 0..200 {
+            let token = if i % 2 == 0 {
+                "not a token".to_owned()
+            } else {
+                JoinToken::generate().unwrap().reveal()
+            };
+            assert_eq!(join(token).await, tonic::Code::Unauthenticated);
         }
-        // A well-formed token from the same address still gets past the
-        // limit (to the API server, unreachable here).
-        let token = JoinToken::generate().unwrap().reveal();
+        assert_eq!(join(real.reveal()).await, tonic::Code::Unavailable);
+    }
+
+    /// Until the token Secrets are listed a token is asked to come back.
+    #[tokio::test]
+    async fn tokens_wait_for_the_first_list() {
+        let joiner = unreachable_joiner();
         let e = joiner
             .join(
-                peer,
+                None,
                 v1::JoinRequest {
                     cluster: "east".into(),
-                    token,
+                    token: JoinToken::generate().unwrap().reveal(),
                     csr_pem: String::new(),
                 },
             )
             .await
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    }
+
+    /// Every valid cluster name makes valid label values and object names.
+    #[test]
+    fn long_cluster_names_are_hashed_into_labels_and_names() {
+        let long = "a".repeat(253);
+        for cluster in ["east", "a_b", "x.y", long.as_str(), &"b".repeat(64)] {
+            gwhub_model::cluster::validate(cluster).unwrap();
+            let label = cluster_label(cluster);
+            assert!(label.len() <= 63, "{label}");
+            let name = pending_name(cluster, &"f".repeat(64));
+            assert!(name.len() <= 253, "{name}");
+            assert_eq!(gwhub_model::cluster::object_name(&name), name);
+        }
+        assert_eq!(cluster_label("east"), "east");
+        assert_eq!(
+            pending_name("east", "0123456789abcdef99"),
+            "gwhub-east-key-0123456789abcdef"
+        );
+        assert_ne!(cluster_label(&long), cluster_label(&"a".repeat(252)));
     }
 
     #[tokio::test]
@@ -754,7 +745,7 @@ mod tests {
                     .code()
             }
         };
-        for _ in 0..RENEW_PER_CLUSTER {
+        for _ in 0..RENEW_PER_CLUSTER_PER_MINUTE {
             assert_eq!(renew("east").await, tonic::Code::Unavailable);
         }
         assert_eq!(renew("east").await, tonic::Code::ResourceExhausted);

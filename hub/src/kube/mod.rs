@@ -27,10 +27,13 @@
 pub mod budget;
 pub mod events;
 pub mod inventory;
+pub mod issued;
 pub mod join;
+pub mod join_limits;
 pub mod leader;
 mod liveness;
 pub mod metrics;
+pub mod pending;
 pub mod reporting;
 pub mod revocations;
 pub mod shards;
@@ -185,6 +188,11 @@ pub struct Connected {
     secrets: Option<tls_secrets::Follower>,
     /// Followed with the Secrets: the removed clusters.
     revocations: Option<Revoked>,
+    /// Followed with the Secrets: the join tokens that exist.
+    tokens: Option<(
+        join_limits::KnownTokens,
+        Api<k8s_openapi::api::core::v1::Secret>,
+    )>,
 }
 
 impl Connected {
@@ -235,6 +243,7 @@ impl Connected {
             placements,
             secrets: None,
             revocations: None,
+            tokens: None,
         })
     }
 
@@ -272,6 +281,7 @@ impl Connected {
             .map_err(KubeError::Revocations)?;
         let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
         self.revocations = Some((configmaps, removed_tx, agent_lifetime));
+        self.tokens = Some((joiner.known_tokens(), joiner.token_secrets()));
         Ok(tls
             .with_joiner(Arc::new(joiner))
             .with_revocations(removed_rx))
@@ -288,6 +298,7 @@ impl Connected {
             placements,
             secrets,
             revocations,
+            tokens,
         } = self;
         let index = hub.index.clone();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
@@ -388,6 +399,15 @@ impl Connected {
                     "the hub was started without this fleet inventory; its admissions do not follow it"
                 );
             }
+            tasks.spawn(inventory::revoke_orphans(
+                Api::namespaced(client.clone(), namespace),
+                inventory::Removals {
+                    configmaps: Api::namespaced(client.clone(), &options.namespace),
+                    leader: leader.clone(),
+                },
+                namespace.clone(),
+                shutdown.clone(),
+            ));
             tasks.spawn(inventory::run_inventory_watch(
                 Api::namespaced(client.clone(), namespace),
                 index.clone(),
@@ -513,6 +533,15 @@ impl Connected {
                 managed,
                 leader.clone(),
                 writable.clone(),
+                shutdown.clone(),
+            ));
+        }
+        if let Some((known, api)) = tokens {
+            tasks.spawn(known.follow(api, shutdown.clone()));
+            tasks.spawn(pending::sweep(
+                Api::all(client.clone()),
+                Api::namespaced(client.clone(), &options.namespace),
+                leader.clone(),
                 shutdown.clone(),
             ));
         }

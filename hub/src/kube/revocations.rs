@@ -84,7 +84,7 @@ pub async fn record(
     cluster: &str,
     at: jiff::Timestamp,
 ) -> Result<(), RevocationsError> {
-    edit(api, true, |data| {
+    edit(api, REVOKED_CONFIGMAP, true, |data| {
         data.insert(cluster.to_owned(), at.to_string());
         true
     })
@@ -118,7 +118,7 @@ pub fn expired(
 /// Drops the `expired` entries, each only if it still holds the same time
 /// (a cluster removed again meanwhile keeps its newer entry).
 async fn forget(api: &Api<ConfigMap>, expired: &[(String, i64)]) -> Result<(), EditError> {
-    edit(api, false, |data| {
+    edit(api, REVOKED_CONFIGMAP, false, |data| {
         let before = data.len();
         data.retain(|cluster, at| {
             let at = at
@@ -133,27 +133,25 @@ async fn forget(api: &Api<ConfigMap>, expired: &[(String, i64)]) -> Result<(), E
     .await
 }
 
-/// Applies `change` to the ConfigMap's data and writes it when it says it
-/// changed something (made when absent only if `create`), retrying on
-/// conflict.
-async fn edit(
+/// Applies `change` to the data of ConfigMap `name` and writes it when it
+/// says it changed something (made when absent only if `create`), retrying
+/// on conflict (also used for `gwhub-issued`, see [`super::issued`]).
+pub(crate) async fn edit(
     api: &Api<ConfigMap>,
+    name: &str,
     create: bool,
     change: impl Fn(&mut BTreeMap<String, String>) -> bool,
 ) -> Result<(), EditError> {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let current = api
-            .get_opt(REVOKED_CONFIGMAP)
-            .await
-            .map_err(EditError::Read)?;
+        let current = api.get_opt(name).await.map_err(EditError::Read)?;
         let result = match current {
             Some(mut cm) => {
                 if !change(cm.data.get_or_insert_with(Default::default)) {
                     return Ok(());
                 }
-                api.replace(REVOKED_CONFIGMAP, &PostParams::default(), &cm)
+                api.replace(name, &PostParams::default(), &cm)
                     .await
                     .map(drop)
             }
@@ -164,7 +162,7 @@ async fn edit(
                 }
                 let cm = ConfigMap {
                     metadata: ObjectMeta {
-                        name: Some(REVOKED_CONFIGMAP.to_owned()),
+                        name: Some(name.to_owned()),
                         ..ObjectMeta::default()
                     },
                     data: Some(data),

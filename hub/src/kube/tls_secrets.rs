@@ -111,6 +111,14 @@ fn managed(s: &Secret) -> bool {
         .is_some_and(|v| v == super::FIELD_MANAGER)
 }
 
+/// Whether `s` holds a usable serving pair; `Err` says why not.
+fn serving_pair(s: &Secret) -> Result<(), crate::tls::TlsError> {
+    let missing = |key| crate::tls::TlsError::invalid(key, "missing or empty");
+    let crt = key_of(s, TLS_CRT).ok_or_else(|| missing(TLS_CRT))?;
+    let key = key_of(s, TLS_KEY).ok_or_else(|| missing(TLS_KEY))?;
+    crate::tls_reload::check_serving_pair(&crt, &key)
+}
+
 fn key_of(s: &Secret, key: &str) -> Option<Arc<[u8]>> {
     s.data
         .as_ref()
@@ -248,10 +256,25 @@ async fn start_inner(
         ))
     })
     .await?;
-    let serving = get_or_create(&api, SERVING_SECRET, || {
+    let mut serving = get_or_create(&api, SERVING_SECRET, || {
         serving_secret(&ca_pair(&ca)?, &config)
     })
     .await?;
+    // A hub-made serving Secret found corrupt or half-written (issue #35:
+    // the hub exited, a crash loop): serve a fresh certificate from memory
+    // and let the leader re-issue the Secret ([`renew_once`]); the follow
+    // keeps the corrupt content out until then. An operator's is only
+    // read: its error stops the start and says why.
+    if managed(&serving)
+        && let Err(e) = serving_pair(&serving)
+    {
+        tracing::warn!(
+            error = %e,
+            "Secret {SERVING_SECRET} (made by the hub) is corrupt; serving a new certificate \
+             until the leader re-issues it"
+        );
+        serving = serving_secret(&ca_pair(&ca)?, &config)?;
+    }
     let ns = api.namespace().unwrap_or_default().to_owned();
     let need = |s: &Secret, name: &str, key: &'static str| {
         key_of(s, key).ok_or_else(|| SecretsError::KeyMissing {
@@ -422,9 +445,15 @@ async fn renew_once(api: &Api<Secret>, config: &SecretsConfig) -> Fallible<()> {
             }
         }
         Some(s) if managed(&s) => {
-            let due = match key_of(&s, TLS_CRT) {
-                Some(crt) => pki::renewal_due(&crt, now).unwrap_or(true),
-                None => true,
+            // Corrupt or half-written (a key missing, unparsable, the two
+            // not a pair) is due at once.
+            let due = match (serving_pair(&s), key_of(&s, TLS_CRT)) {
+                (Ok(()), Some(crt)) => pki::renewal_due(&crt, now).unwrap_or(true),
+                (Err(e), _) => {
+                    tracing::warn!(error = %e, "Secret {SERVING_SECRET} (made by the hub) is corrupt; re-issuing it");
+                    true
+                }
+                (Ok(()), None) => true,
             };
             if !due {
                 return Ok(());
