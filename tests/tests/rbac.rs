@@ -789,17 +789,21 @@ async fn try_join(client: &Client, port: u16, tokenless: bool) {
         return;
     }
     // Without a token, a fresh key: the request is looked up by name, the
-    // pending ones listed (east's first one recorded, later ones refused).
+    // pending ones listed (a request for a cluster without an identity waits).
     let key = rcgen::KeyPair::generate().unwrap();
     let csr = p.serialize_request(&key).unwrap().pem().unwrap();
     let _ = ingest
         .join(v1::JoinRequest {
-            cluster: "east".into(),
+            cluster: TOKENLESS.into(),
             token: String::new(),
             csr_pem: csr,
         })
         .await;
 }
+
+/// The cluster the drive's tokenless joins name: in the inventory, never
+/// joined with a token, so its requests wait for approval.
+const TOKENLESS: &str = "north";
 
 /// Whether `log` shows the hub refused `verb`: for `signers`, the API
 /// server's own words for a signer it may not approve or sign for.
@@ -851,14 +855,35 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         .await
         .unwrap();
     let profiles: Api<ClusterProfile> = Api::namespaced(client.clone(), INVENTORY_NS);
+    let csrs: Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> =
+        Api::all(client.clone());
+    // The tokenless joins name a cluster of the inventory that never gets an
+    // identity (one of east, which a token joins, is refused ALREADY_EXISTS).
+    apply(
+        &profiles,
+        TOKENLESS,
+        json!({"apiVersion": "multicluster.x-k8s.io/v1alpha1", "kind": "ClusterProfile",
+               "metadata": {"name": TOKENLESS, "namespace": INVENTORY_NS},
+               "spec": {"clusterManager": {"name": "rbac-test"}}}),
+    )
+    .await;
     let fresh_start = || async {
         for name in ["gwhub-ca", "gwhub-serving"] {
             let _ = secrets.delete(name, &DeleteParams::default()).await;
         }
-        let _ = configmaps
-            .delete("gwhub-revoked", &DeleteParams::default())
-            .await;
+        for name in ["gwhub-revoked", "gwhub-issued"] {
+            let _ = configmaps.delete(name, &DeleteParams::default()).await;
+        }
         let _ = profiles.delete("east", &DeleteParams::default()).await;
+        // Earlier runs' waiting requests would fill this address's share
+        // of the pending pool (4).
+        let _ = csrs
+            .delete_collection(
+                &DeleteParams::default(),
+                &kube::api::ListParams::default()
+                    .labels(&format!("{}=manual", gwhub_hub::kube::join::MANUAL_LABEL)),
+            )
+            .await;
     };
     let drive = |port: u16, log: std::path::PathBuf, done: Box<dyn Fn(&str) -> bool>| {
         let client = client.clone();
@@ -954,10 +979,10 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         }
     }
     assert_eq!(
-        checked, 21,
-        "6 on secrets, 6 on ConfigMaps (the removed clusters' one and the replicas' \
-         liveness records), 7 on CSRs and the signer, 2 on ClusterProfiles (create, \
-         status patch)"
+        checked, 24,
+        "8 on secrets (the tokens followed too), 6 on ConfigMaps (the removed and issued \
+         clusters' ones and the replicas' liveness records), 8 on CSRs and the signer \
+         (requests deleted once done), 2 on ClusterProfiles (create, status patch)"
     );
     apply_k(&cluster.kubeconfig, &manifests_dir()).unwrap();
 }
