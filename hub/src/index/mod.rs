@@ -33,6 +33,7 @@ use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
 mod history;
+mod hostnames;
 mod inventory;
 mod reports;
 mod sessions;
@@ -40,10 +41,12 @@ mod view;
 
 use aggregator::Aggregator;
 use history::History;
+use hostnames::Hostnames;
 use inventory::FleetInventory;
 use reports::Reports;
 use sessions::Sessions;
 
+pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};
@@ -61,6 +64,7 @@ struct Inner {
     aggregator: Aggregator,
     history: History,
     inventory: FleetInventory,
+    hostnames: Hostnames,
     counters: Arc<Counters>,
 }
 
@@ -126,6 +130,7 @@ impl Index {
                 aggregator: Aggregator::new(options),
                 history: History::new(history_capacity),
                 inventory: FleetInventory::new(inventory),
+                hostnames: Hostnames::default(),
                 counters: Arc::default(),
             }),
         }
