@@ -32,6 +32,7 @@ use crate::budget::Counters;
 use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
+mod dns_condition;
 mod history;
 mod hostnames;
 mod inventory;
@@ -40,6 +41,7 @@ mod sessions;
 mod view;
 
 use aggregator::Aggregator;
+use dns_condition::DnsConditions;
 use history::History;
 use hostnames::Hostnames;
 use inventory::FleetInventory;
@@ -65,6 +67,7 @@ struct Inner {
     history: History,
     inventory: FleetInventory,
     hostnames: Hostnames,
+    dns_conditions: DnsConditions,
     counters: Arc<Counters>,
 }
 
@@ -131,6 +134,7 @@ impl Index {
                 history: History::new(history_capacity),
                 inventory: FleetInventory::new(inventory),
                 hostnames: Hostnames::default(),
+                dns_conditions: DnsConditions::default(),
                 counters: Arc::default(),
             }),
         }
