@@ -57,6 +57,16 @@ fn cond(type_: &str, status: bool) -> v1::Condition {
 
 /// Cluster `i`'s report of `default/web`.
 fn report(i: u8, lb_ready: bool, routes: i32) -> v1::GatewayReport {
+    report_with(i, lb_ready, routes, &[("http", HOST)])
+}
+
+/// [`report`] with these `(listener, hostname)`s.
+fn report_with(
+    i: u8,
+    lb_ready: bool,
+    routes: i32,
+    listeners: &[(&str, &str)],
+) -> v1::GatewayReport {
     v1::GatewayReport {
         namespace: NS.into(),
         name: "web".into(),
@@ -72,26 +82,38 @@ fn report(i: u8, lb_ready: bool, routes: i32) -> v1::GatewayReport {
                 r#type: Some("IPAddress".into()),
                 value: format!("192.0.2.{i}"),
             }],
-            listeners: vec![v1::ListenerStatus {
-                name: "http".into(),
-                attached_routes: routes,
-                supported_kinds: vec![],
-                conditions: vec![cond("Programmed", true)],
-                hostname: Some(HOST.into()),
-            }],
+            listeners: listeners
+                .iter()
+                .map(|(l, h)| v1::ListenerStatus {
+                    name: (*l).into(),
+                    attached_routes: routes,
+                    supported_kinds: vec![],
+                    conditions: vec![cond("Programmed", true)],
+                    hostname: Some((*h).into()),
+                })
+                .collect(),
             attached_listener_sets: None,
         }),
     }
 }
 
 async fn create_hub_gateway(api: &Api<Gateway>) {
+    create_hub_gateway_with(api, &[("http", HOST)]).await;
+}
+
+async fn create_hub_gateway_with(api: &Api<Gateway>, listeners: &[(&str, &str)]) {
+    let listeners: Vec<serde_json::Value> = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, (l, h))| json!({"name": l, "port": 80 + i, "protocol": "HTTP", "hostname": h}))
+        .collect();
     let gw: Gateway = serde_json::from_value(json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "Gateway",
         "metadata": {"name": "web", "namespace": NS},
         "spec": {
             "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP", "hostname": HOST}]
+            "listeners": listeners
         }
     }))
     .unwrap();
@@ -274,5 +296,120 @@ async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
         Option::is_none,
     )
     .await;
+    hub.shutdown().await.unwrap();
+}
+
+/// (b) rfc2136 against a real BIND (and Knot) with a TSIG key: `dig` shows exactly
+/// the eligible set; a name whose ownership TXT is another owner's (made
+/// with nsupdate) is never touched and the condition says Conflict; a
+/// hand-deleted record is repaired at the resync (2s); a hub restart
+/// removes nothing.
+#[tokio::test]
+async fn rfc2136_publishes_to_bind_and_never_overwrites() {
+    rfc2136_field(
+        gwhub_test_kit::dns_server::Kind::Bind,
+        "rfc2136_publishes_to_bind_and_never_overwrites",
+    )
+    .await;
+}
+
+/// (b) against Knot DNS.
+#[tokio::test]
+async fn rfc2136_publishes_to_knot_and_never_overwrites() {
+    rfc2136_field(
+        gwhub_test_kit::dns_server::Kind::Knot,
+        "rfc2136_publishes_to_knot_and_never_overwrites",
+    )
+    .await;
+}
+
+async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
+    use gwhub_test_kit::dns_server::{Key, Keys, Server, available};
+    if !available(test) {
+        return;
+    }
+    let Some((fleet, admin, as_hub)) = management(test).await else {
+        return;
+    };
+    let key = Key::generate("gwhub", "hmac-sha256");
+    let server = Server::start(kind, &Keys::updating(&[&key]));
+    // Someone else's name, made by hand with its own ownership record.
+    server.nsupdate(
+        &key,
+        &[
+            "add taken.fleet.test 300 A 198.51.100.7",
+            "add _gwhub-a.taken.fleet.test 300 TXT \"heritage=gwhub,owner=someone-else,gateway=x/y\"",
+        ],
+    );
+    let secret = fleet.dir.join("tsig.key");
+    std::fs::write(&secret, &key.clause).unwrap();
+    let mut flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Rfc2136]);
+    flags.server = Some(server.addr().to_string());
+    flags.tsig_key_name = Some("gwhub".into());
+    flags.tsig_secret_file = Some(secret);
+    flags.resync = Duration::from_secs(2);
+
+    let listeners = [("http", HOST), ("taken", "taken.fleet.test")];
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
+    create_hub_gateway_with(&gateways, &listeners).await;
+    let hub = start_hub(&as_hub, &flags).await;
+    let addr = hub.hub.ingest_addr;
+    let agents = async |addr: SocketAddr, c2_ready: bool| {
+        let mut c1 = Agent::connect(addr, "c1").await;
+        c1.snapshot(1, 1, vec![report_with(1, true, 1, &listeners)])
+            .await;
+        let mut c2 = Agent::connect(addr, "c2").await;
+        c2.snapshot(1, 1, vec![report_with(2, c2_ready, 1, &listeners)])
+            .await;
+        (c1, c2)
+    };
+    let (_c1, mut c2) = agents(addr, true).await;
+    let dig = |name: &'static str| {
+        let server = &server;
+        move || async move { server.dig(name, "A") }
+    };
+    let ips = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1", "192.0.2.2"])).await;
+    assert_eq!(
+        server.dig("_gwhub-a.app.fleet.test", "TXT"),
+        ["heritage=gwhub,owner=gwhub-system,gateway=default/web"]
+    );
+    until(
+        WAIT,
+        || async { dns_condition(&gateways.get("web").await.unwrap()) },
+        |c| {
+            c.as_ref().is_some_and(|(s, r, m)| {
+                s == "False" && r == "Conflict" && m.contains("taken.fleet.test")
+            })
+        },
+    )
+    .await;
+    assert_eq!(server.dig("taken.fleet.test", "A"), ["198.51.100.7"]);
+
+    // c2's load balancer goes: it leaves.
+    c2.upsert(2, report_with(2, false, 1, &listeners)).await;
+    c2.expect_ack(2).await;
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
+
+    // A hand-deleted record is repaired at the next resync.
+    server.nsupdate(&key, &["delete app.fleet.test A"]);
+    assert!(server.dig(HOST, "A").is_empty());
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
+
+    // A restart removes nothing: the record answers all along, and the
+    // new hub keeps it once its clusters are back.
+    hub.shutdown().await.unwrap();
+    let hub = start_hub(&as_hub, &flags).await;
+    let (_c1, _c2) = agents(hub.hub.ingest_addr, false).await;
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(4) {
+        assert_eq!(
+            server.dig(HOST, "A"),
+            ips(&["192.0.2.1"]),
+            "after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(server.dig("taken.fleet.test", "A"), ["198.51.100.7"]);
     hub.shutdown().await.unwrap();
 }
