@@ -446,3 +446,6 @@ fn desired_none(e: &Entry) -> bool {
         )
     })
 }
+
+#[cfg(test)]
+mod tests;
