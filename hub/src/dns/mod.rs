@@ -88,6 +88,7 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 impl DnsController {
     /// Runs until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        self.index.set_dns_mode(crate::index::DnsMode::Following);
         let specs: Specs = Arc::default();
         let specs_changed = Arc::new(Notify::new());
         let gateways: Api<Gateway> = match &self.gateway_namespace {
@@ -178,6 +179,9 @@ impl DnsController {
                 for (key, c) in decided.conditions {
                     self.index.set_dns_condition(&key, c);
                 }
+                // Decided from now on (not before: the conditions the last
+                // leader wrote are carried until this round set them).
+                self.index.set_dns_mode(crate::index::DnsMode::Leading);
                 again = !decided.jobs.is_empty();
                 for job in &decided.jobs {
                     let outcome = self
@@ -202,6 +206,7 @@ impl DnsController {
                 self.view.send_replace(Arc::new(view));
             }
             tracing::info!("fleet DNS: no longer leading; writing nothing");
+            self.index.set_dns_mode(crate::index::DnsMode::Following);
             self.view.send_modify(|v| {
                 let mut next = (**v).clone();
                 next.writing = false;

@@ -408,6 +408,7 @@ impl Index {
             let live = self.inner.aggregator.live.lock();
             keys.iter().map(|k| live.get(k).cloned()).collect()
         };
+        let carry_dns = self.dns_mode() == super::DnsMode::Following;
         let mut dns: BTreeMap<GatewayKey, gwhub_dns_rules::DnsCondition> = {
             let all = self.inner.dns_conditions.0.lock();
             keys.iter()
@@ -456,7 +457,7 @@ impl Index {
                             live.as_deref(),
                             old.as_deref(),
                             expectation.as_ref(),
-                            dns.remove(&key).as_ref(),
+                            (dns.remove(&key).as_ref(), carry_dns),
                             &self.inner.aggregator.options,
                             now,
                         )
@@ -752,7 +753,7 @@ fn aggregate_one(
     live: Option<&LiveHub>,
     old: Option<&GatewayView>,
     expectation: Option<&gwhub_hub_rules::aggregate::Expectation>,
-    dns: Option<&gwhub_dns_rules::DnsCondition>,
+    (dns, carry_dns): (Option<&gwhub_dns_rules::DnsCondition>, bool),
     options: &Options,
     now: Timestamp,
 ) -> Aggregated {
@@ -766,7 +767,7 @@ fn aggregate_one(
             foreign: Vec::new(),
         },
     };
-    super::dns_condition::inject(&mut hub, dns, now);
+    super::dns_condition::inject(&mut hub, dns, carry_dns, now);
     let (aggregation, omitted) = match inc {
         Some(inc) => {
             let parts = inc.aggregate_parts(&hub, expectation, now);

@@ -8,6 +8,9 @@
 //! the "kept as they are" conditions (other writers' take the slots after
 //! it), so the engine needs no new input; it is then not counted as another
 //! writer's (the status writer applies it with field manager `gwhub`).
+//! Only the leader decides DNS: a replica that does not lead but writes
+//! status (`--status-shards`) carries the condition on the hub Gateway as
+//! it is ([`DnsMode::Following`]); with fleet DNS off it is removed.
 
 use std::collections::BTreeMap;
 
@@ -17,9 +20,25 @@ use parking_lot::Mutex;
 
 use super::Index;
 
-/// Per hub Gateway, the condition the DNS controller wants (taken alone).
+/// Per hub Gateway, the condition the DNS controller wants (taken alone),
+/// and whether it decides them.
 #[derive(Default)]
-pub(super) struct DnsConditions(pub(super) Mutex<BTreeMap<GatewayKey, DnsCondition>>);
+pub(super) struct DnsConditions(
+    pub(super) Mutex<BTreeMap<GatewayKey, DnsCondition>>,
+    pub(super) Mutex<DnsMode>,
+);
+
+/// Who decides `gwhub.io/DNSPublished` on this replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DnsMode {
+    /// Fleet DNS is off: the condition is removed.
+    #[default]
+    Off,
+    /// Another replica leads: the condition is carried as it is.
+    Following,
+    /// This replica's controller decides it ([`Index::set_dns_condition`]).
+    Leading,
+}
 
 impl Index {
     /// Sets (or, with `None`, removes) `key`'s `gwhub.io/DNSPublished`; the
@@ -42,6 +61,23 @@ impl Index {
         changed
     }
 
+    /// Who decides the condition now (see [`DnsMode`]); every hub Gateway
+    /// is re-aggregated when that changes.
+    pub fn set_dns_mode(&self, mode: DnsMode) {
+        let changed = {
+            let mut m = self.inner.dns_conditions.1.lock();
+            std::mem::replace(&mut *m, mode) != mode
+        };
+        if changed {
+            let keys = self.live_hub_keys().into_iter().collect();
+            self.mark_dirty_hub(keys);
+        }
+    }
+
+    pub(super) fn dns_mode(&self) -> DnsMode {
+        *self.inner.dns_conditions.1.lock()
+    }
+
     /// `key`'s `gwhub.io/DNSPublished`, as set.
     pub fn dns_condition(&self, key: &GatewayKey) -> Option<DnsCondition> {
         self.inner.dns_conditions.0.lock().get(key).cloned()
@@ -50,8 +86,14 @@ impl Index {
 
 /// Puts `wanted` into `hub` as the first condition kept as it is (its
 /// lastTransitionTime carried from the one on the hub Gateway while the
-/// status is the same), and takes any other copy out.
-pub(super) fn inject(hub: &mut HubGateway, wanted: Option<&DnsCondition>, now: jiff::Timestamp) {
+/// status is the same), and takes any other copy out; `carry`: keep the
+/// one on the hub Gateway as it is instead ([`DnsMode::Following`]).
+pub(super) fn inject(
+    hub: &mut HubGateway,
+    wanted: Option<&DnsCondition>,
+    carry: bool,
+    now: jiff::Timestamp,
+) {
     let previous: Vec<_> = hub
         .previous
         .iter()
@@ -61,6 +103,12 @@ pub(super) fn inject(hub: &mut HubGateway, wanted: Option<&DnsCondition>, now: j
         .collect();
     hub.previous.retain(|c| c.type_ != CONDITION_TYPE);
     hub.foreign.retain(|c| c.type_ != CONDITION_TYPE);
+    if carry {
+        if let Some(c) = previous.into_iter().next() {
+            hub.foreign.insert(0, c);
+        }
+        return;
+    }
     if let Some(w) = wanted {
         let c = gwhub_hub_rules::aggregate::conditions::to_condition(
             CONDITION_TYPE,
@@ -96,13 +144,16 @@ mod tests {
             reason: "Published",
             message: String::new(),
         };
-        inject(&mut hub, Some(&want), now);
+        inject(&mut hub, Some(&want), false, now);
         assert!(hub.previous.is_empty());
         assert_eq!(hub.foreign[0].type_, CONDITION_TYPE);
         assert_eq!(hub.foreign[0].observed_generation, Some(2));
         assert_eq!(hub.foreign[0].last_transition_time.0, old);
         assert_eq!(hub.foreign[1].type_, "example.com/X");
-        inject(&mut hub, None, now);
+        let carried = hub.clone();
+        inject(&mut hub, None, true, now);
+        assert_eq!(hub.foreign, carried.foreign);
+        inject(&mut hub, None, false, now);
         assert_eq!(hub.foreign.len(), 1);
     }
 }

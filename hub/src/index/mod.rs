@@ -48,6 +48,7 @@ use inventory::FleetInventory;
 use reports::Reports;
 use sessions::Sessions;
 
+pub use dns_condition::DnsMode;
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
