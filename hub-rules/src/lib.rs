@@ -23,6 +23,7 @@
 
 pub mod aggregate;
 pub mod causes;
+pub mod dnsendpoint;
 pub mod history;
 pub mod inventory;
 pub mod layout;

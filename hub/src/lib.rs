@@ -15,6 +15,7 @@ pub mod budget;
 // not needed outside each module stays pub(crate).
 #[warn(unreachable_pub)]
 mod conn;
+pub mod dns;
 pub mod grpc;
 pub mod index;
 pub mod kube;

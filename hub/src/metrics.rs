@@ -375,6 +375,26 @@ mod tests {
         }
         pinned.push(format!("{name}_sum"));
         pinned.push(format!("{name}_count"));
+        // Issue 33: fleet DNS (`gwhub_dns_writes_total{output,result}` has
+        // samples only once a write was made).
+        pinned.extend(histogram_samples("gwhub_dns_write_seconds"));
+        let name = "gwhub_dns_removal_seconds";
+        for le in [
+            "0.05", "0.1", "0.25", "0.5", "1.0", "2.5", "5.0", "10.0", "20.0", "30.0", "60.0",
+            "120.0", "300.0", "600.0", "+Inf",
+        ] {
+            pinned.push(format!("{name}_bucket{{le=\"{le}\"}}"));
+        }
+        pinned.push(format!("{name}_sum"));
+        pinned.push(format!("{name}_count"));
+        let name = "gwhub_dns_records_per_name";
+        for le in [
+            "1.0", "2.0", "4.0", "8.0", "16.0", "32.0", "64.0", "128.0", "256.0", "+Inf",
+        ] {
+            pinned.push(format!("{name}_bucket{{le=\"{le}\"}}"));
+        }
+        pinned.push(format!("{name}_sum"));
+        pinned.push(format!("{name}_count"));
         for name in [
             "gwhub_connections_open",
             "gwhub_connections_accepted_total",

@@ -62,6 +62,7 @@ fn report(name: &str, programmed: bool, ip: &str) -> v1::GatewayReport {
                     kind: "HTTPRoute".into(),
                 }],
                 conditions: vec![condition("DNSReady", true, "")],
+                hostname: None,
             }],
             attached_listener_sets: None,
         }),

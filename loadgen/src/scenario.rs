@@ -185,6 +185,7 @@ pub(crate) fn report(
                         condition("Accepted", true, "Accepted", String::new()),
                         condition("Programmed", true, "Programmed", String::new()),
                     ],
+                    hostname: None,
                 })
                 .collect(),
             attached_listener_sets: None,

@@ -152,6 +152,10 @@ pub struct Report {
     pub uid: String,
     pub generation: i64,
     pub status: api::GatewayStatus,
+    /// `(listener, hostname)` for each reported listener whose Gateway
+    /// spec has a hostname (the report's optional field; older agents
+    /// send none), in the report's order.
+    pub listener_hostnames: Vec<(String, String)>,
 }
 
 /// Decodes and validates one reported Gateway. Errors name the Gateway.
@@ -159,6 +163,14 @@ pub fn report_from_proto(r: v1::GatewayReport) -> Result<Report> {
     check_gateway_names(&r.namespace, &r.name)?;
     let who = || format!("Gateway {}/{}", r.namespace, r.name);
     check_str("uid", &r.uid, MAX_UID_LEN, false).map_err(|e| e.within(who()))?;
+    let mut listener_hostnames = Vec::new();
+    for (i, l) in r.status.iter().flat_map(|s| s.listeners.iter()).enumerate() {
+        if let Some(h) = &l.hostname {
+            check_str("hostname", h, MAX_NAME_LEN, false)
+                .map_err(|e| e.within(format!("{}: status: listeners[{i}]", who())))?;
+            listener_hostnames.push((l.name.clone(), h.clone()));
+        }
+    }
     let status = match r.status {
         Some(s) => status_from_proto(s).map_err(|e| e.within(format!("{}: status", who())))?,
         None => api::GatewayStatus::default(),
@@ -169,6 +181,7 @@ pub fn report_from_proto(r: v1::GatewayReport) -> Result<Report> {
         uid: r.uid,
         generation: r.generation,
         status,
+        listener_hostnames,
     })
 }
 
@@ -264,6 +277,7 @@ pub fn status_to_proto(s: &api::GatewayStatus) -> Result<v1::GatewayStatus> {
                         .collect(),
                     conditions: conditions_to_proto(&l.conditions)
                         .map_err(|e| e.within(format!("listeners[{i}]")))?,
+                    hostname: None,
                 })
             })
             .collect::<Result<_>>()?,
@@ -498,6 +512,23 @@ mod tests {
         );
         assert_eq!(r.generation, 7);
         assert_eq!(r.status, sample());
+        assert!(r.listener_hostnames.is_empty());
+    }
+
+    /// The listener hostname (fleet DNS) is optional: older agents send
+    /// none; one longer than a DNS name is refused.
+    #[test]
+    fn listener_hostnames_are_optional_and_bounded() {
+        let mut p = report_to_proto("ns", "gw", "uid-1", 7, &sample()).unwrap();
+        let listeners = &mut p.status.as_mut().unwrap().listeners;
+        assert!(!listeners.is_empty());
+        let name = listeners[0].name.clone();
+        listeners[0].hostname = Some("app.fleet.test".into());
+        let r = report_from_proto(p.clone()).unwrap();
+        assert_eq!(r.listener_hostnames, [(name, "app.fleet.test".to_owned())]);
+        p.status.as_mut().unwrap().listeners[0].hostname = Some("a".repeat(254));
+        let e = report_from_proto(p).unwrap_err().to_string();
+        assert!(e.contains("hostname"), "{e}");
     }
 
     #[test]

@@ -365,6 +365,33 @@ pub async fn install_inventory(client: &Client) -> Result<(), FleetError> {
     apply_and_wait(client, inventory()?).await
 }
 
+/// The external-dns `DNSEndpoint` CRD (fleet DNS's `dnsendpoint` output):
+/// upstream's from `../shared/crds/external-dns` when there, else
+/// generated from `gwhub_hub_rules::dnsendpoint` (pinned to upstream by
+/// `tests/tests/crd_pin.rs`).
+pub fn dnsendpoint() -> Result<Value, FleetError> {
+    let upstream = upstream_dir()
+        .map(|d| d.join("external-dns"))
+        .filter(|d| d.is_dir());
+    let mut crd = match upstream {
+        Some(dir) => gwhub_spoke_rules::manifest::read_paths(&[dir])
+            .map_err(|e| FleetError::Start(e.to_string()))?
+            .into_iter()
+            .find(|o| o.kind == "CustomResourceDefinition")
+            .map(|o| o.value)
+            .ok_or_else(|| FleetError::Start("no CRD in ../shared/crds/external-dns".into()))?,
+        None => gwhub_hub_rules::dnsendpoint::generated_crd(),
+    };
+    sanitize(&mut crd);
+    Ok(crd)
+}
+
+/// Installs the `DNSEndpoint` CRD ([`dnsendpoint`]) and waits until it is
+/// established.
+pub async fn install_dnsendpoint(client: &Client) -> Result<(), FleetError> {
+    apply_and_wait(client, vec![dnsendpoint()?]).await
+}
+
 /// Applies `crds` and waits until each is established and served.
 async fn apply_and_wait(client: &Client, crds: Vec<Value>) -> Result<(), FleetError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -18,6 +18,7 @@ pub mod apiserver;
 pub mod bench_fleet;
 pub mod crd_check;
 pub mod crds;
+pub mod dns_server;
 pub mod error;
 pub mod install;
 pub mod kube_objects;

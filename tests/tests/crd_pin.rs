@@ -291,3 +291,55 @@ fn shipped_inventory_crd_is_the_generated_one() {
         path.display()
     );
 }
+
+/// The DNSEndpoint CRD generated from `gwhub_hub_rules::dnsendpoint`
+/// (what a clone without `../shared` installs for fleet DNS) is upstream
+/// external-dns's: names, scope, status subresource, and every validating
+/// keyword of the whole schema.
+#[test]
+fn generated_dnsendpoint_crd_is_upstream() {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/crds/external-dns/dnsendpoints.externaldns.k8s.io.yaml"
+    ));
+    if !path.exists() {
+        let strict = std::env::var("CI").is_ok_and(|v| v == "true");
+        assert!(
+            !strict,
+            "../shared/crds/external-dns is missing: the DNSEndpoint CRD cannot be checked"
+        );
+        eprintln!("SKIPPED generated_dnsendpoint_crd_is_upstream: no ../shared/crds/external-dns");
+        return;
+    }
+    let upstream = gwhub_spoke_rules::manifest::read_paths(&[path])
+        .expect("the upstream CRD parses")
+        .into_iter()
+        .find(|o| o.kind == "CustomResourceDefinition")
+        .map(|o| o.value)
+        .expect("a CRD");
+    let generated = gwhub_hub_rules::dnsendpoint::generated_crd();
+    for field in [
+        "/metadata/name",
+        "/spec/group",
+        "/spec/scope",
+        "/spec/names/kind",
+        "/spec/names/plural",
+        "/spec/names/singular",
+        "/spec/versions/0/name",
+        "/spec/versions/0/subresources",
+    ] {
+        assert_eq!(upstream.pointer(field), generated.pointer(field), "{field}");
+    }
+    let mut diff = Vec::new();
+    differences(
+        "",
+        &v1alpha1_schema(&upstream),
+        &v1alpha1_schema(&generated),
+        &mut diff,
+    );
+    assert!(
+        diff.is_empty(),
+        "the generated DNSEndpoint CRD differs from upstream:\n{}",
+        diff.join("\n")
+    );
+}

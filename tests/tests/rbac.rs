@@ -394,10 +394,14 @@ impl TinyAgent {
                 {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
                  "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
                 {"type": "Programmed", "status": "True", "reason": "Programmed", "message": "",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+                // Fleet DNS: eligible for the hub Gateway's `https`
+                // hostname while the listener is reported.
+                {"type": "LoadBalancerReady", "status": "True", "reason": "Ready", "message": "",
                  "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}],
             "addresses": [{"type": "IPAddress", "value": "192.0.2.10"}],
             "listeners": if listener {
-                json!([{"name": "http", "attachedRoutes": 1, "supportedKinds": [],
+                json!([{"name": "https", "attachedRoutes": 1, "supportedKinds": [],
                         "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
                                         "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}])
             } else {
@@ -461,6 +465,12 @@ fn start_hub(bin: &Path, cluster: &Cluster, ports: Ports, log: &Path) -> Process
             // The fleet inventory: its ClusterProfiles listed and watched
             // (one names `east`, the tiny agent's cluster).
             .args(["--inventory-namespace", INVENTORY_NS])
+            // Fleet DNS's dnsendpoint output: the objects listed at the
+            // start, created (applied) while the listener is reported and
+            // deleted (--dns-when-none=remove) while it is not or the
+            // cluster is stale.
+            .args(["--dns-zone", "example.com", "--dns-output", "dnsendpoint"])
+            .args(["--dns-rise", "1s", "--dns-when-none", "remove"])
             .arg("--kubeconfig")
             .arg(cluster.kubeconfig_as(HUB_SA))
             .env("POD_NAME", "rbac")
@@ -613,6 +623,9 @@ async fn every_verb_the_hub_is_granted_is_needed() {
     gwhub_test_kit::crds::install_inventory(&client)
         .await
         .expect("install the ClusterProfile CRD");
+    gwhub_test_kit::crds::install_dnsendpoint(&client)
+        .await
+        .expect("install the DNSEndpoint CRD");
     gwhub_test_kit::apiserver::create_namespaces(&client, &[INVENTORY_NS])
         .await
         .unwrap();

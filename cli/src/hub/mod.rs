@@ -3,6 +3,7 @@
 mod aggregate;
 mod certs;
 mod demo;
+mod dns_flags;
 pub(crate) mod serve;
 
 pub use aggregate::gateways_from_objects;

@@ -173,6 +173,8 @@ pub struct Args {
     pub gateway_history: usize,
     #[command(flatten)]
     pub budgets: gwhub_hub::budget::Budgets,
+    #[command(flatten)]
+    pub dns: super::dns_flags::DnsArgs,
     /// Address type written for cluster Hostname addresses.
     #[arg(long, value_name = "TYPE", default_value = gwhub_hub_rules::aggregate::HOSTNAME_ADDRESS_TYPE)]
     pub hostname_address_type: String,
@@ -257,6 +259,7 @@ pub(crate) fn config(args: &Args) -> Result<HubConfig, String> {
     let options = Options::with_hostname_address_type(&args.hostname_address_type)
         .map_err(|e| e.to_string())?;
     dashboard_auth(args)?;
+    dns_config(args)?;
     Ok(HubConfig {
         listen: args.listen,
         dashboard_listen: args.dashboard_listen,
@@ -270,6 +273,14 @@ pub(crate) fn config(args: &Args) -> Result<HubConfig, String> {
             .map_err(|e| format!("--web-host: {e}"))?,
         gateway_history: args.gateway_history,
     })
+}
+
+/// Fleet DNS from the `--dns-*` flags; `None`: off.
+pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig>, String> {
+    args.dns
+        .flags(args.no_kube)
+        .check(&args.namespace, args.stale_after)
+        .map_err(|e| format!("refusing to start: {e}"))
 }
 
 fn parse_web_host(s: &str) -> Result<String, String> {
@@ -422,6 +433,8 @@ async fn connect_kube(
         .inventory_namespace
         .clone()
         .map(|ns| (ns, args.inventory_mode));
+    // Checked by `config` before: an error here cannot happen.
+    options.dns = dns_config(args).ok().flatten();
     gwhub_hub::kube::Connected::new(client, options).await
 }
 
@@ -506,5 +519,36 @@ mod tests {
         assert!(config(&args(&[])).is_ok());
         let e = config(&args(&["--no-kube"])).unwrap_err();
         assert!(e.contains("refusing to start"), "{e}");
+    }
+
+    /// Fleet DNS is off without a zone; bad combinations are refused with
+    /// the flags named.
+    #[test]
+    fn dns_flags_are_checked_at_start() {
+        assert!(dns_config(&args(&[])).unwrap().is_none());
+        let e = config(&args(&["--dns-zone", "fleet.test"])).unwrap_err();
+        assert!(e.contains("--dns-output"), "{e}");
+        let e = config(&args(&["--dns-output", "dnsendpoint"])).unwrap_err();
+        assert!(e.contains("--dns-zone"), "{e}");
+        let e = config(&args(&[
+            "--dns-zone",
+            "fleet.test",
+            "--dns-output",
+            "rfc2136",
+        ]))
+        .unwrap_err();
+        assert!(e.contains("--dns-server"), "{e}");
+        let c = dns_config(&args(&[
+            "--dns-zone",
+            "fleet.test",
+            "--dns-output",
+            "dnsendpoint",
+            "--dns-rise",
+            "1s",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.publish.rise_millis, 1000);
+        assert_eq!(c.owner_id, "gwhub-system");
     }
 }

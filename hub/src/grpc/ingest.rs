@@ -216,6 +216,8 @@ struct Partial {
     id: u64,
     next_chunk: u32,
     gateways: BTreeMap<GatewayKey, GatewayStatus>,
+    /// Each Gateway's listener hostnames (fleet DNS).
+    hostnames: BTreeMap<GatewayKey, Vec<(String, String)>>,
     /// Each Gateway's encoded size, and their sum.
     sizes: HashMap<GatewayKey, u64>,
     bytes: u64,
@@ -578,6 +580,7 @@ impl AgentStream {
                 id: chunk.snapshot_id,
                 next_chunk: 0,
                 gateways: BTreeMap::new(),
+                hostnames: BTreeMap::new(),
                 sizes: HashMap::new(),
                 bytes: 0,
             },
@@ -609,6 +612,7 @@ impl AgentStream {
                 )));
             }
             partial.sizes.insert(key.clone(), size);
+            partial.hostnames.insert(key.clone(), r.listener_hostnames);
             partial.gateways.insert(key, r.status);
         }
         partial.next_chunk = chunk.chunk.saturating_add(1);
@@ -617,6 +621,8 @@ impl AgentStream {
             return Ok(());
         }
         let session = self.session().clone();
+        self.index
+            .replace_listener_hostnames(session.cluster(), partial.hostnames);
         self.index
             .replace_snapshot(&session, partial.gateways)
             .map_err(|e| Status::aborted(e.to_string()))?;
@@ -663,6 +669,7 @@ impl AgentStream {
         check_count("changes", delta.changes.len(), MAX_GATEWAYS)
             .map_err(|e| Status::resource_exhausted(format!("delta {}: {e}", delta.seq)))?;
         let mut changes = Vec::with_capacity(delta.changes.len());
+        let mut hostnames = Vec::new();
         // Sizes after the delta, of the Gateways it touches (None: deleted).
         let mut resized: HashMap<GatewayKey, Option<u64>> = HashMap::new();
         let mut bytes = self.bytes;
@@ -678,6 +685,7 @@ impl AgentStream {
                     bytes = bytes.saturating_sub(self.size_of(&resized, &key)) + size;
                     self.check_budget(bytes, || format!("delta {}", delta.seq))?;
                     resized.insert(key.clone(), Some(size));
+                    hostnames.push((key.clone(), Some(r.listener_hostnames)));
                     changes.push(Change::Upsert(key, r.status));
                 }
                 Some(change::Change::Delete(r)) => {
@@ -685,6 +693,7 @@ impl AgentStream {
                     let key = GatewayKey::new(namespace, name);
                     bytes = bytes.saturating_sub(self.size_of(&resized, &key));
                     resized.insert(key.clone(), None);
+                    hostnames.push((key.clone(), None));
                     changes.push(Change::Delete(key));
                 }
                 None => {
@@ -717,6 +726,10 @@ impl AgentStream {
         self.index
             .note_observed(resized.keys().cloned(), delta.observed_unix_millis);
         self.index.note_trace(resized.keys().cloned());
+        for (key, h) in hostnames {
+            self.index
+                .set_listener_hostnames(session.cluster(), &key, h);
+        }
         let applied = self.index.apply(&session, changes);
         self.index.settle_observed(resized.keys().cloned());
         applied.map_err(|e| match e {

@@ -408,6 +408,13 @@ impl Index {
             let live = self.inner.aggregator.live.lock();
             keys.iter().map(|k| live.get(k).cloned()).collect()
         };
+        let carry_dns = self.dns_mode() == super::DnsMode::Following;
+        let mut dns: BTreeMap<GatewayKey, gwhub_dns_rules::DnsCondition> = {
+            let all = self.inner.dns_conditions.0.lock();
+            keys.iter()
+                .filter_map(|k| all.get(k).map(|c| (k.clone(), c.clone())))
+                .collect()
+        };
         let expectations = {
             let keys: Vec<&GatewayKey> = keys.iter().collect();
             self.expectations(&keys, &lives)
@@ -450,6 +457,7 @@ impl Index {
                             live.as_deref(),
                             old.as_deref(),
                             expectation.as_ref(),
+                            (dns.remove(&key).as_ref(), carry_dns),
                             &self.inner.aggregator.options,
                             now,
                         )
@@ -539,7 +547,14 @@ impl Index {
                     continue;
                 }
             };
-            let foreign: BTreeSet<String> = hub.foreign.into_iter().map(|c| c.type_).collect();
+            // The hub's own DNS condition travels as the first kept one
+            // (see `dns_condition`); it is not another writer's.
+            let foreign: BTreeSet<String> = hub
+                .foreign
+                .into_iter()
+                .map(|c| c.type_)
+                .filter(|t| t != gwhub_dns_rules::CONDITION_TYPE)
+                .collect();
             if clusters.is_empty() {
                 self.inner.history.record(&key, None, now.as_millisecond());
             } else if self.inner.history.capacity() > 0 {
@@ -738,10 +753,11 @@ fn aggregate_one(
     live: Option<&LiveHub>,
     old: Option<&GatewayView>,
     expectation: Option<&gwhub_hub_rules::aggregate::Expectation>,
+    (dns, carry_dns): (Option<&gwhub_dns_rules::DnsCondition>, bool),
     options: &Options,
     now: Timestamp,
 ) -> Aggregated {
-    let hub = match live {
+    let mut hub = match live {
         Some(live) => live.hub_gateway_with(|t| inc.is_some_and(|i| i.reports_type(t))),
         None => HubGateway {
             generation: NO_KUBE_GENERATION,
@@ -751,6 +767,7 @@ fn aggregate_one(
             foreign: Vec::new(),
         },
     };
+    super::dns_condition::inject(&mut hub, dns, carry_dns, now);
     let (aggregation, omitted) = match inc {
         Some(inc) => {
             let parts = inc.aggregate_parts(&hub, expectation, now);

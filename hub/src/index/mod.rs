@@ -32,18 +32,24 @@ use crate::budget::Counters;
 use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
+mod dns_condition;
 mod history;
+mod hostnames;
 mod inventory;
 mod reports;
 mod sessions;
 mod view;
 
 use aggregator::Aggregator;
+use dns_condition::DnsConditions;
 use history::History;
+use hostnames::Hostnames;
 use inventory::FleetInventory;
 use reports::Reports;
 use sessions::Sessions;
 
+pub use dns_condition::DnsMode;
+pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};
@@ -61,6 +67,8 @@ struct Inner {
     aggregator: Aggregator,
     history: History,
     inventory: FleetInventory,
+    hostnames: Hostnames,
+    dns_conditions: DnsConditions,
     counters: Arc<Counters>,
 }
 
@@ -126,6 +134,8 @@ impl Index {
                 aggregator: Aggregator::new(options),
                 history: History::new(history_capacity),
                 inventory: FleetInventory::new(inventory),
+                hostnames: Hostnames::default(),
+                dns_conditions: DnsConditions::default(),
                 counters: Arc::default(),
             }),
         }

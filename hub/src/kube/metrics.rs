@@ -4,6 +4,8 @@
 
 use gwhub_common::metrics_http::{CountGauge, PropagationSeconds, Seconds, Value};
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 
 gwhub_common::metrics! {
     #[derive(Debug, Default)]
@@ -86,6 +88,52 @@ gwhub_common::metrics! {
         /// hub Gateway status write that carries it.
         pub propagation_seconds: PropagationSeconds => "gwhub_propagation_seconds",
             "From an agent's changed evaluation (its clock) to the hub Gateway status write carrying it.",
+        // Fleet DNS (spec section 8; `crate::dns`).
+        /// DNS writes by output (dnsendpoint, rfc2136) and result (ok,
+        /// conflict, error).
+        pub dns_writes: Family<Vec<(String, String)>, Counter> => "gwhub_dns_writes",
+            "Fleet DNS writes (one per changed name) by output and result (ok, conflict, error).",
+        /// One DNS write: request to answer.
+        pub dns_write_seconds: Seconds => "gwhub_dns_write_seconds",
+            "Fleet DNS writes: time in the output's call, request to answer.",
+        /// Records per published name (all its record types).
+        pub dns_records_per_name: RecordCounts => "gwhub_dns_records_per_name",
+            "Records per fleet DNS name written (all its record types).",
+        /// From a published cluster's first ineligible sight to the write
+        /// of its name's set without it.
+        pub dns_removal_seconds: PropagationSeconds => "gwhub_dns_removal_seconds",
+            "From a published cluster seen ineligible to the written record set without it.",
+    }
+}
+
+/// A histogram of record counts (1 to 256, doubling).
+#[derive(Clone, Debug)]
+pub struct RecordCounts(Histogram);
+
+impl Default for RecordCounts {
+    fn default() -> Self {
+        RecordCounts(Histogram::new([
+            1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0,
+        ]))
+    }
+}
+
+impl RecordCounts {
+    pub fn observe(&self, n: usize) {
+        self.0.observe(n as f64);
+    }
+}
+
+impl prometheus_client::encoding::EncodeMetric for RecordCounts {
+    fn encode(
+        &self,
+        encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
     }
 }
 

@@ -87,6 +87,8 @@ pub struct KubeOptions {
     /// `--inventory-namespace` and `--inventory-mode`: the fleet is the
     /// ClusterProfiles there; `None`: any cluster may report (as before).
     pub inventory: Option<(String, gwhub_hub_rules::inventory::Mode)>,
+    /// Fleet DNS (`--dns-*`); `None`: off.
+    pub dns: Option<crate::dns::DnsConfig>,
 }
 
 impl KubeOptions {
@@ -100,6 +102,7 @@ impl KubeOptions {
             api_qps: budget::DEFAULT_QPS,
             api_burst: budget::DEFAULT_BURST,
             inventory: None,
+            dns: None,
         }
     }
 }
@@ -164,6 +167,9 @@ pub struct KubeHub {
     pub writes: watch::Receiver<shards::Writes>,
     /// True once the stored reports and the hub Gateways are loaded.
     pub ready: watch::Receiver<bool>,
+    /// Fleet DNS as this replica last decided it (empty while it is off or
+    /// not leading).
+    pub dns: watch::Receiver<Arc<crate::dns::DnsView>>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
 }
@@ -563,6 +569,25 @@ impl Connected {
             metrics.clone(),
             shutdown.clone(),
         ));
+        let (dns_tx, dns) = watch::channel(Arc::default());
+        if let Some(config) = options.dns.clone() {
+            tasks.spawn(
+                crate::dns::DnsController {
+                    config,
+                    client: client.clone(),
+                    index: index.clone(),
+                    budget: budget.clone(),
+                    metrics: metrics.clone(),
+                    gateway_namespace: options.gateway_namespace.clone(),
+                    leader: leader.clone(),
+                    writable: writable.clone(),
+                    view: dns_tx,
+                }
+                .run(shutdown.clone()),
+            );
+        } else {
+            drop(dns_tx);
+        }
         tasks.spawn(
             StatusWriter {
                 client,
@@ -582,6 +607,7 @@ impl Connected {
             leader,
             writes,
             ready,
+            dns,
             shutdown,
             tasks,
         }

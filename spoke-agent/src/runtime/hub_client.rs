@@ -500,7 +500,10 @@ fn encode(gw: &Gateway, limit: usize) -> Option<v1::GatewayReport> {
         gw.metadata.generation.unwrap_or_default(),
         gw.status.as_ref().unwrap_or(&none),
     ) {
-        Ok(r) => r,
+        Ok(mut r) => {
+            with_hostnames(&mut r, gw);
+            r
+        }
         Err(e) => {
             tracing::error!(gateway = %key, error = %e, "cannot report Gateway; skipping it");
             return None;
@@ -512,6 +515,22 @@ fn encode(gw: &Gateway, limit: usize) -> Option<v1::GatewayReport> {
         return None;
     }
     Some(report)
+}
+
+/// Sets each reported listener's hostname from the Gateway's spec (fleet
+/// DNS on the hub, spec section 8): the listener of the same name.
+fn with_hostnames(report: &mut v1::GatewayReport, gw: &Gateway) {
+    let Some(status) = report.status.as_mut() else {
+        return;
+    };
+    for l in &mut status.listeners {
+        l.hostname = gw
+            .spec
+            .listeners
+            .iter()
+            .find(|s| s.name == l.name)
+            .and_then(|s| s.hostname.clone());
+    }
 }
 
 /// The outgoing half of a stream; remembers when it last sent (heartbeats
@@ -642,5 +661,35 @@ mod tests {
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));
+    }
+
+    /// Each reported listener carries its spec hostname (fleet DNS); one
+    /// without a hostname carries none.
+    #[test]
+    fn reports_carry_listener_hostnames_from_the_spec() {
+        let gw: Gateway = serde_json::from_value(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"namespace": "ns", "name": "gw"},
+            "spec": {"gatewayClassName": "c", "listeners": [
+                {"name": "web", "port": 80, "protocol": "HTTP", "hostname": "app.fleet.test"},
+                {"name": "any", "port": 81, "protocol": "HTTP"}
+            ]},
+            "status": {"listeners": [
+                {"name": "any", "attachedRoutes": 0, "supportedKinds": [], "conditions": []},
+                {"name": "web", "attachedRoutes": 1, "supportedKinds": [], "conditions": []}
+            ]}
+        }))
+        .unwrap();
+        let r = encode(&gw, usize::MAX).unwrap();
+        let hosts: Vec<Option<&str>> = r
+            .status
+            .as_ref()
+            .unwrap()
+            .listeners
+            .iter()
+            .map(|l| l.hostname.as_deref())
+            .collect();
+        assert_eq!(hosts, [None, Some("app.fleet.test")]);
     }
 }

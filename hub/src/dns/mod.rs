@@ -1,0 +1,361 @@
+//! Fleet DNS (spec section 8, issue #33): DNS records for the hostnames of
+//! hub Gateway listeners that hold the addresses of exactly the clusters
+//! whose Gateway instance can serve them, following placement and removal.
+//!
+//! - [`config`]: the `--dns-*` flags, checked at start.
+//! - `clusters`: the rules' inputs from the clusters' REPORTS (the index's
+//!   copy, with each listener's hostname), never from the capped hub
+//!   Gateway status.
+//! - `names`: the state per name, sans I/O: the rules of
+//!   `gwhub_dns_rules` (names, eligibility, record sets, a `Publisher` per
+//!   record type), the writes due, the conditions, the [`DnsView`].
+//! - `endpoint`: the `dnsendpoint` output (external-dns DNSEndpoint
+//!   objects); `rfc2136`: dynamic updates with ownership records.
+//! - [`DnsController`]: the task. It decides only while this replica leads
+//!   (the Lease the status writer's leader holds) and the restart gate is
+//!   open (`writable`: the clusters the ended replicas served are back or
+//!   stale); after each start or leader change it reads the published
+//!   sets back first and seeds the publishers with them. It runs a round
+//!   on every index change (views or reports), hub Gateway change, and at
+//!   the publishers' wake times; each round's writes go to every output,
+//!   its conditions (`gwhub.io/DNSPublished`) into the index, which writes
+//!   them with the hub's status, and its view onto a `watch`.
+
+mod clusters;
+pub mod config;
+mod endpoint;
+mod names;
+mod rfc2136;
+mod view;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_common::watch_events::{Change, changes};
+use gwhub_hub_rules::aggregate::GatewayKey;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use parking_lot::Mutex;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use clusters::HubSpec;
+pub use config::{
+    CnameRoutingFlag, DnsConfig, DnsConfigError, DnsFlags, OutputKind, Rfc2136Config, WhenNoneFlag,
+};
+pub use endpoint::object_name;
+pub use names::{Job, Outcome};
+pub use view::{DnsView, NameView};
+
+use crate::index::Index;
+use crate::kube::budget::ApiBudget;
+use crate::kube::metrics::Metrics;
+use endpoint::{EndpointOutput, Seeds};
+use names::{Names, Round};
+
+/// The hub Gateways' specs, as the DNS controller's watch last saw them.
+type Specs = Arc<Mutex<BTreeMap<GatewayKey, HubSpec>>>;
+
+/// The fleet DNS task of one hub replica (see the module docs).
+pub struct DnsController {
+    pub config: DnsConfig,
+    pub client: kube::Client,
+    pub index: Index,
+    pub budget: Arc<ApiBudget>,
+    pub metrics: Arc<Metrics>,
+    /// `--gateway-namespace`.
+    pub gateway_namespace: Option<String>,
+    /// Whether this replica leads.
+    pub leader: watch::Receiver<bool>,
+    /// The restart gate: open once a restarted hub may write.
+    pub writable: watch::Receiver<bool>,
+    pub view: watch::Sender<Arc<DnsView>>,
+}
+
+fn now_millis() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// The first retry of a failed name; doubling to [`RETRY_MAX`] (the status
+/// writer's backoff).
+const RETRY_BASE: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
+impl DnsController {
+    /// Runs until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        self.index.set_dns_mode(crate::index::DnsMode::Following);
+        let specs: Specs = Arc::default();
+        let specs_changed = Arc::new(Notify::new());
+        let gateways: Api<Gateway> = match &self.gateway_namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        tokio::spawn(watch_specs(
+            gateways,
+            specs.clone(),
+            specs_changed.clone(),
+            shutdown.clone(),
+        ));
+        let endpoint = self.config.dnsendpoint.then(|| EndpointOutput {
+            client: self.client.clone(),
+            budget: self.budget.clone(),
+            namespace: self.gateway_namespace.clone(),
+        });
+        let rfc = self
+            .config
+            .rfc2136
+            .clone()
+            .map(|c| rfc2136::RfcOutput::new(&c, &self.config.owner_id));
+        let retry = gwhub_common::Backoff::<String>::new(RETRY_BASE, RETRY_MAX);
+        loop {
+            // Leader, past the restart gate.
+            let ready = async {
+                self.leader.wait_for(|l| *l).await.is_ok()
+                    && self.writable.wait_for(|w| *w).await.is_ok()
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                ok = ready => if !ok { return },
+            }
+            let started = now_millis();
+            let seeds = loop {
+                match read_back(endpoint.as_ref()).await {
+                    Ok(s) => break s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "fleet DNS: reading the published sets back failed; retrying");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(RETRY_BASE) => {}
+                        }
+                    }
+                }
+            };
+            tracing::info!(
+                names = seeds.len(),
+                "fleet DNS: leading; published sets read back"
+            );
+            let mut names = Names::new(self.config.clone(), started, seeds);
+            let mut views = self.index.subscribe();
+            let mut reports = self.index.subscribe_reports();
+            let mut wake: Option<i64> = None;
+            let mut again = true;
+            let mut resync = tokio::time::interval(self.config.resync);
+            resync.tick().await;
+            while *self.leader.borrow() {
+                if !again {
+                    let sleep = async {
+                        match wake {
+                            Some(t) => {
+                                let ms = (t - now_millis()).max(0) as u64;
+                                tokio::time::sleep(Duration::from_millis(ms)).await;
+                            }
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        r = views.changed() => if r.is_err() { return },
+                        r = reports.changed() => if r.is_err() { return },
+                        _ = specs_changed.notified() => {}
+                        r = self.leader.changed() => if r.is_err() { return } else { continue },
+                        _ = sleep => {}
+                        _ = resync.tick() => {
+                            tracing::debug!("fleet DNS: resync: reading back and repairing every name");
+                            names.forget_written();
+                        }
+                    }
+                    // Changes arriving together make one round.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                views.borrow_and_update();
+                reports.borrow_and_update();
+                let decided = self.round(&mut names, &specs, started);
+                wake = decided.wake_at_millis;
+                for (key, c) in decided.conditions {
+                    self.index.set_dns_condition(&key, c);
+                }
+                // Decided from now on (not before: the conditions the last
+                // leader wrote are carried until this round set them).
+                self.index.set_dns_mode(crate::index::DnsMode::Leading);
+                again = !decided.jobs.is_empty();
+                for job in &decided.jobs {
+                    let outcome = self
+                        .execute(job, endpoint.as_ref(), rfc.as_ref(), &specs)
+                        .await;
+                    let retry_in = match &outcome {
+                        Outcome::Written => {
+                            retry.succeeded(&job.host);
+                            0
+                        }
+                        _ => retry.failed(&job.host).as_millis() as i64,
+                    };
+                    let removals = names.written(job, outcome, now_millis(), retry_in);
+                    for ms in removals {
+                        self.metrics
+                            .dns_removal_seconds
+                            .observe(Duration::from_millis(ms.max(0) as u64));
+                    }
+                }
+                let mut view = decided.view;
+                view.writing = true;
+                self.view.send_replace(Arc::new(view));
+            }
+            tracing::info!("fleet DNS: no longer leading; writing nothing");
+            self.index.set_dns_mode(crate::index::DnsMode::Following);
+            self.view.send_modify(|v| {
+                let mut next = (**v).clone();
+                next.writing = false;
+                *v = Arc::new(next);
+            });
+        }
+    }
+
+    fn round(&self, names: &mut Names, specs: &Specs, started: i64) -> names::Decided {
+        let specs = specs.lock().clone();
+        let views = self
+            .index
+            .subscribe()
+            .borrow()
+            .gateways
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>();
+        let index = &self.index;
+        let gateways: Vec<gwhub_dns_rules::HubGateway> = specs
+            .iter()
+            .map(|(key, s)| gwhub_dns_rules::HubGateway {
+                key: key.clone(),
+                created_millis: s.created_millis,
+                listeners: s.listeners.clone(),
+                has_clusters: views.contains(key)
+                    || index
+                        .subscribe()
+                        .borrow()
+                        .get(key)
+                        .is_some_and(|v| !v.missing.is_empty()),
+            })
+            .collect();
+        let last_report: BTreeMap<String, i64> = index
+            .clusters()
+            .into_iter()
+            .map(|c| (c.name, c.last_report_millis))
+            .collect();
+        let clusters = |key: &GatewayKey| clusters::views(index, key);
+        let fresh = |c: &str| last_report.get(c).is_some_and(|t| *t >= started);
+        names.round(&Round {
+            now_millis: now_millis(),
+            gateways: &gateways,
+            clusters: &clusters,
+            fresh: &fresh,
+        })
+    }
+
+    /// Hands `job` to every output; the first problem is the outcome.
+    async fn execute(
+        &self,
+        job: &Job,
+        endpoint: Option<&EndpointOutput>,
+        rfc: Option<&rfc2136::RfcOutput>,
+        specs: &Specs,
+    ) -> Outcome {
+        if self.config.dry_run {
+            tracing::info!(host = %job.host, sets = ?names::targets(&job.sets), "fleet DNS dry run: would write");
+            return Outcome::Written;
+        }
+        let records: usize = job
+            .sets
+            .values()
+            .map(|s| endpoint::set_targets(s).len())
+            .sum();
+        let mut outcome = Outcome::Written;
+        let uid = specs.lock().get(&job.owner).map(|s| s.uid.clone());
+        let record = |kind: OutputKind, o: &Outcome, took: Duration| {
+            let result = match o {
+                Outcome::Written => "ok",
+                Outcome::Conflict(_) => "conflict",
+                Outcome::Failed(_) => "error",
+            };
+            self.metrics
+                .dns_writes
+                .get_or_create(&vec![
+                    ("output".to_owned(), kind.label().to_owned()),
+                    ("result".to_owned(), result.to_owned()),
+                ])
+                .inc();
+            self.metrics.dns_write_seconds.observe(took);
+        };
+        if let Some(out) = endpoint {
+            let t = std::time::Instant::now();
+            let o = out.write(job, uid.as_deref()).await;
+            record(OutputKind::Dnsendpoint, &o, t.elapsed());
+            if outcome == Outcome::Written {
+                outcome = o;
+            }
+        }
+        if let Some(out) = rfc {
+            let t = std::time::Instant::now();
+            let o = out.write(job).await;
+            record(OutputKind::Rfc2136, &o, t.elapsed());
+            if outcome == Outcome::Written {
+                outcome = o;
+            }
+        }
+        if outcome == Outcome::Written && !job.sets.is_empty() {
+            self.metrics.dns_records_per_name.observe(records);
+        }
+        outcome
+    }
+}
+
+/// The published sets read back from the output that can tell (the
+/// DNSEndpoints' annotations); nothing without it.
+async fn read_back(endpoint: Option<&EndpointOutput>) -> Result<Seeds, kube::Error> {
+    match endpoint {
+        Some(e) => e.read_back().await,
+        None => Ok(Seeds::new()),
+    }
+}
+
+/// Keeps `specs` as the management cluster's hub Gateways are.
+async fn watch_specs(
+    api: Api<Gateway>,
+    specs: Specs,
+    changed: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    let mut stream = std::pin::pin!(changes(events, shutdown));
+    while let Some(change) = stream.next().await {
+        let touched = {
+            let mut map = specs.lock();
+            match change {
+                Change::Listed(all) => {
+                    let next: BTreeMap<GatewayKey, HubSpec> = all
+                        .iter()
+                        .map(|g| (GatewayKey::of(g), HubSpec::of(g)))
+                        .collect();
+                    let touched = *map != next;
+                    *map = next;
+                    touched
+                }
+                Change::Applied(g) => {
+                    let spec = HubSpec::of(&g);
+                    map.insert(GatewayKey::of(&g), spec.clone()) != Some(spec)
+                }
+                Change::Deleted(g) => map.remove(&GatewayKey::of(&g)).is_some(),
+                Change::Failed(e) => {
+                    tracing::warn!(error = %e, "fleet DNS: watching hub Gateways failed; retrying");
+                    false
+                }
+            }
+        };
+        if touched {
+            changed.notify_one();
+        }
+    }
+}

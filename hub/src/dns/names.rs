@@ -1,0 +1,451 @@
+//! The controller's state per fleet DNS name, sans I/O: one round takes the
+//! hub Gateways and each owner's [`ClusterView`]s at a time in ms, runs the
+//! rules (`gwhub_dns_rules`: names, eligibility, record sets, a
+//! [`Publisher`] per record type) and returns the writes due ([`Job`]), the
+//! conditions per hub Gateway and the [`DnsView`]. The outputs' answers
+//! come back through [`Names::written`].
+//!
+//! Decided here where the spec is silent:
+//! - A name first seen within `--stale-after` of the start (or leader
+//!   change) gets [`Publisher::after_start`] with what was read back
+//!   (nothing: its clusters rise, as the previous leader may have held them
+//!   back); a name appearing later gets [`Publisher::new`] (joins at once).
+//! - The sets written are built again from the published clusters'
+//!   addresses, remembered from their last report, so a cluster kept
+//!   (`--dns-when-none=keep`, the read-back grace) keeps its addresses
+//!   while its report says it is not eligible or it is silent.
+//! - A failed write puts every publisher of the name back
+//!   ([`Publisher::write_failed`]); the name is tried again after the
+//!   output's backoff (1 s doubling to 5 min, the status writer's).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gwhub_dns_rules::{
+    ClusterView, FleetName, HubGateway, Input, NameState, NameStatus, Observation, Publisher,
+    Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build, dns_published,
+    fleet_names, usable,
+};
+use gwhub_hub_rules::aggregate::GatewayKey;
+
+use super::config::DnsConfig;
+use super::view::{DnsView, NameView};
+
+/// A record type's set as written, keyed by type.
+pub type Sets = BTreeMap<RecordType, RecordSet>;
+
+/// One name's write: the sets to publish now (empty: delete the name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub host: String,
+    pub zone: String,
+    pub owner: GatewayKey,
+    pub sets: Sets,
+    /// The sets last written (what the output holds, as far as known).
+    pub previous: Sets,
+    /// Per record type, the clusters published (the read-back seeds).
+    pub clusters: BTreeMap<RecordType, BTreeSet<String>>,
+}
+
+/// What an output answered for a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Written,
+    /// Held by someone else: never overwritten.
+    Conflict(String),
+    Failed(String),
+}
+
+struct Entry {
+    name: FleetName,
+    publishers: BTreeMap<RecordType, Publisher>,
+    /// Each cluster's usable addresses at its last report.
+    last_usable: BTreeMap<String, Usable>,
+    written: Sets,
+    ever_published: bool,
+    reasons: BTreeMap<RecordType, Reason>,
+    problem: Option<Outcome>,
+    /// A failed write is tried again at this time.
+    retry_at: Option<i64>,
+    view: NameView,
+}
+
+/// The hub Gateways as the names need them, with each one's clusters.
+pub struct Round<'a> {
+    pub now_millis: i64,
+    pub gateways: &'a [HubGateway],
+    /// Per hub Gateway with names, its clusters (see `clusters::views`).
+    pub clusters: &'a dyn Fn(&GatewayKey) -> Vec<ClusterView>,
+    /// Clusters whose report arrived since the start.
+    pub fresh: &'a dyn Fn(&str) -> bool,
+}
+
+/// What a round decided.
+#[derive(Debug, Default)]
+pub struct Decided {
+    pub jobs: Vec<Job>,
+    /// Per hub Gateway that claims names: its condition (`None`: remove).
+    pub conditions: BTreeMap<GatewayKey, Option<gwhub_dns_rules::DnsCondition>>,
+    pub view: DnsView,
+    /// When to run again though nothing changed.
+    pub wake_at_millis: Option<i64>,
+}
+
+/// Every name's state (see the module docs).
+pub struct Names {
+    config: DnsConfig,
+    started_millis: i64,
+    /// Read back at the start: per name and type, the clusters published.
+    seeds: BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>,
+    entries: BTreeMap<String, Entry>,
+    /// Names gone from the fleet whose delete has not succeeded yet.
+    leaving: BTreeMap<String, Job>,
+    /// Hub Gateways that had a condition last round.
+    conditioned: BTreeSet<GatewayKey>,
+    /// Per (name, published cluster): since when it is seen not eligible
+    /// (for `gwhub_dns_removal_seconds`).
+    ineligible_since: BTreeMap<(String, String), i64>,
+}
+
+impl Names {
+    pub fn new(
+        config: DnsConfig,
+        started_millis: i64,
+        seeds: BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>,
+    ) -> Self {
+        Names {
+            config,
+            started_millis,
+            seeds,
+            entries: BTreeMap::new(),
+            leaving: BTreeMap::new(),
+            conditioned: BTreeSet::new(),
+            ineligible_since: BTreeMap::new(),
+        }
+    }
+
+    fn publisher(&self, host: &str, t: RecordType, now: i64) -> Publisher {
+        let cfg = self.config.publish;
+        if let Some(seed) = self.seeds.get(host) {
+            return Publisher::after_start(cfg, seed.get(&t).cloned(), self.started_millis);
+        }
+        if now < self.started_millis.saturating_add(cfg.stale_after_millis) {
+            Publisher::after_start(cfg, None, self.started_millis)
+        } else {
+            Publisher::new(cfg)
+        }
+    }
+
+    /// One round (see the module docs).
+    pub fn round(&mut self, r: &Round<'_>) -> Decided {
+        let now = r.now_millis;
+        let fleet = fleet_names(r.gateways, &self.config.zones);
+        let mut out = Decided::default();
+        let mut wake: Option<i64> = None;
+        let mut wake_at = |t: Option<i64>| {
+            if let Some(t) = t {
+                wake = Some(wake.map_or(t, |w: i64| w.min(t)));
+            }
+        };
+        let mut by_owner: BTreeMap<GatewayKey, Vec<NameStatus>> = BTreeMap::new();
+        for (host, name) in &fleet.names {
+            let host_s = host.as_str().to_owned();
+            self.leaving.remove(&host_s);
+            if !self.entries.contains_key(&host_s) {
+                let publishers = RecordType::ALL
+                    .into_iter()
+                    .map(|t| (t, self.publisher(&host_s, t, now)))
+                    .collect();
+                self.entries.insert(
+                    host_s.clone(),
+                    Entry {
+                        name: name.clone(),
+                        publishers,
+                        last_usable: BTreeMap::new(),
+                        written: Sets::new(),
+                        ever_published: false,
+                        reasons: BTreeMap::new(),
+                        problem: None,
+                        retry_at: None,
+                        view: NameView::default(),
+                    },
+                );
+            }
+            let Some(e) = self.entries.get_mut(&host_s) else {
+                continue;
+            };
+            e.name = name.clone();
+            let views = (r.clusters)(&name.owner);
+            let mut eligible: BTreeMap<String, Usable> = BTreeMap::new();
+            let mut verdicts: BTreeMap<String, Option<String>> = BTreeMap::new();
+            let mut results = BTreeMap::new();
+            for v in &views {
+                if v.reports_gateway {
+                    e.last_usable
+                        .insert(v.cluster.clone(), usable(&v.addresses));
+                }
+                let res = assess(v, host, &name.listeners);
+                verdicts.insert(
+                    v.cluster.clone(),
+                    res.as_ref().err().map(ToString::to_string),
+                );
+                if let Ok(u) = &res {
+                    eligible.insert(v.cluster.clone(), u.clone());
+                }
+                results.insert(v.cluster.clone(), res);
+            }
+            for c in e.written.values().flat_map(|s| s.clusters.iter()) {
+                let k = (host_s.clone(), c.clone());
+                match verdicts.get(c) {
+                    Some(None) => {
+                        self.ineligible_since.remove(&k);
+                    }
+                    _ => {
+                        self.ineligible_since.entry(k).or_insert(now);
+                    }
+                }
+            }
+            let apex = name.is_apex();
+            let desired = build(host, apex, &eligible, &self.config.records);
+            let desired_types = desired.types();
+            let mut coalescing = false;
+            for t in RecordType::ALL {
+                let obs: Vec<Observation> = views
+                    .iter()
+                    .map(|v| Observation {
+                        cluster: v.cluster.clone(),
+                        seen: match results.get(&v.cluster) {
+                            Some(Ok(u)) if u.check(t).is_ok() => Seen::Eligible,
+                            _ => Seen::Ineligible,
+                        },
+                        fresh: (r.fresh)(&v.cluster),
+                    })
+                    .collect();
+                let Some(p) = e.publishers.get_mut(&t) else {
+                    continue;
+                };
+                let d = p.decide(&Input {
+                    now_millis: now,
+                    clusters: &obs,
+                    other_types_served: desired_types.iter().any(|o| *o != t),
+                });
+                coalescing |= matches!(d.reason, Reason::Coalescing { .. });
+                wake_at(d.wake_at_millis);
+                e.reasons.insert(t, d.reason);
+            }
+            // The sets to write: the published clusters with the addresses
+            // of the types each is published in.
+            let mut published: BTreeMap<RecordType, BTreeSet<String>> = BTreeMap::new();
+            for (t, p) in &e.publishers {
+                if let Some(set) = p.published() {
+                    published.insert(*t, set.clone());
+                }
+            }
+            e.ever_published |= !published.is_empty();
+            let mut members: BTreeMap<String, Usable> = BTreeMap::new();
+            for c in published.values().flatten() {
+                if let Some(u) = e.last_usable.get(c) {
+                    let u = u.restricted(|t| published.get(&t).is_some_and(|s| s.contains(c)));
+                    members.insert(c.clone(), u);
+                }
+            }
+            let to_write = sets_of(&build(host, apex, &members, &self.config.records));
+            let retry_due = e.retry_at.is_none_or(|t| now >= t);
+            wake_at(e.retry_at.filter(|t| *t > now));
+            if !coalescing && retry_due && to_write != e.written {
+                out.jobs.push(Job {
+                    host: host_s.clone(),
+                    zone: name.zone.clone(),
+                    owner: name.owner.clone(),
+                    clusters: to_write
+                        .iter()
+                        .map(|(t, s)| (*t, s.clusters.iter().cloned().collect()))
+                        .collect(),
+                    sets: to_write,
+                    previous: e.written.clone(),
+                });
+            }
+            let state = state_of(e);
+            e.view = NameView {
+                zone: name.zone.clone(),
+                owner: Some(name.owner.clone()),
+                published: targets(&e.written),
+                desired: targets(&sets_of(&desired)),
+                clusters: verdicts.into_iter().collect(),
+                reasons: e.reasons.iter().map(|(t, r)| format!("{t}: {r}")).collect(),
+                state: format!("{state:?}"),
+            };
+            by_owner
+                .entry(name.owner.clone())
+                .or_default()
+                .push(NameStatus {
+                    host: host_s.clone(),
+                    state,
+                });
+            out.view.names.insert(host_s, e.view.clone());
+        }
+        // Names gone from the fleet: deleted with what was written.
+        let gone: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|h| !fleet.names.keys().any(|n| n.as_str() == h.as_str()))
+            .cloned()
+            .collect();
+        for host in gone {
+            if let Some(e) = self.entries.remove(&host)
+                && !e.written.is_empty()
+            {
+                self.leaving.insert(
+                    host.clone(),
+                    Job {
+                        host: host.clone(),
+                        zone: e.name.zone.clone(),
+                        owner: e.name.owner.clone(),
+                        sets: Sets::new(),
+                        previous: e.written,
+                        clusters: BTreeMap::new(),
+                    },
+                );
+            }
+        }
+        out.jobs.extend(self.leaving.values().cloned());
+        for c in &fleet.conflicts {
+            by_owner
+                .entry(c.gateway.clone())
+                .or_default()
+                .push(NameStatus {
+                    host: c.host.to_string(),
+                    state: NameState::Conflict(format!(
+                        "claimed by {} (the oldest hub Gateway with it)",
+                        c.owner
+                    )),
+                });
+        }
+        for i in &fleet.invalid {
+            by_owner
+                .entry(i.gateway.clone())
+                .or_default()
+                .push(NameStatus {
+                    host: i.hostname.clone(),
+                    state: NameState::Invalid(i.error.to_string()),
+                });
+        }
+        let claimed: BTreeSet<GatewayKey> = by_owner.keys().cloned().collect();
+        for gone in self.conditioned.difference(&claimed) {
+            out.conditions.insert(gone.clone(), None);
+        }
+        for (key, names) in by_owner {
+            out.conditions.insert(key, dns_published(&names));
+        }
+        self.conditioned = claimed;
+        out.view.dry_run = self.config.dry_run;
+        out.wake_at_millis = wake;
+        out
+    }
+
+    /// Forgets what was written (`--dns-resync`): the next round writes
+    /// every name again, and the outputs read back and repair first.
+    pub fn forget_written(&mut self) {
+        for e in self.entries.values_mut() {
+            e.written.clear();
+        }
+    }
+
+    /// An output's answer to `job` at `now`; `retry_in`: the backoff after a
+    /// failure. Returns, for each cluster the write removed after it was
+    /// seen not eligible, how long that took (ms).
+    pub fn written(
+        &mut self,
+        job: &Job,
+        outcome: Outcome,
+        now: i64,
+        retry_in_millis: i64,
+    ) -> Vec<i64> {
+        let mut removals = Vec::new();
+        if outcome == Outcome::Written {
+            let kept: BTreeSet<&String> =
+                job.sets.values().flat_map(|s| s.clusters.iter()).collect();
+            for c in job.previous.values().flat_map(|s| s.clusters.iter()) {
+                if !kept.contains(c)
+                    && let Some(t) = self.ineligible_since.remove(&(job.host.clone(), c.clone()))
+                {
+                    removals.push(now - t);
+                }
+            }
+        }
+        if job.sets.is_empty() && !self.entries.contains_key(&job.host) {
+            if outcome == Outcome::Written {
+                self.leaving.remove(&job.host);
+                self.ineligible_since.retain(|(h, _), _| *h != job.host);
+            }
+            return removals;
+        }
+        let Some(e) = self.entries.get_mut(&job.host) else {
+            return removals;
+        };
+        match outcome {
+            Outcome::Written => {
+                e.written = job.sets.clone();
+                e.problem = None;
+                e.retry_at = None;
+            }
+            other => {
+                for p in e.publishers.values_mut() {
+                    p.write_failed();
+                }
+                e.problem = Some(other);
+                e.retry_at = Some(now.saturating_add(retry_in_millis));
+            }
+        }
+        removals
+    }
+}
+
+fn sets_of(s: &RecordSets) -> Sets {
+    RecordType::ALL
+        .into_iter()
+        .filter_map(|t| s.get(t).map(|set| (t, set.clone())))
+        .collect()
+}
+
+/// Each set's targets as text, by type name.
+pub fn targets(sets: &Sets) -> BTreeMap<String, Vec<String>> {
+    sets.iter()
+        .map(|(t, s)| (t.as_str().to_owned(), super::endpoint::set_targets(s)))
+        .collect()
+}
+
+fn state_of(e: &Entry) -> NameState {
+    match &e.problem {
+        Some(Outcome::Conflict(who)) => return NameState::Conflict(who.clone()),
+        Some(Outcome::Failed(why)) => return NameState::WriteFailed(why.clone()),
+        _ => {}
+    }
+    if e.ever_published && desired_none(e) && e.reasons.values().any(Reason::none_eligible) {
+        let kept = e
+            .reasons
+            .values()
+            .any(|r| matches!(r, Reason::KeptNoneEligible { .. }));
+        return NameState::NoneEligible { kept };
+    }
+    if e.written.is_empty() && !e.ever_published {
+        return NameState::NotYetPublished;
+    }
+    NameState::Published
+}
+
+/// Whether no record type of the name has an eligible cluster now.
+fn desired_none(e: &Entry) -> bool {
+    e.reasons.values().all(|r| {
+        matches!(
+            r,
+            Reason::KeptNoneEligible { .. }
+                | Reason::RemovedNoneEligible
+                | Reason::NothingLeft
+                | Reason::OtherTypeServes
+                | Reason::NotYetEligible
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

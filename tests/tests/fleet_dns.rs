@@ -1,0 +1,415 @@
+//! Issue #33, fleet DNS (spec section 8) in the field: a real management
+//! API server with the hub in process (Kubernetes mode, acting as its
+//! installed ServiceAccount, so the RBAC is the manifests'), raw agents
+//! reporting a Gateway `default/web` whose listener `http` has hostname
+//! `app.fleet.test`, LoadBalancerReady True, one attached route and an
+//! address 192.0.2.x per cluster; the hub Gateway `default/web` on the
+//! management cluster has the same listener.
+//!
+//! - dnsendpoint: the `DNSEndpoint` holds exactly the eligible clusters'
+//!   addresses; a cluster whose LoadBalancerReady goes False leaves; a
+//!   listener with no attached route is not published; one that comes
+//!   back returns after the rise (`--dns-rise 1s`); the hub Gateway says
+//!   `gwhub.io/DNSPublished` True.
+//! - rfc2136 (a real BIND with a TSIG key; skipped without one unless
+//!   `GWHUB_REQUIRE_DNS=1`): see `rfc2136_*` below.
+//!
+//! Waits are bounded (`wait::until`); no fixed sleep before a positive
+//! assert.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_hub::dns::DnsFlags;
+use gwhub_hub::kube::leader::LeaseConfig;
+use gwhub_hub::kube::{KubeHub, KubeOptions};
+use gwhub_hub::serve::HubConfig;
+use gwhub_hub_rules::dnsendpoint::DNSEndpoint;
+use gwhub_proto::v1;
+use gwhub_test_kit::apiserver::{Fleet, require_assets};
+use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::raw_agent::Agent;
+use gwhub_test_kit::wait::until;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const NS: &str = "default";
+const HOST: &str = "app.fleet.test";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn cond(type_: &str, status: bool) -> v1::Condition {
+    v1::Condition {
+        r#type: type_.into(),
+        status: if status {
+            v1::ConditionStatus::True
+        } else {
+            v1::ConditionStatus::False
+        } as i32,
+        reason: "Test".into(),
+        message: String::new(),
+        observed_generation: Some(1),
+        last_transition_time: 1_700_000_000,
+    }
+}
+
+/// Cluster `i`'s report of `default/web`.
+fn report(i: u8, lb_ready: bool, routes: i32) -> v1::GatewayReport {
+    report_with(i, lb_ready, routes, &[("http", HOST)])
+}
+
+/// [`report`] with these `(listener, hostname)`s.
+fn report_with(
+    i: u8,
+    lb_ready: bool,
+    routes: i32,
+    listeners: &[(&str, &str)],
+) -> v1::GatewayReport {
+    v1::GatewayReport {
+        namespace: NS.into(),
+        name: "web".into(),
+        uid: format!("uid-{i}"),
+        generation: 1,
+        status: Some(v1::GatewayStatus {
+            conditions: vec![
+                cond("Accepted", true),
+                cond("Programmed", true),
+                cond("LoadBalancerReady", lb_ready),
+            ],
+            addresses: vec![v1::GatewayAddress {
+                r#type: Some("IPAddress".into()),
+                value: format!("192.0.2.{i}"),
+            }],
+            listeners: listeners
+                .iter()
+                .map(|(l, h)| v1::ListenerStatus {
+                    name: (*l).into(),
+                    attached_routes: routes,
+                    supported_kinds: vec![],
+                    conditions: vec![cond("Programmed", true)],
+                    hostname: Some((*h).into()),
+                })
+                .collect(),
+            attached_listener_sets: None,
+        }),
+    }
+}
+
+async fn create_hub_gateway(api: &Api<Gateway>) {
+    create_hub_gateway_with(api, &[("http", HOST)]).await;
+}
+
+async fn create_hub_gateway_with(api: &Api<Gateway>, listeners: &[(&str, &str)]) {
+    let listeners: Vec<serde_json::Value> = listeners
+        .iter()
+        .enumerate()
+        .map(|(i, (l, h))| json!({"name": l, "port": 80 + i, "protocol": "HTTP", "hostname": h}))
+        .collect();
+    let gw: Gateway = serde_json::from_value(json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
+            "listeners": listeners
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &gw).await.unwrap();
+}
+
+fn dns_flags(outputs: Vec<gwhub_hub::dns::OutputKind>) -> DnsFlags {
+    DnsFlags {
+        zones: vec!["fleet.test".into()],
+        outputs,
+        ttl: Duration::from_secs(30),
+        max_targets: 32,
+        rise: Duration::from_secs(1),
+        resync: Duration::from_secs(300),
+        ..DnsFlags::default()
+    }
+}
+
+async fn start_hub(client: &Client, flags: &DnsFlags) -> KubeHub {
+    let stale_after = Duration::from_secs(60);
+    let mut o = KubeOptions::new(SYSTEM_NS);
+    o.lease = Some(LeaseConfig {
+        name: "gwhub-hub".into(),
+        identity: "dns-test".into(),
+        lease_duration: Duration::from_secs(4),
+        renew_every: Duration::from_millis(500),
+    });
+    o.dns = flags.check(SYSTEM_NS, stale_after).expect("DNS flags");
+    KubeHub::start(HubConfig::loopback(stale_after), o, client.clone())
+        .await
+        .expect("hub starts in Kubernetes mode")
+}
+
+/// The management API server with the hub installed and the DNSEndpoint
+/// CRD: the admin's client and the hub's; `None` without the assets.
+async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
+    if !require_assets(test) {
+        return None;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    gwhub_test_kit::crds::install_dnsendpoint(&admin)
+        .await
+        .expect("DNSEndpoint CRD");
+    Some((fleet, admin, as_hub))
+}
+
+/// The A targets of every DNSEndpoint for HOST in NS (`None`: no object).
+async fn a_targets(api: &Api<DNSEndpoint>) -> Option<BTreeSet<String>> {
+    let list = api.list(&ListParams::default()).await.ok()?;
+    let o = list.items.into_iter().next()?;
+    Some(
+        o.spec
+            .endpoints
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| {
+                e.record_type.as_deref() == Some("A") && e.dns_name.as_deref() == Some(HOST)
+            })
+            .flat_map(|e| e.targets.unwrap_or_default())
+            .collect(),
+    )
+}
+
+fn set(ips: &[u8]) -> Option<BTreeSet<String>> {
+    Some(ips.iter().map(|i| format!("192.0.2.{i}")).collect())
+}
+
+async fn connect(addr: SocketAddr, i: u8, lb_ready: bool, routes: i32) -> Agent {
+    let mut a = Agent::connect(addr, &format!("c{i}")).await;
+    a.snapshot(1, 1, vec![report(i, lb_ready, routes)]).await;
+    a
+}
+
+fn dns_condition(gw: &Gateway) -> Option<(String, String, String)> {
+    gw.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == gwhub_dns_rules::CONDITION_TYPE)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// (a) dnsendpoint: exactly the eligible clusters, following them.
+#[tokio::test]
+async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
+    let Some((_fleet, admin, as_hub)) =
+        management("dnsendpoint_holds_exactly_the_eligible_clusters").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
+    create_hub_gateway(&gateways).await;
+    let hub = start_hub(
+        &as_hub,
+        &dns_flags(vec![gwhub_hub::dns::OutputKind::Dnsendpoint]),
+    )
+    .await;
+    let addr = hub.hub.ingest_addr;
+    let mut c1 = connect(addr, 1, true, 1).await;
+    let mut c2 = connect(addr, 2, true, 1).await;
+    // c3's listener has no attached route: never published.
+    let mut c3 = connect(addr, 3, true, 0).await;
+    let endpoints: Api<DNSEndpoint> = Api::namespaced(admin.clone(), NS);
+    until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1, 2])).await;
+    let list = endpoints.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    let o = &list.items[0];
+    assert_eq!(
+        o.metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .get("gwhub.io/dns")
+            .map(String::as_str),
+        Some("managed")
+    );
+    let owner = &o.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Gateway", "web")
+    );
+    until(
+        WAIT,
+        || async { dns_condition(&gateways.get("web").await.unwrap()) },
+        |c| {
+            c.as_ref()
+                .is_some_and(|(s, r, _)| s == "True" && r == "Published")
+        },
+    )
+    .await;
+
+    // c2's load balancer is no longer ready: it leaves at the next write.
+    c2.upsert(2, report(2, false, 1)).await;
+    c2.expect_ack(2).await;
+    until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1])).await;
+
+    // c3 gets a route: it joins after the rise.
+    c3.upsert(2, report(3, true, 1)).await;
+    c3.expect_ack(2).await;
+    until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1, 3])).await;
+
+    // c2 comes back: after the rise, it returns.
+    c2.upsert(3, report(2, true, 1)).await;
+    c2.expect_ack(3).await;
+    until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1, 2, 3])).await;
+
+    // Nobody has a route any more: the last set is kept (--dns-when-none
+    // keep) and the condition says NoneEligible.
+    for (a, i, seq) in [(&mut c1, 1, 2), (&mut c2, 2, 4), (&mut c3, 3, 3)] {
+        a.upsert(seq, report(i, true, 0)).await;
+        a.expect_ack(seq).await;
+    }
+    until(
+        WAIT,
+        || async { dns_condition(&gateways.get("web").await.unwrap()) },
+        |c| {
+            c.as_ref()
+                .is_some_and(|(s, r, _)| s == "False" && r == "NoneEligible")
+        },
+    )
+    .await;
+    assert_eq!(a_targets(&endpoints).await, set(&[1, 2, 3]));
+
+    // The listener's hostname leaves the zone: the object is deleted and
+    // the hub Gateway no longer carries the condition.
+    let patch = json!({"spec": {"listeners": [
+        {"name": "http", "port": 80, "protocol": "HTTP", "hostname": "app.elsewhere.test"}
+    ]}});
+    gateways
+        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    until(WAIT, || a_targets(&endpoints), Option::is_none).await;
+    until(
+        WAIT,
+        || async { dns_condition(&gateways.get("web").await.unwrap()) },
+        Option::is_none,
+    )
+    .await;
+    hub.shutdown().await.unwrap();
+}
+
+/// (b) rfc2136 against a real BIND (and Knot) with a TSIG key: `dig` shows exactly
+/// the eligible set; a name whose ownership TXT is another owner's (made
+/// with nsupdate) is never touched and the condition says Conflict; a
+/// hand-deleted record is repaired at the resync (2s); a hub restart
+/// removes nothing.
+#[tokio::test]
+async fn rfc2136_publishes_to_bind_and_never_overwrites() {
+    rfc2136_field(
+        gwhub_test_kit::dns_server::Kind::Bind,
+        "rfc2136_publishes_to_bind_and_never_overwrites",
+    )
+    .await;
+}
+
+/// (b) against Knot DNS.
+#[tokio::test]
+async fn rfc2136_publishes_to_knot_and_never_overwrites() {
+    rfc2136_field(
+        gwhub_test_kit::dns_server::Kind::Knot,
+        "rfc2136_publishes_to_knot_and_never_overwrites",
+    )
+    .await;
+}
+
+async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
+    use gwhub_test_kit::dns_server::{Key, Keys, Server, available};
+    if !available(test) {
+        return;
+    }
+    let Some((fleet, admin, as_hub)) = management(test).await else {
+        return;
+    };
+    let key = Key::generate("gwhub", "hmac-sha256");
+    let server = Server::start(kind, &Keys::updating(&[&key]));
+    // Someone else's name, made by hand with its own ownership record.
+    server.nsupdate(
+        &key,
+        &[
+            "add taken.fleet.test 300 A 198.51.100.7",
+            "add _gwhub-a.taken.fleet.test 300 TXT \"heritage=gwhub,owner=someone-else,gateway=x/y\"",
+        ],
+    );
+    let secret = fleet.dir.join("tsig.key");
+    std::fs::write(&secret, &key.clause).unwrap();
+    let mut flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Rfc2136]);
+    flags.server = Some(server.addr().to_string());
+    flags.tsig_key_name = Some("gwhub".into());
+    flags.tsig_secret_file = Some(secret);
+    flags.resync = Duration::from_secs(2);
+
+    let listeners = [("http", HOST), ("taken", "taken.fleet.test")];
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
+    create_hub_gateway_with(&gateways, &listeners).await;
+    let hub = start_hub(&as_hub, &flags).await;
+    let addr = hub.hub.ingest_addr;
+    let agents = async |addr: SocketAddr, c2_ready: bool| {
+        let mut c1 = Agent::connect(addr, "c1").await;
+        c1.snapshot(1, 1, vec![report_with(1, true, 1, &listeners)])
+            .await;
+        let mut c2 = Agent::connect(addr, "c2").await;
+        c2.snapshot(1, 1, vec![report_with(2, c2_ready, 1, &listeners)])
+            .await;
+        (c1, c2)
+    };
+    let (_c1, mut c2) = agents(addr, true).await;
+    let dig = |name: &'static str| {
+        let server = &server;
+        move || async move { server.dig(name, "A") }
+    };
+    let ips = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1", "192.0.2.2"])).await;
+    assert_eq!(
+        server.dig("_gwhub-a.app.fleet.test", "TXT"),
+        ["heritage=gwhub,owner=gwhub-system,gateway=default/web"]
+    );
+    until(
+        WAIT,
+        || async { dns_condition(&gateways.get("web").await.unwrap()) },
+        |c| {
+            c.as_ref().is_some_and(|(s, r, m)| {
+                s == "False" && r == "Conflict" && m.contains("taken.fleet.test")
+            })
+        },
+    )
+    .await;
+    assert_eq!(server.dig("taken.fleet.test", "A"), ["198.51.100.7"]);
+
+    // c2's load balancer goes: it leaves.
+    c2.upsert(2, report_with(2, false, 1, &listeners)).await;
+    c2.expect_ack(2).await;
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
+
+    // A hand-deleted record is repaired at the next resync.
+    server.nsupdate(&key, &["delete app.fleet.test A"]);
+    assert!(server.dig(HOST, "A").is_empty());
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
+
+    // A restart removes nothing: the record answers all along, and the
+    // new hub keeps it once its clusters are back.
+    hub.shutdown().await.unwrap();
+    let hub = start_hub(&as_hub, &flags).await;
+    let (_c1, _c2) = agents(hub.hub.ingest_addr, false).await;
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(4) {
+        assert_eq!(
+            server.dig(HOST, "A"),
+            ips(&["192.0.2.1"]),
+            "after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(server.dig("taken.fleet.test", "A"), ["198.51.100.7"]);
+    hub.shutdown().await.unwrap();
+}
