@@ -284,6 +284,20 @@ impl Default for Budgets {
     }
 }
 
+/// The `result` label of `gwhub_dashboard_token_reviews`: `authenticated`,
+/// `unauthenticated` or `error` (no answer from the API server).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewResult {
+    pub result: &'static str,
+}
+
+/// The `limit` label of `gwhub_dashboard_token_reviews_refused`: `rate`
+/// or `in_flight` ([`crate::authz::ReviewLimit`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLimitLabel {
+    pub limit: &'static str,
+}
+
 /// The `listener` label of the per-listener metrics.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct Listener {
@@ -328,6 +342,14 @@ gwhub_common::metrics! {
         /// Clusters forgotten by `--insecure-prune-after`.
         pub clusters_pruned: Counter => "gwhub_clusters_pruned",
             "Silent disconnected clusters forgotten (--insecure-prune-after).",
+        /// TokenReviews sent for readers (`--dashboard-auth=kubernetes`),
+        /// by [`ReviewResult`].
+        pub token_reviews: Family<ReviewResult, Counter> => "gwhub_dashboard_token_reviews",
+            "TokenReviews sent for Dashboard and web page readers, by result (authenticated, unauthenticated, error).",
+        /// Readers refused without a TokenReview, by [`ReviewLimitLabel`].
+        pub token_reviews_refused: Family<ReviewLimitLabel, Counter> =>
+            "gwhub_dashboard_token_reviews_refused",
+            "Readers refused without a TokenReview, by limit (rate: 10 a second, burst 50; in_flight: 4 at once).",
         /// Dashboard calls open right now.
         pub dashboard_calls: CountGauge => "gwhub_dashboard_calls",
             "Dashboard calls open (budget: --max-dashboard-calls).",
@@ -378,6 +400,8 @@ impl Default for Counters {
             watchers_dropped: Counter::default(),
             answers_dropped: Counter::default(),
             clusters_pruned: Counter::default(),
+            token_reviews: Family::default(),
+            token_reviews_refused: Family::default(),
             dashboard_calls: CountGauge::default(),
             connections_open,
             connections_accepted,
@@ -392,6 +416,21 @@ impl Default for Counters {
 impl Counters {
     pub fn bump(c: &Counter) {
         c.inc();
+    }
+
+    /// TokenReviews sent with `result` (`authenticated`, `unauthenticated`,
+    /// `error`).
+    pub fn token_reviews(&self, result: &'static str) -> u64 {
+        self.token_reviews
+            .get_or_create(&ReviewResult { result })
+            .get()
+    }
+
+    /// Readers refused for `limit` (`rate`, `in_flight`) without a review.
+    pub fn token_reviews_refused(&self, limit: &'static str) -> u64 {
+        self.token_reviews_refused
+            .get_or_create(&ReviewLimitLabel { limit })
+            .get()
     }
 
     /// A counter's or gauge's current value.

@@ -258,6 +258,7 @@ impl Hub {
         );
         let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
         if let Some(readers) = readers {
+            readers.count_in(index.counters().clone());
             auth = auth.with_kubernetes(readers);
         }
         let dashboard = DashboardService::with_budgets(

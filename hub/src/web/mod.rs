@@ -758,6 +758,7 @@ fn read_error(e: ReadError) -> Answer {
         ReadError::Unauthenticated(_) => S::UNAUTHORIZED,
         ReadError::Forbidden(_) => S::FORBIDDEN,
         ReadError::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+        ReadError::Limited(_) => S::TOO_MANY_REQUESTS,
     };
     error(status, e.to_string())
 }
