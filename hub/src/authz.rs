@@ -251,6 +251,12 @@ impl KubeReaders {
         }
     }
 
+    /// Whether `token` authenticated within [`KNOWN_READER_TTL`].
+    pub fn known(&self, token: &str) -> bool {
+        let key = self.key(token);
+        self.known.lock().get(&key, Instant::now()).is_some()
+    }
+
     /// Counts reviews and refusals in `counters` (the hub's, on
     /// `/metrics`); the first call wins.
     pub fn count_in(&self, counters: Arc<Counters>) {

@@ -5,18 +5,22 @@
 //! ...) while an honest reader from 127.0.0.1 is served. Loops are
 //! bounded; waits are generous bounds, never timing assertions.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gwhub_hub::authz::{KubeReaders, TOKEN_REVIEW_BURST, TOKEN_REVIEWS_PER_SECOND};
+use gwhub_hub::budget::{Budgets, Counters};
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
+use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
+use gwhub_test_kit::wait::until;
 use http_body_util::BodyExt;
 use tonic::Code;
 use tonic::codegen::{Bytes, http};
-use tonic::transport::Channel;
+use tonic::transport::{Channel, Endpoint};
 
 /// The one token the stand-in API server authenticates.
 const GOOD: &str = "good-reader-token";
@@ -215,5 +219,248 @@ async fn a_rejected_token_is_remembered() {
         assert_eq!(e.code(), Code::Unauthenticated, "{e:?}");
     }
     assert_eq!(seen.token_reviews.load(Ordering::SeqCst), 1);
+    hub.shutdown().await.unwrap();
+}
+
+// ---- few addresses cannot hold every slot ---------------------------------
+
+/// A normal answer's time: an honest reader must be served within this.
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// A hub with `budgets`, cluster east reporting 1,500 Gateways of ~2 KB
+/// (~3 MB, far beyond a 1 KiB stream window: a watcher granting no more
+/// window stalls on its snapshot).
+async fn hub_with_a_large_view(budgets: Budgets) -> (Hub, RawAgent) {
+    let hub = Hub::start(HubConfig {
+        budgets,
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let mut east = RawAgent::connect_with(hub.ingest_addr, raw_agent::hello("east")).await;
+    let reports = (0..1500)
+        .map(|i| v1::GatewayReport {
+            namespace: "ns".into(),
+            name: format!("gw-{i:04}"),
+            uid: format!("uid-{i}"),
+            generation: 1,
+            status: Some(v1::GatewayStatus {
+                conditions: vec![v1::Condition {
+                    r#type: "Programmed".into(),
+                    status: v1::ConditionStatus::True as i32,
+                    reason: "Ok".into(),
+                    message: "x".repeat(2000),
+                    observed_generation: Some(1),
+                    last_transition_time: 1_700_000_000,
+                }],
+                ..Default::default()
+            }),
+        })
+        .collect();
+    east.snapshot(1, 0, reports).await;
+    let index = hub.index.clone();
+    until(
+        Duration::from_secs(10),
+        || async { index.subscribe().borrow().gateways.len() },
+        |n| *n == 1500,
+    )
+    .await;
+    (hub, east)
+}
+
+/// A gRPC channel to `to` over a TCP connection bound to `from` (a
+/// loopback address), granting each stream a 1 KiB window.
+async fn channel_from(from: &'static str, to: SocketAddr) -> Option<Channel> {
+    let connector = tower::service_fn(move |_: http::Uri| async move {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(from.parse().unwrap(), 0))?;
+        let tcp = socket.connect(to).await?;
+        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tcp))
+    });
+    Endpoint::from_shared(format!("http://{to}"))
+        .unwrap()
+        .initial_stream_window_size(Some(1024))
+        .connect_with_connector(connector)
+        .await
+        .ok()
+}
+
+/// Stalled watchers from `from`: up to `connections` connections of up to
+/// `per_connection` watches each, as many as the hub takes; the watches
+/// (to keep) and their count.
+async fn stalled_watchers(
+    from: &'static str,
+    to: SocketAddr,
+    connections: usize,
+    per_connection: usize,
+) -> Vec<tonic::Streaming<v1::WatchGatewaysResponse>> {
+    let mut held = Vec::new();
+    for _ in 0..connections {
+        let Some(channel) = channel_from(from, to).await else {
+            break;
+        };
+        let mut opened = 0;
+        for _ in 0..per_connection {
+            let mut d = DashboardClient::new(channel.clone());
+            match tokio::time::timeout(
+                PROMPT,
+                d.watch_gateways(v1::WatchGatewaysRequest::default()),
+            )
+            .await
+            {
+                Ok(Ok(w)) => {
+                    held.push(w.into_inner());
+                    opened += 1;
+                }
+                _ => break,
+            }
+        }
+        if opened == 0 {
+            break;
+        }
+    }
+    held
+}
+
+/// An honest gwhubctl-style `ListGateways` from 127.0.0.1 on a fresh
+/// connection answers within [`PROMPT`].
+async fn honest_list(hub: &Hub) {
+    let answered = tokio::time::timeout(PROMPT, async {
+        let channel = Channel::from_shared(format!("http://{}", hub.dashboard_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        DashboardClient::new(channel)
+            .list_gateways(v1::ListGatewaysRequest {
+                page_size: 10,
+                ..Default::default()
+            })
+            .await
+    })
+    .await;
+    assert!(
+        matches!(answered, Ok(Ok(_))),
+        "an honest ListGateways: {answered:?}"
+    );
+}
+
+/// Issue #35 at the default budgets: three addresses open stalled
+/// watchers up to what the hub takes; each holds at most an eighth of the
+/// Dashboard's connections (8 of 64) and calls (32 of 256), and an honest
+/// ListGateways from a fourth answers at once.
+#[tokio::test]
+async fn stalled_watchers_from_three_addresses_leave_room_for_a_reader() {
+    let (hub, _east) = hub_with_a_large_view(Budgets::default()).await;
+    let counters = hub.index.counters().clone();
+    let mut held = Vec::new();
+    for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        let watches = stalled_watchers(from, hub.dashboard_addr, 16, 16).await;
+        assert!(
+            (1..=32).contains(&watches.len()),
+            "{from} holds {} watches",
+            watches.len()
+        );
+        held.push(watches);
+    }
+    let total: usize = held.iter().map(Vec::len).sum();
+    assert_eq!(total, 3 * 32, "each address got exactly its eighth");
+    assert!(Counters::get(&counters.dashboard.open) <= 3 * 8 + 1);
+    honest_list(&hub).await;
+    drop(held);
+    hub.shutdown().await.unwrap();
+}
+
+/// Nine addresses (more than eight shares) fill a small pool of
+/// connections (16, 2 per address) and calls (32, 4 per address, 2 per
+/// connection) with stalled watchers: the ninth, and an honest reader from
+/// a tenth address, hold less than their fair share, so a connection of
+/// theirs closes the oldest of an address holding the most (with its
+/// calls), and the reader's ListGateways answers at once.
+#[tokio::test]
+async fn a_full_pool_makes_room_for_an_address_below_its_fair_share() {
+    let (hub, _east) = hub_with_a_large_view(Budgets {
+        max_dashboard_connections: 16,
+        max_dashboard_calls: 32,
+        max_dashboard_calls_per_connection: 2,
+        ..Budgets::default()
+    })
+    .await;
+    let counters = hub.index.counters().clone();
+    let mut held = Vec::new();
+    for i in 2..=10 {
+        let from: &'static str = Box::leak(format!("127.0.0.{i}").into_boxed_str());
+        held.push(stalled_watchers(from, hub.dashboard_addr, 4, 2).await);
+    }
+    assert!(Counters::get(&counters.dashboard.open) <= 16);
+    for _ in 0..3 {
+        honest_list(&hub).await;
+    }
+    assert!(
+        Counters::get(&counters.dashboard.evicted_fair) >= 1,
+        "no connection was evicted for a fair share"
+    );
+
+    drop(held);
+    hub.shutdown().await.unwrap();
+}
+
+/// The call pool full of one address's stalled watchers (4 calls, the
+/// address allowed all 4), connections to spare: an honest call from
+/// another address, below its fair share (4 / 2), closes the connection of
+/// the oldest call, and is served at once.
+#[tokio::test]
+async fn a_full_call_pool_makes_room_for_an_address_below_its_fair_share() {
+    let (hub, _east) = hub_with_a_large_view(Budgets {
+        max_dashboard_calls: 4,
+        max_dashboard_calls_per_address: 4,
+        ..Budgets::default()
+    })
+    .await;
+    let counters = hub.index.counters().clone();
+    let held = stalled_watchers("127.0.0.2", hub.dashboard_addr, 1, 8).await;
+    assert_eq!(held.len(), 4);
+    honest_list(&hub).await;
+    assert_eq!(Counters::get(&counters.dashboard_calls_evicted), 1);
+    drop(held);
+    hub.shutdown().await.unwrap();
+}
+
+/// Stalled watchers are dropped long before `--watch-send-timeout` once
+/// other callers are refused for a full pool: two addresses fill 4 call
+/// slots (2 each, their fair share), a third call from one of them is
+/// refused (its address holds its fair share, not its 3 per address), and
+/// within seconds the watchers are dropped and it is served.
+#[tokio::test]
+async fn stalled_watchers_are_dropped_early_when_others_wait() {
+    let (hub, _east) = hub_with_a_large_view(Budgets {
+        max_dashboard_calls: 4,
+        max_dashboard_calls_per_address: 3,
+        watch_send_timeout: Duration::from_secs(600),
+        ..Budgets::default()
+    })
+    .await;
+    let counters = hub.index.counters().clone();
+    let a = stalled_watchers("127.0.0.2", hub.dashboard_addr, 1, 2).await;
+    let b = stalled_watchers("127.0.0.3", hub.dashboard_addr, 1, 2).await;
+    assert_eq!((a.len(), b.len()), (2, 2));
+    let start = Instant::now();
+    let ask = || async {
+        let channel = channel_from("127.0.0.2", hub.dashboard_addr).await?;
+        DashboardClient::new(channel)
+            .list_clusters(v1::ListClustersRequest {})
+            .await
+            .ok()
+    };
+    // Refused while the pool is full: the watchers' clock runs faster.
+    assert!(ask().await.is_none());
+    let mut served = false;
+    while start.elapsed() < Duration::from_secs(20) && !served {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        served = ask().await.is_some();
+    }
+    assert!(served, "still refused after {:?}", start.elapsed());
+    assert!(Counters::get(&counters.watchers_dropped) >= 1);
+    drop((a, b));
     hub.shutdown().await.unwrap();
 }
