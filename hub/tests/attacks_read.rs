@@ -464,3 +464,73 @@ async fn stalled_watchers_are_dropped_early_when_others_wait() {
     drop((a, b));
     hub.shutdown().await.unwrap();
 }
+
+/// `GET path` over HTTP/1.1 from `from` to `to`: the connection and the
+/// answer's status, `None` when the hub closed it unanswered.
+async fn http_get_from(
+    from: &'static str,
+    to: SocketAddr,
+    path: &str,
+) -> (tokio::net::TcpStream, Option<u16>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket
+        .bind(SocketAddr::new(from.parse().unwrap(), 0))
+        .unwrap();
+    let mut s = socket.connect(to).await.unwrap();
+    let ask = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    if s.write_all(ask.as_bytes()).await.is_err() {
+        return (s, None);
+    }
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+        match tokio::time::timeout(PROMPT, s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => return (s, None),
+        }
+    }
+    let status = String::from_utf8_lossy(&head)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok());
+    (s, status)
+}
+
+/// Issue #35 on the web page: unread event streams (HTTP/1.1, a
+/// connection each) from three addresses, as many as the hub takes: each
+/// address holds at most an eighth of the page's connections (8 of 64),
+/// and a fresh page's `/api/fleet` from a fourth is answered at once.
+#[tokio::test]
+async fn unread_event_streams_from_three_addresses_leave_room_for_a_page() {
+    let hub = Hub::start(HubConfig {
+        web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..HubConfig::loopback(Duration::from_secs(60))
+    })
+    .await
+    .unwrap();
+    let web = hub.web_addr.unwrap();
+    let counters = hub.index.counters().clone();
+    let mut held = Vec::new();
+    for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
+        let mut served = 0;
+        for _ in 0..16 {
+            let (s, status) = http_get_from(from, web, "/api/events").await;
+            if status == Some(200) {
+                served += 1;
+                held.push(s);
+            }
+        }
+        assert_eq!(served, 8, "{from}: an eighth of 64 connections");
+    }
+    until(
+        Duration::from_secs(10),
+        || async { Counters::get(&counters.dashboard_calls) },
+        |n| *n == 24,
+    )
+    .await;
+    let (_page, status) = http_get_from("127.0.0.1", web, "/api/fleet").await;
+    assert_eq!(status, Some(200));
+    drop(held);
+    hub.shutdown().await.unwrap();
+}
