@@ -156,7 +156,9 @@ impl ReviewGate {
     /// before (the bucket's `High` class, all four slots).
     async fn turn(&self, known: bool) -> Result<ReviewTurn, ReviewLimit> {
         let class = if known { Class::High } else { Class::Low };
-        let wait = match self.bucket.lock().take(class, Instant::now()) {
+        // Bound first: the lock is let go before a refund takes it again.
+        let taken = self.bucket.lock().take(class, Instant::now());
+        let wait = match taken {
             Ok(wait) if wait <= MAX_REVIEW_WAIT => wait,
             Ok(_) => {
                 self.bucket.lock().refund();
@@ -571,5 +573,40 @@ pub async fn until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Known readers' re-reviews: the burst of 50 at once, then the rate
+    /// (10/s) reserved up to 1 s ahead, the rest refused at once naming
+    /// the rate; unknown tokens then get their floor's one reservation and
+    /// are refused without queueing.
+    #[tokio::test]
+    async fn the_gate_lets_a_burst_then_a_second_of_the_rate_through() {
+        let gate = ReviewGate::new();
+        let start = Instant::now();
+        let results =
+            futures::future::join_all((0..70).map(|_| async { gate.turn(true).await.map(drop) }))
+                .await;
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        let rate = results
+            .iter()
+            .filter(|r| **r == Err(ReviewLimit::Rate))
+            .count();
+        // 50 + 10·1 s, give or take the time the test took.
+        assert!((60..=62).contains(&ok), "{ok} reviews");
+        assert_eq!(ok + rate, 70);
+        assert!(start.elapsed() < Duration::from_millis(1500));
+        // Unknown tokens: one reservation of their floor (5/s), then
+        // refused at once.
+        let (a, b) = tokio::join!(async { gate.turn(false).await.map(drop) }, async {
+            gate.turn(false).await.map(drop)
+        });
+        let mut got = [a, b];
+        got.sort_by_key(Result::is_err);
+        assert_eq!(got, [Ok(()), Err(ReviewLimit::Rate)]);
     }
 }
