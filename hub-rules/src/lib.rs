@@ -10,7 +10,8 @@
 //! decides which `Host` the web page answers to; [`inventory`]
 //! is the fleet inventory (`ClusterProfile`s, label selectors, who may
 //! stream and which clusters a hub Gateway expects); [`read_access`] keeps
-//! what Kubernetes RBAC lets each Dashboard reader see; [`causes`] groups
+//! what Kubernetes RBAC lets each Dashboard reader see; [`reader_slots`]
+//! shares the reader pools' slots among client addresses; [`causes`] groups
 //! what is not ready across the fleet by cause for the web page;
 //! [`store_queue`] and [`store_writer`] are the store writer's rules;
 //! [`shards`] spreads the status writing over the hub's replicas.
@@ -30,6 +31,7 @@ pub mod layout;
 pub mod listing;
 pub mod liveness;
 pub mod read_access;
+pub mod reader_slots;
 pub mod report;
 pub mod shards;
 pub mod status_plan;

@@ -13,6 +13,21 @@
 //! [`read_access::FAILURE_TTL`]), bounded, keyed by a keyed 128-bit hash
 //! of the token, never the token.
 //!
+//! TokenReviews are bounded per replica (spec §5), so made-up tokens
+//! cannot be amplified into API server load: at most
+//! [`TOKEN_REVIEWS_PER_SECOND`] a second after a burst of
+//! [`TOKEN_REVIEW_BURST`] (one [`PriorityBucket`]), at most
+//! [`TOKEN_REVIEWS_IN_FLIGHT`] at once, and a token found invalid is
+//! remembered for [`REJECTED_TOKEN_TTL`]. A reader over the limit is
+//! refused with `RESOURCE_EXHAUSTED` (the page: 429) after waiting at most
+//! [`MAX_REVIEW_WAIT`], never queued longer. Over `T` seconds the API
+//! server sees at most `50 + 10·(T + 1)` TokenReviews from one replica
+//! (the burst, the rate, and reservations at most 1 s ahead), however
+//! many tokens arrive. A token that authenticated before (remembered for
+//! [`KNOWN_READER_TTL`]) is re-reviewed ahead of unknown ones (the
+//! bucket's `High` class, and one in-flight slot kept for it), so readers
+//! already reviewed keep answering through a flood of bogus tokens.
+//!
 //! A watch (gRPC or the page's event stream) decides its namespaces as
 //! Gateways of them appear, and re-checks everything (the token too) every
 //! `DECISION_TTL`: a namespace whose access was revoked is sent as deleted,
@@ -21,9 +36,10 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use gwhub_common::bucket::{Class, PriorityBucket};
 
 use gwhub_hub_rules::read_access::{self, Cache, MAX_CACHED, Outcome, Visibility};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
@@ -32,7 +48,30 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
+
+use crate::budget::Counters;
+
+/// TokenReviews a second one replica sends at most, after a burst of
+/// [`TOKEN_REVIEW_BURST`] (spec §5).
+pub const TOKEN_REVIEWS_PER_SECOND: f64 = 10.0;
+/// TokenReviews one replica may send at once after a quiet spell.
+pub const TOKEN_REVIEW_BURST: u32 = 50;
+/// TokenReviews in flight at once; one of them only for a token that
+/// authenticated before.
+pub const TOKEN_REVIEWS_IN_FLIGHT: usize = 4;
+/// The longest a reader waits for a review's turn: past it, refused.
+pub const MAX_REVIEW_WAIT: Duration = Duration::from_secs(1);
+/// How long a token the API server said is not valid is remembered: each
+/// made-up token costs at most one review a minute.
+pub const REJECTED_TOKEN_TTL: Duration = Duration::from_secs(60);
+/// How long a token that authenticated is remembered as a known reader,
+/// whose re-reviews go ahead of unknown tokens'.
+pub const KNOWN_READER_TTL: Duration = Duration::from_secs(3600);
+/// The share of the review rate kept for unknown tokens while known
+/// readers' re-reviews take the rest: 10/s · 0.5 = 5 a second.
+const UNKNOWN_TOKEN_SHARE: f64 = 0.5;
 
 /// A hash of a token: the caches' key.
 type TokenKey = u128;
@@ -51,8 +90,104 @@ pub struct KubeReaders {
         std::collections::hash_map::RandomState,
     ),
     users: Mutex<Cache<TokenKey, UserAnswer>>,
+    /// Tokens that authenticated within [`KNOWN_READER_TTL`].
+    known: Mutex<Cache<TokenKey, ()>>,
     /// Per token and namespace ("" for cluster-wide).
     decisions: Mutex<Cache<(TokenKey, String), Result<bool, Unreviewed>>>,
+    /// The TokenReview budget.
+    gate: ReviewGate,
+    /// The hub's counters, once it serves ([`Self::count_in`]).
+    counters: std::sync::OnceLock<Arc<Counters>>,
+}
+
+/// Why a token was not reviewed: a limit of spec §5 (the message names
+/// it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewLimit {
+    #[error(
+        "the hub sends at most {TOKEN_REVIEWS_PER_SECOND} TokenReviews a second (burst {TOKEN_REVIEW_BURST}) and this token is not reviewed yet; retry later"
+    )]
+    Rate,
+    #[error("the hub has {TOKEN_REVIEWS_IN_FLIGHT} TokenReviews in flight, its limit; retry later")]
+    InFlight,
+}
+
+impl ReviewLimit {
+    /// The metric's label.
+    fn label(self) -> &'static str {
+        match self {
+            ReviewLimit::Rate => "rate",
+            ReviewLimit::InFlight => "in_flight",
+        }
+    }
+}
+
+/// The rate ([`PriorityBucket`]) and in-flight bounds of TokenReviews.
+struct ReviewGate {
+    bucket: Mutex<PriorityBucket>,
+    /// [`TOKEN_REVIEWS_IN_FLIGHT`] slots.
+    all: Arc<Semaphore>,
+    /// `TOKEN_REVIEWS_IN_FLIGHT - 1` slots unknown tokens must also hold.
+    unknown: Arc<Semaphore>,
+}
+
+/// A review's turn: its in-flight slots, given back on drop.
+struct ReviewTurn {
+    _all: OwnedSemaphorePermit,
+    _unknown: Option<OwnedSemaphorePermit>,
+}
+
+impl ReviewGate {
+    fn new() -> Self {
+        ReviewGate {
+            bucket: Mutex::new(PriorityBucket::new(
+                TOKEN_REVIEWS_PER_SECOND,
+                TOKEN_REVIEW_BURST,
+                UNKNOWN_TOKEN_SHARE,
+                Instant::now(),
+            )),
+            all: Arc::new(Semaphore::new(TOKEN_REVIEWS_IN_FLIGHT)),
+            unknown: Arc::new(Semaphore::new(TOKEN_REVIEWS_IN_FLIGHT - 1)),
+        }
+    }
+
+    /// Waits (at most [`MAX_REVIEW_WAIT`]) for a review's turn: a token of
+    /// the bucket, then an in-flight slot. `known`: the token authenticated
+    /// before (the bucket's `High` class, all four slots).
+    async fn turn(&self, known: bool) -> Result<ReviewTurn, ReviewLimit> {
+        let class = if known { Class::High } else { Class::Low };
+        // Bound first: the lock is let go before a refund takes it again.
+        let taken = self.bucket.lock().take(class, Instant::now());
+        let wait = match taken {
+            Ok(wait) if wait <= MAX_REVIEW_WAIT => wait,
+            Ok(_) => {
+                self.bucket.lock().refund();
+                return Err(ReviewLimit::Rate);
+            }
+            Err(_) => return Err(ReviewLimit::Rate),
+        };
+        let deadline = tokio::time::Instant::now() + MAX_REVIEW_WAIT;
+        tokio::time::sleep(wait).await;
+        let slots = async {
+            let unknown = match known {
+                true => None,
+                false => Some(self.unknown.clone().acquire_owned().await.ok()?),
+            };
+            let all = self.all.clone().acquire_owned().await.ok()?;
+            Some(ReviewTurn {
+                _all: all,
+                _unknown: unknown,
+            })
+        };
+        match tokio::time::timeout_at(deadline, slots).await {
+            Ok(Some(turn)) => Ok(turn),
+            _ => {
+                // Nothing was sent: the token goes back.
+                self.bucket.lock().refund();
+                Err(ReviewLimit::InFlight)
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for KubeReaders {
@@ -70,6 +205,8 @@ pub enum ReadError {
     Forbidden(String),
     #[error("{0}")]
     Unavailable(#[from] Unreviewed),
+    #[error("{0}")]
+    Limited(#[from] ReviewLimit),
 }
 
 /// A review the API server did not answer; cached (briefly) like an
@@ -97,6 +234,7 @@ impl From<ReadError> for Status {
             ReadError::Unauthenticated(m) => Status::unauthenticated(m),
             ReadError::Forbidden(m) => Status::permission_denied(m),
             ReadError::Unavailable(m) => Status::unavailable(m.to_string()),
+            ReadError::Limited(m) => Status::resource_exhausted(m.to_string()),
         }
     }
 }
@@ -108,7 +246,40 @@ impl KubeReaders {
             access: Api::all(client),
             hash: Default::default(),
             users: Mutex::new(Cache::new(MAX_CACHED)),
+            known: Mutex::new(Cache::new(MAX_CACHED)),
             decisions: Mutex::new(Cache::new(MAX_CACHED)),
+            gate: ReviewGate::new(),
+            counters: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether `token` authenticated within [`KNOWN_READER_TTL`].
+    pub fn known(&self, token: &str) -> bool {
+        let key = self.key(token);
+        self.known.lock().get(&key, Instant::now()).is_some()
+    }
+
+    /// Counts reviews and refusals in `counters` (the hub's, on
+    /// `/metrics`); the first call wins.
+    pub fn count_in(&self, counters: Arc<Counters>) {
+        let _ = self.counters.set(counters);
+    }
+
+    fn count_review(&self, result: &'static str) {
+        if let Some(c) = self.counters.get() {
+            c.token_reviews
+                .get_or_create(&crate::budget::ReviewResult { result })
+                .inc();
+        }
+    }
+
+    fn count_refusal(&self, limit: ReviewLimit) {
+        if let Some(c) = self.counters.get() {
+            c.token_reviews_refused
+                .get_or_create(&crate::budget::ReviewLimitLabel {
+                    limit: limit.label(),
+                })
+                .inc();
         }
     }
 
@@ -126,6 +297,20 @@ impl KubeReaders {
         if let Some(r) = self.users.lock().get(&key, Instant::now()).cloned() {
             return r.map_err(ReadError::Unavailable);
         }
+        let known = self.known.lock().get(&key, Instant::now()).is_some();
+        let _turn = match self.gate.turn(known).await {
+            Ok(t) => t,
+            Err(limit) => {
+                self.count_refusal(limit);
+                return Err(limit.into());
+            }
+        };
+        // Another call with the same token may have been answered while
+        // this one waited its turn.
+        if let Some(r) = self.users.lock().get(&key, Instant::now()).cloned() {
+            self.gate.bucket.lock().refund();
+            return r.map_err(ReadError::Unavailable);
+        }
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_owned()),
@@ -134,26 +319,32 @@ impl KubeReaders {
             ..Default::default()
         };
         let answer = reviewed(self.tokens.create(&PostParams::default(), &review)).await;
-        let (result, outcome) = match answer {
+        let (result, ttl) = match answer {
             Ok(r) => {
                 let status = r.status.unwrap_or_default();
-                let user = match (status.authenticated, status.user) {
-                    (Some(true), Some(u)) => Some(Arc::new(u)),
-                    _ => None,
-                };
-                (Ok(user), Outcome::Answered)
+                match (status.authenticated, status.user) {
+                    (Some(true), Some(u)) => {
+                        self.count_review("authenticated");
+                        self.known
+                            .lock()
+                            .insert(key, (), KNOWN_READER_TTL, Instant::now());
+                        (Ok(Some(Arc::new(u))), read_access::ttl(Outcome::Answered))
+                    }
+                    _ => {
+                        self.count_review("unauthenticated");
+                        (Ok(None), REJECTED_TOKEN_TTL)
+                    }
+                }
             }
             Err(e) => {
+                self.count_review("error");
                 tracing::warn!(error = %e, "TokenReview failed");
-                (Err(Unreviewed::Token(e)), Outcome::Failed)
+                (Err(Unreviewed::Token(e)), read_access::ttl(Outcome::Failed))
             }
         };
-        self.users.lock().insert(
-            key,
-            result.clone(),
-            read_access::ttl(outcome),
-            Instant::now(),
-        );
+        self.users
+            .lock()
+            .insert(key, result.clone(), ttl, Instant::now());
         result.map_err(ReadError::Unavailable)
     }
 
@@ -382,5 +573,40 @@ pub async fn until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Known readers' re-reviews: the burst of 50 at once, then the rate
+    /// (10/s) reserved up to 1 s ahead, the rest refused at once naming
+    /// the rate; unknown tokens then get their floor's one reservation and
+    /// are refused without queueing.
+    #[tokio::test]
+    async fn the_gate_lets_a_burst_then_a_second_of_the_rate_through() {
+        let gate = ReviewGate::new();
+        let start = Instant::now();
+        let results =
+            futures::future::join_all((0..70).map(|_| async { gate.turn(true).await.map(drop) }))
+                .await;
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        let rate = results
+            .iter()
+            .filter(|r| **r == Err(ReviewLimit::Rate))
+            .count();
+        // 50 + 10·1 s, give or take the time the test took.
+        assert!((60..=62).contains(&ok), "{ok} reviews");
+        assert_eq!(ok + rate, 70);
+        assert!(start.elapsed() < Duration::from_millis(1500));
+        // Unknown tokens: one reservation of their floor (5/s), then
+        // refused at once.
+        let (a, b) = tokio::join!(async { gate.turn(false).await.map(drop) }, async {
+            gate.turn(false).await.map(drop)
+        });
+        let mut got = [a, b];
+        got.sort_by_key(Result::is_err);
+        assert_eq!(got, [Ok(()), Err(ReviewLimit::Rate)]);
     }
 }

@@ -71,14 +71,21 @@ pub const INGEST_STREAMS_PER_CONNECTION: u32 = 8;
 /// connection may have open (health checks, reflection).
 pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
 
-/// Default of `--max-dashboard-connections-per-address`: half the default
-/// `--max-dashboard-connections`, so a flood from one address leaves the
-/// other half to everyone else.
-pub const DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS: usize = 32;
+/// Default of `--max-dashboard-connections-per-address` and
+/// `--max-dashboard-calls-per-address`: 0, an eighth of the pool
+/// ([`gwhub_hub_rules::reader_slots::eighth`]: 64 connections -> 8 per
+/// address, 256 calls -> 32), so eight addresses are needed to fill a
+/// pool and a newcomer then still gets its fair share (spec section 5).
+pub const DEFAULT_PER_ADDRESS: usize = 0;
 
-/// Default of `--max-dashboard-calls-per-address`: half the default
-/// `--max-dashboard-calls`.
-pub const DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS: usize = 128;
+/// What one address may hold of a pool of `max`: `per_address`, or an
+/// eighth of `max` for 0.
+pub fn per_address(per_address: usize, max: usize) -> usize {
+    match per_address {
+        0 => gwhub_hub_rules::reader_slots::eighth(max),
+        n => n,
+    }
+}
 
 /// Largest value of the count flags bounding connections and calls
 /// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
@@ -88,6 +95,12 @@ pub const MAX_COUNT_FLAG: u64 = 1 << 20;
 /// The parser of a count flag: 1 to [`MAX_COUNT_FLAG`].
 fn count_flag() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_COUNT_FLAG)
+}
+
+/// The parser of a per-address flag: 0 (an eighth of the pool) to
+/// [`MAX_COUNT_FLAG`].
+fn per_address_flag() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_COUNT_FLAG)
 }
 
 /// Default of `--max-cluster-report-bytes`: 32 MiB, about 10,000 Gateways
@@ -100,22 +113,32 @@ pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
 
 /// The slots of `--max-dashboard-calls`: one pool for the gRPC Dashboard's
 /// calls and the web page's event streams, so the flag bounds both
-/// together (the memory bound above counts D calls in all). One client
-/// address holds at most `--max-dashboard-calls-per-address` of them,
-/// whatever its connections, so a flood of HTTP/1.1 event streams or of
-/// HTTP/2 connections from one address leaves the rest to everyone else.
+/// together (the memory bound above counts D calls in all). Shared as a
+/// [`crate::conn::ReaderPool`]: one client address holds at most
+/// `--max-dashboard-calls-per-address` of them (an eighth by default),
+/// whatever its connections; when the pool is full, a caller from an
+/// address holding less than its fair share closes the connection of the
+/// oldest call of the address holding the most; an eighth of the pool is
+/// kept for readers already authorized ([`crate::tls::DashboardAuth::known`]).
 #[derive(Clone, Debug)]
 pub struct DashboardCalls {
-    slots: Arc<tokio::sync::Semaphore>,
+    pool: Arc<crate::conn::ReaderPool>,
     max: usize,
-    per_address: Arc<crate::conn::PerAddress>,
+    /// Bumped each time a call is refused for a full pool: watchers that
+    /// take nothing are dropped sooner while others wait
+    /// ([`STALLED_WHILE_OTHERS_WAIT`]).
+    refusals: tokio::sync::watch::Sender<u64>,
 }
+
+/// A watcher (or page event stream) that took nothing for this long is
+/// dropped once callers are refused for a full pool, rather than after
+/// `--watch-send-timeout`.
+pub const STALLED_WHILE_OTHERS_WAIT: Duration = Duration::from_secs(5);
 
 /// A call's hold on the budgets ([`DashboardCalls::admit`]); released
 /// when dropped.
 pub struct CallPermit {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    _address: Option<crate::conn::AddressSlot>,
+    _slot: crate::conn::PoolSlot,
     pub(crate) conn: Option<Arc<crate::conn::ConnState>>,
     pub(crate) counters: Arc<Counters>,
 }
@@ -135,7 +158,7 @@ impl Drop for CallPermit {
 #[derive(Debug, thiserror::Error)]
 pub enum CallRefused {
     #[error(
-        "Dashboard budget: {0} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later"
+        "Dashboard budget: {0} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later (this client address holds its fair share)"
     )]
     Total(usize),
     #[error(
@@ -149,15 +172,18 @@ pub enum CallRefused {
 }
 
 impl DashboardCalls {
-    /// `max` in all, `max_per_address` from one client address.
+    /// `max` in all, `max_per_address` from one client address (0: an
+    /// eighth of `max`).
     pub fn new(max: usize, max_per_address: usize) -> Self {
+        let max = max.max(1);
         DashboardCalls {
-            // Clamped: the flag is bounded, a programmatic value may not be.
-            slots: Arc::new(tokio::sync::Semaphore::new(
-                max.min(tokio::sync::Semaphore::MAX_PERMITS),
-            )),
+            pool: crate::conn::ReaderPool::new(
+                max,
+                per_address(max_per_address, max),
+                gwhub_hub_rules::reader_slots::eighth(max),
+            ),
             max,
-            per_address: crate::conn::PerAddress::new(max_per_address),
+            refusals: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -166,30 +192,39 @@ impl DashboardCalls {
         self.max
     }
 
+    /// Resolves once a call that has taken nothing since `since` counts as
+    /// stalled: `send_timeout` after it, or [`STALLED_WHILE_OTHERS_WAIT`]
+    /// after it once a caller is refused for a full pool meanwhile.
+    pub(crate) async fn stalled(&self, since: tokio::time::Instant, send_timeout: Duration) {
+        let mut refusals = self.refusals.subscribe();
+        refusals.borrow_and_update();
+        let mut deadline = since + send_timeout;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => return,
+                r = refusals.changed() => match r {
+                    Ok(()) => deadline = deadline.min(since + STALLED_WHILE_OTHERS_WAIT),
+                    // Cannot happen (self holds the sender): the timeout alone.
+                    Err(_) => return tokio::time::sleep_until(deadline).await,
+                },
+            }
+        }
+    }
+
     /// A slot for a call on `conn` (none: a caller of the service itself,
-    /// counted in the total only), within the total, its client address's
-    /// half and `max_per_connection`; counted in `gwhub_dashboard_calls`.
+    /// counted as one address), within `max_per_connection`, its client
+    /// address's share and the total (`authorized`: a reader already
+    /// reviewed, who may take the reserve); counted in
+    /// `gwhub_dashboard_calls`.
     pub(crate) fn admit(
         &self,
         conn: Option<&crate::conn::ConnInfo>,
+        authorized: bool,
         max_per_connection: usize,
         counters: &Arc<Counters>,
     ) -> Result<CallPermit, CallRefused> {
+        use gwhub_hub_rules::reader_slots::Refusal;
         use std::sync::atomic::Ordering;
-        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-            Counters::bump(&counters.refused_dashboard_calls);
-            return Err(CallRefused::Total(self.max));
-        };
-        let address = match conn {
-            Some(c) => match self.per_address.try_take(c.remote.ip()) {
-                Some(a) => Some(a),
-                None => {
-                    Counters::bump(&counters.refused_dashboard_calls);
-                    return Err(CallRefused::Address(self.per_address.max()));
-                }
-            },
-            None => None,
-        };
         if let Some(c) = conn {
             let open = c.state.dashboard_calls.fetch_add(1, Ordering::Relaxed);
             if open >= max_per_connection {
@@ -198,10 +233,32 @@ impl DashboardCalls {
                 return Err(CallRefused::Connection(open));
             }
         }
+        let ip = conn.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |c| c.remote.ip());
+        let admitted = self
+            .pool
+            .admit(ip, authorized || conn.is_none(), conn.map(|c| &c.state));
+        let (slot, evicted) = match admitted {
+            Ok(a) => a,
+            Err(refusal) => {
+                if let Some(c) = conn {
+                    c.state.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
+                }
+                Counters::bump(&counters.refused_dashboard_calls);
+                return Err(match refusal {
+                    Refusal::Source { max } => CallRefused::Address(max),
+                    Refusal::Full { .. } => {
+                        self.refusals.send_modify(|n| *n += 1);
+                        CallRefused::Total(self.max)
+                    }
+                });
+            }
+        };
+        if evicted {
+            Counters::bump(&counters.dashboard_calls_evicted);
+        }
         counters.dashboard_calls.inc();
         Ok(CallPermit {
-            _permit: permit,
-            _address: address,
+            _slot: slot,
             conn: conn.map(|c| c.state.clone()),
             counters: counters.clone(),
         })
@@ -225,9 +282,10 @@ pub struct Budgets {
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = count_flag())]
     pub max_dashboard_calls: usize,
     /// Dashboard calls and web page event streams open at once from one
-    /// client address, whatever its connections (HTTP/1.1 streams take a
-    /// connection each).
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS, value_parser = count_flag())]
+    /// client address (an IPv4 address or an IPv6 /64), whatever its
+    /// connections (HTTP/1.1 streams take a connection each); 0: an
+    /// eighth of --max-dashboard-calls.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PER_ADDRESS, value_parser = per_address_flag())]
     pub max_dashboard_calls_per_address: usize,
     /// Dashboard calls open at once on one connection (1 to 1,048,576, as
     /// are the other connection and call counts).
@@ -245,11 +303,12 @@ pub struct Budgets {
     /// Open connections on the Dashboard listener.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = count_flag())]
     pub max_dashboard_connections: usize,
-    /// Open connections from one client address on the Dashboard listener
-    /// and on the web page's (each); a connection past it is closed at
-    /// once, so one address cannot take every slot. Clients behind one
-    /// proxy or NAT share an address.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS, value_parser = count_flag())]
+    /// Open connections from one client address (an IPv4 address or an
+    /// IPv6 /64) on the Dashboard listener and on the web page's (each); a
+    /// connection past it is closed at once, so few addresses cannot take
+    /// every slot; 0: an eighth of --max-dashboard-connections. Clients
+    /// behind one proxy or NAT share an address.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_PER_ADDRESS, value_parser = per_address_flag())]
     pub max_dashboard_connections_per_address: usize,
     /// A TLS handshake not finished within this is dropped.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = gwhub_model::time::parse_duration)]
@@ -272,16 +331,30 @@ impl Default for Budgets {
             max_clusters: DEFAULT_MAX_CLUSTERS,
             max_dashboard_calls: 256,
             max_dashboard_calls_per_connection: 16,
-            max_dashboard_calls_per_address: DEFAULT_MAX_DASHBOARD_CALLS_PER_ADDRESS,
+            max_dashboard_calls_per_address: DEFAULT_PER_ADDRESS,
             watch_send_timeout: Duration::from_secs(60),
             max_connections: DEFAULT_MAX_CLUSTERS,
             max_dashboard_connections: 64,
-            max_dashboard_connections_per_address: DEFAULT_MAX_DASHBOARD_CONNECTIONS_PER_ADDRESS,
+            max_dashboard_connections_per_address: DEFAULT_PER_ADDRESS,
             tls_handshake_timeout: Duration::from_secs(10),
             idle_connection_timeout: Duration::from_secs(30),
             insecure_prune_after: Duration::from_secs(600),
         }
     }
+}
+
+/// The `result` label of `gwhub_dashboard_token_reviews`: `authenticated`,
+/// `unauthenticated` or `error` (no answer from the API server).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewResult {
+    pub result: &'static str,
+}
+
+/// The `limit` label of `gwhub_dashboard_token_reviews_refused`: `rate`
+/// or `in_flight` ([`crate::authz::ReviewLimit`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLimitLabel {
+    pub limit: &'static str,
 }
 
 /// The `listener` label of the per-listener metrics.
@@ -332,6 +405,18 @@ gwhub_common::metrics! {
         /// Clusters forgotten by `--insecure-prune-after`.
         pub clusters_pruned: Counter => "gwhub_clusters_pruned",
             "Silent disconnected clusters forgotten (--insecure-prune-after).",
+        /// TokenReviews sent for readers (`--dashboard-auth=kubernetes`),
+        /// by [`ReviewResult`].
+        pub token_reviews: Family<ReviewResult, Counter> => "gwhub_dashboard_token_reviews",
+            "TokenReviews sent for Dashboard and web page readers, by result (authenticated, unauthenticated, error).",
+        /// Readers refused without a TokenReview, by [`ReviewLimitLabel`].
+        pub token_reviews_refused: Family<ReviewLimitLabel, Counter> =>
+            "gwhub_dashboard_token_reviews_refused",
+            "Readers refused without a TokenReview, by limit (rate: 10 a second, burst 50; in_flight: 4 at once).",
+        /// Dashboard calls whose connection was closed for a caller from
+        /// an address holding less than its fair share of a full pool.
+        pub dashboard_calls_evicted: Counter => "gwhub_budget_dashboard_calls_evicted",
+            "Dashboard calls (and event streams) whose connection was closed while the pool was full, for a client address holding less than its fair share.",
         /// Dashboard calls open right now.
         pub dashboard_calls: CountGauge => "gwhub_dashboard_calls",
             "Dashboard calls open (budget: --max-dashboard-calls).",
@@ -346,6 +431,8 @@ gwhub_common::metrics! {
             "Times a listener reached --max-connections and paused accepting.",
         connections_evicted: Family<Listener, Counter> => "gwhub_connections_evicted_idle",
             "Idle connections closed to make room for a new client while a listener was full.",
+        connections_evicted_fair: Family<Listener, Counter> => "gwhub_connections_evicted_fair",
+            "Connections closed while a reader listener was full, for a client address holding less than its fair share (the oldest of the address holding the most).",
         accept_errors: Family<Listener, Counter> => "gwhub_accept_errors",
             "Failed accepts (e.g. out of file descriptors), each followed by a back-off.",
     }
@@ -358,6 +445,7 @@ impl Default for Counters {
         let connections_idle_closed: Family<Listener, Counter> = Family::default();
         let connections_saturated: Family<Listener, Counter> = Family::default();
         let connections_evicted: Family<Listener, Counter> = Family::default();
+        let connections_evicted_fair: Family<Listener, Counter> = Family::default();
         let accept_errors: Family<Listener, Counter> = Family::default();
         let listener = |listener: &'static str| {
             let l = Listener { listener };
@@ -368,8 +456,18 @@ impl Default for Counters {
                 accept_errors: accept_errors.get_or_create(&l).clone(),
                 saturated: connections_saturated.get_or_create(&l).clone(),
                 evicted: connections_evicted.get_or_create(&l).clone(),
+                evicted_fair: connections_evicted_fair.get_or_create(&l).clone(),
             })
         };
+        // Every label shown from the start, at 0.
+        let token_reviews: Family<ReviewResult, Counter> = Family::default();
+        for result in ["authenticated", "unauthenticated", "error"] {
+            let _ = token_reviews.get_or_create(&ReviewResult { result });
+        }
+        let token_reviews_refused: Family<ReviewLimitLabel, Counter> = Family::default();
+        for limit in ["rate", "in_flight"] {
+            let _ = token_reviews_refused.get_or_create(&ReviewLimitLabel { limit });
+        }
         Counters {
             ingest: listener("ingest"),
             dashboard: listener("dashboard"),
@@ -383,12 +481,16 @@ impl Default for Counters {
             watchers_dropped: Counter::default(),
             answers_dropped: Counter::default(),
             clusters_pruned: Counter::default(),
+            dashboard_calls_evicted: Counter::default(),
+            token_reviews,
+            token_reviews_refused,
             dashboard_calls: CountGauge::default(),
             connections_open,
             connections_accepted,
             connections_idle_closed,
             connections_saturated,
             connections_evicted,
+            connections_evicted_fair,
             accept_errors,
         }
     }
@@ -397,6 +499,21 @@ impl Default for Counters {
 impl Counters {
     pub fn bump(c: &Counter) {
         c.inc();
+    }
+
+    /// TokenReviews sent with `result` (`authenticated`, `unauthenticated`,
+    /// `error`).
+    pub fn token_reviews(&self, result: &'static str) -> u64 {
+        self.token_reviews
+            .get_or_create(&ReviewResult { result })
+            .get()
+    }
+
+    /// Readers refused for `limit` (`rate`, `in_flight`) without a review.
+    pub fn token_reviews_refused(&self, limit: &'static str) -> u64 {
+        self.token_reviews_refused
+            .get_or_create(&ReviewLimitLabel { limit })
+            .get()
     }
 
     /// A counter's or gauge's current value.
@@ -434,12 +551,23 @@ mod tests {
     #[test]
     fn counts_and_durations_out_of_range_are_refused() {
         for flag in [
+            "--max-dashboard-connections-per-address",
+            "--max-dashboard-calls-per-address",
+        ] {
+            for bad in ["1048577", "18446744073709551615"] {
+                let e = parse(&[flag, bad]).unwrap_err();
+                assert!(e.contains("0..=1048576"), "{flag} {bad}: {e}");
+            }
+            assert!(parse(&[flag, "0"]).is_ok(), "{flag}");
+        }
+        assert_eq!(per_address(0, 64), 8);
+        assert_eq!(per_address(0, 256), 32);
+        assert_eq!(per_address(5, 256), 5);
+        for flag in [
             "--max-connections",
             "--max-dashboard-connections",
             "--max-dashboard-calls",
             "--max-dashboard-calls-per-connection",
-            "--max-dashboard-connections-per-address",
-            "--max-dashboard-calls-per-address",
         ] {
             for bad in ["0", "1048577", "18446744073709551615"] {
                 let e = parse(&[flag, bad]).unwrap_err();

@@ -1,12 +1,21 @@
 //! Connection bounds for the hub's gRPC listeners (issue 17): at most
 //! `--max-connections` open connections per listener (past it a new client
 //! closes the connection idle longest, or with none idle waits while the
-//! kernel's backlog pushes back: issue 25), a connection that never
+//! kernel's backlog pushes back: issue 25), a connection that
 //! has no open call for `--idle-connection-timeout` is closed, and a failing
 //! `accept` (e.g. out of file descriptors) backs off and logs instead of
 //! spinning. Each connection carries a [`ConnInfo`] into its requests, so a
 //! handler can close the connection it came on (a Dashboard watcher that
 //! stopped reading) and count calls per connection.
+//!
+//! Reader listeners (Dashboard, web page) also share their slots among
+//! client addresses by [`gwhub_hub_rules::reader_slots`] (issue 35): one
+//! address holds at most its share, a full listener closes the oldest
+//! connection of the address holding the most for an address below its
+//! fair share, and a newcomer whose address has its fair share is closed
+//! at once when no connection is idle, rather than holding up the accept
+//! loop for everyone else. [`ReaderPool`] is that table shared by the
+//! runtime, also for the Dashboard calls ([`crate::budget::DashboardCalls`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -18,6 +27,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, Stream};
 use gwhub_common::metrics_http::CountGauge;
+use gwhub_hub_rules::reader_slots::Refusal;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -26,6 +36,8 @@ use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOw
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::transport::server::{Connected, TlsConnectInfo};
+
+pub(crate) use crate::reader_pool::{PoolSlot, ReaderPool};
 
 /// Pause after a failed `accept` (out of file descriptors, ...).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
@@ -39,73 +51,11 @@ pub(crate) struct ConnLimits {
     pub max_connections: usize,
     /// A connection with no open call for this long is closed.
     pub idle_timeout: Duration,
-    /// Open connections from one client address; one past it is closed
-    /// as soon as it is accepted ([`PerAddress`]).
-    pub max_per_address: usize,
-}
-
-/// Connections open per client address on one listener, so one address
-/// cannot take every slot of `max_connections`. Kept apart from the accept
-/// path's other steps: a check after `accept`, a slot the connection holds.
-#[derive(Debug)]
-pub(crate) struct PerAddress {
-    max: usize,
-    open: std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>,
-}
-
-impl PerAddress {
-    pub(crate) fn new(max: usize) -> Arc<Self> {
-        Arc::new(PerAddress {
-            max,
-            open: Default::default(),
-        })
-    }
-
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<std::net::IpAddr, usize>> {
-        self.open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The most one address may hold.
-    pub(crate) fn max(&self) -> usize {
-        self.max
-    }
-
-    /// A slot for one more from `ip`, unless it has `max` open.
-    pub(crate) fn try_take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<AddressSlot> {
-        let mut open = self.lock();
-        let n = open.entry(ip).or_insert(0);
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(AddressSlot {
-            per: self.clone(),
-            ip,
-        })
-    }
-}
-
-/// One connection's place in its address's count, given back on drop.
-#[derive(Debug)]
-pub(crate) struct AddressSlot {
-    per: Arc<PerAddress>,
-    ip: std::net::IpAddr,
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut open = self.per.lock();
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                open.remove(&self.ip);
-            }
-        }
-    }
+    /// Reader listeners: open connections from one client address (a
+    /// source of [`gwhub_hub_rules::reader_slots`]) at most, one past it
+    /// closed as soon as it is accepted, and fair-share eviction when full
+    /// ([`ReaderPool`]). `None` (agents): no per-address bound.
+    pub max_per_address: Option<usize>,
 }
 
 /// Counters of one listener, for `/metrics`.
@@ -123,6 +73,10 @@ pub struct ListenerCounters {
     pub saturated: Counter,
     /// Idle connections closed for a new client while the listener was full.
     pub evicted: Counter,
+    /// Connections closed while the listener was full for a client
+    /// address holding less than its fair share (the oldest of the
+    /// address holding the most).
+    pub evicted_fair: Counter,
 }
 
 /// One connection's shared state, reachable from its requests.
@@ -155,6 +109,12 @@ impl ConnState {
     /// the HTTP/2 server drops it with everything it buffered.
     pub(crate) fn close(&self) {
         self.kill.cancel();
+    }
+
+    /// Whether [`Self::close`] was called.
+    #[cfg(test)]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.kill.is_cancelled()
     }
 
     /// Calls open on this connection right now.
@@ -402,11 +362,12 @@ pub(crate) struct Conn {
     tcp: TcpStream,
     info: ConnInfo,
     killed: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Its place in its client address's count; dropped before the
+    /// permit, so a client waiting for the permit finds the slot free.
+    _address: Option<PoolSlot>,
     _permit: OwnedSemaphorePermit,
     _closed: DropGuard,
     counters: Arc<ListenerCounters>,
-    /// Its place in its client address's count.
-    _address: Option<AddressSlot>,
 }
 
 impl Drop for Conn {
@@ -478,68 +439,108 @@ pub(crate) fn incoming(
         limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
     ));
     let last_warned: Option<tokio::time::Instant> = None;
-    let per_address = PerAddress::new(limits.max_per_address);
+    // Connections are not authorized yet: no reserve.
+    let pool = limits
+        .max_per_address
+        .map(|per| ReaderPool::new(limits.max_connections, per, 0));
     let open = Arc::new(Open::default());
     futures::stream::unfold(
         (listener, slots, limits, counters, last_warned),
         move |(listener, slots, limits, counters, mut last_warned)| {
-            let per_address = per_address.clone();
+            let pool = pool.clone();
             let open = open.clone();
             async move {
-                let (tcp, remote, address) = loop {
-                    match listener.accept().await {
-                        Ok((tcp, remote)) => {
-                            // One address past its share: closed at once, the
-                            // listener slot kept for the next client.
-                            let Some(address) = per_address.try_take(remote.ip()) else {
-                                tracing::debug!(listener = name, %remote, max = limits.max_per_address, "closing a connection past its address's share");
-                                drop(tcp);
-                                continue;
-                            };
-                            break (tcp, remote, address);
-                        }
+                loop {
+                    let (tcp, remote) = match listener.accept().await {
+                        Ok(accepted) => accepted,
                         Err(e) => {
                             counters.accept_errors.inc();
                             // Out of file descriptors, typically: back off
                             // instead of spinning on a core.
                             tracing::warn!(listener = name, error = %e, backoff = ?ACCEPT_BACKOFF, "cannot accept a connection");
                             tokio::time::sleep(ACCEPT_BACKOFF).await;
+                            continue;
+                        }
+                    };
+                    // A reader's place among its address's: past its share
+                    // closed at once, the listener slot kept for the next
+                    // client; when full, one holding less than its fair
+                    // share closes the oldest of the address holding most.
+                    let mut address = None;
+                    if let Some(pool) = &pool {
+                        match pool.admit(remote.ip(), true, None) {
+                            Ok((slot, evicted)) => {
+                                if evicted {
+                                    counters.saturated.inc();
+                                    counters.evicted_fair.inc();
+                                }
+                                address = Some(slot);
+                            }
+                            Err(Refusal::Source { max }) => {
+                                tracing::debug!(listener = name, %remote, max, "closing a connection past its address's share");
+                                continue;
+                            }
+                            // Full, and this address has its fair share:
+                            // an idle connection makes room, or it is
+                            // closed (the accept loop never waits on it:
+                            // others may be below their share).
+                            Err(Refusal::Full { .. }) => {
+                                counters.saturated.inc();
+                                if !open.evict_idlest() {
+                                    tracing::debug!(listener = name, %remote, "closing a connection: the listener is full and its address holds its fair share");
+                                    continue;
+                                }
+                                counters.evicted.inc();
+                            }
                         }
                     }
-                };
-                // A slot once a client is here: when the listener is full,
-                // the connection idle longest makes room for it; with none
-                // idle the client waits (and the kernel's backlog pushes
-                // back on those behind it) until one closes.
-                let permit = match slots.clone().try_acquire_owned() {
-                    Ok(p) => p,
-                    Err(_) => {
-                        counters.saturated.inc();
-                        let evicted = open.evict_idlest();
-                        if evicted {
-                            counters.evicted.inc();
+                    // A reader listener: any wait below is for a
+                    // connection evicted above to close.
+                    let evicting = pool.is_some();
+                    let permit = match slots.clone().try_acquire_owned() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            // A reader listener counted and evicted above.
+                            if !evicting {
+                                counters.saturated.inc();
+                            }
+                            let evicted = !evicting && open.evict_idlest();
+                            if evicted {
+                                counters.evicted.inc();
+                            }
+                            // Once a minute at most: an attacker cycling
+                            // connections must not flood the log.
+                            let now = tokio::time::Instant::now();
+                            if last_warned
+                                .is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY)
+                            {
+                                last_warned = Some(now);
+                                tracing::warn!(
+                                    listener = name,
+                                    max = limits.max_connections,
+                                    evicted,
+                                    "connection limit reached; closing the connection idle longest (or the oldest of the address holding most), or waiting for one to close"
+                                );
+                            }
+                            slots.clone().acquire_owned().await.ok()?
                         }
-                        // Once a minute at most: an attacker cycling connections
-                        // must not flood the log.
-                        let now = tokio::time::Instant::now();
-                        if last_warned.is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY)
-                        {
-                            last_warned = Some(now);
-                            tracing::warn!(
-                                listener = name,
-                                max = limits.max_connections,
-                                evicted,
-                                "connection limit reached; closing the connection idle longest, or waiting for one to close"
-                            );
+                    };
+                    if let (Some(pool), None) = (&pool, &address) {
+                        // Room now: what closed gave its slot back.
+                        match pool.admit(remote.ip(), true, None) {
+                            Ok((slot, _)) => address = Some(slot),
+                            Err(_) => continue,
                         }
-                        slots.clone().acquire_owned().await.ok()?
                     }
-                };
-                let _ = tcp.set_nodelay(true);
-                let mut conn = wrap(tcp, remote, permit, &limits, &counters);
-                conn._address = Some(address);
-                open.add(&conn.info.state, limits.max_connections);
-                Some((Ok(conn), (listener, slots, limits, counters, last_warned)))
+                    let _ = tcp.set_nodelay(true);
+                    let mut conn = wrap(tcp, remote, permit, &limits, &counters);
+                    if let (Some(pool), Some(slot)) = (&pool, &address) {
+                        pool.attach(slot, &conn.info.state);
+                    }
+                    conn._address = address;
+                    open.add(&conn.info.state, limits.max_connections);
+                    return Some((Ok(conn), (listener, slots, limits, counters, last_warned)));
+                }
             }
         },
     )
@@ -600,10 +601,10 @@ fn wrap(
             state,
             tls: None,
         },
+        _address: None,
         _permit: permit,
         _closed: closed.drop_guard(),
         counters: counters.clone(),
-        _address: None,
     }
 }
 
@@ -757,29 +758,5 @@ async fn handshake(
             tracing::debug!(listener = name, %remote, ?timeout, "TLS handshake timed out");
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_address_holds_at_most_its_share() {
-        let per = PerAddress::new(2);
-        let a: std::net::IpAddr = "10.0.0.1".parse().unwrap();
-        let b: std::net::IpAddr = "10.0.0.2".parse().unwrap();
-        let a1 = per.try_take(a).unwrap();
-        let _a2 = per.try_take(a).unwrap();
-        assert!(per.try_take(a).is_none());
-        let _b1 = per.try_take(b).unwrap();
-        drop(a1);
-        let _a3 = per.try_take(a).unwrap();
-        assert!(per.try_take(a).is_none());
-        drop((_a2, _a3, _b1));
-        assert!(
-            per.lock().is_empty(),
-            "addresses with none open are forgotten"
-        );
     }
 }

@@ -21,6 +21,8 @@ pub mod index;
 pub mod kube;
 pub mod metrics;
 pub mod pki;
+#[warn(unreachable_pub)]
+mod reader_pool;
 pub mod serve;
 pub mod tls;
 #[warn(unreachable_pub)]

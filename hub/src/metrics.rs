@@ -342,6 +342,13 @@ mod tests {
             "gwhub_budget_refused_dashboard_calls_per_connection_total",
             "gwhub_budget_watchers_dropped_total",
             "gwhub_budget_unread_answers_dropped_total",
+            "gwhub_budget_dashboard_calls_evicted_total",
+            // Readers (issue 35): the TokenReview budget.
+            "gwhub_dashboard_token_reviews_total{result=\"authenticated\"}",
+            "gwhub_dashboard_token_reviews_total{result=\"unauthenticated\"}",
+            "gwhub_dashboard_token_reviews_total{result=\"error\"}",
+            "gwhub_dashboard_token_reviews_refused_total{limit=\"rate\"}",
+            "gwhub_dashboard_token_reviews_refused_total{limit=\"in_flight\"}",
             "gwhub_clusters_pruned_total",
             "gwhub_dashboard_calls",
             "gwhub_tls_streams_ended_total{reason=\"expired\"}",
@@ -401,6 +408,7 @@ mod tests {
             "gwhub_connections_idle_closed_total",
             "gwhub_connections_saturated_total",
             "gwhub_connections_evicted_idle_total",
+            "gwhub_connections_evicted_fair_total",
             "gwhub_accept_errors_total",
         ] {
             for listener in ["ingest", "dashboard", "web"] {

@@ -202,12 +202,15 @@ impl Hub {
         let limits = |max_connections| ConnLimits {
             max_connections,
             idle_timeout: budgets.idle_connection_timeout,
-            max_per_address: usize::MAX,
+            max_per_address: None,
         };
         // Readers are capped per client address too; agents are not (a
         // fleet may reach the hub through one NAT).
         let reader_limits = |max_connections| ConnLimits {
-            max_per_address: budgets.max_dashboard_connections_per_address,
+            max_per_address: Some(crate::budget::per_address(
+                budgets.max_dashboard_connections_per_address,
+                max_connections,
+            )),
             ..limits(max_connections)
         };
         let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
@@ -260,6 +263,7 @@ impl Hub {
         );
         let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
         if let Some(readers) = readers {
+            readers.count_in(index.counters().clone());
             auth = auth.with_kubernetes(readers);
         }
         let dashboard = DashboardService::with_budgets(

@@ -325,6 +325,19 @@ impl DashboardAuth {
         }
     }
 
+    /// Whether the caller presenting `token` counts as authorized already,
+    /// for the Dashboard's reserve ([`crate::budget::DashboardCalls`]):
+    /// with Kubernetes readers, a token that authenticated within the
+    /// last hour; otherwise every caller that got this far (the shared
+    /// token, when required, is checked before).
+    pub fn known(&self, token: Option<&str>) -> bool {
+        match (&self.kube, token) {
+            (None, _) => true,
+            (Some(k), Some(t)) => k.known(t),
+            (Some(_), None) => false,
+        }
+    }
+
     /// Whether `given` is the token (always, when none is required).
     pub fn accepts(&self, given: Option<&str>) -> bool {
         match (&self.token, given) {

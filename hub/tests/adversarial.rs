@@ -308,6 +308,8 @@ async fn dashboard_calls_are_bounded_in_total_and_per_connection() {
     let hub = start_with(Budgets {
         max_dashboard_calls: 3,
         max_dashboard_calls_per_connection: 2,
+        // Not an eighth: one address takes them all here.
+        max_dashboard_calls_per_address: 3,
         ..Budgets::default()
     })
     .await;
@@ -685,6 +687,7 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
         web_listen: Some("127.0.0.1:0".parse().unwrap()),
         budgets: Budgets {
             max_dashboard_connections: 2,
+            max_dashboard_connections_per_address: 2,
             max_dashboard_calls: 1,
             idle_connection_timeout: Duration::from_millis(300),
             ..Budgets::default()
@@ -1409,6 +1412,7 @@ async fn slow_watchers_of_a_large_view_hold_no_copy_of_it() {
     let hub = start_with(Budgets {
         watch_send_timeout: Duration::from_secs(4),
         max_dashboard_connections_per_address: 64,
+        max_dashboard_calls_per_address: 64,
         ..Budgets::default()
     })
     .await;
@@ -1469,6 +1473,12 @@ async fn never_read_web_event_streams_hold_a_bounded_share() {
     }
     let hub = Hub::start(HubConfig {
         web_listen: Some("127.0.0.1:0".parse().unwrap()),
+        // Not an eighth: two addresses take 24 each here.
+        budgets: Budgets {
+            max_dashboard_connections_per_address: 32,
+            max_dashboard_calls_per_address: 32,
+            ..Budgets::default()
+        },
         ..HubConfig::loopback(Duration::from_secs(60))
     })
     .await

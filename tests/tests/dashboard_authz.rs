@@ -587,3 +587,129 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
     drop(stream);
     hub.shutdown().await.unwrap();
 }
+
+/// TokenReviews the API server has served, from its own `/metrics`.
+async fn apiserver_token_reviews(admin: &Client) -> u64 {
+    let request = tonic::codegen::http::Request::get("/metrics")
+        .body(Vec::new())
+        .unwrap();
+    let text = admin.request_text(request).await.unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{") && l.contains("resource=\"tokenreviews\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// Issue #35: 2,000 made-up tokens, spread over 12 s (past a reader's
+/// cached review), against a real API server: the TokenReviews reaching
+/// it (its own count, and the hub's metric) stay within
+/// `50 + 10·(T + 1)`, every caller not reviewed is refused at once with
+/// RESOURCE_EXHAUSTED naming the limit (counted by the hub), and a reader
+/// reviewed before keeps answering throughout.
+#[tokio::test]
+async fn made_up_tokens_are_held_to_the_token_review_budget() {
+    if !require_assets("made_up_tokens_are_held_to_the_token_review_budget") {
+        return;
+    }
+    let fleet = Fleet::start(&["flood"]).await.expect("start API server");
+    let cluster = fleet.cluster("flood");
+    let as_hub = install_hub(cluster).await;
+    let admin = cluster.client().await.unwrap();
+    create_namespaces(&admin, &["team-a"]).await.unwrap();
+    grant(&admin).await;
+    let readers = Arc::new(KubeReaders::new(as_hub));
+    let extras = gwhub_hub::serve::KubeExtras {
+        readers: Some(readers),
+        ..gwhub_hub::serve::KubeExtras::default()
+    };
+    let config = HubConfig::loopback(Duration::from_secs(60));
+    let hub = Hub::start_with(config, None, extras).await.unwrap();
+    let dash = hub.dashboard_addr;
+    let counters = hub.index.counters().clone();
+    let before = apiserver_token_reviews(&admin).await;
+    let mut reader = as_reader(dash, ALL).await;
+    assert_eq!(listed(&mut reader, "").await, Ok(vec![]));
+
+    const TOKENS: usize = 2_000;
+    const TASKS: usize = 4;
+    const SPREAD: Duration = Duration::from_secs(12);
+    let start = std::time::Instant::now();
+    let mut flood = Vec::new();
+    for task in 0..TASKS {
+        let channel = tonic::transport::Channel::from_shared(format!("http://{dash}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        flood.push(tokio::spawn(async move {
+            let per_task = TOKENS / TASKS;
+            futures::stream::iter(0..per_task)
+                .map(|i| {
+                    let channel = channel.clone();
+                    async move {
+                        let at = SPREAD.mul_f64(i as f64 / per_task as f64);
+                        tokio::time::sleep_until((start + at).into()).await;
+                        let mut request = tonic::Request::new(v1::ListGatewaysRequest::default());
+                        let bearer = format!("Bearer made-up-{task}-{i}").parse().unwrap();
+                        request.metadata_mut().insert("authorization", bearer);
+                        let asked = std::time::Instant::now();
+                        let r = DashboardClient::new(channel).list_gateways(request).await;
+                        (r.err(), asked.elapsed())
+                    }
+                })
+                .buffer_unordered(8)
+                .collect::<Vec<_>>()
+                .await
+        }));
+    }
+    let mut answered = 0;
+    while start.elapsed() < SPREAD + Duration::from_secs(1) {
+        let r = tokio::time::timeout(Duration::from_secs(3), listed(&mut reader, "")).await;
+        assert_eq!(r, Ok(Ok(vec![])), "the reader at {:?}", start.elapsed());
+        answered += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut outcomes = Vec::new();
+    for task in flood {
+        outcomes.extend(task.await.unwrap());
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let (mut refused, mut rejected) = (0usize, 0usize);
+    for (status, took) in &outcomes {
+        let status = status.as_ref().expect("a made-up token was served");
+        match status.code() {
+            Code::Unauthenticated => rejected += 1,
+            Code::ResourceExhausted => {
+                refused += 1;
+                assert!(status.message().contains("TokenReviews"), "{status:?}");
+            }
+            other => panic!("{other:?}: {status:?}"),
+        }
+        assert!(*took < Duration::from_secs(3), "a caller waited {took:?}");
+    }
+    assert_eq!(refused + rejected, TOKENS);
+    let bound = 50.0 + 10.0 * (elapsed + 1.0) + 2.0;
+    let at_apiserver = apiserver_token_reviews(&admin).await - before;
+    let by_hub = counters.token_reviews("authenticated")
+        + counters.token_reviews("unauthenticated")
+        + counters.token_reviews("error");
+    eprintln!(
+        "{TOKENS} made-up tokens in {elapsed:.1} s: {at_apiserver} TokenReviews at the API server, \
+         {by_hub} counted by the hub, {refused} refused, {rejected} rejected, reader answered {answered} times"
+    );
+    assert!(
+        (at_apiserver as f64) <= bound,
+        "{at_apiserver} > {bound:.0}"
+    );
+    assert_eq!(at_apiserver, by_hub);
+    assert_eq!(counters.token_reviews("unauthenticated") as usize, rejected);
+    assert_eq!(
+        (counters.token_reviews_refused("rate") + counters.token_reviews_refused("in_flight"))
+            as usize,
+        refused
+    );
+    assert!(answered >= 40, "{answered}");
+    hub.shutdown().await.unwrap();
+}

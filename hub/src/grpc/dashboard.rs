@@ -81,12 +81,7 @@ impl DashboardService {
     /// The caller and what they may see: `UNAUTHENTICATED` without a valid
     /// token under `--dashboard-auth=kubernetes`.
     async fn reader<T>(&self, request: &Request<T>) -> Result<Reader, Status> {
-        let token = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        Ok(self.auth.reader(token).await?)
+        Ok(self.auth.reader(bearer(request)).await?)
     }
 
     /// Takes a slot of `--max-dashboard-calls` and of the connection's
@@ -95,6 +90,7 @@ impl DashboardService {
         self.calls
             .admit(
                 crate::conn::conn_of(request),
+                self.auth.known(bearer(request)),
                 self.max_calls_per_connection,
                 self.index.counters(),
             )
@@ -212,6 +208,7 @@ impl DashboardService {
         let mut views = self.index.subscribe();
         let shutdown = self.shutdown.clone();
         let send_timeout = self.watch_send_timeout;
+        let calls = self.calls.clone();
         let (tx, rx) = mpsc::channel(1);
         tokio::spawn(async move {
             let permit = permit;
@@ -260,13 +257,16 @@ impl DashboardService {
                     // which needs the peer's flow-control window. A
                     // watcher that grants none is dropped, with its
                     // connection, rather than buffered for.
+                    // Sooner while others are refused for a full pool.
+                    let since = tokio::time::Instant::now();
                     let in_time = tokio::select! {
-                        t = tokio::time::timeout(send_timeout, taken) => t.is_ok(),
+                        _ = taken => true,
+                        () = calls.stalled(since, send_timeout) => false,
                         _ = shutdown.cancelled() => break,
                     };
                     if !in_time {
                         Counters::bump(&permit.counters.watchers_dropped);
-                        tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout)");
+                        tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout, or 5 s while other readers are refused)");
                         if let Some(c) = &conn {
                             c.close();
                         }
@@ -295,6 +295,15 @@ impl DashboardService {
         });
         Ok(rx)
     }
+}
+
+/// The request's bearer token, if any.
+fn bearer<T>(request: &Request<T>) -> Option<&str> {
+    request
+        .metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
 }
 
 fn millis_to_secs(ms: i64) -> i64 {

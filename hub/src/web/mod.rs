@@ -611,8 +611,10 @@ impl State {
         // A call of the Dashboard's budgets: the total, the client
         // address's share and the connection's, counted in
         // gwhub_dashboard_calls.
+        // Authorized already (the reader was decided before).
         let permit = match self.streams.admit(
             conn.as_ref(),
+            true,
             self.max_streams_per_connection,
             self.index.counters(),
         ) {
@@ -736,10 +738,16 @@ impl State {
         event: Event,
         conn: Option<&crate::conn::ConnState>,
     ) -> bool {
-        match tokio::time::timeout(self.send_timeout, tx.send(event)).await {
+        // Sooner while others are refused for a full pool.
+        let since = tokio::time::Instant::now();
+        let sent = tokio::select! {
+            r = tx.send(event) => Ok(r),
+            () = self.streams.stalled(since, self.send_timeout) => Err(()),
+        };
+        match sent {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,
-            Err(_) => {
+            Err(()) => {
                 Counters::bump(&self.index.counters().watchers_dropped);
                 tracing::warn!(timeout = ?self.send_timeout, "dropping a web page that takes no events (--watch-send-timeout)");
                 if let Some(c) = conn {
@@ -758,6 +766,7 @@ fn read_error(e: ReadError) -> Answer {
         ReadError::Unauthenticated(_) => S::UNAUTHORIZED,
         ReadError::Forbidden(_) => S::FORBIDDEN,
         ReadError::Unavailable(_) => S::SERVICE_UNAVAILABLE,
+        ReadError::Limited(_) => S::TOO_MANY_REQUESTS,
     };
     error(status, e.to_string())
 }
