@@ -169,7 +169,7 @@ fn bounded(head: &str, entries: &[String], max: usize) -> String {
             out.push_str("...");
         }
         out.push_str(&tail);
-        return out;
+        return within(out, max);
     }
     for (i, e) in entries.iter().take(fit).enumerate() {
         if i > 0 {
@@ -178,6 +178,18 @@ fn bounded(head: &str, entries: &[String], max: usize) -> String {
         out.push_str(e);
     }
     out.push_str(&more(entries.len() - fit));
+    within(out, max)
+}
+
+/// `text` cut to `max` characters, ending `...` when cut: the last bound,
+/// for a head that leaves no room even for one shortened entry and the
+/// count of the others (only with a `max` far below the condition's 32768).
+fn within(text: String, max: usize) -> String {
+    if char_len(&text) <= max {
+        return text;
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(3)).collect();
+    out.push_str(&"..."[..max.min(3)]);
     out
 }
 
