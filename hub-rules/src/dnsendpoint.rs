@@ -97,6 +97,22 @@ pub fn generated_crd() -> serde_json::Value {
     use kube::CustomResourceExt;
     let mut crd = serde_json::to_value(DNSEndpoint::crd()).unwrap_or_default();
     drop_nullable(&mut crd);
+    // As upstream's controller-gen writes it: the object's own fields typed,
+    // and `spec` not required (the derive requires it and leaves them out).
+    if let Some(schema) = crd
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        schema.remove("required");
+        if let Some(props) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            props.insert("apiVersion".into(), serde_json::json!({"type": "string"}));
+            props.insert("kind".into(), serde_json::json!({"type": "string"}));
+            props.insert("metadata".into(), serde_json::json!({"type": "object"}));
+        }
+    }
     crd["metadata"]["annotations"] = serde_json::json!({
         "api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/external-dns/pull/2007"
     });
