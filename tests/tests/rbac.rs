@@ -804,6 +804,11 @@ async fn try_join(client: &Client, port: u16, tokenless: bool) {
     // Without a token, a fresh key: the request is looked up by name, the
     // pending ones listed (a request for a cluster without an identity waits).
     let key = rcgen::KeyPair::generate().unwrap();
+    p.subject_alt_names = vec![rcgen::SanType::URI(
+        format!("spiffe://gwhub/cluster/{TOKENLESS}")
+            .try_into()
+            .unwrap(),
+    )];
     let csr = p.serialize_request(&key).unwrap().pem().unwrap();
     let _ = ingest
         .join(v1::JoinRequest {
@@ -992,8 +997,8 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         }
     }
     assert_eq!(
-        checked, 24,
-        "8 on secrets (the tokens followed too), 6 on ConfigMaps (the removed and issued \
+        checked, 22,
+        "6 on secrets (the hub's own followed with the tokens), 6 on ConfigMaps (the removed and issued \
          clusters' ones and the replicas' liveness records), 8 on CSRs and the signer \
          (requests deleted once done), 2 on ClusterProfiles (create, status patch)"
     );

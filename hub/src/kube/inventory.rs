@@ -114,6 +114,18 @@ pub(crate) async fn revoke_orphans(
     namespace: String,
     shutdown: CancellationToken,
 ) {
+    revoke_orphans_once(api, removals, namespace, shutdown.clone()).await;
+    // One check per start, but a task of the hub's set: one that ends
+    // before shutdown reads as a failure and stops the hub.
+    shutdown.cancelled().await;
+}
+
+async fn revoke_orphans_once(
+    api: Api<ClusterProfile>,
+    removals: Removals,
+    namespace: String,
+    shutdown: CancellationToken,
+) {
     let mut leader = removals.leader.clone();
     tokio::select! {
         _ = shutdown.cancelled() => return,
