@@ -6,10 +6,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Key, Keys, Kind, MountedSecret, Server, ZONE};
+use common::{Key, Keys, Kind, Server, ZONE};
 use gwhub_dns_rfc2136::{
     Algorithm, Client, Error, Expect, KeySource, Owner, RType, ReadBack, RecordSet, TsigKey,
 };
+use gwhub_test_kit::mounted_secret::MountedSecret;
+use gwhub_test_kit::procs::temp_dir;
 
 /// Generous: CI runs everything at once on two cores.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -527,7 +529,12 @@ async fn a_stopped_server_is_unreachable(kind: Kind) {
 async fn a_rotated_secret_is_picked_up(kind: Kind) {
     let first = Key::generate("gwhub-hub", "hmac-sha256");
     let mut s = Server::start(kind, &Keys::updating(&[&first]));
-    let mut mount = MountedSecret::new("rotate", "tsig-secret", &format!("{}\n", first.secret));
+    let secret = format!("{}\n", first.secret);
+    let mut mount = MountedSecret::new(
+        &temp_dir(&format!("dns-rotate-{kind:?}")),
+        &[("tsig-secret", secret.as_bytes())],
+    )
+    .unwrap();
     let source = KeySource::file(mount.path("tsig-secret"), Some("gwhub-hub"), None).unwrap();
     let c = Client::new(s.addr(), source.clone(), TIMEOUT);
     let own = owner("_gwhub-a.app.fleet.test", OURS);
@@ -553,7 +560,9 @@ async fn a_rotated_secret_is_picked_up(kind: Kind) {
         .await,
         "bad_key",
     );
-    mount.swap("tsig-secret", &second.secret);
+    mount
+        .swap(&[("tsig-secret", second.secret.as_bytes())])
+        .unwrap();
     c.publish(
         ZONE,
         &a("app.fleet.test", &["192.0.2.2"]),
@@ -566,7 +575,9 @@ async fn a_rotated_secret_is_picked_up(kind: Kind) {
     assert!(source.reload_error().is_none());
 
     // A Secret that no longer parses: the last good key stays in use.
-    mount.swap("tsig-secret", "this is not base64");
+    mount
+        .swap(&[("tsig-secret", b"this is not base64")])
+        .unwrap();
     c.publish(
         ZONE,
         &a("app.fleet.test", &["192.0.2.3"]),
@@ -585,7 +596,9 @@ async fn a_rotated_secret_is_picked_up(kind: Kind) {
     // The next good Secret, as a whole clause this time.
     let third = Key::generate("gwhub-hub", "hmac-sha256");
     s.restart(&Keys::updating(&[&third]));
-    mount.swap("tsig-secret", &third.clause);
+    mount
+        .swap(&[("tsig-secret", third.clause.as_bytes())])
+        .unwrap();
     c.publish(
         ZONE,
         &a("app.fleet.test", &["192.0.2.4"]),
@@ -602,7 +615,11 @@ async fn a_key_clause_file(kind: Kind) {
     for alg in ["hmac-sha512", "hmac-sha384"] {
         let key = Key::generate("gwhub-clause", alg);
         let s = Server::start(kind, &Keys::updating(&[&key]));
-        let mount = MountedSecret::new("clause", "tsig.key", &key.clause);
+        let mount = MountedSecret::new(
+            &temp_dir(&format!("dns-clause-{kind:?}-{alg}")),
+            &[("tsig.key", key.clause.as_bytes())],
+        )
+        .unwrap();
         let source = KeySource::file(mount.path("tsig.key"), None, None).unwrap();
         assert_eq!(source.current().algorithm().as_str(), alg);
         let c = Client::new(s.addr(), source, TIMEOUT);

@@ -1,5 +1,5 @@
 //! Real authoritative servers for the field tests (fleet DNS's rfc2136
-//! output; the same helpers as `dns-rfc2136/tests/common`): Debian's BIND 9 (`named`)
+//! output, here and in dns-rfc2136's own tests): Debian's BIND 9 (`named`)
 //! and Knot DNS (`knotd`), each started on a free loopback port with a zone
 //! `fleet.test.` and TSIG keys of the test's own, in a directory of its own;
 //! answers checked with `dig`, foreign records made with `nsupdate`, as an
