@@ -168,8 +168,7 @@ mod tests {
             others: BTreeSet::new(),
             owns_addresses,
             owns_listeners,
-            expected_clusters: None,
-            placement: None,
+            ..LiveHub::default()
         }
     }
 

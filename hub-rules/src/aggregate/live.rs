@@ -35,6 +35,18 @@ pub struct LiveHub {
     /// The `gwhub.io/placement` annotation (a PlacementDecision in the hub
     /// Gateway's namespace, by name or decision key), if set.
     pub placement: Option<String>,
+    /// The object's uid: [`LiveHub::carry_written`] carries the hub's last
+    /// written conditions only within one object's life.
+    pub uid: Option<String>,
+    /// The hub's conditions as its last status write's answer had them.
+    /// A watch can install an object older than that answer (another
+    /// writer's change made before the hub's write, delivered after it);
+    /// aggregating against its conditions would restart every unchanged
+    /// condition's lastTransitionTime and write again. These take
+    /// precedence as the previous conditions (see
+    /// [`LiveHub::hub_gateway_with`]): the hub is the only writer of its
+    /// types, so its own last write is their newest state.
+    pub written: Vec<Condition>,
 }
 
 impl LiveHub {
@@ -68,6 +80,33 @@ impl LiveHub {
             owns_listeners,
             expected_clusters: annotation(gw, crate::inventory::EXPECTED_CLUSTERS_ANNOTATION),
             placement: annotation(gw, crate::inventory::PLACEMENT_ANNOTATION),
+            uid: gw.metadata.uid.clone(),
+            written: Vec::new(),
+        }
+    }
+
+    /// Reads the answer to the hub's own status write: as
+    /// [`LiveHub::from_gateway`], its hub-owned conditions also kept as
+    /// [`LiveHub::written`].
+    pub fn from_written(gw: &Gateway, field_manager: &str) -> Self {
+        let mut live = Self::from_gateway(gw, field_manager);
+        live.written = live
+            .status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| live.owned.contains(&c.type_))
+            .cloned()
+            .collect();
+        live
+    }
+
+    /// Keeps `before`'s [`LiveHub::written`] when this object is the same
+    /// Gateway (same uid) and has none of its own: a watch event carries
+    /// no memory of the hub's writes.
+    pub fn carry_written(&mut self, before: &LiveHub) {
+        if self.written.is_empty() && self.uid.is_some() && self.uid == before.uid {
+            self.written = before.written.clone();
         }
     }
 
@@ -88,10 +127,17 @@ impl LiveHub {
         let guess = HubGateway::from_existing_with(self.generation, &existing, reported);
         let guessed_ours: BTreeSet<&str> =
             guess.previous.iter().map(|c| c.type_.as_str()).collect();
-        let (previous, foreign) = existing.into_iter().partition(|c: &Condition| {
-            self.owned.contains(&c.type_)
-                || (guessed_ours.contains(c.type_.as_str()) && !self.others.contains(&c.type_))
-        });
+        let (mut previous, foreign): (Vec<Condition>, Vec<Condition>) =
+            existing.into_iter().partition(|c: &Condition| {
+                self.owned.contains(&c.type_)
+                    || (guessed_ours.contains(c.type_.as_str()) && !self.others.contains(&c.type_))
+            });
+        for c in &self.written {
+            match previous.iter_mut().find(|p| p.type_ == c.type_) {
+                Some(p) => *p = c.clone(),
+                None => previous.push(c.clone()),
+            }
+        }
         HubGateway {
             generation: self.generation,
             previous,

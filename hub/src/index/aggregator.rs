@@ -216,8 +216,13 @@ impl Index {
         let changed = {
             let mut map = self.inner.aggregator.live.lock();
             match live {
-                Some(live) if map.get(&key).is_some_and(|l| **l == live) => false,
-                Some(live) => {
+                Some(mut live) => {
+                    if let Some(before) = map.get(&key) {
+                        live.carry_written(before);
+                        if **before == live {
+                            return false;
+                        }
+                    }
                     map.insert(key.clone(), Arc::new(live));
                     true
                 }
@@ -231,10 +236,12 @@ impl Index {
     }
 
     /// Installs `written` (the answer to a status write planned against
-    /// `planned`) as the live hub Gateway `key`, unless the watch installed
-    /// another object meanwhile: the answer may be older than that (a spec
-    /// edited since), and the watch is then the source. Returns whether it
-    /// was installed.
+    /// `planned`, read by [`LiveHub::from_written`]) as the live hub
+    /// Gateway `key`, unless the watch installed another object meanwhile:
+    /// the answer may be older than that (a spec edited since), and the
+    /// watch is then the source; that object then takes the hub's written
+    /// conditions as its [`LiveHub::written`], since the watch's copy may
+    /// as well predate the write. Returns whether anything changed.
     pub(crate) fn set_live_hub_written(
         &self,
         key: GatewayKey,
@@ -249,6 +256,13 @@ impl Index {
                         return false;
                     }
                     map.insert(key.clone(), Arc::new(written));
+                }
+                Some(current)
+                    if current.uid == written.uid && current.written != written.written =>
+                {
+                    let mut newer = LiveHub::clone(current);
+                    newer.written = written.written;
+                    map.insert(key.clone(), Arc::new(newer));
                 }
                 _ => return false,
             }
@@ -268,8 +282,12 @@ impl Index {
                 .cloned()
                 .collect();
             let mut next = BTreeMap::new();
-            for (key, live) in all {
-                match map.remove(&key) {
+            for (key, mut live) in all {
+                let old = map.remove(&key);
+                if let Some(old) = &old {
+                    live.carry_written(old);
+                }
+                match old {
                     Some(old) if *old == live => {
                         next.insert(key, old);
                     }

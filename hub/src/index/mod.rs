@@ -265,6 +265,76 @@ mod tests {
         assert!(same.aggregated_from(&written));
     }
 
+    /// The hub's own last write outranks a watch event that predates it:
+    /// another writer's change made before the hub's write but delivered
+    /// after it (so the answer is not installed) must not restart the
+    /// lastTransitionTime of the hub's unchanged conditions (which would
+    /// also make the hub write again). A re-created Gateway (another uid)
+    /// starts afresh.
+    #[test]
+    fn the_hubs_last_write_outranks_an_older_watch_event() {
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
+        let session = index.connect("east", "test").unwrap();
+        index
+            .replace_snapshot(
+                &session,
+                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
+            )
+            .unwrap();
+        let long_ago = Timestamp::from_second(1_000).unwrap();
+        let ours = |t: &str| gwhub_model::conditions::new(t, "True", "R", "", Some(1), long_ago);
+        let object = |uid: &str, conditions: Vec<gwhub_model::Condition>| LiveHub {
+            generation: 1,
+            uid: Some(uid.to_owned()),
+            status: GatewayStatus {
+                conditions: Some(conditions),
+                ..GatewayStatus::default()
+            },
+            ..LiveHub::default()
+        };
+        index.set_live_hub(key("web"), Some(object("u1", vec![])));
+        let planned = index.live_hub(&key("web")).unwrap();
+        // Another writer's condition, written before the hub's write and
+        // seen after it: no hub conditions on it.
+        let foreign = cond("example.com/Policy", "True");
+        let mut stale = object("u1", vec![foreign.clone()]);
+        stale.others.insert("example.com/Policy".into());
+        assert!(index.set_live_hub(key("web"), Some(stale.clone())));
+        // The hub's write answer: its conditions since long ago.
+        let mut answer = object("u1", vec![ours("Accepted"), foreign.clone()]);
+        answer.owned.insert("Accepted".into());
+        answer.others.insert("example.com/Policy".into());
+        answer.written = vec![ours("Accepted")];
+        assert!(index.set_live_hub_written(key("web"), &planned, answer.clone()));
+        index.aggregate_dirty();
+        let transition = |index: &Index| {
+            let view = index.view(&key("web")).unwrap();
+            let status = view.lean.status.clone().unwrap();
+            status
+                .conditions
+                .iter()
+                .find(|c| c.r#type == "Accepted")
+                .map(|c| c.last_transition_time)
+        };
+        assert_eq!(transition(&index), Some(1_000));
+        // The stale object delivered again, then the write's own event
+        // (no memory of the write): still the written time.
+        index.set_live_hub(key("web"), Some(stale));
+        index.aggregate_dirty();
+        assert_eq!(transition(&index), Some(1_000));
+        answer.written.clear();
+        index.set_live_hub(key("web"), Some(answer));
+        index.aggregate_dirty();
+        assert_eq!(transition(&index), Some(1_000));
+        // Deleted and created again: a new object, a new transition.
+        index.set_live_hub(key("web"), Some(object("u2", vec![])));
+        index.aggregate_dirty();
+        assert!(transition(&index).is_some_and(|t| t > 1_000));
+    }
+
     /// The published view is aggregated with the live hub Gateway when
     /// there is one: its generation, its other writers' conditions taking
     /// slots of the 8 (and the omissions naming what they pushed out); with

@@ -398,7 +398,7 @@ impl StatusWriter {
                 self.index.set_live_hub_written(
                     key,
                     &live,
-                    LiveHub::from_gateway(&gw, FIELD_MANAGER),
+                    LiveHub::from_written(&gw, FIELD_MANAGER),
                 );
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
