@@ -10,6 +10,7 @@ use gwhub_hub::budget::{Budgets, Counters};
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::HubTls;
 use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
+use gwhub_test_kit::loopback;
 use gwhub_test_kit::procs::free_addr;
 use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
 use gwhub_test_kit::wait::{until, until_named};
@@ -630,9 +631,9 @@ async fn one_address_cannot_take_every_reader_slot() {
     .unwrap();
     let web = hub.web_addr.unwrap();
     let from = |ip: &'static str| async move {
-        let s = tokio::net::TcpSocket::new_v4().unwrap();
-        s.bind(format!("{ip}:0").parse().unwrap()).unwrap();
-        s.connect(web).await.unwrap()
+        loopback::connect_from(ip.parse().unwrap(), web)
+            .await
+            .unwrap()
     };
     /// The status of `GET /` on `s`, or `None` when it is closed.
     async fn get(mut s: tokio::net::TcpStream) -> Option<u16> {
@@ -1255,9 +1256,9 @@ async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
 /// choosing): the connection and the answer's head, nothing of the body
 /// read beyond what came with it.
 async fn http_get(from: &str, to: SocketAddr, path: &str) -> (tokio::net::TcpStream, String) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-    let mut s = socket.connect(to).await.unwrap();
+    let mut s = loopback::connect_from(from.parse().unwrap(), to)
+        .await
+        .unwrap();
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .unwrap();

@@ -15,6 +15,7 @@ use gwhub_hub::authz::{KubeReaders, TOKEN_REVIEW_BURST, TOKEN_REVIEWS_PER_SECOND
 use gwhub_hub::budget::{Budgets, Counters};
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
+use gwhub_test_kit::loopback;
 use gwhub_test_kit::raw_agent::{self, Agent as RawAgent};
 use gwhub_test_kit::wait::until;
 use http_body_util::BodyExt;
@@ -281,16 +282,10 @@ async fn hub_with_a_large_view(budgets: Budgets) -> (Hub, RawAgent) {
 /// A gRPC channel to `to` over a TCP connection bound to `from` (a
 /// loopback address), granting each stream a 1 KiB window.
 async fn channel_from(from: &'static str, to: SocketAddr) -> Option<Channel> {
-    let connector = tower::service_fn(move |_: http::Uri| async move {
-        let socket = tokio::net::TcpSocket::new_v4()?;
-        socket.bind(SocketAddr::new(from.parse().unwrap(), 0))?;
-        let tcp = socket.connect(to).await?;
-        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tcp))
-    });
-    Endpoint::from_shared(format!("http://{to}"))
+    let endpoint = Endpoint::from_shared(format!("http://{to}"))
         .unwrap()
-        .initial_stream_window_size(Some(1024))
-        .connect_with_connector(connector)
+        .initial_stream_window_size(Some(1024));
+    loopback::channel_from(from.parse().unwrap(), to, endpoint)
         .await
         .ok()
 }
@@ -483,11 +478,9 @@ async fn http_get_from(
     path: &str,
 ) -> (tokio::net::TcpStream, Option<u16>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind(SocketAddr::new(from.parse().unwrap(), 0))
+    let mut s = loopback::connect_from(from.parse().unwrap(), to)
+        .await
         .unwrap();
-    let mut s = socket.connect(to).await.unwrap();
     let ask = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
     if s.write_all(ask.as_bytes()).await.is_err() {
         return (s, None);

@@ -5,7 +5,8 @@
 //! binaries ([`workspace_bin`], [`procs`]) with a `/metrics` scraper, a raw
 //! `Ingest` client ([`raw_agent`]), the benches' latency histogram
 //! ([`latency`]), the aggregation benches' fleet ([`bench_fleet`]), a real Prometheus with the shipped
-//! alerts ([`prometheus`]), a poll-until helper ([`wait`]), a Secret
+//! alerts ([`prometheus`]), a poll-until helper ([`wait`]), connections from a chosen loopback
+//! address for the attack suites ([`loopback`]), a Secret
 //! mounted as the kubelet mounts it ([`mounted_secret`]), the custom
 //! benches' smoke-test listing ([`smoke`]), and an
 //! independent checker of the Gateway CRD's status rules ([`crd_check`]).
@@ -23,6 +24,7 @@ pub mod error;
 pub mod install;
 pub mod kube_objects;
 pub mod latency;
+pub mod loopback;
 pub mod mounted_secret;
 pub mod otlp;
 pub mod procs;

@@ -13,7 +13,7 @@
 //! requests and an expired one is deleted; a removed cluster's requests
 //! (approved or pending) yield nothing and it needs a new token.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
@@ -28,13 +28,14 @@ use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
 use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::loopback;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, PostParams};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Uri};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 /// The honest client's address.
 const HONEST: [u8; 4] = [127, 0, 0, 1];
@@ -139,24 +140,18 @@ impl Setup {
         identity: Option<(&str, &str)>,
     ) -> IngestClient<Channel> {
         let hub = self.hub.hub.ingest_addr;
-        let src = SocketAddr::new(IpAddr::V4(Ipv4Addr::from(from)), 0);
-        let connector = tower::service_fn(move |_: Uri| async move {
-            let socket = tokio::net::TcpSocket::new_v4()?;
-            socket.bind(src)?;
-            let stream = socket.connect(hub).await?;
-            Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-        });
+        let src = IpAddr::V4(Ipv4Addr::from(from));
         let mut tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(&self.ca))
             .domain_name("localhost");
         if let Some((cert, key)) = identity {
             tls = tls.identity(tonic::transport::Identity::from_pem(cert, key));
         }
-        let channel = Endpoint::from_shared(format!("https://{hub}"))
+        let endpoint = Endpoint::from_shared(format!("https://{hub}"))
             .unwrap()
             .tls_config(tls)
-            .unwrap()
-            .connect_with_connector(connector)
+            .unwrap();
+        let channel = loopback::channel_from(src, hub, endpoint)
             .await
             .unwrap_or_else(|e| panic!("cannot connect from {src} to {hub}: {e:?}"));
         IngestClient::new(channel)
