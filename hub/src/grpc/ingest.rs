@@ -720,18 +720,17 @@ impl AgentStream {
         }
         gwhub_common::logging::set_parent(&span, &delta.traceparent);
         let _in_span = span.enter();
-        // Before the changes land, so a status write prepared after them
-        // finds the stamp; settled after, so only a pass that read them may
-        // drop it for changing nothing (`Index::note_observed`).
-        self.index
-            .note_observed(resized.keys().cloned(), delta.observed_unix_millis);
+        // Landing with the changes, so the pass that reads them takes it
+        // (`Index::apply_stamped`).
+        let stamp = self
+            .index
+            .stamp(resized.keys().cloned(), delta.observed_unix_millis);
         self.index.note_trace(resized.keys().cloned());
         for (key, h) in hostnames {
             self.index
                 .set_listener_hostnames(session.cluster(), &key, h);
         }
-        let applied = self.index.apply(&session, changes);
-        self.index.settle_observed(resized.keys().cloned());
+        let applied = self.index.apply_stamped(&session, changes, stamp);
         applied.map_err(|e| match e {
             ApplyError::Superseded(e) => Status::aborted(e.to_string()),
             e @ ApplyError::TooManyGateways { .. } => {

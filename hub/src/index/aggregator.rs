@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
@@ -16,8 +15,14 @@ use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, bui
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
 
-/// A stamp's pass while its changes have not landed: no pass drops it.
-const PENDING: u64 = u64::MAX;
+/// When an agent observed a delta's changes (its `observed_unix_millis`),
+/// for the hub Gateways on the management cluster it changed: handed to
+/// [`Index::apply_stamped`], it lands with the changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    keys: Vec<GatewayKey>,
+    at: i64,
+}
 
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
@@ -40,14 +45,16 @@ pub(super) struct Aggregator {
     views: watch::Sender<Views>,
     options: Options,
     /// Per hub Gateway on the management cluster, when agents observed the
-    /// earliest change not yet written (unix milliseconds) and the pass
-    /// count when its changes had landed ([`PENDING`] until then; taken
-    /// alone; dropped when a pass that began after that changes nothing).
-    observed: Mutex<BTreeMap<GatewayKey, (i64, u64)>>,
-    /// Aggregation passes started, so a pass drops only the stamps of
-    /// changes it read: one noted after it started may be of a change it
-    /// did not see.
-    passes: AtomicU64,
+    /// earliest change that landed and no pass has read yet (unix
+    /// milliseconds). Taken only inside the fleet lock: a delta's apply
+    /// notes its stamp holding it for writing, a pass takes its keys'
+    /// stamps holding it for reading, so a pass takes exactly the stamps
+    /// of the changes it reads.
+    observed: Mutex<BTreeMap<GatewayKey, i64>>,
+    /// The stamps a pass aggregated into a new view, for the status write
+    /// that carries that view ([`Index::take_observed`]); filled before
+    /// the view is published. Taken alone.
+    ready: Mutex<BTreeMap<GatewayKey, i64>>,
     /// Per dirty Gateway, which clusters' reports changed since its last
     /// pass (taken alone; written before the Gateway is marked dirty, after
     /// the fleet changed): the history then compares only those clusters'
@@ -87,7 +94,7 @@ impl Aggregator {
             views,
             options,
             observed: Mutex::new(BTreeMap::new()),
-            passes: AtomicU64::new(0),
+            ready: Mutex::new(BTreeMap::new()),
             touched: Mutex::new(BTreeMap::new()),
             traces: Mutex::default(),
         }
@@ -106,71 +113,49 @@ impl Aggregator {
 }
 
 impl Index {
-    /// Notes that an agent observed changes to `keys` at `unix_millis` (a
-    /// delta's `observed_unix_millis`; 0: unknown, ignored), for the hub
-    /// Gateways on the management cluster among them: the earliest is kept
-    /// until the status writer takes it ([`Index::take_observed`]) and
-    /// measures the propagation to its write. Noted before the changes
-    /// land (a write prepared after them finds it), it stays pending, kept
-    /// by every pass, until [`Index::settle_observed`] after they landed.
-    pub(crate) fn note_observed(
+    /// The stamp of a delta an agent observed at `unix_millis` (0:
+    /// unknown) changing `keys`, for the hub Gateways on the management
+    /// cluster among them; `None` when there is nothing to measure.
+    pub(crate) fn stamp(
         &self,
         keys: impl IntoIterator<Item = GatewayKey>,
         unix_millis: i64,
-    ) {
-        self.note_observed_as(keys, unix_millis, PENDING);
-    }
-
-    /// A stamp given back by the status writer: its changes have landed.
-    pub(crate) fn note_observed_again(
-        &self,
-        keys: impl IntoIterator<Item = GatewayKey>,
-        unix_millis: i64,
-    ) {
-        let pass = self.inner.aggregator.passes.load(Ordering::SeqCst);
-        self.note_observed_as(keys, unix_millis, pass);
-    }
-
-    /// The changes [`Index::note_observed`] was for have landed: a pass
-    /// that begins from now on reads them, and may drop the stamp.
-    pub(crate) fn settle_observed(&self, keys: impl IntoIterator<Item = GatewayKey>) {
-        let pass = self.inner.aggregator.passes.load(Ordering::SeqCst);
-        let mut observed = self.inner.aggregator.observed.lock();
-        for key in keys {
-            if let Some((_, p)) = observed.get_mut(&key)
-                && *p == PENDING
-            {
-                *p = pass;
-            }
-        }
-    }
-
-    fn note_observed_as(
-        &self,
-        keys: impl IntoIterator<Item = GatewayKey>,
-        unix_millis: i64,
-        pass: u64,
-    ) {
+    ) -> Option<Stamp> {
         if unix_millis <= 0 {
-            return;
+            return None;
         }
         let keys: Vec<GatewayKey> = keys
             .into_iter()
             .filter(|k| self.live_hub(k).is_some())
             .collect();
-        if keys.is_empty() {
-            return;
-        }
+        (!keys.is_empty()).then_some(Stamp {
+            keys,
+            at: unix_millis,
+        })
+    }
+
+    /// Notes `stamp` beside the changes it came with; called by
+    /// [`Index::apply_stamped`] holding the fleet lock for writing.
+    pub(super) fn note_observed_locked(&self, stamp: Stamp, changed: &BTreeSet<GatewayKey>) {
         let mut observed = self.inner.aggregator.observed.lock();
-        for key in keys {
+        for key in stamp.keys.into_iter().filter(|k| changed.contains(k)) {
             observed
                 .entry(key)
-                .and_modify(|(t, p)| {
-                    *t = (*t).min(unix_millis);
-                    *p = (*p).max(pass);
-                })
-                .or_insert((unix_millis, pass));
+                .and_modify(|t| *t = (*t).min(stamp.at))
+                .or_insert(stamp.at);
         }
+    }
+
+    /// A stamp the status writer took for a write that failed: the next
+    /// write of `key` carries its change.
+    pub(crate) fn give_back_observed(&self, key: GatewayKey, unix_millis: i64) {
+        self.inner
+            .aggregator
+            .ready
+            .lock()
+            .entry(key)
+            .and_modify(|t| *t = (*t).min(unix_millis))
+            .or_insert(unix_millis);
     }
 
     /// Notes that the current span (a delta apply) changed `keys`, so their
@@ -194,14 +179,13 @@ impl Index {
         self.inner.aggregator.traces.lock().write.remove(key)
     }
 
-    /// Takes what [`Index::note_observed`] kept for `key`.
+    /// Takes the stamp of the changes aggregated into `key`'s published
+    /// view, for the write planned from it (a pass moves a stamp here
+    /// before it publishes the view, so a write planned from that view
+    /// finds it; one moved by a newer pass meanwhile is counted with this
+    /// write, a little early, never twice).
     pub(crate) fn take_observed(&self, key: &GatewayKey) -> Option<i64> {
-        self.inner
-            .aggregator
-            .observed
-            .lock()
-            .remove(key)
-            .map(|(t, _)| t)
+        self.inner.aggregator.ready.lock().remove(key)
     }
 
     /// Aggregated hub Gateways; `changed()` fires only on real change.
@@ -399,9 +383,6 @@ impl Index {
         if keys.is_empty() {
             return false;
         }
-        // This pass's number: stamps noted from now on may be of changes
-        // it does not read (see `observed`).
-        let pass = self.inner.aggregator.passes.fetch_add(1, Ordering::SeqCst) + 1;
         // The traced changes among them (only with --otlp-endpoint).
         let mut traced: BTreeMap<GatewayKey, String> = {
             let mut traces = self.inner.aggregator.traces.lock();
@@ -449,9 +430,21 @@ impl Index {
         // the output, not a pass of the engine over every cluster. Where
         // only some clusters' reports changed since the published view,
         // only theirs are read: the view is patched.
-        let inputs: Vec<Input> = {
+        let (inputs, mut stamps): (Vec<Input>, BTreeMap<GatewayKey, i64>) = {
             let fleet = self.inner.reports.fleet.read();
-            keys.into_iter()
+            // The stamps of exactly the changes read here (see `observed`).
+            let stamps = {
+                let mut observed = self.inner.aggregator.observed.lock();
+                match observed.is_empty() {
+                    true => BTreeMap::new(),
+                    false => keys
+                        .iter()
+                        .filter_map(|k| observed.remove_entry(k))
+                        .collect(),
+                }
+            };
+            let inputs = keys
+                .into_iter()
                 .zip(lives)
                 .zip(olds)
                 .zip(expectations)
@@ -489,8 +482,14 @@ impl Index {
                         aggregated,
                     }
                 })
-                .collect()
+                .collect();
+            (inputs, stamps)
         };
+        // The stamps of the changes aggregated into a new view, for its
+        // write; those of changes that changed nothing are dropped: no
+        // write carries them (one kept would be counted by some later,
+        // unrelated write).
+        let mut ready_stamps: Vec<(GatewayKey, i64)> = Vec::new();
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
         for input in inputs {
             let Input {
@@ -598,19 +597,17 @@ impl Index {
                 if omitted.source.is_some() {
                     *old.omissions_source.lock() = omitted.source;
                 }
-                // Nothing to write, so no propagation to measure: a stamp
-                // kept would be counted by some later, unrelated write. Only
-                // a stamp noted before this pass began: its change (noted
-                // after it landed) is in what this pass read.
-                let mut observed = self.inner.aggregator.observed.lock();
-                if observed.get(&key).is_some_and(|(_, p)| *p < pass) {
-                    observed.remove(&key);
-                }
+                // Nothing to write, so no propagation to measure.
                 continue;
             }
             if span.is_some() && live.is_some() {
                 // A status write follows: it continues this trace.
                 write_traces.push((key.clone(), gwhub_common::logging::traceparent()));
+            }
+            if live.is_some()
+                && let Some(t) = stamps.remove(&key)
+            {
+                ready_stamps.push((key.clone(), t));
             }
             let mut view = build_view(
                 key.clone(),
@@ -634,6 +631,17 @@ impl Index {
                 .lock()
                 .write
                 .extend(write_traces);
+        }
+        // Before the views are published: a write planned from them finds
+        // their stamps.
+        if !ready_stamps.is_empty() {
+            let mut ready = self.inner.aggregator.ready.lock();
+            for (key, t) in ready_stamps {
+                ready
+                    .entry(key)
+                    .and_modify(|r| *r = (*r).min(t))
+                    .or_insert(t);
+            }
         }
         if results.is_empty() {
             return false;

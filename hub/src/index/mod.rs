@@ -335,6 +335,68 @@ mod tests {
         assert!(transition(&index).is_some_and(|t| t > 1_000));
     }
 
+    /// A propagation stamp lands with its delta's changes and is taken by
+    /// the pass that reads them: set aside for the write when they make a
+    /// new view (taken once, given back when that write fails), dropped
+    /// when they change nothing (no write carries them). hub_kube's
+    /// propagation test once slept around the race this replaced: a stamp
+    /// noted beside the changes, not with them.
+    #[test]
+    fn a_stamp_travels_with_its_changes_to_the_write() {
+        use super::reports::Change;
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
+        let session = index.connect("east", "test").unwrap();
+        index
+            .replace_snapshot(
+                &session,
+                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
+            )
+            .unwrap();
+        index.set_live_hub(
+            key("web"),
+            Some(LiveHub {
+                generation: 1,
+                ..LiveHub::default()
+            }),
+        );
+        index.aggregate_dirty();
+        // Unknown times and Gateways the management cluster lacks: none.
+        assert_eq!(index.stamp([key("web")], 0), None);
+        assert_eq!(index.stamp([key("other")], 5), None);
+        let upsert = |types: &[&str]| vec![Change::Upsert(key("web"), reported(types))];
+        // Landed with a change, not yet read: no write takes it.
+        let stamp = index.stamp([key("web")], 2_000);
+        assert!(stamp.is_some());
+        index
+            .apply_stamped(&session, upsert(&["Accepted", "Programmed"]), stamp)
+            .unwrap();
+        assert_eq!(index.take_observed(&key("web")), None);
+        // Read into a new view: the write takes it, once.
+        index.aggregate_dirty();
+        assert_eq!(index.take_observed(&key("web")), Some(2_000));
+        assert_eq!(index.take_observed(&key("web")), None);
+        // A failed write gives it back; the next write takes it.
+        index.give_back_observed(key("web"), 2_000);
+        assert_eq!(index.take_observed(&key("web")), Some(2_000));
+        // A change that changes nothing: dropped by the pass that read it.
+        let stamp = index.stamp([key("web")], 3_000);
+        index
+            .apply_stamped(&session, upsert(&["Accepted", "Programmed"]), stamp)
+            .unwrap();
+        index.aggregate_dirty();
+        assert_eq!(index.take_observed(&key("web")), None);
+        // Two deltas read by one pass: the earliest.
+        for (types, at) in [(&["Accepted"][..], 5_000), (&["Programmed"][..], 4_000)] {
+            let stamp = index.stamp([key("web")], at);
+            index.apply_stamped(&session, upsert(types), stamp).unwrap();
+        }
+        index.aggregate_dirty();
+        assert_eq!(index.take_observed(&key("web")), Some(4_000));
+    }
+
     /// The published view is aggregated with the live hub Gateway when
     /// there is one: its generation, its other writers' conditions taking
     /// slots of the 8 (and the omissions naming what they pushed out); with

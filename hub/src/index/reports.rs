@@ -159,6 +159,18 @@ impl Index {
     /// whole delta if the cluster would then report more than
     /// [`gwhub_model::limits::MAX_GATEWAYS`] Gateways.
     pub fn apply(&self, session: &Session, changes: Vec<Change>) -> Result<(), ApplyError> {
+        self.apply_stamped(session, changes, None)
+    }
+
+    /// [`Index::apply`], the changes landing with `stamp` (when the agent
+    /// observed them, see [`Index::stamp`]) under the same lock, so the
+    /// pass that reads them takes it.
+    pub(crate) fn apply_stamped(
+        &self,
+        session: &Session,
+        changes: Vec<Change>,
+        stamp: Option<super::aggregator::Stamp>,
+    ) -> Result<(), ApplyError> {
         let mut affected = BTreeSet::new();
         {
             let mut fleet = self.inner.reports.fleet.write();
@@ -180,6 +192,11 @@ impl Index {
                     Change::Delete(key) => fleet.delete(session.cluster(), &key),
                 };
                 affected.extend(a);
+            }
+            if let Some(stamp) = stamp {
+                // Only where something changed: a Gateway no pass is due
+                // for would keep it for some later, unrelated change.
+                self.note_observed_locked(stamp, &affected);
             }
             session.live.report_rev.fetch_add(1, Ordering::SeqCst);
         }

@@ -282,6 +282,8 @@ impl StatusWriter {
         }
         match plan(&live, &view.aggregation.status, &view.foreign) {
             Plan::Noop => {
+                // The object already says it: no write carries the stamp.
+                self.index.take_observed(key);
                 Metrics::bump(&self.metrics.status_writes_skipped);
                 Prepared::Nothing
             }
@@ -313,28 +315,9 @@ impl StatusWriter {
         shutdown: &CancellationToken,
         leader: &watch::Receiver<Writes>,
     ) -> bool {
-        // When agents observed the changes this write carries: taken before
-        // preparing, so the changes noted so far are in what it aggregates
-        // (one noted as it lands may be counted a little early); given back
-        // when the write is put off.
-        let observed = self.index.take_observed(&key);
-        let put_off = |key: &GatewayKey| {
-            if let Some(t) = observed {
-                self.index.note_observed_again([key.clone()], t);
-            }
-        };
         let (mut live, mut write) = match self.prepare(&key) {
-            // The stamp is given back: its change may not be aggregated
-            // yet (this Gateway queued by, e.g., the watch seeing the last
-            // write), and the aggregation drops it if it changes nothing.
-            Prepared::Nothing => {
-                put_off(&key);
-                return false;
-            }
-            Prepared::Requeued => {
-                put_off(&key);
-                return true;
-            }
+            Prepared::Nothing => return false,
+            Prepared::Requeued => return true,
             Prepared::Write(live, write) => (live, write),
         };
         // The API write budget: after a wait, write the latest state
@@ -343,31 +326,27 @@ impl StatusWriter {
             // The wait can outlast the Lease: a replica that stepped down
             // meanwhile must not write beside the new leader.
             if !leader.borrow().covers(&key) {
-                put_off(&key);
                 self.queue.insert(key);
                 return false;
             }
             (live, write) = match self.prepare(&key) {
-                Prepared::Nothing => {
-                    put_off(&key);
-                    return false;
-                }
-                Prepared::Requeued => {
-                    put_off(&key);
-                    return true;
-                }
+                Prepared::Nothing => return false,
+                Prepared::Requeued => return true,
                 Prepared::Write(live, write) => (live, write),
             };
         }
         let api: Api<Gateway> = Api::namespaced(self.client.clone(), &key.namespace);
         if write.clears() {
             if self.budget.acquire().await > Duration::ZERO && !leader.borrow().covers(&key) {
-                put_off(&key);
                 self.queue.insert(key);
                 return false;
             }
             clear_before_apply(&api, &key, &write).await;
         }
+        // When agents observed the changes this write carries: taken after
+        // the plan, whose view was published after its stamp was set aside
+        // (`Index::take_observed`); given back if the write fails.
+        let observed = self.index.take_observed(&key);
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -406,7 +385,9 @@ impl StatusWriter {
                 tracing::debug!("hub Gateway gone before its status was written");
             }
             Err(e) => {
-                put_off(&key);
+                if let Some(t) = observed {
+                    self.index.give_back_observed(key.clone(), t);
+                }
                 Metrics::bump(&self.metrics.status_write_errors);
                 let retry = self.retry.failed(&key);
                 tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
