@@ -39,9 +39,15 @@ pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
 /// Executes [`clear_patch`] on the fresh object; a failure is left for the
 /// apply to tell.
 async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write) {
-    let fresh = match api.get_status(&key.name).await {
-        Ok(gw) => gw,
-        Err(e) => {
+    let fresh = match tokio::time::timeout(PATCH_TIMEOUT, api.get_status(&key.name)).await {
+        Ok(Ok(gw)) => gw,
+        Err(_) => {
+            tracing::debug!(
+                "no answer reading the hub Gateway before clearing; the apply will tell"
+            );
+            return;
+        }
+        Ok(Err(e)) => {
             tracing::debug!(error = %e, "cannot read the hub Gateway before clearing; the apply will tell");
             return;
         }
@@ -53,11 +59,17 @@ async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write)
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
     };
-    if let Err(e) = api
-        .patch_status(&key.name, &params, &Patch::Merge(&patch))
-        .await
+    match tokio::time::timeout(
+        PATCH_TIMEOUT,
+        api.patch_status(&key.name, &params, &Patch::Merge(&patch)),
+    )
+    .await
     {
-        tracing::debug!(error = %e, "clearing before the apply failed; the apply will tell");
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "clearing before the apply failed; the apply will tell")
+        }
+        Err(_) => tracing::debug!("no answer clearing before the apply; the apply will tell"),
     }
 }
 
@@ -138,6 +150,14 @@ pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: C
 
 /// Hub Gateway status writes the writer keeps in flight at once.
 pub const WRITES_IN_FLIGHT: usize = 8;
+
+/// How long one status request (the apply, and the read and merge patch
+/// that may clear before it) may take before it counts as failed and is
+/// retried with the writer's backoff (`gwhub_status_write_api_seconds`
+/// shows the real answers: milliseconds on a healthy API server). 10 s is
+/// far above that and below the 15 s Lease a leader holds by default, so
+/// a stuck write fails and is retried before a step-down could move it.
+pub const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 enum Prepared {
     Nothing,
@@ -351,14 +371,19 @@ impl StatusWriter {
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let sent = Instant::now();
-        let answer = api
-            .patch_status(&key.name, &params, &Patch::Apply(&write.apply))
-            .await;
+        // Bounded: the client has no read timeout of its own, and a write
+        // stuck on a silent API server would hold its slot (one of
+        // WRITES_IN_FLIGHT) and its Gateway's changes for ever.
+        let answer = tokio::time::timeout(
+            PATCH_TIMEOUT,
+            api.patch_status(&key.name, &params, &Patch::Apply(&write.apply)),
+        )
+        .await;
         let took = sent.elapsed();
         Metrics::add(&self.metrics.status_api_micros, took.as_micros() as u64);
         self.metrics.status_write_api_seconds.observe(took);
-        match answer {
-            Ok(gw) => {
+        let failed = match answer {
+            Ok(Ok(gw)) => {
                 self.retry.succeeded(&key);
                 Metrics::bump(&self.metrics.status_writes);
                 if let Some(t) = observed {
@@ -375,30 +400,34 @@ impl StatusWriter {
                 // Only over the object the plan used: the watch may have
                 // installed a newer one (a spec edit) the answer predates.
                 self.index.set_live_hub_written(
-                    key,
+                    key.clone(),
                     &live,
                     LiveHub::from_written(&gw, FIELD_MANAGER),
                 );
+                None
             }
-            Err(kube::Error::Api(s)) if s.code == 404 => {
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
                 self.retry.succeeded(&key);
                 tracing::debug!("hub Gateway gone before its status was written");
+                None
             }
-            Err(e) => {
-                if let Some(t) = observed {
-                    self.index.give_back_observed(key.clone(), t);
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("no answer within {PATCH_TIMEOUT:?}")),
+        };
+        if let Some(e) = failed {
+            if let Some(t) = observed {
+                self.index.give_back_observed(key.clone(), t);
+            }
+            Metrics::bump(&self.metrics.status_write_errors);
+            let retry = self.retry.failed(&key);
+            tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
+            let (queue, shutdown) = (self.queue.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = shutdown.cancelled() => {}
+                    _ = tokio::time::sleep(retry) => queue.insert(key),
                 }
-                Metrics::bump(&self.metrics.status_write_errors);
-                let retry = self.retry.failed(&key);
-                tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
-                let (queue, shutdown) = (self.queue.clone(), shutdown.clone());
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => {}
-                        _ = tokio::time::sleep(retry) => queue.insert(key),
-                    }
-                });
-            }
+            });
         }
         true
     }
