@@ -95,6 +95,20 @@ pub struct DnsConfig {
     pub dry_run: bool,
 }
 
+impl DnsConfig {
+    /// The outputs written, by their flag values.
+    pub fn outputs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.dnsendpoint {
+            out.push(OutputKind::Dnsendpoint.label().to_owned());
+        }
+        if self.rfc2136.is_some() {
+            out.push(OutputKind::Rfc2136.label().to_owned());
+        }
+        out
+    }
+}
+
 /// How long one DNS operation may take (connect, send, answer).
 pub const RFC2136_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -89,6 +89,12 @@ impl DnsController {
     /// Runs until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
         self.index.set_dns_mode(crate::index::DnsMode::Following);
+        self.view.send_replace(Arc::new(DnsView {
+            enabled: true,
+            outputs: self.config.outputs(),
+            dry_run: self.config.dry_run,
+            ..DnsView::default()
+        }));
         let specs: Specs = Arc::default();
         let specs_changed = Arc::new(Notify::new());
         let gateways: Api<Gateway> = match &self.gateway_namespace {
@@ -202,6 +208,7 @@ impl DnsController {
                     }
                 }
                 let mut view = decided.view;
+                names.refresh(&mut view);
                 view.writing = true;
                 self.view.send_replace(Arc::new(view));
             }

@@ -28,7 +28,7 @@ use gwhub_dns_rules::{
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 use super::config::DnsConfig;
-use super::view::{DnsView, NameView};
+use super::view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 /// A record type's set as written, keyed by type.
 pub type Sets = BTreeMap<RecordType, RecordSet>;
@@ -176,7 +176,7 @@ impl Names {
             e.name = name.clone();
             let views = (r.clusters)(&name.owner);
             let mut eligible: BTreeMap<String, Usable> = BTreeMap::new();
-            let mut verdicts: BTreeMap<String, Option<String>> = BTreeMap::new();
+            let mut verdicts: BTreeMap<String, Option<Verdict>> = BTreeMap::new();
             let mut results = BTreeMap::new();
             for v in &views {
                 if v.reports_gateway {
@@ -186,7 +186,11 @@ impl Names {
                 let res = assess(v, host, &name.listeners);
                 verdicts.insert(
                     v.cluster.clone(),
-                    res.as_ref().err().map(ToString::to_string),
+                    res.as_ref().err().map(|e| Verdict {
+                        rule: e.rule(),
+                        code: e.code().to_owned(),
+                        message: e.to_string(),
+                    }),
                 );
                 if let Ok(u) = &res {
                     eligible.insert(v.cluster.clone(), u.clone());
@@ -270,9 +274,17 @@ impl Names {
                 owner: Some(name.owner.clone()),
                 published: targets(&e.written),
                 desired: targets(&sets_of(&desired)),
-                clusters: verdicts.into_iter().collect(),
+                clusters: verdicts
+                    .into_iter()
+                    .map(|(cluster, ineligible)| ClusterVerdict {
+                        cluster,
+                        ineligible,
+                    })
+                    .collect(),
                 reasons: e.reasons.iter().map(|(t, r)| format!("{t}: {r}")).collect(),
-                state: format!("{state:?}"),
+                state: state.reason().to_owned(),
+                state_message: state.detail(),
+                last_write: e.view.last_write.clone(),
             };
             by_owner
                 .entry(name.owner.clone())
@@ -338,8 +350,24 @@ impl Names {
         }
         self.conditioned = claimed;
         out.view.dry_run = self.config.dry_run;
+        out.view.enabled = true;
+        out.view.outputs = self.config.outputs();
         out.wake_at_millis = wake;
         out
+    }
+
+    /// `view` (this round's) with what the writes since changed: each
+    /// name's published sets, state and last write.
+    pub fn refresh(&self, view: &mut DnsView) {
+        for (host, v) in &mut view.names {
+            if let Some(e) = self.entries.get(host) {
+                let state = state_of(e);
+                v.published = targets(&e.written);
+                v.state = state.reason().to_owned();
+                v.state_message = state.detail();
+                v.last_write = e.view.last_write.clone();
+            }
+        }
     }
 
     /// Forgets what was written (`--dns-resync`): the next round writes
@@ -382,6 +410,16 @@ impl Names {
         let Some(e) = self.entries.get_mut(&job.host) else {
             return removals;
         };
+        let (result, message) = match &outcome {
+            Outcome::Written => ("ok", String::new()),
+            Outcome::Conflict(who) => ("conflict", who.clone()),
+            Outcome::Failed(why) => ("error", why.clone()),
+        };
+        e.view.last_write = Some(LastWrite {
+            at_millis: now,
+            result: result.to_owned(),
+            message,
+        });
         match outcome {
             Outcome::Written => {
                 e.written = job.sets.clone();

@@ -53,6 +53,8 @@
 //! and are shown through the page's `printable`, the same rule as
 //! gwhubctl's ([`gwhub_model::text::printable`]).
 
+pub mod dns;
+
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
