@@ -769,7 +769,7 @@ async fn dns_names(
 }
 
 /// A name's sets as `A=1.2.3.4,5.6.7.8 AAAA=...`; `-` if none.
-fn sets_cell(sets: &[v1::DnsRecordSet]) -> String {
+pub fn sets_cell(sets: &[v1::DnsRecordSet]) -> String {
     if sets.is_empty() {
         return "-".into();
     }

@@ -396,6 +396,17 @@ impl Hub {
         })
     }
 
+    /// Runs fleet DNS without Kubernetes, a dry run from the clusters'
+    /// reports ([`crate::dns::run_without_kube`]), until the hub stops.
+    pub fn start_dns_without_kube(&mut self, config: crate::dns::DnsConfig) {
+        self.background.spawn(crate::dns::run_without_kube(
+            config,
+            self.index.clone(),
+            self.dns_view.clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
     /// Ends every stream, waits for the servers to drain, stops the tasks.
     pub async fn shutdown(mut self) -> Result<(), ServeError> {
         self.shutdown.cancel();

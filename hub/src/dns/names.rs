@@ -21,9 +21,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gwhub_dns_rules::{
-    ClusterView, FleetName, HubGateway, Input, NameState, NameStatus, Observation, Publisher,
-    Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build, dns_published,
-    fleet_names, usable,
+    ClusterView, FleetName, FleetNames, Input, NameState, NameStatus, Observation, Publisher,
+    Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build, dns_published, usable,
 };
 use gwhub_hub_rules::aggregate::GatewayKey;
 
@@ -69,10 +68,12 @@ struct Entry {
     view: NameView,
 }
 
-/// The hub Gateways as the names need them, with each one's clusters.
+/// The names of the fleet ([`gwhub_dns_rules::fleet_names`], or
+/// [`gwhub_dns_rules::names_from_reports`] without Kubernetes), with each
+/// owner's clusters.
 pub struct Round<'a> {
     pub now_millis: i64,
-    pub gateways: &'a [HubGateway],
+    pub names: &'a FleetNames,
     /// Per hub Gateway with names, its clusters (see `clusters::views`).
     pub clusters: &'a dyn Fn(&GatewayKey) -> Vec<ClusterView>,
     /// Clusters whose report arrived since the start.
@@ -138,7 +139,7 @@ impl Names {
     /// One round (see the module docs).
     pub fn round(&mut self, r: &Round<'_>) -> Decided {
         let now = r.now_millis;
-        let fleet = fleet_names(r.gateways, &self.config.zones);
+        let fleet = r.names;
         let mut out = Decided::default();
         let mut wake: Option<i64> = None;
         let mut wake_at = |t: Option<i64>| {
