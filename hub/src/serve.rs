@@ -360,7 +360,8 @@ impl Hub {
                     hosts: config.web_hosts.clone(),
                     tls: tls.is_some(),
                 },
-            );
+            )
+            .with_dns(dns_view.subscribe());
             servers.spawn(
                 builder()
                     .accept_http1(true)

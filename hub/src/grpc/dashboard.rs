@@ -446,18 +446,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         let mut reader = self.reader(&request).await?;
         let namespace = request.into_inner().namespace;
         let view = self.dns.borrow().clone();
-        // The owners' namespaces are decided as a listing's are.
-        if namespace.is_empty() {
-            let missing = reader.visibility().undecided(
-                view.names
-                    .values()
-                    .filter_map(|n| n.owner.as_ref().map(|o| o.namespace.as_str())),
-            );
-            reader.decide(missing.iter().map(String::as_str)).await?;
-        } else {
-            reader.check(&namespace).await?;
-        }
-        let answer = dns_names(&view, &namespace, reader.visibility());
+        let answer = authorized_dns_names(&mut reader, &view, &namespace).await?;
         Ok(self.answer(answer, permit))
     }
 
@@ -587,6 +576,27 @@ impl v1::dashboard_server::Dashboard for DashboardService {
             permit,
         ))
     }
+}
+
+/// `ListDnsNames`' answer (and the web page's `/api/dns`) for `reader`:
+/// the owners' namespaces decided as a listing's are, a `namespace` the
+/// reader may not read refused.
+pub(crate) async fn authorized_dns_names(
+    reader: &mut Reader,
+    view: &DnsView,
+    namespace: &str,
+) -> Result<v1::ListDnsNamesResponse, crate::authz::ReadError> {
+    if namespace.is_empty() {
+        let missing = reader.visibility().undecided(
+            view.names
+                .values()
+                .filter_map(|n| n.owner.as_ref().map(|o| o.namespace.as_str())),
+        );
+        reader.decide(missing.iter().map(String::as_str)).await?;
+    } else {
+        reader.check(namespace).await?;
+    }
+    Ok(dns_names(view, namespace, reader.visibility()))
 }
 
 /// `ListDnsNames`' answer from `view`: the names whose owner is in

@@ -54,6 +54,18 @@ pub fn millis_rfc3339(ms: i64) -> String {
         .unwrap_or_else(|_| ms.to_string())
 }
 
+/// A whole `ListDnsNames` answer, for the page.
+pub fn answer_json(r: &v1::ListDnsNamesResponse) -> Value {
+    json!({
+        "enabled": r.enabled,
+        "leading": r.leading,
+        "dryRun": r.dry_run,
+        "outputs": r.outputs,
+        "message": r.message,
+        "names": r.names.iter().map(dns_name_json).collect::<Vec<_>>(),
+    })
+}
+
 /// One name (see the module docs).
 pub fn dns_name_json(n: &v1::DnsName) -> Value {
     let sets = |s: &[v1::DnsRecordSet]| -> Value {
