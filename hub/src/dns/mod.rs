@@ -49,7 +49,7 @@ pub use config::{
 };
 pub use endpoint::object_name;
 pub use names::{Job, Outcome};
-pub use view::{DnsView, NameView};
+pub use view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 use crate::index::Index;
 use crate::kube::budget::ApiBudget;

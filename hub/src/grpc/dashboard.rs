@@ -747,6 +747,70 @@ mod tests {
         d.upserted.iter().map(|(v, _)| v.key.to_string()).collect()
     }
 
+    /// ListDnsNames keeps the names of the namespaces the reader sees
+    /// (and the one asked for), and says why it has none when fleet DNS
+    /// is off or this replica does not lead.
+    #[test]
+    fn dns_names_follow_what_the_reader_sees() {
+        use crate::dns::{ClusterVerdict, NameView, Verdict};
+        let name = |ns: &str| NameView {
+            zone: "fleet.test".into(),
+            owner: Some(GatewayKey::new(ns, "web")),
+            clusters: vec![
+                ClusterVerdict {
+                    cluster: "c1".into(),
+                    ineligible: None,
+                },
+                ClusterVerdict {
+                    cluster: "c2".into(),
+                    ineligible: Some(Verdict {
+                        rule: 2,
+                        code: "LoadBalancerNotReady".into(),
+                        message: "LoadBalancerReady is False".into(),
+                    }),
+                },
+            ],
+            state: "Published".into(),
+            ..Default::default()
+        };
+        let mut view = DnsView {
+            names: [("a.fleet.test", "a"), ("b.fleet.test", "b")]
+                .into_iter()
+                .map(|(h, ns)| (h.to_owned(), name(ns)))
+                .collect(),
+            enabled: true,
+            outputs: vec!["dnsendpoint".into()],
+            writing: true,
+            dry_run: false,
+        };
+        let hosts = |r: &v1::ListDnsNamesResponse| {
+            r.names
+                .iter()
+                .map(|n| n.hostname.clone())
+                .collect::<Vec<_>>()
+        };
+        let all = Visibility::everything();
+        let r = dns_names(&view, "", &all);
+        assert_eq!(hosts(&r), ["a.fleet.test", "b.fleet.test"]);
+        assert!(r.leading && r.message.is_empty());
+        let c2 = &r.names[0].clusters[1];
+        assert_eq!(
+            (c2.eligible, c2.rule, c2.reason.as_str()),
+            (false, 2, "LoadBalancerNotReady")
+        );
+        assert!(r.names[0].clusters[0].eligible);
+        assert_eq!(hosts(&dns_names(&view, "b", &all)), ["b.fleet.test"]);
+        let mut seen = Visibility::namespaced();
+        seen.decide("a", true);
+        seen.decide("b", false);
+        assert_eq!(hosts(&dns_names(&view, "", &seen)), ["a.fleet.test"]);
+        view.writing = false;
+        let r = dns_names(&view, "", &all);
+        assert!(r.names.is_empty() && !r.leading && r.message.contains("does not lead"));
+        let r = dns_names(&DnsView::default(), "", &all);
+        assert!(!r.enabled && r.message.contains("off"));
+    }
+
     /// A watcher is sent only the namespaces its reader sees, is told
     /// Gateways of a namespace it stops seeing are gone, and gets those
     /// of one it starts seeing; an undecided namespace is held back.
