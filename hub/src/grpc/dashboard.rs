@@ -619,7 +619,7 @@ pub fn dns_names(
         return out;
     }
     if !view.writing {
-        out.message = "this hub replica does not lead, so it decides no fleet DNS: ask the leader (the holder of the hub's Lease)".to_owned();
+        out.message = "this hub replica does not lead (or, just elected, still waits for the clusters it took over to report), so it decides no fleet DNS now: ask the leader (the holder of the hub's Lease)".to_owned();
         return out;
     }
     let sets = |m: &std::collections::BTreeMap<String, Vec<String>>| {
