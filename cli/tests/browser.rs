@@ -10,6 +10,10 @@
 //! missing the test says it was skipped, except under
 //! `GWHUB_REQUIRE_BROWSER=1` (scripts/test.sh), where that is a failure.
 //!
+//! The hub runs fleet DNS as the demo does (a dry run from the reports):
+//! the page's DNS section shows east leaving the record, and why, when its
+//! load balancer goes.
+//!
 //! `the_page_groups_a_fleet_by_cause` fills the index directly with 120
 //! clusters, 37 of them failing the same way, for the causes view and the
 //! compact overview.
@@ -138,12 +142,25 @@ async fn the_page_shows_the_fleet_live_in_a_browser() {
         c.write().unwrap();
     }
     // Stale after 2s, so a stopped agent is marked within the test.
-    let hub = Hub::start(HubConfig {
+    let stale_after = Duration::from_secs(2);
+    let mut hub = Hub::start(HubConfig {
         web_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..HubConfig::loopback(Duration::from_secs(2))
+        ..HubConfig::loopback(stale_after)
     })
     .await
     .unwrap();
+    // Fleet DNS as the demo runs it: a dry run from the reports.
+    let dns = gwhub_hub::dns::DnsFlags {
+        zones: vec!["apps.demo.example.com".into()],
+        ttl: Duration::from_secs(30),
+        max_targets: 32,
+        rise: Duration::from_secs(1),
+        resync: Duration::from_secs(300),
+        dry_run: true,
+        no_kube: true,
+        ..Default::default()
+    };
+    hub.start_dns_without_kube(dns.check("test", stale_after).unwrap().unwrap());
     let mut stops: HashMap<String, CancellationToken> = HashMap::new();
     for c in &clusters {
         let stop = CancellationToken::new();

@@ -183,6 +183,28 @@ fn live_view_shows_changes_and_exits_after_duration() {
     let cells: Vec<_> = row.split_whitespace().collect();
     assert_eq!(&cells[2..7], ["3", "2", "True", "False", "False"], "{row}");
     assert!(out.contains("* west: DNS zone demo-public failed"), "{out}");
+    // Fleet DNS, a dry run: the records follow the clusters. All three
+    // before east's load balancer goes, then east left out, saying why.
+    let before = out
+        .split("* east: load balancer lost its address")
+        .next()
+        .unwrap();
+    assert!(
+        before.contains(
+            "DNS *.gwapi.apps.demo.example.com A=203.0.113.10,203.0.113.11,203.0.113.12\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        after.lines().any(|l| l.ends_with(
+            "DNS *.gwapi.apps.demo.example.com A=203.0.113.11,203.0.113.12   (left out: east rule 2 LoadBalancerNotReady)"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(" get dns "),
+        "the banner names get dns:\n{out}"
+    );
     assert!(!err.contains("ERROR") && !err.contains("panicked"), "{err}");
 }
 

@@ -5,9 +5,11 @@
 #[test]
 fn every_gwhubctl_command_takes_output_json_and_yaml() {
     use clap::Parser;
-    let commands: [&[&str]; 5] = [
+    let commands: [&[&str]; 7] = [
         &["get", "gateways"],
         &["get", "clusters"],
+        &["get", "dns"],
+        &["dns", "plan"],
         &["describe", "gateway", "ns/name"],
         &["watch"],
         &["history", "ns/name"],

@@ -44,6 +44,37 @@ pub enum NameState {
     Invalid(String),
 }
 
+impl NameState {
+    /// One word for it: the condition's reasons, and `NotYetPublished`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            NameState::Published => REASON_PUBLISHED,
+            NameState::NotYetPublished => "NotYetPublished",
+            NameState::NoneEligible { .. } => REASON_NONE_ELIGIBLE,
+            NameState::WriteFailed(_) => REASON_WRITE_FAILED,
+            NameState::Conflict(_) => REASON_CONFLICT,
+            NameState::Invalid(_) => REASON_INVALID,
+        }
+    }
+
+    /// What the reason leaves to say, in words (empty for `Published`).
+    pub fn detail(&self) -> String {
+        match self {
+            NameState::Published => String::new(),
+            NameState::NotYetPublished => "no cluster was ever eligible".to_owned(),
+            NameState::NoneEligible { kept: true } => {
+                "no eligible cluster: the last published set is kept".to_owned()
+            }
+            NameState::NoneEligible { kept: false } => {
+                "no eligible cluster: the name is deleted".to_owned()
+            }
+            NameState::WriteFailed(why) | NameState::Conflict(why) | NameState::Invalid(why) => {
+                why.clone()
+            }
+        }
+    }
+}
+
 /// One name and its state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NameStatus {

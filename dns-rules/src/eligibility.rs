@@ -254,6 +254,42 @@ pub enum Ineligible {
 }
 
 /// How many ignored addresses or listeners a message lists.
+impl Ineligible {
+    /// The spec's rule (section 8, 1 to 4) it fails, for the Dashboard and
+    /// `gwhubctl dns plan`.
+    pub fn rule(&self) -> u8 {
+        match self {
+            Ineligible::Revoked
+            | Ineligible::NotMember
+            | Ineligible::NotExpected
+            | Ineligible::NotReporting
+            | Ineligible::Stale => 1,
+            Ineligible::LoadBalancerNotReported
+            | Ineligible::LoadBalancerNotReady(_)
+            | Ineligible::NotProgrammed => 2,
+            Ineligible::NoListener { .. } => 3,
+            Ineligible::NoUsableAddress { .. } | Ineligible::NoAddressForType { .. } => 4,
+        }
+    }
+
+    /// A machine-readable word for it (the message is [`fmt::Display`]).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Ineligible::Revoked => "Revoked",
+            Ineligible::NotMember => "NotMember",
+            Ineligible::NotExpected => "NotExpected",
+            Ineligible::NotReporting => "NotReporting",
+            Ineligible::Stale => "Stale",
+            Ineligible::LoadBalancerNotReported => "LoadBalancerNotReported",
+            Ineligible::LoadBalancerNotReady(_) => "LoadBalancerNotReady",
+            Ineligible::NotProgrammed => "NotProgrammed",
+            Ineligible::NoListener { .. } => "NoServingListener",
+            Ineligible::NoUsableAddress { .. } => "NoUsableAddress",
+            Ineligible::NoAddressForType { .. } => "NoAddressForType",
+        }
+    }
+}
+
 const MAX_LISTED: usize = 8;
 
 fn listeners_message(host: &Hostname, problems: &[(String, ListenerProblem)]) -> String {

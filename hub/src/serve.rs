@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use gwhub_proto::v1;
+use std::sync::Arc;
+
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::service::interceptor::InterceptedService;
@@ -14,6 +17,7 @@ use tonic::transport::Server;
 
 use crate::budget::Budgets;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
+use crate::dns::DnsView;
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::{Index, IndexConfig};
@@ -100,6 +104,10 @@ pub struct Hub {
     /// The web page's address (`--web-listen`), if served.
     pub web_addr: Option<SocketAddr>,
     pub index: Index,
+    /// Fleet DNS as this replica's controller last decided it: the
+    /// Kubernetes side's controller sends on it, the Dashboard and the web
+    /// page read it (the default, `enabled` false, while DNS is off).
+    pub dns_view: watch::Sender<Arc<DnsView>>,
     /// Cancelled by [`Hub::shutdown`]: every stream and server sees it.
     shutdown: CancellationToken,
     /// Cancels `shutdown` when the hub is dropped without a shutdown.
@@ -217,6 +225,7 @@ impl Hub {
             .unwrap_or(u32::MAX)
             .saturating_add(crate::budget::EXTRA_DASHBOARD_STREAMS);
         let shutdown = CancellationToken::new();
+        let (dns_view, _) = watch::channel(Arc::<DnsView>::default());
 
         let mut background = JoinSet::new();
         // The TLS material, followed on disk while the hub runs.
@@ -272,7 +281,8 @@ impl Hub {
             budgets,
             dashboard_calls.clone(),
         )
-        .with_auth(auth.clone());
+        .with_auth(auth.clone())
+        .with_dns(dns_view.subscribe());
 
         let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
         ingest_health
@@ -350,7 +360,8 @@ impl Hub {
                     hosts: config.web_hosts.clone(),
                     tls: tls.is_some(),
                 },
-            );
+            )
+            .with_dns(dns_view.subscribe());
             servers.spawn(
                 builder()
                     .accept_http1(true)
@@ -378,11 +389,23 @@ impl Hub {
             dashboard_addr,
             web_addr,
             index,
+            dns_view,
             shutdown: shutdown.clone(),
             _cancel_on_drop: shutdown.drop_guard(),
             servers,
             background,
         })
+    }
+
+    /// Runs fleet DNS without Kubernetes, a dry run from the clusters'
+    /// reports ([`crate::dns::run_without_kube`]), until the hub stops.
+    pub fn start_dns_without_kube(&mut self, config: crate::dns::DnsConfig) {
+        self.background.spawn(crate::dns::run_without_kube(
+            config,
+            self.index.clone(),
+            self.dns_view.clone(),
+            self.shutdown.clone(),
+        ));
     }
 
     /// Ends every stream, waits for the servers to drain, stops the tasks.

@@ -76,6 +76,16 @@ async function test(page) {
   check(true, 'no problem while every cluster is ready');
   await page.waitForSelector(DEFAULT + ' td[data-cluster="east"][data-health="ready"]');
   check(await page.$(INTERNAL + ' td[data-cluster="central"].missing') !== null, 'central does not report internal');
+  // Fleet DNS (the hub's dry run from the reports): the wildcard name
+  // holds every cluster's address, each cluster eligible.
+  const DNS = '#dns-names tr[data-host="*.gwapi.apps.demo.example.com"]';
+  const ALL = ['203.0.113.10', '203.0.113.11', '203.0.113.12', '203.0.113.13'];
+  await page.waitForFunction(([row, all]) => {
+    const td = document.querySelector(row + ' td.published');
+    return td && all.every((ip) => td.textContent.includes(ip));
+  }, [DNS, ALL], { timeout: 10000 });
+  check((await page.$$(DNS + ' .chip[data-eligible="true"]')).length === 4, 'fleet DNS: every cluster eligible, all four addresses published');
+  check((await page.textContent('#dns-summary')).includes('dry run'), 'fleet DNS says it is a dry run');
   await page.screenshot({ path: join(artifacts, '1-overview.png'), fullPage: true });
 
   // 2. A change on a simulated cluster shows within 2 s, without reload.
@@ -88,6 +98,14 @@ async function test(page) {
   check(ms <= 2000, 'east losing its load balancer shows on the page in ' + ms + ' ms');
   check(navigations.length === 0, 'no reload');
   await page.waitForSelector(DEFAULT + ' .badge.not-ready');
+  // Fleet DNS follows: east leaves the record, saying why.
+  await page.waitForFunction((row) => {
+    const td = document.querySelector(row + ' td.published');
+    return td && !td.textContent.includes('203.0.113.10') && td.textContent.includes('203.0.113.11');
+  }, DNS, { timeout: 10000 });
+  const eastChip = await page.textContent(DNS + ' .chip[data-cluster="east"][data-eligible="false"]');
+  check(eastChip.includes('rule 2 LoadBalancerNotReady'), 'fleet DNS: east left out, ' + eastChip);
+  await page.screenshot({ path: join(artifacts, '1a-dns.png'), fullPage: true });
 
   // Two clusters failing the same way are one cause, with both clusters.
   await ask('CHANGE cluster-4');

@@ -4,8 +4,8 @@
 //! to the API server by static tokens: one bound to a Role reading hub
 //! Gateways in one namespace, one bound cluster-wide, one bound to nothing.
 //! Each sees exactly what RBAC lets them: on gRPC (lists, gets, history,
-//! clusters, a watch, also as their access is revoked mid-watch) and on
-//! the web page.
+//! clusters, a watch, also as their access is revoked mid-watch, fleet
+//! DNS names) and on the web page.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -223,6 +223,42 @@ async fn clusters(d: &mut Dashboard) -> Result<Vec<String>, Code> {
                 .collect()
         })
         .map_err(|s| s.code())
+}
+
+/// The hostnames a ListDnsNames returns.
+async fn dns_hosts(d: &mut Dashboard, namespace: &str) -> Result<Vec<String>, Code> {
+    d.list_dns_names(v1::ListDnsNamesRequest {
+        namespace: namespace.into(),
+    })
+    .await
+    .map(|r| {
+        r.into_inner()
+            .names
+            .into_iter()
+            .map(|n| n.hostname)
+            .collect()
+    })
+    .map_err(|s| s.code())
+}
+
+/// Fleet DNS as a leader would show it: one name owned by a hub Gateway
+/// in each of team-a and team-b.
+fn dns_view() -> gwhub_hub::dns::DnsView {
+    let name = |ns: &str| gwhub_hub::dns::NameView {
+        zone: "fleet.test".into(),
+        owner: Some(gwhub_hub_rules::aggregate::GatewayKey::new(ns, "gw")),
+        state: "Published".into(),
+        ..Default::default()
+    };
+    gwhub_hub::dns::DnsView {
+        names: [("a.fleet.test", "team-a"), ("b.fleet.test", "team-b")]
+            .into_iter()
+            .map(|(h, ns)| (h.to_owned(), name(ns)))
+            .collect(),
+        enabled: true,
+        writing: true,
+        ..Default::default()
+    }
 }
 
 /// One GET over plaintext HTTP/1.1: the status code and the JSON body.
@@ -455,6 +491,30 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
         Code::PermissionDenied
     );
     assert_eq!(clusters(&mut none).await, Err(Code::PermissionDenied));
+
+    // Fleet DNS: the names of the hub Gateways each reader may read, on
+    // gRPC and on the page.
+    hub.dns_view.send_replace(Arc::new(dns_view()));
+    assert_eq!(dns_hosts(&mut bogus, "").await, Err(Code::Unauthenticated));
+    assert_eq!(
+        dns_hosts(&mut one, "").await,
+        Ok(vec!["a.fleet.test".to_owned()])
+    );
+    assert_eq!(
+        dns_hosts(&mut one, "team-b").await,
+        Err(Code::PermissionDenied)
+    );
+    assert_eq!(
+        dns_hosts(&mut all, "").await,
+        Ok(vec!["a.fleet.test".to_owned(), "b.fleet.test".to_owned()])
+    );
+    assert_eq!(dns_hosts(&mut none, "").await, Ok(vec![]));
+    let (code, page) = web_get(web, "/api/dns", Some(ONE)).await;
+    assert_eq!(code, 200, "{page}");
+    assert_eq!(page["names"][0]["hostname"], "a.fleet.test");
+    assert_eq!(page["names"].as_array().map(Vec::len), Some(1));
+    let (code, _) = web_get(web, "/api/dns?namespace=team-b", Some(ONE)).await;
+    assert_eq!(code, 403);
 
     // The web page: the same readers, the same views.
     let (code, _) = web_get(web, "/api/fleet", None).await;

@@ -133,11 +133,16 @@ fn dns_flags(outputs: Vec<gwhub_hub::dns::OutputKind>) -> DnsFlags {
 }
 
 async fn start_hub(client: &Client, flags: &DnsFlags) -> KubeHub {
+    start_hub_as(client, flags, "dns-test").await
+}
+
+/// [`start_hub`] as the replica `identity` of the hub's Lease.
+async fn start_hub_as(client: &Client, flags: &DnsFlags, identity: &str) -> KubeHub {
     let stale_after = Duration::from_secs(60);
     let mut o = KubeOptions::new(SYSTEM_NS);
     o.lease = Some(LeaseConfig {
         name: "gwhub-hub".into(),
-        identity: "dns-test".into(),
+        identity: identity.into(),
         lease_duration: Duration::from_secs(4),
         renew_every: Duration::from_millis(500),
     });
@@ -296,6 +301,159 @@ async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
         Option::is_none,
     )
     .await;
+    hub.shutdown().await.unwrap();
+}
+
+/// The hub's Dashboard: one ListDnsNames answer.
+async fn dns_names(hub: &KubeHub, namespace: &str) -> v1::ListDnsNamesResponse {
+    let mut d = v1::dashboard_client::DashboardClient::connect(format!(
+        "http://{}",
+        hub.hub.dashboard_addr
+    ))
+    .await
+    .unwrap();
+    d.list_dns_names(v1::ListDnsNamesRequest {
+        namespace: namespace.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// HOST's entry in the answer, its published A targets and each
+/// cluster's `(eligible, rule, reason)`.
+type Shown = Option<(Vec<String>, Vec<(String, bool, u32, String)>)>;
+
+fn shown(r: &v1::ListDnsNamesResponse) -> Shown {
+    let n = r.names.iter().find(|n| n.hostname == HOST)?;
+    let a = n
+        .published
+        .iter()
+        .find(|s| s.r#type == "A")
+        .map(|s| s.targets.clone())
+        .unwrap_or_default();
+    let clusters = n
+        .clusters
+        .iter()
+        .map(|c| (c.cluster.clone(), c.eligible, c.rule, c.reason.clone()))
+        .collect();
+    Some((a, clusters))
+}
+
+/// `gwhubctl ARGS` against the hub's Dashboard: its output.
+async fn gwhubctl(hub: &KubeHub, args: &[&str]) -> String {
+    let bin = gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN");
+    let out = tokio::process::Command::new(bin)
+        .arg("--server")
+        .arg(format!("http://{}", hub.hub.dashboard_addr))
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gwhubctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every decision visible: the Dashboard's ListDnsNames shows, per
+/// name, the published set, each cluster's eligibility with the rule it
+/// fails and the last write; `gwhubctl get dns` and `dns plan` print
+/// them; a replica that does not lead says so.
+#[tokio::test]
+async fn the_dashboard_and_gwhubctl_show_each_decision() {
+    let Some((_fleet, admin, as_hub)) =
+        management("the_dashboard_and_gwhubctl_show_each_decision").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
+    create_hub_gateway(&gateways).await;
+    let flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Dnsendpoint]);
+    let hub = start_hub(&as_hub, &flags).await;
+    let addr = hub.hub.ingest_addr;
+    let _c1 = connect(addr, 1, true, 1).await;
+    let mut c2 = connect(addr, 2, true, 1).await;
+    let _c3 = connect(addr, 3, true, 0).await;
+    let ips = |v: &[u8]| v.iter().map(|i| format!("192.0.2.{i}")).collect::<Vec<_>>();
+    let verdicts = |c2: (bool, u32, &str)| {
+        vec![
+            ("c1".to_owned(), true, 0, String::new()),
+            ("c2".to_owned(), c2.0, c2.1, c2.2.to_owned()),
+            ("c3".to_owned(), false, 3, "NoServingListener".to_owned()),
+        ]
+    };
+    until(
+        WAIT,
+        || dns_names(&hub, ""),
+        |r| shown(r) == Some((ips(&[1, 2]), verdicts((true, 0, "")))),
+    )
+    .await;
+    let r = dns_names(&hub, "").await;
+    assert!(r.enabled && r.leading && !r.dry_run, "{r:?}");
+    assert_eq!(r.outputs, ["dnsendpoint"]);
+    let n = &r.names[0];
+    assert_eq!(n.zone, "fleet.test");
+    assert_eq!(
+        n.owner
+            .as_ref()
+            .map(|o| (o.namespace.as_str(), o.name.as_str())),
+        Some((NS, "web"))
+    );
+    assert_eq!(n.state, "Published");
+    assert_eq!(n.last_write.as_ref().map(|w| w.result.as_str()), Some("ok"));
+    let c3 = &n.clusters[2];
+    assert_eq!(
+        c3.message,
+        "no listener with hostname app.fleet.test has an attached route"
+    );
+    // Another namespace's names only: none.
+    assert!(dns_names(&hub, "elsewhere").await.names.is_empty());
+
+    // c2's load balancer goes: it leaves, and says why.
+    c2.upsert(2, report(2, false, 1)).await;
+    c2.expect_ack(2).await;
+    until(
+        WAIT,
+        || dns_names(&hub, ""),
+        |r| shown(r) == Some((ips(&[1]), verdicts((false, 2, "LoadBalancerNotReady")))),
+    )
+    .await;
+
+    let table = gwhubctl(&hub, &["get", "dns"]).await;
+    let row = table.lines().nth(1).unwrap_or_default();
+    for want in [HOST, "default/web", "A=192.0.2.1", "1/3", "Published", "ok"] {
+        assert!(row.contains(want), "{want} not in\n{table}");
+    }
+    let listed: serde_json::Value =
+        serde_json::from_str(&gwhubctl(&hub, &["get", "dns", "-o", "json"]).await).unwrap();
+    let item = &listed["items"][0];
+    assert_eq!(item["kind"], "DnsName");
+    assert_eq!(item["published"]["A"], json!(["192.0.2.1"]));
+    assert_eq!(item["clusters"][1]["reason"], "LoadBalancerNotReady");
+    assert_eq!(item["clusters"][1]["message"], "LoadBalancerReady is False");
+    let plan = gwhubctl(&hub, &["dns", "plan"]).await;
+    for want in [
+        "app.fleet.test (hub Gateway default/web, zone fleet.test): Published",
+        "published: A=192.0.2.1",
+        "would write: nothing",
+        "rule 2: LoadBalancerNotReady",
+        "rule 3: NoServingListener",
+    ] {
+        assert!(plan.contains(want), "{want} not in\n{plan}");
+    }
+
+    // A second replica, not leading: it says so rather than guess.
+    let follower = start_hub_as(&as_hub, &flags, "dns-test-follower").await;
+    until(
+        WAIT,
+        || dns_names(&follower, ""),
+        |r| r.enabled && !r.leading && r.names.is_empty() && r.message.contains("does not lead"),
+    )
+    .await;
+    follower.shutdown().await.unwrap();
     hub.shutdown().await.unwrap();
 }
 

@@ -1,12 +1,13 @@
 //! What `gwhub demo` prints: a `kubectl get -w`-style table of the hub
 //! Gateways (a row each time one really changes) between one line per
-//! simulated change. Colour only on a terminal.
+//! simulated change, and a `DNS` line each time the records fleet DNS
+//! would publish for a name change. Colour only on a terminal.
 
 use std::collections::BTreeMap;
 
 use gwhub_proto::v1;
 
-use crate::ctl::{condition, status_word, table};
+use crate::ctl::{condition, printable, sets_cell, status_word, table};
 use gwhub_hub_rules::aggregate::OWN_CONDITION as OWN;
 
 const HEADER: [&str; 10] = [
@@ -25,6 +26,7 @@ const HEADER: [&str; 10] = [
 const BOLD: &str = "\x1b[1m";
 const RED: &str = "\x1b[31m";
 const YELLOW: &str = "\x1b[33m";
+const CYAN: &str = "\x1b[36m";
 const RESET: &str = "\x1b[0m";
 
 /// Wall-clock time of an output line.
@@ -77,6 +79,8 @@ pub(super) struct Screen {
     header_printed: bool,
     /// What each Gateway's row last showed (without the time).
     shown: BTreeMap<(String, String), Vec<String>>,
+    /// The records each fleet DNS name's line last showed.
+    dns_shown: BTreeMap<String, String>,
 }
 
 impl Screen {
@@ -85,7 +89,37 @@ impl Screen {
             color,
             header_printed: false,
             shown: BTreeMap::new(),
+            dns_shown: BTreeMap::new(),
         }
+    }
+
+    /// A `DNS` line per name whose published records changed (a dry run:
+    /// what the hub would publish), with each cluster left out and the
+    /// rule it fails; nothing for a name not published yet.
+    pub(super) fn dns(&mut self, names: &[v1::DnsName]) -> String {
+        let time = now();
+        let mut out = String::new();
+        for n in names {
+            let records = sets_cell(&n.published);
+            let shown = self.dns_shown.get(&n.hostname);
+            if shown == Some(&records) || (shown.is_none() && n.published.is_empty()) {
+                continue;
+            }
+            self.dns_shown.insert(n.hostname.clone(), records.clone());
+            let mut line = format!("DNS {} {records}", n.hostname);
+            let out_of: Vec<String> = n
+                .clusters
+                .iter()
+                .filter(|c| !c.eligible)
+                .map(|c| format!("{} rule {} {}", c.cluster, c.rule, c.reason))
+                .collect();
+            if !out_of.is_empty() {
+                line.push_str(&format!("   (left out: {})", out_of.join(", ")));
+            }
+            let line = printable(&line).into_owned();
+            out.push_str(&self.paint(CYAN, &format!("{time}   {line}")));
+        }
+        out
     }
 
     fn paint(&self, color: &str, line: &str) -> String {
@@ -197,6 +231,44 @@ mod tests {
         assert_eq!(next.lines().count(), 1, "{next}");
         assert!(next.contains("False"), "{next}");
         assert!(!next.contains('\x1b'));
+    }
+
+    /// A DNS line when a name's records change, not otherwise; none
+    /// before its first records.
+    #[test]
+    fn a_dns_line_per_change_of_a_name() {
+        let name = |targets: &[&str], east: bool| v1::DnsName {
+            hostname: "*.apps.example.com".into(),
+            published: vec![v1::DnsRecordSet {
+                r#type: "A".into(),
+                targets: targets.iter().map(|t| (*t).to_owned()).collect(),
+            }],
+            clusters: vec![v1::DnsClusterEligibility {
+                cluster: "east".into(),
+                eligible: east,
+                rule: if east { 0 } else { 2 },
+                reason: if east { "" } else { "LoadBalancerNotReady" }.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut s = Screen::new(false);
+        let mut unpublished = name(&[], true);
+        unpublished.published.clear();
+        assert_eq!(s.dns(&[unpublished]), "");
+        let first = s.dns(&[name(&["192.0.2.1", "192.0.2.2"], true)]);
+        assert!(
+            first.ends_with("   DNS *.apps.example.com A=192.0.2.1,192.0.2.2\n"),
+            "{first}"
+        );
+        assert_eq!(s.dns(&[name(&["192.0.2.1", "192.0.2.2"], false)]), "");
+        let next = s.dns(&[name(&["192.0.2.2"], false)]);
+        assert!(
+            next.ends_with(
+                "   DNS *.apps.example.com A=192.0.2.2   (left out: east rule 2 LoadBalancerNotReady)\n"
+            ),
+            "{next}"
+        );
     }
 
     #[test]

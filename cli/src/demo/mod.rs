@@ -4,7 +4,10 @@
 //! timer rewrites those files (load balancer lost, DNS zone failing, routes
 //! attaching) and the demo watches the result through the Dashboard API,
 //! like any client would. Nothing is short-circuited, so what the user sees
-//! is what a real fleet would show.
+//! is what a real fleet would show. The hub runs fleet DNS as a dry run
+//! from the clusters' reports (zone [`DNS_ZONE`]): each time the records it
+//! would publish change, the demo reads them from `ListDnsNames` and
+//! prints a `DNS` line.
 
 pub(crate) mod cluster;
 mod display;
@@ -35,6 +38,31 @@ const POLL: Duration = Duration::from_millis(100);
 const ONCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for the agents to close their streams.
 const AGENT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// The fleet DNS zone of the demo: its clusters' listener hostnames lie
+/// under it.
+pub(crate) const DNS_ZONE: &str = "apps.demo.example.com";
+/// `--dns-rise` of the demo: short, so a cluster that recovers is seen
+/// returning to the records within a change or two.
+const DNS_RISE: Duration = Duration::from_secs(2);
+
+/// Fleet DNS of the demo: a dry run (no Kubernetes) under [`DNS_ZONE`].
+fn dns_config(stale_after: Duration) -> Result<gwhub_hub::dns::DnsConfig, String> {
+    let flags = gwhub_hub::dns::DnsFlags {
+        zones: vec![DNS_ZONE.to_owned()],
+        ttl: Duration::from_secs(u64::from(gwhub_dns_rules::DEFAULT_TTL_SECONDS)),
+        max_targets: gwhub_dns_rules::DEFAULT_MAX_TARGETS,
+        rise: DNS_RISE,
+        resync: Duration::from_secs(300),
+        dry_run: true,
+        no_kube: true,
+        ..Default::default()
+    };
+    match flags.check("gwhub-demo", stale_after) {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err("the demo's fleet DNS is off".to_owned()),
+        Err(e) => Err(format!("the demo's fleet DNS: {e}")),
+    }
+}
 
 /// A validated `gwhub demo` command line.
 #[derive(Clone, Debug)]
@@ -74,11 +102,13 @@ pub(crate) async fn run(
         c.write()?;
     }
 
-    let hub = Hub::start(HubConfig {
+    let stale_after = Duration::from_secs(60);
+    let dns = dns_config(stale_after)?;
+    let mut hub = Hub::start(HubConfig {
         listen: config.listen,
         dashboard_listen: config.dashboard_listen,
         insecure: true,
-        stale_after: Duration::from_secs(60),
+        stale_after,
         options: Options::default(),
         max_messages_per_second: gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
         budgets: Default::default(),
@@ -88,6 +118,7 @@ pub(crate) async fn run(
     })
     .await
     .map_err(bind_hint)?;
+    hub.start_dns_without_kube(dns);
 
     let shutdown = CancellationToken::new();
     let mut agents = JoinSet::new();
@@ -192,6 +223,7 @@ async fn watch(
         .into_inner();
     let want = expected(clusters);
     let mut seen = BTreeMap::new();
+    let mut dns = hub.dns_view.subscribe();
 
     tokio::pin!(stop);
     if config.once {
@@ -263,6 +295,20 @@ async fn watch(
                 Some(Err(s)) => return Err(format!("WatchGateways: {}", s.message())),
                 None => return Err("the Dashboard watch ended".to_owned()),
             },
+            // The records it would publish changed: read them as any
+            // client would.
+            r = dns.changed() => {
+                if r.is_err() {
+                    break;
+                }
+                let names = client
+                    .list_dns_names(v1::ListDnsNamesRequest::default())
+                    .await
+                    .map_err(|s| format!("ListDnsNames: {}", s.message()))?
+                    .into_inner()
+                    .names;
+                screen.dns(&names)
+            }
         };
         // A closed stdout (`| head`) ends the demo like Ctrl-C.
         if write(out, &text).is_err() {
@@ -305,6 +351,8 @@ fn banner(config: &DemoConfig, hub: &Hub, names: &[&str]) -> String {
          \x20 {ctl} get gateways -o wide\n\
          \x20 {ctl} describe gateway {ns}/{gw}\n\
          \x20 {ctl} get clusters\n\
+         \x20 {ctl} get dns   (fleet DNS under {zone}, a dry run: what the hub would publish)\n\
+         \x20 {ctl} dns plan\n\
          \x20 grpcurl -plaintext {dash} gwhub.v1.Dashboard/ListGateways\n\
          Every {every} one cluster changes (* lines); rows show the aggregate as the hub publishes it. Running {until}.\n\n",
         n = names.len(),
@@ -316,6 +364,7 @@ fn banner(config: &DemoConfig, hub: &Hub, names: &[&str]) -> String {
             None => String::new(),
         },
         ns = cluster::NAMESPACE,
+        zone = DNS_ZONE,
         gw = cluster::DEFAULT_GATEWAY,
         every = humantime::format_duration(config.interval),
     )

@@ -355,7 +355,7 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
             _ => None,
         };
         let extras = gwhub_hub::serve::KubeExtras { inventory, readers };
-        let hub = Hub::start_with(config, tls, extras)
+        let mut hub = Hub::start_with(config, tls, extras)
             .await
             .map_err(|e| e.to_string())?;
         let stop_metrics = tokio_util::sync::CancellationToken::new();
@@ -376,6 +376,10 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
         };
         match kube {
             None => {
+                // Checked by `config` before: a dry run from the reports.
+                if let Some(dns) = dns_config(args).ok().flatten() {
+                    hub.start_dns_without_kube(dns);
+                }
                 serve_metrics(None, None).await?;
                 hub.run_until(shutdown_signal()).await
             }
@@ -550,5 +554,12 @@ mod tests {
         .unwrap();
         assert_eq!(c.publish.rise_millis, 1000);
         assert_eq!(c.owner_id, "gwhub-system");
+        // Without Kubernetes: a dry run from the reports, or nothing.
+        let no_kube = ["--no-kube", "--insecure", "--dns-zone", "fleet.test"];
+        let e = config(&args(&no_kube)).unwrap_err();
+        assert!(e.contains("--dns-dry-run"), "{e}");
+        let mut dry = no_kube.to_vec();
+        dry.push("--dns-dry-run");
+        assert!(dns_config(&args(&dry)).unwrap().unwrap().dry_run);
     }
 }

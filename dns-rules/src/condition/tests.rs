@@ -192,3 +192,33 @@ proptest! {
         prop_assert_eq!(c.status, if worst >= 2 { "False" } else { "True" });
     }
 }
+
+/// Each name state's word and detail, as the Dashboard shows a name.
+#[test]
+fn each_state_in_a_word_and_its_detail() {
+    use NameState::*;
+    let cases = [
+        (Published, "Published", ""),
+        (
+            NotYetPublished,
+            "NotYetPublished",
+            "no cluster was ever eligible",
+        ),
+        (
+            NoneEligible { kept: true },
+            "NoneEligible",
+            "no eligible cluster: the last published set is kept",
+        ),
+        (
+            NoneEligible { kept: false },
+            "NoneEligible",
+            "no eligible cluster: the name is deleted",
+        ),
+        (WriteFailed("REFUSED".into()), "WriteFailed", "REFUSED"),
+        (Conflict("owner=x".into()), "Conflict", "owner=x"),
+        (Invalid("too long".into()), "Invalid", "too long"),
+    ];
+    for (state, reason, detail) in cases {
+        assert_eq!((state.reason(), state.detail().as_str()), (reason, detail));
+    }
+}

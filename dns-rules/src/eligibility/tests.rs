@@ -396,3 +396,49 @@ proptest! {
         }
     }
 }
+
+/// Each failure names the spec's rule it breaks and a word for it, for the
+/// Dashboard's per-cluster verdicts.
+#[test]
+fn each_failure_names_its_rule() {
+    type Edit = fn(&mut ClusterView);
+    let cases: &[(Edit, u8, &str)] = &[
+        (|c| c.revoked = true, 1, "Revoked"),
+        (|c| c.member = Some(false), 1, "NotMember"),
+        (|c| c.expected = Some(false), 1, "NotExpected"),
+        (|c| c.reports_gateway = false, 1, "NotReporting"),
+        (|c| c.stale = true, 1, "Stale"),
+        (
+            |c| c.load_balancer_ready = None,
+            2,
+            "LoadBalancerNotReported",
+        ),
+        (
+            |c| c.load_balancer_ready = Some(F),
+            2,
+            "LoadBalancerNotReady",
+        ),
+        (|c| c.programmed = Some(F), 2, "NotProgrammed"),
+        (
+            |c| c.listeners[0].attached_routes = 0,
+            3,
+            "NoServingListener",
+        ),
+        (|c| c.listeners.clear(), 3, "NoServingListener"),
+        (|c| c.addresses.clear(), 4, "NoUsableAddress"),
+    ];
+    for (edit, rule, code) in cases {
+        let mut c = good();
+        edit(&mut c);
+        let e = assess(&c, &host("shop.example.com"), &https()).unwrap_err();
+        assert_eq!((e.rule(), e.code()), (*rule, *code), "{e}");
+    }
+    let e = eligible_for(
+        &good(),
+        &host("shop.example.com"),
+        &https(),
+        RecordType::Aaaa,
+    )
+    .unwrap_err();
+    assert_eq!((e.rule(), e.code()), (4, "NoAddressForType"));
+}

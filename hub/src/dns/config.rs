@@ -95,6 +95,20 @@ pub struct DnsConfig {
     pub dry_run: bool,
 }
 
+impl DnsConfig {
+    /// The outputs written, by their flag values.
+    pub fn outputs(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.dnsendpoint {
+            out.push(OutputKind::Dnsendpoint.label().to_owned());
+        }
+        if self.rfc2136.is_some() {
+            out.push(OutputKind::Rfc2136.label().to_owned());
+        }
+        out
+    }
+}
+
 /// How long one DNS operation may take (connect, send, answer).
 pub const RFC2136_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -118,7 +132,7 @@ pub enum DnsConfigError {
     )]
     DnsendpointNoKube,
     #[error(
-        "fleet DNS reads the hub Gateways' listeners from the management cluster: it cannot be combined with --no-kube yet"
+        "without Kubernetes (--no-kube) fleet DNS only computes and shows what it would publish: add --dns-dry-run"
     )]
     NoKube,
     #[error(
@@ -172,7 +186,14 @@ impl DnsFlags {
             })?;
             zones.push(zone.as_str().to_owned());
         }
-        if self.outputs.is_empty() {
+        if self.no_kube && self.outputs.contains(&OutputKind::Dnsendpoint) {
+            return Err(DnsConfigError::DnsendpointNoKube);
+        }
+        if self.no_kube && !self.dry_run {
+            return Err(DnsConfigError::NoKube);
+        }
+        // Without Kubernetes fleet DNS is a dry run, which needs no output.
+        if self.outputs.is_empty() && !(self.no_kube && self.dry_run) {
             return Err(DnsConfigError::NoOutput);
         }
         let mut outputs = self.outputs.clone();
@@ -182,13 +203,6 @@ impl DnsFlags {
         }
         let dnsendpoint = outputs.contains(&OutputKind::Dnsendpoint);
         let rfc = outputs.contains(&OutputKind::Rfc2136);
-        if self.no_kube {
-            return Err(if dnsendpoint {
-                DnsConfigError::DnsendpointNoKube
-            } else {
-                DnsConfigError::NoKube
-            });
-        }
         let rfc2136 = if rfc {
             if self.cname_routing == CnameRoutingFlag::Weighted {
                 return Err(DnsConfigError::WeightedRfc2136);
@@ -332,6 +346,14 @@ mod tests {
         f.server = None;
         f.no_kube = true;
         assert!(err(f.clone()).contains("--no-kube"));
+        // Without Kubernetes: a dry run only, which needs no output.
+        f.outputs = Vec::new();
+        assert!(err(f.clone()).contains("--dns-dry-run"));
+        f.dry_run = true;
+        let c = f.check("ns", Duration::from_secs(60)).unwrap().unwrap();
+        assert!(c.dry_run && c.outputs().is_empty());
+        f.dry_run = false;
+        f.outputs = vec![OutputKind::Dnsendpoint];
         f.no_kube = false;
         f.zones = vec!["*.fleet.test".into()];
         assert!(err(f.clone()).contains("--dns-zone"));

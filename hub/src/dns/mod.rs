@@ -49,7 +49,7 @@ pub use config::{
 };
 pub use endpoint::object_name;
 pub use names::{Job, Outcome};
-pub use view::{DnsView, NameView};
+pub use view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 use crate::index::Index;
 use crate::kube::budget::ApiBudget;
@@ -89,6 +89,12 @@ impl DnsController {
     /// Runs until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
         self.index.set_dns_mode(crate::index::DnsMode::Following);
+        self.view.send_replace(Arc::new(DnsView {
+            enabled: true,
+            outputs: self.config.outputs(),
+            dry_run: self.config.dry_run,
+            ..DnsView::default()
+        }));
         let specs: Specs = Arc::default();
         let specs_changed = Arc::new(Notify::new());
         let gateways: Api<Gateway> = match &self.gateway_namespace {
@@ -202,6 +208,7 @@ impl DnsController {
                     }
                 }
                 let mut view = decided.view;
+                names.refresh(&mut view);
                 view.writing = true;
                 self.view.send_replace(Arc::new(view));
             }
@@ -247,9 +254,10 @@ impl DnsController {
             .collect();
         let clusters = |key: &GatewayKey| clusters::views(index, key);
         let fresh = |c: &str| last_report.get(c).is_some_and(|t| *t >= started);
+        let fleet = gwhub_dns_rules::fleet_names(&gateways, &self.config.zones);
         names.round(&Round {
             now_millis: now_millis(),
-            gateways: &gateways,
+            names: &fleet,
             clusters: &clusters,
             fresh: &fresh,
         })
@@ -309,6 +317,91 @@ impl DnsController {
             self.metrics.dns_records_per_name.observe(records);
         }
         outcome
+    }
+}
+
+/// Fleet DNS without Kubernetes (`gwhub serve --no-kube --dns-dry-run`,
+/// `gwhub demo`): the names are the hostnames the clusters report per
+/// listener ([`gwhub_dns_rules::names_from_reports`]), and nothing is
+/// sent: each round's writes are taken as made, so the view shows what
+/// the hub would publish as the clusters change. Nothing was published
+/// before this process, so there is no earlier set to respect: names
+/// join at once, as after the restart grace. Runs until `shutdown`.
+pub async fn run_without_kube(
+    config: DnsConfig,
+    index: Index,
+    view: watch::Sender<Arc<DnsView>>,
+    shutdown: CancellationToken,
+) {
+    let outputs = config.outputs();
+    let started = now_millis().saturating_sub(config.publish.stale_after_millis);
+    let mut names = Names::new(config.clone(), started, Seeds::new());
+    let mut views = index.subscribe();
+    let mut reports = index.subscribe_reports();
+    loop {
+        views.borrow_and_update();
+        reports.borrow_and_update();
+        let keys: Vec<GatewayKey> = views.borrow().gateways.keys().cloned().collect();
+        let reported: Vec<gwhub_dns_rules::ReportedGateway> = keys
+            .iter()
+            .flat_map(|key| {
+                index.cluster_reports(key).into_iter().map(|r| {
+                    let c = clusters::reported(&index, key, &r, None);
+                    gwhub_dns_rules::ReportedGateway {
+                        key: key.clone(),
+                        cluster: c.cluster,
+                        listeners: c
+                            .listeners
+                            .into_iter()
+                            .map(|l| gwhub_dns_rules::HubListener {
+                                name: l.name,
+                                hostname: l.hostname,
+                            })
+                            .collect(),
+                    }
+                })
+            })
+            .collect();
+        let fleet = gwhub_dns_rules::names_from_reports(&reported, &config.zones);
+        let clusters = |key: &GatewayKey| clusters::views(&index, key);
+        let fresh = |_: &str| true;
+        let decided = names.round(&Round {
+            now_millis: now_millis(),
+            names: &fleet,
+            clusters: &clusters,
+            fresh: &fresh,
+        });
+        let wake = decided.wake_at_millis;
+        for job in &decided.jobs {
+            tracing::info!(host = %job.host, sets = ?names::targets(&job.sets), "fleet DNS dry run: would write");
+            names.written(job, Outcome::Written, now_millis(), 0);
+        }
+        let mut next = decided.view;
+        names.refresh(&mut next);
+        next.writing = true;
+        next.dry_run = true;
+        next.outputs = outputs.clone();
+        view.send_replace(Arc::new(next));
+        if !decided.jobs.is_empty() {
+            continue;
+        }
+        let sleep = async {
+            match wake {
+                Some(t) => {
+                    let ms = (t - now_millis()).max(0) as u64;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            r = views.changed() => if r.is_err() { return },
+            r = reports.changed() => if r.is_err() { return },
+            _ = sleep => {}
+        }
+        // Changes arriving together make one round.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

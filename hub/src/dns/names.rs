@@ -21,14 +21,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gwhub_dns_rules::{
-    ClusterView, FleetName, HubGateway, Input, NameState, NameStatus, Observation, Publisher,
-    Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build, dns_published,
-    fleet_names, usable,
+    ClusterView, FleetName, FleetNames, Input, NameState, NameStatus, Observation, Publisher,
+    Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build, dns_published, usable,
 };
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 use super::config::DnsConfig;
-use super::view::{DnsView, NameView};
+use super::view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 /// A record type's set as written, keyed by type.
 pub type Sets = BTreeMap<RecordType, RecordSet>;
@@ -69,10 +68,12 @@ struct Entry {
     view: NameView,
 }
 
-/// The hub Gateways as the names need them, with each one's clusters.
+/// The names of the fleet ([`gwhub_dns_rules::fleet_names`], or
+/// [`gwhub_dns_rules::names_from_reports`] without Kubernetes), with each
+/// owner's clusters.
 pub struct Round<'a> {
     pub now_millis: i64,
-    pub gateways: &'a [HubGateway],
+    pub names: &'a FleetNames,
     /// Per hub Gateway with names, its clusters (see `clusters::views`).
     pub clusters: &'a dyn Fn(&GatewayKey) -> Vec<ClusterView>,
     /// Clusters whose report arrived since the start.
@@ -138,7 +139,7 @@ impl Names {
     /// One round (see the module docs).
     pub fn round(&mut self, r: &Round<'_>) -> Decided {
         let now = r.now_millis;
-        let fleet = fleet_names(r.gateways, &self.config.zones);
+        let fleet = r.names;
         let mut out = Decided::default();
         let mut wake: Option<i64> = None;
         let mut wake_at = |t: Option<i64>| {
@@ -176,7 +177,7 @@ impl Names {
             e.name = name.clone();
             let views = (r.clusters)(&name.owner);
             let mut eligible: BTreeMap<String, Usable> = BTreeMap::new();
-            let mut verdicts: BTreeMap<String, Option<String>> = BTreeMap::new();
+            let mut verdicts: BTreeMap<String, Option<Verdict>> = BTreeMap::new();
             let mut results = BTreeMap::new();
             for v in &views {
                 if v.reports_gateway {
@@ -186,7 +187,11 @@ impl Names {
                 let res = assess(v, host, &name.listeners);
                 verdicts.insert(
                     v.cluster.clone(),
-                    res.as_ref().err().map(ToString::to_string),
+                    res.as_ref().err().map(|e| Verdict {
+                        rule: e.rule(),
+                        code: e.code().to_owned(),
+                        message: e.to_string(),
+                    }),
                 );
                 if let Ok(u) = &res {
                     eligible.insert(v.cluster.clone(), u.clone());
@@ -270,9 +275,17 @@ impl Names {
                 owner: Some(name.owner.clone()),
                 published: targets(&e.written),
                 desired: targets(&sets_of(&desired)),
-                clusters: verdicts.into_iter().collect(),
+                clusters: verdicts
+                    .into_iter()
+                    .map(|(cluster, ineligible)| ClusterVerdict {
+                        cluster,
+                        ineligible,
+                    })
+                    .collect(),
                 reasons: e.reasons.iter().map(|(t, r)| format!("{t}: {r}")).collect(),
-                state: format!("{state:?}"),
+                state: state.reason().to_owned(),
+                state_message: state.detail(),
+                last_write: e.view.last_write.clone(),
             };
             by_owner
                 .entry(name.owner.clone())
@@ -338,8 +351,24 @@ impl Names {
         }
         self.conditioned = claimed;
         out.view.dry_run = self.config.dry_run;
+        out.view.enabled = true;
+        out.view.outputs = self.config.outputs();
         out.wake_at_millis = wake;
         out
+    }
+
+    /// `view` (this round's) with what the writes since changed: each
+    /// name's published sets, state and last write.
+    pub fn refresh(&self, view: &mut DnsView) {
+        for (host, v) in &mut view.names {
+            if let Some(e) = self.entries.get(host) {
+                let state = state_of(e);
+                v.published = targets(&e.written);
+                v.state = state.reason().to_owned();
+                v.state_message = state.detail();
+                v.last_write = e.view.last_write.clone();
+            }
+        }
     }
 
     /// Forgets what was written (`--dns-resync`): the next round writes
@@ -382,6 +411,16 @@ impl Names {
         let Some(e) = self.entries.get_mut(&job.host) else {
             return removals;
         };
+        let (result, message) = match &outcome {
+            Outcome::Written => ("ok", String::new()),
+            Outcome::Conflict(who) => ("conflict", who.clone()),
+            Outcome::Failed(why) => ("error", why.clone()),
+        };
+        e.view.last_write = Some(LastWrite {
+            at_millis: now,
+            result: result.to_owned(),
+            message,
+        });
         match outcome {
             Outcome::Written => {
                 e.written = job.sets.clone();

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::Stream;
 use gwhub_model::text::quote_client_input;
 use gwhub_proto::v1;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -22,6 +22,7 @@ use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
 use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
+use crate::dns::DnsView;
 use crate::tls::DashboardAuth;
 
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
@@ -41,6 +42,8 @@ pub struct DashboardService {
     /// Who may read what (see [`crate::authz`]); the shared token is
     /// checked before, by the interceptor.
     auth: DashboardAuth,
+    /// Fleet DNS as this replica's controller last decided it.
+    dns: watch::Receiver<Arc<DnsView>>,
 }
 
 impl DashboardService {
@@ -69,7 +72,14 @@ impl DashboardService {
             max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
             watch_send_timeout: budgets.watch_send_timeout,
             auth: DashboardAuth::default(),
+            dns: watch::channel(Arc::default()).1,
         }
+    }
+
+    /// Answers `ListDnsNames` from `dns` (the hub's [`DnsView`] channel).
+    pub(crate) fn with_dns(mut self, dns: watch::Receiver<Arc<DnsView>>) -> Self {
+        self.dns = dns;
+        self
     }
 
     /// Readers authorized as `auth` says (Kubernetes RBAC or everyone).
@@ -428,6 +438,18 @@ impl Diff {
 
 #[tonic::async_trait]
 impl v1::dashboard_server::Dashboard for DashboardService {
+    async fn list_dns_names(
+        &self,
+        request: Request<v1::ListDnsNamesRequest>,
+    ) -> Result<Response<v1::ListDnsNamesResponse>, Status> {
+        let permit = self.admit(&request)?;
+        let mut reader = self.reader(&request).await?;
+        let namespace = request.into_inner().namespace;
+        let view = self.dns.borrow().clone();
+        let answer = authorized_dns_names(&mut reader, &view, &namespace).await?;
+        Ok(self.answer(answer, permit))
+    }
+
     async fn list_gateways(
         &self,
         request: Request<v1::ListGatewaysRequest>,
@@ -556,6 +578,106 @@ impl v1::dashboard_server::Dashboard for DashboardService {
     }
 }
 
+/// `ListDnsNames`' answer (and the web page's `/api/dns`) for `reader`:
+/// the owners' namespaces decided as a listing's are, a `namespace` the
+/// reader may not read refused.
+pub(crate) async fn authorized_dns_names(
+    reader: &mut Reader,
+    view: &DnsView,
+    namespace: &str,
+) -> Result<v1::ListDnsNamesResponse, crate::authz::ReadError> {
+    if namespace.is_empty() {
+        let missing = reader.visibility().undecided(
+            view.names
+                .values()
+                .filter_map(|n| n.owner.as_ref().map(|o| o.namespace.as_str())),
+        );
+        reader.decide(missing.iter().map(String::as_str)).await?;
+    } else {
+        reader.check(namespace).await?;
+    }
+    Ok(dns_names(view, namespace, reader.visibility()))
+}
+
+/// `ListDnsNames`' answer from `view`: the names whose owner is in
+/// `namespace` (any, if empty) and visible to the reader; none, with a
+/// message, when fleet DNS is off or this replica does not lead.
+pub fn dns_names(
+    view: &DnsView,
+    namespace: &str,
+    visibility: &Visibility,
+) -> v1::ListDnsNamesResponse {
+    let mut out = v1::ListDnsNamesResponse {
+        enabled: view.enabled,
+        leading: view.writing,
+        dry_run: view.dry_run,
+        outputs: view.outputs.clone(),
+        ..Default::default()
+    };
+    if !view.enabled {
+        out.message = "fleet DNS is off on this hub (no --dns-zone)".to_owned();
+        return out;
+    }
+    if !view.writing {
+        out.message = "this hub replica does not lead (or, just elected, still waits for the clusters it took over to report), so it decides no fleet DNS now: ask the leader (the holder of the hub's Lease)".to_owned();
+        return out;
+    }
+    let sets = |m: &std::collections::BTreeMap<String, Vec<String>>| {
+        m.iter()
+            .map(|(t, targets)| v1::DnsRecordSet {
+                r#type: t.clone(),
+                targets: targets.clone(),
+            })
+            .collect()
+    };
+    out.names = view
+        .names
+        .iter()
+        .filter(|(_, n)| {
+            n.owner.as_ref().is_some_and(|o| {
+                (namespace.is_empty() || o.namespace == namespace) && visibility.sees(&o.namespace)
+            })
+        })
+        .map(|(host, n)| v1::DnsName {
+            hostname: host.clone(),
+            zone: n.zone.clone(),
+            owner: n.owner.as_ref().map(|o| v1::GatewayRef {
+                namespace: o.namespace.clone(),
+                name: o.name.clone(),
+            }),
+            published: sets(&n.published),
+            desired: sets(&n.desired),
+            clusters: n
+                .clusters
+                .iter()
+                .map(|c| match &c.ineligible {
+                    None => v1::DnsClusterEligibility {
+                        cluster: c.cluster.clone(),
+                        eligible: true,
+                        ..Default::default()
+                    },
+                    Some(v) => v1::DnsClusterEligibility {
+                        cluster: c.cluster.clone(),
+                        eligible: false,
+                        rule: u32::from(v.rule),
+                        reason: v.code.clone(),
+                        message: v.message.clone(),
+                    },
+                })
+                .collect(),
+            reasons: n.reasons.clone(),
+            state: n.state.clone(),
+            state_message: n.state_message.clone(),
+            last_write: n.last_write.as_ref().map(|w| v1::DnsWrite {
+                time_millis: w.at_millis,
+                result: w.result.clone(),
+                message: w.message.clone(),
+            }),
+        })
+        .collect();
+    out
+}
+
 /// The wire's filter as the listing rules take it.
 pub fn filter_of(f: Option<&v1::GatewayFilter>) -> Filter {
     f.map(|f| Filter::new(&f.namespace, &f.cluster, f.not_ready))
@@ -623,6 +745,70 @@ mod tests {
 
     fn names(d: &Diff) -> Vec<String> {
         d.upserted.iter().map(|(v, _)| v.key.to_string()).collect()
+    }
+
+    /// ListDnsNames keeps the names of the namespaces the reader sees
+    /// (and the one asked for), and says why it has none when fleet DNS
+    /// is off or this replica does not lead.
+    #[test]
+    fn dns_names_follow_what_the_reader_sees() {
+        use crate::dns::{ClusterVerdict, NameView, Verdict};
+        let name = |ns: &str| NameView {
+            zone: "fleet.test".into(),
+            owner: Some(GatewayKey::new(ns, "web")),
+            clusters: vec![
+                ClusterVerdict {
+                    cluster: "c1".into(),
+                    ineligible: None,
+                },
+                ClusterVerdict {
+                    cluster: "c2".into(),
+                    ineligible: Some(Verdict {
+                        rule: 2,
+                        code: "LoadBalancerNotReady".into(),
+                        message: "LoadBalancerReady is False".into(),
+                    }),
+                },
+            ],
+            state: "Published".into(),
+            ..Default::default()
+        };
+        let mut view = DnsView {
+            names: [("a.fleet.test", "a"), ("b.fleet.test", "b")]
+                .into_iter()
+                .map(|(h, ns)| (h.to_owned(), name(ns)))
+                .collect(),
+            enabled: true,
+            outputs: vec!["dnsendpoint".into()],
+            writing: true,
+            dry_run: false,
+        };
+        let hosts = |r: &v1::ListDnsNamesResponse| {
+            r.names
+                .iter()
+                .map(|n| n.hostname.clone())
+                .collect::<Vec<_>>()
+        };
+        let all = Visibility::everything();
+        let r = dns_names(&view, "", &all);
+        assert_eq!(hosts(&r), ["a.fleet.test", "b.fleet.test"]);
+        assert!(r.leading && r.message.is_empty());
+        let c2 = &r.names[0].clusters[1];
+        assert_eq!(
+            (c2.eligible, c2.rule, c2.reason.as_str()),
+            (false, 2, "LoadBalancerNotReady")
+        );
+        assert!(r.names[0].clusters[0].eligible);
+        assert_eq!(hosts(&dns_names(&view, "b", &all)), ["b.fleet.test"]);
+        let mut seen = Visibility::namespaced();
+        seen.decide("a", true);
+        seen.decide("b", false);
+        assert_eq!(hosts(&dns_names(&view, "", &seen)), ["a.fleet.test"]);
+        view.writing = false;
+        let r = dns_names(&view, "", &all);
+        assert!(r.names.is_empty() && !r.leading && r.message.contains("does not lead"));
+        let r = dns_names(&DnsView::default(), "", &all);
+        assert!(!r.enabled && r.message.contains("off"));
     }
 
     /// A watcher is sent only the namespaces its reader sees, is told

@@ -569,7 +569,8 @@ impl Connected {
             metrics.clone(),
             shutdown.clone(),
         ));
-        let (dns_tx, dns) = watch::channel(Arc::default());
+        let dns_tx = hub.dns_view.clone();
+        let dns = dns_tx.subscribe();
         if let Some(config) = options.dns.clone() {
             tasks.spawn(
                 crate::dns::DnsController {
@@ -585,8 +586,6 @@ impl Connected {
                 }
                 .run(shutdown.clone()),
             );
-        } else {
-            drop(dns_tx);
         }
         tasks.spawn(
             StatusWriter {

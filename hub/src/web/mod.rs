@@ -10,6 +10,7 @@
 //! | `/api/events?...` (same filter) | Server-Sent Events: a `snapshot` event, then a `change` event per change |
 //! | `/api/gateway?namespace=NS&name=NAME` | one hub Gateway, each cluster's own report and its history |
 //! | `/api/causes?namespace=&cluster=` | what is not ready across the fleet, grouped by cause ([`gwhub_hub_rules::causes`]) |
+//! | `/api/dns?namespace=` | fleet DNS per hostname, as `ListDnsNames` answers it ([`dns`]) |
 //!
 //! The paths are the routes of one axum `Router` ([`routes`]): a middleware
 //! ([`checks`]) refuses a request before its route, tower-http layers add
@@ -53,6 +54,8 @@
 //! and are shown through the page's `printable`, the same rule as
 //! gwhubctl's ([`gwhub_model::text::printable`]).
 
+pub mod dns;
+
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -74,7 +77,7 @@ use gwhub_proto::{convert, v1};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
@@ -154,6 +157,8 @@ struct State {
     hosts: WebHosts,
     /// Served over TLS: answers carry `Strict-Transport-Security`.
     tls: bool,
+    /// Fleet DNS as this replica last decided it.
+    dns: watch::Receiver<Arc<crate::dns::DnsView>>,
 }
 
 /// How the web listener is reached: its names and whether it speaks TLS.
@@ -164,6 +169,14 @@ pub struct WebAccess {
 }
 
 impl WebService {
+    /// `/api/dns` from `dns` (the hub's [`crate::dns::DnsView`] channel).
+    pub fn with_dns(mut self, dns: watch::Receiver<Arc<crate::dns::DnsView>>) -> Self {
+        if let Some(state) = Arc::get_mut(&mut self.state) {
+            state.dns = dns;
+        }
+        self
+    }
+
     pub fn new(
         index: Index,
         auth: DashboardAuth,
@@ -182,6 +195,7 @@ impl WebService {
                 shutdown,
                 hosts: access.hosts,
                 tls: access.tls,
+                dns: watch::channel(Arc::default()).1,
             }),
         }
     }
@@ -234,6 +248,7 @@ fn routes(state: Arc<State>) -> axum::Router {
         .route("/api/fleet", get(fleet))
         .route("/api/causes", get(causes_of))
         .route("/api/gateway", get(gateway))
+        .route("/api/dns", get(dns_names))
         .route("/api/events", get(events))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), checks))
@@ -389,6 +404,20 @@ async fn gateway(
         return read_error(e);
     }
     state.gateway(&q)
+}
+
+/// `/api/dns`: fleet DNS per hostname (see [`dns`]).
+async fn dns_names(
+    Shared(state): Shared<Arc<State>>,
+    ApiReader(mut reader): ApiReader,
+    uri: Uri,
+) -> Answer {
+    let namespace = query(&uri).remove("namespace").unwrap_or_default();
+    let view = state.dns.borrow().clone();
+    match crate::grpc::dashboard::authorized_dns_names(&mut reader, &view, &namespace).await {
+        Ok(r) => Json(dns::answer_json(&r)).into_response(),
+        Err(e) => read_error(e),
+    }
 }
 
 /// `/api/events`: the Server-Sent Events of the matching hub Gateways.

@@ -67,12 +67,12 @@ fn cluster(i: u8, ready: bool) -> ClusterView {
 }
 
 fn round(names: &mut Names, now: i64, clusters: Vec<ClusterView>) -> Decided {
-    let gateways = hub();
+    let fleet = gwhub_dns_rules::fleet_names(&hub(), &["fleet.test"]);
     let views = move |_: &GatewayKey| clusters.clone();
     let fresh = |_: &str| true;
     names.round(&Round {
         now_millis: now,
-        gateways: &gateways,
+        names: &fleet,
         clusters: &views,
         fresh: &fresh,
     })
@@ -158,12 +158,12 @@ fn read_back_sets_are_kept_and_gone_names_deleted() {
     };
     assert_eq!(a(job), ["192.0.2.1"]);
     names.written(job, Outcome::Written, 10, 0);
-    let gateways: Vec<HubGateway> = Vec::new();
+    let fleet = gwhub_dns_rules::FleetNames::default();
     let views = |_: &GatewayKey| Vec::new();
     let fresh = |_: &str| true;
     let d = names.round(&Round {
         now_millis: 5_000,
-        gateways: &gateways,
+        names: &fleet,
         clusters: &views,
         fresh: &fresh,
     });

@@ -20,6 +20,8 @@ const state = {
   causes: null,          // /api/causes: what is not ready, grouped by cause
   causesLoaded: 0,       // answers of /api/causes applied (for tests)
   causeClusters: null,   // the chosen cause's clusters (Set), or null
+  dns: null,             // /api/dns: fleet DNS per hostname
+  dnsLoaded: 0,          // answers of /api/dns applied (for tests)
 };
 window.gwhub = state;
 
@@ -363,6 +365,68 @@ function afterEvent() {
     causesTimer = setTimeout(() => { causesTimer = null; causesAsked = performance.now(); loadCauses(); }, wait);
   }
   if (!sideTimer) sideTimer = setTimeout(() => { sideTimer = null; renderClusterList(); }, 250);
+  // Fleet DNS decides after the views change (and coalesces its writes
+  // for 250 ms): asked again shortly after an event.
+  if (!dnsTimer) dnsTimer = setTimeout(() => { dnsTimer = null; loadDns(); }, 500);
+}
+
+// ---- fleet DNS: per hostname, from /api/dns --------------------------------
+
+let dnsTimer = null;
+let dnsSeq = 0;
+
+async function loadDns() {
+  const seq = ++dnsSeq;
+  let r;
+  try {
+    r = await fetch('api/dns?' + new URLSearchParams({ namespace: filters().namespace }),
+      { credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) { return; }
+  if (seq !== dnsSeq || !r.ok) return;
+  const d = await r.json();
+  if (seq !== dnsSeq) return;
+  state.dns = d;
+  state.dnsLoaded++;
+  renderDns();
+}
+
+const recordSets = (sets) => {
+  const parts = Object.entries(sets || {}).map(([t, targets]) => t + ' ' + targets.join(', '));
+  return parts.length ? parts.join('; ') : '-';
+};
+
+function renderDns() {
+  const d = state.dns;
+  $('dns').classList.toggle('hidden', !d || !d.enabled);
+  if (!d || !d.enabled) return;
+  const names = d.names || [];
+  $('dns-summary').textContent = printable(names.length + (names.length === 1 ? ' name' : ' names')
+    + (d.dryRun ? ', a dry run: nothing is sent' : '')
+    + (d.outputs && d.outputs.length ? ', to ' + d.outputs.join(', ') : ''));
+  $('dns-message').textContent = printable(d.message || '');
+  $('dns-message').classList.toggle('hidden', !d.message);
+  $('dns-names').tBodies[0].replaceChildren(...names.map((n) => {
+    const tr = el('tr');
+    tr.dataset.host = n.hostname;
+    tr.dataset.state = n.state;
+    tr.appendChild(el('td', 'gw', n.hostname));
+    tr.appendChild(el('td', null, n.gateway));
+    tr.appendChild(el('td', null, n.state + (n.stateMessage ? ': ' + n.stateMessage : '')));
+    const published = el('td', 'published', recordSets(n.published));
+    tr.appendChild(published);
+    tr.appendChild(el('td', 'desired', recordSets(n.desired)));
+    const cl = el('td', 'msg');
+    for (const c of n.clusters || []) {
+      const chip = el('span', 'chip ' + (c.eligible ? 'eligible' : 'ineligible'),
+        c.eligible ? c.cluster : c.cluster + ': rule ' + c.rule + ' ' + c.reason);
+      chip.dataset.cluster = c.cluster;
+      chip.dataset.eligible = String(c.eligible);
+      if (!c.eligible) chip.title = printable(c.message);
+      cl.appendChild(chip);
+    }
+    tr.appendChild(cl);
+    return tr;
+  }));
 }
 
 async function loadCauses() {
@@ -679,4 +743,7 @@ document.addEventListener('DOMContentLoaded', () => {
     connect();
   });
   connect();
+  loadDns();
+  // Rise and staleness move the records without a Gateway event.
+  setInterval(loadDns, 5000);
 });
