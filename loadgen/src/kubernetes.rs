@@ -593,7 +593,19 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let (status_bytes, object_bytes, largest) = largest_hub_gateway(&admin).await?;
         let hub_cpu: Vec<f64> = hubs.iter().map(Replica::cpu_s).collect();
         let hub_cpu_s: f64 = hub_cpu.iter().sum();
-        let dns_updates = dns.as_ref().map_or(0, |d| d.serial().saturating_sub(dns_serial0));
+        // Applied UPDATEs by the zone's serial (0 when dig could not read
+        // it), and the hub's successful writes.
+        let dns_serial1 = dns.as_ref().map_or(0, |d| d.serial());
+        let dns_updates = if dns_serial0 == 0 || dns_serial1 == 0 {
+            0
+        } else {
+            dns_serial1.saturating_sub(dns_serial0)
+        };
+        let dns_writes: u64 = hubs
+            .iter()
+            .zip(&m1)
+            .map(|(h, m)| h.diff(m, "gwhub_dns_writes_total{output=\"rfc2136\",result=\"ok\"}"))
+            .sum();
         let api_cpu_s = api_pid.map_or(0.0, cpu_seconds) - api_cpu0;
         shared.stop.store(true, Ordering::Relaxed);
         let offered = match dispatcher {
@@ -627,18 +639,19 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             let skipped = d.skipped.load(Ordering::Relaxed);
             if !args.json {
                 dns_line = Some(format!(
-                    "  fleet DNS (BIND)         every name published {dns_published_s:.1} s after start; change -> answer without the cluster p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms ({} samples, {unobserved} unobserved, poll cycle {:.1} ms); {dns_updates} updates, {:.1}/s; hub CPU {:.2} ms per update",
+                    "  fleet DNS (BIND)         every name published {dns_published_s:.1} s after start; change -> answer without the cluster p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms ({} samples, {unobserved} unobserved, poll cycle {:.1} ms); {dns_updates} updates (SOA serial), {dns_writes} hub writes ok, {:.1}/s; hub CPU {:.2} ms per write",
                     lat.ms(0.5), lat.ms(0.99), lat.ms(1.0), lat.len(), cycle.as_secs_f64() * 1000.0,
-                    dns_updates as f64 / delta_s, hub_cpu_s * 1000.0 / dns_updates.max(1) as f64,
+                    dns_writes as f64 / delta_s, hub_cpu_s * 1000.0 / dns_writes.max(1) as f64,
                 ));
             }
             serde_json::json!({
                 "removal_latency_ms": latency_json(&lat, unobserved),
                 "poll_cycle_ms": cycle.as_secs_f64() * 1000.0,
                 "every_name_published_s": dns_published_s,
-                "updates": dns_updates,
-                "updates_per_s": dns_updates as f64 / delta_s,
-                "hub_cpu_ms_per_update": hub_cpu_s * 1000.0 / dns_updates.max(1) as f64,
+                "updates_by_serial": dns_updates,
+                "hub_writes_ok": dns_writes,
+                "writes_per_s": dns_writes as f64 / delta_s,
+                "hub_cpu_ms_per_write": hub_cpu_s * 1000.0 / dns_writes.max(1) as f64,
                 "changes_without_a_published_cluster": skipped,
             })
         });
