@@ -11,6 +11,8 @@ use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::tsig::TsigError;
 use hickory_proto::rr::{Name, RecordType};
 
+use gwhub_dns_rules::UpdatePlan;
+
 use crate::error::Error;
 use crate::key::{KeySource, TsigKey};
 use crate::message::{self, Checked, Expect, Owner, RType, RecordSet};
@@ -97,6 +99,15 @@ impl Client {
     ) -> Result<(), Error> {
         let (m, c) = message::delete(zone, name, rtype, owner)?;
         self.update(m, &c, Conflict::Owner(rtype)).await
+    }
+
+    /// Sends `plan` (one name's changes, all record types and ownership
+    /// records, from `gwhub_dns_rules::plan`) as one UPDATE: the server
+    /// applies all of it or, when a prerequisite fails, nothing
+    /// ([`Error::Conflict`]).
+    pub async fn apply(&self, plan: &UpdatePlan) -> Result<(), Error> {
+        let (m, c) = message::from_plan(plan)?;
+        self.update(m, &c, Conflict::Name).await
     }
 
     /// Reads the `rtype` record set at `name` and the TXT records at
@@ -392,6 +403,8 @@ enum Conflict {
     Create(RType),
     /// Update or delete: our ownership record.
     Owner(RType),
+    /// A whole name's update: any of its prerequisites.
+    Name,
 }
 
 impl Conflict {
@@ -410,6 +423,10 @@ impl Conflict {
             }
             Conflict::Owner(_) => format!(
                 "the ownership record at {txt} is missing or not ours: another owner holds the name"
+            ),
+            Conflict::Name => format!(
+                "the name's records or ownership records (such as {txt}) are not as read: \
+                 another owner, records made by hand, or a change since"
             ),
         }
     }

@@ -1,7 +1,9 @@
 //! Fleet DNS's `rfc2136` output (spec section 8): TSIG-signed dynamic
 //! UPDATEs (RFC 2136) to one authoritative server, each change of a record
-//! set one atomic message whose prerequisites guard the ownership record,
-//! and the records read back. The caller (the hub) decides what to publish,
+//! set one atomic message whose prerequisites guard the ownership record
+//! ([`Client::publish`], [`Client::delete`]), or all the changes of one
+//! name in one message from its plan ([`Client::apply`], the plan made by
+//! `gwhub_dns_rules::plan`), and the records read back. The caller (the hub) decides what to publish,
 //! computes the ownership record's name and value, and retries; this crate
 //! only speaks DNS and says precisely what came of it ([`Error`]).
 //!

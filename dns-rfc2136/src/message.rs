@@ -10,6 +10,8 @@ use hickory_proto::op::{Message, MessageType, OpCode, Query, UpdateMessage};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 
+use gwhub_dns_rules::{DnsType, Prerequisite, Rdata, Update, UpdatePlan};
+
 use crate::error::Error;
 
 /// The longest character-string a TXT record holds (RFC 1035 3.3).
@@ -134,10 +136,10 @@ pub(crate) struct Checked {
     pub(crate) zone: Name,
     pub(crate) name: Name,
     pub(crate) txt_name: Name,
-    txt: RData,
 }
 
-fn check_owner(zone: &str, name_text: &str, owner: &Owner) -> Result<Checked, Error> {
+/// The checked parts, and the ownership record's TXT data.
+fn check_owner(zone: &str, name_text: &str, owner: &Owner) -> Result<(Checked, RData), Error> {
     let zone = name("zone", zone)?;
     let n = in_zone(&zone, "name", name_text)?;
     let txt_name = in_zone(&zone, "ownership record name", &owner.txt_name)?;
@@ -146,12 +148,14 @@ fn check_owner(zone: &str, name_text: &str, owner: &Owner) -> Result<Checked, Er
             "the ownership record of {name_text} has an empty value"
         )));
     }
-    Ok(Checked {
-        zone,
-        name: n,
-        txt_name,
-        txt: txt_rdata(&owner.txt_value),
-    })
+    Ok((
+        Checked {
+            zone,
+            name: n,
+            txt_name,
+        },
+        txt_rdata(&owner.txt_value),
+    ))
 }
 
 /// The TXT RDATA for a value: 255-byte strings (the value is split the
@@ -272,7 +276,7 @@ pub(crate) fn publish(
     owner: &Owner,
     expect: Expect,
 ) -> Result<(Message, Checked), Error> {
-    let c = check_owner(zone, &set.name, owner)?;
+    let (c, txt) = check_owner(zone, &set.name, owner)?;
     let rdatas = values(set)?;
     let rtype = set.rtype.wire();
     let mut m = update(&c.zone);
@@ -291,14 +295,10 @@ pub(crate) fn publish(
             for r in &rdatas {
                 m.add_update(Record::from_rdata(c.name.clone(), set.ttl, r.clone()));
             }
-            m.add_update(Record::from_rdata(
-                c.txt_name.clone(),
-                set.ttl,
-                c.txt.clone(),
-            ));
+            m.add_update(Record::from_rdata(c.txt_name.clone(), set.ttl, txt.clone()));
         }
         Expect::Update => {
-            m.add_pre_requisite(exactly(&c.txt_name, &c.txt));
+            m.add_pre_requisite(exactly(&c.txt_name, &txt));
             for other in exclusive_of(set.rtype) {
                 m.add_pre_requisite(nxrrset(&c.name, *other));
             }
@@ -319,12 +319,92 @@ pub(crate) fn delete(
     rtype: RType,
     owner: &Owner,
 ) -> Result<(Message, Checked), Error> {
-    let c = check_owner(zone, name, owner)?;
+    let (c, txt) = check_owner(zone, name, owner)?;
     let mut m = update(&c.zone);
-    m.add_pre_requisite(exactly(&c.txt_name, &c.txt));
+    m.add_pre_requisite(exactly(&c.txt_name, &txt));
     m.add_update(delete_rrset(&c.name, rtype.wire()));
     m.add_update(delete_rrset(&c.txt_name, RecordType::TXT));
     Ok((m, c))
+}
+
+/// The UPDATE message of a whole-name plan (`gwhub_dns_rules::plan`):
+/// its prerequisites and updates as they are, every name checked to lie in
+/// the plan's zone. The checked parts name the plan's host; its ownership
+/// record name is the first one the plan names (for the words of a
+/// conflict).
+pub(crate) fn from_plan(plan: &UpdatePlan) -> Result<(Message, Checked), Error> {
+    let zone = name("zone", &plan.zone)?;
+    let host = in_zone(&zone, "name", &plan.host)?;
+    let mut m = update(&zone);
+    let mut txt_name = None;
+    for p in &plan.prerequisites {
+        let record = match p {
+            Prerequisite::RrsetAbsent { name, rtype } => {
+                nxrrset(&in_zone(&zone, "name", name)?, wire(*rtype))
+            }
+            Prerequisite::RrsetIs { name, rdata, .. } => {
+                let n = in_zone(&zone, "name", name)?;
+                let [one] = rdata.as_slice() else {
+                    return Err(Error::Invalid(format!(
+                        "the prerequisite on {name} names {} records: one is checked",
+                        rdata.len()
+                    )));
+                };
+                let r = exactly(&n, &wire_rdata(one)?);
+                txt_name.get_or_insert(n);
+                r
+            }
+        };
+        m.add_pre_requisite(record);
+    }
+    if plan.updates.is_empty() {
+        return Err(Error::Invalid(format!(
+            "the update of {} changes nothing",
+            plan.host
+        )));
+    }
+    for u in &plan.updates {
+        let record = match u {
+            Update::DeleteRrset { name, rtype } => {
+                delete_rrset(&in_zone(&zone, "name", name)?, wire(*rtype))
+            }
+            Update::Add { name, ttl, rdata } => {
+                let n = in_zone(&zone, "name", name)?;
+                if matches!(rdata, Rdata::Txt(_)) {
+                    txt_name.get_or_insert(n.clone());
+                }
+                Record::from_rdata(n, *ttl, wire_rdata(rdata)?)
+            }
+        };
+        m.add_update(record);
+    }
+    let txt_name = txt_name.unwrap_or_else(|| host.clone());
+    Ok((
+        m,
+        Checked {
+            zone,
+            name: host,
+            txt_name,
+        },
+    ))
+}
+
+fn wire(t: DnsType) -> RecordType {
+    match t {
+        DnsType::A => RecordType::A,
+        DnsType::Aaaa => RecordType::AAAA,
+        DnsType::Cname => RecordType::CNAME,
+        DnsType::Txt => RecordType::TXT,
+    }
+}
+
+fn wire_rdata(r: &Rdata) -> Result<RData, Error> {
+    Ok(match r {
+        Rdata::A(a) => RData::A(A(*a)),
+        Rdata::Aaaa(a) => RData::AAAA(AAAA(*a)),
+        Rdata::Cname(h) => RData::CNAME(CNAME(name("CNAME target", h.as_str())?)),
+        Rdata::Txt(strings) => RData::TXT(TXT::new(strings.clone())),
+    })
 }
 
 /// A plain (non-recursive) query.
@@ -510,6 +590,64 @@ mod tests {
         let back = Message::from_vec(&bytes).unwrap();
         assert_eq!(back.prerequisites().len(), 1);
         assert_eq!(back.updates().len(), 2);
+    }
+
+    #[test]
+    fn a_whole_name_plan_is_one_message_as_planned() {
+        use gwhub_dns_rules::{Change, Hostname, Ownership, RecordData, RecordSet as Set, plan};
+        use gwhub_model::GatewayKey;
+        let host = Hostname::parse("app.fleet.test").unwrap();
+        let ours = Ownership::new("gwhub-system", GatewayKey::new("ns", "gw")).unwrap();
+        let value = ours.value();
+        let cname = Set {
+            host: host.clone(),
+            ttl_seconds: 30,
+            data: RecordData::Cname(Hostname::parse("lb.example.net").unwrap()),
+            clusters: vec!["east".into()],
+        };
+        let p = plan(
+            "fleet.test",
+            &host,
+            &ours,
+            &[
+                Change::Delete {
+                    record_type: gwhub_dns_rules::RecordType::A,
+                    held: value,
+                },
+                Change::Create(cname),
+            ],
+        )
+        .unwrap();
+        let (m, c) = from_plan(&p).unwrap();
+        assert_eq!(display(&c.name), "app.fleet.test");
+        assert_eq!(display(&c.txt_name), "_gwhub-a.app.fleet.test");
+        assert_eq!(
+            show(m.prerequisites()),
+            [
+                "_gwhub-a.app.fleet.test. IN TXT 0 heritage=gwhub,owner=gwhub-system,gateway=ns/gw",
+                "app.fleet.test. NONE CNAME 0",
+                "_gwhub-cname.app.fleet.test. NONE TXT 0",
+                "app.fleet.test. NONE AAAA 0",
+            ]
+        );
+        assert_eq!(
+            show(m.updates()),
+            [
+                "app.fleet.test. ANY A 0",
+                "_gwhub-a.app.fleet.test. ANY TXT 0",
+                "app.fleet.test. IN CNAME 30 lb.example.net.",
+                "_gwhub-cname.app.fleet.test. IN TXT 30 heritage=gwhub,owner=gwhub-system,gateway=ns/gw",
+            ]
+        );
+        let back = Message::from_vec(&m.to_vec().unwrap()).unwrap();
+        assert_eq!(back.updates().len(), 4);
+        // A name outside the zone, or nothing to do, is not sent.
+        let mut outside = p.clone();
+        outside.zone = "other.test".into();
+        assert_eq!(from_plan(&outside).unwrap_err().label(), "invalid");
+        let mut empty = p;
+        empty.updates.clear();
+        assert_eq!(from_plan(&empty).unwrap_err().label(), "invalid");
     }
 
     #[test]

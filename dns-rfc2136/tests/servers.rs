@@ -671,6 +671,167 @@ async fn a_long_owner_value(kind: Kind) {
     assert!(s.dig("_gwhub-a.app.fleet.test", "TXT").is_empty());
 }
 
+/// The zone's SOA serial: every UPDATE the server applies raises it by
+/// one, so it counts the messages that changed the zone.
+fn serial(s: &Server) -> u64 {
+    let soa = s.dig(ZONE, "SOA");
+    soa.first()
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no SOA serial in {soa:?}"))
+}
+
+fn rules_host(h: &str) -> gwhub_dns_rules::Hostname {
+    gwhub_dns_rules::Hostname::parse(h).unwrap()
+}
+
+fn rules_set(h: &str, data: gwhub_dns_rules::RecordData) -> gwhub_dns_rules::RecordSet {
+    gwhub_dns_rules::RecordSet {
+        host: rules_host(h),
+        ttl_seconds: 30,
+        data,
+        clusters: vec!["east".into()],
+    }
+}
+
+/// A whole name's changes (all its types and ownership records) in one
+/// UPDATE from its plan: applied together, or, when one prerequisite
+/// fails, not at all.
+async fn a_whole_name_in_one_update(kind: Kind) {
+    use gwhub_dns_rules::{Change, Ownership, RecordData, RecordType, plan};
+    let (s, key, c) = setup(kind);
+    let ours = Ownership::new("gwhub-system", gwhub_model::GatewayKey::new("apps", "web")).unwrap();
+    assert_eq!(ours.value(), OURS);
+    let h = "app.fleet.test";
+    let a_of = |ips: &[&str]| {
+        rules_set(
+            h,
+            RecordData::A(ips.iter().map(|i| i.parse().unwrap()).collect()),
+        )
+    };
+    let aaaa_of = |ips: &[&str]| {
+        rules_set(
+            h,
+            RecordData::Aaaa(ips.iter().map(|i| i.parse().unwrap()).collect()),
+        )
+    };
+    let send = |changes: Vec<Change>| {
+        let p = plan(ZONE, &rules_host(h), &ours, &changes).unwrap();
+        let c = &c;
+        async move { c.apply(&p).await }
+    };
+
+    // A and AAAA created together: one UPDATE.
+    let before = serial(&s);
+    send(vec![
+        Change::Create(a_of(&["192.0.2.1"])),
+        Change::Create(aaaa_of(&["2001:db8::1"])),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(serial(&s), before + 1);
+    assert_eq!(s.dig(h, "A"), ["192.0.2.1"]);
+    assert_eq!(s.dig(h, "AAAA"), ["2001:db8::1"]);
+    assert_eq!(s.dig("_gwhub-aaaa.app.fleet.test", "TXT"), [OURS]);
+
+    // Both change together: one UPDATE.
+    let before = serial(&s);
+    send(vec![
+        Change::Update {
+            set: a_of(&["192.0.2.2"]),
+            held: OURS.into(),
+        },
+        Change::Update {
+            set: aaaa_of(&["2001:db8::2"]),
+            held: OURS.into(),
+        },
+    ])
+    .await
+    .unwrap();
+    assert_eq!(serial(&s), before + 1);
+    assert_eq!(s.dig(h, "A"), ["192.0.2.2"]);
+    assert_eq!(s.dig(h, "AAAA"), ["2001:db8::2"]);
+
+    // A refused prerequisite changes nothing of the name: the AAAA
+    // ownership record is no longer ours (someone took it by hand), so
+    // the A update that came with it does not happen either.
+    s.nsupdate(
+        &key,
+        &[
+            "delete _gwhub-aaaa.app.fleet.test TXT",
+            &format!("add _gwhub-aaaa.app.fleet.test 30 TXT \"{THEIRS}\""),
+        ],
+    );
+    let before = serial(&s);
+    let e = assert_label(
+        send(vec![
+            Change::Update {
+                set: a_of(&["192.0.2.3"]),
+                held: OURS.into(),
+            },
+            Change::Update {
+                set: aaaa_of(&["2001:db8::3"]),
+                held: OURS.into(),
+            },
+        ])
+        .await,
+        "conflict",
+    );
+    assert!(e.to_string().contains("nothing was changed"), "{e}");
+    assert_eq!(serial(&s), before);
+    assert_eq!(s.dig(h, "A"), ["192.0.2.2"]);
+    assert_eq!(s.dig(h, "AAAA"), ["2001:db8::2"]);
+    assert_eq!(s.dig("_gwhub-a.app.fleet.test", "TXT"), [OURS]);
+
+    // Ours again; A and AAAA give way to a CNAME: one UPDATE, and no
+    // moment where the name answers with both or neither.
+    s.nsupdate(
+        &key,
+        &[
+            "delete _gwhub-aaaa.app.fleet.test TXT",
+            &format!("add _gwhub-aaaa.app.fleet.test 30 TXT \"{OURS}\""),
+        ],
+    );
+    let before = serial(&s);
+    send(vec![
+        Change::Delete {
+            record_type: RecordType::A,
+            held: OURS.into(),
+        },
+        Change::Delete {
+            record_type: RecordType::Aaaa,
+            held: OURS.into(),
+        },
+        Change::Create(rules_set(
+            h,
+            RecordData::Cname(rules_host("lb.example.net")),
+        )),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(serial(&s), before + 1);
+    assert_eq!(s.dig(h, "CNAME"), ["lb.example.net."]);
+    assert!(s.dig("_gwhub-a.app.fleet.test", "TXT").is_empty());
+    assert!(s.dig("_gwhub-aaaa.app.fleet.test", "TXT").is_empty());
+    assert_eq!(s.dig("_gwhub-cname.app.fleet.test", "TXT"), [OURS]);
+
+    // And back from CNAME to A: one UPDATE.
+    let before = serial(&s);
+    send(vec![
+        Change::Create(a_of(&["192.0.2.4"])),
+        Change::Delete {
+            record_type: RecordType::Cname,
+            held: OURS.into(),
+        },
+    ])
+    .await
+    .unwrap();
+    assert_eq!(serial(&s), before + 1);
+    assert!(s.dig(h, "CNAME").is_empty());
+    assert_eq!(s.dig(h, "A"), ["192.0.2.4"]);
+    assert_eq!(s.dig("_gwhub-a.app.fleet.test", "TXT"), [OURS]);
+}
+
 /// Each scenario once against BIND and once against Knot.
 macro_rules! on_both_servers {
     ($($scenario:ident),* $(,)?) => {
@@ -711,4 +872,5 @@ on_both_servers!(
     a_rotated_secret_is_picked_up,
     a_key_clause_file,
     a_long_owner_value,
+    a_whole_name_in_one_update,
 );

@@ -28,9 +28,16 @@
 //!    the types each is published in, go through [`build`] again: the sets
 //!    to write.
 //! 4. Per output: the sets as they are (`dnsendpoint`), or, for
-//!    `rfc2136`, [`classify`] of the read-back, [`repair`] or a
-//!    [`Change`] per type, and one [`plan`] per name.
+//!    `rfc2136`, [`name_changes`] from what was written or [`classify`]'d
+//!    on a read-back (one [`Change`] per type), and one [`plan`] per
+//!    name: one UPDATE message, all or nothing.
 //! 5. The names' states -> [`dns_published`].
+//!
+//! After a hub start or leader change, the read-back seeds the
+//! [`Publisher`]s ([`Publisher::after_start`]): the `dnsendpoint` output
+//! stores the published clusters in an annotation; for `rfc2136`,
+//! [`published_clusters`] maps the records read back to the clusters whose
+//! reports have those addresses.
 
 mod condition;
 mod eligibility;
@@ -53,9 +60,10 @@ pub use names::{
     parse_zone, zone_of,
 };
 pub use ownership::{
-    Change, DnsType, Found, HERITAGE, MAX_OWNER_ID_LEN, MAX_TXT_STRING, Owner, Ownership,
-    OwnershipError, PlanError, Prerequisite, Rdata, ReadBack, Update, UpdatePlan, classify,
-    ownership_name, parse_owner, plan, rdata, repair, txt_strings,
+    Change, DnsType, Found, HERITAGE, Held, Known, MAX_OWNER_ID_LEN, MAX_TXT_STRING, Owner,
+    Ownership, OwnershipError, PlanError, Prerequisite, Rdata, ReadBack, Update, UpdatePlan,
+    classify, name_changes, ownership_name, parse_owner, plan, published_clusters, rdata, repair,
+    txt_strings,
 };
 pub use publish::{
     Action, COALESCE_MILLIS, DEFAULT_RISE_MILLIS, DEFAULT_STALE_AFTER_MILLIS, Decision, Input,

@@ -33,6 +33,7 @@
 //!   of ours (ownership moved between hub Gateways) is drift: the repair
 //!   rewrites it, with the value found as the prerequisite.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -40,6 +41,7 @@ use gwhub_model::GatewayKey;
 use gwhub_model::limits::{MAX_DNS_LABEL_LEN, MAX_NAME_LEN};
 use gwhub_model::text::quote_client_input;
 
+use crate::eligibility::Usable;
 use crate::names::Hostname;
 use crate::records::{RecordData, RecordSet, RecordType};
 
@@ -313,10 +315,12 @@ impl Change {
     }
 }
 
-/// One UPDATE message: for `zone`, the prerequisites, then the updates.
+/// One UPDATE message: for `zone`, the prerequisites, then the updates,
+/// all of one name `host` (and its ownership records).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpdatePlan {
     pub zone: String,
+    pub host: String,
     pub prerequisites: Vec<Prerequisite>,
     pub updates: Vec<Update>,
 }
@@ -420,6 +424,7 @@ pub fn plan(
     deletes.extend(adds);
     Ok(UpdatePlan {
         zone: zone.to_owned(),
+        host: host.as_str().to_owned(),
         prerequisites: pre,
         updates: deletes,
     })
@@ -545,6 +550,113 @@ pub fn repair(
         }),
         _ => None,
     }
+}
+
+/// The clusters a read-back record set publishes, to seed the
+/// [`crate::Publisher`] of its (name, type) after a hub start or leader
+/// change (spec section 8: a cluster in the published set stays without
+/// the rise). The records do not say which cluster each is from, so:
+/// - only a set whose single ownership record is ours (any of our hub
+///   Gateways) is read as published by us; anything else seeds nothing;
+/// - a record maps to every cluster whose usable addresses of the type
+///   (`clusters`, from the clusters' current reports) have it: an A to the
+///   IPv4 addresses, an AAAA to the IPv6, a CNAME to the hostnames;
+/// - a record no cluster has now (its cluster is silent, or its address
+///   changed) seeds nothing: that cluster rises again like any other, and
+///   the record leaves at the next write of the name.
+pub fn published_clusters(
+    ours: &Ownership,
+    record_type: RecordType,
+    found: &ReadBack,
+    clusters: &BTreeMap<String, Usable>,
+) -> BTreeSet<String> {
+    let [held] = found.txt.as_slice() else {
+        return BTreeSet::new();
+    };
+    if !matches!(parse_owner(held, ours.owner_id()), Owner::Ours { .. }) {
+        return BTreeSet::new();
+    }
+    let has = |u: &Usable, r: &Rdata| match (record_type, r) {
+        (RecordType::A, Rdata::A(ip)) => u.v4.contains(ip),
+        (RecordType::Aaaa, Rdata::Aaaa(ip)) => u.v6.contains(ip),
+        (RecordType::Cname, Rdata::Cname(h)) => u.hostnames.contains(h),
+        _ => false,
+    };
+    clusters
+        .iter()
+        .filter(|(_, u)| found.records.iter().any(|r| has(u, r)))
+        .map(|(c, _)| c.clone())
+        .collect()
+}
+
+/// What is known of one record type of a name before its update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Known {
+    /// Written by this hub since it started (or since the last resync),
+    /// with this hub's ownership value: the set as written.
+    Written(RecordSet),
+    /// Read back from the server and [`classify`]'d.
+    Found(Found),
+}
+
+/// A name that cannot change because someone else holds one of the
+/// record types it should have: a conflict, nothing of the name is
+/// written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{record_type}: {why}: never overwritten")]
+pub struct Held {
+    pub record_type: RecordType,
+    pub why: String,
+}
+
+/// The changes, one per record type at most, that make a name hold
+/// `expected` (per type; a type absent from it should not be published),
+/// from what is `known` of each type. They go into one [`plan`], so the
+/// name changes as a whole or not at all.
+///
+/// - Written by us: unchanged -> nothing; another set -> update; no set
+///   expected -> delete; the prerequisite is our own value.
+/// - Read back: [`repair`] (absent -> create, drifted -> update or
+///   delete, ours and current -> nothing).
+/// - Someone else's where we want a set: [`Held`], no change at all for
+///   the name. Someone else's where we want none: left alone.
+/// - Not known at all: taken as absent (create; its prerequisites fail
+///   if anything is there after all).
+pub fn name_changes(
+    ours: &Ownership,
+    expected: &BTreeMap<RecordType, RecordSet>,
+    known: &BTreeMap<RecordType, Known>,
+) -> Result<Vec<Change>, Held> {
+    let mut out = Vec::new();
+    for t in RecordType::ALL {
+        let want = expected.get(&t);
+        let change = match known.get(&t) {
+            Some(Known::Written(old)) => match want {
+                Some(set) if set == old => None,
+                Some(set) => Some(Change::Update {
+                    set: set.clone(),
+                    held: ours.value(),
+                }),
+                None => Some(Change::Delete {
+                    record_type: t,
+                    held: ours.value(),
+                }),
+            },
+            Some(Known::Found(Found::Foreign { why })) => {
+                if want.is_some() {
+                    return Err(Held {
+                        record_type: t,
+                        why: why.clone(),
+                    });
+                }
+                None
+            }
+            Some(Known::Found(found)) => repair(found, t, want),
+            None => want.map(|set| Change::Create(set.clone())),
+        };
+        out.extend(change);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -314,15 +314,30 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         gwhub_test_kit::apiserver::create_namespaces(&admin, &ns_refs)
             .await
             .map_err(|e| format!("namespaces: {e}"))?;
+        let dns = if args.dns {
+            Some(crate::dns::DnsBench::start(&fleet.dir, args.gateways)?)
+        } else {
+            None
+        };
         for g in 0..args.gateways {
             let ns = format!("ns-{}", g % 10);
             let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
                 kube::Api::namespaced(admin.clone(), &ns);
+            let listeners = if dns.is_some() {
+                serde_json::json!([
+                    {"name": crate::dns::LISTENERS[0], "port": 80, "protocol": "HTTP",
+                     "hostname": crate::dns::hostname(g, 0)},
+                    {"name": crate::dns::LISTENERS[1], "port": 81, "protocol": "HTTP",
+                     "hostname": crate::dns::hostname(g, 1)},
+                ])
+            } else {
+                serde_json::json!([{"name": "http", "port": 80, "protocol": "HTTP"}])
+            };
             let gw = serde_json::from_value(serde_json::json!({
                 "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
                 "metadata": {"name": gateway_name(g), "namespace": ns},
                 "spec": {"gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
-                         "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}
+                         "listeners": listeners}
             }))
             .map_err(|e| e.to_string())?;
             api.create(&Default::default(), &gw)
@@ -350,6 +365,9 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         // Past the hub's default of 4,096 clusters and agent connections
         // (`--max-clusters`, `--max-connections`) it refuses the rest.
         let mut common = common;
+        if let Some(d) = &dns {
+            common.extend(d.hub_flags());
+        }
         if args.clusters > 4096 {
             let n = (args.clusters + 64).to_string();
             common.extend(["--max-clusters".into(), n.clone(), "--max-connections".into(), n]);
@@ -443,6 +461,21 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         }
         let (_, store_bytes, store_objects) = stored_reports(&admin).await?;
         let store_total: u64 = store_bytes.values().sum();
+        // Fleet DNS: the poller, and every name published (after the
+        // rise) before the load.
+        let dns_poller = dns.as_ref().map(|d| tokio::spawn(d.clone().poll(finish.clone())));
+        let mut dns_published_s = f64::NAN;
+        if let Some(d) = &dns {
+            let w0 = Instant::now();
+            while !d.all_published() {
+                if w0.elapsed() > Duration::from_secs(180) {
+                    return Err("fleet DNS: not every name published within 180 s".to_owned());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            dns_published_s = (Instant::now() - t0).as_secs_f64();
+        }
+        let dns_serial0 = dns.as_ref().map_or(0, |d| d.serial());
 
         // The delta phase.
         for h in &mut hubs {
@@ -456,6 +489,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let dispatcher = (args.rate > 0.0).then(|| {
             let (shared, rate, clusters, gateways) =
                 (shared.clone(), args.rate, args.clusters, args.gateways);
+            let dns = dns.clone();
             tokio::spawn(async move {
                 let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
                 let mut rng = move || {
@@ -471,9 +505,15 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                     tick.tick().await;
                     due = start.elapsed().as_secs_f64() * rate;
                     while (sent as f64) < due {
-                        let c = (rng() % clusters as u64) as usize;
                         let g = (rng() % gateways as u64) as usize;
-                        let _ = senders[c].send(g);
+                        // Fleet DNS: a cluster the answer holds now.
+                        let c = match &dns {
+                            Some(d) => d.mark(g, rng()),
+                            None => Some((rng() % clusters as u64) as usize),
+                        };
+                        if let Some(c) = c {
+                            let _ = senders[c].send(g);
+                        }
                         sent += 1;
                     }
                 }
@@ -553,6 +593,19 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let (status_bytes, object_bytes, largest) = largest_hub_gateway(&admin).await?;
         let hub_cpu: Vec<f64> = hubs.iter().map(Replica::cpu_s).collect();
         let hub_cpu_s: f64 = hub_cpu.iter().sum();
+        // Applied UPDATEs by the zone's serial (0 when dig could not read
+        // it), and the hub's successful writes.
+        let dns_serial1 = dns.as_ref().map_or(0, |d| d.serial());
+        let dns_updates = if dns_serial0 == 0 || dns_serial1 == 0 {
+            0
+        } else {
+            dns_serial1.saturating_sub(dns_serial0)
+        };
+        let dns_writes: u64 = hubs
+            .iter()
+            .zip(&m1)
+            .map(|(h, m)| h.diff(m, "gwhub_dns_writes_total{output=\"rfc2136\",result=\"ok\"}"))
+            .sum();
         let api_cpu_s = api_pid.map_or(0.0, cpu_seconds) - api_cpu0;
         shared.stop.store(true, Ordering::Relaxed);
         let offered = match dispatcher {
@@ -569,7 +622,39 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         }
         let unobserved = outstanding();
         let rss_end: Vec<(u64, u64)> = hubs.iter().map(Replica::rss).collect();
+        // The last removals, for as long as the marks' grace.
+        if let Some(d) = &dns {
+            let g0 = Instant::now();
+            while d.results_pending() > 0 && g0.elapsed() < GRACE {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let _ = finish_tx.send(true);
+        if let Some(p) = dns_poller {
+            let _ = p.await;
+        }
+        let mut dns_line = None;
+        let dns_json = dns.as_ref().map(|d| {
+            let (lat, unobserved, cycle) = d.results();
+            let skipped = d.skipped.load(Ordering::Relaxed);
+            if !args.json {
+                dns_line = Some(format!(
+                    "  fleet DNS (BIND)         every name published {dns_published_s:.1} s after start; change -> answer without the cluster p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms ({} samples, {unobserved} unobserved, poll cycle {:.1} ms); {dns_updates} updates (SOA serial), {dns_writes} hub writes ok, {:.1}/s; hub CPU {:.2} ms per write",
+                    lat.ms(0.5), lat.ms(0.99), lat.ms(1.0), lat.len(), cycle.as_secs_f64() * 1000.0,
+                    dns_writes as f64 / delta_s, hub_cpu_s * 1000.0 / dns_writes.max(1) as f64,
+                ));
+            }
+            serde_json::json!({
+                "removal_latency_ms": latency_json(&lat, unobserved),
+                "poll_cycle_ms": cycle.as_secs_f64() * 1000.0,
+                "every_name_published_s": dns_published_s,
+                "updates_by_serial": dns_updates,
+                "hub_writes_ok": dns_writes,
+                "writes_per_s": dns_writes as f64 / delta_s,
+                "hub_cpu_ms_per_write": hub_cpu_s * 1000.0 / dns_writes.max(1) as f64,
+                "changes_without_a_published_cluster": skipped,
+            })
+        });
         let (latencies, per_replica_latencies) = watch_task
             .join()
             .map_err(|_| "the watcher panicked".to_owned())??;
@@ -693,6 +778,10 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             "restart": restart_json,
             "hub_warnings": problems.0,
         });
+        let mut json = json;
+        if let (Some(d), Some(o)) = (dns_json, json.as_object_mut()) {
+            o.insert("dns".to_owned(), d);
+        }
         if !args.json {
             println!(
                 "gwhub hub scale (Kubernetes mode): {} clusters x {} Gateways x {} listeners = {} pairs, {} hub Gateways, {replicas} replica(s), {shards} status shards; {}; load {}",
@@ -737,6 +826,9 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             }
             if let Some((victim, held, started, back, wrong, whole)) = restart {
                 println!("  kill -9 + restart        replica {victim} ({held} shards): hub up {started:.2} s, agents back {back:.2} s, whole {whole:.2} s, wrong statuses {wrong}");
+            }
+            if let Some(l) = dns_line {
+                println!("{l}");
             }
         }
         drop(hubs);

@@ -33,6 +33,9 @@
 //! hubs against the same API server with `--status-shards`, the agents
 //! spread over them, and reports each replica's figures beside the
 //! totals; `--restart-at` then kills the replica holding the most shards.
+//! `--dns` (`dns.rs`) adds fleet DNS to a local BIND: change (a cluster's
+//! load balancer unready) -> the authoritative answer without it, DNS
+//! updates per second and hub CPU per update.
 //!
 //! Run: `cargo bench -p gwhub-loadgen --bench scale -- [flags]`, or
 //! `-- --scenario NAME` for a figure of docs/benchmarks.md (see
@@ -43,6 +46,7 @@
 
 mod agents;
 mod dashboard;
+mod dns;
 mod hub_process;
 mod inprocess;
 mod kubernetes;
@@ -92,6 +96,8 @@ pub fn main() -> ExitCode {
     let smoke = !args.bench;
     let result = if !args.kube && (args.replicas > 1 || args.status_shards.is_some()) {
         Err("--replicas and --status-shards need --kube".to_owned())
+    } else if args.dns && (!args.kube || args.rate <= 0.0 || args.listeners < 3) {
+        Err("--dns needs --kube, --rate and at least 3 --listeners".to_owned())
     } else if args.kube {
         kubernetes::run(args)
     } else {

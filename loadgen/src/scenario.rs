@@ -78,6 +78,13 @@ pub(crate) struct Args {
     /// replica writes every hub Gateway without a Lease).
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub(crate) status_shards: Option<u32>,
+    /// Kubernetes mode: fleet DNS to a local BIND (`dns.rs`): every hub
+    /// Gateway names two listener hostnames under `fleet.test`, the hub
+    /// publishes them with `--dns-output rfc2136`, and each offered change
+    /// (`--rate`) turns the load balancer of a cluster the answer holds
+    /// unready; measures change -> the authoritative answer without it.
+    #[arg(long)]
+    pub(crate) dns: bool,
     /// Hub binary (default: test-kit's: `GWHUB_BIN`, else `$GWHUB_BIN_DIR/gwhub`,
     /// else the workspace's `gwhub` built in this bench's profile).
     #[arg(long)]
@@ -309,6 +316,16 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         "kube-3.5k",
         "Kubernetes mode: 3,500 x 10",
         "--kube --clusters 3500 --gateways 10 --rate 350 --duration 40s --restart-at 20s",
+    ),
+    Scenario::new(
+        "kube-dns-100",
+        "Fleet DNS: 100 x 10 x 2 hostnames against BIND",
+        "--kube --dns --clusters 100 --gateways 10 --rate 10 --duration 30s",
+    ),
+    Scenario::new(
+        "kube-dns-1k",
+        "Fleet DNS: 1,000 x 10 x 2 hostnames against BIND",
+        "--kube --dns --clusters 1000 --gateways 10 --rate 10 --duration 30s",
     ),
     Scenario::new(
         "kube-10k",

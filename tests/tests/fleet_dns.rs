@@ -133,11 +133,11 @@ fn dns_flags(outputs: Vec<gwhub_hub::dns::OutputKind>) -> DnsFlags {
 }
 
 async fn start_hub(client: &Client, flags: &DnsFlags) -> KubeHub {
-    start_hub_as(client, flags, "dns-test").await
+    start_replica(client, flags, "dns-test").await
 }
 
-/// [`start_hub`] as the replica `identity` of the hub's Lease.
-async fn start_hub_as(client: &Client, flags: &DnsFlags, identity: &str) -> KubeHub {
+/// A hub replica with Lease identity `identity`.
+async fn start_replica(client: &Client, flags: &DnsFlags, identity: &str) -> KubeHub {
     let stale_after = Duration::from_secs(60);
     let mut o = KubeOptions::new(SYSTEM_NS);
     o.lease = Some(LeaseConfig {
@@ -446,7 +446,7 @@ async fn the_dashboard_and_gwhubctl_show_each_decision() {
     }
 
     // A second replica, not leading: it says so rather than guess.
-    let follower = start_hub_as(&as_hub, &flags, "dns-test-follower").await;
+    let follower = start_replica(&as_hub, &flags, "dns-test-follower").await;
     until(
         WAIT,
         || dns_names(&follower, ""),
@@ -460,8 +460,9 @@ async fn the_dashboard_and_gwhubctl_show_each_decision() {
 /// (b) rfc2136 against a real BIND (and Knot) with a TSIG key: `dig` shows exactly
 /// the eligible set; a name whose ownership TXT is another owner's (made
 /// with nsupdate) is never touched and the condition says Conflict; a
-/// hand-deleted record is repaired at the resync (2s); a hub restart
-/// removes nothing.
+/// hand-deleted record is repaired at the resync (2s); a name's A and
+/// AAAA changing together are one UPDATE; a hub restart neither removes
+/// nor delays a published cluster (the read-back seeds the publishers).
 #[tokio::test]
 async fn rfc2136_publishes_to_bind_and_never_overwrites() {
     rfc2136_field(
@@ -521,7 +522,7 @@ async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
             .await;
         (c1, c2)
     };
-    let (_c1, mut c2) = agents(addr, true).await;
+    let (mut c1, mut c2) = agents(addr, true).await;
     let dig = |name: &'static str| {
         let server = &server;
         move || async move { server.dig(name, "A") }
@@ -554,20 +555,208 @@ async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
     assert!(server.dig(HOST, "A").is_empty());
     until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
 
-    // A restart removes nothing: the record answers all along, and the
-    // new hub keeps it once its clusters are back.
+    // c2 is back (after the rise); c1 gets an IPv6 address too.
+    c2.upsert(3, report_with(2, true, 1, &listeners)).await;
+    c2.expect_ack(3).await;
+    c1.upsert(
+        2,
+        with_addresses(1, &listeners, &["192.0.2.1", "2001:db8::1"]),
+    )
+    .await;
+    c1.expect_ack(2).await;
+    let both = || async { (server.dig(HOST, "A"), server.dig(HOST, "AAAA")) };
+    until(WAIT, both, |v| {
+        *v == (ips(&["192.0.2.1", "192.0.2.2"]), ips(&["2001:db8::1"]))
+    })
+    .await;
+    // c1's addresses both change: the name's A and AAAA change in ONE
+    // UPDATE (the zone's serial rises by one per applied UPDATE).
+    let before = soa_serial(&server);
+    c1.upsert(
+        3,
+        with_addresses(1, &listeners, &["192.0.2.11", "2001:db8::11"]),
+    )
+    .await;
+    c1.expect_ack(3).await;
+    until(WAIT, both, |v| {
+        *v == (ips(&["192.0.2.11", "192.0.2.2"]), ips(&["2001:db8::11"]))
+    })
+    .await;
+    assert_eq!(soa_serial(&server), before + 1, "one UPDATE for the name");
+    c1.upsert(4, report_with(1, true, 1, &listeners)).await;
+    c1.expect_ack(4).await;
+    until(WAIT, both, |v| {
+        *v == (ips(&["192.0.2.1", "192.0.2.2"]), Vec::new())
+    })
+    .await;
+
+    // A restart neither removes nor delays a published cluster: the
+    // records answer all along, and the new hub (with a rise far longer
+    // than this test waits) takes c1 and c2 as published from the
+    // read-back, so c2 leaving is written at once, not after a rise.
     hub.shutdown().await.unwrap();
-    let hub = start_hub(&as_hub, &flags).await;
-    let (_c1, _c2) = agents(hub.hub.ingest_addr, false).await;
+    let mut slow = flags.clone();
+    slow.rise = Duration::from_secs(120);
+    let hub = start_hub(&as_hub, &slow).await;
+    let (_c1, mut c2) = agents(hub.hub.ingest_addr, true).await;
     let t = std::time::Instant::now();
     while t.elapsed() < Duration::from_secs(4) {
         assert_eq!(
             server.dig(HOST, "A"),
-            ips(&["192.0.2.1"]),
+            ips(&["192.0.2.1", "192.0.2.2"]),
             "after the restart"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    c2.upsert(2, report_with(2, false, 1, &listeners)).await;
+    c2.expect_ack(2).await;
+    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
     assert_eq!(server.dig("taken.fleet.test", "A"), ["198.51.100.7"]);
     hub.shutdown().await.unwrap();
+}
+
+/// `report_with` with these addresses.
+fn with_addresses(i: u8, listeners: &[(&str, &str)], addresses: &[&str]) -> v1::GatewayReport {
+    let mut r = report_with(i, true, 1, listeners);
+    if let Some(s) = r.status.as_mut() {
+        s.addresses = addresses
+            .iter()
+            .map(|a| v1::GatewayAddress {
+                r#type: Some("IPAddress".into()),
+                value: (*a).into(),
+            })
+            .collect();
+    }
+    r
+}
+
+/// The zone's SOA serial (each applied UPDATE raises it by one).
+fn soa_serial(server: &gwhub_test_kit::dns_server::Server) -> u64 {
+    let soa = server.dig("fleet.test", "SOA");
+    soa.first()
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no SOA serial in {soa:?}"))
+}
+
+/// The DNS writes a replica made, whatever their result.
+fn dns_writes(hub: &KubeHub) -> u64 {
+    ["ok", "conflict", "error"]
+        .into_iter()
+        .map(|result| {
+            hub.metrics
+                .dns_writes
+                .get_or_create(&vec![
+                    ("output".to_owned(), "rfc2136".to_owned()),
+                    ("result".to_owned(), result.to_owned()),
+                ])
+                .get()
+        })
+        .sum()
+}
+
+/// (c) Two replicas against BIND do not fight: only the leader writes;
+/// when it stops, the other takes over, removes nothing (the answer never
+/// goes empty nor loses a cluster), and, seeded from the read-back,
+/// writes a removal at once though its rise is far longer than the test.
+#[tokio::test]
+async fn two_replicas_do_not_fight_over_bind() {
+    use gwhub_test_kit::dns_server::{Key, Keys, Kind, Server, available};
+    const TEST: &str = "two_replicas_do_not_fight_over_bind";
+    if !available(TEST) {
+        return;
+    }
+    let Some((fleet, admin, as_hub)) = management(TEST).await else {
+        return;
+    };
+    let key = Key::generate("gwhub", "hmac-sha256");
+    let server = Server::start(Kind::Bind, &Keys::updating(&[&key]));
+    let secret = fleet.dir.join("tsig.key");
+    std::fs::write(&secret, &key.clause).unwrap();
+    let mut flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Rfc2136]);
+    flags.server = Some(server.addr().to_string());
+    flags.tsig_key_name = Some("gwhub".into());
+    flags.tsig_secret_file = Some(secret);
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
+    create_hub_gateway(&gateways).await;
+
+    let first = start_replica(&as_hub, &flags, "dns-1").await;
+    until(WAIT, || async { *first.leader.borrow() }, |l| *l).await;
+    let mut slow = flags.clone();
+    slow.rise = Duration::from_secs(120);
+    let second = start_replica(&as_hub, &slow, "dns-2").await;
+    let _c1 = connect(first.hub.ingest_addr, 1, true, 1).await;
+    let _c2 = connect(first.hub.ingest_addr, 2, true, 1).await;
+    let ips = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let both = ips(&["192.0.2.1", "192.0.2.2"]);
+    until(WAIT, || async { server.dig(HOST, "A") }, |v| *v == both).await;
+    // The second replica has the clusters (from the store) and writes
+    // nothing.
+    until(
+        WAIT,
+        || async { second.hub.index.clusters().len() },
+        |n| *n == 2,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !*second.leader.borrow(),
+        "the second replica took the lease"
+    );
+    assert_eq!(dns_writes(&second), 0, "the passive replica wrote DNS");
+    assert!(!second.dns.borrow().writing);
+    assert!(dns_writes(&first) >= 1);
+
+    // The leader stops; its agents come back to the other replica. The
+    // answer holds both clusters all along.
+    let watch = {
+        let addr = server.addr();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let s = stop.clone();
+        let both = both.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let mut seen = 0u32;
+            while !s.is_cancelled() {
+                let out = std::process::Command::new("dig")
+                    .args(["@127.0.0.1", "-p", &addr.port().to_string()])
+                    .args([HOST, "A", "+short", "+time=2", "+tries=2"])
+                    .output()
+                    .expect("run dig");
+                let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .map(|l| l.trim().to_owned())
+                    .filter(|l| !l.is_empty())
+                    .collect();
+                got.sort();
+                assert_eq!(got, both, "during the takeover");
+                seen += 1;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            seen
+        });
+        (stop, task)
+    };
+    first.shutdown().await.unwrap();
+    until(WAIT, || async { *second.leader.borrow() }, |l| *l).await;
+    let _c1 = connect(second.hub.ingest_addr, 1, true, 1).await;
+    let mut c2 = connect(second.hub.ingest_addr, 2, true, 1).await;
+    until(WAIT, || async { second.dns.borrow().writing }, |w| *w).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (stop, task) = watch;
+    stop.cancel();
+    let seen = task.await.expect("the answer held both clusters");
+    assert!(seen > 0);
+    assert_eq!(server.dig(HOST, "A"), both);
+
+    // The new leader took both as published (its rise is 120 s): c2
+    // leaving is written at once.
+    c2.upsert(2, report(2, false, 1)).await;
+    c2.expect_ack(2).await;
+    until(
+        WAIT,
+        || async { server.dig(HOST, "A") },
+        |v| *v == ips(&["192.0.2.1"]),
+    )
+    .await;
+    second.shutdown().await.unwrap();
 }

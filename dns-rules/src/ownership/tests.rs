@@ -499,6 +499,317 @@ fn repairs() {
     assert_eq!(repair(&foreign, RecordType::A, None), None);
 }
 
+fn aaaa_set(h: &str, ips: &[&str]) -> RecordSet {
+    RecordSet {
+        host: host(h),
+        ttl_seconds: 30,
+        data: RecordData::Aaaa(ips.iter().map(|i| i.parse().unwrap()).collect()),
+        clusters: vec!["east".into()],
+    }
+}
+
+#[test]
+fn a_names_changes_come_from_what_is_known_of_each_type() {
+    use std::collections::BTreeMap;
+    const H: &str = "shop.example.com";
+    let a1 = a_set(H, &["192.0.2.1"]);
+    let a2 = a_set(H, &["192.0.2.2"]);
+    let v6 = aaaa_set(H, &["2001:db8::1"]);
+    let cn = cname_set(H, "lb.example.net");
+    let old = "heritage=gwhub,owner=gwhub-system,gateway=shop/old";
+    let drifted = |held: &str| {
+        Known::Found(Found::Drifted {
+            held: held.into(),
+            why: String::new(),
+        })
+    };
+    let foreign = || {
+        Known::Found(Found::Foreign {
+            why: "held by another owner (\"hub-b\")".into(),
+        })
+    };
+    let sets = |v: &[&RecordSet]| -> BTreeMap<RecordType, RecordSet> {
+        v.iter().map(|s| (s.record_type(), (*s).clone())).collect()
+    };
+    let update = |set: &RecordSet, held: &str| Change::Update {
+        set: set.clone(),
+        held: held.into(),
+    };
+    let delete = |record_type, held: &str| Change::Delete {
+        record_type,
+        held: held.into(),
+    };
+    type Case = (
+        &'static str,
+        BTreeMap<RecordType, RecordSet>,
+        Vec<(RecordType, Known)>,
+        Result<Vec<Change>, Held>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "written and unchanged: nothing",
+            sets(&[&a1]),
+            vec![(RecordType::A, Known::Written(a1.clone()))],
+            Ok(vec![]),
+        ),
+        (
+            "written, another set: update with our value",
+            sets(&[&a2]),
+            vec![(RecordType::A, Known::Written(a1.clone()))],
+            Ok(vec![update(&a2, VALUE)]),
+        ),
+        (
+            "A and AAAA change together: both in one list",
+            sets(&[&a2, &v6]),
+            vec![
+                (RecordType::A, Known::Written(a1.clone())),
+                (RecordType::Aaaa, Known::Found(Found::Absent)),
+            ],
+            Ok(vec![update(&a2, VALUE), Change::Create(v6.clone())]),
+        ),
+        (
+            "A to CNAME: the A deleted, the CNAME created",
+            sets(&[&cn]),
+            vec![(RecordType::A, Known::Written(a1.clone()))],
+            Ok(vec![
+                delete(RecordType::A, VALUE),
+                Change::Create(cn.clone()),
+            ]),
+        ),
+        (
+            "read back as ours and current: nothing",
+            sets(&[&a1]),
+            vec![(RecordType::A, Known::Found(Found::Ours))],
+            Ok(vec![]),
+        ),
+        (
+            "read back drifted (moved between our hub Gateways): update with the value found",
+            sets(&[&a1]),
+            vec![(RecordType::A, drifted(old))],
+            Ok(vec![update(&a1, old)]),
+        ),
+        (
+            "read back ours where nothing should be: delete",
+            sets(&[&a1]),
+            vec![
+                (RecordType::A, Known::Found(Found::Ours)),
+                (RecordType::Aaaa, drifted(VALUE)),
+            ],
+            Ok(vec![delete(RecordType::Aaaa, VALUE)]),
+        ),
+        (
+            "someone else's where we want a set: the whole name is held",
+            sets(&[&a2, &v6]),
+            vec![
+                (RecordType::A, Known::Written(a1.clone())),
+                (RecordType::Aaaa, foreign()),
+            ],
+            Err(Held {
+                record_type: RecordType::Aaaa,
+                why: "held by another owner (\"hub-b\")".into(),
+            }),
+        ),
+        (
+            "someone else's where we want none: left alone",
+            sets(&[&a1]),
+            vec![
+                (RecordType::A, Known::Found(Found::Absent)),
+                (RecordType::Cname, foreign()),
+            ],
+            Ok(vec![Change::Create(a1.clone())]),
+        ),
+        (
+            "not known: created (its prerequisites guard it)",
+            sets(&[&a1]),
+            vec![],
+            Ok(vec![Change::Create(a1.clone())]),
+        ),
+        (
+            "the name goes: every type written is deleted",
+            sets(&[]),
+            vec![
+                (RecordType::A, Known::Written(a1.clone())),
+                (RecordType::Aaaa, Known::Written(v6.clone())),
+            ],
+            Ok(vec![
+                delete(RecordType::A, VALUE),
+                delete(RecordType::Aaaa, VALUE),
+            ]),
+        ),
+    ];
+    for (what, expected, known, want) in cases {
+        let known: BTreeMap<RecordType, Known> = known.into_iter().collect();
+        let got = name_changes(&ours(), &expected, &known);
+        assert_eq!(got, want, "{what}");
+        // Whatever the changes, they make one plan.
+        if let Ok(changes) = got {
+            let p = plan("example.com", &host(H), &ours(), &changes).unwrap();
+            assert_eq!(p.host, H, "{what}");
+        }
+    }
+}
+
+#[test]
+fn read_back_records_map_to_the_clusters_that_have_their_addresses() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let u = |v4: &[&str], v6: &[&str], names: &[&str]| Usable {
+        v4: v4.iter().map(|i| i.parse().unwrap()).collect(),
+        v6: v6.iter().map(|i| i.parse().unwrap()).collect(),
+        hostnames: names.iter().map(|h| host(h)).collect(),
+        ignored: vec![],
+    };
+    let clusters: BTreeMap<String, Usable> = [
+        ("east", u(&["192.0.2.1"], &["2001:db8::1"], &[])),
+        ("west", u(&["192.0.2.2"], &[], &[])),
+        ("shared", u(&["192.0.2.2"], &[], &[])),
+        ("elb", u(&[], &[], &["lb.example.net"])),
+    ]
+    .into_iter()
+    .map(|(c, u)| (c.to_owned(), u))
+    .collect();
+    let a = |s: &str| Rdata::A(s.parse().unwrap());
+    let rb = |records: Vec<Rdata>, txt: &[&str]| ReadBack {
+        records,
+        ttl_seconds: Some(30),
+        txt: txt.iter().map(|t| t.to_string()).collect(),
+    };
+    let other_gw = "heritage=gwhub,owner=gwhub-system,gateway=shop/old";
+    let theirs = "heritage=gwhub,owner=hub-b,gateway=shop/web";
+    let cases: Vec<(&str, RecordType, ReadBack, &[&str])> = vec![
+        (
+            "each address to its cluster",
+            RecordType::A,
+            rb(vec![a("192.0.2.1")], &[VALUE]),
+            &["east"],
+        ),
+        (
+            "an address two clusters share: both",
+            RecordType::A,
+            rb(vec![a("192.0.2.1"), a("192.0.2.2")], &[VALUE]),
+            &["east", "shared", "west"],
+        ),
+        (
+            "an address no cluster has now: nobody",
+            RecordType::A,
+            rb(vec![a("192.0.2.1"), a("198.51.100.7")], &[VALUE]),
+            &["east"],
+        ),
+        (
+            "AAAA to the IPv6 addresses",
+            RecordType::Aaaa,
+            rb(vec![Rdata::Aaaa("2001:db8::1".parse().unwrap())], &[VALUE]),
+            &["east"],
+        ),
+        (
+            "CNAME to the hostnames",
+            RecordType::Cname,
+            rb(vec![Rdata::Cname(host("lb.example.net"))], &[VALUE]),
+            &["elb"],
+        ),
+        (
+            "ours for another of our hub Gateways: still ours",
+            RecordType::A,
+            rb(vec![a("192.0.2.2")], &[other_gw]),
+            &["shared", "west"],
+        ),
+        (
+            "another owner's: nothing",
+            RecordType::A,
+            rb(vec![a("192.0.2.1")], &[theirs]),
+            &[],
+        ),
+        (
+            "no ownership record: nothing",
+            RecordType::A,
+            rb(vec![a("192.0.2.1")], &[]),
+            &[],
+        ),
+        (
+            "two ownership records: nothing",
+            RecordType::A,
+            rb(vec![a("192.0.2.1")], &[VALUE, other_gw]),
+            &[],
+        ),
+        ("nothing there", RecordType::A, ReadBack::default(), &[]),
+    ];
+    for (what, t, found, want) in cases {
+        let want: BTreeSet<String> = want.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            published_clusters(&ours(), t, &found, &clusters),
+            want,
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn a_held_name_says_which_type_and_why() {
+    let e = Held {
+        record_type: RecordType::Aaaa,
+        why: "held by another owner (\"hub-b\")".into(),
+    };
+    assert_eq!(
+        e.to_string(),
+        "AAAA: held by another owner (\"hub-b\"): never overwritten"
+    );
+}
+
+proptest! {
+    /// Any mix of what is known and what is wanted makes one plan (or a
+    /// conflict only where someone else holds a type we want), and that
+    /// plan touches nothing but the name and its ownership records.
+    #[test]
+    fn name_changes_make_one_plan_of_the_name_only(
+        want in proptest::collection::vec(0u8..4, 3),
+        know in proptest::collection::vec(0u8..6, 3),
+    ) {
+        use std::collections::BTreeMap;
+        const H: &str = "shop.example.com";
+        let choice = [
+            (RecordType::A, a_set(H, &["192.0.2.1"]), a_set(H, &["192.0.2.9"])),
+            (RecordType::Aaaa, aaaa_set(H, &["2001:db8::1"]), aaaa_set(H, &["2001:db8::9"])),
+            (RecordType::Cname, cname_set(H, "lb.example.net"), cname_set(H, "old.example.net")),
+        ];
+        let mut expected = BTreeMap::new();
+        let mut known = BTreeMap::new();
+        let mut held_wanted = false;
+        for (i, (t, new, old)) in choice.iter().enumerate() {
+            let wanted = match want[i] {
+                0 | 1 => None,
+                2 => Some(new.clone()),
+                _ => Some(old.clone()),
+            };
+            let k = match know[i] {
+                0 => None,
+                1 => Some(Known::Written(old.clone())),
+                2 => Some(Known::Found(Found::Absent)),
+                3 => Some(Known::Found(Found::Ours)),
+                4 => Some(Known::Found(Found::Drifted { held: VALUE.into(), why: String::new() })),
+                _ => Some(Known::Found(Found::Foreign { why: "x".into() })),
+            };
+            held_wanted |= wanted.is_some() && know[i] == 5;
+            if let Some(w) = wanted { expected.insert(*t, w); }
+            if let Some(k) = k { known.insert(*t, k); }
+        }
+        match name_changes(&ours(), &expected, &known) {
+            Err(_) => prop_assert!(held_wanted),
+            Ok(changes) => {
+                prop_assert!(!held_wanted);
+                let p = plan("example.com", &host(H), &ours(), &changes).unwrap();
+                let ok = |n: &str| n == H || (n.starts_with("_gwhub-") && n.ends_with(".shop.example.com"));
+                for u in &p.updates {
+                    let n = match u { Update::DeleteRrset { name, .. } | Update::Add { name, .. } => name };
+                    prop_assert!(ok(n), "{n}");
+                }
+                for pre in &p.prerequisites {
+                    let n = match pre { Prerequisite::RrsetAbsent { name, .. } | Prerequisite::RrsetIs { name, .. } => name };
+                    prop_assert!(ok(n), "{n}");
+                }
+            }
+        }
+    }
+}
+
 proptest! {
     /// Our value always parses back as ours, with its Gateway; another
     /// owner id never does; the strings always join back to the value.

@@ -15,7 +15,9 @@
 //!   (the Lease the status writer's leader holds) and the restart gate is
 //!   open (`writable`: the clusters the ended replicas served are back or
 //!   stale); after each start or leader change it reads the published
-//!   sets back first and seeds the publishers with them. It runs a round
+//!   sets back first and seeds the publishers with them (the DNSEndpoints'
+//!   annotations; the rfc2136 records mapped to the clusters whose reports
+//!   have their addresses, once the hub Gateways are listed). It runs a round
 //!   on every index change (views or reports), hub Gateway change, and at
 //!   the publishers' wake times; each round's writes go to every output,
 //!   its conditions (`gwhub.io/DNSPublished`) into the index, which writes
@@ -101,10 +103,12 @@ impl DnsController {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
+        let (listed_tx, mut listed) = watch::channel(false);
         tokio::spawn(watch_specs(
             gateways,
             specs.clone(),
             specs_changed.clone(),
+            listed_tx,
             shutdown.clone(),
         ));
         let endpoint = self.config.dnsendpoint.then(|| EndpointOutput {
@@ -130,7 +134,11 @@ impl DnsController {
             }
             let started = now_millis();
             let seeds = loop {
-                match read_back(endpoint.as_ref()).await {
+                let read = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    r = self.read_back(endpoint.as_ref(), rfc.as_ref(), &specs, &mut listed) => r,
+                };
+                match read {
                     Ok(s) => break s,
                     Err(e) => {
                         tracing::warn!(error = %e, "fleet DNS: reading the published sets back failed; retrying");
@@ -222,7 +230,50 @@ impl DnsController {
         }
     }
 
-    fn round(&self, names: &mut Names, specs: &Specs, started: i64) -> names::Decided {
+    /// The published sets read back from every output that can tell: the
+    /// DNSEndpoints' annotations, and for `rfc2136` the records of every
+    /// fleet name mapped to the clusters whose reports have them (once the
+    /// hub Gateways are listed: they say the names).
+    async fn read_back(
+        &self,
+        endpoint: Option<&EndpointOutput>,
+        rfc: Option<&rfc2136::RfcOutput>,
+        specs: &Specs,
+        listed: &mut watch::Receiver<bool>,
+    ) -> Result<Seeds, String> {
+        let mut seeds = match endpoint {
+            Some(e) => e.read_back().await.map_err(|e| e.to_string())?,
+            None => Seeds::new(),
+        };
+        let Some(rfc) = rfc else {
+            return Ok(seeds);
+        };
+        if listed.wait_for(|l| *l).await.is_err() {
+            return Ok(seeds);
+        }
+        let gateways = self.hub_gateways(specs);
+        let fleet = gwhub_dns_rules::fleet_names(&gateways, &self.config.zones);
+        for (host, name) in &fleet.names {
+            let clusters: BTreeMap<String, gwhub_dns_rules::Usable> =
+                clusters::views(&self.index, &name.owner)
+                    .iter()
+                    .filter(|v| v.reports_gateway)
+                    .map(|v| (v.cluster.clone(), gwhub_dns_rules::usable(&v.addresses)))
+                    .collect();
+            let found = rfc
+                .read_back(host, &name.owner, &clusters)
+                .await
+                .map_err(|e| format!("{host}: {e}"))?;
+            let entry = seeds.entry(host.as_str().to_owned()).or_default();
+            for (t, published) in found {
+                entry.entry(t).or_default().extend(published);
+            }
+        }
+        Ok(seeds)
+    }
+
+    /// The hub Gateways as the names need them.
+    fn hub_gateways(&self, specs: &Specs) -> Vec<gwhub_dns_rules::HubGateway> {
         let specs = specs.lock().clone();
         let views = self
             .index
@@ -233,7 +284,7 @@ impl DnsController {
             .cloned()
             .collect::<std::collections::BTreeSet<_>>();
         let index = &self.index;
-        let gateways: Vec<gwhub_dns_rules::HubGateway> = specs
+        specs
             .iter()
             .map(|(key, s)| gwhub_dns_rules::HubGateway {
                 key: key.clone(),
@@ -246,7 +297,12 @@ impl DnsController {
                         .get(key)
                         .is_some_and(|v| !v.missing.is_empty()),
             })
-            .collect();
+            .collect()
+    }
+
+    fn round(&self, names: &mut Names, specs: &Specs, started: i64) -> names::Decided {
+        let gateways = self.hub_gateways(specs);
+        let index = &self.index;
         let last_report: BTreeMap<String, i64> = index
             .clusters()
             .into_iter()
@@ -405,20 +461,12 @@ pub async fn run_without_kube(
     }
 }
 
-/// The published sets read back from the output that can tell (the
-/// DNSEndpoints' annotations); nothing without it.
-async fn read_back(endpoint: Option<&EndpointOutput>) -> Result<Seeds, kube::Error> {
-    match endpoint {
-        Some(e) => e.read_back().await,
-        None => Ok(Seeds::new()),
-    }
-}
-
 /// Keeps `specs` as the management cluster's hub Gateways are.
 async fn watch_specs(
     api: Api<Gateway>,
     specs: Specs,
     changed: Arc<Notify>,
+    listed: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
@@ -434,6 +482,7 @@ async fn watch_specs(
                         .collect();
                     let touched = *map != next;
                     *map = next;
+                    listed.send_replace(true);
                     touched
                 }
                 Change::Applied(g) => {
