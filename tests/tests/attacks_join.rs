@@ -11,7 +11,8 @@
 //! cluster and the hub never points one requester at another's; an
 //! approval is for that key, once; one address holds at most 4 pending
 //! requests and an expired one is deleted; a removed cluster's requests
-//! (approved or pending) yield nothing and it needs a new token.
+//! (approved or pending) yield nothing and it needs a new token; Renew
+//! checks the inventory in both modes (enforce refuses, observe reports).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

@@ -3,8 +3,9 @@
 //! `manifests/`: it makes `gwhub-ca` and `gwhub-serving` when absent and
 //! serves with them on every listener (a client trusting the CA from the
 //! Secret connects), the leader renews the serving
-//! certificate before it expires, and an operator's replacement Secret is
-//! served without a restart and never overwritten.
+//! certificate before it expires, an operator's replacement Secret is
+//! served without a restart and never overwritten, and a corrupt hub-made
+//! CA is written back from memory or, with no hub holding it, replaced.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
