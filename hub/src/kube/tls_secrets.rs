@@ -16,8 +16,11 @@
 //! `gwhub-serving` is re-issued. Every replica keeps the last usable
 //! hub-made CA it read in memory: when `gwhub-ca` turns corrupt, the
 //! leader writes that CA back, byte for byte, and no agent notices. A
-//! replica that starts on a corrupt `gwhub-ca` waits [`CA_REPAIR_GRACE`]
-//! for a running leader to do so; when none does, nobody holds the CA any
+//! replica that starts on a corrupt `gwhub-ca` waits
+//! [`SecretsConfig::ca_repair_grace`] (at least [`CA_REPAIR_GRACE`], and
+//! longer than a lease, so a running replica can take over the lead from
+//! the restarted one) for a running leader to do so; when none does,
+//! nobody holds the CA any
 //! more: it copies the corrupt Secret to `gwhub-ca-corrupt-<unix time>`,
 //! issues a new CA (every agent must join again), logs that as an ERROR
 //! and records a Warning Event on `gwhub-ca`. An operator's CA is never
@@ -53,8 +56,8 @@ const TLS_KEY: &str = "tls.key";
 const CA_CRT: &str = "ca.crt";
 /// The label on the copy of a corrupt `gwhub-ca` the hub replaced.
 pub const CORRUPT_COPY_OF: &str = "gwhub.io/corrupt-copy-of";
-/// How long a starting replica waits for a running leader to write back a
-/// corrupt hub-made `gwhub-ca` before it issues a new CA.
+/// How long a starting replica waits at least for a running leader to
+/// write back a corrupt hub-made `gwhub-ca` before it issues a new CA.
 pub const CA_REPAIR_GRACE: Duration = Duration::from_secs(10);
 /// The reason of the Event recorded when a corrupt `gwhub-ca` is replaced.
 pub const CA_REISSUED: &str = "CAReissued";
@@ -68,6 +71,10 @@ pub struct SecretsConfig {
     pub ca_lifetime: Duration,
     /// Lifetime of the agent certificates signed at Join.
     pub agent_lifetime: Duration,
+    /// How long a starting replica waits for a running leader to write
+    /// back a corrupt hub-made CA ([`CA_REPAIR_GRACE`], or longer with
+    /// leader election: see [`crate::kube::Connected::tls_from_secrets`]).
+    pub ca_repair_grace: Duration,
 }
 
 impl SecretsConfig {
@@ -78,6 +85,7 @@ impl SecretsConfig {
             serving_lifetime: pki::SERVING_LIFETIME,
             ca_lifetime: pki::CA_LIFETIME,
             agent_lifetime: pki::AGENT_CERT_LIFETIME,
+            ca_repair_grace: CA_REPAIR_GRACE,
         }
     }
 
@@ -482,7 +490,7 @@ async fn renew(
 }
 
 /// A starting replica found its own `gwhub-ca` corrupt (`why`). A running
-/// leader writes it back from memory within [`CA_REPAIR_GRACE`]; when none
+/// leader writes it back from memory within the grace; when none
 /// does, the corrupt Secret is copied aside and a new CA replaces it. The
 /// CA Secret to use is returned, and whether it is a new CA.
 async fn recover_ca(
@@ -500,10 +508,10 @@ async fn recover_ca(
     };
     tracing::warn!(
         error = %why,
-        grace_s = CA_REPAIR_GRACE.as_secs(),
+        grace_s = config.ca_repair_grace.as_secs(),
         "Secret {CA_SECRET} (made by the hub) is corrupt; waiting for a running replica to write it back"
     );
-    let deadline = tokio::time::Instant::now() + CA_REPAIR_GRACE;
+    let deadline = tokio::time::Instant::now() + config.ca_repair_grace;
     loop {
         if usable_ca(&ca).is_ok() || !managed(&ca) {
             return Ok((ca, false));
