@@ -16,6 +16,7 @@ pub mod ctl;
 mod demo;
 pub mod hub;
 mod join;
+mod spool;
 
 /// A simulated cluster of `gwhub demo` (the browser test drives one).
 pub use demo::cluster::SimCluster;

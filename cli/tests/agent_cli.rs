@@ -264,3 +264,123 @@ fn condition_limit_is_a_warning_not_an_error() {
         "{stderr}"
     );
 }
+
+/// The aws-healthy Gateway under `name`, as one YAML document.
+fn gateway_named(name: &str) -> String {
+    let text = std::fs::read_to_string(example("aws-healthy").join("gateway.yaml")).unwrap();
+    text.replacen("  name: default-gateway\n", &format!("  name: {name}\n"), 1)
+}
+
+/// The aws-healthy cluster objects without its Gateway.
+fn cluster_files() -> Vec<PathBuf> {
+    let dir = example("aws-healthy");
+    [
+        "gatewayclass.yaml",
+        "cluster-config.yaml",
+        "service.yaml",
+        "dnsrecords.yaml",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect()
+}
+
+/// Many Gateways read document by document (a multi-document YAML file)
+/// or element by element (a JSON List), each in its own order, come out
+/// in namespace/name order, the same bytes either way.
+#[test]
+fn gateways_stream_in_any_order_and_come_out_sorted() {
+    let tmp = Tmp::new("stream");
+    let n = 12;
+    let names = |step: usize| -> Vec<String> {
+        (0..n)
+            .map(|i| format!("gw-{:02}", (i * step + 5) % n))
+            .collect()
+    };
+    let docs: Vec<String> = names(5).iter().map(|g| gateway_named(g)).collect();
+    let yaml = tmp.file("gateways.yaml", &docs.join("---\n"));
+    let items: Vec<serde_json::Value> = names(7)
+        .iter()
+        .map(|g| serde_norway::from_str(&gateway_named(g)).unwrap())
+        .collect();
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let json = tmp.file("gateways.json", &list.to_string());
+    for format in ["yaml", "json"] {
+        let run = |gateways: &Path| {
+            let mut files = cluster_files();
+            files.push(gateways.to_path_buf());
+            let out = compute(
+                &paths(&files),
+                &["-o", format, "--now", "2026-01-12T10:00:00Z"],
+            );
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        let from_yaml = run(&yaml);
+        assert_eq!(from_yaml, run(&json), "{format}");
+        let v: serde_json::Value = if format == "json" {
+            serde_json::from_slice(&from_yaml).unwrap()
+        } else {
+            serde_norway::from_slice(&from_yaml).unwrap()
+        };
+        let got: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
+        let mut want = names(1);
+        want.sort();
+        assert_eq!(got, want);
+    }
+}
+
+/// A bad document in the middle of a stream stops the command before
+/// anything is written, naming the file and the document.
+#[test]
+fn a_bad_document_in_the_middle_is_named() {
+    let tmp = Tmp::new("middle");
+    let mut docs: Vec<String> = (0..5).map(|i| gateway_named(&format!("gw-{i}"))).collect();
+    let cases = [
+        (
+            "apiVersion: v1\nkind: [unclosed\n".to_owned(),
+            vec!["gw.yaml: invalid YAML", "(document 3)"],
+        ),
+        (
+            gateway_named("gw-2").replace("  gatewayClassName: openshift-default\n", ""),
+            vec![
+                "gw.yaml: document 3: Gateway openshift-ingress/gw-2",
+                "gatewayClassName",
+            ],
+        ),
+        (
+            "apiVersion: v1\nmetadata: {name: x}\n".to_owned(),
+            vec!["gw.yaml: document 3: object has no kind"],
+        ),
+    ];
+    for (bad, needles) in cases {
+        docs[2] = bad;
+        let mut files = cluster_files();
+        files.push(tmp.file("gw.yaml", &docs.join("---\n")));
+        assert_fails(&compute(&paths(&files), &[]), &needles);
+    }
+    // In a JSON stream, the value's place in the stream.
+    let good = serde_json::to_string(
+        &serde_norway::from_str::<serde_json::Value>(&gateway_named("gw-0")).unwrap(),
+    )
+    .unwrap();
+    let stream = format!(
+        "{good}\n{}\n{{\"apiVersion\": \n",
+        good.replace("gw-0", "gw-1")
+    );
+    let mut files = cluster_files();
+    files.push(tmp.file("gw.json", &stream));
+    assert_fails(
+        &compute(&paths(&files), &[]),
+        &["gw.json: invalid JSON", "(document 3)"],
+    );
+}

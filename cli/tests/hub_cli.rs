@@ -277,3 +277,128 @@ fn other_kinds_are_ignored() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["items"], serde_json::json!([]));
 }
+
+/// A cluster's or the hub's Gateway named `name` as one YAML document.
+fn doc(name: &str, status: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: {name}, namespace: ns, generation: 3}}\nspec: {{gatewayClassName: c, listeners: [{{name: http, port: 80, protocol: HTTP}}]}}\nstatus: {status}\n"
+    )
+}
+
+const PROGRAMMED: &str = "{addresses: [{type: IPAddress, value: 192.0.2.7}], conditions: [{type: Programmed, status: 'True', reason: Programmed, message: up, lastTransitionTime: '2025-05-01T11:00:00Z', observedGeneration: 3}], listeners: [{name: http, attachedRoutes: 1, supportedKinds: [], conditions: []}]}";
+
+/// Many Gateways read document by document (multi-document YAML) or
+/// element by element (a JSON List), in different orders, give the same
+/// bytes, in namespace/name order; with and without hub Gateways.
+#[test]
+fn gateways_stream_in_any_order_and_come_out_sorted() {
+    let n = 12;
+    let names = |step: usize| -> Vec<String> {
+        (0..n)
+            .map(|i| format!("gw-{:02}", (i * step + 5) % n))
+            .collect()
+    };
+    let yaml = |step: usize, status: &str| {
+        names(step)
+            .iter()
+            .map(|g| doc(g, status))
+            .collect::<Vec<_>>()
+            .join("---\n")
+    };
+    let json = |step: usize, status: &str| {
+        let items: Vec<serde_json::Value> = names(step)
+            .iter()
+            .map(|g| serde_norway::from_str(&doc(g, status)).unwrap())
+            .collect();
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+    };
+    let east_yaml = tmp("stream-east.yaml", &yaml(5, PROGRAMMED));
+    let east_json = tmp("stream-east.json", &json(7, PROGRAMMED));
+    let west = tmp("stream-west.yaml", &yaml(11, "{}"));
+    let hub_yaml = tmp("stream-hub.yaml", &yaml(7, "{}"));
+    let hub_json = tmp("stream-hub.json", &json(5, "{}"));
+    for format in ["yaml", "json"] {
+        for hub in [None, Some((&hub_yaml, &hub_json))] {
+            let run = |east: &Path, hub: Option<&PathBuf>| {
+                let east = format!("east={}", east.display());
+                let west = format!("west={}", west.display());
+                let mut args = vec!["aggregate", "--now", NOW, "-o", format];
+                args.extend(["--cluster", &east, "--cluster", &west]);
+                let hub = hub.map(|h| h.display().to_string());
+                if let Some(h) = &hub {
+                    args.extend(["-f", h]);
+                }
+                let out = gwhub(&args);
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                out.stdout
+            };
+            let from_yaml = run(&east_yaml, hub.map(|h| h.0));
+            assert_eq!(from_yaml, run(&east_json, hub.map(|h| h.1)), "{format}");
+            let v: serde_json::Value = if format == "json" {
+                serde_json::from_slice(&from_yaml).unwrap()
+            } else {
+                serde_norway::from_slice(&from_yaml).unwrap()
+            };
+            let items = v["items"].as_array().unwrap();
+            let got: Vec<&str> = items
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap())
+                .collect();
+            let mut want = names(1);
+            want.sort();
+            assert_eq!(got, want);
+            // Every item carries east's report (its address, per cluster).
+            for i in items {
+                assert_eq!(
+                    i["status"]["addresses"][0]["value"], "east/192.0.2.7",
+                    "{}",
+                    i["metadata"]["name"]
+                );
+            }
+        }
+    }
+}
+
+/// A bad document in the middle of a cluster's or the hub's stream stops
+/// the command before anything is written, naming the file and document.
+#[test]
+fn a_bad_document_in_the_middle_is_named() {
+    let good = |i: usize| doc(&format!("gw-{i}"), PROGRAMMED);
+    let cases = [
+        (
+            "kind: [unclosed\n".to_owned(),
+            vec!["mid.yaml: invalid YAML", "(document 3)"],
+        ),
+        (
+            doc("gw-2", "{addresses: [{value: 5}]}"),
+            vec!["mid.yaml: document 3: Gateway ns/gw-2: status.addresses[0].value"],
+        ),
+        (
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {}\n".to_owned(),
+            vec!["mid.yaml: document 3: Gateway has no metadata.name"],
+        ),
+    ];
+    let fine = tmp(
+        "mid-fine.yaml",
+        &(0..5).map(good).collect::<Vec<_>>().join("---\n"),
+    );
+    for (bad, needles) in cases {
+        let mut docs: Vec<String> = (0..5).map(good).collect();
+        docs[2] = bad;
+        let p = tmp("mid.yaml", &docs.join("---\n"));
+        let cluster = format!("east={}", p.display());
+        for n in &needles {
+            fails(&["aggregate", "--cluster", &cluster], n);
+        }
+        fails(&["aggregate", "--cluster", &cluster], "--cluster east: ");
+        let fine = format!("east={}", fine.display());
+        let hub = p.display().to_string();
+        for n in &needles {
+            fails(&["aggregate", "--cluster", &fine, "-f", &hub], n);
+        }
+    }
+}

@@ -22,5 +22,5 @@ pub mod watch_events;
 
 pub use bucket::{Class, PriorityBucket, TokenBucket};
 pub use fair_pace::FairPacer;
-pub use output::{OutputFormat, render_list, render_object};
+pub use output::{ListWriter, OutputFormat, render_list, render_object};
 pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};

@@ -385,6 +385,10 @@ gwhub_common::metrics! {
         pub joins_refused: Family<crate::kube::join_limits::RefusalLabel, Counter> =>
             "gwhub_join_refused",
             "Join calls refused, by reason (bad_token, denied, rate_limited, already_exists, invalid, unavailable, other).",
+        /// Renewals of clusters outside the fleet inventory, admitted by
+        /// `--inventory-mode=observe` (enforce refuses them).
+        pub renewals_outside_inventory: Counter => "gwhub_renewals_outside_inventory",
+            "Renew calls admitted for clusters outside the fleet inventory (--inventory-mode=observe).",
         /// Streams refused for `--max-clusters`.
         pub refused_clusters: Counter => "gwhub_budget_refused_clusters",
             "Agent streams refused for --max-clusters.",
@@ -475,6 +479,7 @@ impl Default for Counters {
             tls: crate::tls_reload::TlsMetrics::default(),
             refused_cluster_report_bytes: Counter::default(),
             joins_refused: Family::default(),
+            renewals_outside_inventory: Counter::default(),
             refused_clusters: Counter::default(),
             refused_dashboard_calls: Counter::default(),
             refused_dashboard_calls_per_connection: Counter::default(),

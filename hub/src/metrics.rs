@@ -350,6 +350,7 @@ mod tests {
             "gwhub_dashboard_token_reviews_refused_total{limit=\"rate\"}",
             "gwhub_dashboard_token_reviews_refused_total{limit=\"in_flight\"}",
             "gwhub_clusters_pruned_total",
+            "gwhub_renewals_outside_inventory_total",
             "gwhub_dashboard_calls",
             "gwhub_tls_streams_ended_total{reason=\"expired\"}",
             "gwhub_tls_streams_ended_total{reason=\"untrusted\"}",

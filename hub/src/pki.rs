@@ -100,6 +100,14 @@ fn issuer(ca: &Pair) -> Result<Issuer<'static, KeyPair>, PkiError> {
         .map_err(|e| PkiError::Read(format!("the CA's certificate: {e}")))
 }
 
+/// Whether `ca` can sign: its key and certificate parse, and the key is
+/// the certificate's.
+pub fn check_ca(ca: &Pair) -> Result<(), PkiError> {
+    crate::tls_reload::check_serving_pair(ca.cert_pem.as_bytes(), ca.key_pem.as_bytes())
+        .map_err(|e| PkiError::Read(e.to_string()))?;
+    issuer(ca).map(drop)
+}
+
 /// The Service's DNS names in `namespace` (manifests/hub/service.yaml).
 pub fn default_sans(namespace: &str) -> Vec<String> {
     vec![

@@ -263,6 +263,7 @@ impl Hub {
         )
         .with_joiner(tls.as_ref().and_then(HubTls::joiner).inspect(|j| {
             j.count_refusals_into(index.counters().joins_refused.clone());
+            j.count_outside_renewals_into(index.counters().renewals_outside_inventory.clone());
         }));
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.

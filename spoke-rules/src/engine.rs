@@ -118,6 +118,28 @@ pub fn evaluate_with(
         .collect())
 }
 
+/// Evaluates one in-scope Gateway with every condition type of ours, as
+/// [`evaluate`] does each; `snapshot`'s own Gateways are not read, so a
+/// caller can hold one Gateway at a time. The caller decides the scope
+/// ([`scope::in_scope`]).
+pub fn evaluate_one(
+    gateway: &Gateway,
+    snapshot: &Snapshot,
+    now: Timestamp,
+) -> Result<Evaluation, EngineError> {
+    let dns_config = snapshot.dns.as_ref().ok_or(EngineError::MissingDnsConfig)?;
+    let own = Ownership::of(
+        gateway
+            .metadata
+            .managed_fields
+            .as_deref()
+            .unwrap_or_default(),
+        FIELD_MANAGER,
+    );
+    let plan = ownership::plan(WriteMode::Always, &own);
+    Ok(evaluate_gateway(gateway, snapshot, dns_config, &plan, now))
+}
+
 /// Evaluates one Gateway against the cluster's objects and config.
 pub(crate) fn evaluate_gateway(
     gateway: &Gateway,

@@ -520,7 +520,11 @@ impl YamlDoc<'_> {
         for de in serde_norway::Deserializer::from_str(&self.text) {
             let v = Value::deserialize(de).map_err(|e| ManifestError::Yaml {
                 path: self.file.to_owned(),
-                message: shift_lines(&e.to_string(), self.line),
+                message: format!(
+                    "{} (document {})",
+                    shift_lines(&e.to_string(), self.line),
+                    self.number + 1
+                ),
             })?;
             self.number += 1;
             let at = Location {
@@ -570,10 +574,10 @@ fn parse_json<R: Read, E: From<ManifestError>>(
         each,
         failed: None,
     };
-    let json_error = |r: &Input<R>, e: serde_json::Error| {
+    let json_error = |r: &Input<R>, e: serde_json::Error, document: usize| {
         r.get_ref().problem(file).unwrap_or(ManifestError::Json {
             path: file.to_owned(),
-            message: e.to_string(),
+            message: format!("{e} (document {document})"),
         })
     };
     let first = {
@@ -594,7 +598,7 @@ fn parse_json<R: Read, E: From<ManifestError>>(
             if let Some(failed) = ctx.failed.take() {
                 return Err(failed);
             }
-            return Err(json_error(r, e).into());
+            return Err(json_error(r, e, 1).into());
         }
     };
     let mut rest = de.into_iter::<Value>();
@@ -629,7 +633,7 @@ fn parse_json<R: Read, E: From<ManifestError>>(
             Ok(v) => v,
             Err(e) => {
                 drop(rest);
-                return Err(json_error(r, e).into());
+                return Err(json_error(r, e, document + 1).into());
             }
         };
         document += 1;
@@ -1309,7 +1313,7 @@ mod tests {
             .unwrap()
             .to_string();
         let e = parse_str("bad.yaml", &bad).unwrap_err().to_string();
-        assert_eq!(e, format!("bad.yaml: invalid YAML: {whole}"));
+        assert_eq!(e, format!("bad.yaml: invalid YAML: {whole} (document 2)"));
         assert!(e.contains("at line 14 column 7"), "{e}");
         // Nesting is still bounded, at the file's offset.
         let deep = format!("{}---\na: {}\n", cm(0), "[".repeat(200));

@@ -45,9 +45,25 @@ pub(crate) fn namespace_of(meta: &ObjectMeta) -> &str {
 /// Gateway whose class is missing is out of scope: nobody OpenShift-managed
 /// provisions it.
 pub fn in_scope(gateway: &Gateway, classes: &[GatewayClass], opts: &Options) -> bool {
-    namespace_of(&gateway.metadata) == opts.namespace
+    in_scope_by_class(
+        namespace_of(&gateway.metadata),
+        &gateway.spec.gateway_class_name,
+        classes,
+        opts,
+    )
+}
+
+/// [`in_scope`] from the Gateway's (defaulted) namespace and
+/// `spec.gatewayClassName` alone, for callers that keep only those.
+pub fn in_scope_by_class(
+    namespace: &str,
+    class_name: &str,
+    classes: &[GatewayClass],
+    opts: &Options,
+) -> bool {
+    namespace == opts.namespace
         && classes.iter().any(|c| {
-            c.metadata.name.as_deref() == Some(gateway.spec.gateway_class_name.as_str())
+            c.metadata.name.as_deref() == Some(class_name)
                 && c.spec.controller_name == opts.controller_name
         })
 }

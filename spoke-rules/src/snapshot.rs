@@ -106,68 +106,103 @@ impl Snapshot {
     /// `spec.gatewayClassName`), on an object without a name, and on the same
     /// object given twice (which copy is right would be a guess).
     pub fn from_objects(objects: &[Object]) -> Result<Self, ManifestError> {
-        let mut snap = Snapshot::default();
-        let mut seen: BTreeMap<(NeededKind, String, String), Location> = BTreeMap::new();
+        let mut loader = Loader::default();
+        let mut gateways = Vec::new();
         for obj in objects {
-            let Some(kind) = NeededKind::of(obj)? else {
-                continue;
-            };
-            let invalid = |problem: String| ManifestError::Invalid {
-                at: Box::new(obj.at.clone()),
-                kind: obj.kind.clone(),
-                name: obj.name(),
-                problem,
-            };
-            let (ns, name) = object_key(kind, &obj.value);
-            if name.is_empty() {
-                return Err(invalid("metadata.name is missing".into()));
-            }
-            let ident = match kind {
-                NeededKind::EventsV1Event => NeededKind::Event,
-                k => k,
-            };
-            if let Some(first) = seen.insert((ident, ns.clone(), name.clone()), obj.at.clone()) {
-                return Err(invalid(format!("given twice (first at {first})")));
-            }
-            match kind {
-                NeededKind::Gateway => {
-                    snap.gateways
-                        .push(with_ns(obj.parse()?, &ns, |g: &mut Gateway| {
-                            &mut g.metadata
-                        }))
-                }
-                NeededKind::GatewayClass => snap.gateway_classes.push(obj.parse()?),
-                NeededKind::Service => {
-                    snap.services
-                        .push(with_ns(obj.parse()?, &ns, |s: &mut Service| {
-                            &mut s.metadata
-                        }))
-                }
-                NeededKind::DNSRecord => {
-                    snap.dns_records
-                        .push(with_ns(obj.parse()?, &ns, |r: &mut DNSRecord| {
-                            &mut r.metadata
-                        }))
-                }
-                NeededKind::Event => {
-                    snap.events
-                        .push(with_ns(obj.parse()?, &ns, |e: &mut Event| &mut e.metadata))
-                }
-                NeededKind::EventsV1Event => {
-                    let e: k8s_openapi::api::events::v1::Event = obj.parse()?;
-                    snap.events
-                        .push(with_ns(from_events_v1(e), &ns, |e: &mut Event| {
-                            &mut e.metadata
-                        }));
-                }
-                NeededKind::DNS if name == CLUSTER_CONFIG_NAME => {
-                    snap.dns = Some(with_spec(obj).parse()?);
-                }
-                NeededKind::DNS => {}
+            if let Some(gateway) = loader.add(obj)? {
+                gateways.push(gateway);
             }
         }
+        let mut snap = loader.finish();
+        snap.gateways = gateways;
         Ok(snap)
     }
+}
+
+/// Builds a [`Snapshot`] one object at a time, with the checks of
+/// [`Snapshot::from_objects`]; Gateways are checked, typed and handed back
+/// rather than kept, so a caller can keep what it needs of them (`compute`
+/// keeps their names and where they are, then reads them one at a time).
+#[derive(Debug, Default)]
+pub struct Loader {
+    snapshot: Snapshot,
+    seen: BTreeMap<(NeededKind, String, String), Location>,
+}
+
+impl Loader {
+    /// Checks and types `obj`: a Gateway is returned (namespace defaulted),
+    /// any other needed kind is kept, other kinds are ignored.
+    pub fn add(&mut self, obj: &Object) -> Result<Option<Gateway>, ManifestError> {
+        let Some(kind) = NeededKind::of(obj)? else {
+            return Ok(None);
+        };
+        let invalid = |problem: String| ManifestError::Invalid {
+            at: Box::new(obj.at.clone()),
+            kind: obj.kind.clone(),
+            name: obj.name(),
+            problem,
+        };
+        let (ns, name) = object_key(kind, &obj.value);
+        if name.is_empty() {
+            return Err(invalid("metadata.name is missing".into()));
+        }
+        let ident = match kind {
+            NeededKind::EventsV1Event => NeededKind::Event,
+            k => k,
+        };
+        if let Some(first) = self
+            .seen
+            .insert((ident, ns.clone(), name.clone()), obj.at.clone())
+        {
+            return Err(invalid(format!("given twice (first at {first})")));
+        }
+        let snap = &mut self.snapshot;
+        match kind {
+            NeededKind::Gateway => return gateway_of(obj).map(Some),
+            NeededKind::GatewayClass => snap.gateway_classes.push(obj.parse()?),
+            NeededKind::Service => {
+                snap.services
+                    .push(with_ns(obj.parse()?, &ns, |s: &mut Service| {
+                        &mut s.metadata
+                    }))
+            }
+            NeededKind::DNSRecord => {
+                snap.dns_records
+                    .push(with_ns(obj.parse()?, &ns, |r: &mut DNSRecord| {
+                        &mut r.metadata
+                    }))
+            }
+            NeededKind::Event => snap
+                .events
+                .push(with_ns(obj.parse()?, &ns, |e: &mut Event| &mut e.metadata)),
+            NeededKind::EventsV1Event => {
+                let e: k8s_openapi::api::events::v1::Event = obj.parse()?;
+                snap.events
+                    .push(with_ns(from_events_v1(e), &ns, |e: &mut Event| {
+                        &mut e.metadata
+                    }));
+            }
+            NeededKind::DNS if name == CLUSTER_CONFIG_NAME => {
+                snap.dns = Some(with_spec(obj).parse()?);
+            }
+            NeededKind::DNS => {}
+        }
+        Ok(None)
+    }
+
+    /// Everything kept but the Gateways (which were handed back).
+    pub fn finish(self) -> Snapshot {
+        self.snapshot
+    }
+}
+
+/// `obj`, a Gateway, typed with its namespace defaulted as the engine
+/// reads it.
+pub fn gateway_of(obj: &Object) -> Result<Gateway, ManifestError> {
+    let (ns, _) = object_key(NeededKind::Gateway, &obj.value);
+    Ok(with_ns(obj.parse()?, &ns, |g: &mut Gateway| {
+        &mut g.metadata
+    }))
 }
 
 fn with_ns<T>(mut obj: T, ns: &str, meta: impl Fn(&mut T) -> &mut ObjectMeta) -> T {

@@ -11,7 +11,8 @@
 //! cluster and the hub never points one requester at another's; an
 //! approval is for that key, once; one address holds at most 4 pending
 //! requests and an expired one is deleted; a removed cluster's requests
-//! (approved or pending) yield nothing and it needs a new token.
+//! (approved or pending) yield nothing and it needs a new token; Renew
+//! checks the inventory in both modes (enforce refuses, observe reports).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -48,16 +49,16 @@ struct Setup {
     as_hub: kube::Client,
     admin: kube::Client,
     ca: Vec<u8>,
-    /// Whether the inventory (namespace [`FLEET_NS`]) is enforced.
-    inventory: bool,
+    /// The inventory's mode (namespace [`FLEET_NS`]), when there is one.
+    inventory: Option<Mode>,
 }
 
 /// The fleet inventory's namespace, when the test has one.
 const FLEET_NS: &str = "fleet";
 
-/// The hub as `as_hub`, its TLS from its Secrets, with the enforced
-/// inventory when `inventory`.
-async fn start_hub(as_hub: &kube::Client, inventory: bool) -> KubeHub {
+/// The hub as `as_hub`, its TLS from its Secrets, with the inventory in
+/// mode `inventory` when given.
+async fn start_hub(as_hub: &kube::Client, inventory: Option<Mode>) -> KubeHub {
     let mut options = KubeOptions::new(SYSTEM_NS);
     options.lease = Some(LeaseConfig {
         name: "gwhub-hub".into(),
@@ -65,8 +66,8 @@ async fn start_hub(as_hub: &kube::Client, inventory: bool) -> KubeHub {
         lease_duration: Duration::from_secs(4),
         renew_every: Duration::from_millis(500),
     });
-    if inventory {
-        options.inventory = Some((FLEET_NS.to_owned(), Mode::Enforce));
+    if let Some(mode) = inventory {
+        options.inventory = Some((FLEET_NS.to_owned(), mode));
     }
     let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
@@ -87,14 +88,20 @@ async fn start_hub(as_hub: &kube::Client, inventory: bool) -> KubeHub {
 }
 
 impl Setup {
+    /// With the enforced inventory when `inventory`.
     async fn start(test: &str, inventory: bool) -> Option<Setup> {
+        Self::start_in(test, inventory.then_some(Mode::Enforce)).await
+    }
+
+    /// With the inventory in mode `inventory` when given.
+    async fn start_in(test: &str, inventory: Option<Mode>) -> Option<Setup> {
         if !require_assets(test) {
             return None;
         }
         let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
         let as_hub = install_hub(fleet.cluster("mgmt")).await;
         let admin = fleet.cluster("mgmt").client().await.unwrap();
-        if inventory {
+        if inventory.is_some() {
             gwhub_test_kit::crds::install_inventory(&admin)
                 .await
                 .expect("install the ClusterProfile CRD");
@@ -694,4 +701,64 @@ async fn a_renewal_needs_the_clusters_profile() {
     .unwrap();
     assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
     s.hub.shutdown().await.unwrap();
+}
+
+/// Renew checks the inventory in every mode, as a stream does. "rogue"
+/// holds a certificate from the hub's CA (made before there was an
+/// inventory, say) and has no ClusterProfile: enforce mode refuses its
+/// renewal naming the inventory; observe mode renews it, logs it and
+/// counts it in `gwhub_renewals_outside_inventory_total`.
+#[tokio::test]
+async fn a_renewal_outside_the_inventory_is_refused_or_reported() {
+    for mode in [Mode::Enforce, Mode::Observe] {
+        let Some(s) = Setup::start_in(
+            "a_renewal_outside_the_inventory_is_refused_or_reported",
+            Some(mode),
+        )
+        .await
+        else {
+            return;
+        };
+        let ca = Api::<Secret>::namespaced(s.admin.clone(), SYSTEM_NS)
+            .get(CA_SECRET)
+            .await
+            .unwrap();
+        let text = |k: &str| String::from_utf8(ca.data.as_ref().unwrap()[k].0.clone()).unwrap();
+        let pair = gwhub_hub::pki::Pair {
+            cert_pem: text("tls.crt"),
+            key_pem: text("tls.key"),
+        };
+        let key = key_for("rogue");
+        let now = jiff::Timestamp::now().as_second();
+        let cert = gwhub_hub::pki::sign_agent_csr(
+            &pair,
+            &key.csr,
+            "rogue",
+            now,
+            Duration::from_secs(3600),
+        )
+        .unwrap()
+        .unwrap();
+        let mut rogue = s.client_as(HONEST, Some((&cert, &key.key_pem))).await;
+        let renewed = rogue
+            .renew(v1::RenewRequest {
+                csr_pem: key_for("rogue").csr,
+            })
+            .await;
+        let counted = s.hub.hub.index.counters().renewals_outside_inventory.get();
+        match mode {
+            Mode::Enforce => {
+                let e = renewed.unwrap_err();
+                assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+                assert!(e.message().contains("no ClusterProfile"), "{e:?}");
+                assert_eq!(counted, 0);
+            }
+            Mode::Observe => {
+                let r = renewed.expect("observe mode renews and reports");
+                assert!(!r.into_inner().certificate_pem.is_empty());
+                assert_eq!(counted, 1);
+            }
+        }
+        s.hub.shutdown().await.unwrap();
+    }
 }

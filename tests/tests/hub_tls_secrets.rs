@@ -3,8 +3,9 @@
 //! `manifests/`: it makes `gwhub-ca` and `gwhub-serving` when absent and
 //! serves with them on every listener (a client trusting the CA from the
 //! Secret connects), the leader renews the serving
-//! certificate before it expires, and an operator's replacement Secret is
-//! served without a restart and never overwritten.
+//! certificate before it expires, an operator's replacement Secret is
+//! served without a restart and never overwritten, and a corrupt hub-made
+//! CA is written back from memory or, with no hub holding it, replaced.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -1078,4 +1079,144 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     let east = || tls_ingest(hub.hub.ingest_addr, &ca_pem, Some((&cert, &key_pem)));
     admitted(east, hello("east"), WAIT).await;
     hub.shutdown().await.unwrap();
+}
+
+/// What the hub made, it repairs (issue #35), for its CA. `gwhub-ca`
+/// half-written or corrupted while a hub runs is written back byte for
+/// byte from the CA the hub holds (its agents' certificates stay good).
+/// Corrupted while no hub runs, the starting hub waits out
+/// `CA_REPAIR_GRACE`, keeps the corrupt Secret as a labelled copy, issues
+/// a new CA (a Warning Event says agents must join again) and serves with
+/// it. An operator's corrupt CA is only reported: the start fails, the
+/// Secret stays as it was.
+#[tokio::test]
+async fn a_corrupt_hub_ca_is_written_back_or_replaced() {
+    if !require_assets("a_corrupt_hub_ca_is_written_back_or_replaced") {
+        return;
+    }
+    gwhub_common::logging::init("info");
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let corrupt = |half: bool, operator: bool| {
+        let secrets = secrets.clone();
+        async move {
+            let mut ca = secrets.get(CA_SECRET).await.unwrap();
+            let data = ca.data.as_mut().unwrap();
+            if half {
+                // A write cut short (a kubernetes.io/tls Secret keeps its keys).
+                let key = &mut data.get_mut("tls.key").unwrap().0;
+                key.truncate(key.len() / 2);
+            } else {
+                data.insert("tls.crt".into(), ByteString(b"not a certificate".to_vec()));
+            }
+            if operator {
+                ca.metadata.annotations = None;
+            }
+            secrets
+                .replace(CA_SECRET, &PostParams::default(), &ca)
+                .await
+                .unwrap()
+        }
+    };
+
+    // While a hub runs: written back, byte for byte; still served.
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let original = secrets.get(CA_SECRET).await.unwrap();
+    let ca_pem = key(&original, "tls.crt");
+    for half in [true, false] {
+        corrupt(half, false).await;
+        until(
+            WAIT,
+            || async { secrets.get(CA_SECRET).await.unwrap() },
+            |s| s.data == original.data,
+        )
+        .await;
+    }
+    served(hub.hub.ingest_addr, &ca_pem, "localhost")
+        .await
+        .unwrap();
+    hub.shutdown().await.unwrap();
+
+    // While none runs: the hub starts, the corrupt Secret kept aside, a
+    // new CA in gwhub-ca and in the served chain.
+    let corrupted = corrupt(false, false).await;
+    let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
+    let now = secrets.get(CA_SECRET).await.unwrap();
+    let new_pem = key(&now, "tls.crt");
+    assert_ne!(new_pem, ca_pem);
+    gwhub_hub::pki::check_ca(&gwhub_hub::pki::Pair {
+        cert_pem: String::from_utf8(new_pem.clone()).unwrap(),
+        key_pem: String::from_utf8(key(&now, "tls.key")).unwrap(),
+    })
+    .unwrap();
+    assert_eq!(
+        now.metadata.annotations.as_ref().unwrap()[MANAGED_BY],
+        "gwhub"
+    );
+    let copies = secrets
+        .list(&kube::api::ListParams::default().labels(&format!(
+            "{}={CA_SECRET}",
+            gwhub_hub::kube::tls_secrets::CORRUPT_COPY_OF
+        )))
+        .await
+        .unwrap();
+    assert_eq!(copies.items.len(), 1);
+    assert_eq!(copies.items[0].data, corrupted.data);
+    assert_eq!(
+        key(&secrets.get(SERVING_SECRET).await.unwrap(), "ca.crt"),
+        new_pem
+    );
+    let leaf = served(hub.hub.ingest_addr, &new_pem, "localhost")
+        .await
+        .unwrap();
+    assert!(!leaf.is_empty());
+    assert!(
+        served(hub.hub.ingest_addr, &ca_pem, "localhost")
+            .await
+            .is_err()
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(admin.clone(), SYSTEM_NS);
+    until(
+        WAIT,
+        || async {
+            events
+                .list(&kube::api::ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.reason.as_deref() == Some(gwhub_hub::kube::tls_secrets::CA_REISSUED)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(CA_SECRET)
+                })
+                .count()
+        },
+        |n| *n == 1,
+    )
+    .await;
+    hub.shutdown().await.unwrap();
+
+    // An operator's CA: only reported.
+    let theirs = corrupt(false, true).await;
+    let mut connected = Connected::new(as_hub.clone(), KubeOptions::new(SYSTEM_NS))
+        .await
+        .unwrap();
+    let mut config = SecretsConfig::new(SYSTEM_NS);
+    config.sans = vec!["localhost".into()];
+    let Err(e) = connected
+        .tls_from_secrets(config, &TlsPaths::default())
+        .await
+    else {
+        panic!("an operator's corrupt CA stops the start");
+    };
+    assert!(e.to_string().contains(CA_SECRET), "{e}");
+    let after = secrets.get(CA_SECRET).await.unwrap();
+    assert_eq!(after.data, theirs.data);
+    assert_eq!(
+        after.metadata.resource_version,
+        theirs.metadata.resource_version
+    );
 }

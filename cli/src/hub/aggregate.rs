@@ -1,11 +1,29 @@
 //! `gwhub aggregate`: the engine over files, so operators can see what the
 //! hub would write without running it, and tests can pin the output.
+//!
+//! Streamed, so memory follows what the aggregation needs, not the input.
+//! Files are read one document at a time; each cluster Gateway's status
+//! goes into a [`Fleet`] as it is read (the compact form the hub keeps,
+//! its strings shared) and the document is dropped. Without `-f` each hub
+//! Gateway is aggregated in key order and written at once. With `-f` each
+//! hub Gateway is aggregated as it is read and its result waits, as
+//! compact JSON, in an unnamed temporary file (`$TMPDIR`) until all are
+//! read, then goes out in key order one at a time. Peak memory is about
+//!
+//! ```text
+//! P × (~1 KB at 4 listeners) + H × (~40 B + key) + a few × the largest document
+//! ```
+//!
+//! for P (cluster, Gateway) reports and H hub Gateways: the fleet is what
+//! aggregation needs per Gateway (every cluster's report of it), the rest
+//! is one document and one result at a time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_common::output::{OutputFormat, render_list};
+use gwhub_common::output::{ListWriter, OutputFormat};
 use gwhub_model::time::parse_rfc3339;
 use gwhub_spoke_rules::manifest::{ManifestError, Object, for_each_object};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -13,6 +31,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use gwhub_hub_rules::aggregate::{Fleet, GatewayKey, HOSTNAME_ADDRESS_TYPE, HubGateway, Options};
+
+use crate::spool::{Spool, SpoolError};
 
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 const GATEWAY_VERSIONS: [&str; 2] = [
@@ -70,8 +90,9 @@ pub struct Found {
     pub doc: GatewayDoc,
 }
 
-/// Runs the command and returns what to print.
-pub(super) fn run(args: &Args) -> Result<String, String> {
+/// Runs the command, writing the List to `out` as it is computed. Errors
+/// in the files are found before anything is written.
+pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
     let now = match &args.now {
         Some(s) => parse_rfc3339(s).map_err(|e| format!("--now: {e}"))?,
         None => jiff::Timestamp::now(),
@@ -99,94 +120,127 @@ pub(super) fn run(args: &Args) -> Result<String, String> {
                 "--cluster {spec:?}: cluster {name:?} is given twice"
             ));
         }
-        let found = read_gateways(Path::new(path)).map_err(|e| format!("--cluster {name}: {e}"))?;
-        let mut keys = BTreeSet::new();
-        for f in found {
-            if !keys.insert(f.key.clone()) {
-                return Err(format!(
-                    "--cluster {name}: {}: Gateway {} appears twice in this cluster's files",
+        // Each Gateway's status goes into the fleet as it is read.
+        for_each_gateway(Path::new(path), |f| {
+            if fleet
+                .cluster_gateways(name)
+                .is_some_and(|keys| keys.contains(&f.key))
+            {
+                return Err(Failure::Message(format!(
+                    "{}: Gateway {} appears twice in this cluster's files",
                     f.object.at, f.key
-                ));
+                )));
             }
             fleet.upsert(name, f.key, f.doc.status.unwrap_or_default());
-        }
+            Ok(())
+        })
+        .map_err(|e| format!("--cluster {name}: {e}"))?;
     }
 
-    let mut items: BTreeMap<GatewayKey, Value> = BTreeMap::new();
-    if args.hub.is_empty() {
-        let keys: Vec<GatewayKey> = fleet.gateway_keys().cloned().collect();
-        for key in keys {
+    let mut list = ListWriter::new(out, args.output);
+    let written = if args.hub.is_empty() {
+        // The fleet's keys are in order: each result is written at once.
+        fleet.gateway_keys().try_for_each(|key| {
             let hub = HubGateway {
                 generation: 1,
                 ..HubGateway::default()
             };
             let agg = fleet
-                .aggregate(&key, &hub, &options, now)
-                .map_err(|e| e.to_string())?;
+                .aggregate(key, &hub, &options, now)
+                .map_err(|e| Failure::Message(e.to_string()))?;
             let object = json!({
                 "apiVersion": GATEWAY_VERSIONS[0],
                 "kind": "Gateway",
                 "metadata": {"name": key.name, "namespace": key.namespace, "generation": 1},
                 "status": to_value(&agg.status)?,
             });
-            items.insert(key, object);
-        }
+            list.item(&object).map_err(Failure::Output)
+        })
     } else {
-        let mut found = Vec::new();
+        // Hub Gateways come in file order and go out in key order: each
+        // result waits in the spool, not in memory.
+        let mut spool = Spool::temporary().map_err(|e| e.to_string())?;
+        let mut keys = BTreeSet::new();
         for path in &args.hub {
-            found.extend(read_gateways(path).map_err(|e| format!("-f: {e}"))?);
+            for_each_gateway(path, |f| {
+                if !keys.insert(f.key.clone()) {
+                    return Err(Failure::Message(format!(
+                        "{}: hub Gateway {} appears twice",
+                        f.object.at, f.key
+                    )));
+                }
+                let generation = f.doc.metadata.generation.unwrap_or(1);
+                let existing = f
+                    .doc
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.clone())
+                    .unwrap_or_default();
+                let reports = fleet.reports(&f.key);
+                let hub = HubGateway::from_existing(generation, &existing, &reports);
+                let agg = gwhub_hub_rules::aggregate::aggregate(&hub, &reports, &options, now)
+                    .map_err(|e| Failure::Message(e.to_string()))?;
+                let mut object = f.object.value;
+                if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.remove("managedFields");
+                }
+                object["status"] = to_value(&agg.status)?;
+                spool.push(f.key, (), &object)?;
+                Ok(())
+            })
+            .map_err(|e| format!("-f: {e}"))?;
         }
-        for f in found {
-            if items.contains_key(&f.key) {
-                return Err(format!(
-                    "-f: {}: hub Gateway {} appears twice",
-                    f.object.at, f.key
-                ));
-            }
-            let generation = f.doc.metadata.generation.unwrap_or(1);
-            let existing = f
-                .doc
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.clone())
-                .unwrap_or_default();
-            let reports = fleet.reports(&f.key);
-            let hub = HubGateway::from_existing(generation, &existing, &reports);
-            let agg = gwhub_hub_rules::aggregate::aggregate(&hub, &reports, &options, now)
-                .map_err(|e| e.to_string())?;
-            let mut object = f.object.value;
-            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-                meta.remove("managedFields");
-            }
-            object["status"] = to_value(&agg.status)?;
-            items.insert(f.key, object);
-        }
+        spool.drain_sorted(|_, (), object| list.item(&object).map_err(Failure::Output))
+    };
+    match written.and_then(|()| list.finish().map(drop).map_err(Failure::Output)) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`| head`) is not an error worth a message.
+        Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.to_string()),
     }
-    Ok(render_list(items.into_values().collect(), args.output))
+}
+
+/// Why the command stopped, as printed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("{0}")]
+    Message(String),
+    #[error("cannot write the output: {0}")]
+    Output(#[source] std::io::Error),
+}
+
+impl From<ManifestError> for Failure {
+    fn from(e: ManifestError) -> Self {
+        Failure::Message(e.to_string())
+    }
+}
+
+impl From<SpoolError> for Failure {
+    fn from(e: SpoolError) -> Self {
+        Failure::Message(e.to_string())
+    }
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Self {
+        Failure::Message(e)
+    }
 }
 
 fn to_value(status: &GatewayStatus) -> Result<Value, String> {
     serde_json::to_value(status).map_err(|e| format!("cannot serialize status: {e}"))
 }
 
-/// The Gateways in `path` (file or directory); other kinds are skipped as
-/// they are read, so memory follows the Gateways and the largest document.
-fn read_gateways(path: &Path) -> Result<Vec<Found>, String> {
-    struct Message(String);
-    impl From<ManifestError> for Message {
-        fn from(e: ManifestError) -> Self {
-            Message(e.to_string())
-        }
-    }
-    let mut out = Vec::new();
-    for_each_object(&[path], |object| {
-        if let Some(found) = gateway_of(object).map_err(Message)? {
-            out.push(found);
-        }
-        Ok::<_, Message>(())
+/// Hands each Gateway in `path` (file or directory) to `each` as it is
+/// read; other kinds are skipped.
+fn for_each_gateway(
+    path: &Path,
+    mut each: impl FnMut(Found) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    for_each_object(&[path], |object| match gateway_of(object)? {
+        Some(found) => each(found),
+        None => Ok(()),
     })
-    .map_err(|Message(e)| e)?;
-    Ok(out)
 }
 
 /// The Gateways among `objects` (other kinds are skipped), checked and

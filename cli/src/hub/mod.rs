@@ -34,7 +34,11 @@ pub enum Command {
 /// Runs the parsed command; the error is printed as `error: <msg>`.
 pub fn run(cli: Cli) -> Result<String, String> {
     match cli.command {
-        Command::Aggregate(args) => aggregate::run(&args),
+        // Written to standard output as it is computed; nothing is left.
+        Command::Aggregate(args) => {
+            let out = std::io::BufWriter::new(std::io::stdout().lock());
+            aggregate::run(&args, out).map(|()| String::new())
+        }
         Command::Serve(args) => serve::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Certs(args) => certs::run(&args),

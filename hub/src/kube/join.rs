@@ -207,6 +207,8 @@ pub struct Joiner {
     pub(super) profiles: Option<(Api<ClusterProfile>, String)>,
     /// Enforce mode: a tokenless join needs the cluster's ClusterProfile.
     enforce_inventory: bool,
+    /// Observe mode: renewals of clusters outside the inventory, admitted.
+    outside_renewals: std::sync::OnceLock<prometheus_client::metrics::counter::Counter>,
 }
 
 impl std::fmt::Debug for Joiner {
@@ -259,6 +261,7 @@ impl Joiner {
             refusals: RefusalLog::default(),
             profiles: None,
             enforce_inventory: false,
+            outside_renewals: std::sync::OnceLock::new(),
         }
     }
 
@@ -277,6 +280,15 @@ impl Joiner {
         >,
     ) {
         self.refusals.count_into(family);
+    }
+
+    /// Renewals admitted outside the inventory (observe mode) are counted
+    /// into `counter` (`gwhub_renewals_outside_inventory_total`).
+    pub(crate) fn count_outside_renewals_into(
+        &self,
+        counter: prometheus_client::metrics::counter::Counter,
+    ) {
+        let _ = self.outside_renewals.set(counter);
     }
 
     /// Where the join token Secrets are.
@@ -468,7 +480,7 @@ impl Joiner {
                 ))
             })?;
         self.refuse_removed(presented).await?;
-        self.require_profile(cluster, "a renewal").await?;
+        self.renewal_in_inventory(cluster).await?;
         let ca = self.ca().await?;
         let now = jiff::Timestamp::now().as_second();
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
@@ -512,9 +524,44 @@ impl Joiner {
     /// With an enforced inventory, PERMISSION_DENIED unless `cluster` has
     /// its ClusterProfile (`what` needs it: a tokenless join, a renewal).
     pub(super) async fn require_profile(&self, cluster: &str, what: &str) -> Result<(), Status> {
-        let Some((profiles, namespace)) = self.profiles.as_ref().filter(|_| self.enforce_inventory)
-        else {
+        if !self.enforce_inventory {
             return Ok(());
+        }
+        match self.has_profile(cluster).await? {
+            Some((false, namespace)) => Err(Status::permission_denied(format!(
+                "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
+                 (namespace {namespace}); {what} needs it"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// A renewal checks the inventory in every mode, as a stream does:
+    /// outside it, enforce mode refuses ([`Self::require_profile`]);
+    /// observe mode admits, logs a warning and counts it
+    /// (`gwhub_renewals_outside_inventory_total`).
+    async fn renewal_in_inventory(&self, cluster: &str) -> Result<(), Status> {
+        if self.enforce_inventory {
+            return self.require_profile(cluster, "a renewal").await;
+        }
+        if let Some((false, namespace)) = self.has_profile(cluster).await? {
+            if let Some(c) = self.outside_renewals.get() {
+                c.inc();
+            }
+            tracing::warn!(
+                cluster,
+                inventory = %namespace,
+                "renewal of a cluster outside the fleet inventory admitted (--inventory-mode=observe)"
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `cluster` has its ClusterProfile, and the inventory's
+    /// namespace; `None` without an inventory.
+    async fn has_profile(&self, cluster: &str) -> Result<Option<(bool, &str)>, Status> {
+        let Some((profiles, namespace)) = self.profiles.as_ref() else {
+            return Ok(None);
         };
         // Listed (the hub's verb on the inventory), by name.
         let lp = kube::api::ListParams::default().fields(&format!("metadata.name={cluster}"));
@@ -522,13 +569,7 @@ impl Joiner {
             .list(&lp)
             .await
             .map_err(|e| unavailable("read the fleet inventory", e))?;
-        if found.items.is_empty() {
-            return Err(Status::permission_denied(format!(
-                "cluster {cluster:?} has no ClusterProfile in the fleet inventory \
-                 (namespace {namespace}); {what} needs it"
-            )));
-        }
-        Ok(())
+        Ok(Some((!found.items.is_empty(), namespace.as_str())))
     }
 
     /// With an inventory, publishes `cluster`'s ClusterProfile when none

@@ -268,6 +268,14 @@ impl Connected {
         paths: &crate::tls::TlsPaths<'_>,
     ) -> Result<crate::tls::HubTls, KubeError> {
         let api = Api::namespaced(self.client.clone(), &self.options.namespace);
+        let mut config = config;
+        // A restarted leader's lease must run out before a running replica
+        // leads and can write a corrupt CA back: wait past it.
+        if let Some(lease) = &self.options.lease {
+            config.ca_repair_grace = config
+                .ca_repair_grace
+                .max(lease.lease_duration + lease.renew_every);
+        }
         let agent_lifetime = config.agent_lifetime;
         let (tls, follower) = tls_secrets::start(api, config, paths).await?;
         self.secrets = Some(follower);

@@ -11,6 +11,20 @@
 //! Secrets and hands their content to the TLS reload machinery
 //! ([`crate::tls_reload`]) as a followed source, so new handshakes use a
 //! replaced certificate within seconds, with no restart.
+//!
+//! What the hub made, it repairs (issue #35). A corrupt or half-written
+//! `gwhub-serving` is re-issued. Every replica keeps the last usable
+//! hub-made CA it read in memory: when `gwhub-ca` turns corrupt, the
+//! leader writes that CA back, byte for byte, and no agent notices. A
+//! replica that starts on a corrupt `gwhub-ca` waits
+//! [`SecretsConfig::ca_repair_grace`] (at least [`CA_REPAIR_GRACE`], and
+//! longer than a lease, so a running replica can take over the lead from
+//! the restarted one) for a running leader to do so; when none does,
+//! nobody holds the CA any
+//! more: it copies the corrupt Secret to `gwhub-ca-corrupt-<unix time>`,
+//! issues a new CA (every agent must join again), logs that as an ERROR
+//! and records a Warning Event on `gwhub-ca`. An operator's CA is never
+//! replaced.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +54,13 @@ pub const MANAGED_BY: &str = "gwhub.io/managed-by";
 const TLS_CRT: &str = "tls.crt";
 const TLS_KEY: &str = "tls.key";
 const CA_CRT: &str = "ca.crt";
+/// The label on the copy of a corrupt `gwhub-ca` the hub replaced.
+pub const CORRUPT_COPY_OF: &str = "gwhub.io/corrupt-copy-of";
+/// How long a starting replica waits at least for a running leader to
+/// write back a corrupt hub-made `gwhub-ca` before it issues a new CA.
+pub const CA_REPAIR_GRACE: Duration = Duration::from_secs(10);
+/// The reason of the Event recorded when a corrupt `gwhub-ca` is replaced.
+pub const CA_REISSUED: &str = "CAReissued";
 
 /// How the hub makes its certificates.
 #[derive(Clone, Debug)]
@@ -50,6 +71,10 @@ pub struct SecretsConfig {
     pub ca_lifetime: Duration,
     /// Lifetime of the agent certificates signed at Join.
     pub agent_lifetime: Duration,
+    /// How long a starting replica waits for a running leader to write
+    /// back a corrupt hub-made CA ([`CA_REPAIR_GRACE`], or longer with
+    /// leader election: see [`crate::kube::Connected::tls_from_secrets`]).
+    pub ca_repair_grace: Duration,
 }
 
 impl SecretsConfig {
@@ -60,6 +85,7 @@ impl SecretsConfig {
             serving_lifetime: pki::SERVING_LIFETIME,
             ca_lifetime: pki::CA_LIFETIME,
             agent_lifetime: pki::AGENT_CERT_LIFETIME,
+            ca_repair_grace: CA_REPAIR_GRACE,
         }
     }
 
@@ -151,6 +177,13 @@ fn new_secret(name: &str, data: &[(&str, &str)]) -> Secret {
     }
 }
 
+/// `ca`'s pair when it can sign (see [`pki::check_ca`]).
+fn usable_ca(ca: &Secret) -> Fallible<Pair> {
+    let pair = ca_pair(ca)?;
+    pki::check_ca(&pair).map_err(SecretsError::Pki)?;
+    Ok(pair)
+}
+
 fn ca_pair(ca: &Secret) -> Fallible<Pair> {
     let text = |key| {
         key_of(ca, key)
@@ -210,6 +243,10 @@ struct Slots {
     serving_cert: watch::Sender<Arc<[u8]>>,
     serving_key: watch::Sender<Arc<[u8]>>,
     ca_cert: watch::Sender<Arc<[u8]>>,
+    /// The last usable hub-made CA read: what the leader writes back.
+    ca: parking_lot::Mutex<Option<Pair>>,
+    /// Told when `gwhub-ca` turned corrupt: the leader looks at once.
+    repair: tokio::sync::Notify,
 }
 
 /// Follows the Secrets (every replica) and renews the serving certificate
@@ -256,10 +293,29 @@ async fn start_inner(
         ))
     })
     .await?;
+    let (ca, reissued) = match usable_ca(&ca) {
+        Err(e) if managed(&ca) => recover_ca(&api, ca, &config, e).await?,
+        _ => (ca, false),
+    };
     let mut serving = get_or_create(&api, SERVING_SECRET, || {
         serving_secret(&ca_pair(&ca)?, &config)
     })
     .await?;
+    // A new CA: the serving certificate the old one signed goes too.
+    if reissued && managed(&serving) {
+        let mut next = serving_secret(&ca_pair(&ca)?, &config)?;
+        next.metadata.resource_version = serving.metadata.resource_version.clone();
+        match api
+            .replace(SERVING_SECRET, &PostParams::default(), &next)
+            .await
+        {
+            Ok(s) => serving = s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot re-issue Secret {SERVING_SECRET} for the new CA; serving one from memory");
+                serving = next;
+            }
+        }
+    }
     // A hub-made serving Secret found corrupt or half-written (issue #35:
     // the hub exited, a crash loop): serve a fresh certificate from memory
     // and let the leader re-issue the Secret ([`renew_once`]); the follow
@@ -287,6 +343,8 @@ async fn start_inner(
         serving_cert: watch::Sender::new(need(&serving, SERVING_SECRET, TLS_CRT)?),
         serving_key: watch::Sender::new(need(&serving, SERVING_SECRET, TLS_KEY)?),
         ca_cert: watch::Sender::new(need(&ca, CA_SECRET, TLS_CRT)?),
+        ca: parking_lot::Mutex::new(usable_ca(&ca).ok().filter(|_| managed(&ca))),
+        repair: tokio::sync::Notify::new(),
     });
     let followed = |name: &str, key: &str, slot: &watch::Sender<Arc<[u8]>>| Followed {
         name: format!("Secret {ns}/{name} {key}"),
@@ -324,7 +382,7 @@ impl Follower {
                 shutdown.clone(),
             ));
         }
-        tasks.spawn(renew(self.api, self.config, leader, shutdown));
+        tasks.spawn(renew(self.api, self.config, self.slots, leader, shutdown));
     }
 }
 
@@ -374,7 +432,25 @@ async fn follow(
                 "the hub's Secret lacks a key; keeping the material in use"
             ),
         };
-        if name == CA_SECRET {
+        if name == CA_SECRET && managed(&secret) {
+            // The hub's own: a usable one is kept in memory as well; a
+            // corrupt one is kept out and the leader writes back the last.
+            match usable_ca(&secret) {
+                Ok(pair) => {
+                    *slots.ca.lock() = Some(pair);
+                    set(&slots.ca_cert, TLS_CRT);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "Secret {CA_SECRET} (made by the hub) is corrupt or half-written; \
+                         keeping the CA in use, the leader writes it back"
+                    );
+                    slots.repair.notify_one();
+                }
+            }
+        } else if name == CA_SECRET {
+            // An operator's: only read (the reload reports a bad one).
             set(&slots.ca_cert, TLS_CRT);
         } else {
             // Certificate and key change together: set both before the
@@ -386,11 +462,12 @@ async fn follow(
     }
 }
 
-/// The leader renews a hub-made serving certificate at 2/3 of its lifetime
-/// and re-creates a deleted one.
+/// The leader writes back a corrupt hub-made CA, renews a hub-made serving
+/// certificate at 2/3 of its lifetime and re-creates a deleted one.
 async fn renew(
     api: Api<Secret>,
     config: SecretsConfig,
+    slots: Arc<Slots>,
     mut leader: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) {
@@ -400,25 +477,167 @@ async fn renew(
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
+            _ = slots.repair.notified() => {}
             r = leader.changed() => if r.is_err() { return },
         }
         if !*leader.borrow() {
             continue;
         }
-        if let Err(e) = renew_once(&api, &config).await {
+        if let Err(e) = renew_once(&api, &config, &slots).await {
             tracing::warn!(error = %e, "cannot renew the hub's serving certificate; retrying");
         }
     }
 }
 
-async fn renew_once(api: &Api<Secret>, config: &SecretsConfig) -> Fallible<()> {
+/// A starting replica found its own `gwhub-ca` corrupt (`why`). A running
+/// leader writes it back from memory within the grace; when none
+/// does, the corrupt Secret is copied aside and a new CA replaces it. The
+/// CA Secret to use is returned, and whether it is a new CA.
+async fn recover_ca(
+    api: &Api<Secret>,
+    mut ca: Secret,
+    config: &SecretsConfig,
+    why: SecretsError,
+) -> Fallible<(Secret, bool)> {
+    let ns = api.namespace().unwrap_or_default().to_owned();
+    let api_err = |verb: &'static str, name: &str, error: kube::Error| SecretsError::Api {
+        verb,
+        namespace: ns.clone(),
+        name: name.to_owned(),
+        error: Box::new(error),
+    };
+    tracing::warn!(
+        error = %why,
+        grace_s = config.ca_repair_grace.as_secs(),
+        "Secret {CA_SECRET} (made by the hub) is corrupt; waiting for a running replica to write it back"
+    );
+    let deadline = tokio::time::Instant::now() + config.ca_repair_grace;
+    loop {
+        if usable_ca(&ca).is_ok() || !managed(&ca) {
+            return Ok((ca, false));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        ca = api
+            .get(CA_SECRET)
+            .await
+            .map_err(|e| api_err("read", CA_SECRET, e))?;
+    }
+    // Nobody holds it: keep the corrupt bytes for the operator first.
+    let now = jiff::Timestamp::now().as_second();
+    let copy = format!("{CA_SECRET}-corrupt-{now}");
+    let kept = Secret {
+        metadata: ObjectMeta {
+            name: Some(copy.clone()),
+            labels: Some(BTreeMap::from([
+                ("app.kubernetes.io/name".to_owned(), "gwhub".to_owned()),
+                (CORRUPT_COPY_OF.to_owned(), CA_SECRET.to_owned()),
+            ])),
+            ..ObjectMeta::default()
+        },
+        type_: Some("Opaque".to_owned()),
+        data: ca.data.clone(),
+        ..Secret::default()
+    };
+    api.create(&PostParams::default(), &kept)
+        .await
+        .map_err(|e| api_err("create", &copy, e))?;
+    let pair = pki::new_ca(now, config.ca_lifetime).map_err(SecretsError::Pki)?;
+    let mut next = new_secret(
+        CA_SECRET,
+        &[(TLS_CRT, &pair.cert_pem), (TLS_KEY, &pair.key_pem)],
+    );
+    next.metadata.resource_version = ca.metadata.resource_version.clone();
+    match api.replace(CA_SECRET, &PostParams::default(), &next).await {
+        Ok(s) => {
+            tracing::error!(
+                copy = %copy,
+                "Secret {CA_SECRET} (made by the hub) was corrupt and no running replica held the CA: \
+                 issued a new CA. EVERY AGENT MUST JOIN AGAIN (its certificate is from the old CA). \
+                 The corrupt Secret is kept as {copy}"
+            );
+            record_reissue(api, &s, &copy).await;
+            Ok((s, true))
+        }
+        // Another replica wrote it meanwhile: use what it wrote.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let s = api
+                .get(CA_SECRET)
+                .await
+                .map_err(|e| api_err("read", CA_SECRET, e))?;
+            usable_ca(&s)?;
+            Ok((s, false))
+        }
+        Err(e) => Err(api_err("update", CA_SECRET, e)),
+    }
+}
+
+/// A Warning Event on `gwhub-ca`: a new CA, agents must join again.
+async fn record_reissue(api: &Api<Secret>, ca: &Secret, copy: &str) {
+    use kube::Resource;
+    use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+    let reporter = Reporter {
+        controller: super::FIELD_MANAGER.into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    let recorder = Recorder::new(api.clone().into_client(), reporter);
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: CA_REISSUED.into(),
+        note: Some(format!(
+            "Secret {CA_SECRET} was corrupt and no running replica held the CA: a new CA was \
+             issued; every agent must join again. The corrupt Secret is kept as {copy}"
+        )),
+        action: "Repair".into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &ca.object_ref(&())).await {
+        tracing::warn!(error = %e, "cannot record the Event of the new CA");
+    }
+}
+
+async fn renew_once(api: &Api<Secret>, config: &SecretsConfig, slots: &Slots) -> Fallible<()> {
     let read = |e| SecretsError::Read(Box::new(e));
-    let Some(ca) = api.get_opt(CA_SECRET).await.map_err(read)? else {
+    let Some(mut ca) = api.get_opt(CA_SECRET).await.map_err(read)? else {
         tracing::warn!(
             "Secret {CA_SECRET} is gone; restart the hub to make a new CA (agents must join again)"
         );
         return Ok(());
     };
+    // The hub's own CA turned corrupt or half-written: write back the one
+    // in memory (the agents' certificates stay valid).
+    if managed(&ca)
+        && let Err(e) = usable_ca(&ca)
+    {
+        let held = slots.ca.lock().clone();
+        let Some(pair) = held else {
+            tracing::error!(error = %e, "Secret {CA_SECRET} (made by the hub) is corrupt and this replica holds no CA to write back");
+            return Ok(());
+        };
+        let mut next = new_secret(
+            CA_SECRET,
+            &[(TLS_CRT, &pair.cert_pem), (TLS_KEY, &pair.key_pem)],
+        );
+        next.metadata.resource_version = ca.metadata.resource_version.clone();
+        match api.replace(CA_SECRET, &PostParams::default(), &next).await {
+            Ok(s) => {
+                tracing::warn!(error = %e, "Secret {CA_SECRET} (made by the hub) was corrupt; wrote back the CA in use");
+                ca = s;
+            }
+            // Written meanwhile: look again next time.
+            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+            Err(error) => {
+                return Err(SecretsError::Api {
+                    verb: "update",
+                    namespace: api.namespace().unwrap_or_default().to_owned(),
+                    name: CA_SECRET.to_owned(),
+                    error: Box::new(error),
+                });
+            }
+        }
+    }
     let now = jiff::Timestamp::now().as_second();
     if let Some(crt) = key_of(&ca, TLS_CRT)
         && let Ok(na) = gwhub_common::identity::soonest_expiry_pem(&crt)
