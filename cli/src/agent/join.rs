@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use gwhub_common::backoff::Exponential;
 use gwhub_common::join::{JoinToken, ca_pin_der, ca_pin_pem, parse_pin};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
 use k8s_openapi::ByteString;
@@ -176,7 +177,7 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
             gwhub_common::join::key_hash(&key.subject_public_key_info())
         )
     };
-    let mut backoff = APPROVAL_BACKOFF_MIN;
+    let mut backoff = Exponential::new(APPROVAL_BACKOFF_MIN, APPROVAL_BACKOFF_MAX);
     let resp = loop {
         let answer = client
             .join(v1::JoinRequest {
@@ -190,15 +191,15 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
             // Without a token: the same request again, until an operator
             // approves it (or the hub can take it).
             Err(s) if token.is_empty() && retry_without_token(&s) => {
+                let delay = backoff.failed();
                 tracing::warn!(
                     cluster = %plan.cluster,
                     key_sha256,
-                    retry_in_s = backoff.as_secs(),
+                    retry_in_s = delay.as_secs(),
                     "{}",
                     s.message()
                 );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(APPROVAL_BACKOFF_MAX);
+                tokio::time::sleep(delay).await;
             }
             Err(s) => {
                 return Err(format!(
