@@ -19,6 +19,7 @@ pub mod logging;
 pub mod metrics_http;
 pub mod output;
 pub mod pace;
+pub mod pem;
 pub mod watch_events;
 
 pub use backoff::Backoff;
