@@ -9,6 +9,7 @@
 //! the `GET /metrics` responder of `--metrics-listen`, and
 //! [`watch_events`], the one loop over a Kubernetes watch.
 
+pub mod backoff;
 pub mod bucket;
 pub mod fair_pace;
 pub mod identity;
@@ -18,9 +19,11 @@ pub mod logging;
 pub mod metrics_http;
 pub mod output;
 pub mod pace;
+pub mod pem;
 pub mod watch_events;
 
+pub use backoff::Backoff;
 pub use bucket::{Class, PriorityBucket, TokenBucket};
 pub use fair_pace::FairPacer;
 pub use output::{ListWriter, OutputFormat, render_list, render_object};
-pub use pace::{Backoff, CoalescingQueue, KeyedPacer, Pacer};
+pub use pace::{CoalescingQueue, KeyedPacer, Pacer};

@@ -243,45 +243,6 @@ pub async fn sleep_until(due: Option<Instant>) {
     }
 }
 
-/// Per-key exponential backoff for retrying failed writes: the first retry
-/// after `base`, each further consecutive failure doubles it up to `max`;
-/// a success starts the key over. A write the API server refuses for good
-/// (a 422, a webhook's denial) is then retried a few times a minute at
-/// most, not every second forever.
-#[derive(Debug)]
-pub struct Backoff<K> {
-    base: Duration,
-    max: Duration,
-    failures: std::sync::Mutex<BTreeMap<K, u32>>,
-}
-
-impl<K: Ord + Clone> Backoff<K> {
-    pub fn new(base: Duration, max: Duration) -> Self {
-        Backoff {
-            base,
-            max: max.max(base),
-            failures: std::sync::Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    /// Records a failure of `key`; returns how long to wait before retrying.
-    pub fn failed(&self, key: &K) -> Duration {
-        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = f.entry(key.clone()).or_insert(0);
-        let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
-        *n = n.saturating_add(1);
-        delay
-    }
-
-    /// Records a success (or that `key` is gone): its next failure waits `base`.
-    pub fn succeeded(&self, key: &K) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,23 +387,6 @@ mod tests {
         assert_eq!(starts[0], t0, "the first change waits for nothing");
         assert!(starts.windows(2).all(|s| s[1] - s[0] >= w));
         assert!(starts.len() <= 21, "{} passes", starts.len());
-    }
-
-    #[test]
-    fn backoff_doubles_per_failure_up_to_the_cap_and_resets() {
-        let b = Backoff::new(Duration::from_secs(1), Duration::from_secs(5));
-        let secs = |d: Duration| d.as_secs();
-        assert_eq!(secs(b.failed(&"a")), 1);
-        assert_eq!(secs(b.failed(&"a")), 2);
-        assert_eq!(secs(b.failed(&"a")), 4);
-        assert_eq!(secs(b.failed(&"a")), 5);
-        assert_eq!(secs(b.failed(&"b")), 1, "keys are independent");
-        for _ in 0..100 {
-            b.failed(&"a");
-        }
-        assert_eq!(secs(b.failed(&"a")), 5, "no overflow");
-        b.succeeded(&"a");
-        assert_eq!(secs(b.failed(&"a")), 1);
     }
 
     #[tokio::test]

@@ -171,20 +171,12 @@ pub fn new_serving(
     let cert = p
         .signed_by(&key, &issuer)
         .map_err(make("serving certificate"))?;
-    let ca_first = first_pem_block(&ca.cert_pem);
+    let ca_first = gwhub_common::pem::first_block(&ca.cert_pem)
+        .map_err(|e| PkiError::Read(format!("the hub CA certificate: {e}")))?;
     Ok(Pair {
         cert_pem: format!("{}{}", cert.pem(), ca_first),
         key_pem: key.serialize_pem(),
     })
-}
-
-/// The first PEM block of `pem` (with its trailing newline).
-fn first_pem_block(pem: &str) -> String {
-    const END: &str = "-----END CERTIFICATE-----";
-    match pem.find(END) {
-        Some(i) => format!("{}\n", &pem[..i + END.len()]),
-        None => pem.to_owned(),
-    }
 }
 
 /// An agent certificate's default lifetime (`--agent-cert-lifetime`).
@@ -330,7 +322,11 @@ mod tests {
         assert_eq!(v.len(), 2, "leaf then CA");
         assert_eq!(v[0].not_after, NOW + SERVING_LIFETIME.as_secs() as i64);
         // The second block is the CA itself.
-        assert!(serving.cert_pem.ends_with(&first_pem_block(&ca.cert_pem)));
+        assert!(
+            serving
+                .cert_pem
+                .ends_with(&gwhub_common::pem::first_block(&ca.cert_pem).unwrap())
+        );
         assert!(serving.key_pem.contains("PRIVATE KEY"));
         assert_ne!(serving.key_pem, ca.key_pem);
     }

@@ -46,21 +46,39 @@ fn read(flag: &str, path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-/// PEM text with at least one block labelled `label` (a cheap early check,
-/// so a swapped flag fails at start-up, naming the flag).
-fn pem(flag: &'static str, path: &Path, label: &'static str) -> Result<Pem, TlsError> {
+/// What an early check of a PEM file looks for.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    Certificate,
+    PrivateKey,
+}
+
+/// A PEM file holding at least one `expect` block, parsed by rustls' PEM
+/// reader (a cheap early check, so a swapped flag or a damaged file fails at
+/// start-up, naming the flag and the file).
+fn pem(flag: &'static str, path: &Path, expect: Expect) -> Result<Pem, TlsError> {
+    use tokio_rustls::rustls::pki_types::pem::{Error as PemError, PemObject};
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let bytes = read(flag, path)?;
-    let text = String::from_utf8_lossy(&bytes);
-    if !text.contains(&format!("-----BEGIN {label}")) {
-        return Err(TlsError::NoPem {
-            what: format!("{flag} {}", path.display()),
-            label,
-        });
+    let what = format!("{flag} {}", path.display());
+    let (found, label) = match expect {
+        Expect::Certificate => (
+            CertificateDer::from_pem_slice(&bytes).map(drop),
+            "CERTIFICATE",
+        ),
+        Expect::PrivateKey => (
+            PrivateKeyDer::from_pem_slice(&bytes).map(drop),
+            "PRIVATE KEY",
+        ),
+    };
+    match found {
+        Ok(()) => Ok(Pem::File {
+            flag,
+            path: path.to_owned(),
+        }),
+        Err(PemError::NoItemsFound) => Err(TlsError::NoPem { what, label }),
+        Err(e) => Err(TlsError::invalid(&what, format_args!("not valid PEM: {e}"))),
     }
-    Ok(Pem::File {
-        flag,
-        path: path.to_owned(),
-    })
 }
 
 impl HubTls {
@@ -153,9 +171,9 @@ impl HubTls {
         };
         let tls = HubTls {
             sources: Sources {
-                cert: pem("--tls-cert", cert, "CERTIFICATE")?,
-                key: pem("--tls-key", key, "")?,
-                client_ca: pem("--client-ca", ca, "CERTIFICATE")?,
+                cert: pem("--tls-cert", cert, Expect::Certificate)?,
+                key: pem("--tls-key", key, Expect::PrivateKey)?,
+                client_ca: pem("--client-ca", ca, Expect::Certificate)?,
                 dashboard_client_ca: None,
                 reload_every: DEFAULT_RELOAD_INTERVAL,
                 client_cert_optional: false,
@@ -181,7 +199,7 @@ impl HubTls {
         let client_ca = match paths.client_ca {
             Some(ca) => Pem::Concat(vec![
                 Pem::Api(client_ca),
-                pem("--client-ca", ca, "CERTIFICATE")?,
+                pem("--client-ca", ca, Expect::Certificate)?,
             ]),
             None => Pem::Api(client_ca),
         };
@@ -206,7 +224,8 @@ impl HubTls {
     fn with_dashboard_files(self, paths: &TlsPaths<'_>) -> Result<HubTls, TlsError> {
         let mut tls = self;
         if let Some(p) = paths.dashboard_client_ca {
-            tls.sources.dashboard_client_ca = Some(pem("--dashboard-client-ca", p, "CERTIFICATE")?);
+            tls.sources.dashboard_client_ca =
+                Some(pem("--dashboard-client-ca", p, Expect::Certificate)?);
         }
         if let Some(p) = paths.dashboard_token_file {
             let bytes = read("--dashboard-token-file", p)?;

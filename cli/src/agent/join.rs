@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use gwhub_common::backoff::Exponential;
 use gwhub_common::join::{JoinToken, ca_pin_der, ca_pin_pem, parse_pin};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
 use k8s_openapi::ByteString;
@@ -149,7 +150,7 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
         ));
     }
     let ca_der = discover_ca(&plan.hub, &pin).await?;
-    let ca_pem = pem_of(&ca_der);
+    let ca_pem = gwhub_common::pem::encode("CERTIFICATE", &ca_der);
     let (csr, key) = new_csr(&plan.cluster)?;
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(&ca_pem));
@@ -176,7 +177,7 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
             gwhub_common::join::key_hash(&key.subject_public_key_info())
         )
     };
-    let mut backoff = APPROVAL_BACKOFF_MIN;
+    let mut backoff = Exponential::new(APPROVAL_BACKOFF_MIN, APPROVAL_BACKOFF_MAX);
     let resp = loop {
         let answer = client
             .join(v1::JoinRequest {
@@ -190,15 +191,15 @@ async fn join(plan: &JoinPlan) -> Result<(String, String, String), String> {
             // Without a token: the same request again, until an operator
             // approves it (or the hub can take it).
             Err(s) if token.is_empty() && retry_without_token(&s) => {
+                let delay = backoff.failed();
                 tracing::warn!(
                     cluster = %plan.cluster,
                     key_sha256,
-                    retry_in_s = backoff.as_secs(),
+                    retry_in_s = delay.as_secs(),
                     "{}",
                     s.message()
                 );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(APPROVAL_BACKOFF_MAX);
+                tokio::time::sleep(delay).await;
             }
             Err(s) => {
                 return Err(format!(
@@ -345,31 +346,6 @@ async fn renew_once(plan: &JoinPlan, files: &IdentityFiles) -> Result<(), String
     Ok(())
 }
 
-fn pem_of(der: &[u8]) -> String {
-    use std::fmt::Write;
-    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut b64 = String::new();
-    for chunk in der.chunks(3) {
-        let n = chunk.len();
-        let v = (u32::from(chunk[0]) << 16)
-            | (u32::from(*chunk.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*chunk.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= n {
-                b64.push(B64[((v >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                b64.push('=');
-            }
-        }
-    }
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        let _ = writeln!(out, "{}", String::from_utf8_lossy(line));
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
-}
-
 /// Accepts the hub's chain only if it holds a CA whose SPKI hash is the
 /// pin and the chain verifies against that CA (with the hub's name).
 #[derive(Debug)]
@@ -509,17 +485,16 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
+    /// The CA found by its pin is written as rcgen writes certificates.
     #[test]
-    fn pem_of_round_trips() {
+    fn the_discovered_ca_is_written_as_rcgen_writes_it() {
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["a".to_owned()])
             .unwrap()
             .self_signed(&key)
             .unwrap();
         assert_eq!(
-            pem_of(cert.der()).replace("\r\n", "\n"),
+            gwhub_common::pem::encode("CERTIFICATE", cert.der()).replace("\r\n", "\n"),
             cert.pem().replace("\r\n", "\n")
         );
     }

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_common::backoff::Exponential;
 use gwhub_model::error_chain;
 use gwhub_proto::client::{ReportStream, open_report};
 use gwhub_proto::convert::report_to_proto;
@@ -167,7 +168,8 @@ impl HubClient {
     /// (its log lines carry it; the demo runs several agents in one process).
     #[tracing::instrument(name = "hub_client", skip_all, fields(cluster = %self.config.cluster))]
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut backoff = Backoff::new(self.config.backoff_initial, self.config.backoff_max);
+        let mut backoff =
+            Exponential::new(self.config.backoff_initial, self.config.backoff_max).jittered();
         while !shutdown.is_cancelled() {
             let mut healthy = false;
             let result = self.connection(&shutdown, &mut healthy).await;
@@ -178,7 +180,7 @@ impl HubClient {
             if healthy {
                 backoff.reset();
             }
-            let delay = backoff.next_delay();
+            let delay = backoff.failed();
             match result {
                 Ok(()) => {}
                 Err(e) => tracing::warn!(
@@ -608,60 +610,9 @@ fn reason_name(reason: i32) -> &'static str {
         .unwrap_or("unknown")
 }
 
-/// Exponential backoff with "equal jitter": half the delay fixed, half
-/// random, so a fleet of agents does not reconnect in lockstep after a hub
-/// restart, yet each waits at least half its step.
-#[derive(Debug)]
-pub struct Backoff {
-    initial: Duration,
-    max: Duration,
-    current: Duration,
-}
-
-impl Backoff {
-    pub fn new(initial: Duration, max: Duration) -> Self {
-        let initial = initial.max(Duration::from_millis(1));
-        Self {
-            initial,
-            max: max.max(initial),
-            current: initial,
-        }
-    }
-
-    /// The next delay to wait; doubles the step up to the cap.
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let step = self.current;
-        self.current = (self.current * 2).min(self.max);
-        let half = step / 2;
-        half + half.mul_f64(fastrand::f64())
-    }
-
-    /// Back to the initial step, after a healthy connection.
-    pub fn reset(&mut self) {
-        self.current = self.initial;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_with_jitter_up_to_the_cap() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(10));
-        let mut step = Duration::from_millis(100);
-        for _ in 0..12 {
-            let d = b.next_delay();
-            assert!(
-                d >= step / 2 && d <= step,
-                "{d:?} not in [{:?}, {step:?}]",
-                step / 2
-            );
-            step = (step * 2).min(Duration::from_secs(10));
-        }
-        b.reset();
-        assert!(b.next_delay() <= Duration::from_millis(100));
-    }
 
     /// Each reported listener carries its spec hostname (fleet DNS); one
     /// without a hostname carries none.

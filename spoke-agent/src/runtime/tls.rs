@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use gwhub_common::identity;
 use prometheus_client::metrics::gauge::Gauge;
+use rustls_pki_types::pem::{Error as PemError, PemObject};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// TLS for the hub connection plus the cluster the certificate names.
@@ -50,8 +52,32 @@ pub enum TlsError {
         flag: &'static str,
         what: &'static str,
     },
+    #[error("{flag}: not valid PEM ({what}): {reason}")]
+    BadPem {
+        flag: &'static str,
+        what: &'static str,
+        reason: String,
+    },
     #[error("{0}")]
     Flags(String),
+}
+
+/// Whether `pem` holds a `T` block (the first one parsed by rustls' PEM
+/// reader), so a swapped or damaged file fails here, naming its flag.
+fn check_pem<T: PemObject>(
+    pem: &[u8],
+    flag: &'static str,
+    what: &'static str,
+) -> Result<(), TlsError> {
+    match T::from_pem_slice(pem) {
+        Ok(_) => Ok(()),
+        Err(PemError::NoItemsFound) => Err(TlsError::NoPem { flag, what }),
+        Err(e) => Err(TlsError::BadPem {
+            flag,
+            what,
+            reason: e.to_string(),
+        }),
+    }
 }
 
 fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
@@ -93,18 +119,8 @@ impl ClientTls {
                 actual: id.cluster,
             });
         }
-        if !String::from_utf8_lossy(ca).contains("-----BEGIN CERTIFICATE") {
-            return Err(TlsError::NoPem {
-                flag: "--ca",
-                what: "certificate",
-            });
-        }
-        if !String::from_utf8_lossy(key).contains("PRIVATE KEY-----") {
-            return Err(TlsError::NoPem {
-                flag: "--tls-key",
-                what: "private key",
-            });
-        }
+        check_pem::<CertificateDer<'static>>(ca, "--ca", "certificate")?;
+        check_pem::<PrivateKeyDer<'static>>(key, "--tls-key", "private key")?;
         Ok(ClientTls {
             config: ClientTlsConfig::new()
                 .ca_certificate(Certificate::from_pem(ca))
