@@ -162,15 +162,7 @@ impl DnsController {
             resync.tick().await;
             while *self.leader.borrow() {
                 if !again {
-                    let sleep = async {
-                        match wake {
-                            Some(t) => {
-                                let ms = (t - now_millis()).max(0) as u64;
-                                tokio::time::sleep(Duration::from_millis(ms)).await;
-                            }
-                            None => std::future::pending().await,
-                        }
-                    };
+                    let sleep = until_millis(wake);
                     tokio::select! {
                         _ = shutdown.cancelled() => return,
                         r = views.changed() => if r.is_err() { return },
@@ -441,15 +433,7 @@ pub async fn run_without_kube(
         if !decided.jobs.is_empty() {
             continue;
         }
-        let sleep = async {
-            match wake {
-                Some(t) => {
-                    let ms = (t - now_millis()).max(0) as u64;
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                }
-                None => std::future::pending().await,
-            }
-        };
+        let sleep = until_millis(wake);
         tokio::select! {
             _ = shutdown.cancelled() => return,
             r = views.changed() => if r.is_err() { return },
@@ -458,6 +442,18 @@ pub async fn run_without_kube(
         }
         // Changes arriving together make one round.
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Sleeps until the unix millisecond `wake` (a rise or coalescing
+/// deadline the rules asked for), for ever when there is none.
+async fn until_millis(wake: Option<i64>) {
+    match wake {
+        Some(t) => {
+            let ms = u64::try_from(t - now_millis()).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        None => std::future::pending().await,
     }
 }
 

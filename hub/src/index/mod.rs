@@ -176,6 +176,22 @@ mod tests {
         }
     }
 
+    /// An index where cluster east reports hub Gateway ns/web Accepted.
+    fn east_reporting_web() -> (Index, Session) {
+        let index = Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ));
+        let session = index.connect("east", "test").unwrap();
+        index
+            .replace_snapshot(
+                &session,
+                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
+            )
+            .unwrap();
+        (index, session)
+    }
+
     fn condition_types(view: &GatewayView) -> BTreeSet<String> {
         let status = view.lean.status.as_ref().unwrap();
         status.conditions.iter().map(|c| c.r#type.clone()).collect()
@@ -216,17 +232,7 @@ mod tests {
     /// when a newer object aggregates the same.
     #[test]
     fn a_write_answer_never_replaces_a_newer_live_hub_gateway() {
-        let index = Index::new(IndexConfig::new(
-            Options::default(),
-            Duration::from_secs(60),
-        ));
-        let session = index.connect("east", "test").unwrap();
-        index
-            .replace_snapshot(
-                &session,
-                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
-            )
-            .unwrap();
+        let (index, _session) = east_reporting_web();
         let at = |generation| LiveHub {
             generation,
             ..LiveHub::default()
@@ -273,17 +279,7 @@ mod tests {
     /// starts afresh.
     #[test]
     fn the_hubs_last_write_outranks_an_older_watch_event() {
-        let index = Index::new(IndexConfig::new(
-            Options::default(),
-            Duration::from_secs(60),
-        ));
-        let session = index.connect("east", "test").unwrap();
-        index
-            .replace_snapshot(
-                &session,
-                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
-            )
-            .unwrap();
+        let (index, _session) = east_reporting_web();
         let long_ago = Timestamp::from_second(1_000).unwrap();
         let ours = |t: &str| gwhub_model::conditions::new(t, "True", "R", "", Some(1), long_ago);
         let object = |uid: &str, conditions: Vec<gwhub_model::Condition>| LiveHub {
@@ -344,17 +340,7 @@ mod tests {
     #[test]
     fn a_stamp_travels_with_its_changes_to_the_write() {
         use super::reports::Change;
-        let index = Index::new(IndexConfig::new(
-            Options::default(),
-            Duration::from_secs(60),
-        ));
-        let session = index.connect("east", "test").unwrap();
-        index
-            .replace_snapshot(
-                &session,
-                BTreeMap::from([(key("web"), reported(&["Accepted"]))]),
-            )
-            .unwrap();
+        let (index, session) = east_reporting_web();
         index.set_live_hub(
             key("web"),
             Some(LiveHub {
