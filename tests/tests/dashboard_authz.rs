@@ -698,9 +698,11 @@ async fn made_up_tokens_are_held_to_the_token_review_budget() {
     let start = std::time::Instant::now();
     let mut flood = Vec::new();
     for task in 0..TASKS {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{dash}"))
-            .unwrap()
-            .connect()
+        // From addresses of their own: the reader (127.0.0.1) is not
+        // held to the flood's per-address share of the call pool.
+        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{dash}")).unwrap();
+        let from = gwhub_test_kit::loopback::address(2 + task as u8);
+        let channel = gwhub_test_kit::loopback::channel_from(from, dash, endpoint)
             .await
             .unwrap();
         flood.push(tokio::spawn(async move {
