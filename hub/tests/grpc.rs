@@ -727,23 +727,7 @@ fn serve_refuses_to_start_without_tls_or_insecure() {
 const GWHUBCTL_STALE_AFTER: Duration = Duration::from_secs(3600);
 
 async fn gwhubctl(hub: &Hub, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
-        "gwhub",
-        "gwhubctl",
-        "GWHUB_CTL_BIN",
-    ))
-    .arg("--server")
-    .arg(format!("http://{}", hub.dashboard_addr))
-    .args(args)
-    .output()
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "gwhubctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    gwhub_test_kit::workspace_bin::gwhubctl(hub.dashboard_addr, args).await
 }
 
 #[tokio::test]

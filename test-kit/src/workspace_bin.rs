@@ -67,3 +67,25 @@ pub fn workspace_binary(package: &str, bin: &str, env: &str) -> PathBuf {
         .find(|p| p.exists())
         .unwrap_or_else(|| panic!("{bin} not found beside {}", exe.display()))
 }
+
+/// Runs `gwhubctl --server http://<dashboard> <args>` as a user would and
+/// returns its standard output.
+///
+/// # Panics
+/// If it cannot run or exits non-zero (naming the arguments and its
+/// standard error), or prints what is not UTF-8.
+pub async fn gwhubctl(dashboard: std::net::SocketAddr, args: &[&str]) -> String {
+    let out = tokio::process::Command::new(workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN"))
+        .arg("--server")
+        .arg(format!("http://{dashboard}"))
+        .args(args)
+        .output()
+        .await
+        .expect("run gwhubctl");
+    assert!(
+        out.status.success(),
+        "gwhubctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("gwhubctl prints UTF-8")
+}

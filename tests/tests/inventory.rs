@@ -163,20 +163,7 @@ async fn refused(hub: &KubeHub, cluster: &str) -> tonic::Status {
 
 /// `gwhubctl ARGS` against the hub's Dashboard; its output.
 async fn gwhubctl(hub: &KubeHub, args: &[&str]) -> String {
-    let bin = gwhub_test_kit::workspace_bin::workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN");
-    let out = tokio::process::Command::new(bin)
-        .arg("--server")
-        .arg(format!("http://{}", hub.hub.dashboard_addr))
-        .args(args)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gwhubctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    gwhub_test_kit::workspace_bin::gwhubctl(hub.hub.dashboard_addr, args).await
 }
 
 async fn clusters(hub: &KubeHub) -> Vec<v1::ClusterInfo> {
