@@ -62,30 +62,32 @@ GATEWAY_API_VERSION=v1.5.1 cargo nextest run --workspace --all-targets --locked
 #   mixed-versions test already gives each cluster its own version).
 # Identity, TLS, inventory, RBAC, the Dashboard, faults and the store are
 # the same whatever the Gateway CRD is: they run once, above.
-hub_writes='binary(hub_status_accepted)
-  | (binary(hub_kube) & (test(manifests_parse_and_the_api_server_takes_them)
+hub_writes='test(/^hub_status_accepted::/)
+  | (test(/^hub_kube::/) & (test(manifests_parse_and_the_api_server_takes_them)
       | test(hub_writes_the_aggregate_onto_hub_gateways)
       | test(withdrawn_addresses_and_listeners_leave_the_hub_gateway)))'
-agent_writes='(binary(agent_kube) & (test(every_reason_end_to_end)
+agent_writes='(test(/^agent_kube::/) & (test(every_reason_end_to_end)
       | test(istio_writer_and_agent_keep_each_others_fields)
       | test(read_only_mode_and_condition_limit)))
-  | (binary(fleet_e2e) & test(fleet_end_to_end_with_the_real_binaries))'
+  | (test(/^fleet_e2e::/) & test(fleet_end_to_end_with_the_real_binaries))'
 upstream="${GWHUB_CRDS_DIR:-$PWD/../shared/crds}"
 if [ -d "$upstream" ]; then
   for v in v1.2.1 v1.3.0 v1.4.1; do
     phase "CRD-dependent tests, Gateway API $v (upstream CRDs)"
-    GATEWAY_API_VERSION=$v cargo nextest run --workspace --locked -E "$hub_writes | $agent_writes"
+    GATEWAY_API_VERSION=$v cargo nextest run --workspace --locked \
+      -E "package(gwhub-tests) & ($hub_writes | $agent_writes)"
   done
   # A management cluster on upstream Gateway API: the hub writes there, no
   # OpenShift agent does.
   phase "hub write tests, Gateway API v1.6.1 (upstream CRDs, management cluster)"
-  GATEWAY_API_VERSION=v1.6.1 cargo nextest run --workspace --locked -E "$hub_writes"
+  GATEWAY_API_VERSION=v1.6.1 cargo nextest run --workspace --locked \
+    -E "package(gwhub-tests) & ($hub_writes)"
   # A bare clone generates every CRD it needs (Gateway API, ClusterProfile,
   # PlacementDecision, external-dns DNSEndpoint): the inventory's tests and
   # fleet DNS's DNSEndpoint tests depend on those too (its rfc2136 tests
   # write no Kubernetes object but the hub Gateways' status: they run once).
   phase "CRD-dependent tests, generated CRDs (a clone without ../shared)"
   GWHUB_CRDS_DIR=/nonexistent cargo nextest run --workspace --locked \
-    -E "$hub_writes | $agent_writes | binary(inventory)
-      | (binary(fleet_dns) & !test(rfc2136) & !test(two_replicas))"
+    -E "package(gwhub-tests) & ($hub_writes | $agent_writes | test(/^inventory::/)
+      | (test(/^fleet_dns::/) & !test(rfc2136) & !test(two_replicas)))"
 fi

@@ -283,7 +283,7 @@ async fn the_page_groups_a_fleet_by_cause() {
 /// Figures for docs/benchmarks.md: the page at two fleet shapes. Reports
 /// go into the index directly (the page's cost, not the agents').
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "figures, not a test: cargo test -p gwhub --test browser -- --ignored --nocapture"]
+#[ignore = "figures, not a test: cargo test -p gwhub --test integration browser:: -- --ignored --nocapture"]
 async fn page_figures_at_scale() {
     let Some(modules) = node_modules("page_figures_at_scale") else {
         return;

@@ -2,7 +2,7 @@
 //! with a fixed `--now`, compared with the committed files in
 //! `tests/golden/<example>/` (kept out of the example directories so that
 //! `-f examples/<example>` reads inputs only). Regenerate with
-//! `GWHUB_BLESS=1 cargo test -p gwhub --test golden`.
+//! `GWHUB_BLESS=1 cargo test -p gwhub --test integration golden::`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,5 +1,5 @@
 //! `gwhub aggregate` end to end: golden outputs of the shipped examples
-//! (regenerate with `GWHUB_BLESS=1 cargo test -p gwhub --test cli`) and the
+//! (regenerate with `GWHUB_BLESS=1 cargo test -p gwhub --test integration hub_cli::`) and the
 //! errors of bad input.
 
 use std::path::{Path, PathBuf};

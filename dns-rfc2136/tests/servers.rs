@@ -2,11 +2,9 @@
 //! scenarios against BIND 9 and Knot DNS on loopback, each with a zone and
 //! keys of its own, every outcome checked with `dig` as an operator would.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Key, Keys, Kind, Server, ZONE};
+use crate::common::{Key, Keys, Kind, Server, ZONE};
 use gwhub_dns_rfc2136::{
     Algorithm, Client, Error, Expect, KeySource, Owner, RType, ReadBack, RecordSet, TsigKey,
 };
@@ -840,7 +838,7 @@ macro_rules! on_both_servers {
                 #[tokio::test]
                 async fn $scenario() {
                     if crate::common::available(concat!("bind::", stringify!($scenario))) {
-                        crate::$scenario(crate::common::Kind::Bind).await;
+                        crate::servers::$scenario(crate::common::Kind::Bind).await;
                     }
                 }
             )*
@@ -850,7 +848,7 @@ macro_rules! on_both_servers {
                 #[tokio::test]
                 async fn $scenario() {
                     if crate::common::available(concat!("knot::", stringify!($scenario))) {
-                        crate::$scenario(crate::common::Kind::Knot).await;
+                        crate::servers::$scenario(crate::common::Kind::Knot).await;
                     }
                 }
             )*

@@ -1,6 +1,6 @@
 //! Table tests of every aggregation rule of spec section 4.
 
-mod support;
+use crate::support;
 
 use gateway_api::apis::standard::gateways::{GatewayStatus, GatewayStatusListenersSupportedKinds};
 use gwhub_hub_rules::aggregate::*;

@@ -1,6 +1,6 @@
 //! The fleet index returns exactly the Gateways to re-aggregate.
 
-mod support;
+use crate::support;
 
 use gwhub_hub_rules::aggregate::fleet::Affected;
 use gwhub_hub_rules::aggregate::*;

@@ -3,7 +3,7 @@
 //! fresh again) applied to both, the same output after every step; and
 //! table tests for the rules where keeping state is easy to get wrong.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

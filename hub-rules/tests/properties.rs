@@ -1,7 +1,7 @@
 //! Property tests over random fleets: the output always passes the CRD
 //! checker, does not depend on input order, and accounts for every entry.
 
-mod support;
+use crate::support;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_hub_rules::aggregate::*;

@@ -5,7 +5,7 @@
 //! counted by a global allocator (requested bytes, no allocator overhead).
 //! One test in this binary, so nothing else allocates meanwhile.
 //!
-//! `cargo test -p gwhub-hub-rules --test report_memory -- --nocapture`
+//! `cargo test -p gwhub-hub-rules --test integration report_memory:: -- --nocapture`
 //! (1,000 clusters; `GWHUB_MEMORY_CLUSTERS=10000` for 10,000).
 
 use std::alloc::System;

@@ -2,7 +2,7 @@
 //! follow status changes, lists stay within the CRD limits, and a second
 //! merge is a no-op. Table tests first, then property tests.
 
-mod support;
+use crate::support;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_spoke_rules::conditions::Verdict;

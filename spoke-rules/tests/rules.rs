@@ -1,7 +1,7 @@
 //! Table tests: every rule of spec §2, in order, and the edge cases the
 //! OpenShift design's test plan names.
 
-mod support;
+use crate::support;
 
 use gwhub_spoke_rules::conditions::load_balancer::load_balancer_ready;
 use gwhub_spoke_rules::engine::{EngineError, evaluate};

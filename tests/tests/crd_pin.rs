@@ -277,7 +277,7 @@ fn shipped_inventory_crd_is_the_generated_one() {
          # ClusterProfile and PlacementDecision, KEP-4322); do not edit. For a\n\
          # fleet without a cluster manager; tests/tests/crd_pin.rs pins them to\n\
          # upstream.\n\
-         # Regenerate: GWHUB_BLESS=1 cargo test -p gwhub-tests --test crd_pin\n{}",
+         # Regenerate: GWHUB_BLESS=1 cargo test -p gwhub-tests --test suites crd_pin::\n{}",
         body.join("---\n")
     );
     if std::env::var("GWHUB_BLESS").is_ok_and(|v| v == "1") {
@@ -287,7 +287,7 @@ fn shipped_inventory_crd_is_the_generated_one() {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "{} is out of date: GWHUB_BLESS=1 cargo test -p gwhub-tests --test crd_pin",
+        "{} is out of date: GWHUB_BLESS=1 cargo test -p gwhub-tests --test suites crd_pin::",
         path.display()
     );
 }

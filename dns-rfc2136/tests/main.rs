@@ -1,0 +1,5 @@
+//! Every integration test of this package in one binary: one link
+//! instead of one per file (CI's disk and time), each file a module.
+mod answers;
+mod common;
+mod servers;

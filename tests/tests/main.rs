@@ -1,0 +1,18 @@
+//! Every integration test of this package in one binary: one link
+//! instead of one per file (CI's disk and time), each file a module.
+mod agent_kube;
+mod attacks_join;
+mod cluster_lifecycle;
+mod crd_pin;
+mod dashboard_authz;
+mod faults;
+mod fleet_dns;
+mod fleet_e2e;
+mod harness;
+mod hub_kube;
+mod hub_status_accepted;
+mod hub_tls_secrets;
+mod inventory;
+mod monitoring;
+mod mtls;
+mod rbac;
