@@ -53,6 +53,38 @@ async fn shown(server: &str) -> Option<(Value, Vec<(String, String)>)> {
     Some((item["published"]["A"].clone(), clusters))
 }
 
+/// The hub Gateway's `gwhub.io/DNSPublished` `(status, reason)` as
+/// `describe gateway -o json` prints it (`None`: not there yet).
+async fn dns_published(server: &str) -> Option<(String, String)> {
+    let text = gwhubctl(
+        server,
+        &[
+            "describe",
+            "gateway",
+            "openshift-ingress/default-gateway",
+            "-o",
+            "json",
+        ],
+    )
+    .await
+    .ok()?;
+    let gw: Value = serde_json::from_str(&text).ok()?;
+    find_condition(&gw, "gwhub.io/DNSPublished")
+}
+
+/// The first object with `"type": type_` anywhere in `v`, as `(status, reason)`.
+fn find_condition(v: &Value, type_: &str) -> Option<(String, String)> {
+    match v {
+        Value::Object(m) if m.get("type").and_then(Value::as_str) == Some(type_) => Some((
+            m.get("status")?.as_str()?.to_owned(),
+            m.get("reason")?.as_str()?.to_owned(),
+        )),
+        Value::Object(m) => m.values().find_map(|x| find_condition(x, type_)),
+        Value::Array(a) => a.iter().find_map(|x| find_condition(x, type_)),
+        _ => None,
+    }
+}
+
 #[tokio::test]
 async fn a_hub_without_kubernetes_shows_the_dns_it_would_publish() {
     let dir = temp_dir("dns-dry-run");
@@ -101,6 +133,17 @@ async fn a_hub_without_kubernetes_shows_the_dns_it_would_publish() {
                 serde_json::json!(["203.0.113.10", "203.0.113.11"]),
                 vec![eligible("east"), eligible("west")],
             ))
+        },
+    )
+    .await;
+    // The hub Gateway's condition says the dry run's decision.
+    until_named(
+        "DNSPublished True on the hub Gateway",
+        WAIT,
+        || dns_published(&server),
+        |c| {
+            c.as_ref()
+                .is_some_and(|(status, reason)| status == "True" && reason == "Published")
         },
     )
     .await;

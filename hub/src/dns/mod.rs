@@ -372,7 +372,8 @@ impl DnsController {
 /// `gwhub demo`): the names are the hostnames the clusters report per
 /// listener ([`gwhub_dns_rules::names_from_reports`]), and nothing is
 /// sent: each round's writes are taken as made, so the view shows what
-/// the hub would publish as the clusters change. Nothing was published
+/// the hub would publish as the clusters change, and the hub Gateways'
+/// `gwhub.io/DNSPublished` says so. Nothing was published
 /// before this process, so there is no earlier set to respect: names
 /// join at once, as after the restart grace. Runs until `shutdown`.
 pub async fn run_without_kube(
@@ -420,6 +421,12 @@ pub async fn run_without_kube(
             fresh: &fresh,
         });
         let wake = decided.wake_at_millis;
+        // The hub Gateways' `gwhub.io/DNSPublished` as the dry run decides
+        // it (what `gwhub demo` and the Dashboard show on each hub Gateway).
+        for (key, c) in decided.conditions {
+            index.set_dns_condition(&key, c);
+        }
+        index.set_dns_mode(crate::index::DnsMode::Leading);
         for job in &decided.jobs {
             tracing::info!(host = %job.host, sets = ?names::targets(&job.sets), "fleet DNS dry run: would write");
             names.written(job, Outcome::Written, now_millis(), 0);
