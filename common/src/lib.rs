@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! Plumbing shared by the agent and the hub: reading Kubernetes manifests the
 //! way `kubectl` writes them, printing results the same way, pacing, logging,
 //! and the cluster identity of an mTLS certificate. The shared vocabulary

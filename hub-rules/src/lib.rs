@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! The hub's rules, pure: [`aggregate`] turns the statuses the clusters
 //! reported for one Gateway (and the hub Gateway as it is) into the status
 //! the hub writes, with everything left out named; [`status_plan`] decides

@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! gwhub's hub runtime: agents stream to [`grpc::ingest`], [`index`] keeps
 //! what every cluster reported and aggregates it with the pure engine of
 //! `gwhub_hub_rules`, [`grpc::dashboard`] serves the result, and [`kube`]
@@ -13,7 +14,6 @@ pub mod authz;
 pub mod budget;
 // Private: the listeners' plumbing, used by serve and web only; what is
 // not needed outside each module stays pub(crate).
-#[warn(unreachable_pub)]
 mod conn;
 pub mod dns;
 pub mod grpc;
@@ -21,10 +21,8 @@ pub mod index;
 pub mod kube;
 pub mod metrics;
 pub mod pki;
-#[warn(unreachable_pub)]
 mod reader_pool;
 pub mod serve;
 pub mod tls;
-#[warn(unreachable_pub)]
 mod tls_reload;
 pub mod web;

@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! gwhub's load generator: simulated agents driving a real `gwhub serve`
 //! (the scale bench, issue #5 item 8, issue #8 item 2, issue #15).
 //!

@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! gwhub's vocabulary, shared by the agent, the hub and the wire contract:
 //! a Gateway's key, a cluster's name (one validator, with its DNS-label and
 //! object-name views), the Gateway CRD's limits, condition bookkeeping,

@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! gwhub's wire contract, package `gwhub.v1`: the agent -> hub stream
 //! (`Ingest`) and the read-only `Dashboard` API, generated from the
 //! `.proto` files in `proto/gwhub/v1/` (they carry the versioning rules).

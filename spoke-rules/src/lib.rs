@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! The spoke agent's rules, pure: [`engine::evaluate`] takes a
 //! [`snapshot::Snapshot`] of one cluster's objects and the time, and returns
 //! every in-scope Gateway's status. [`conditions`] holds the condition rules,

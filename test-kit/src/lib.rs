@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! Test helpers every suite shares: real etcd and kube-apiserver processes
 //! (one API server per simulated cluster, all on one etcd), the upstream
 //! CRDs installed into them, clients and scenarios for the tests, the gwhub

@@ -29,13 +29,13 @@ use crate::kube::FIELD_MANAGER;
 use crate::kube::budget::ApiBudget;
 
 /// Per hostname and record type, the clusters read back.
-pub type Seeds = BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>;
+pub(super) type Seeds = BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>;
 
 /// How long an object name's hostname part may be.
 const NAME_HOST_LEN: usize = 52;
 
 /// The set's targets as text (addresses, or CNAME targets).
-pub fn set_targets(s: &RecordSet) -> Vec<String> {
+pub(super) fn set_targets(s: &RecordSet) -> Vec<String> {
     match &s.data {
         RecordData::A(v) => v.iter().map(ToString::to_string).collect(),
         RecordData::Aaaa(v) => v.iter().map(ToString::to_string).collect(),
@@ -96,7 +96,7 @@ fn endpoints(sets: &BTreeMap<RecordType, RecordSet>) -> Vec<Endpoint> {
 }
 
 /// The object `job` publishes, owned by hub Gateway `uid`.
-pub fn object(job: &Job, uid: &str) -> DNSEndpoint {
+pub(super) fn object(job: &Job, uid: &str) -> DNSEndpoint {
     let published: BTreeMap<&str, &BTreeSet<String>> =
         job.clusters.iter().map(|(t, c)| (t.as_str(), c)).collect();
     DNSEndpoint {
@@ -132,7 +132,7 @@ pub fn object(job: &Job, uid: &str) -> DNSEndpoint {
 }
 
 /// Writes DNSEndpoints.
-pub struct EndpointOutput {
+pub(super) struct EndpointOutput {
     pub client: Client,
     pub budget: Arc<ApiBudget>,
     /// `--gateway-namespace`: the only namespace with hub Gateways.
@@ -146,7 +146,7 @@ impl EndpointOutput {
 
     /// The published clusters of every object the hub wrote.
     #[tracing::instrument(skip_all)]
-    pub async fn read_back(&self) -> Result<Seeds, kube::Error> {
+    pub(super) async fn read_back(&self) -> Result<Seeds, kube::Error> {
         let api: Api<DNSEndpoint> = match &self.namespace {
             Some(ns) => self.api(ns),
             None => Api::all(self.client.clone()),
@@ -176,7 +176,7 @@ impl EndpointOutput {
     /// Applies (or, with no sets, deletes) the object of `job`; `uid`: the
     /// hub Gateway's (`None`: gone, the object goes with it anyway).
     #[tracing::instrument(skip_all, fields(host = %job.host, owner = %job.owner))]
-    pub async fn write(&self, job: &Job, uid: Option<&str>) -> Outcome {
+    pub(super) async fn write(&self, job: &Job, uid: Option<&str>) -> Outcome {
         let api = self.api(&job.owner.namespace);
         let name = object_name(&job.owner, &job.host);
         self.budget.acquire().await;

@@ -30,7 +30,7 @@ use super::config::DnsConfig;
 use super::view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 /// A record type's set as written, keyed by type.
-pub type Sets = BTreeMap<RecordType, RecordSet>;
+pub(super) type Sets = BTreeMap<RecordType, RecordSet>;
 
 /// One name's write: the sets to publish now (empty: delete the name).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ struct Entry {
 /// The names of the fleet ([`gwhub_dns_rules::fleet_names`], or
 /// [`gwhub_dns_rules::names_from_reports`] without Kubernetes), with each
 /// owner's clusters.
-pub struct Round<'a> {
+pub(super) struct Round<'a> {
     pub now_millis: i64,
     pub names: &'a FleetNames,
     /// Per hub Gateway with names, its clusters (see `clusters::views`).
@@ -82,7 +82,7 @@ pub struct Round<'a> {
 
 /// What a round decided.
 #[derive(Debug, Default)]
-pub struct Decided {
+pub(super) struct Decided {
     pub jobs: Vec<Job>,
     /// Per hub Gateway that claims names: its condition (`None`: remove).
     pub conditions: BTreeMap<GatewayKey, Option<gwhub_dns_rules::DnsCondition>>,
@@ -92,7 +92,7 @@ pub struct Decided {
 }
 
 /// Every name's state (see the module docs).
-pub struct Names {
+pub(super) struct Names {
     config: DnsConfig,
     started_millis: i64,
     /// Read back at the start: per name and type, the clusters published.
@@ -108,7 +108,7 @@ pub struct Names {
 }
 
 impl Names {
-    pub fn new(
+    pub(super) fn new(
         config: DnsConfig,
         started_millis: i64,
         seeds: BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>,
@@ -137,7 +137,7 @@ impl Names {
     }
 
     /// One round (see the module docs).
-    pub fn round(&mut self, r: &Round<'_>) -> Decided {
+    pub(super) fn round(&mut self, r: &Round<'_>) -> Decided {
         let now = r.now_millis;
         let fleet = r.names;
         let mut out = Decided::default();
@@ -359,7 +359,7 @@ impl Names {
 
     /// `view` (this round's) with what the writes since changed: each
     /// name's published sets, state and last write.
-    pub fn refresh(&self, view: &mut DnsView) {
+    pub(super) fn refresh(&self, view: &mut DnsView) {
         for (host, v) in &mut view.names {
             if let Some(e) = self.entries.get(host) {
                 let state = state_of(e);
@@ -373,7 +373,7 @@ impl Names {
 
     /// Forgets what was written (`--dns-resync`): the next round writes
     /// every name again, and the outputs read back and repair first.
-    pub fn forget_written(&mut self) {
+    pub(super) fn forget_written(&mut self) {
         for e in self.entries.values_mut() {
             e.written.clear();
         }
@@ -382,7 +382,7 @@ impl Names {
     /// An output's answer to `job` at `now`; `retry_in`: the backoff after a
     /// failure. Returns, for each cluster the write removed after it was
     /// seen not eligible, how long that took (ms).
-    pub fn written(
+    pub(super) fn written(
         &mut self,
         job: &Job,
         outcome: Outcome,
@@ -447,7 +447,7 @@ fn sets_of(s: &RecordSets) -> Sets {
 }
 
 /// Each set's targets as text, by type name.
-pub fn targets(sets: &Sets) -> BTreeMap<String, Vec<String>> {
+pub(super) fn targets(sets: &Sets) -> BTreeMap<String, Vec<String>> {
     sets.iter()
         .map(|(t, s)| (t.as_str().to_owned(), super::endpoint::set_targets(s)))
         .collect()

@@ -32,7 +32,7 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// The Dashboard's server with `WatchGateways` and `ListGateways` taken
 /// out (see the module).
 #[derive(Clone)]
-pub struct WatchRoute<S> {
+pub(crate) struct WatchRoute<S> {
     inner: S,
     dashboard: Arc<DashboardService>,
 }
