@@ -114,7 +114,10 @@ pub(crate) async fn revoke_orphans(
     namespace: String,
     shutdown: CancellationToken,
 ) {
-    revoke_orphans_once(api, removals, namespace, shutdown.clone()).await;
+    // Spawned at the hub's start: identities issued since are not orphans
+    // (see `issued::orphaned`).
+    let started = jiff::Timestamp::now().as_second();
+    revoke_orphans_once(api, removals, namespace, started, shutdown.clone()).await;
     // One check per start, but a task of the hub's set: one that ends
     // before shutdown reads as a failure and stops the hub.
     shutdown.cancelled().await;
@@ -124,6 +127,7 @@ async fn revoke_orphans_once(
     api: Api<ClusterProfile>,
     removals: Removals,
     namespace: String,
+    started: i64,
     shutdown: CancellationToken,
 ) {
     let mut leader = removals.leader.clone();
@@ -132,7 +136,7 @@ async fn revoke_orphans_once(
         led = leader.wait_for(|l| *l) => if led.is_err() { return },
     }
     for attempt in 1..=ORPHANS_ATTEMPTS {
-        match orphans(&api, &removals.configmaps, &namespace).await {
+        match orphans(&api, &removals.configmaps, &namespace, started).await {
             Ok(clusters) => {
                 for cluster in clusters {
                     tracing::info!(
@@ -158,6 +162,7 @@ async fn orphans(
     api: &Api<ClusterProfile>,
     configmaps: &Api<ConfigMap>,
     namespace: &str,
+    started: i64,
 ) -> Result<Vec<String>, OrphansError> {
     // The identities first, then the ClusterProfiles: a join publishes its
     // ClusterProfile before it records the identity, so an identity read
@@ -174,7 +179,7 @@ async fn orphans(
     let removed = super::revocations::read(configmaps).await?;
     let now = jiff::Timestamp::now().as_second();
     Ok(
-        super::issued::orphaned(&issued, &removed, namespace, &profiles, now)
+        super::issued::orphaned(&issued, &removed, namespace, &profiles, started, now)
             .into_iter()
             .map(str::to_owned)
             .collect(),

@@ -434,7 +434,7 @@ impl Joiner {
         // once (enforce mode). Before the token is used up: a failure here
         // leaves the token for a retry.
         self.publish_profile(&req.cluster).await?;
-        self.record_issued(&req.cluster, now).await?;
+        self.record_issued(&req.cluster, now, true).await?;
         // Single use: only the caller whose delete wins goes on.
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -480,13 +480,13 @@ impl Joiner {
                 ))
             })?;
         self.refuse_removed(presented).await?;
-        self.renewal_in_inventory(cluster).await?;
+        let member = self.renewal_in_inventory(cluster).await?;
         let ca = self.ca().await?;
         let now = jiff::Timestamp::now().as_second();
         let cert = pki::sign_agent_csr(&ca, &req.csr_pem, cluster, now, self.lifetime)
             .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        self.record_issued(cluster, now).await?;
+        self.record_issued(cluster, now, member).await?;
         let id = gwhub_common::join::JoinToken::generate()
             .map_err(|e| Status::internal(e.to_string()))?
             .id;
@@ -539,10 +539,14 @@ impl Joiner {
     /// A renewal checks the inventory in every mode, as a stream does:
     /// outside it, enforce mode refuses ([`Self::require_profile`]);
     /// observe mode admits, logs a warning and counts it
-    /// (`gwhub_renewals_outside_inventory_total`).
-    async fn renewal_in_inventory(&self, cluster: &str) -> Result<(), Status> {
+    /// (`gwhub_renewals_outside_inventory_total`). Whether the cluster is
+    /// in the inventory (true without one).
+    async fn renewal_in_inventory(&self, cluster: &str) -> Result<bool, Status> {
         if self.enforce_inventory {
-            return self.require_profile(cluster, "a renewal").await;
+            return self
+                .require_profile(cluster, "a renewal")
+                .await
+                .map(|()| true);
         }
         if let Some((false, namespace)) = self.has_profile(cluster).await? {
             if let Some(c) = self.outside_renewals.get() {
@@ -553,8 +557,9 @@ impl Joiner {
                 inventory = %namespace,
                 "renewal of a cluster outside the fleet inventory admitted (--inventory-mode=observe)"
             );
+            return Ok(false);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Whether `cluster` has its ClusterProfile, and the inventory's

@@ -212,7 +212,7 @@ impl Joiner {
                 Status::invalid_argument(format!("CertificateSigningRequest {name}: {e}"))
             })?;
         self.publish_profile(cluster).await?;
-        self.record_issued(cluster, now).await?;
+        self.record_issued(cluster, now, true).await?;
         // Once: the approval is used up.
         self.delete_request(name, "its certificate was issued")
             .await;
@@ -319,13 +319,25 @@ impl Joiner {
     }
 
     /// Records that `cluster` was issued a certificate at `now` (Unix
-    /// seconds) for the hub's lifetime.
-    pub(super) async fn record_issued(&self, cluster: &str, now: i64) -> Result<(), Status> {
+    /// seconds) for the hub's lifetime; `member`: the cluster has its
+    /// ClusterProfile, so the identity is the inventory's (a cluster
+    /// outside it, renewed in observe mode, is not: it never had a
+    /// ClusterProfile whose deletion a restarted hub must catch up on).
+    pub(super) async fn record_issued(
+        &self,
+        cluster: &str,
+        now: i64,
+        member: bool,
+    ) -> Result<(), Status> {
         let lifetime = i64::try_from(self.lifetime.as_secs()).unwrap_or(i64::MAX);
         let entry = Issued {
             issued: now,
             not_after: now.saturating_add(lifetime),
-            inventory: self.profiles.as_ref().map(|(_, ns)| ns.clone()),
+            inventory: self
+                .profiles
+                .as_ref()
+                .filter(|_| member)
+                .map(|(_, ns)| ns.clone()),
         };
         issued::record(&self.configmaps, cluster, &entry)
             .await
