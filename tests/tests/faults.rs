@@ -13,6 +13,7 @@
 //! `stale-after` has passed, and until then the hub rightly still trusts its
 //! last report.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
@@ -470,47 +471,71 @@ async fn clock_skew_in_reports_does_not_break_staleness() {
         cond(s, "Programmed").is_some_and(|c| c.message == "Programmed is True in all 2 clusters")
             && cond(s, OWN).is_some_and(|c| c.message == "Aggregated the status of 2 clusters")
     };
-    // Both stay fresh for several windows while they heartbeat with skewed
-    // clocks (the ancient one included).
-    let until = Instant::now() + STALE * 3;
-    let mut seen_fresh = false;
-    while Instant::now() < until {
-        heartbeat_at(&ahead, future.as_millisecond()).await;
-        heartbeat_at(&behind, 0).await;
-        let s = api.get(GW).await.unwrap().status.unwrap_or_default();
-        if seen_fresh {
-            assert!(
-                fresh(&s),
-                "skewed clocks made a cluster stale: {}",
-                summary(&s)
-            );
+    // The heartbeats go on their own beat, whatever the API server's
+    // answers take (a slow read must not make a silence); "ahead" stops
+    // when `ahead_on` goes false, and `last_ahead` is when it last sent.
+    let ahead_on = AtomicBool::new(true);
+    let done = AtomicBool::new(false);
+    let last_ahead = std::sync::Mutex::new(Instant::now());
+    let beats = async {
+        while !done.load(Ordering::SeqCst) {
+            if ahead_on.load(Ordering::SeqCst) {
+                heartbeat_at(&ahead, future.as_millisecond()).await;
+                if let Ok(mut t) = last_ahead.lock() {
+                    *t = Instant::now();
+                }
+            }
+            heartbeat_at(&behind, 0).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        seen_fresh |= fresh(&s);
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(seen_fresh, "never aggregated");
-
-    // "ahead" goes silent (its stream stays open); "behind" keeps going.
-    let silent_since = Instant::now();
-    let wall = Timestamp::now();
-    let deadline = silent_since + CONVERGE;
-    let stale = loop {
-        heartbeat_at(&behind, 0).await;
-        let s = api.get(GW).await.unwrap().status.unwrap_or_default();
-        if cond(&s, "Programmed").is_some_and(|c| c.message.contains("ahead status is stale")) {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "never stale: {}", summary(&s));
-        tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let after = silent_since.elapsed();
-    eprintln!("clock_skew: stale after {after:?} of silence (stale-after {STALE:?})");
-    // Not kept fresh by a far-future time, not made stale early by it.
+    let checks = async {
+        // Both stay fresh for several windows while they heartbeat with
+        // skewed clocks (the ancient one included).
+        let until = Instant::now() + STALE * 3;
+        let mut seen_fresh = false;
+        while Instant::now() < until {
+            let s = api.get(GW).await.unwrap().status.unwrap_or_default();
+            if seen_fresh {
+                assert!(
+                    fresh(&s),
+                    "skewed clocks made a cluster stale: {}",
+                    summary(&s)
+                );
+            }
+            seen_fresh |= fresh(&s);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(seen_fresh, "never aggregated");
+
+        // "ahead" goes silent (its stream stays open); "behind" keeps going.
+        ahead_on.store(false, Ordering::SeqCst);
+        let wall = Timestamp::now();
+        let deadline = Instant::now() + CONVERGE;
+        let stale = loop {
+            let s = api.get(GW).await.unwrap().status.unwrap_or_default();
+            if cond(&s, "Programmed").is_some_and(|c| c.message.contains("ahead status is stale")) {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "never stale: {}", summary(&s));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        done.store(true, Ordering::SeqCst);
+        (stale, Instant::now(), wall)
+    };
+    let ((), (stale, seen, wall)) = tokio::join!(beats, checks);
+    // From ahead's last heartbeat (the hub received it then or later) to
+    // the stale status seen: never shorter than --stale-after, so a
+    // far-future time neither keeps it fresh (it went stale above) nor
+    // makes it stale early. Only a lower bound: how late it shows
+    // depends on the machine, not on the hub's rule.
+    let last = *last_ahead.lock().unwrap();
+    let after = seen.duration_since(last);
+    eprintln!("clock_skew: stale seen {after:?} after the last heartbeat (stale-after {STALE:?})");
     assert!(
         after + Duration::from_millis(600) >= STALE,
         "stale early: {after:?}"
     );
-    assert!(after <= STALE * 3, "stale late: {after:?}");
     let message = cond(&stale, "Programmed").unwrap().message.clone();
     assert!(!message.contains("behind"), "{message}");
     let since: Timestamp = message
