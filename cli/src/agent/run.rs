@@ -14,6 +14,7 @@ use crate::agent::ScopeArgs;
 use gwhub_agent::runtime::GatewayStore;
 use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
 use gwhub_agent::runtime::hub_client::HubConfig;
+use gwhub_agent::runtime::join;
 
 /// `gwhub-agent run --hub URL (--insecure --cluster NAME | --tls-cert P
 /// --tls-key P --ca P) --from-dir DIR`.
@@ -179,6 +180,20 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
     })
 }
 
+/// What joining needs, when the flags ask for a join (`--hub-ca-hash`,
+/// which clap lets through only with `--cluster`).
+fn join_plan(args: &RunArgs) -> Option<join::JoinPlan> {
+    let (pin, cluster) = (args.hub_ca_hash.as_ref()?, args.cluster.as_ref()?);
+    Some(join::JoinPlan {
+        hub: args.hub.clone(),
+        cluster: cluster.clone(),
+        token_file: args.join_token_file.clone(),
+        pin: pin.clone(),
+        namespace: args.identity_namespace.clone(),
+        kubeconfig: args.kubeconfig.clone(),
+    })
+}
+
 /// Runs the command until SIGINT or SIGTERM.
 pub fn run(args: &RunArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -198,20 +213,12 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut args = args.clone();
     let mut renewal = None;
-    if let (Some(pin), Some(cluster)) = (&args.hub_ca_hash, &args.cluster) {
-        let join = crate::agent::join::JoinPlan {
-            hub: args.hub.clone(),
-            cluster: cluster.clone(),
-            token_file: args.join_token_file.clone(),
-            pin: pin.clone(),
-            namespace: args.identity_namespace.clone(),
-            kubeconfig: args.kubeconfig.clone(),
-        };
-        let files = crate::agent::join::obtain(&join)?;
+    if let Some(joining) = join_plan(&args) {
+        let files = join::obtain(&joining).map_err(|e| e.to_string())?;
         args.tls_cert = Some(files.cert.clone());
         args.tls_key = Some(files.key.clone());
         args.ca = Some(files.ca.clone());
-        renewal = Some((join, files));
+        renewal = Some((joining, files));
     }
     let args = &args;
     let plan = plan(args)?;
@@ -229,12 +236,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             tracing::info!("shutting down");
             on_signal.cancel();
         });
-        if let Some((join, files)) = renewal {
-            tokio::spawn(crate::agent::join::renew_loop(
-                join,
-                files,
-                shutdown.clone(),
-            ));
+        if let Some((joining, files)) = renewal {
+            tokio::spawn(join::renew_loop(joining, files, shutdown.clone()));
         }
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
         let mut plan = plan;
@@ -471,6 +474,45 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.starts_with("--hub \"h:1\""), "{e}");
+    }
+
+    #[test]
+    fn a_join_needs_the_pin_and_the_cluster() {
+        let p = join_plan(
+            &parse(&[
+                "--hub",
+                "https://h:1",
+                "--cluster",
+                "east",
+                "--hub-ca-hash",
+                "sha256:00",
+                "--join-token-file",
+                "/t",
+                "--identity-namespace",
+                "ns",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (p.hub.as_str(), p.cluster.as_str()),
+            ("https://h:1", "east")
+        );
+        assert_eq!(p.token_file.as_deref(), Some(std::path::Path::new("/t")));
+        assert_eq!((p.pin.as_str(), p.namespace.as_str()), ("sha256:00", "ns"));
+        let tokenless = parse(&[
+            "--hub",
+            "https://h:1",
+            "--cluster",
+            "c",
+            "--hub-ca-hash",
+            "x",
+        ]);
+        assert_eq!(join_plan(&tokenless.unwrap()).unwrap().token_file, None);
+        let e = parse(&["--hub", "https://h:1", "--hub-ca-hash", "x"]).unwrap_err();
+        assert!(e.contains("--cluster"), "{e}");
+        let insecure = parse(&["--hub", "http://h:1", "--insecure", "--cluster", "c"]);
+        assert!(join_plan(&insecure.unwrap()).is_none());
     }
 
     #[test]

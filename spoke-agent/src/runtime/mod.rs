@@ -1,9 +1,11 @@
 //! The agent runtime: keeps a cluster's in-scope Gateways in a
 //! [`GatewayStore`], fed by a source (a directory today, the Kubernetes API
-//! later, a simulation in `gwhub demo`), and streams them to the hub.
+//! later, a simulation in `gwhub demo`), and streams them to the hub with
+//! the identity [`tls`] loads and [`join`] obtains and renews.
 
 pub mod dir_source;
 pub mod hub_client;
+pub mod join;
 pub mod outbox;
 pub mod store;
 pub mod tls;
