@@ -11,10 +11,10 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ScopeArgs;
-use gwhub_agent::runtime::GatewayStore;
 use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
 use gwhub_agent::runtime::hub_client::HubConfig;
 use gwhub_agent::runtime::join;
+use gwhub_agent::runtime::{GatewayStore, StartError};
 
 /// `gwhub-agent run --hub URL (--insecure --cluster NAME | --tls-cert P
 /// --tls-key P --ca P) --from-dir DIR`.
@@ -136,7 +136,7 @@ pub enum Source {
 }
 
 /// Checks the flags; every error says what to do instead.
-pub fn plan(args: &RunArgs) -> Result<Plan, String> {
+pub fn plan(args: &RunArgs) -> Result<Plan, StartError> {
     let (cluster, tls) = gwhub_agent::runtime::tls::hub_connection(
         &args.hub,
         args.insecure,
@@ -144,17 +144,16 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         args.tls_cert.as_deref(),
         args.tls_key.as_deref(),
         args.ca.as_deref(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let source = match &args.from_dir {
         Some(dir) => Source::Dir(
-            DirSource::new(dir, engine_evaluate(args.scope.options()))
-                .map_err(|e| format!("--from-dir: {e}"))?
-                .poll_interval(if args.poll_interval.is_zero() {
+            DirSource::new(dir, engine_evaluate(args.scope.options()))?.poll_interval(
+                if args.poll_interval.is_zero() {
                     DEFAULT_POLL
                 } else {
                     args.poll_interval
-                }),
+                },
+            ),
         ),
         None => {
             let mut settings = gwhub_agent::controller::Settings::new(args.scope.options());
@@ -195,26 +194,20 @@ fn join_plan(args: &RunArgs) -> Option<join::JoinPlan> {
 }
 
 /// Runs the command until SIGINT or SIGTERM.
-pub fn run(args: &RunArgs) -> Result<(), String> {
+pub fn run(args: &RunArgs) -> Result<(), StartError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(StartError::AsyncRuntime)?;
     // Declared after the runtime, so dropped (flushing spans) before it;
     // set up before a join, so the join logs too.
-    let _otlp = runtime
-        .block_on(async {
-            gwhub_common::logging::init_with_otlp(
-                "info",
-                "gwhub-agent",
-                args.otlp_endpoint.as_deref(),
-            )
-        })
-        .map_err(|e| e.to_string())?;
+    let _otlp = runtime.block_on(async {
+        gwhub_common::logging::init_with_otlp("info", "gwhub-agent", args.otlp_endpoint.as_deref())
+    })?;
     let mut args = args.clone();
     let mut renewal = None;
     if let Some(joining) = join_plan(&args) {
-        let files = join::obtain(&joining).map_err(|e| e.to_string())?;
+        let files = join::obtain(&joining)?;
         args.tls_cert = Some(files.cert.clone());
         args.tls_key = Some(files.key.clone());
         args.ca = Some(files.ca.clone());
@@ -251,8 +244,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         if let Some(addr) = plan.metrics_listen {
             let probes = gwhub_agent::runtime::probes(store.clone(), shutdown.clone());
             gwhub_agent::controller::serve_metrics(addr, metrics.clone(), probes, shutdown.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
         }
         match plan.source {
             Source::Dir(source) => {
@@ -268,9 +260,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 kubeconfig,
                 settings,
             } => {
-                let client = gwhub_agent::controller::client(kubeconfig.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let client = gwhub_agent::controller::client(kubeconfig.as_deref()).await?;
                 tracing::info!(
                     cluster = %plan.hub.cluster,
                     hub = %plan.hub.endpoint,
@@ -284,7 +274,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 .await;
             }
         }
-        Ok(())
+        Ok::<(), StartError>(())
     })
 }
 
@@ -328,7 +318,7 @@ mod tests {
     }
 
     fn plan_of(args: &[&str]) -> Result<Plan, String> {
-        plan(&parse(args)?)
+        plan(&parse(args)?).map_err(|e| e.to_string())
     }
 
     #[test]
