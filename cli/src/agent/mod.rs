@@ -3,7 +3,6 @@
 //! added as another [`Command`] variant.
 
 pub mod compute;
-mod join;
 pub mod run;
 
 use std::path::PathBuf;

@@ -11,9 +11,10 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::ScopeArgs;
-use gwhub_agent::runtime::GatewayStore;
 use gwhub_agent::runtime::dir_source::{DEFAULT_POLL, DirSource, engine_evaluate};
 use gwhub_agent::runtime::hub_client::HubConfig;
+use gwhub_agent::runtime::join;
+use gwhub_agent::runtime::{GatewayStore, StartError};
 
 /// `gwhub-agent run --hub URL (--insecure --cluster NAME | --tls-cert P
 /// --tls-key P --ca P) --from-dir DIR`.
@@ -135,7 +136,7 @@ pub enum Source {
 }
 
 /// Checks the flags; every error says what to do instead.
-pub fn plan(args: &RunArgs) -> Result<Plan, String> {
+pub fn plan(args: &RunArgs) -> Result<Plan, StartError> {
     let (cluster, tls) = gwhub_agent::runtime::tls::hub_connection(
         &args.hub,
         args.insecure,
@@ -143,17 +144,16 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
         args.tls_cert.as_deref(),
         args.tls_key.as_deref(),
         args.ca.as_deref(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let source = match &args.from_dir {
         Some(dir) => Source::Dir(
-            DirSource::new(dir, engine_evaluate(args.scope.options()))
-                .map_err(|e| format!("--from-dir: {e}"))?
-                .poll_interval(if args.poll_interval.is_zero() {
+            DirSource::new(dir, engine_evaluate(args.scope.options()))?.poll_interval(
+                if args.poll_interval.is_zero() {
                     DEFAULT_POLL
                 } else {
                     args.poll_interval
-                }),
+                },
+            ),
         ),
         None => {
             let mut settings = gwhub_agent::controller::Settings::new(args.scope.options());
@@ -179,39 +179,39 @@ pub fn plan(args: &RunArgs) -> Result<Plan, String> {
     })
 }
 
+/// What joining needs, when the flags ask for a join (`--hub-ca-hash`,
+/// which clap lets through only with `--cluster`).
+fn join_plan(args: &RunArgs) -> Option<join::JoinPlan> {
+    let (pin, cluster) = (args.hub_ca_hash.as_ref()?, args.cluster.as_ref()?);
+    Some(join::JoinPlan {
+        hub: args.hub.clone(),
+        cluster: cluster.clone(),
+        token_file: args.join_token_file.clone(),
+        pin: pin.clone(),
+        namespace: args.identity_namespace.clone(),
+        kubeconfig: args.kubeconfig.clone(),
+    })
+}
+
 /// Runs the command until SIGINT or SIGTERM.
-pub fn run(args: &RunArgs) -> Result<(), String> {
+pub fn run(args: &RunArgs) -> Result<(), StartError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(StartError::AsyncRuntime)?;
     // Declared after the runtime, so dropped (flushing spans) before it;
     // set up before a join, so the join logs too.
-    let _otlp = runtime
-        .block_on(async {
-            gwhub_common::logging::init_with_otlp(
-                "info",
-                "gwhub-agent",
-                args.otlp_endpoint.as_deref(),
-            )
-        })
-        .map_err(|e| e.to_string())?;
+    let _otlp = runtime.block_on(async {
+        gwhub_common::logging::init_with_otlp("info", "gwhub-agent", args.otlp_endpoint.as_deref())
+    })?;
     let mut args = args.clone();
     let mut renewal = None;
-    if let (Some(pin), Some(cluster)) = (&args.hub_ca_hash, &args.cluster) {
-        let join = crate::agent::join::JoinPlan {
-            hub: args.hub.clone(),
-            cluster: cluster.clone(),
-            token_file: args.join_token_file.clone(),
-            pin: pin.clone(),
-            namespace: args.identity_namespace.clone(),
-            kubeconfig: args.kubeconfig.clone(),
-        };
-        let files = crate::agent::join::obtain(&join)?;
+    if let Some(joining) = join_plan(&args) {
+        let files = join::obtain(&joining)?;
         args.tls_cert = Some(files.cert.clone());
         args.tls_key = Some(files.key.clone());
         args.ca = Some(files.ca.clone());
-        renewal = Some((join, files));
+        renewal = Some((joining, files));
     }
     let args = &args;
     let plan = plan(args)?;
@@ -229,12 +229,8 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
             tracing::info!("shutting down");
             on_signal.cancel();
         });
-        if let Some((join, files)) = renewal {
-            tokio::spawn(crate::agent::join::renew_loop(
-                join,
-                files,
-                shutdown.clone(),
-            ));
+        if let Some((joining, files)) = renewal {
+            tokio::spawn(join::renew_loop(joining, files, shutdown.clone()));
         }
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
         let mut plan = plan;
@@ -248,8 +244,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         if let Some(addr) = plan.metrics_listen {
             let probes = gwhub_agent::runtime::probes(store.clone(), shutdown.clone());
             gwhub_agent::controller::serve_metrics(addr, metrics.clone(), probes, shutdown.clone())
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
         }
         match plan.source {
             Source::Dir(source) => {
@@ -265,9 +260,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 kubeconfig,
                 settings,
             } => {
-                let client = gwhub_agent::controller::client(kubeconfig.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let client = gwhub_agent::controller::client(kubeconfig.as_deref()).await?;
                 tracing::info!(
                     cluster = %plan.hub.cluster,
                     hub = %plan.hub.endpoint,
@@ -281,7 +274,7 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
                 .await;
             }
         }
-        Ok(())
+        Ok::<(), StartError>(())
     })
 }
 
@@ -325,7 +318,7 @@ mod tests {
     }
 
     fn plan_of(args: &[&str]) -> Result<Plan, String> {
-        plan(&parse(args)?)
+        plan(&parse(args)?).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -471,6 +464,45 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.starts_with("--hub \"h:1\""), "{e}");
+    }
+
+    #[test]
+    fn a_join_needs_the_pin_and_the_cluster() {
+        let p = join_plan(
+            &parse(&[
+                "--hub",
+                "https://h:1",
+                "--cluster",
+                "east",
+                "--hub-ca-hash",
+                "sha256:00",
+                "--join-token-file",
+                "/t",
+                "--identity-namespace",
+                "ns",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            (p.hub.as_str(), p.cluster.as_str()),
+            ("https://h:1", "east")
+        );
+        assert_eq!(p.token_file.as_deref(), Some(std::path::Path::new("/t")));
+        assert_eq!((p.pin.as_str(), p.namespace.as_str()), ("sha256:00", "ns"));
+        let tokenless = parse(&[
+            "--hub",
+            "https://h:1",
+            "--cluster",
+            "c",
+            "--hub-ca-hash",
+            "x",
+        ]);
+        assert_eq!(join_plan(&tokenless.unwrap()).unwrap().token_file, None);
+        let e = parse(&["--hub", "https://h:1", "--hub-ca-hash", "x"]).unwrap_err();
+        assert!(e.contains("--cluster"), "{e}");
+        let insecure = parse(&["--hub", "http://h:1", "--insecure", "--cluster", "c"]);
+        assert!(join_plan(&insecure.unwrap()).is_none());
     }
 
     #[test]

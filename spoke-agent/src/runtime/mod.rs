@@ -1,9 +1,11 @@
 //! The agent runtime: keeps a cluster's in-scope Gateways in a
 //! [`GatewayStore`], fed by a source (a directory today, the Kubernetes API
-//! later, a simulation in `gwhub demo`), and streams them to the hub.
+//! later, a simulation in `gwhub demo`), and streams them to the hub with
+//! the identity [`tls`] loads and [`join`] obtains and renews.
 
 pub mod dir_source;
 pub mod hub_client;
+pub mod join;
 pub mod outbox;
 pub mod store;
 pub mod tls;
@@ -17,6 +19,24 @@ use std::sync::Arc;
 
 use gwhub_common::metrics_http::Probes;
 use tokio_util::sync::CancellationToken;
+
+/// Why `gwhub-agent run` cannot start (or stops before it streams); each
+/// message names the flag or the step to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("--from-dir: {0}")]
+    Dir(#[from] dir_source::DirError),
+    #[error(transparent)]
+    Join(#[from] join::JoinError),
+    #[error(transparent)]
+    Controller(#[from] crate::controller::Error),
+    #[error(transparent)]
+    Tracing(#[from] gwhub_common::logging::OtlpError),
+    #[error("cannot start the async runtime: {0}")]
+    AsyncRuntime(#[source] std::io::Error),
+}
 
 /// Streams `store` to the hub until `shutdown`: the library entry point for
 /// any source (a `gwhub demo` simulating clusters fills a store per cluster
