@@ -5,9 +5,11 @@
 //! Gateways in one namespace, one bound cluster-wide, one bound to nothing.
 //! Each sees exactly what RBAC lets them: on gRPC (lists, gets, history,
 //! clusters, a watch, also as their access is revoked mid-watch, fleet
-//! DNS names) and on the web page.
+//! DNS names), on the web page and through `gwhubctl` with the reader's
+//! kubeconfig (a token, a tokenFile, an exec plugin).
 
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -549,43 +551,77 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
     let events = web_snapshot(web, "/api/events", ALL).await;
     assert_eq!(names(&events).len(), 3);
 
-    // gwhubctl takes the reader's token from their kubeconfig.
-    let kubeconfig = fleet.dir.join("reader-one.kubeconfig");
+    // gwhubctl takes the reader's token from their kubeconfig: written
+    // in it, in its tokenFile (with the final newline editors leave), or
+    // printed by its exec plugin (a login helper), which kube runs.
+    let token_file = fleet.dir.join("reader-one.token");
+    std::fs::write(&token_file, format!("{}\n", static_token(ONE))).unwrap();
+    let plugin = fleet.dir.join("reader-one-login.sh");
     std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: r\n\
-             contexts: [{{name: r, context: {{cluster: c, user: one}}}}]\n\
-             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}]\n\
-             users: [{{name: one, user: {{token: {}}}}}]\n",
-            static_token(ONE)
-        ),
+        &plugin,
+        "#!/bin/sh\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\
+         \"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\",\
+         \"expirationTimestamp\":\"2099-01-01T00:00:00Z\"}}' \"$READER_TOKEN\"\n",
     )
     .unwrap();
-    let ctl = |what: &'static str| {
-        let mut c =
-            std::process::Command::new(workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN"));
-        c.args(["--server", &format!("http://{dash}")])
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["get", what, "-o", "json"]);
-        // The hub runs on this test's runtime: run the client off it.
-        tokio::task::spawn_blocking(move || c.output().unwrap())
-    };
-    let o = ctl("gateways").await.unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        out.contains("gw-a") && !out.contains("gw-b") && !out.contains("gw-c"),
-        "{out}"
-    );
-    let o = ctl("clusters").await.unwrap();
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("PermissionDenied"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let users = [
+        ("token", format!("{{token: {}}}", static_token(ONE))),
+        (
+            "tokenfile",
+            format!("{{tokenFile: {}}}", token_file.display()),
+        ),
+        (
+            "exec",
+            format!(
+                "{{exec: {{apiVersion: client.authentication.k8s.io/v1, command: {}, \
+                 interactiveMode: Never, env: [{{name: READER_TOKEN, value: {}}}]}}}}",
+                plugin.display(),
+                static_token(ONE)
+            ),
+        ),
+    ];
+    for (kind, user) in users {
+        let kubeconfig = fleet.dir.join(format!("reader-one-{kind}.kubeconfig"));
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\ncurrent-context: r\n\
+                 contexts: [{{name: r, context: {{cluster: c, user: one}}}}]\n\
+                 clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}]\n\
+                 users: [{{name: one, user: {user}}}]\n"
+            ),
+        )
+        .unwrap();
+        let ctl = |what: &'static str| {
+            let mut c =
+                std::process::Command::new(workspace_binary("gwhub", "gwhubctl", "GWHUB_CTL_BIN"));
+            c.args(["--server", &format!("http://{dash}")])
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["get", what, "-o", "json"]);
+            // The hub runs on this test's runtime: run the client off it.
+            tokio::task::spawn_blocking(move || c.output().unwrap())
+        };
+        let o = ctl("gateways").await.unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains("gw-a") && !out.contains("gw-b") && !out.contains("gw-c"),
+            "{kind}: {out}"
+        );
+        let o = ctl("clusters").await.unwrap();
+        assert!(!o.status.success(), "{kind}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("PermissionDenied"),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 
     // A watch: filtered from the snapshot on, also as Gateways of new
     // namespaces (readable or not) appear.

@@ -379,6 +379,37 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
     assert!(no_cert.is_err());
     let with_cert = client_tls(&l.ca, Some(cluster_files(&l, "east")));
     assert!(clusters(hub.dashboard_addr, with_cert).await.is_empty());
+    // gwhubctl presents its kubeconfig user's client certificate when
+    // --tls-cert/--tls-key are not given.
+    let (cert, key) = cluster_files(&l, "east");
+    let kubeconfig = dir.0.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: x\n\
+             contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n\
+             clusters: [{{name: c, cluster: {{server: \"https://127.0.0.1:1\"}}}}]\n\
+             users: [{{name: u, user: {{client-certificate: {}, client-key: {}}}}}]\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let mut c = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
+        "gwhub",
+        "gwhubctl",
+        "GWHUB_CTL_BIN",
+    ));
+    c.args(["--server", &format!("https://{}", hub.dashboard_addr)])
+        .arg("--ca")
+        .arg(&l.ca)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["get", "clusters"]);
+    let o = tokio::task::spawn_blocking(move || c.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     hub.shutdown().await.unwrap();
 }
 
