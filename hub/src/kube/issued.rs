@@ -96,14 +96,15 @@ pub async fn record(
 /// The clusters to revoke at start (spec: "a cluster with an identity
 /// issued while the inventory was configured and no ClusterProfile at
 /// start is revoked as if its ClusterProfile had been deleted"): a live
-/// identity issued under `inventory` before `started` (this hub's start,
-/// Unix seconds), whose cluster is not in `profiles`.
+/// identity issued under `inventory` by the time of `started` (this hub's
+/// start, Unix seconds), whose cluster is not in `profiles`.
 ///
-/// Only identities older than the start: the check is for deletions no
-/// watch saw. One issued since was issued by a running hub, whose watch
-/// sees its ClusterProfile's deletion; counting it would let a check that
-/// runs late (leadership won late, a slow API server) revoke a cluster
-/// that just joined or renewed.
+/// Only identities from before the start (its second included: a hub
+/// restarted within the second of a join must still catch a deletion):
+/// the check is for deletions no watch saw. One issued later was issued
+/// by a running hub, whose watch sees its ClusterProfile's deletion;
+/// counting it would let a check that runs late (leadership won late, a
+/// slow API server) revoke a cluster that just joined or renewed.
 pub fn orphaned<'a>(
     issued: &'a BTreeMap<String, Issued>,
     removed: &BTreeMap<String, i64>,
@@ -116,7 +117,7 @@ pub fn orphaned<'a>(
         .iter()
         .filter(|(cluster, i)| {
             i.inventory.as_deref() == Some(inventory)
-                && i.issued < started
+                && i.issued <= started
                 && !profiles.contains(*cluster)
                 && i.live(now, removed.get(*cluster).copied())
         })
@@ -161,11 +162,11 @@ mod tests {
         let removed = [("removed".to_owned(), 110)].into();
         let profiles = ["here".to_owned()].into();
         assert_eq!(
-            orphaned(&issued, &removed, "fleet", &profiles, 101, 150),
+            orphaned(&issued, &removed, "fleet", &profiles, 100, 150),
             vec!["gone"]
         );
-        // Issued at or after this hub's start: its watch sees a deletion,
-        // so a late check revokes nothing it issued.
-        assert!(orphaned(&issued, &removed, "fleet", &profiles, 100, 150).is_empty());
+        // Issued after this hub's start: its watch sees a deletion, so a
+        // late check revokes nothing it issued.
+        assert!(orphaned(&issued, &removed, "fleet", &profiles, 99, 150).is_empty());
     }
 }
