@@ -257,6 +257,19 @@ impl Names {
             let retry_due = e.retry_at.is_none_or(|t| now >= t);
             wake_at(e.retry_at.filter(|t| *t > now));
             if !coalescing && retry_due && to_write != e.written {
+                // Each write with every cluster's inputs and verdict, for
+                // tracing a record that changed when no one expected it
+                // (`RUST_LOG=gwhub_hub::dns=debug`).
+                tracing::debug!(
+                    host = %host_s,
+                    clusters = ?views
+                        .iter()
+                        .map(|v| (&v.cluster, v.stale, v.reports_gateway, &v.addresses, verdicts.get(&v.cluster)))
+                        .collect::<Vec<_>>(),
+                    to_write = ?targets(&to_write),
+                    written = ?targets(&e.written),
+                    "fleet DNS: a write is due"
+                );
                 out.jobs.push(Job {
                     host: host_s.clone(),
                     zone: name.zone.clone(),
