@@ -80,6 +80,10 @@ pub async fn run(
     loop {
         // A request that hangs must not keep this replica leading past the
         // step-down point (the client has no read timeout of its own).
+        // The renewal counts from when it was sent, not answered: others
+        // count the Lease's duration from when they see it change, which
+        // is later (a slow answer must not stretch this replica's term).
+        let sent = Instant::now();
         let attempt = tokio::time::timeout(
             config.renew_every,
             try_acquire_or_renew(&api, &config, &mut observed),
@@ -99,7 +103,7 @@ pub async fn run(
             },
         };
         if held {
-            last_renew = Some(Instant::now());
+            last_renew = Some(sent);
         }
         let leading = last_renew.is_some_and(|t| t.elapsed() < step_down_after);
         if leading != *leader.borrow() {
