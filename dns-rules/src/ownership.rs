@@ -559,16 +559,19 @@ pub fn repair(
 /// - only a set whose single ownership record is ours (any of our hub
 ///   Gateways) is read as published by us; anything else seeds nothing;
 /// - a record maps to every cluster whose usable addresses of the type
-///   (`clusters`, from the clusters' current reports) have it: an A to the
-///   IPv4 addresses, an AAAA to the IPv6, a CNAME to the hostnames;
-/// - a record no cluster has now (its cluster is silent, or its address
-///   changed) seeds nothing: that cluster rises again like any other, and
-///   the record leaves at the next write of the name.
-pub fn published_clusters(
+///   (`clusters`: from the clusters' current reports, and the addresses
+///   this hub last published for them, so one cluster may come more than
+///   once) have it: an A to the IPv4 addresses, an AAAA to the IPv6, a
+///   CNAME to the hostnames;
+/// - a record no cluster has (its cluster is silent, or its address
+///   changed while another replica led) seeds nothing: that cluster rises
+///   again like any other, and the record leaves at the next write of the
+///   name.
+pub fn published_clusters<'a>(
     ours: &Ownership,
     record_type: RecordType,
     found: &ReadBack,
-    clusters: &BTreeMap<String, Usable>,
+    clusters: impl IntoIterator<Item = (&'a String, &'a Usable)>,
 ) -> BTreeSet<String> {
     let [held] = found.txt.as_slice() else {
         return BTreeSet::new();
@@ -583,7 +586,7 @@ pub fn published_clusters(
         _ => false,
     };
     clusters
-        .iter()
+        .into_iter()
         .filter(|(_, u)| found.records.iter().any(|r| has(u, r)))
         .map(|(c, _)| c.clone())
         .collect()

@@ -570,8 +570,32 @@ async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
     })
     .await;
     assert_eq!(soa_serial(&server), before + 1, "one UPDATE for the name");
-    c1.upsert(4, report_with(1, true, 1, &listeners)).await;
+
+    // A leader change while c1's addresses change (the Lease held by
+    // someone else meanwhile): the records read back still say c1 (the
+    // addresses this replica wrote for it), so c1 stays without the rise:
+    // one UPDATE, never a set without c1.
+    hold_lease(&admin, "someone-else").await;
+    until(WAIT, || dns_names(&hub, ""), |r| !r.leading).await;
+    let before = soa_serial(&server);
+    c1.upsert(
+        4,
+        with_addresses(1, &listeners, &["192.0.2.21", "2001:db8::21"]),
+    )
+    .await;
     c1.expect_ack(4).await;
+    hold_lease(&admin, "").await;
+    until(WAIT, both, |v| {
+        *v == (ips(&["192.0.2.2", "192.0.2.21"]), ips(&["2001:db8::21"]))
+    })
+    .await;
+    assert_eq!(
+        soa_serial(&server),
+        before + 1,
+        "one UPDATE across the leader change (c1 left and came back?)"
+    );
+    c1.upsert(5, report_with(1, true, 1, &listeners)).await;
+    c1.expect_ack(5).await;
     until(WAIT, both, |v| {
         *v == (ips(&["192.0.2.1", "192.0.2.2"]), Vec::new())
     })
@@ -600,6 +624,22 @@ async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
     until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
     assert_eq!(server.dig("taken.fleet.test", "A"), ["198.51.100.7"]);
     hub.shutdown().await.unwrap();
+}
+
+/// The hub's Lease held by `holder` for an hour (`""`: released, free
+/// to take), as another replica or an operator would write it.
+async fn hold_lease(admin: &Client, holder: &str) {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), SYSTEM_NS);
+    let patch = json!({"spec": {
+        "holderIdentity": holder,
+        "leaseDurationSeconds": 3600,
+        "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now()),
+    }});
+    leases
+        .patch("gwhub-hub", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch the hub's Lease");
 }
 
 /// `report_with` with these addresses.

@@ -651,18 +651,21 @@ fn a_names_changes_come_from_what_is_known_of_each_type() {
 
 #[test]
 fn read_back_records_map_to_the_clusters_that_have_their_addresses() {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeSet;
     let u = |v4: &[&str], v6: &[&str], names: &[&str]| Usable {
         v4: v4.iter().map(|i| i.parse().unwrap()).collect(),
         v6: v6.iter().map(|i| i.parse().unwrap()).collect(),
         hostnames: names.iter().map(|h| host(h)).collect(),
         ignored: vec![],
     };
-    let clusters: BTreeMap<String, Usable> = [
+    // "east" twice: its current addresses and those it had when this hub
+    // last published it (before its address changed).
+    let clusters: Vec<(String, Usable)> = [
         ("east", u(&["192.0.2.1"], &["2001:db8::1"], &[])),
         ("west", u(&["192.0.2.2"], &[], &[])),
         ("shared", u(&["192.0.2.2"], &[], &[])),
         ("elb", u(&[], &[], &["lb.example.net"])),
+        ("east", u(&["192.0.2.9"], &[], &[])),
     ]
     .into_iter()
     .map(|(c, u)| (c.to_owned(), u))
@@ -692,6 +695,12 @@ fn read_back_records_map_to_the_clusters_that_have_their_addresses() {
             "an address no cluster has now: nobody",
             RecordType::A,
             rb(vec![a("192.0.2.1"), a("198.51.100.7")], &[VALUE]),
+            &["east"],
+        ),
+        (
+            "an address a cluster had when this hub published it: that cluster",
+            RecordType::A,
+            rb(vec![a("192.0.2.9")], &[VALUE]),
             &["east"],
         ),
         (
@@ -735,7 +744,7 @@ fn read_back_records_map_to_the_clusters_that_have_their_addresses() {
     for (what, t, found, want) in cases {
         let want: BTreeSet<String> = want.iter().map(|c| c.to_string()).collect();
         assert_eq!(
-            published_clusters(&ours(), t, &found, &clusters),
+            published_clusters(&ours(), t, &found, clusters.iter().map(|(c, u)| (c, u))),
             want,
             "{what}"
         );

@@ -17,7 +17,8 @@
 //!   stale); after each start or leader change it reads the published
 //!   sets back first and seeds the publishers with them (the DNSEndpoints'
 //!   annotations; the rfc2136 records mapped to the clusters whose reports
-//!   have their addresses, once the hub Gateways are listed). It runs a round
+//!   have their addresses, or whose addresses they were when this replica
+//!   last wrote them, once the hub Gateways are listed). It runs a round
 //!   on every index change (views or reports), hub Gateway change, and at
 //!   the publishers' wake times; each round's writes go to every output,
 //!   its conditions (`gwhub.io/DNSPublished`) into the index, which writes
@@ -58,6 +59,10 @@ use crate::kube::budget::ApiBudget;
 use crate::kube::metrics::Metrics;
 use endpoint::{EndpointOutput, Seeds};
 use names::{Names, Round};
+
+/// Per name, each cluster this replica last published with its addresses
+/// ([`Names::published_addresses`]).
+type Remembered = BTreeMap<String, BTreeMap<String, gwhub_dns_rules::Usable>>;
 
 /// The hub Gateways' specs, as the DNS controller's watch last saw them.
 type Specs = Arc<Mutex<BTreeMap<GatewayKey, HubSpec>>>;
@@ -122,6 +127,11 @@ impl DnsController {
             .clone()
             .map(|c| rfc2136::RfcOutput::new(&c, &self.config.owner_id));
         let retry = gwhub_common::Backoff::<String>::new(RETRY_BASE, RETRY_MAX);
+        // What this replica published per name and cluster when it last
+        // led: a cluster whose address changed while it did not lead is
+        // still recognised in the records read back (stays without the
+        // rise; found under load: a lost Lease renewal made it flap).
+        let mut remembered: Remembered = BTreeMap::new();
         loop {
             // Leader, past the restart gate.
             let ready = async {
@@ -136,7 +146,7 @@ impl DnsController {
             let seeds = loop {
                 let read = tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    r = self.read_back(endpoint.as_ref(), rfc.as_ref(), &specs, &mut listed) => r,
+                    r = self.read_back(endpoint.as_ref(), rfc.as_ref(), &specs, &mut listed, &remembered) => r,
                 };
                 match read {
                     Ok(s) => break s,
@@ -212,6 +222,7 @@ impl DnsController {
                 view.writing = true;
                 self.view.send_replace(Arc::new(view));
             }
+            remembered = names.published_addresses();
             tracing::info!("fleet DNS: no longer leading; writing nothing");
             self.index.set_dns_mode(crate::index::DnsMode::Following);
             self.view.send_modify(|v| {
@@ -224,7 +235,8 @@ impl DnsController {
 
     /// The published sets read back from every output that can tell: the
     /// DNSEndpoints' annotations, and for `rfc2136` the records of every
-    /// fleet name mapped to the clusters whose reports have them (once the
+    /// fleet name mapped to the clusters whose reports have them, or whose
+    /// they were when this replica last wrote them (`remembered`; once the
     /// hub Gateways are listed: they say the names).
     async fn read_back(
         &self,
@@ -232,6 +244,7 @@ impl DnsController {
         rfc: Option<&rfc2136::RfcOutput>,
         specs: &Specs,
         listed: &mut watch::Receiver<bool>,
+        remembered: &Remembered,
     ) -> Result<Seeds, String> {
         let mut seeds = match endpoint {
             Some(e) => e.read_back().await.map_err(|e| e.to_string())?,
@@ -246,12 +259,15 @@ impl DnsController {
         let gateways = self.hub_gateways(specs);
         let fleet = gwhub_dns_rules::fleet_names(&gateways, &self.config.zones);
         for (host, name) in &fleet.names {
-            let clusters: BTreeMap<String, gwhub_dns_rules::Usable> =
+            let mut clusters: Vec<(String, gwhub_dns_rules::Usable)> =
                 clusters::views(&self.index, &name.owner)
                     .iter()
                     .filter(|v| v.reports_gateway)
                     .map(|v| (v.cluster.clone(), gwhub_dns_rules::usable(&v.addresses)))
                     .collect();
+            if let Some(before) = remembered.get(host.as_str()) {
+                clusters.extend(before.iter().map(|(c, u)| (c.clone(), u.clone())));
+            }
             let found = rfc
                 .read_back(host, &name.owner, &clusters)
                 .await

@@ -43,6 +43,10 @@ pub struct Job {
     pub previous: Sets,
     /// Per record type, the clusters published (the read-back seeds).
     pub clusters: BTreeMap<RecordType, BTreeSet<String>>,
+    /// Each published cluster's addresses in these sets (remembered to
+    /// recognise the records at the read-back after this replica's next
+    /// leader change; see [`Names::published_addresses`]).
+    pub addresses: BTreeMap<String, Usable>,
 }
 
 /// What an output answered for a job.
@@ -60,6 +64,8 @@ struct Entry {
     /// Each cluster's usable addresses at its last report.
     last_usable: BTreeMap<String, Usable>,
     written: Sets,
+    /// Each cluster in `written` with its addresses there.
+    written_addresses: BTreeMap<String, Usable>,
     ever_published: bool,
     reasons: BTreeMap<RecordType, Reason>,
     problem: Option<Outcome>,
@@ -163,6 +169,7 @@ impl Names {
                         publishers,
                         last_usable: BTreeMap::new(),
                         written: Sets::new(),
+                        written_addresses: BTreeMap::new(),
                         ever_published: false,
                         reasons: BTreeMap::new(),
                         problem: None,
@@ -280,6 +287,7 @@ impl Names {
                         .collect(),
                     sets: to_write,
                     previous: e.written.clone(),
+                    addresses: members,
                 });
             }
             let state = state_of(e);
@@ -329,6 +337,7 @@ impl Names {
                         sets: Sets::new(),
                         previous: e.written,
                         clusters: BTreeMap::new(),
+                        addresses: BTreeMap::new(),
                     },
                 );
             }
@@ -384,6 +393,18 @@ impl Names {
         }
     }
 
+    /// Per name, each cluster in its written sets with its addresses
+    /// there: kept by the controller when this replica stops leading, to
+    /// map the records read back at its next leader change to clusters
+    /// whose addresses have changed since (they stay without the rise).
+    pub(super) fn published_addresses(&self) -> BTreeMap<String, BTreeMap<String, Usable>> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| !e.written_addresses.is_empty())
+            .map(|(h, e)| (h.clone(), e.written_addresses.clone()))
+            .collect()
+    }
+
     /// Forgets what was written (`--dns-resync`): the next round writes
     /// every name again, and the outputs read back and repair first.
     pub(super) fn forget_written(&mut self) {
@@ -437,6 +458,7 @@ impl Names {
         match outcome {
             Outcome::Written => {
                 e.written = job.sets.clone();
+                e.written_addresses = job.addresses.clone();
                 e.problem = None;
                 e.retry_at = None;
             }

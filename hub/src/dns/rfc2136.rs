@@ -20,8 +20,9 @@
 //! After a start or leader change the controller reads every fleet name
 //! back ([`RfcOutput::read_back`]) and seeds its publishers: the records
 //! do not say which cluster each address is from, so each is mapped to the
-//! clusters whose current reports have it (`published_clusters`); those
-//! stay without the rise.
+//! clusters whose current reports have it, or who had it when this replica
+//! last published them (`published_clusters`); those stay without the
+//! rise.
 //!
 //! A conflict on what was taken as written (a record deleted by hand,
 //! another writer) is read back whole and tried once more at once; a
@@ -166,19 +167,21 @@ impl RfcOutput {
 
     /// Per record type, the clusters the server's sets for `host` publish
     /// (the read-back seeds after a start; see `published_clusters`), from
-    /// the addresses in `clusters` (each reporting cluster's usable ones).
+    /// the addresses in `clusters` (each reporting cluster's usable ones,
+    /// and those this replica last published for it).
     pub(crate) async fn read_back(
         &self,
         host: &Hostname,
         owner: &GatewayKey,
-        clusters: &BTreeMap<String, Usable>,
+        clusters: &[(String, Usable)],
     ) -> Result<BTreeMap<RecordType, BTreeSet<String>>, Error> {
         let ours = Ownership::new(&self.owner_id, owner.clone())
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let mut out = BTreeMap::new();
         for t in RecordType::ALL {
             let read = self.read(t, host).await?;
-            let published = published_clusters(&ours, t, &read, clusters);
+            let published =
+                published_clusters(&ours, t, &read, clusters.iter().map(|(c, u)| (c, u)));
             if !published.is_empty() {
                 out.insert(t, published);
             }
