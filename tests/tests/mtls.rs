@@ -342,27 +342,17 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
     DashboardClient::new(ch).list_clusters(req).await.unwrap();
     // gwhubctl: refused without the token, reads with --token-file.
     // (The hub runs on this test's runtime: run the client off it.)
-    let ctl = |token: Option<PathBuf>| {
-        let mut c = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
-            "gwhub",
-            "gwhubctl",
-            "GWHUB_CTL_BIN",
-        ));
-        c.args(["--server", &format!("https://{}", hub.dashboard_addr)])
-            .arg("--ca")
-            .arg(&l.ca);
-        if let Some(t) = token {
-            c.arg("--token-file").arg(t);
-        }
-        c.args(["get", "clusters"]);
-        tokio::task::spawn_blocking(move || c.output().unwrap())
-    };
-    let o = ctl(None).await.unwrap();
+    let o = ctl_get_clusters(hub.dashboard_addr, &l.ca, &[]).await;
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("Unauthenticated"));
     let token = dir.0.join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
-    let o = ctl(Some(token)).await.unwrap();
+    let o = ctl_get_clusters(
+        hub.dashboard_addr,
+        &l.ca,
+        &["--token-file".as_ref(), token.as_ref()],
+    )
+    .await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     hub.shutdown().await.unwrap();
 
@@ -395,22 +385,36 @@ async fn dashboard_over_tls_with_token_and_client_ca() {
         ),
     )
     .unwrap();
+    let o = ctl_get_clusters(
+        hub.dashboard_addr,
+        &l.ca,
+        &["--kubeconfig".as_ref(), kubeconfig.as_ref()],
+    )
+    .await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    hub.shutdown().await.unwrap();
+}
+
+/// `gwhubctl --server https://ADDR --ca CA ARGS.. get clusters`, run off
+/// this test's runtime (the hub it asks runs on it).
+async fn ctl_get_clusters(
+    addr: SocketAddr,
+    ca: &Path,
+    args: &[&std::ffi::OsStr],
+) -> std::process::Output {
     let mut c = Command::new(gwhub_test_kit::workspace_bin::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUB_CTL_BIN",
     ));
-    c.args(["--server", &format!("https://{}", hub.dashboard_addr)])
+    c.args(["--server", &format!("https://{addr}")])
         .arg("--ca")
-        .arg(&l.ca)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(ca)
+        .args(args)
         .args(["get", "clusters"]);
-    let o = tokio::task::spawn_blocking(move || c.output().unwrap())
+    tokio::task::spawn_blocking(move || c.output().unwrap())
         .await
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    hub.shutdown().await.unwrap();
+        .unwrap()
 }
 
 // ---- the real binaries ------------------------------------------------------
