@@ -1,6 +1,9 @@
 //! Records every status the API server shows for one Gateway (through a
 //! watch, with the time each was seen), and judges the record against a
-//! timeline of the truth: how long was the status wrong?
+//! timeline of the truth: when was the status wrong, and was it only late
+//! (what held earlier) or did it claim what never held?
+//! How long a spell lasts depends on the machine's load: the fault tests
+//! assert that each is only late and that it ends, never its length.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -107,11 +110,20 @@ pub struct WrongSpell {
     pub to: Instant,
     /// The statuses shown during the spell.
     pub statuses: Vec<GatewayStatus>,
+    /// The statuses of the spell that were not merely late: no earlier
+    /// truth up to their moment explains them.
+    pub unexplained: Vec<GatewayStatus>,
 }
 
 impl WrongSpell {
     pub fn duration(&self) -> Duration {
         self.to - self.from
+    }
+
+    /// Whether every status of the spell showed what held earlier: the
+    /// status lagged, it claimed nothing that was never true.
+    pub fn only_late(&self) -> bool {
+        self.unexplained.is_empty()
     }
 }
 
@@ -143,12 +155,15 @@ impl Judgement {
 /// the first truth must be at or before the first status) up to `end`, and
 /// returns each maximal stretch during which `judge(status, truth)` was
 /// [`Verdict::Wrong`]. A status is judged against every truth that held
-/// while it was shown.
+/// while it was shown; a wrong one is only late if `earlier(status,
+/// truths so far)` says it shows what held before (for a fleet: each
+/// cluster as it was at some earlier moment, as reports arrive apart).
 pub fn judge<T>(
     seen: &[Seen],
     truths: &[(Instant, T)],
     end: Instant,
     judge: impl Fn(&GatewayStatus, &T) -> Verdict,
+    earlier: impl Fn(&GatewayStatus, &[(Instant, T)]) -> bool,
 ) -> Judgement {
     // Merge the change points: at each, (status shown, truth holding).
     let mut points: Vec<Instant> = seen
@@ -166,6 +181,7 @@ pub fn judge<T>(
     };
     let mut open: Option<WrongSpell> = None;
     let mut last_stale: Option<usize> = None;
+    let mut unexplained_seen: Vec<usize> = Vec::new();
     for (i, at) in points.iter().enumerate() {
         let status = seen.iter().rposition(|s| s.at <= *at);
         let truth = truths.iter().rposition(|t| t.0 <= *at);
@@ -173,6 +189,12 @@ pub fn judge<T>(
             continue;
         };
         let verdict = judge(&seen[si].status, &truths[ti].1);
+        let unexplained = verdict == Verdict::Wrong
+            && !unexplained_seen.contains(&si)
+            && !earlier(&seen[si].status, &truths[..=ti]);
+        if unexplained {
+            unexplained_seen.push(si);
+        }
         if verdict == Verdict::Stale && last_stale != Some(si) {
             out.stale += 1;
             last_stale = Some(si);
@@ -184,12 +206,20 @@ pub fn judge<T>(
                 if spell.statuses.last() != Some(&seen[si].status) {
                     spell.statuses.push(seen[si].status.clone());
                 }
+                if unexplained {
+                    spell.unexplained.push(seen[si].status.clone());
+                }
             }
             (Verdict::Wrong, None) => {
                 open = Some(WrongSpell {
                     from: *at,
                     to: next,
                     statuses: vec![seen[si].status.clone()],
+                    unexplained: if unexplained {
+                        vec![seen[si].status.clone()]
+                    } else {
+                        Vec::new()
+                    },
                 });
             }
             (_, _) => {
@@ -243,15 +273,24 @@ mod tests {
             },
         ];
         let truths = vec![(at(0), "a"), (at(1000), "b")];
-        let j = judge(&seen, &truths, at(6000), |s, t| match tag(s).as_str() {
-            "stale" => Verdict::Stale,
-            x if x == *t => Verdict::Right,
-            _ => Verdict::Wrong,
-        });
+        let j = judge(
+            &seen,
+            &truths,
+            at(6000),
+            |s, t| match tag(s).as_str() {
+                "stale" => Verdict::Stale,
+                x if x == *t => Verdict::Right,
+                _ => Verdict::Wrong,
+            },
+            |s, before| before.iter().any(|(_, t)| tag(s) == *t),
+        );
         assert_eq!(j.stale, 1);
         assert_eq!(j.spells.len(), 2, "{j:?}");
         assert_eq!(j.spells[0].duration(), Duration::from_millis(500));
         assert_eq!(j.spells[1].duration(), Duration::from_millis(1000));
         assert_eq!(j.longest(), Duration::from_millis(1000));
+        // "a" late after the truth became "b": only late; "x": never true.
+        assert!(j.spells[0].only_late(), "{j:?}");
+        assert_eq!(j.spells[1].unexplained, [status("x")]);
     }
 }

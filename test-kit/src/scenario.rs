@@ -215,6 +215,36 @@ pub fn verdict(status: &GatewayStatus, truth: &Truth) -> Verdict {
     }
 }
 
+/// Whether `status` shows what held before: each cluster as it was at some
+/// moment of `before` (the truths up to the status's moment). Clusters
+/// report apart, so a late status may join one cluster's newer state with
+/// another's older one; it may not claim a state a cluster never had.
+pub fn earlier(status: &GatewayStatus, before: &[(Instant, Truth)]) -> bool {
+    let Some((_, last)) = before.last() else {
+        return false;
+    };
+    // Every combination of the states each cluster had (a few clusters,
+    // two states each).
+    let mut combos: Vec<Truth> = vec![Truth::new()];
+    for cluster in last.keys() {
+        let had: std::collections::BTreeSet<bool> = before
+            .iter()
+            .filter_map(|(_, t)| t.get(cluster).copied())
+            .collect();
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                had.iter().map(move |p| {
+                    let mut c = c.clone();
+                    c.insert(cluster.clone(), *p);
+                    c
+                })
+            })
+            .collect();
+    }
+    combos.iter().any(|t| verdict(status, t) == Verdict::Right)
+}
+
 /// The summary conditions of `status`, for failure messages.
 pub fn summary(status: &GatewayStatus) -> String {
     status
@@ -468,10 +498,14 @@ impl Scenario {
     /// the API server has it.
     pub async fn set_programmed(&mut self, cluster: &str, programmed: bool) -> kube::Result<()> {
         let client = self.workloads[cluster].clone();
+        // The truth changes when the write is sent, not when its answer
+        // comes: the agent may see the change (and the hub show it) before
+        // a slow answer arrives, and a status must never lead its truth.
+        let sent = Instant::now();
         istio_writes(&client, programmed).await?;
         let mut truth = self.truth().clone();
         truth.insert(cluster.to_owned(), programmed);
-        self.truths.push((Instant::now(), truth));
+        self.truths.push((sent, truth));
         Ok(())
     }
 
@@ -528,11 +562,65 @@ impl Scenario {
                 .filter(|(at, _)| *at > since && *at <= until)
                 .cloned(),
         );
-        judge(&seen, &truths, until, verdict)
+        // A late status may show what held before `since` too (a restarted
+        // hub restores reports from before it died): the whole history up
+        // to the status's moment explains it.
+        let explained = |status: &GatewayStatus, before: &[(Instant, Truth)]| {
+            let upto = before.last().map(|(at, _)| *at);
+            let history: Vec<(Instant, Truth)> = self
+                .truths
+                .iter()
+                .filter(|(at, _)| Some(*at) <= upto)
+                .cloned()
+                .collect();
+            earlier(status, &history)
+        };
+        judge(&seen, &truths, until, verdict, explained)
     }
 }
 
 /// Counts lines of `log` containing `needle`.
 pub fn count_lines(log: &str, needle: &str) -> usize {
     log.lines().filter(|l| l.contains(needle)).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hub Gateway status that is right for `t`.
+    fn shown(t: &Truth) -> GatewayStatus {
+        let conditions: Vec<serde_json::Value> = expected(t)
+            .into_iter()
+            .map(|(type_, status, message)| {
+                json!({"type": type_, "status": status, "message": message,
+                       "reason": "Test", "lastTransitionTime": "2026-11-29T00:00:00Z"})
+            })
+            .collect();
+        serde_json::from_value(json!({ "conditions": conditions })).unwrap()
+    }
+
+    fn truth(east: bool, west: bool) -> Truth {
+        [("east".to_owned(), east), ("west".to_owned(), west)].into()
+    }
+
+    #[test]
+    fn a_late_status_may_join_clusters_from_different_moments() {
+        let t0 = Instant::now();
+        // east goes down then up; then west goes down.
+        let before = vec![
+            (t0, truth(true, true)),
+            (t0, truth(false, true)),
+            (t0, truth(true, true)),
+            (t0, truth(true, false)),
+        ];
+        // east's older report with west's newer one: never held as a
+        // whole, but each cluster was so: late, not false.
+        assert!(earlier(&shown(&truth(false, false)), &before));
+        assert!(earlier(&shown(&truth(true, true)), &before));
+        // west down before it ever went down: never true.
+        assert!(!earlier(&shown(&truth(true, false)), &before[..3]));
+        // Not a status of the truth at all.
+        assert!(!earlier(&GatewayStatus::default(), &before));
+    }
 }
