@@ -556,7 +556,6 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
             }));
         }
     }
-    let started = tokio::time::Instant::now();
     let mut refused = 0;
     for f in floods {
         for answer in f.await.unwrap() {
@@ -569,12 +568,9 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
     assert_eq!(refused, 200);
     // Counted (gwhub_join_refused_total{reason="bad_token"}).
     assert!(s.hub.hub.index.counters().joins_refused("bad_token") >= 200);
-    // At most the grace (1 s) for a token made a moment ago, not a queue.
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
+    // How soon they were refused is the machine's business (no timed
+    // assert, #36); that an unknown id waits at most the grace and never
+    // queues behind others is `join_limits`' unit tests'.
 
     let mut honest = s.from(HONEST).await;
     let token = s.token("east").await;

@@ -361,4 +361,24 @@ mod tests {
             Known::Yes
         );
     }
+
+    /// A flood of made-up ids takes every waiter's slot: the next unknown
+    /// id is refused without waiting (the grace here is an hour; the
+    /// timeout only reports a failure), so made-up tokens never queue.
+    #[tokio::test]
+    async fn with_every_waiter_slot_taken_an_unknown_id_is_refused_at_once() {
+        let k = KnownTokens::of([]);
+        let held = k
+            .waiters
+            .clone()
+            .try_acquire_many_owned(GRACE_WAITERS as u32)
+            .unwrap();
+        let answer = tokio::time::timeout(
+            Duration::from_secs(30),
+            k.check_within("abcdef", Duration::from_secs(3600)),
+        )
+        .await;
+        assert_eq!(answer, Ok(Known::No), "it waited for a slot");
+        drop(held);
+    }
 }
