@@ -57,44 +57,126 @@ pub enum JoinOutput {
 /// The Secret the agent's manifests read the token (and pin, hub address) from.
 pub(crate) const AGENT_TOKEN_SECRET: &str = "gwhub-join-token";
 
-/// Runs `gwhubctl join ...`; returns what to print.
-pub(crate) fn run(cmd: JoinCommand) -> Result<String, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// Why `gwhubctl join` or `gwhubctl cluster` failed on the management
+/// cluster; each names the cluster, Secret or namespace it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagementError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cluster {name:?}: {source}")]
+    ClusterName {
+        name: String,
+        #[source]
+        source: gwhub_model::ClusterNameError,
+    },
+    #[error(transparent)]
+    Kube(Box<gwhub_hub::kube::KubeError>),
+    #[error("cannot read Secret {ns}/gwhub-ca: {source}")]
+    ReadCa {
+        ns: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error(
+        "Secret {0}/gwhub-ca does not exist: is the hub installed (and started) in namespace {0}?"
+    )]
+    NoCa(String),
+    #[error("Secret {0}/gwhub-ca has no tls.crt")]
+    NoCaCert(String),
+    #[error("Secret {ns}/gwhub-ca tls.crt: {source}")]
+    CaPin {
+        ns: String,
+        #[source]
+        source: gwhub_common::join::JoinError,
+    },
+    /// No randomness for the token.
+    #[error(transparent)]
+    Token(#[from] gwhub_common::join::JoinError),
+    /// `--ttl` reaches past the last time a timestamp holds.
+    #[error("--ttl: {0}")]
+    Ttl(#[source] jiff::Error),
+    #[error("cannot create the join token in namespace {ns}: {source}")]
+    CreateToken {
+        ns: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("namespace {ns}: {source}")]
+    Revoke {
+        ns: String,
+        #[source]
+        source: Box<gwhub_hub::kube::revocations::RevocationsError>,
+    },
+    #[error("cannot list join tokens in {ns}: {source}")]
+    ListTokens {
+        ns: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+    #[error("cannot delete join token {name}: {source}")]
+    DeleteToken {
+        name: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+impl From<gwhub_hub::kube::KubeError> for ManagementError {
+    fn from(e: gwhub_hub::kube::KubeError) -> Self {
+        ManagementError::Kube(Box::new(e))
+    }
+}
+
+fn valid_cluster(name: &str) -> Result<(), ManagementError> {
+    gwhub_model::cluster::validate(name).map_err(|source| ManagementError::ClusterName {
+        name: name.to_owned(),
+        source,
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ManagementError> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(ManagementError::Runtime)
+}
+
+/// Runs `gwhubctl join ...`; returns what to print.
+pub(crate) fn run(cmd: JoinCommand) -> Result<String, ManagementError> {
+    let runtime = runtime()?;
     match cmd {
         JoinCommand::Create(args) => runtime.block_on(create(&args)),
     }
 }
 
-async fn create(args: &CreateArgs) -> Result<String, String> {
-    gwhub_model::cluster::validate(&args.cluster)
-        .map_err(|e| format!("cluster {:?}: {e}", args.cluster))?;
-    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref())
-        .await
-        .map_err(|e| e.to_string())?;
+async fn create(args: &CreateArgs) -> Result<String, ManagementError> {
+    valid_cluster(&args.cluster)?;
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
     let secrets: Api<Secret> = Api::namespaced(client, &args.hub_namespace);
     let ns = &args.hub_namespace;
     let ca = secrets
         .get_opt(gwhub_hub::kube::tls_secrets::CA_SECRET)
         .await
-        .map_err(|e| format!("cannot read Secret {ns}/gwhub-ca: {e}"))?
-        .ok_or_else(|| {
-            format!("Secret {ns}/gwhub-ca does not exist: is the hub installed (and started) in namespace {ns}?")
-        })?;
+        .map_err(|source| ManagementError::ReadCa {
+            ns: ns.clone(),
+            source: Box::new(source),
+        })?
+        .ok_or_else(|| ManagementError::NoCa(ns.clone()))?;
     let ca_pem = ca
         .data
         .as_ref()
         .and_then(|d| d.get("tls.crt"))
         .map(|b| b.0.clone())
-        .ok_or_else(|| format!("Secret {ns}/gwhub-ca has no tls.crt"))?;
-    let ca_hash = ca_pin_pem(&ca_pem).map_err(|e| format!("Secret {ns}/gwhub-ca tls.crt: {e}"))?;
-    let token = JoinToken::generate().map_err(|e| e.to_string())?;
-    let ttl = jiff::SignedDuration::try_from(args.ttl).map_err(|e| e.to_string())?;
+        .ok_or_else(|| ManagementError::NoCaCert(ns.clone()))?;
+    let ca_hash = ca_pin_pem(&ca_pem).map_err(|source| ManagementError::CaPin {
+        ns: ns.clone(),
+        source,
+    })?;
+    let token = JoinToken::generate()?;
+    let ttl = jiff::SignedDuration::try_from(args.ttl).map_err(ManagementError::Ttl)?;
     let expires = jiff::Timestamp::now()
         .checked_add(ttl)
-        .map_err(|e| e.to_string())?;
+        .map_err(ManagementError::Ttl)?;
     let expires = jiff::Timestamp::from_second(expires.as_second()).unwrap_or(expires);
     secrets
         .create(
@@ -102,7 +184,10 @@ async fn create(args: &CreateArgs) -> Result<String, String> {
             &gwhub_hub::kube::join::token_secret(&token, &args.cluster, expires),
         )
         .await
-        .map_err(|e| format!("cannot create the join token in namespace {ns}: {e}"))?;
+        .map_err(|source| ManagementError::CreateToken {
+            ns: ns.clone(),
+            source: Box::new(source),
+        })?;
     Ok(render(args, &token.reveal(), &ca_hash, expires))
 }
 
@@ -183,29 +268,26 @@ pub struct RemoveArgs {
 }
 
 /// Runs `gwhubctl cluster ...`; returns what to print.
-pub(crate) fn run_cluster(cmd: ClusterCommand) -> Result<String, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+pub(crate) fn run_cluster(cmd: ClusterCommand) -> Result<String, ManagementError> {
+    let runtime = runtime()?;
     match cmd {
         ClusterCommand::Remove(args) => runtime.block_on(remove(&args)),
     }
 }
 
-async fn remove(args: &RemoveArgs) -> Result<String, String> {
+async fn remove(args: &RemoveArgs) -> Result<String, ManagementError> {
     use k8s_openapi::api::core::v1::ConfigMap;
-    gwhub_model::cluster::validate(&args.cluster)
-        .map_err(|e| format!("cluster {:?}: {e}", args.cluster))?;
-    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref())
-        .await
-        .map_err(|e| e.to_string())?;
+    valid_cluster(&args.cluster)?;
+    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
     let ns = &args.hub_namespace;
     let now = gwhub_hub::kube::revocations::now();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     gwhub_hub::kube::revocations::record(&configmaps, &args.cluster, now)
         .await
-        .map_err(|e| format!("namespace {ns}: {e}"))?;
+        .map_err(|source| ManagementError::Revoke {
+            ns: ns.clone(),
+            source: Box::new(source),
+        })?;
     let secrets: Api<Secret> = Api::namespaced(client, ns);
     let pending = secrets
         .list(&kube::api::ListParams::default().labels(&format!(
@@ -214,13 +296,19 @@ async fn remove(args: &RemoveArgs) -> Result<String, String> {
             gwhub_hub::kube::join::cluster_label(&args.cluster)
         )))
         .await
-        .map_err(|e| format!("cannot list join tokens in {ns}: {e}"))?;
+        .map_err(|source| ManagementError::ListTokens {
+            ns: ns.clone(),
+            source: Box::new(source),
+        })?;
     for s in pending.items {
         if let Some(name) = s.metadata.name {
             secrets
                 .delete(&name, &Default::default())
                 .await
-                .map_err(|e| format!("cannot delete join token {name}: {e}"))?;
+                .map_err(|source| ManagementError::DeleteToken {
+                    name: name.clone(),
+                    source: Box::new(source),
+                })?;
         }
     }
     Ok(format!(

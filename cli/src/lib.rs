@@ -18,5 +18,7 @@ pub mod hub;
 mod join;
 mod spool;
 
+/// Why `gwhub demo` (or a [`SimCluster`]) failed.
+pub use demo::DemoError;
 /// A simulated cluster of `gwhub demo` (the browser test drives one).
 pub use demo::cluster::SimCluster;

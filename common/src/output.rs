@@ -13,15 +13,18 @@ pub enum OutputFormat {
     Json,
 }
 
+/// An `-o` value that is neither `yaml` nor `json`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown output format {0:?} (use yaml or json)")]
+pub struct UnknownOutputFormat(pub String);
+
 impl std::str::FromStr for OutputFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownOutputFormat;
+    fn from_str(s: &str) -> Result<Self, UnknownOutputFormat> {
         match s {
             "yaml" => Ok(Self::Yaml),
             "json" => Ok(Self::Json),
-            other => Err(format!(
-                "unknown output format {other:?} (use yaml or json)"
-            )),
+            other => Err(UnknownOutputFormat(other.to_owned())),
         }
     }
 }

@@ -188,7 +188,9 @@ impl Client {
 
     async fn update(&self, mut m: Message, c: &Checked, conflict: Conflict) -> Result<(), Error> {
         let key = self.key.current();
-        let signer = key.signer().map_err(|e| self.bad_key(&key, e))?;
+        let signer = key
+            .signer()
+            .map_err(|e| self.bad_key(&key, e.to_string()))?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())

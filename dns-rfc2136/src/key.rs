@@ -104,12 +104,12 @@ pub enum KeyError {
         detail: String,
     },
     /// A `key { ... };` clause that does not parse, or has no secret.
-    #[error("TSIG secret file {path}: {detail}")]
+    #[error("TSIG secret file {path}: {problem}")]
     Clause {
         /// The file.
         path: PathBuf,
         /// What is wrong with the clause.
-        detail: String,
+        problem: ClauseError,
     },
     /// The file's clause and the flags disagree on the key's name or algorithm.
     #[error(
@@ -144,6 +144,35 @@ pub enum KeyError {
         /// What the parser said.
         detail: String,
     },
+}
+
+/// What is wrong with a `key "name" { ... };` clause.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClauseError {
+    #[error("expected a key clause: key \"name\" {{ ... }};")]
+    NotAClause,
+    #[error("the key clause has no name")]
+    NoName,
+    #[error("key clause {0:?}: expected '{{' after the name")]
+    NoOpenBrace(String),
+    #[error("key clause {name:?}: {field} has no value")]
+    NoValue { name: String, field: &'static str },
+    #[error("key clause {name:?}: expected ';' after {field}")]
+    NoSemicolon { name: String, field: &'static str },
+    #[error("key clause {name:?}: unexpected {found:?} (only algorithm and secret)")]
+    Unexpected { name: String, found: String },
+    #[error("key clause {0:?} is not closed with '}};'")]
+    NotClosed(String),
+    #[error("more than one clause: the file must hold one key")]
+    MoreThanOne,
+    #[error("key clause {0:?}: expected ';' after '}}'")]
+    NoFinalSemicolon(String),
+    #[error("key clause {0:?} has no secret")]
+    NoSecret(String),
+    #[error("a comment is not closed with */")]
+    OpenComment,
+    #[error("a quoted string is not closed")]
+    OpenQuote,
 }
 
 /// A TSIG key: its name, algorithm and secret. Its `Debug` hides the secret.
@@ -217,9 +246,9 @@ impl TsigKey {
             let secret = decode_secret(text, path)?;
             return Self::new(name, algorithm.unwrap_or_default(), secret);
         }
-        let clause = Clause::parse(text).map_err(|detail| KeyError::Clause {
+        let clause = Clause::parse(text).map_err(|problem| KeyError::Clause {
             path: path.to_owned(),
-            detail,
+            problem,
         })?;
         let file_algorithm = match &clause.algorithm {
             Some(a) => a.parse::<Algorithm>()?,
@@ -249,7 +278,7 @@ impl TsigKey {
         }
         let secret = clause.secret.ok_or_else(|| KeyError::Clause {
             path: path.to_owned(),
-            detail: format!("key clause {:?} has no secret", clause.name),
+            problem: ClauseError::NoSecret(clause.name.clone()),
         })?;
         let secret = decode_secret(&secret, path)?;
         Self::new(&clause.name, file_algorithm, secret)
@@ -265,14 +294,13 @@ impl TsigKey {
         self.algorithm
     }
 
-    pub(crate) fn signer(&self) -> Result<TSigner, String> {
+    pub(crate) fn signer(&self) -> Result<TSigner, hickory_proto::dnssec::DnsSecError> {
         TSigner::new(
             self.secret.clone(),
             self.algorithm.tsig(),
             self.name.clone(),
             FUDGE_SECS,
         )
-        .map_err(|e| e.to_string())
     }
 }
 
@@ -318,31 +346,36 @@ struct Clause {
 }
 
 impl Clause {
-    fn parse(text: &str) -> Result<Clause, String> {
+    fn parse(text: &str) -> Result<Clause, ClauseError> {
         let tokens = tokenize(text)?;
         let mut it = tokens.iter().map(String::as_str);
         if it.next() != Some("key") {
-            return Err("expected a key clause: key \"name\" { ... };".to_owned());
+            return Err(ClauseError::NotAClause);
         }
         let name = match it.next() {
             Some(n) if !matches!(n, "{" | "}" | ";") => n.to_owned(),
-            _ => return Err("the key clause has no name".to_owned()),
+            _ => return Err(ClauseError::NoName),
         };
         if it.next() != Some("{") {
-            return Err(format!("key clause {name:?}: expected '{{' after the name"));
+            return Err(ClauseError::NoOpenBrace(name));
         }
         let mut algorithm = None;
         let mut secret = None;
         loop {
             match it.next() {
                 Some("}") => break,
-                Some(field @ ("algorithm" | "secret")) => {
+                Some(word @ ("algorithm" | "secret")) => {
+                    let field = if word == "algorithm" {
+                        "algorithm"
+                    } else {
+                        "secret"
+                    };
                     let value = match it.next() {
                         Some(v) if !matches!(v, "{" | "}" | ";") => v.to_owned(),
-                        _ => return Err(format!("key clause {name:?}: {field} has no value")),
+                        _ => return Err(ClauseError::NoValue { name, field }),
                     };
                     if it.next() != Some(";") {
-                        return Err(format!("key clause {name:?}: expected ';' after {field}"));
+                        return Err(ClauseError::NoSemicolon { name, field });
                     }
                     if field == "algorithm" {
                         algorithm = Some(value);
@@ -351,11 +384,12 @@ impl Clause {
                     }
                 }
                 Some(other) => {
-                    return Err(format!(
-                        "key clause {name:?}: unexpected {other:?} (only algorithm and secret)"
-                    ));
+                    return Err(ClauseError::Unexpected {
+                        name,
+                        found: other.to_owned(),
+                    });
                 }
-                None => return Err(format!("key clause {name:?} is not closed with '}};'")),
+                None => return Err(ClauseError::NotClosed(name)),
             }
         }
         match (it.next(), it.next()) {
@@ -364,15 +398,15 @@ impl Clause {
                 algorithm,
                 secret,
             }),
-            (Some(";"), Some(_)) => Err("more than one clause: the file must hold one key".into()),
-            _ => Err(format!("key clause {name:?}: expected ';' after '}}'")),
+            (Some(";"), Some(_)) => Err(ClauseError::MoreThanOne),
+            _ => Err(ClauseError::NoFinalSemicolon(name)),
         }
     }
 }
 
 /// Words, quoted strings (quotes removed), and `{`, `}`, `;`; comments
 /// (`#`, `//` to the end of the line, `/* ... */`) dropped.
-fn tokenize(text: &str) -> Result<Vec<String>, String> {
+fn tokenize(text: &str) -> Result<Vec<String>, ClauseError> {
     let mut tokens = Vec::new();
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
@@ -388,7 +422,7 @@ fn tokenize(text: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('/') if prev == '*' => break,
                         Some(c) => prev = c,
-                        None => return Err("a comment is not closed with */".to_owned()),
+                        None => return Err(ClauseError::OpenComment),
                     }
                 }
             }
@@ -398,7 +432,7 @@ fn tokenize(text: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('"') => break,
                         Some(c) => s.push(c),
-                        None => return Err("a quoted string is not closed".to_owned()),
+                        None => return Err(ClauseError::OpenQuote),
                     }
                 }
                 tokens.push(s);

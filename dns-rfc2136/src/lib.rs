@@ -31,5 +31,5 @@ mod transport;
 
 pub use client::{Client, ReadBack};
 pub use error::Error;
-pub use key::{Algorithm, KeyError, KeySource, TsigKey};
+pub use key::{Algorithm, ClauseError, KeyError, KeySource, TsigKey};
 pub use message::{Expect, Owner, RType, RecordSet};

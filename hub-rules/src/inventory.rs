@@ -386,7 +386,23 @@ pub struct Selector(pub Vec<Requirement>);
 pub struct SelectorError {
     pub selector: String,
     pub requirement: String,
-    pub problem: String,
+    pub problem: RequirementProblem,
+}
+
+/// Why one requirement of a selector does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementProblem {
+    #[error("empty requirement (a stray ',')")]
+    Empty,
+    /// A key or value that is not a label's: the rule it breaks.
+    #[error("{0}")]
+    Label(String),
+    #[error("expected one of '=', '==', '!=', 'in', 'notin' after key {0:?}")]
+    NoOperator(String),
+    #[error("expected a parenthesised list of values, like (a,b)")]
+    NoList,
+    #[error("the list of values is empty")]
+    EmptyList,
 }
 
 /// Most characters of a label value; a key's name part has the same limit.
@@ -454,9 +470,13 @@ fn split_terms(s: &str) -> Vec<&str> {
     out
 }
 
-fn parse_requirement(term: &str) -> Result<Requirement, String> {
-    let check_key = |k: &str| label_key_problem(k).map_or(Ok(k.to_owned()), Err);
-    let check_value = |v: &str| label_value_problem(v).map_or(Ok(v.to_owned()), Err);
+fn parse_requirement(term: &str) -> Result<Requirement, RequirementProblem> {
+    let check = |problem: Option<String>, s: &str| match problem {
+        Some(p) => Err(RequirementProblem::Label(p)),
+        None => Ok(s.to_owned()),
+    };
+    let check_key = |k: &str| check(label_key_problem(k), k);
+    let check_value = |v: &str| check(label_value_problem(v), v);
     if let Some(key) = term.strip_prefix('!') {
         return Ok(Requirement::Absent(check_key(key.trim())?));
     }
@@ -482,23 +502,21 @@ fn parse_requirement(term: &str) -> Result<Requirement, String> {
     } else if let Some(r) = rest.strip_prefix("in") {
         (false, r)
     } else {
-        return Err(format!(
-            "expected one of '=', '==', '!=', 'in', 'notin' after key {key:?}"
-        ));
+        return Err(RequirementProblem::NoOperator(key));
     };
     let Some(list) = rest
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
     else {
-        return Err("expected a parenthesised list of values, like (a,b)".to_owned());
+        return Err(RequirementProblem::NoList);
     };
     let values = list
         .split(',')
         .map(|v| check_value(v.trim()))
-        .collect::<Result<BTreeSet<String>, String>>()?;
+        .collect::<Result<BTreeSet<String>, _>>()?;
     if list.trim().is_empty() {
-        return Err("the list of values is empty".to_owned());
+        return Err(RequirementProblem::EmptyList);
     }
     Ok(match negated {
         true => Requirement::NotIn(key, values),
@@ -520,7 +538,7 @@ impl Selector {
                     return Err(SelectorError {
                         selector: s.to_owned(),
                         requirement: term.to_owned(),
-                        problem: "empty requirement (a stray ',')".to_owned(),
+                        problem: RequirementProblem::Empty,
                     });
                 }
                 parse_requirement(term).map_err(|problem| SelectorError {
@@ -643,15 +661,18 @@ impl fmt::Display for Mode {
     }
 }
 
+/// An inventory mode that is neither `enforce` nor `observe`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("inventory mode {0:?} is neither \"enforce\" nor \"observe\"")]
+pub struct UnknownMode(pub String);
+
 impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownMode;
+    fn from_str(s: &str) -> Result<Self, UnknownMode> {
         match s {
             "enforce" => Ok(Mode::Enforce),
             "observe" => Ok(Mode::Observe),
-            other => Err(format!(
-                "inventory mode {other:?} is neither \"enforce\" nor \"observe\""
-            )),
+            other => Err(UnknownMode(other.to_owned())),
         }
     }
 }

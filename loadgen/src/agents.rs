@@ -15,6 +15,7 @@ use gwhub_test_kit::raw_agent::{self, Agent, AgentError, msg};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, watch};
 
+use crate::error::AgentFailure;
 use crate::scenario::{
     Args, FirstSnapshot, GRACE, MARK, cluster_name, hello, report, snapshot_chunks,
 };
@@ -132,17 +133,19 @@ pub(crate) async fn agent(
     mut go: watch::Receiver<bool>,
     mut requests: Option<mpsc::UnboundedReceiver<usize>>,
     reconnect: bool,
-) -> Result<AgentDone, String> {
+) -> Result<AgentDone, AgentFailure> {
     let cluster = cluster_name(c);
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("{cluster}: {what}: {e}");
     let permit = shared
         .opening
         .acquire()
         .await
-        .map_err(|e| err("opening", &e))?;
+        .map_err(|e| AgentFailure::Opening(cluster.clone(), e))?;
     let mut stream = open(&url, first.hello, first.chunks, args.window, 0)
         .await
-        .map_err(|e| format!("{cluster}: {e}"))?;
+        .map_err(|source| AgentFailure::Stream {
+            cluster: cluster.clone(),
+            source,
+        })?;
     drop(permit);
     // When this agent last sent the hub anything, for its heartbeats.
     let mut last_sent = Instant::now();
@@ -156,7 +159,7 @@ pub(crate) async fn agent(
             .map(|r| r.map(|_| ()));
         match started {
             Ok(r) => {
-                r.map_err(|e| err("go", &e))?;
+                r.map_err(|e| AgentFailure::Go(cluster.clone(), e))?;
                 break;
             }
             Err(_) => {
@@ -235,7 +238,7 @@ pub(crate) async fn agent(
                 .is_err()
                 && !reconnect
             {
-                return Err(err("send", &"stream closed"));
+                return Err(AgentFailure::SendClosed(cluster));
             }
             continue;
         }
@@ -271,7 +274,13 @@ pub(crate) async fn agent(
                 stream.heartbeat().await;
                 last_sent = Instant::now();
             }
-            Some(Err(_)) => return Err(err("waiting for acks", &format!("{acked}/{seq}"))),
+            Some(Err(_)) => {
+                return Err(AgentFailure::AcksLate {
+                    cluster,
+                    acked,
+                    seq,
+                });
+            }
             Some(Ok(Ok(a))) => {
                 if let Some(a) = a
                     && a > acked
@@ -305,7 +314,7 @@ pub(crate) async fn agent(
                     }
                 }
             }
-            Some(Ok(Err(e))) => return Err(format!("{cluster}: {e}")),
+            Some(Ok(Err(source))) => return Err(AgentFailure::Stream { cluster, source }),
         }
     }
     Ok(AgentDone { snapshot_acked })

@@ -13,6 +13,7 @@ use prost::Message;
 use tokio::sync::watch;
 
 use crate::agents::{Shared, take_marks};
+use crate::error::BenchError;
 
 /// What the Dashboard watch delivered.
 #[derive(Default)]
@@ -30,16 +31,16 @@ pub(crate) async fn watcher(
     shared: Arc<Shared>,
     complete: watch::Sender<Option<Instant>>,
     mut finish: watch::Receiver<bool>,
-) -> Result<(Latencies, WatchStats), String> {
-    let mut client = DashboardClient::new(channel(&url).await.map_err(|e| e.to_string())?)
-        .max_decoding_message_size(usize::MAX);
+) -> Result<(Latencies, WatchStats), BenchError> {
+    let mut client =
+        DashboardClient::new(channel(&url).await?).max_decoding_message_size(usize::MAX);
     let mut stream = client
         .watch_gateways(v1::WatchGatewaysRequest {
             omit_unchanged_omissions: true,
             ..Default::default()
         })
         .await
-        .map_err(|e| format!("watch: {e}"))?
+        .map_err(BenchError::dashboard("watch"))?
         .into_inner();
     let mut counts: HashMap<String, usize> = HashMap::new();
     let mut full = 0usize;
@@ -47,7 +48,7 @@ pub(crate) async fn watcher(
     let mut stats = WatchStats::default();
     loop {
         let m = tokio::select! {
-            m = stream.message() => m.map_err(|e| format!("watch: {e}"))?,
+            m = stream.message() => m.map_err(BenchError::dashboard("watch"))?,
             _ = finish.wait_for(|f| *f) => break,
         };
         let Some(m) = m else { break };
@@ -104,14 +105,14 @@ pub(crate) async fn wait_fleet(
     url: String,
     clusters: usize,
     gateways: usize,
-) -> Result<Instant, String> {
-    let mut client = DashboardClient::new(channel(&url).await.map_err(|e| e.to_string())?)
-        .max_decoding_message_size(usize::MAX);
+) -> Result<Instant, BenchError> {
+    let mut client =
+        DashboardClient::new(channel(&url).await?).max_decoding_message_size(usize::MAX);
     loop {
         let list = client
             .list_clusters(v1::ListClustersRequest {})
             .await
-            .map_err(|e| format!("ListClusters: {e}"))?
+            .map_err(BenchError::dashboard("ListClusters"))?
             .into_inner();
         let done = list
             .clusters

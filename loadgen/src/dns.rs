@@ -70,11 +70,17 @@ pub(crate) struct DnsBench {
 
 impl DnsBench {
     /// Starts BIND with an update key, the key's file in `dir`.
-    pub(crate) fn start(dir: &Path, gateways: usize) -> Result<Arc<Self>, String> {
+    pub(crate) fn start(
+        dir: &Path,
+        gateways: usize,
+    ) -> Result<Arc<Self>, crate::error::BenchError> {
         let key = Key::generate("gwhub", "hmac-sha256");
         let server = Server::start(Kind::Bind, &Keys::updating(&[&key]));
         let key_file = dir.join("bench-tsig.key");
-        std::fs::write(&key_file, &key.clause).map_err(|e| e.to_string())?;
+        std::fs::write(&key_file, &key.clause).map_err(|source| crate::error::BenchError::Io {
+            what: key_file.display().to_string(),
+            source,
+        })?;
         Ok(Arc::new(DnsBench {
             server,
             key_file,

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::error::BenchError;
+
 /// The hub child process; killed on drop.
 pub(crate) struct HubProcess {
     pub(crate) child: Child,
@@ -31,7 +33,7 @@ pub(crate) fn field(line: &str, name: &str) -> Option<String> {
 }
 
 /// Starts `gwhub serve` on loopback ports the OS picks, read back from its log.
-pub(crate) fn start_hub(bin: &Path) -> Result<HubProcess, String> {
+pub(crate) fn start_hub(bin: &Path) -> Result<HubProcess, BenchError> {
     start_hub_with(
         bin,
         &[
@@ -47,7 +49,7 @@ pub(crate) fn start_hub(bin: &Path) -> Result<HubProcess, String> {
 }
 
 /// `gwhub serve --insecure` with `extra` flags.
-pub(crate) fn start_hub_with(bin: &Path, extra: &[&str]) -> Result<HubProcess, String> {
+pub(crate) fn start_hub_with(bin: &Path, extra: &[&str]) -> Result<HubProcess, BenchError> {
     start_hub_env(bin, extra, &[])
 }
 
@@ -57,7 +59,7 @@ pub(crate) fn start_hub_env(
     bin: &Path,
     extra: &[&str],
     env: &[(&str, &str)],
-) -> Result<HubProcess, String> {
+) -> Result<HubProcess, BenchError> {
     let mut child = Command::new(bin)
         .args(["serve", "--insecure"])
         .args(extra)
@@ -67,10 +69,13 @@ pub(crate) fn start_hub_env(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        .map_err(|source| BenchError::Spawn {
+            bin: bin.to_owned(),
+            source,
+        })?;
     let Some(stderr) = child.stderr.take() else {
         let _ = child.kill();
-        return Err(format!("{}: no stderr pipe", bin.display()));
+        return Err(BenchError::NoStderr(bin.to_owned()));
     };
     let problems = Arc::new(Mutex::new((0usize, Vec::new())));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -119,6 +124,6 @@ pub(crate) fn start_hub_env(
             hub.dashboard = format!("http://{d}");
             Ok(hub)
         }
-        _ => Err(format!("{} did not report its addresses", bin.display())),
+        _ => Err(BenchError::NoAddresses(bin.to_owned())),
     }
 }

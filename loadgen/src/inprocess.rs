@@ -13,14 +13,17 @@ use tokio::sync::watch;
 
 use crate::agents::{Shared, agent};
 use crate::dashboard::{wait_fleet, watcher};
+use crate::error::{AgentFailure, BenchError};
 use crate::hub_process::start_hub;
 use crate::probes::{machine, rss};
 use crate::report::{latency_json, mib, print_problems};
 use crate::scenario::{Args, FirstSnapshot, GRACE};
 
-pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
+pub(crate) fn run(args: Args) -> Result<serde_json::Value, BenchError> {
     if args.clusters == 0 || args.gateways == 0 {
-        return Err("--clusters and --gateways must be at least 1".to_owned());
+        return Err(BenchError::Usage(
+            "--clusters and --gateways must be at least 1",
+        ));
     }
     let args = Arc::new(args);
     let pairs = args.clusters * args.gateways;
@@ -39,8 +42,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
     for _ in 0..3 {
         let t = Instant::now();
         for b in &encoded {
-            let m = v1::AgentMessage::decode(&b[..])
-                .map_err(|e| format!("a snapshot message does not decode: {e}"))?;
+            let m = v1::AgentMessage::decode(&b[..]).map_err(BenchError::Decode)?;
             std::hint::black_box(m);
         }
         decode_s = decode_s.min(t.elapsed().as_secs_f64());
@@ -56,7 +58,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(BenchError::Runtime)?;
     runtime.block_on(async {
         // Let the hub settle before the baseline.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -71,7 +73,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| e.to_string())?
+                    .map_err(BenchError::Runtime)?
                     .block_on(watcher(url, clusters, shared, complete_tx, finish))
             })
         };
@@ -83,7 +85,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let fleet_task = tokio::spawn(wait_fleet(hub.dashboard.clone(), args.clusters, args.gateways));
         // The first agent to fail ends the run at once (not after the
         // 600 s wait for a Dashboard that can no longer be complete).
-        let (fail_tx, mut failed) = watch::channel(None::<String>);
+        let (fail_tx, mut failed) = watch::channel(None::<Arc<AgentFailure>>);
         let agents: Vec<_> = snapshots
             .into_iter()
             .enumerate()
@@ -91,7 +93,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 let run = agent(c, hub.ingest.clone(), m, args.clone(), shared.clone(), go.clone(), None, false);
                 let fail_tx = fail_tx.clone();
                 tokio::spawn(async move {
-                    let done = run.await;
+                    let done = run.await.map_err(Arc::new);
                     if let Err(e) = &done {
                         fail_tx.send_if_modified(|f| f.is_none() && f.replace(e.clone()).is_none());
                     }
@@ -109,25 +111,30 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             }
         };
         let dashboard_at = match tokio::time::timeout(timeout, complete_or_failed).await {
-            Err(_) => return Err("snapshots did not reach the Dashboard within 600 s".to_owned()),
+            Err(_) => {
+                return Err(BenchError::Timeout(
+                    "snapshots did not reach the Dashboard within 600 s",
+                ));
+            }
             Ok(Ok(at)) => at,
-            Ok(Err(Some(e))) => return Err(e),
+            Ok(Err(Some(e))) => return Err(BenchError::Agent(e)),
             // The watcher returned before the fleet was complete: say why,
             // and what the hub logged.
             Ok(Err(None)) => {
                 let why = match watch_task.join() {
                     Ok(Err(e)) => e,
-                    Ok(Ok(_)) => "the hub ended the Dashboard watch".to_owned(),
-                    Err(_) => "the watcher panicked".to_owned(),
+                    Ok(Ok(_)) => BenchError::WatchEnded,
+                    Err(_) => BenchError::WatcherPanicked,
                 };
-                let problems = hub.problems.lock().clone();
-                return Err(format!(
-                    "watcher ended before the fleet was complete: {why}; the hub logged {} warnings/errors: {:?}",
-                    problems.0, problems.1
-                ));
+                let (count, lines) = hub.problems.lock().clone();
+                return Err(BenchError::WatcherEnded {
+                    why: Box::new(why),
+                    count,
+                    lines,
+                });
             }
         };
-        let fleet_at = fleet_task.await.map_err(|e| e.to_string())??;
+        let fleet_at = fleet_task.await??;
         let ingest_s = (dashboard_at - t0).as_secs_f64();
         let fleet_s = (fleet_at - t0).as_secs_f64();
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -145,7 +152,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         shared.stop.store(true, Ordering::Relaxed);
         let mut acked_at = Vec::with_capacity(agents.len());
         for a in agents {
-            acked_at.push(a.await.map_err(|e| e.to_string())??.snapshot_acked);
+            acked_at.push(a.await??.snapshot_acked);
         }
         let snapshots_acked_s = acked_at
             .iter()
@@ -162,7 +169,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let _ = finish_tx.send(true);
         let (latencies, watch) = watch_task
             .join()
-            .map_err(|_| "the watcher panicked".to_owned())??;
+            .map_err(|_| BenchError::WatcherPanicked)??;
         let problems = hub.problems.lock().clone();
         print_problems(&problems);
 

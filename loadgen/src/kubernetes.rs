@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::agents::{Shared, agent, take_marks_with};
 use crate::dashboard::wait_fleet;
+use crate::error::BenchError;
 use crate::probes::{apiserver_pid, apiserver_writes, cpu_seconds, loadavg, machine};
 use crate::replicas::{Holders, Replica, follow_leases, replica_flags};
 use crate::report::{latency_json, mib, print_problems};
@@ -97,7 +98,7 @@ pub(crate) async fn hub_gateway_watcher(
     view: Arc<Mutex<KubeView>>,
     writers: Writers,
     mut finish: watch::Receiver<bool>,
-) -> Result<(Latencies, Vec<Latencies>), String> {
+) -> Result<(Latencies, Vec<Latencies>), BenchError> {
     use futures::StreamExt;
     use kube::runtime::watcher::{self, Event};
     let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
@@ -194,14 +195,14 @@ pub(crate) async fn largest_hub_gateway(
         usize,
         Option<gateway_api::apis::standard::gateways::Gateway>,
     ),
-    String,
+    BenchError,
 > {
     let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
         kube::Api::all(client.clone());
     let list = api
         .list(&Default::default())
         .await
-        .map_err(|e| format!("list hub Gateways: {e}"))?;
+        .map_err(BenchError::kube("list hub Gateways"))?;
     let len = |v: serde_json::Result<Vec<u8>>| v.map_or(0, |b| b.len());
     let largest = list
         .items
@@ -226,13 +227,13 @@ pub(crate) async fn status_apply_cost(
     client: &kube::Client,
     api_pid: Option<u32>,
     gw: &gateway_api::apis::standard::gateways::Gateway,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), BenchError> {
     const APPLIES: u32 = 40;
     let ns = gw.metadata.namespace.clone().unwrap_or_default();
     let name = gw.metadata.name.clone().unwrap_or_default();
     let api: kube::Api<gateway_api::apis::standard::gateways::Gateway> =
         kube::Api::namespaced(client.clone(), &ns);
-    let mut status = serde_json::to_value(&gw.status).map_err(|e| e.to_string())?;
+    let mut status = serde_json::to_value(&gw.status).map_err(BenchError::Json)?;
     let cpu0 = api_pid.map_or(0.0, cpu_seconds);
     let t0 = Instant::now();
     for i in 0..APPLIES {
@@ -250,7 +251,7 @@ pub(crate) async fn status_apply_cost(
             &kube::api::Patch::Apply(&body),
         )
         .await
-        .map_err(|e| format!("status apply probe: {e}"))?;
+        .map_err(BenchError::kube("status apply probe"))?;
     }
     let wall_ms = t0.elapsed().as_secs_f64() * 1000.0 / f64::from(APPLIES);
     let cpu_ms = (api_pid.map_or(0.0, cpu_seconds) - cpu0) * 1000.0 / f64::from(APPLIES);
@@ -259,13 +260,13 @@ pub(crate) async fn status_apply_cost(
 
 pub(crate) async fn stored_reports(
     client: &kube::Client,
-) -> Result<(HashMap<String, u64>, HashMap<String, u64>, usize), String> {
+) -> Result<(HashMap<String, u64>, HashMap<String, u64>, usize), BenchError> {
     let api: kube::Api<gwhub_hub_rules::report::ClusterReport> =
         kube::Api::namespaced(client.clone(), "gwhub-system");
     let list = api
         .list(&Default::default())
         .await
-        .map_err(|e| format!("list ClusterReports: {e}"))?;
+        .map_err(BenchError::kube("list ClusterReports"))?;
     let mut newest: HashMap<String, u64> = HashMap::new();
     let mut bytes: HashMap<String, u64> = HashMap::new();
     for r in &list.items {
@@ -283,12 +284,16 @@ pub(crate) async fn stored_reports(
     Ok((newest, bytes, list.items.len()))
 }
 
-pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
+pub(crate) fn run(args: Args) -> Result<serde_json::Value, BenchError> {
     if args.clusters == 0 || args.gateways == 0 {
-        return Err("--clusters and --gateways must be at least 1".to_owned());
+        return Err(BenchError::Usage(
+            "--clusters and --gateways must be at least 1",
+        ));
     }
     if !gwhub_test_kit::apiserver::require_assets("scale --kube") {
-        return Err("no kube-apiserver assets (see scripts/kube-assets.sh)".to_owned());
+        return Err(BenchError::Usage(
+            "no kube-apiserver assets (see scripts/kube-assets.sh)",
+        ));
     }
     let args = Arc::new(args);
     let pairs = args.clusters * args.gateways;
@@ -301,19 +306,22 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(BenchError::Runtime)?;
     runtime.block_on(async {
         let fleet = gwhub_test_kit::apiserver::Fleet::start(&["mgmt"])
             .await
-            .map_err(|e| format!("start the API server: {e}"))?;
+            .map_err(BenchError::fleet("start the API server"))?;
         let mgmt = fleet.cluster("mgmt");
         gwhub_test_kit::install::install_hub(mgmt).await;
-        let admin = mgmt.client().await.map_err(|e| e.to_string())?;
+        let admin = mgmt
+            .client()
+            .await
+            .map_err(BenchError::fleet("the API server's client"))?;
         let namespaces: Vec<String> = (0..10.min(args.gateways)).map(|i| format!("ns-{i}")).collect();
         let ns_refs: Vec<&str> = namespaces.iter().map(String::as_str).collect();
         gwhub_test_kit::apiserver::create_namespaces(&admin, &ns_refs)
             .await
-            .map_err(|e| format!("namespaces: {e}"))?;
+            .map_err(BenchError::fleet("namespaces"))?;
         let dns = if args.dns {
             Some(crate::dns::DnsBench::start(&fleet.dir, args.gateways)?)
         } else {
@@ -339,10 +347,10 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 "spec": {"gatewayClassName": "kuadrant-multi-cluster-gateway-instance-per-cluster",
                          "listeners": listeners}
             }))
-            .map_err(|e| e.to_string())?;
+            .map_err(BenchError::Json)?;
             api.create(&Default::default(), &gw)
                 .await
-                .map_err(|e| format!("create hub Gateway {}: {e}", gateway_name(g)))?;
+                .map_err(BenchError::kube(format!("create hub Gateway {}", gateway_name(g))))?;
         }
         let api_pid = apiserver_pid(mgmt.port);
         let kubeconfig = mgmt.kubeconfig_as(gwhub_test_kit::install::HUB_SA);
@@ -402,7 +410,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| e.to_string())?
+                    .map_err(BenchError::Runtime)?
                     .block_on(hub_gateway_watcher(client, shared, view, writers, finish))
             })
         };
@@ -439,7 +447,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             .map(|h| wait_fleet(h.hub.dashboard.clone(), args.clusters, args.gateways));
         tokio::time::timeout(Duration::from_secs(900), futures::future::try_join_all(waits))
             .await
-            .map_err(|_| "the hubs did not take every snapshot within 900 s".to_owned())??;
+            .map_err(|_| BenchError::Timeout("the hubs did not take every snapshot within 900 s"))??;
         let fleet_at = Instant::now();
         // Every cluster persisted (some object per cluster) and the hub
         // Gateways written.
@@ -449,7 +457,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
                 break Instant::now();
             }
             if t0.elapsed() > Duration::from_secs(900) {
-                return Err(format!("only {} of {} clusters persisted", newest.len(), args.clusters));
+                return Err(BenchError::NotPersisted { persisted: newest.len(), clusters: args.clusters });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
@@ -469,7 +477,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
             let w0 = Instant::now();
             while !d.all_published() {
                 if w0.elapsed() > Duration::from_secs(180) {
-                    return Err("fleet DNS: not every name published within 180 s".to_owned());
+                    return Err(BenchError::Timeout("fleet DNS: not every name published within 180 s"));
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -609,11 +617,11 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         let api_cpu_s = api_pid.map_or(0.0, cpu_seconds) - api_cpu0;
         shared.stop.store(true, Ordering::Relaxed);
         let offered = match dispatcher {
-            Some(d) => d.await.map_err(|e| e.to_string())?,
+            Some(d) => d.await?,
             None => acked,
         };
         for a in agents {
-            a.await.map_err(|e| e.to_string())??;
+            a.await?.map_err(Arc::new)?;
         }
         let g0 = Instant::now();
         let outstanding = || shared.marks.iter().filter(|m| m.load(Ordering::Acquire) != 0).count();
@@ -657,7 +665,7 @@ pub(crate) fn run(args: Args) -> Result<serde_json::Value, String> {
         });
         let (latencies, per_replica_latencies) = watch_task
             .join()
-            .map_err(|_| "the watcher panicked".to_owned())??;
+            .map_err(|_| BenchError::WatcherPanicked)??;
         let _ = leases_task.await;
         // The hubs stopped: what a status apply costs the API server alone.
         for h in &mut hubs {

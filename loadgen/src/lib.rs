@@ -48,6 +48,7 @@
 mod agents;
 mod dashboard;
 mod dns;
+mod error;
 mod hub_process;
 mod inprocess;
 mod kubernetes;
@@ -96,9 +97,13 @@ pub fn main() -> ExitCode {
     };
     let smoke = !args.bench;
     let result = if !args.kube && (args.replicas > 1 || args.status_shards.is_some()) {
-        Err("--replicas and --status-shards need --kube".to_owned())
+        Err(error::BenchError::Usage(
+            "--replicas and --status-shards need --kube",
+        ))
     } else if args.dns && (!args.kube || args.rate <= 0.0 || args.listeners < 3) {
-        Err("--dns needs --kube, --rate and at least 3 --listeners".to_owned())
+        Err(error::BenchError::Usage(
+            "--dns needs --kube, --rate and at least 3 --listeners",
+        ))
     } else if args.kube {
         kubernetes::run(args)
     } else {

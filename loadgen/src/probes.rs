@@ -74,14 +74,15 @@ pub(crate) fn loadavg() -> String {
 /// it, counted where it is paid.
 pub(crate) async fn apiserver_writes(
     client: &kube::Client,
-) -> Result<std::collections::BTreeMap<String, u64>, String> {
+) -> Result<std::collections::BTreeMap<String, u64>, crate::error::BenchError> {
+    use crate::error::BenchError;
     let request = http::Request::get("/metrics")
         .body(Vec::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(BenchError::Http)?;
     let text = client
         .request_text(request)
         .await
-        .map_err(|e| format!("API server /metrics: {e}"))?;
+        .map_err(BenchError::kube("API server /metrics"))?;
     Ok(write_counts(&text))
 }
 

@@ -18,6 +18,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::error::BenchError;
 use crate::hub_process::{HubProcess, start_hub_env};
 use crate::probes::{cpu_seconds, rss};
 
@@ -54,7 +55,7 @@ impl Replica {
         i: usize,
         flags: Vec<String>,
         metrics_port: u16,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BenchError> {
         let name = format!("{POD_PREFIX}{i}");
         let hub = spawn(bin, &name, &flags)?;
         Ok(Replica {
@@ -81,7 +82,7 @@ impl Replica {
     }
 
     /// `kill -9`, then the same process started again on the same ports.
-    pub(crate) async fn kill_and_restart(&mut self, bin: &Path) -> Result<(), String> {
+    pub(crate) async fn kill_and_restart(&mut self, bin: &Path) -> Result<(), BenchError> {
         let counters = gwhub_test_kit::procs::scrape(self.metrics_port).await;
         let cpu = cpu_seconds(self.pid()) - self.cpu0;
         self.before_kill = Some((counters, cpu));
@@ -120,7 +121,7 @@ impl Replica {
     }
 }
 
-fn spawn(bin: &Path, name: &str, flags: &[String]) -> Result<HubProcess, String> {
+fn spawn(bin: &Path, name: &str, flags: &[String]) -> Result<HubProcess, BenchError> {
     let refs: Vec<&str> = flags.iter().map(String::as_str).collect();
     start_hub_env(bin, &refs, &[("POD_NAME", name)])
 }

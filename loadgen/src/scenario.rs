@@ -342,13 +342,18 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
 /// `raw` (a command line) with `--scenario NAME` (or `--scenario=NAME`)
 /// replaced by that scenario's flags, put first so every other flag
 /// given overrides them; the scenario's name, if any.
-pub(crate) fn expand(raw: Vec<String>) -> Result<(Vec<String>, Option<&'static str>), String> {
+pub(crate) fn expand(
+    raw: Vec<String>,
+) -> Result<(Vec<String>, Option<&'static str>), crate::error::BenchError> {
     let mut rest = Vec::with_capacity(raw.len());
     let mut name: Option<String> = None;
     let mut it = raw.into_iter();
     while let Some(a) = it.next() {
         if a == "--scenario" {
-            name = Some(it.next().ok_or("--scenario needs a name")?);
+            name = Some(
+                it.next()
+                    .ok_or(crate::error::BenchError::Usage("--scenario needs a name"))?,
+            );
         } else if let Some(n) = a.strip_prefix("--scenario=") {
             name = Some(n.to_owned());
         } else {
@@ -363,10 +368,10 @@ pub(crate) fn expand(raw: Vec<String>) -> Result<(Vec<String>, Option<&'static s
             .iter()
             .map(|s| format!("{} ({})", s.name, s.figure))
             .collect();
-        return Err(format!(
-            "no scenario {name:?}; the scenarios are {}",
-            names.join(", ")
-        ));
+        return Err(crate::error::BenchError::NoScenario {
+            name,
+            known: names.join(", "),
+        });
     };
     let mut out: Vec<String> = rest.iter().take(1).cloned().collect();
     out.extend(s.args.split_whitespace().map(str::to_owned));
@@ -415,7 +420,8 @@ mod tests {
     fn an_unknown_scenario_is_named_with_the_known_ones() {
         let err = expand(argv(&["scale", "--scenario", "nope"]))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("\"nope\"") && err.contains("kube-1k"), "{err}");
         assert!(expand(argv(&["scale", "--scenario"])).is_err());
         let (raw, name) = expand(argv(&["scale", "--clusters", "3"])).unwrap();

@@ -3,10 +3,34 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+/// A time or duration flag that does not parse, or is out of range.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TimeFlagError {
+    #[error("invalid RFC 3339 time {given:?}: {source}")]
+    Rfc3339 {
+        given: String,
+        #[source]
+        source: jiff::Error,
+    },
+    #[error("{given:?}: {source} (use e.g. 60s, 500ms)")]
+    Duration {
+        given: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error("{0:?}: must be longer than zero")]
+    Zero(String),
+    #[error("{0:?}: must be at most a year")]
+    TooLong(String),
+}
+
 /// Parses an RFC 3339 timestamp as given to `--now`.
-pub fn parse_rfc3339(s: &str) -> Result<Timestamp, String> {
+pub fn parse_rfc3339(s: &str) -> Result<Timestamp, TimeFlagError> {
     s.parse::<Timestamp>()
-        .map_err(|e| format!("invalid RFC 3339 time {s:?}: {e}"))
+        .map_err(|source| TimeFlagError::Rfc3339 {
+            given: s.to_owned(),
+            source,
+        })
 }
 
 /// The longest duration a command-line flag takes: far beyond any useful
@@ -16,14 +40,16 @@ pub const MAX_FLAG_DURATION: std::time::Duration = std::time::Duration::from_sec
 
 /// Parses a duration flag (`60s`, `2m`, `500ms`): longer than zero, at most
 /// [`MAX_FLAG_DURATION`].
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let d =
-        humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 60s, 500ms)"))?;
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, TimeFlagError> {
+    let d = humantime::parse_duration(s).map_err(|source| TimeFlagError::Duration {
+        given: s.to_owned(),
+        source,
+    })?;
     if d.is_zero() {
-        return Err(format!("{s:?}: must be longer than zero"));
+        return Err(TimeFlagError::Zero(s.to_owned()));
     }
     if d > MAX_FLAG_DURATION {
-        return Err(format!("{s:?}: must be at most a year"));
+        return Err(TimeFlagError::TooLong(s.to_owned()));
     }
     Ok(d)
 }
@@ -47,18 +73,23 @@ mod tests {
     #[test]
     fn duration_flags_are_positive_and_at_most_a_year() {
         assert_eq!(
-            parse_duration("90s"),
-            Ok(std::time::Duration::from_secs(90))
+            parse_duration("90s").unwrap(),
+            std::time::Duration::from_secs(90)
         );
-        assert_eq!(parse_duration("366d"), Ok(MAX_FLAG_DURATION));
+        assert_eq!(parse_duration("366d").unwrap(), MAX_FLAG_DURATION);
         assert_eq!(
-            parse_duration("0s").unwrap_err(),
+            parse_duration("0s").unwrap_err().to_string(),
             "\"0s\": must be longer than zero"
         );
         assert_eq!(
-            parse_duration("300000000000y").unwrap_err(),
+            parse_duration("300000000000y").unwrap_err().to_string(),
             "\"300000000000y\": must be at most a year"
         );
-        assert!(parse_duration("soon").unwrap_err().contains("use e.g. 60s"));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .to_string()
+                .contains("use e.g. 60s")
+        );
     }
 }

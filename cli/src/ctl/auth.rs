@@ -18,7 +18,7 @@ use kube::client::middleware::AuthLayer;
 use kube::config::{AuthInfo, Config, KubeConfigOptions, Kubeconfig};
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{Cli, CtlError, Result};
+use super::{Cli, ClientPemError, CtlError, Result};
 
 /// What the calls present.
 pub(super) struct Credentials {
@@ -159,7 +159,7 @@ fn check_token(token: &str, from: &str) -> Result<()> {
 /// The user's client certificate and key: `client-certificate-data` /
 /// `client-key-data` (base64), else the files `client-certificate` /
 /// `client-key` (relative to the kubeconfig, as kube resolves them).
-fn client_pem(user: &AuthInfo) -> std::result::Result<Option<ClientPem>, String> {
+fn client_pem(user: &AuthInfo) -> std::result::Result<Option<ClientPem>, ClientPemError> {
     let cert = pem(
         "client-certificate",
         user.client_certificate_data.as_deref(),
@@ -173,27 +173,33 @@ fn client_pem(user: &AuthInfo) -> std::result::Result<Option<ClientPem>, String>
     match (cert, key) {
         (None, None) => Ok(None),
         (Some(cert), Some(key)) => Ok(Some(ClientPem { cert, key })),
-        (Some(_), None) => Err("client-certificate without client-key".into()),
-        (None, Some(_)) => Err("client-key without client-certificate".into()),
+        (Some(_), None) => Err(ClientPemError::CertWithoutKey),
+        (None, Some(_)) => Err(ClientPemError::KeyWithoutCert),
     }
 }
 
 /// One PEM field of a kubeconfig user: its `-data` form, else its file.
 fn pem(
-    field: &str,
+    field: &'static str,
     data: Option<&str>,
     file: Option<&str>,
-) -> std::result::Result<Option<Vec<u8>>, String> {
+) -> std::result::Result<Option<Vec<u8>>, ClientPemError> {
     if let Some(data) = data {
         return base64::engine::general_purpose::STANDARD
             .decode(data.trim())
             .map(Some)
-            .map_err(|e| format!("{field}-data is not base64: {e}"));
+            .map_err(|source| ClientPemError::NotBase64 { field, source });
     }
     match file {
-        Some(file) => std::fs::read(Path::new(file))
-            .map(Some)
-            .map_err(|e| format!("{field} {file}: {e}")),
+        Some(file) => {
+            std::fs::read(Path::new(file))
+                .map(Some)
+                .map_err(|source| ClientPemError::Read {
+                    field,
+                    file: file.to_owned(),
+                    source,
+                })
+        }
         None => Ok(None),
     }
 }

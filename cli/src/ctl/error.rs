@@ -12,8 +12,8 @@ pub enum CtlError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
     /// `join` and `cluster` (on the management cluster's API).
-    #[error("{0}")]
-    Management(String),
+    #[error(transparent)]
+    Management(#[from] crate::join::ManagementError),
     #[error("{flag} {}: {source}", path.display())]
     ReadFile {
         flag: &'static str,
@@ -53,7 +53,10 @@ pub enum CtlError {
     )]
     NoCredentials { from: String },
     #[error("{from}: the client certificate: {problem}")]
-    ClientCertificate { from: String, problem: String },
+    ClientCertificate {
+        from: String,
+        problem: ClientPemError,
+    },
     #[error("{from}: the client certificate needs an https:// --server and --ca")]
     CertificateWithoutTls { from: String },
     #[error("invalid --server {server:?}: {source}")]
@@ -80,6 +83,28 @@ pub enum CtlError {
     NotNamespaced(String),
     #[error("{0} prints no table: use -o yaml or -o json")]
     NoTable(&'static str),
+}
+
+/// What is wrong with a kubeconfig user's client certificate or key.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientPemError {
+    #[error("{field}-data is not base64: {source}")]
+    NotBase64 {
+        field: &'static str,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("{field} {file}: {source}")]
+    Read {
+        field: &'static str,
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("client-certificate without client-key")]
+    CertWithoutKey,
+    #[error("client-key without client-certificate")]
+    KeyWithoutCert,
 }
 
 impl From<tonic::Status> for CtlError {

@@ -22,7 +22,7 @@ mod watch;
 
 pub use describe::describe_json;
 pub use dns::{plan_text, sets_cell};
-pub use error::{CtlError, Result};
+pub use error::{ClientPemError, CtlError, Result};
 pub use format::{condition, gateway_json, printable, status_word, table};
 pub use history::history_json;
 pub use watch::watch_events;
@@ -202,8 +202,8 @@ pub enum Output {
 pub fn run(cli: Cli) -> Result<()> {
     if matches!(cli.command, Command::Join(_) | Command::Cluster(_)) {
         let text = match cli.command {
-            Command::Join(cmd) => crate::join::run(cmd).map_err(CtlError::Management)?,
-            Command::Cluster(cmd) => crate::join::run_cluster(cmd).map_err(CtlError::Management)?,
+            Command::Join(cmd) => crate::join::run(cmd)?,
+            Command::Cluster(cmd) => crate::join::run_cluster(cmd)?,
             _ => String::new(),
         };
         let mut out = std::io::stdout().lock();

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use gwhub_common::{OutputFormat, render_list};
 use gwhub_spoke_rules::manifest::parse_str;
+
+use super::DemoError;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -150,21 +152,24 @@ impl SimCluster {
 
     /// Writes the cluster's manifests. Each file is written aside and
     /// renamed into place, so the agent never reads half a file.
-    pub fn write(&self) -> Result<(), String> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+    pub fn write(&self) -> Result<(), DemoError> {
+        std::fs::create_dir_all(&self.dir).map_err(|source| DemoError::Write {
+            path: self.dir.clone(),
+            source,
+        })?;
         for (file, items) in self.render()? {
             let text = render_list(items, OutputFormat::Yaml);
             let path = self.dir.join(file);
             let aside = self.dir.join(format!(".{file}.tmp"));
             std::fs::write(&aside, text)
                 .and_then(|_| std::fs::rename(&aside, &path))
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|source| DemoError::Write { path, source })?;
         }
         Ok(())
     }
 
     /// The manifests as they are now, file by file.
-    pub fn render(&self) -> Result<Vec<(&'static str, Vec<Value>)>, String> {
+    pub fn render(&self) -> Result<Vec<(&'static str, Vec<Value>)>, DemoError> {
         let hosts_internal = self.index < INTERNAL_CLUSTERS;
         let mut files = Vec::new();
         for (file, template) in TEMPLATES {
@@ -172,7 +177,7 @@ impl SimCluster {
                 .replace("__CLUSTER__", &self.name)
                 .replace("__INTERNAL_LB_IP__", &self.internal_ip())
                 .replace("__LB_IP__", &self.lb_ip());
-            let objects = parse_str(file, &text).map_err(|e| e.to_string())?;
+            let objects = parse_str(file, &text)?;
             let mut items = Vec::new();
             for object in objects {
                 let mut value = object.value;

@@ -45,8 +45,67 @@ pub(crate) const DNS_ZONE: &str = "apps.demo.example.com";
 /// returning to the records within a change or two.
 const DNS_RISE: Duration = Duration::from_secs(2);
 
+/// Why `gwhub demo` stopped, as printed.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot create a temporary directory: {0}")]
+    TempDir(#[source] std::io::Error),
+    /// A simulated cluster's manifests could not be written.
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A simulated cluster's template does not parse (a bug of the demo).
+    #[error(transparent)]
+    Manifest(#[from] gwhub_spoke_rules::manifest::ManifestError),
+    #[error("the demo's fleet DNS is off")]
+    DnsOff,
+    #[error("the demo's fleet DNS: {0}")]
+    Dns(#[source] gwhub_hub::dns::DnsConfigError),
+    #[error(
+        "{0}; is another gwhub running? Pass --listen 127.0.0.1:0 \
+         --dashboard-listen 127.0.0.1:0 --web-listen 127.0.0.1:0 to use any free ports"
+    )]
+    Bind(#[source] ServeError),
+    #[error(transparent)]
+    Hub(ServeError),
+    #[error(transparent)]
+    Agent(#[from] gwhub_agent::runtime::dir_source::DirError),
+    #[error("cannot reach the Dashboard API at {dashboard}: {source}")]
+    Dashboard {
+        dashboard: String,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// A Dashboard call failed (its name, the hub's message).
+    #[error("{call}: {}", .status.message())]
+    Call {
+        call: &'static str,
+        status: Box<tonic::Status>,
+    },
+    #[error("the Dashboard watch ended early")]
+    WatchEndedEarly,
+    #[error("the Dashboard watch ended")]
+    WatchEnded,
+    #[error("not every cluster reported within {within:?} (have {have})")]
+    Incomplete { within: Duration, have: String },
+}
+
+impl DemoError {
+    fn call(call: &'static str) -> impl Fn(tonic::Status) -> DemoError {
+        move |status| DemoError::Call {
+            call,
+            status: Box::new(status),
+        }
+    }
+}
+
 /// Fleet DNS of the demo: a dry run (no Kubernetes) under [`DNS_ZONE`].
-fn dns_config(stale_after: Duration) -> Result<gwhub_hub::dns::DnsConfig, String> {
+fn dns_config(stale_after: Duration) -> Result<gwhub_hub::dns::DnsConfig, DemoError> {
     let flags = gwhub_hub::dns::DnsFlags {
         zones: vec![DNS_ZONE.to_owned()],
         ttl: Duration::from_secs(u64::from(gwhub_dns_rules::DEFAULT_TTL_SECONDS)),
@@ -59,8 +118,8 @@ fn dns_config(stale_after: Duration) -> Result<gwhub_hub::dns::DnsConfig, String
     };
     match flags.check("gwhub-demo", stale_after) {
         Ok(Some(c)) => Ok(c),
-        Ok(None) => Err("the demo's fleet DNS is off".to_owned()),
-        Err(e) => Err(format!("the demo's fleet DNS: {e}")),
+        Ok(None) => Err(DemoError::DnsOff),
+        Err(e) => Err(DemoError::Dns(e)),
     }
 }
 
@@ -90,11 +149,11 @@ pub(crate) async fn run(
     config: DemoConfig,
     out: &mut dyn Write,
     stop: impl Future<Output = ()>,
-) -> Result<String, String> {
+) -> Result<String, DemoError> {
     let root = tempfile::Builder::new()
         .prefix("gwhub-demo-")
         .tempdir()
-        .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        .map_err(DemoError::TempDir)?;
     let mut clusters: Vec<SimCluster> = (0..config.clusters)
         .map(|i| SimCluster::new(i, root.path()))
         .collect();
@@ -134,7 +193,7 @@ pub(crate) async fn run(
                 ));
             }
             Err(e) => {
-                started = Err(e.to_string());
+                started = Err(DemoError::Agent(e));
                 break;
             }
         }
@@ -166,13 +225,10 @@ pub(crate) async fn run(
     result
 }
 
-fn bind_hint(e: ServeError) -> String {
+fn bind_hint(e: ServeError) -> DemoError {
     match e {
-        ServeError::Bind { .. } => format!(
-            "{e}; is another gwhub running? Pass --listen 127.0.0.1:0 \
-             --dashboard-listen 127.0.0.1:0 --web-listen 127.0.0.1:0 to use any free ports"
-        ),
-        e => e.to_string(),
+        ServeError::Bind { .. } => DemoError::Bind(e),
+        e => DemoError::Hub(e),
     }
 }
 
@@ -211,15 +267,16 @@ async fn watch(
     clusters: &mut [SimCluster],
     out: &mut dyn Write,
     stop: impl Future<Output = ()>,
-) -> Result<String, String> {
+) -> Result<String, DemoError> {
     let dashboard = format!("http://{}", hub.dashboard_addr);
-    let mut client = DashboardClient::connect(dashboard.clone())
-        .await
-        .map_err(|e| format!("cannot reach the Dashboard API at {dashboard}: {e}"))?;
+    let mut client = match DashboardClient::connect(dashboard.clone()).await {
+        Ok(c) => c,
+        Err(source) => return Err(DemoError::Dashboard { dashboard, source }),
+    };
     let mut stream = client
         .watch_gateways(v1::WatchGatewaysRequest::default())
         .await
-        .map_err(|s| format!("WatchGateways: {}", s.message()))?
+        .map_err(DemoError::call("WatchGateways"))?
         .into_inner();
     let want = expected(clusters);
     let mut seen = BTreeMap::new();
@@ -229,13 +286,13 @@ async fn watch(
     if config.once {
         let complete_aggregate = tokio::time::timeout(ONCE_TIMEOUT, async {
             while let Some(msg) = stream.next().await {
-                let msg = msg.map_err(|s| format!("WatchGateways: {}", s.message()))?;
+                let msg = msg.map_err(DemoError::call("WatchGateways"))?;
                 apply(&mut seen, &msg);
                 if complete(&seen, &want) {
                     return Ok(());
                 }
             }
-            Err("the Dashboard watch ended early".to_owned())
+            Err(DemoError::WatchEndedEarly)
         });
         let done = tokio::select! {
             _ = &mut stop => return Ok(String::new()),
@@ -247,12 +304,15 @@ async fn watch(
                 OutputFormat::Yaml,
             )),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(format!(
-                "not every cluster reported within {ONCE_TIMEOUT:?} (have {:?})",
-                seen.values()
-                    .map(|g| (&g.name, &g.clusters))
-                    .collect::<Vec<_>>()
-            )),
+            Err(_) => Err(DemoError::Incomplete {
+                within: ONCE_TIMEOUT,
+                have: format!(
+                    "{:?}",
+                    seen.values()
+                        .map(|g| (&g.name, &g.clusters))
+                        .collect::<Vec<_>>()
+                ),
+            }),
         };
     }
 
@@ -292,8 +352,8 @@ async fn watch(
                     apply(&mut seen, &msg);
                     screen.update(&msg)
                 }
-                Some(Err(s)) => return Err(format!("WatchGateways: {}", s.message())),
-                None => return Err("the Dashboard watch ended".to_owned()),
+                Some(Err(s)) => return Err(DemoError::call("WatchGateways")(s)),
+                None => return Err(DemoError::WatchEnded),
             },
             // The records it would publish changed: read them as any
             // client would.
@@ -304,7 +364,7 @@ async fn watch(
                 let names = client
                     .list_dns_names(v1::ListDnsNamesRequest::default())
                     .await
-                    .map_err(|s| format!("ListDnsNames: {}", s.message()))?
+                    .map_err(DemoError::call("ListDnsNames"))?
                     .into_inner()
                     .names;
                 screen.dns(&names)

@@ -30,9 +30,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use gwhub_hub_rules::aggregate::{Fleet, GatewayKey, HOSTNAME_ADDRESS_TYPE, HubGateway, Options};
+use gwhub_hub_rules::aggregate::{
+    AggregateError, Fleet, GatewayKey, HOSTNAME_ADDRESS_TYPE, HubGateway, Options,
+};
 
 use crate::spool::{Spool, SpoolError};
+// Short for this command's error inside the module.
+use AggregateCmdError as Failure;
 
 const GATEWAY_GROUP: &str = "gateway.networking.k8s.io";
 const GATEWAY_VERSIONS: [&str; 2] = [
@@ -92,33 +96,38 @@ pub struct Found {
 
 /// Runs the command, writing the List to `out` as it is computed. Errors
 /// in the files are found before anything is written.
-pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
+pub(super) fn run(args: &Args, out: impl Write) -> Result<(), AggregateCmdError> {
     let now = match &args.now {
-        Some(s) => parse_rfc3339(s).map_err(|e| format!("--now: {e}"))?,
+        Some(s) => parse_rfc3339(s).map_err(Failure::Now)?,
         None => jiff::Timestamp::now(),
     };
     let options = Options::with_hostname_address_type(&args.hostname_address_type)
-        .map_err(|e| format!("--hostname-address-type: {e}"))?;
+        .map_err(Failure::HostnameAddressType)?;
     if args.clusters.is_empty() && args.hub.is_empty() {
-        return Err("nothing to aggregate: give at least one --cluster NAME=PATH".into());
+        return Err(Failure::Nothing);
     }
 
     let mut fleet = Fleet::new();
     let mut seen_clusters = BTreeSet::new();
     for spec in &args.clusters {
+        let bad = |problem| Failure::ClusterSpec {
+            spec: spec.clone(),
+            problem,
+        };
         let Some((name, path)) = spec.split_once('=') else {
-            return Err(format!("--cluster {spec:?}: expected NAME=PATH"));
+            return Err(bad("expected NAME=PATH"));
         };
         if name.is_empty() {
-            return Err(format!("--cluster {spec:?}: the cluster name is empty"));
+            return Err(bad("the cluster name is empty"));
         }
         if path.is_empty() {
-            return Err(format!("--cluster {spec:?}: the path is empty"));
+            return Err(bad("the path is empty"));
         }
         if !seen_clusters.insert(name) {
-            return Err(format!(
-                "--cluster {spec:?}: cluster {name:?} is given twice"
-            ));
+            return Err(Failure::ClusterTwice {
+                spec: spec.clone(),
+                name: name.to_owned(),
+            });
         }
         // Each Gateway's status goes into the fleet as it is read.
         for_each_gateway(Path::new(path), |f| {
@@ -126,15 +135,18 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
                 .cluster_gateways(name)
                 .is_some_and(|keys| keys.contains(&f.key))
             {
-                return Err(Failure::Message(format!(
-                    "{}: Gateway {} appears twice in this cluster's files",
-                    f.object.at, f.key
-                )));
+                return Err(Failure::GatewayTwice {
+                    at: f.object.at.to_string(),
+                    key: f.key,
+                });
             }
             fleet.upsert(name, f.key, f.doc.status.unwrap_or_default());
             Ok(())
         })
-        .map_err(|e| format!("--cluster {name}: {e}"))?;
+        .map_err(|e| Failure::InCluster {
+            name: name.to_owned(),
+            source: Box::new(e),
+        })?;
     }
 
     let mut list = ListWriter::new(out, args.output);
@@ -145,9 +157,7 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
                 generation: 1,
                 ..HubGateway::default()
             };
-            let agg = fleet
-                .aggregate(key, &hub, &options, now)
-                .map_err(|e| Failure::Message(e.to_string()))?;
+            let agg = fleet.aggregate(key, &hub, &options, now)?;
             let object = json!({
                 "apiVersion": GATEWAY_VERSIONS[0],
                 "kind": "Gateway",
@@ -159,15 +169,15 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
     } else {
         // Hub Gateways come in file order and go out in key order: each
         // result waits in the spool, not in memory.
-        let mut spool = Spool::temporary().map_err(|e| e.to_string())?;
+        let mut spool = Spool::temporary()?;
         let mut keys = BTreeSet::new();
         for path in &args.hub {
             for_each_gateway(path, |f| {
                 if !keys.insert(f.key.clone()) {
-                    return Err(Failure::Message(format!(
-                        "{}: hub Gateway {} appears twice",
-                        f.object.at, f.key
-                    )));
+                    return Err(Failure::HubGatewayTwice {
+                        at: f.object.at.to_string(),
+                        key: f.key,
+                    });
                 }
                 let generation = f.doc.metadata.generation.unwrap_or(1);
                 let existing = f
@@ -178,8 +188,7 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
                     .unwrap_or_default();
                 let reports = fleet.reports(&f.key);
                 let hub = HubGateway::from_existing(generation, &existing, &reports);
-                let agg = gwhub_hub_rules::aggregate::aggregate(&hub, &reports, &options, now)
-                    .map_err(|e| Failure::Message(e.to_string()))?;
+                let agg = gwhub_hub_rules::aggregate::aggregate(&hub, &reports, &options, now)?;
                 let mut object = f.object.value;
                 if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.remove("managedFields");
@@ -188,7 +197,7 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
                 spool.push(f.key, (), &object)?;
                 Ok(())
             })
-            .map_err(|e| format!("-f: {e}"))?;
+            .map_err(|e| Failure::InHub(Box::new(e)))?;
         }
         spool.drain_sorted(|_, (), object| list.item(&object).map_err(Failure::Output))
     };
@@ -196,39 +205,54 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), String> {
         Ok(()) => Ok(()),
         // A closed pipe (`| head`) is not an error worth a message.
         Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
-/// Why the command stopped, as printed.
+/// Why `gwhub aggregate` stopped, as printed: each names the flag, file
+/// or object it concerns.
 #[derive(Debug, thiserror::Error)]
-enum Failure {
-    #[error("{0}")]
-    Message(String),
+pub enum AggregateCmdError {
+    #[error("--now: {0}")]
+    Now(#[source] gwhub_model::time::TimeFlagError),
+    #[error("--hostname-address-type: {0}")]
+    HostnameAddressType(#[source] AggregateError),
+    #[error("nothing to aggregate: give at least one --cluster NAME=PATH")]
+    Nothing,
+    #[error("--cluster {spec:?}: {problem}")]
+    ClusterSpec { spec: String, problem: &'static str },
+    #[error("--cluster {spec:?}: cluster {name:?} is given twice")]
+    ClusterTwice { spec: String, name: String },
+    /// A problem in the files of `--cluster NAME=PATH`.
+    #[error("--cluster {name}: {source}")]
+    InCluster {
+        name: String,
+        #[source]
+        source: Box<AggregateCmdError>,
+    },
+    /// A problem in the files of `-f`.
+    #[error("-f: {0}")]
+    InHub(#[source] Box<AggregateCmdError>),
+    #[error("{at}: Gateway {key} appears twice in this cluster's files")]
+    GatewayTwice { at: String, key: GatewayKey },
+    #[error("{at}: hub Gateway {key} appears twice")]
+    HubGatewayTwice { at: String, key: GatewayKey },
+    #[error("{at}: Gateway has no metadata.name")]
+    NoName { at: String },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Aggregate(#[from] AggregateError),
+    #[error(transparent)]
+    Spool(#[from] SpoolError),
+    #[error("cannot serialize status: {0}")]
+    Serialize(#[source] serde_json::Error),
     #[error("cannot write the output: {0}")]
     Output(#[source] std::io::Error),
 }
 
-impl From<ManifestError> for Failure {
-    fn from(e: ManifestError) -> Self {
-        Failure::Message(e.to_string())
-    }
-}
-
-impl From<SpoolError> for Failure {
-    fn from(e: SpoolError) -> Self {
-        Failure::Message(e.to_string())
-    }
-}
-
-impl From<String> for Failure {
-    fn from(e: String) -> Self {
-        Failure::Message(e)
-    }
-}
-
-fn to_value(status: &GatewayStatus) -> Result<Value, String> {
-    serde_json::to_value(status).map_err(|e| format!("cannot serialize status: {e}"))
+fn to_value(status: &GatewayStatus) -> Result<Value, Failure> {
+    serde_json::to_value(status).map_err(Failure::Serialize)
 }
 
 /// Hands each Gateway in `path` (file or directory) to `each` as it is
@@ -245,7 +269,7 @@ fn for_each_gateway(
 
 /// The Gateways among `objects` (other kinds are skipped), checked and
 /// typed as the command reads them.
-pub fn gateways_from_objects(objects: Vec<Object>) -> Result<Vec<Found>, String> {
+pub fn gateways_from_objects(objects: Vec<Object>) -> Result<Vec<Found>, AggregateCmdError> {
     let mut out = Vec::new();
     for object in objects {
         out.extend(gateway_of(object)?);
@@ -254,17 +278,17 @@ pub fn gateways_from_objects(objects: Vec<Object>) -> Result<Vec<Found>, String>
 }
 
 /// `object` checked and typed when it is a Gateway.
-fn gateway_of(mut object: Object) -> Result<Option<Found>, String> {
+fn gateway_of(mut object: Object) -> Result<Option<Found>, Failure> {
     if object.kind != "Gateway" || object.group() != GATEWAY_GROUP {
         return Ok(None);
     }
-    object
-        .expect_api_version(&GATEWAY_VERSIONS)
-        .map_err(|e| e.to_string())?;
+    object.expect_api_version(&GATEWAY_VERSIONS)?;
     default_listener_conditions(&mut object.value);
-    let doc: GatewayDoc = object.parse().map_err(|e| e.to_string())?;
+    let doc: GatewayDoc = object.parse()?;
     let Some(name) = doc.metadata.name.clone().filter(|n| !n.is_empty()) else {
-        return Err(format!("{}: Gateway has no metadata.name", object.at));
+        return Err(Failure::NoName {
+            at: object.at.to_string(),
+        });
     };
     let namespace = doc
         .metadata

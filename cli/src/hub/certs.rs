@@ -44,10 +44,68 @@ pub(super) const DEFAULT_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
 /// Longest `--validity`: ten years.
 pub(super) const MAX_VALIDITY: Duration = Duration::from_secs(3650 * 86_400);
 
-fn parse_validity(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (use e.g. 365d)"))?;
+/// Why `gwhub certs` wrote nothing, or not everything: each names the flag
+/// or file it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum CertsError {
+    #[error("{given:?}: {source} (use e.g. 365d)")]
+    ValidityFormat {
+        given: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error("{0:?}: must be between 1d and 3650d")]
+    ValidityRange(String),
+    #[error("--validity: at most {} days", MAX_VALIDITY.as_secs() / 86_400)]
+    ValidityTooLong,
+    #[error("--clusters: {name:?} is not a valid cluster name: {source}")]
+    ClusterName {
+        name: String,
+        #[source]
+        source: gwhub_model::ClusterNameError,
+    },
+    #[error("--clusters: {0:?} would clash with the CA or hub files")]
+    ClashingCluster(String),
+    #[error("--clusters: {0:?} given twice")]
+    ClusterTwice(String),
+    #[error("--hub-san: at least one DNS name or IP address is needed")]
+    NoHubSan,
+    #[error("refusing to overwrite {} (pass --force to replace them)", .0.join(", "))]
+    Exists(Vec<String>),
+    #[error("cannot create the {what}: {source}")]
+    Create {
+        what: String,
+        #[source]
+        source: rcgen::Error,
+    },
+    #[error("{flag} {value:?}: {source}")]
+    San {
+        flag: &'static str,
+        value: String,
+        #[source]
+        source: rcgen::Error,
+    },
+    #[error("--out {}: {source}", path.display())]
+    OutDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn parse_validity(s: &str) -> Result<Duration, CertsError> {
+    let d = humantime::parse_duration(s).map_err(|source| CertsError::ValidityFormat {
+        given: s.to_owned(),
+        source,
+    })?;
     if d < Duration::from_secs(86_400) || d > MAX_VALIDITY {
-        return Err(format!("{s:?}: must be between 1d and 3650d"));
+        return Err(CertsError::ValidityRange(s.to_owned()));
     }
     Ok(d)
 }
@@ -102,8 +160,11 @@ fn cluster_name_ok(name: &str) -> Result<(), gwhub_model::ClusterNameError> {
     gwhub_model::cluster::validate(name)
 }
 
-fn rc(what: &str) -> impl Fn(rcgen::Error) -> String + '_ {
-    move |e| format!("cannot create the {what}: {e}")
+fn rc(what: &str) -> impl Fn(rcgen::Error) -> CertsError + '_ {
+    move |source| CertsError::Create {
+        what: what.to_owned(),
+        source,
+    }
 }
 
 /// Creates the CA, hub and cluster certificates, valid for
@@ -113,7 +174,7 @@ pub fn generate(
     clusters: &[String],
     hub_sans: &[String],
     force: bool,
-) -> Result<Layout, String> {
+) -> Result<Layout, CertsError> {
     generate_valid_for(out, clusters, hub_sans, force, DEFAULT_VALIDITY)
 }
 
@@ -137,12 +198,9 @@ pub(super) fn generate_valid_for(
     hub_sans: &[String],
     force: bool,
     validity: Duration,
-) -> Result<Layout, String> {
+) -> Result<Layout, CertsError> {
     if validity > MAX_VALIDITY {
-        return Err(format!(
-            "--validity: at most {} days",
-            MAX_VALIDITY.as_secs() / 86_400
-        ));
+        return Err(CertsError::ValidityTooLong);
     }
     let now = jiff::Timestamp::now().as_second();
     let (from, to) = (
@@ -152,18 +210,17 @@ pub(super) fn generate_valid_for(
     let valid = |p: &mut CertificateParams| set_window(p, from, to);
     let mut seen = std::collections::BTreeSet::new();
     for c in clusters {
-        if let Err(e) = cluster_name_ok(c) {
-            return Err(format!(
-                "--clusters: {c:?} is not a valid cluster name: {e}"
-            ));
+        if let Err(source) = cluster_name_ok(c) {
+            return Err(CertsError::ClusterName {
+                name: c.clone(),
+                source,
+            });
         }
         if matches!(c.as_str(), "ca" | "ca-key" | "hub" | "hub-key") {
-            return Err(format!(
-                "--clusters: {c:?} would clash with the CA or hub files"
-            ));
+            return Err(CertsError::ClashingCluster(c.clone()));
         }
         if !seen.insert(c) {
-            return Err(format!("--clusters: {c:?} given twice"));
+            return Err(CertsError::ClusterTwice(c.clone()));
         }
     }
     let hub_sans: Vec<String> = hub_sans
@@ -172,7 +229,7 @@ pub(super) fn generate_valid_for(
         .filter(|s| !s.is_empty())
         .collect();
     if hub_sans.is_empty() {
-        return Err("--hub-san: at least one DNS name or IP address is needed".to_owned());
+        return Err(CertsError::NoHubSan);
     }
     let layout = Layout::new(out, clusters);
     if !force {
@@ -183,10 +240,7 @@ pub(super) fn generate_valid_for(
             .map(|p| p.display().to_string())
             .collect();
         if !existing.is_empty() {
-            return Err(format!(
-                "refusing to overwrite {} (pass --force to replace them)",
-                existing.join(", ")
-            ));
+            return Err(CertsError::Exists(existing));
         }
     }
 
@@ -207,7 +261,7 @@ pub(super) fn generate_valid_for(
     let leaf = |cn: &str,
                 sans: Vec<SanType>,
                 usage: ExtendedKeyUsagePurpose|
-     -> Result<(String, String), String> {
+     -> Result<(String, String), CertsError> {
         let key = KeyPair::generate().map_err(rc("key"))?;
         let mut p = CertificateParams::default();
         p.distinguished_name.push(DnType::CommonName, cn);
@@ -229,11 +283,13 @@ pub(super) fn generate_valid_for(
     for s in &hub_sans {
         sans.push(match s.parse::<IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName(
-                s.as_str()
-                    .try_into()
-                    .map_err(|e| format!("--hub-san {s:?}: {e}"))?,
-            ),
+            Err(_) => {
+                SanType::DnsName(s.as_str().try_into().map_err(|source| CertsError::San {
+                    flag: "--hub-san",
+                    value: s.clone(),
+                    source,
+                })?)
+            }
         });
     }
     let hub = leaf("gwhub", sans, ExtendedKeyUsagePurpose::ServerAuth)?;
@@ -245,19 +301,25 @@ pub(super) fn generate_valid_for(
     ];
     for (name, cert, key) in &layout.clusters {
         let uri = format!("{SPIFFE_CLUSTER_PREFIX}{name}");
-        let san = SanType::URI(
-            uri.as_str()
-                .try_into()
-                .map_err(|e| format!("--clusters {name:?}: {e}"))?,
-        );
+        let san = SanType::URI(uri.as_str().try_into().map_err(|source| CertsError::San {
+            flag: "--clusters",
+            value: name.clone(),
+            source,
+        })?);
         let (c, k) = leaf(name, vec![san], ExtendedKeyUsagePurpose::ClientAuth)?;
         files.push((cert.clone(), c, false));
         files.push((key.clone(), k, true));
     }
 
-    std::fs::create_dir_all(out).map_err(|e| format!("--out {}: {e}", out.display()))?;
+    std::fs::create_dir_all(out).map_err(|source| CertsError::OutDir {
+        path: out.to_owned(),
+        source,
+    })?;
     for (path, contents, secret) in files {
-        write(&path, &contents, secret).map_err(|e| format!("{}: {e}", path.display()))?;
+        write(&path, &contents, secret).map_err(|source| CertsError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(layout)
 }
@@ -276,7 +338,7 @@ fn write(path: &Path, contents: &str, secret: bool) -> std::io::Result<()> {
     std::io::Write::write_all(&mut options.open(path)?, contents.as_bytes())
 }
 
-pub(super) fn run(args: &Args) -> Result<String, String> {
+pub(super) fn run(args: &Args) -> Result<String, CertsError> {
     let l = generate_valid_for(
         &args.out,
         &args.clusters,

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::demo::{DemoConfig, run as run_demo};
+use crate::demo::{DemoConfig, DemoError, run as run_demo};
 use gwhub_hub::serve::shutdown_signal;
 
 /// Most simulated clusters: each gets an agent, a directory and an address.
@@ -60,7 +60,7 @@ fn init_logging() {
 
 /// Runs the demo until Ctrl-C / SIGTERM, `--duration` or (`--once`) a
 /// complete aggregate; the live view goes straight to stdout.
-pub(super) fn run(args: &Args) -> Result<String, String> {
+pub(super) fn run(args: &Args) -> Result<String, DemoError> {
     init_logging();
     let stdout = std::io::stdout();
     let config = DemoConfig {
@@ -73,8 +73,7 @@ pub(super) fn run(args: &Args) -> Result<String, String> {
         once: args.once,
         color: stdout.is_terminal(),
     };
-    let runtime =
-        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = tokio::runtime::Runtime::new().map_err(DemoError::Runtime)?;
     runtime.block_on(async {
         // Poll once so the handlers are installed now: a signal during
         // start-up then ends the demo cleanly instead of killing it.

@@ -6,8 +6,9 @@ mod demo;
 mod dns_flags;
 pub(crate) mod serve;
 
-pub use aggregate::gateways_from_objects;
-pub use certs::{Layout, generate, set_window};
+pub use aggregate::{AggregateCmdError, gateways_from_objects};
+pub use certs::{CertsError, Layout, generate, set_window};
+pub use serve::ServeCmdError;
 
 use clap::{Parser, Subcommand};
 
@@ -31,16 +32,31 @@ pub enum Command {
     Certs(certs::Args),
 }
 
+/// Why a `gwhub` command failed; `main` prints it as `error: <msg>`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Aggregate(#[from] AggregateCmdError),
+    #[error(transparent)]
+    Serve(#[from] ServeCmdError),
+    #[error(transparent)]
+    Demo(#[from] crate::DemoError),
+    #[error(transparent)]
+    Certs(#[from] CertsError),
+}
+
 /// Runs the parsed command; the error is printed as `error: <msg>`.
-pub fn run(cli: Cli) -> Result<String, String> {
+pub fn run(cli: Cli) -> Result<String, Error> {
     match cli.command {
         // Written to standard output as it is computed; nothing is left.
         Command::Aggregate(args) => {
             let out = std::io::BufWriter::new(std::io::stdout().lock());
-            aggregate::run(&args, out).map(|()| String::new())
+            aggregate::run(&args, out)
+                .map(|()| String::new())
+                .map_err(Error::from)
         }
-        Command::Serve(args) => serve::run(&args),
-        Command::Demo(args) => demo::run(&args),
-        Command::Certs(args) => certs::run(&args),
+        Command::Serve(args) => serve::run(&args).map_err(Error::from),
+        Command::Demo(args) => demo::run(&args).map_err(Error::from),
+        Command::Certs(args) => certs::run(&args).map_err(Error::from),
     }
 }

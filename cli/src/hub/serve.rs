@@ -164,7 +164,7 @@ pub struct Args {
     /// A name the web page answers to (repeatable). Besides these it
     /// answers only to loopback names and IP addresses, refusing other
     /// `Host`s with 421 (a defence against DNS rebinding).
-    #[arg(long = "web-host", value_name = "NAME", value_parser = parse_web_host)]
+    #[arg(long = "web-host", value_name = "NAME", value_parser = gwhub_hub_rules::web_host::parse_name)]
     pub web_hosts: Vec<String>,
     /// Status transitions kept in memory per hub Gateway for
     /// GetGatewayHistory (0 to 1024; 0 keeps none).
@@ -191,73 +191,138 @@ pub enum DashboardAuthMode {
     Kubernetes,
 }
 
+/// Why `gwhub serve` will not start or stopped, as printed: each names
+/// the flag, file or listener it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeCmdError {
+    #[error(
+        "refusing to start: no TLS material (--tls-cert, --tls-key, --client-ca) and no --insecure; \
+         without either, any agent could report for any cluster. Pass --insecure to accept plaintext agents \
+         that name their cluster in Hello (development only); without --no-kube the hub uses its Secrets \
+         gwhub-ca and gwhub-serving"
+    )]
+    NoTls,
+    #[error("--insecure cannot be combined with --tls-cert, --tls-key or --client-ca")]
+    InsecureWithTls,
+    #[error(transparent)]
+    HostnameAddressType(#[from] gwhub_hub_rules::aggregate::AggregateError),
+    #[error(transparent)]
+    DashboardAuth(#[from] DashboardAuthError),
+    #[error("--web-host: {0}")]
+    WebHost(#[source] gwhub_hub_rules::web_host::BadWebHost),
+    #[error("refusing to start: {0}")]
+    Dns(#[source] gwhub_hub::dns::DnsConfigError),
+    #[error(transparent)]
+    Tls(#[from] gwhub_hub::tls::TlsError),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error(transparent)]
+    Logging(#[from] gwhub_common::logging::OtlpError),
+    #[error(transparent)]
+    Kube(Box<gwhub_hub::kube::KubeError>),
+    #[error(transparent)]
+    Serve(#[from] gwhub_hub::serve::ServeError),
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<gwhub_hub::kube::KubeError> for ServeCmdError {
+    fn from(e: gwhub_hub::kube::KubeError) -> Self {
+        ServeCmdError::Kube(Box::new(e))
+    }
+}
+
+/// `--dashboard-auth` and `--dashboard-token-file` that disagree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DashboardAuthError {
+    #[error("--dashboard-auth=token needs --dashboard-token-file (the token)")]
+    TokenWithoutFile,
+    #[error(
+        "--dashboard-token-file is the token of --dashboard-auth=token, not of --dashboard-auth={0}"
+    )]
+    FileWithoutToken(&'static str),
+    #[error(
+        "--dashboard-auth=kubernetes asks the management cluster who readers are: it cannot be combined with --no-kube"
+    )]
+    KubernetesWithoutKube,
+}
+
 /// The mode `args` ask for, or why the flags disagree.
-pub(crate) fn dashboard_auth(args: &Args) -> Result<DashboardAuthMode, String> {
+pub(crate) fn dashboard_auth(args: &Args) -> Result<DashboardAuthMode, DashboardAuthError> {
     use DashboardAuthMode as M;
     let file = args.dashboard_token_file.is_some();
     match (args.dashboard_auth, file) {
         (None, true) | (Some(M::Token), true) => Ok(M::Token),
         (None, false) | (Some(M::None), false) => Ok(M::None),
-        (Some(M::Token), false) => {
-            Err("--dashboard-auth=token needs --dashboard-token-file (the token)".to_owned())
+        (Some(M::Token), false) => Err(DashboardAuthError::TokenWithoutFile),
+        (Some(m), true) => Err(DashboardAuthError::FileWithoutToken(if m == M::None {
+            "none"
+        } else {
+            "kubernetes"
+        })),
+        (Some(M::Kubernetes), false) if args.no_kube => {
+            Err(DashboardAuthError::KubernetesWithoutKube)
         }
-        (Some(m), true) => Err(format!(
-            "--dashboard-token-file is the token of --dashboard-auth=token, not of --dashboard-auth={}",
-            if m == M::None { "none" } else { "kubernetes" }
-        )),
-        (Some(M::Kubernetes), false) if args.no_kube => Err(
-            "--dashboard-auth=kubernetes asks the management cluster who readers are: it cannot be combined with --no-kube"
-                .to_owned(),
-        ),
         (Some(M::Kubernetes), false) => Ok(M::Kubernetes),
     }
 }
 
-pub(crate) fn parse_qps(s: &str) -> Result<f64, String> {
+/// A `--kube-api-qps` (hub or agent) that is not a rate: negative, or not a number.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?}: must be a number of writes per second, 0 or more (0: no limit)")]
+pub(crate) struct BadQps(String);
+
+pub(crate) fn parse_qps(s: &str) -> Result<f64, BadQps> {
     match s.parse::<f64>() {
         Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
-        _ => Err(format!(
-            "{s:?}: must be a number of writes per second, 0 or more (0: no limit)"
-        )),
+        _ => Err(BadQps(s.to_owned())),
     }
 }
 
+/// A duration flag of `gwhub serve` that is out of its range.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DurationFlagError {
+    #[error(transparent)]
+    Parse(#[from] gwhub_model::time::TimeFlagError),
+    #[error("{0:?}: must be at least 10s")]
+    CertLifetime(String),
+    #[error("{0:?}: must be whole seconds, at least 3s")]
+    LeaseDuration(String),
+}
+
 /// A certificate lifetime: at least 10s (renewed at 2/3 of it).
-fn parse_cert_lifetime(s: &str) -> Result<Duration, String> {
+fn parse_cert_lifetime(s: &str) -> Result<Duration, DurationFlagError> {
     let d = gwhub_model::time::parse_duration(s)?;
     if d < Duration::from_secs(10) {
-        return Err(format!("{s:?}: must be at least 10s"));
+        return Err(DurationFlagError::CertLifetime(s.to_owned()));
     }
     Ok(d)
 }
 
 /// The Lease API counts whole seconds, and a renewal must fit well inside.
-fn parse_lease_duration(s: &str) -> Result<Duration, String> {
+fn parse_lease_duration(s: &str) -> Result<Duration, DurationFlagError> {
     let d = gwhub_model::time::parse_duration(s)?;
     if d.subsec_nanos() != 0 || d < Duration::from_secs(3) {
-        return Err(format!("{s:?}: must be whole seconds, at least 3s"));
+        return Err(DurationFlagError::LeaseDuration(s.to_owned()));
     }
     Ok(d)
 }
 
 /// Checks the flags' combination; the error says why the hub will not start.
-pub(crate) fn config(args: &Args) -> Result<HubConfig, String> {
+pub(crate) fn config(args: &Args) -> Result<HubConfig, ServeCmdError> {
     let tls = [&args.tls_cert, &args.tls_key, &args.client_ca];
     let given = tls.iter().filter(|p| p.is_some()).count();
     if given == 0 && !args.insecure && args.no_kube {
-        return Err("refusing to start: no TLS material (--tls-cert, --tls-key, --client-ca) and no --insecure; \
-             without either, any agent could report for any cluster. Pass --insecure to accept plaintext agents \
-             that name their cluster in Hello (development only); without --no-kube the hub uses its Secrets \
-             gwhub-ca and gwhub-serving"
-            .to_owned());
+        return Err(ServeCmdError::NoTls);
     }
     if given > 0 && args.insecure {
-        return Err(
-            "--insecure cannot be combined with --tls-cert, --tls-key or --client-ca".to_owned(),
-        );
+        return Err(ServeCmdError::InsecureWithTls);
     }
-    let options = Options::with_hostname_address_type(&args.hostname_address_type)
-        .map_err(|e| e.to_string())?;
+    let options = Options::with_hostname_address_type(&args.hostname_address_type)?;
     dashboard_auth(args)?;
     dns_config(args)?;
     Ok(HubConfig {
@@ -270,21 +335,17 @@ pub(crate) fn config(args: &Args) -> Result<HubConfig, String> {
         budgets: args.budgets.clone(),
         web_listen: args.web_listen,
         web_hosts: gwhub_hub_rules::web_host::WebHosts::new(&args.web_hosts)
-            .map_err(|e| format!("--web-host: {e}"))?,
+            .map_err(ServeCmdError::WebHost)?,
         gateway_history: args.gateway_history,
     })
 }
 
 /// Fleet DNS from the `--dns-*` flags; `None`: off.
-pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig>, String> {
+pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig>, ServeCmdError> {
     args.dns
         .flags(args.no_kube)
         .check(&args.namespace, args.stale_after)
-        .map_err(|e| format!("refusing to start: {e}"))
-}
-
-fn parse_web_host(s: &str) -> Result<String, String> {
-    gwhub_hub_rules::web_host::parse_name(s).map_err(|e| e.to_string())
+        .map_err(ServeCmdError::Dns)
 }
 
 /// Whether the hub's TLS comes from its Secrets: Kubernetes mode with
@@ -294,7 +355,7 @@ pub(crate) fn uses_secrets(args: &Args) -> bool {
 }
 
 /// Runs the hub until SIGINT or SIGTERM.
-pub(crate) fn run(args: &Args) -> Result<String, String> {
+pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
     let config = config(args)?;
     let auth = dashboard_auth(args)?;
     let paths = gwhub_hub::tls::TlsPaths {
@@ -307,16 +368,13 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
     let from_secrets = uses_secrets(args);
     let mut tls = match from_secrets {
         true => None,
-        false => gwhub_hub::tls::HubTls::load(&paths).map_err(|e| e.to_string())?,
+        false => gwhub_hub::tls::HubTls::load(&paths)?,
     };
-    let runtime =
-        tokio::runtime::Runtime::new().map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let runtime = tokio::runtime::Runtime::new().map_err(ServeCmdError::Runtime)?;
     // Declared after the runtime, so dropped (flushing spans) before it.
-    let _otlp = runtime
-        .block_on(async {
-            gwhub_common::logging::init_with_otlp("info", "gwhub", args.otlp_endpoint.as_deref())
-        })
-        .map_err(|e| e.to_string())?;
+    let _otlp = runtime.block_on(async {
+        gwhub_common::logging::init_with_otlp("info", "gwhub", args.otlp_endpoint.as_deref())
+    })?;
     raise_open_file_limit(&args.budgets);
     if config.insecure {
         tracing::warn!(
@@ -332,7 +390,7 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
         // Before listening: a hub that cannot reach its store should not serve.
         let mut kube = match args.no_kube {
             true => None,
-            false => Some(connect_kube(args).await.map_err(|e| e.to_string())?),
+            false => Some(connect_kube(args).await?),
         };
         if let (true, Some(kube)) = (from_secrets, kube.as_mut()) {
             let mut secrets = gwhub_hub::kube::tls_secrets::SecretsConfig::new(&args.namespace);
@@ -341,11 +399,7 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
             }
             secrets.serving_lifetime = args.serving_cert_lifetime;
             secrets.agent_lifetime = args.agent_cert_lifetime;
-            tls = Some(
-                kube.tls_from_secrets(secrets, &paths)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
+            tls = Some(kube.tls_from_secrets(secrets, &paths).await?);
         }
         let inventory = kube.as_ref().and_then(|k| k.inventory());
         let readers = match (&kube, auth) {
@@ -355,9 +409,7 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
             _ => None,
         };
         let extras = gwhub_hub::serve::KubeExtras { inventory, readers };
-        let mut hub = Hub::start_with(config, tls, extras)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut hub = Hub::start_with(config, tls, extras).await?;
         let stop_metrics = tokio_util::sync::CancellationToken::new();
         let _stop_metrics = stop_metrics.clone().drop_guard();
         let index = hub.index.clone();
@@ -369,7 +421,7 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
                     gwhub_hub::metrics::serve(addr, index, kube_metrics, probes, stop_metrics)
                         .await
                         .map(drop)
-                        .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))
+                        .map_err(|source| ServeCmdError::Metrics { addr, source })
                 }
                 None => Ok(()),
             }
@@ -389,7 +441,7 @@ pub(crate) fn run(args: &Args) -> Result<String, String> {
                 kube.run_until(shutdown_signal()).await
             }
         }
-        .map_err(|e| e.to_string())
+        .map_err(ServeCmdError::from)
     })?;
     Ok(String::new())
 }
@@ -467,7 +519,7 @@ mod tests {
         assert_eq!(mode(&["--dashboard-auth", "kubernetes"]), Ok(M::Kubernetes));
         assert_eq!(mode(&["--dashboard-auth", "none"]), Ok(M::None));
         let e = mode(&["--dashboard-auth", "token"]).unwrap_err();
-        assert!(e.contains("--dashboard-token-file"), "{e}");
+        assert!(e.to_string().contains("--dashboard-token-file"), "{e}");
         let e = mode(&[
             "--dashboard-auth",
             "kubernetes",
@@ -475,9 +527,9 @@ mod tests {
             "t",
         ])
         .unwrap_err();
-        assert!(e.contains("--dashboard-auth=kubernetes"), "{e}");
+        assert!(e.to_string().contains("--dashboard-auth=kubernetes"), "{e}");
         let e = mode(&["--dashboard-auth", "kubernetes", "--no-kube"]).unwrap_err();
-        assert!(e.contains("--no-kube"), "{e}");
+        assert!(e.to_string().contains("--no-kube"), "{e}");
         assert!(T::try_parse_from(["serve", "--dashboard-auth", "rbac"]).is_err());
     }
 
@@ -522,7 +574,7 @@ mod tests {
         }
         assert!(config(&args(&[])).is_ok());
         let e = config(&args(&["--no-kube"])).unwrap_err();
-        assert!(e.contains("refusing to start"), "{e}");
+        assert!(e.to_string().contains("refusing to start"), "{e}");
     }
 
     /// Fleet DNS is off without a zone; bad combinations are refused with
@@ -531,9 +583,9 @@ mod tests {
     fn dns_flags_are_checked_at_start() {
         assert!(dns_config(&args(&[])).unwrap().is_none());
         let e = config(&args(&["--dns-zone", "fleet.test"])).unwrap_err();
-        assert!(e.contains("--dns-output"), "{e}");
+        assert!(e.to_string().contains("--dns-output"), "{e}");
         let e = config(&args(&["--dns-output", "dnsendpoint"])).unwrap_err();
-        assert!(e.contains("--dns-zone"), "{e}");
+        assert!(e.to_string().contains("--dns-zone"), "{e}");
         let e = config(&args(&[
             "--dns-zone",
             "fleet.test",
@@ -541,7 +593,7 @@ mod tests {
             "rfc2136",
         ]))
         .unwrap_err();
-        assert!(e.contains("--dns-server"), "{e}");
+        assert!(e.to_string().contains("--dns-server"), "{e}");
         let c = dns_config(&args(&[
             "--dns-zone",
             "fleet.test",
@@ -557,7 +609,7 @@ mod tests {
         // Without Kubernetes: a dry run from the reports, or nothing.
         let no_kube = ["--no-kube", "--insecure", "--dns-zone", "fleet.test"];
         let e = config(&args(&no_kube)).unwrap_err();
-        assert!(e.contains("--dns-dry-run"), "{e}");
+        assert!(e.to_string().contains("--dns-dry-run"), "{e}");
         let mut dry = no_kube.to_vec();
         dry.push("--dns-dry-run");
         assert!(dns_config(&args(&dry)).unwrap().unwrap().dry_run);

@@ -58,6 +58,22 @@ use crate::index::Index;
 use crate::kube::budget::ApiBudget;
 use crate::kube::metrics::Metrics;
 use endpoint::{EndpointOutput, Seeds};
+
+/// Why reading the published sets back failed (the task logs it and
+/// tries again).
+#[derive(Debug, thiserror::Error)]
+enum ReadBackError {
+    /// Listing the DNSEndpoints.
+    #[error(transparent)]
+    Endpoints(#[from] kube::Error),
+    /// Reading one name's records from the DNS server.
+    #[error("{host}: {source}")]
+    Records {
+        host: String,
+        #[source]
+        source: gwhub_dns_rfc2136::Error,
+    },
+}
 use names::{Names, Round};
 
 /// Per name, each cluster this replica last published with its addresses
@@ -245,9 +261,9 @@ impl DnsController {
         specs: &Specs,
         listed: &mut watch::Receiver<bool>,
         remembered: &Remembered,
-    ) -> Result<Seeds, String> {
+    ) -> Result<Seeds, ReadBackError> {
         let mut seeds = match endpoint {
-            Some(e) => e.read_back().await.map_err(|e| e.to_string())?,
+            Some(e) => e.read_back().await?,
             None => Seeds::new(),
         };
         let Some(rfc) = rfc else {
@@ -271,7 +287,10 @@ impl DnsController {
             let found = rfc
                 .read_back(host, &name.owner, &clusters)
                 .await
-                .map_err(|e| format!("{host}: {e}"))?;
+                .map_err(|source| ReadBackError::Records {
+                    host: host.to_string(),
+                    source,
+                })?;
             let entry = seeds.entry(host.as_str().to_owned()).or_default();
             for (t, published) in found {
                 entry.entry(t).or_default().extend(published);
