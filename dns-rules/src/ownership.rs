@@ -567,11 +567,11 @@ pub fn repair(
 ///   changed while another replica led) seeds nothing: that cluster rises
 ///   again like any other, and the record leaves at the next write of the
 ///   name.
-pub fn published_clusters<'a>(
+pub fn published_clusters(
     ours: &Ownership,
     record_type: RecordType,
     found: &ReadBack,
-    clusters: impl IntoIterator<Item = (&'a String, &'a Usable)>,
+    clusters: &[(String, Usable)],
 ) -> BTreeSet<String> {
     let [held] = found.txt.as_slice() else {
         return BTreeSet::new();
@@ -586,7 +586,7 @@ pub fn published_clusters<'a>(
         _ => false,
     };
     clusters
-        .into_iter()
+        .iter()
         .filter(|(_, u)| found.records.iter().any(|r| has(u, r)))
         .map(|(c, _)| c.clone())
         .collect()

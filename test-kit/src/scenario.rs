@@ -565,15 +565,11 @@ impl Scenario {
         // A late status may show what held before `since` too (a restarted
         // hub restores reports from before it died): the whole history up
         // to the status's moment explains it.
+        // (`self.truths` is in time order: that history is a prefix.)
         let explained = |status: &GatewayStatus, before: &[(Instant, Truth)]| {
             let upto = before.last().map(|(at, _)| *at);
-            let history: Vec<(Instant, Truth)> = self
-                .truths
-                .iter()
-                .filter(|(at, _)| Some(*at) <= upto)
-                .cloned()
-                .collect();
-            earlier(status, &history)
+            let n = self.truths.partition_point(|(at, _)| Some(*at) <= upto);
+            earlier(status, &self.truths[..n])
         };
         judge(&seen, &truths, until, verdict, explained)
     }

@@ -744,7 +744,7 @@ fn read_back_records_map_to_the_clusters_that_have_their_addresses() {
     for (what, t, found, want) in cases {
         let want: BTreeSet<String> = want.iter().map(|c| c.to_string()).collect();
         assert_eq!(
-            published_clusters(&ours(), t, &found, clusters.iter().map(|(c, u)| (c, u))),
+            published_clusters(&ours(), t, &found, &clusters),
             want,
             "{what}"
         );

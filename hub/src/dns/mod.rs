@@ -58,6 +58,7 @@ use crate::index::Index;
 use crate::kube::budget::ApiBudget;
 use crate::kube::metrics::Metrics;
 use endpoint::{EndpointOutput, Seeds};
+use names::{Names, Round};
 
 /// Why reading the published sets back failed (the task logs it and
 /// tries again).
@@ -74,7 +75,6 @@ enum ReadBackError {
         source: gwhub_dns_rfc2136::Error,
     },
 }
-use names::{Names, Round};
 
 /// Per name, each cluster this replica last published with its addresses
 /// ([`Names::published_addresses`]).

@@ -180,8 +180,7 @@ impl RfcOutput {
         let mut out = BTreeMap::new();
         for t in RecordType::ALL {
             let read = self.read(t, host).await?;
-            let published =
-                published_clusters(&ours, t, &read, clusters.iter().map(|(c, u)| (c, u)));
+            let published = published_clusters(&ours, t, &read, clusters);
             if !published.is_empty() {
                 out.insert(t, published);
             }
