@@ -58,7 +58,7 @@ use crate::index::Index;
 use crate::kube::budget::ApiBudget;
 use crate::kube::metrics::Metrics;
 use endpoint::{EndpointOutput, Seeds};
-use names::{Names, Round};
+use names::{Names, Remembered, Round};
 
 /// Why reading the published sets back failed (the task logs it and
 /// tries again).
@@ -75,10 +75,6 @@ enum ReadBackError {
         source: gwhub_dns_rfc2136::Error,
     },
 }
-
-/// Per name, each cluster this replica last published with its addresses
-/// ([`Names::published_addresses`]).
-type Remembered = BTreeMap<String, BTreeMap<String, gwhub_dns_rules::Usable>>;
 
 /// The hub Gateways' specs, as the DNS controller's watch last saw them.
 type Specs = Arc<Mutex<BTreeMap<GatewayKey, HubSpec>>>;
@@ -179,7 +175,12 @@ impl DnsController {
                 names = seeds.len(),
                 "fleet DNS: leading; published sets read back"
             );
-            let mut names = Names::new(self.config.clone(), started, seeds);
+            let mut names = Names::new(
+                self.config.clone(),
+                started,
+                seeds,
+                std::mem::take(&mut remembered),
+            );
             let mut views = self.index.subscribe();
             let mut reports = self.index.subscribe_reports();
             let mut wake: Option<i64> = None;
@@ -419,7 +420,7 @@ pub async fn run_without_kube(
 ) {
     let outputs = config.outputs();
     let started = now_millis().saturating_sub(config.publish.stale_after_millis);
-    let mut names = Names::new(config.clone(), started, Seeds::new());
+    let mut names = Names::new(config.clone(), started, Seeds::new(), Remembered::new());
     let mut views = index.subscribe();
     let mut reports = index.subscribe_reports();
     loop {

@@ -64,8 +64,10 @@ struct Entry {
     /// Each cluster's usable addresses at its last report.
     last_usable: BTreeMap<String, Usable>,
     written: Sets,
-    /// Each cluster in `written` with its addresses there.
-    written_addresses: BTreeMap<String, Usable>,
+    /// Each cluster in `written` with its addresses there, once this
+    /// term wrote the name (`None`: not yet; [`Names::published_addresses`]
+    /// then keeps what an earlier term remembered).
+    written_addresses: Option<BTreeMap<String, Usable>>,
     ever_published: bool,
     reasons: BTreeMap<RecordType, Reason>,
     problem: Option<Outcome>,
@@ -97,12 +99,19 @@ pub(super) struct Decided {
     pub wake_at_millis: Option<i64>,
 }
 
+/// Per name, each cluster a replica published with its addresses
+/// ([`Names::published_addresses`]).
+pub(super) type Remembered = BTreeMap<String, BTreeMap<String, Usable>>;
+
 /// Every name's state (see the module docs).
 pub(super) struct Names {
     config: DnsConfig,
     started_millis: i64,
     /// Read back at the start: per name and type, the clusters published.
     seeds: BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>,
+    /// What the replica's earlier terms published, per name (kept for the
+    /// names this term has not written yet).
+    earlier: Remembered,
     entries: BTreeMap<String, Entry>,
     /// Names gone from the fleet whose delete has not succeeded yet.
     leaving: BTreeMap<String, Job>,
@@ -118,11 +127,13 @@ impl Names {
         config: DnsConfig,
         started_millis: i64,
         seeds: BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>,
+        earlier: Remembered,
     ) -> Self {
         Names {
             config,
             started_millis,
             seeds,
+            earlier,
             entries: BTreeMap::new(),
             leaving: BTreeMap::new(),
             conditioned: BTreeSet::new(),
@@ -169,7 +180,7 @@ impl Names {
                         publishers,
                         last_usable: BTreeMap::new(),
                         written: Sets::new(),
-                        written_addresses: BTreeMap::new(),
+                        written_addresses: None,
                         ever_published: false,
                         reasons: BTreeMap::new(),
                         problem: None,
@@ -397,12 +408,24 @@ impl Names {
     /// there: kept by the controller when this replica stops leading, to
     /// map the records read back at its next leader change to clusters
     /// whose addresses have changed since (they stay without the rise).
-    pub(super) fn published_addresses(&self) -> BTreeMap<String, BTreeMap<String, Usable>> {
-        self.entries
-            .iter()
-            .filter(|(_, e)| !e.written_addresses.is_empty())
-            .map(|(h, e)| (h.clone(), e.written_addresses.clone()))
-            .collect()
+    /// A name this term has not written keeps what the earlier terms
+    /// remembered: a term cut short before its first write (the Lease
+    /// lost again during the read-back, found under load) must not forget
+    /// the clusters in the records.
+    pub(super) fn published_addresses(&self) -> Remembered {
+        let mut out = self.earlier.clone();
+        for (host, e) in &self.entries {
+            match &e.written_addresses {
+                None => {}
+                Some(a) if a.is_empty() => {
+                    out.remove(host);
+                }
+                Some(a) => {
+                    out.insert(host.clone(), a.clone());
+                }
+            }
+        }
+        out
     }
 
     /// Forgets what was written (`--dns-resync`): the next round writes
@@ -438,6 +461,7 @@ impl Names {
         if job.sets.is_empty() && !self.entries.contains_key(&job.host) {
             if outcome == Outcome::Written {
                 self.leaving.remove(&job.host);
+                self.earlier.remove(&job.host);
                 self.ineligible_since.retain(|(h, _), _| *h != job.host);
             }
             return removals;
@@ -458,7 +482,7 @@ impl Names {
         match outcome {
             Outcome::Written => {
                 e.written = job.sets.clone();
-                e.written_addresses = job.addresses.clone();
+                e.written_addresses = Some(job.addresses.clone());
                 e.problem = None;
                 e.retry_at = None;
             }

@@ -102,7 +102,7 @@ fn a(job: &Job) -> Vec<String> {
 #[test]
 fn names_follow_their_eligible_clusters() {
     // Long after the start: a new name joins at once.
-    let mut names = Names::new(config(), -1_000_000, BTreeMap::new());
+    let mut names = Names::new(config(), -1_000_000, BTreeMap::new(), Remembered::new());
     let (d, _) = settle(&mut names, 0, vec![cluster(1, true), cluster(2, true)]);
     let [job] = d.jobs.as_slice() else {
         panic!("{:?}", d.jobs)
@@ -151,7 +151,7 @@ fn read_back_sets_are_kept_and_gone_names_deleted() {
         "app.fleet.test".to_owned(),
         BTreeMap::from([(RecordType::A, ["c1".to_owned()].into())]),
     )]);
-    let mut names = Names::new(config(), 0, seeds);
+    let mut names = Names::new(config(), 0, seeds, Remembered::new());
     let (d, _) = settle(&mut names, 10, vec![cluster(1, true)]);
     let [job] = d.jobs.as_slice() else {
         panic!("{:?}", d.jobs)
@@ -172,4 +172,39 @@ fn read_back_sets_are_kept_and_gone_names_deleted() {
     };
     assert!(job.sets.is_empty() && !job.previous.is_empty());
     assert_eq!(d.conditions.get(&key()), Some(&None));
+}
+
+/// What a replica remembers of the addresses it published survives a term
+/// that wrote nothing (the Lease lost again before the first write, found
+/// under load: c1's old records then matched no cluster and c1 left and
+/// came back), and follows the writes of the term that made them.
+#[test]
+fn remembered_addresses_outlive_a_term_that_wrote_nothing() {
+    let mut first = Names::new(config(), -1_000_000, BTreeMap::new(), Remembered::new());
+    let (d, _) = settle(&mut first, 0, vec![cluster(1, true), cluster(2, true)]);
+    let [job] = d.jobs.as_slice() else {
+        panic!("{:?}", d.jobs)
+    };
+    first.written(job, Outcome::Written, 0, 0);
+    let remembered = first.published_addresses();
+    let clusters = |r: &Remembered| -> Vec<String> {
+        r.get("app.fleet.test")
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(clusters(&remembered), ["c1", "c2"]);
+
+    // A term cut short: a round, no write.
+    let mut cut = Names::new(config(), 0, BTreeMap::new(), remembered.clone());
+    let _ = round(&mut cut, 10, vec![cluster(1, true), cluster(2, true)]);
+    assert_eq!(cut.published_addresses(), remembered);
+
+    // A term that writes the name without c2: c2 is no longer remembered.
+    let mut next = Names::new(config(), -1_000_000, BTreeMap::new(), remembered);
+    let (d, _) = settle(&mut next, 20, vec![cluster(1, true), cluster(2, false)]);
+    let [job] = d.jobs.as_slice() else {
+        panic!("{:?}", d.jobs)
+    };
+    next.written(job, Outcome::Written, 20, 0);
+    assert_eq!(clusters(&next.published_addresses()), ["c1"]);
 }
