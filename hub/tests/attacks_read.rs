@@ -350,7 +350,7 @@ async fn honest_list(hub: &Hub) {
     );
 }
 
-/// Issue #35 at the default budgets: three addresses open stalled
+/// At the default budgets: three addresses open stalled
 /// watchers up to what the hub takes; each holds at most an eighth of the
 /// Dashboard's connections (8 of 64) and calls (32 of 256), and an honest
 /// ListGateways from a fourth answers at once.
@@ -500,7 +500,7 @@ async fn http_get_from(
     (s, status)
 }
 
-/// Issue #35 on the web page: unread event streams (HTTP/1.1, a
+/// On the web page: unread event streams (HTTP/1.1, a
 /// connection each) from three addresses, as many as the hub takes: each
 /// address holds at most an eighth of the page's connections (8 of 64),
 /// and a fresh page's `/api/fleet` from a fourth is answered at once.

@@ -1,4 +1,4 @@
-//! Issue #8, items 1 and 3, on real API servers: how fast does a change on
+//! Propagation on real API servers: how fast does a change on
 //! a workload cluster reach the control-plane Gateway through gwhub, next to
 //! the floor (an ideal relay that watches the same input and writes the
 //! control-plane Gateway directly: the two API hops no design avoids), and

@@ -1,4 +1,4 @@
-//! Issue #6, agent side: `gwhub-agent` in Kubernetes mode against real API
+//! The agent in Kubernetes mode: `gwhub-agent` against real API
 //! servers. The other actors are simulated with their own field managers: an
 //! Istio-like Gateway controller, a load balancer controller patching the
 //! Service status, a DNS controller patching DNSRecord status, and the

@@ -1,5 +1,5 @@
 //! Adversarial tests of the join and identity side (spec section 7,
-//! "Hardening"; issue #35), each against a real API server, the hub acting
+//! "Hardening"), each against a real API server, the hub acting
 //! as its ServiceAccount from `manifests/` and making its own Secrets.
 //! Attackers connect from other loopback source addresses (127.0.0.2,
 //! 127.0.0.3, ...: the client socket is bound before it connects), the
@@ -569,7 +569,7 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
     // Counted (gwhub_join_refused_total{reason="bad_token"}).
     assert!(s.hub.hub.index.counters().joins_refused("bad_token") >= 200);
     // How soon they were refused is the machine's business (no timed
-    // assert, #36); that an unknown id waits at most the grace and never
+    // assert); that an unknown id waits at most the grace and never
     // queues behind others is `join_limits`' unit tests'.
 
     let mut honest = s.from(HONEST).await;

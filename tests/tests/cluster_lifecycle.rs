@@ -1,5 +1,5 @@
-//! A cluster's life in the fleet inventory (spec section 7; issues #23 and
-//! #24), on a real API server, the hub acting as its ServiceAccount from
+//! A cluster's life in the fleet inventory (spec section 7), on a real
+//! API server, the hub acting as its ServiceAccount from
 //! `manifests/` with `--inventory-namespace`: a join publishes the
 //! cluster's ClusterProfile when none exists (the hub as its cluster
 //! manager) so it streams at once; another manager's ClusterProfile is left

@@ -1,4 +1,4 @@
-//! Issue #25 (3): `--dashboard-auth=kubernetes` against a real API server.
+//! `--dashboard-auth=kubernetes` against a real API server.
 //! The hub reviews readers' tokens and asks what they may read as its own
 //! ServiceAccount (so the shipped RBAC is exercised); three readers known
 //! to the API server by static tokens: one bound to a Role reading hub
@@ -698,7 +698,7 @@ async fn apiserver_token_reviews(admin: &Client) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// Issue #35: 2,000 made-up tokens, spread over 12 s (past a reader's
+/// 2,000 made-up tokens, spread over 12 s (past a reader's
 /// cached review), against a real API server: the TokenReviews reaching
 /// it (its own count, and the hub's metric) stay within
 /// `50 + 10·(T + 1)`, every caller not reviewed is refused with

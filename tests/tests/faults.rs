@@ -1,4 +1,4 @@
-//! Issue #7, faults: the real `gwhub serve` (Kubernetes mode) and real
+//! Faults: the real `gwhub serve` (Kubernetes mode) and real
 //! `gwhub-agent run` processes against real API servers, with connections
 //! cut and stalled through a TCP proxy, processes and API servers killed
 //! with SIGKILL and restarted, two agents for one cluster, skewed clocks in

@@ -1,4 +1,4 @@
-//! Issue #33, fleet DNS (spec section 8) in the field: a real management
+//! Fleet DNS (spec section 8) in the field: a real management
 //! API server with the hub in process (Kubernetes mode, acting as its
 //! installed ServiceAccount, so the RBAC is the manifests'), raw agents
 //! reporting a Gateway `default/web` whose listener `http` has hostname

@@ -1,4 +1,4 @@
-//! Issue #6, the whole chain: the real `gwhub` and `gwhub-agent` binaries,
+//! The whole chain: the real `gwhub` and `gwhub-agent` binaries,
 //! in Kubernetes mode, against real API servers — one management cluster and
 //! two workload clusters, one of them reporting as `cluster_1` (not a valid
 //! SectionName). The other actors are simulated with their own field

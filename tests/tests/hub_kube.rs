@@ -1,4 +1,4 @@
-//! Issue #6, hub side: `gwhub serve` in Kubernetes mode against a real
+//! The hub in Kubernetes mode: `gwhub serve` against a real
 //! kube-apiserver. A tiny test agent streams reports over loopback gRPC; the
 //! tests check what the API server holds: the hub Gateways' status (accepted,
 //! aggregated, other writers' conditions kept), the `ClusterReport` store, a
@@ -1499,7 +1499,7 @@ async fn apply_foreign_conditions(api: &Api<Gateway>, name: &str, types: &[Strin
     .unwrap();
 }
 
-/// Issue #14: one aggregation per hub Gateway. `GetGateway` shows exactly
+/// One aggregation per hub Gateway. `GetGateway` shows exactly
 /// the status the hub wrote onto the hub Gateway (conditions with their
 /// times, listeners, addresses, observedGeneration 2 after a spec change),
 /// also where six other writers' conditions take slots of the 8: the
@@ -1733,7 +1733,7 @@ async fn stored_report(
     }
 }
 
-/// Issue #15: a cluster of 500 Gateways x 16 listeners (far over one
+/// A cluster of 500 Gateways x 16 listeners (far over one
 /// object's ~1.5 MiB) is stored over several ClusterReports, each within
 /// the limit; a part lost while the cluster was away is written again when
 /// it reconnects; a new hub reassembles it exactly; when the cluster
@@ -1927,7 +1927,7 @@ async fn a_write_budget_coalesces_writes_to_the_latest_state() {
     hub.shutdown().await.unwrap();
 }
 
-/// Issue #15: the store packs each part's Gateways into one string. A hub
+/// The store packs each part's Gateways into one string. A hub
 /// upgraded over a store written in the earlier format (a deep `gateways`
 /// list, by the same field manager) imports it, and its first write of the
 /// cluster replaces the list with the packed form; an object whose packed

@@ -1,4 +1,4 @@
-//! Issue #4: every status the aggregation engine produces for hard fleets is
+//! Every status the aggregation engine produces for hard fleets is
 //! accepted by a real API server serving the upstream Gateway API v1.5.1 CRD,
 //! and reads back exactly as written.
 

@@ -1081,7 +1081,7 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     hub.shutdown().await.unwrap();
 }
 
-/// What the hub made, it repairs (issue #35), for its CA. `gwhub-ca`
+/// What the hub made, it repairs, for its CA. `gwhub-ca`
 /// half-written or corrupted while a hub runs is written back byte for
 /// byte from the CA the hub holds (its agents' certificates stay good).
 /// Corrupted while no hub runs, the starting hub waits out

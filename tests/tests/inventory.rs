@@ -1,4 +1,4 @@
-//! Issue #24 on a real API server: the fleet inventory (ClusterProfiles,
+//! The fleet inventory on a real API server (ClusterProfiles,
 //! `multicluster.x-k8s.io/v1alpha1`) of `gwhub serve --inventory-namespace`.
 //! The hub runs as the ServiceAccount `manifests/` creates, with the
 //! upstream CRDs (CEL stripped) or, in a bare clone, the ones generated

@@ -1,4 +1,4 @@
-//! Seeded soak harness (issue #7): one fleet (a management and two workload
+//! Seeded soak harness: one fleet (a management and two workload
 //! API servers, the real `gwhub serve` and two real `gwhub-agent run`
 //! processes, each agent behind a TCP proxy), and per run a random fault
 //! schedule drawn from the seed: connection cuts and stalls, SIGKILLs of
