@@ -27,22 +27,19 @@ use std::time::Duration;
 
 use futures::{FutureExt, Stream};
 use gwhub_common::metrics_http::CountGauge;
-use gwhub_hub_rules::reader_slots::Refusal;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::transport::server::{Connected, TlsConnectInfo};
 
 pub(crate) use crate::reader_pool::{PoolSlot, ReaderPool};
+pub(crate) use accept::incoming;
 
-/// Pause after a failed `accept` (out of file descriptors, ...).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
-/// How often reaching `--max-connections` is logged, at most.
-const SATURATED_LOG_EVERY: Duration = Duration::from_secs(60);
+mod accept;
 
 /// What one listener allows.
 #[derive(Clone, Debug)]
@@ -425,125 +422,6 @@ impl AsyncWrite for Conn {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.tcp).poll_shutdown(cx)
     }
-}
-
-/// Accepts connections on `listener` within `limits`, forever. `name`
-/// (ingest, dashboard) goes into the logs.
-pub(crate) fn incoming(
-    listener: TcpListener,
-    limits: ConnLimits,
-    counters: Arc<ListenerCounters>,
-    name: &'static str,
-) -> impl Stream<Item = Result<Conn, io::Error>> + Send + 'static {
-    let slots = Arc::new(Semaphore::new(
-        limits.max_connections.clamp(1, Semaphore::MAX_PERMITS),
-    ));
-    let last_warned: Option<tokio::time::Instant> = None;
-    // Connections are not authorized yet: no reserve.
-    let pool = limits
-        .max_per_address
-        .map(|per| ReaderPool::new(limits.max_connections, per, 0));
-    let open = Arc::new(Open::default());
-    futures::stream::unfold(
-        (listener, slots, limits, counters, last_warned),
-        move |(listener, slots, limits, counters, mut last_warned)| {
-            let pool = pool.clone();
-            let open = open.clone();
-            async move {
-                loop {
-                    let (tcp, remote) = match listener.accept().await {
-                        Ok(accepted) => accepted,
-                        Err(e) => {
-                            counters.accept_errors.inc();
-                            // Out of file descriptors, typically: back off
-                            // instead of spinning on a core.
-                            tracing::warn!(listener = name, error = %e, backoff = ?ACCEPT_BACKOFF, "cannot accept a connection");
-                            tokio::time::sleep(ACCEPT_BACKOFF).await;
-                            continue;
-                        }
-                    };
-                    // A reader's place among its address's: past its share
-                    // closed at once, the listener slot kept for the next
-                    // client; when full, one holding less than its fair
-                    // share closes the oldest of the address holding most.
-                    let mut address = None;
-                    if let Some(pool) = &pool {
-                        match pool.admit(remote.ip(), true, None) {
-                            Ok((slot, evicted)) => {
-                                if evicted {
-                                    counters.saturated.inc();
-                                    counters.evicted_fair.inc();
-                                }
-                                address = Some(slot);
-                            }
-                            Err(Refusal::Source { max }) => {
-                                tracing::debug!(listener = name, %remote, max, "closing a connection past its address's share");
-                                continue;
-                            }
-                            // Full, and this address has its fair share:
-                            // an idle connection makes room, or it is
-                            // closed (the accept loop never waits on it:
-                            // others may be below their share).
-                            Err(Refusal::Full { .. }) => {
-                                counters.saturated.inc();
-                                if !open.evict_idlest() {
-                                    tracing::debug!(listener = name, %remote, "closing a connection: the listener is full and its address holds its fair share");
-                                    continue;
-                                }
-                                counters.evicted.inc();
-                            }
-                        }
-                    }
-                    // A reader listener: any wait below is for a
-                    // connection evicted above to close.
-                    let evicting = pool.is_some();
-                    let permit = match slots.clone().try_acquire_owned() {
-                        Ok(p) => p,
-                        Err(_) => {
-                            // A reader listener counted and evicted above.
-                            if !evicting {
-                                counters.saturated.inc();
-                            }
-                            let evicted = !evicting && open.evict_idlest();
-                            if evicted {
-                                counters.evicted.inc();
-                            }
-                            // Once a minute at most: an attacker cycling
-                            // connections must not flood the log.
-                            let now = tokio::time::Instant::now();
-                            if last_warned
-                                .is_none_or(|t| now.duration_since(t) >= SATURATED_LOG_EVERY)
-                            {
-                                last_warned = Some(now);
-                                tracing::warn!(
-                                    listener = name,
-                                    max = limits.max_connections,
-                                    evicted,
-                                    "connection limit reached; closing the connection idle longest (or the oldest of the address holding most), or waiting for one to close"
-                                );
-                            }
-                            slots.clone().acquire_owned().await.ok()?
-                        }
-                    };
-                    if let (Some(pool), None) = (&pool, &address) {
-                        // Room now: what closed gave its slot back.
-                        match pool.admit(remote.ip(), true, None) {
-                            Ok((slot, _)) => address = Some(slot),
-                            Err(_) => continue,
-                        }
-                    }
-                    let _ = tcp.set_nodelay(true);
-                    let mut conn = wrap(tcp, remote, permit, &limits, &counters);
-                    if let (Some(pool), Some(slot)) = (&pool, &address) {
-                        pool.attach(slot, &conn.info.state);
-                    }
-                    conn._address = address;
-                    open.add(&conn.info.state, limits.max_connections);
-                    return Some((Ok(conn), (listener, slots, limits, counters, last_warned)));
-                }
-            }
-        },
-    )
 }
 
 /// Resolves once `state` has had no open call for `idle` (the timer

@@ -10,16 +10,18 @@
 //! it ends at the certificate's `notAfter`, or when a reloaded client CA no
 //! longer trusts it (`tls::stream_end`).
 
+mod metrics;
+mod peer;
+
+pub(crate) use metrics::{TlsMetrics, refusal_reason};
+pub(crate) use peer::PeerTls;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gwhub_common::identity::{self, Validity};
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio_rustls::rustls::client::danger::HandshakeSignatureValid;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -30,7 +32,6 @@ use tokio_rustls::rustls::sign::CertifiedKey;
 use tokio_rustls::rustls::{
     self, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
 };
-use tonic::Status;
 
 /// How often the files are compared with what was loaded.
 pub(crate) const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
@@ -165,149 +166,10 @@ pub(crate) fn revoked_reason(
     })
 }
 
-/// The `certificate` label.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct CertLabel {
-    certificate: &'static str,
-}
-
-/// The labels of a reload.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReloadLabels {
-    certificate: &'static str,
-    result: &'static str,
-}
-
-/// The `reason` label of a stream ended for its certificate.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ReasonLabel {
-    reason: &'static str,
-}
-
 /// The three pieces of material, as named in the metrics.
 pub(crate) const SERVING: &str = "serving";
 pub(crate) const CLIENT_CA: &str = "client_ca";
 pub(crate) const DASHBOARD_CLIENT_CA: &str = "dashboard_client_ca";
-
-gwhub_common::metrics! {
-    /// The TLS material's metrics (`/metrics`).
-    #[derive(Clone, Debug)]
-    pub struct TlsMetrics {
-        expiry: Family<CertLabel, Gauge> =>
-            "gwhub_tls_certificate_expiry_timestamp_seconds",
-            "notAfter (Unix seconds) of the soonest-expiring certificate in each TLS file in use.",
-        reloads: Family<ReloadLabels, Counter> => "gwhub_tls_reloads",
-            "TLS files re-read after a change, by result (an error keeps the old material).",
-        streams_ended: Family<ReasonLabel, Counter> => "gwhub_tls_streams_ended",
-            "Agent streams ended because the client certificate expired or is no longer trusted.",
-        handshakes_refused: Family<RefusalLabels, Counter> => "gwhub_tls_handshakes_refused",
-            "TLS handshakes that failed, per listener and reason (expired, untrusted, no_certificate, timeout, other).",
-    }
-}
-
-/// The labels of a failed handshake.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct RefusalLabels {
-    listener: &'static str,
-    reason: &'static str,
-}
-
-/// Why a handshake failed, from tokio-rustls' error: the client
-/// certificate expired (or is not valid yet), does not chain to the CA in
-/// use, was not sent; anything else (the client refused ours, garbage).
-pub(crate) fn refusal_reason(e: &std::io::Error) -> &'static str {
-    use rustls::CertificateError as C;
-    let Some(e) = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
-        return "other";
-    };
-    match e {
-        rustls::Error::InvalidCertificate(
-            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
-        ) => "expired",
-        rustls::Error::InvalidCertificate(_) => "untrusted",
-        rustls::Error::NoCertificatesPresented => "no_certificate",
-        _ => "other",
-    }
-}
-
-impl Default for TlsMetrics {
-    fn default() -> Self {
-        let m = TlsMetrics {
-            expiry: Family::default(),
-            reloads: Family::default(),
-            streams_ended: Family::default(),
-            handshakes_refused: Family::default(),
-        };
-        for certificate in [SERVING, CLIENT_CA, DASHBOARD_CLIENT_CA] {
-            for result in ["ok", "error"] {
-                let _ = m.reloads.get_or_create(&ReloadLabels {
-                    certificate,
-                    result,
-                });
-            }
-        }
-        for reason in ["expired", "untrusted"] {
-            let _ = m.streams_ended.get_or_create(&ReasonLabel { reason });
-        }
-        m
-    }
-}
-
-impl TlsMetrics {
-    fn expiry(&self, certificate: &'static str, not_after: i64) {
-        self.expiry
-            .get_or_create(&CertLabel { certificate })
-            .set(not_after);
-    }
-
-    fn reloaded(&self, certificate: &'static str, ok: bool) {
-        let result = if ok { "ok" } else { "error" };
-        self.reloads
-            .get_or_create(&ReloadLabels {
-                certificate,
-                result,
-            })
-            .inc();
-    }
-
-    fn ended(&self, reason: &'static str) {
-        self.streams_ended
-            .get_or_create(&ReasonLabel { reason })
-            .inc();
-    }
-
-    /// Reloads of `certificate` (`serving`, `client_ca`,
-    /// `dashboard_client_ca`) with `result` (`ok`, `error`) so far.
-    pub fn reloads(&self, certificate: &'static str, result: &'static str) -> u64 {
-        self.reloads
-            .get_or_create(&ReloadLabels {
-                certificate,
-                result,
-            })
-            .get()
-    }
-
-    /// Counts a failed handshake on `listener`.
-    pub(crate) fn refused(&self, listener: &'static str, reason: &'static str) {
-        self.handshakes_refused
-            .get_or_create(&RefusalLabels { listener, reason })
-            .inc();
-    }
-
-    /// Handshakes on `listener` refused for `reason` so far.
-    pub fn handshakes_refused(&self, listener: &'static str, reason: &'static str) -> u64 {
-        self.handshakes_refused
-            .get_or_create(&RefusalLabels { listener, reason })
-            .get()
-    }
-
-    /// Streams ended for `reason` (`expired`, `untrusted`) so far.
-    pub fn streams_ended(&self, reason: &'static str) -> u64 {
-        self.streams_ended
-            .get_or_create(&ReasonLabel { reason })
-            .get()
-    }
-}
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -802,225 +664,5 @@ impl ClientCertVerifier for CurrentVerifier {
     }
 }
 
-/// A TLS peer: its certificates and what they were checked against.
-#[derive(Clone)]
-pub(crate) struct PeerTls {
-    pub(crate) certs: Arc<Vec<CertificateDer<'static>>>,
-    trust: Option<Arc<Slot<Trust>>>,
-    metrics: TlsMetrics,
-    /// Boxed: every connection's info holds this.
-    revoked: Option<Arc<Revocations>>,
-}
-
-impl std::fmt::Debug for PeerTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PeerTls")
-            .field("certs", &self.certs.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl PeerTls {
-    pub(crate) fn new(certs: Vec<CertificateDer<'static>>, acceptor: &Acceptor) -> Self {
-        PeerTls {
-            certs: Arc::new(certs),
-            trust: acceptor.trust.clone(),
-            metrics: acceptor.metrics.clone(),
-            revoked: acceptor.revoked.clone().map(Arc::new),
-        }
-    }
-
-    /// Why this client's certificate is refused as its cluster was removed.
-    pub(crate) fn revoked(&self) -> Option<String> {
-        let revoked = self.revoked.as_ref()?.borrow().clone();
-        revoked_reason(&revoked, &self.certs)
-    }
-
-    /// Resolves with the status to end the stream with once the client
-    /// certificate expires, or once a reloaded CA no longer trusts it.
-    pub(crate) async fn until_invalid(self) -> Status {
-        let not_after = self
-            .certs
-            .first()
-            .and_then(|leaf| identity::validity_from_der(leaf).ok())
-            .map(|v| v.not_after);
-        let mut trust = self.trust.as_ref().map(|t| t.subscribe());
-        // A reload between the handshake and now counts as one.
-        if let Some(t) = trust.as_mut() {
-            t.mark_changed();
-        }
-        let mut revoked = self.revoked.as_deref().cloned();
-        if let Some(r) = revoked.as_mut() {
-            r.mark_changed();
-        }
-        loop {
-            let now = now_unix();
-            if let Some(na) = not_after
-                && now > na
-            {
-                self.metrics.ended("expired");
-                return Status::unauthenticated(format!(
-                    "client certificate expired at {}; reconnect with a renewed certificate",
-                    rfc3339(na)
-                ));
-            }
-            let wait = not_after.map_or(RECHECK_EVERY, |na| (na - now + 1).clamp(1, RECHECK_EVERY));
-            let changed = async {
-                match trust.as_mut() {
-                    Some(t) => t.changed().await.is_ok(),
-                    None => std::future::pending().await,
-                }
-            };
-            let removed = async {
-                match revoked.as_mut() {
-                    Some(r) => r.changed().await.is_ok(),
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_secs(wait.unsigned_abs())) => {}
-                ok = removed => {
-                    if !ok {
-                        revoked = None;
-                        continue;
-                    }
-                    let current = revoked.as_mut().map(|r| r.borrow_and_update().clone());
-                    if let Some(reason) = current.and_then(|c| revoked_reason(&c, &self.certs)) {
-                        self.metrics.ended("revoked");
-                        return Status::permission_denied(reason);
-                    }
-                }
-                ok = changed => {
-                    if !ok {
-                        trust = None;
-                        continue;
-                    }
-                    let current = trust.as_mut().map(|t| t.borrow_and_update().clone());
-                    if let Some(current) = current
-                        && let Err(e) = current.verify(&self.certs)
-                    {
-                        if not_after.is_some_and(|na| now_unix() > na) {
-                            continue;
-                        }
-                        self.metrics.ended("untrusted");
-                        return Status::unauthenticated(format!(
-                            "client certificate no longer trusted by the hub's client CA: {e}"
-                        ));
-                    }
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ca() -> (String, rcgen::Issuer<'static, rcgen::KeyPair>) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::default();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let pem = p.self_signed(&key).unwrap().pem();
-        (pem, rcgen::Issuer::new(p, key))
-    }
-
-    #[test]
-    fn bad_material_names_the_file() {
-        let e = Trust::parse(b"nope", "--client-ca /x").unwrap_err();
-        assert!(matches!(e, TlsError::NoPem { .. }), "{e:?}");
-        assert!(e.to_string().contains("--client-ca /x"), "{e}");
-        let (ca_pem, _) = ca();
-        let e =
-            Serving::parse(ca_pem.as_bytes(), b"", "--tls-cert /c", "--tls-key /k").unwrap_err();
-        assert!(e.to_string().contains("--tls-key /k"), "{e}");
-        assert!(Trust::parse(ca_pem.as_bytes(), "x").is_ok());
-    }
-
-    fn leaf(issuer: &rcgen::Issuer<'static, rcgen::KeyPair>) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let p = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-        (
-            p.signed_by(&key, issuer).unwrap().pem(),
-            key.serialize_pem(),
-        )
-    }
-
-    /// Every file is followed: a changed CA is swapped in and counted, a
-    /// garbage one or a missing one keeps what is in use, nothing panics.
-    #[tokio::test]
-    async fn files_are_followed_and_bad_ones_kept_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ca_pem, issuer) = ca();
-        let (cert, key) = leaf(&issuer);
-        let file = |name: &str, content: &str| {
-            let p = dir.path().join(name);
-            std::fs::write(&p, content).unwrap();
-            p
-        };
-        let src = |flag, path| Pem::File { flag, path };
-        let sources = Sources {
-            cert: src("--tls-cert", file("tls.crt", &cert)),
-            key: src("--tls-key", file("tls.key", &key)),
-            client_ca: src("--client-ca", file("ca.crt", &ca_pem)),
-            dashboard_client_ca: Some(src("--dashboard-client-ca", file("dash.crt", &ca_pem))),
-            reload_every: Duration::from_millis(20),
-            client_cert_optional: false,
-            revoked: None,
-        };
-        let metrics = TlsMetrics::default();
-        let (runtime, follow) = TlsRuntime::start(sources, metrics.clone()).unwrap();
-        let follow = tokio::spawn(follow.expect("files are followed"));
-        let wait = |certificate, result, n| {
-            let metrics = metrics.clone();
-            async move {
-                for _ in 0..250 {
-                    if metrics.reloads(certificate, result) == n {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                panic!("{certificate} {result} never reached {n}");
-            }
-        };
-        let dashboard = runtime.dashboard_ca.clone().unwrap();
-        let before = dashboard.borrow().clone();
-        let (other_ca, _) = ca();
-        file("dash.crt", &other_ca);
-        wait(DASHBOARD_CLIENT_CA, "ok", 1).await;
-        assert!(!Arc::ptr_eq(&before, &dashboard.borrow()));
-        let current = dashboard.borrow().clone();
-        file("dash.crt", "garbage");
-        wait(DASHBOARD_CLIENT_CA, "error", 1).await;
-        assert!(Arc::ptr_eq(&current, &dashboard.borrow()));
-        std::fs::remove_file(dir.path().join("ca.crt")).unwrap();
-        std::fs::remove_file(dir.path().join("tls.key")).unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(metrics.reloads(CLIENT_CA, "error"), 0);
-        assert_eq!(metrics.reloads(SERVING, "error"), 0);
-        assert!(!follow.is_finished());
-        follow.abort();
-    }
-
-    #[test]
-    fn metrics_start_at_zero_and_count() {
-        let m = TlsMetrics::default();
-        assert_eq!(m.streams_ended("expired"), 0);
-        m.ended("expired");
-        assert_eq!(m.streams_ended("expired"), 1);
-        m.expiry(SERVING, 42);
-        let mut r = gwhub_common::metrics_http::Registry::default();
-        m.register(&mut r);
-        let text = gwhub_common::metrics_http::encode(&r);
-        assert!(
-            text.contains(
-                "gwhub_tls_certificate_expiry_timestamp_seconds{certificate=\"serving\"} 42"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("gwhub_tls_reloads_total{certificate=\"client_ca\",result=\"error\"} 0"),
-            "{text}"
-        );
-    }
-}
+mod tests;

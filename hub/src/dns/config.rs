@@ -165,19 +165,71 @@ impl DnsFlags {
         stale_after: Duration,
     ) -> Result<Option<DnsConfig>, DnsConfigError> {
         if self.zones.is_empty() {
-            let given = [
-                (!self.outputs.is_empty(), "--dns-output"),
-                (self.server.is_some(), "--dns-server"),
-                (self.tsig_key_name.is_some(), "--dns-tsig-key-name"),
-                (self.tsig_secret_file.is_some(), "--dns-tsig-secret-file"),
-                (self.owner_id.is_some(), "--dns-owner-id"),
-                (self.dry_run, "--dns-dry-run"),
-            ];
-            return match given.into_iter().find(|(g, _)| *g) {
-                Some((_, flag)) => Err(DnsConfigError::NoZone { flag }),
-                None => Ok(None),
-            };
+            self.refuse_without_zone()?;
+            return Ok(None);
         }
+        let zones = self.checked_zones()?;
+        let outputs = self.checked_outputs()?;
+        let dnsendpoint = outputs.contains(&OutputKind::Dnsendpoint);
+        let rfc2136 = self.rfc2136_config(outputs.contains(&OutputKind::Rfc2136))?;
+        let owner_id = self
+            .owner_id
+            .clone()
+            .unwrap_or_else(|| namespace.to_owned());
+        Ownership::new(&owner_id, GatewayKey::new("ns", "name"))
+            .map_err(DnsConfigError::OwnerId)?;
+        let ttl = self.ttl;
+        if ttl.subsec_nanos() != 0 || ttl.as_secs() == 0 || ttl.as_secs() > i32::MAX as u64 {
+            return Err(DnsConfigError::Ttl(ttl));
+        }
+        if self.max_targets == 0 {
+            return Err(DnsConfigError::MaxTargets);
+        }
+        Ok(Some(DnsConfig {
+            zones,
+            dnsendpoint,
+            rfc2136,
+            owner_id,
+            records: RecordOptions {
+                ttl_seconds: ttl.as_secs() as u32,
+                max_targets: self.max_targets,
+                cname_routing: match self.cname_routing {
+                    CnameRoutingFlag::Simple => CnameRouting::Single,
+                    CnameRoutingFlag::Weighted => CnameRouting::Weighted,
+                },
+            },
+            publish: PublishConfig {
+                rise_millis: millis(self.rise),
+                stale_after_millis: millis(stale_after),
+                when_none: match self.when_none {
+                    WhenNoneFlag::Keep => WhenNone::Keep,
+                    WhenNoneFlag::Remove => WhenNone::Remove,
+                },
+                ..PublishConfig::default()
+            },
+            resync: self.resync,
+            dry_run: self.dry_run,
+        }))
+    }
+
+    /// Without a zone fleet DNS is off: refuses a flag that needs one.
+    fn refuse_without_zone(&self) -> Result<(), DnsConfigError> {
+        let given = [
+            (!self.outputs.is_empty(), "--dns-output"),
+            (self.server.is_some(), "--dns-server"),
+            (self.tsig_key_name.is_some(), "--dns-tsig-key-name"),
+            (self.tsig_secret_file.is_some(), "--dns-tsig-secret-file"),
+            (self.owner_id.is_some(), "--dns-owner-id"),
+            (self.dry_run, "--dns-dry-run"),
+        ];
+        match given.into_iter().find(|(g, _)| *g) {
+            Some((_, flag)) => Err(DnsConfigError::NoZone { flag }),
+            None => Ok(()),
+        }
+    }
+
+    /// The zones, each checked and in its canonical form.
+    fn checked_zones(&self) -> Result<Vec<String>, DnsConfigError> {
         let mut zones = Vec::new();
         for z in &self.zones {
             let zone = gwhub_dns_rules::parse_zone(z).map_err(|error| DnsConfigError::Zone {
@@ -186,6 +238,12 @@ impl DnsFlags {
             })?;
             zones.push(zone.as_str().to_owned());
         }
+        Ok(zones)
+    }
+
+    /// The outputs (sorted), refused when none is given where one is
+    /// needed, one is given twice, or one cannot run without Kubernetes.
+    fn checked_outputs(&self) -> Result<Vec<OutputKind>, DnsConfigError> {
         if self.no_kube && self.outputs.contains(&OutputKind::Dnsendpoint) {
             return Err(DnsConfigError::DnsendpointNoKube);
         }
@@ -201,8 +259,12 @@ impl DnsFlags {
         if let Some(w) = outputs.windows(2).find(|w| w[0] == w[1]) {
             return Err(DnsConfigError::TwiceOutput(w[0].label()));
         }
-        let dnsendpoint = outputs.contains(&OutputKind::Dnsendpoint);
-        let rfc = outputs.contains(&OutputKind::Rfc2136);
+        Ok(outputs)
+    }
+
+    /// The RFC 2136 output's settings when it is given (`rfc`); its flags
+    /// are refused without it.
+    fn rfc2136_config(&self, rfc: bool) -> Result<Option<Rfc2136Config>, DnsConfigError> {
         let rfc2136 = if rfc {
             if self.cname_routing == CnameRoutingFlag::Weighted {
                 return Err(DnsConfigError::WeightedRfc2136);
@@ -245,44 +307,7 @@ impl DnsFlags {
             }
             None
         };
-        let owner_id = self
-            .owner_id
-            .clone()
-            .unwrap_or_else(|| namespace.to_owned());
-        Ownership::new(&owner_id, GatewayKey::new("ns", "name"))
-            .map_err(DnsConfigError::OwnerId)?;
-        let ttl = self.ttl;
-        if ttl.subsec_nanos() != 0 || ttl.as_secs() == 0 || ttl.as_secs() > i32::MAX as u64 {
-            return Err(DnsConfigError::Ttl(ttl));
-        }
-        if self.max_targets == 0 {
-            return Err(DnsConfigError::MaxTargets);
-        }
-        Ok(Some(DnsConfig {
-            zones,
-            dnsendpoint,
-            rfc2136,
-            owner_id,
-            records: RecordOptions {
-                ttl_seconds: ttl.as_secs() as u32,
-                max_targets: self.max_targets,
-                cname_routing: match self.cname_routing {
-                    CnameRoutingFlag::Simple => CnameRouting::Single,
-                    CnameRoutingFlag::Weighted => CnameRouting::Weighted,
-                },
-            },
-            publish: PublishConfig {
-                rise_millis: millis(self.rise),
-                stale_after_millis: millis(stale_after),
-                when_none: match self.when_none {
-                    WhenNoneFlag::Keep => WhenNone::Keep,
-                    WhenNoneFlag::Remove => WhenNone::Remove,
-                },
-                ..PublishConfig::default()
-            },
-            resync: self.resync,
-            dry_run: self.dry_run,
-        }))
+        Ok(rfc2136)
     }
 }
 

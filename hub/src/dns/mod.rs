@@ -116,28 +116,8 @@ impl DnsController {
         }));
         let specs: Specs = Arc::default();
         let specs_changed = Arc::new(Notify::new());
-        let gateways: Api<Gateway> = match &self.gateway_namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
-        let (listed_tx, mut listed) = watch::channel(false);
-        tokio::spawn(watch_specs(
-            gateways,
-            specs.clone(),
-            specs_changed.clone(),
-            listed_tx,
-            shutdown.clone(),
-        ));
-        let endpoint = self.config.dnsendpoint.then(|| EndpointOutput {
-            client: self.client.clone(),
-            budget: self.budget.clone(),
-            namespace: self.gateway_namespace.clone(),
-        });
-        let rfc = self
-            .config
-            .rfc2136
-            .clone()
-            .map(|c| rfc2136::RfcOutput::new(&c, &self.config.owner_id));
+        let mut listed = self.spawn_spec_watch(&specs, &specs_changed, &shutdown);
+        let (endpoint, rfc) = self.outputs();
         let retry = gwhub_common::Backoff::<String>::new(RETRY_BASE, RETRY_MAX);
         // What this replica published per name and cluster when it last
         // led: a cluster whose address changed while it did not lead is
@@ -145,31 +125,20 @@ impl DnsController {
         // rise; found under load: a lost Lease renewal made it flap).
         let mut remembered: Remembered = BTreeMap::new();
         loop {
-            // Leader, past the restart gate.
-            let ready = async {
-                self.leader.wait_for(|l| *l).await.is_ok()
-                    && self.writable.wait_for(|w| *w).await.is_ok()
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                ok = ready => if !ok { return },
+            if !self.until_leading(&shutdown).await {
+                return;
             }
             let started = now_millis();
-            let seeds = loop {
-                let read = tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    r = self.read_back(endpoint.as_ref(), rfc.as_ref(), &specs, &mut listed, &remembered) => r,
-                };
-                match read {
-                    Ok(s) => break s,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "fleet DNS: reading the published sets back failed; retrying");
-                        tokio::select! {
-                            _ = shutdown.cancelled() => return,
-                            _ = tokio::time::sleep(RETRY_BASE) => {}
-                        }
-                    }
-                }
+            let read = self.read_back_retrying(
+                endpoint.as_ref(),
+                rfc.as_ref(),
+                &specs,
+                &mut listed,
+                &remembered,
+                &shutdown,
+            );
+            let Some(seeds) = read.await else {
+                return;
             };
             tracing::info!(
                 names = seeds.len(),
@@ -217,22 +186,15 @@ impl DnsController {
                 self.index.set_dns_mode(crate::index::DnsMode::Leading);
                 again = !decided.jobs.is_empty();
                 for job in &decided.jobs {
-                    let outcome = self
-                        .execute(job, endpoint.as_ref(), rfc.as_ref(), &specs)
-                        .await;
-                    let retry_in = match &outcome {
-                        Outcome::Written => {
-                            retry.succeeded(&job.host);
-                            0
-                        }
-                        _ => retry.failed(&job.host).as_millis() as i64,
-                    };
-                    let removals = names.written(job, outcome, now_millis(), retry_in);
-                    for ms in removals {
-                        self.metrics
-                            .dns_removal_seconds
-                            .observe(Duration::from_millis(ms.max(0) as u64));
-                    }
+                    self.write(
+                        job,
+                        &mut names,
+                        endpoint.as_ref(),
+                        rfc.as_ref(),
+                        &specs,
+                        &retry,
+                    )
+                    .await;
                 }
                 let mut view = decided.view;
                 names.refresh(&mut view);
@@ -240,14 +202,128 @@ impl DnsController {
                 self.view.send_replace(Arc::new(view));
             }
             remembered = names.published_addresses();
-            tracing::info!("fleet DNS: no longer leading; writing nothing");
-            self.index.set_dns_mode(crate::index::DnsMode::Following);
-            self.view.send_modify(|v| {
-                let mut next = (**v).clone();
-                next.writing = false;
-                *v = Arc::new(next);
-            });
+            self.stop_leading();
         }
+    }
+
+    /// The outputs the flags name: DNSEndpoint objects, RFC 2136 updates.
+    fn outputs(&self) -> (Option<EndpointOutput>, Option<rfc2136::RfcOutput>) {
+        let endpoint = self.config.dnsendpoint.then(|| EndpointOutput {
+            client: self.client.clone(),
+            budget: self.budget.clone(),
+            namespace: self.gateway_namespace.clone(),
+        });
+        let rfc = self
+            .config
+            .rfc2136
+            .clone()
+            .map(|c| rfc2136::RfcOutput::new(&c, &self.config.owner_id));
+        (endpoint, rfc)
+    }
+
+    /// Waits until this replica leads, past the restart gate; `false` at
+    /// shutdown (or when either channel closes).
+    async fn until_leading(&mut self, shutdown: &CancellationToken) -> bool {
+        // Leader, past the restart gate.
+        let ready = async {
+            self.leader.wait_for(|l| *l).await.is_ok()
+                && self.writable.wait_for(|w| *w).await.is_ok()
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => false,
+            ok = ready => ok,
+        }
+    }
+
+    /// Starts following the hub Gateways' specs into `specs` (notifying
+    /// `specs_changed`); the receiver says when they are listed.
+    fn spawn_spec_watch(
+        &self,
+        specs: &Specs,
+        specs_changed: &Arc<Notify>,
+        shutdown: &CancellationToken,
+    ) -> watch::Receiver<bool> {
+        let gateways: Api<Gateway> = match &self.gateway_namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let (listed_tx, listed) = watch::channel(false);
+        tokio::spawn(watch_specs(
+            gateways,
+            specs.clone(),
+            specs_changed.clone(),
+            listed_tx,
+            shutdown.clone(),
+        ));
+        listed
+    }
+
+    /// [`DnsController::read_back`] until it succeeds (retried after
+    /// [`RETRY_BASE`]); `None` at shutdown.
+    async fn read_back_retrying(
+        &self,
+        endpoint: Option<&EndpointOutput>,
+        rfc: Option<&rfc2136::RfcOutput>,
+        specs: &Specs,
+        listed: &mut watch::Receiver<bool>,
+        remembered: &Remembered,
+        shutdown: &CancellationToken,
+    ) -> Option<Seeds> {
+        loop {
+            let read = tokio::select! {
+                _ = shutdown.cancelled() => return None,
+                r = self.read_back(endpoint, rfc, specs, listed, remembered) => r,
+            };
+            match read {
+                Ok(s) => return Some(s),
+                Err(e) => {
+                    tracing::warn!(error = %e, "fleet DNS: reading the published sets back failed; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(RETRY_BASE) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Executes one job and hands its outcome to `names`; a failed name is
+    /// tried again after `retry`'s backoff.
+    async fn write(
+        &self,
+        job: &Job,
+        names: &mut Names,
+        endpoint: Option<&EndpointOutput>,
+        rfc: Option<&rfc2136::RfcOutput>,
+        specs: &Specs,
+        retry: &gwhub_common::Backoff<String>,
+    ) {
+        let outcome = self.execute(job, endpoint, rfc, specs).await;
+        let retry_in = match &outcome {
+            Outcome::Written => {
+                retry.succeeded(&job.host);
+                0
+            }
+            _ => retry.failed(&job.host).as_millis() as i64,
+        };
+        let removals = names.written(job, outcome, now_millis(), retry_in);
+        for ms in removals {
+            self.metrics
+                .dns_removal_seconds
+                .observe(Duration::from_millis(ms.max(0) as u64));
+        }
+    }
+
+    /// This replica no longer leads: nothing is written, the conditions
+    /// are the leader's, and the view says so.
+    fn stop_leading(&self) {
+        tracing::info!("fleet DNS: no longer leading; writing nothing");
+        self.index.set_dns_mode(crate::index::DnsMode::Following);
+        self.view.send_modify(|v| {
+            let mut next = (**v).clone();
+            next.writing = false;
+            *v = Arc::new(next);
+        });
     }
 
     /// The published sets read back from every output that can tell: the

@@ -21,8 +21,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use gwhub_dns_rules::{
-    ClusterView, FleetName, FleetNames, Input, NameState, NameStatus, Observation, Publisher,
-    Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build, dns_published, usable,
+    ClusterView, FleetName, FleetNames, Hostname, Ineligible, Input, NameState, NameStatus,
+    Observation, Publisher, Reason, RecordSet, RecordSets, RecordType, Seen, Usable, assess, build,
+    dns_published, usable,
 };
 use gwhub_hub_rules::aggregate::GatewayKey;
 
@@ -155,180 +156,140 @@ impl Names {
 
     /// One round (see the module docs).
     pub(super) fn round(&mut self, r: &Round<'_>) -> Decided {
-        let now = r.now_millis;
         let fleet = r.names;
         let mut out = Decided::default();
-        let mut wake: Option<i64> = None;
-        let mut wake_at = |t: Option<i64>| {
-            if let Some(t) = t {
-                wake = Some(wake.map_or(t, |w: i64| w.min(t)));
-            }
-        };
+        let mut wake = Wake::default();
         let mut by_owner: BTreeMap<GatewayKey, Vec<NameStatus>> = BTreeMap::new();
         for (host, name) in &fleet.names {
-            let host_s = host.as_str().to_owned();
-            self.leaving.remove(&host_s);
-            if !self.entries.contains_key(&host_s) {
-                let publishers = RecordType::ALL
-                    .into_iter()
-                    .map(|t| (t, self.publisher(&host_s, t, now)))
-                    .collect();
-                self.entries.insert(
-                    host_s.clone(),
-                    Entry {
-                        name: name.clone(),
-                        publishers,
-                        last_usable: BTreeMap::new(),
-                        written: Sets::new(),
-                        written_addresses: None,
-                        ever_published: false,
-                        reasons: BTreeMap::new(),
-                        problem: None,
-                        retry_at: None,
-                        view: NameView::default(),
-                    },
-                );
-            }
-            let Some(e) = self.entries.get_mut(&host_s) else {
+            let Some(state) = self.name_round(r, host, name, &mut out, &mut wake) else {
                 continue;
-            };
-            e.name = name.clone();
-            let views = (r.clusters)(&name.owner);
-            let mut eligible: BTreeMap<String, Usable> = BTreeMap::new();
-            let mut verdicts: BTreeMap<String, Option<Verdict>> = BTreeMap::new();
-            let mut results = BTreeMap::new();
-            for v in &views {
-                if v.reports_gateway {
-                    e.last_usable
-                        .insert(v.cluster.clone(), usable(&v.addresses));
-                }
-                let res = assess(v, host, &name.listeners);
-                verdicts.insert(
-                    v.cluster.clone(),
-                    res.as_ref().err().map(|e| Verdict {
-                        rule: e.rule(),
-                        code: e.code().to_owned(),
-                        message: e.to_string(),
-                    }),
-                );
-                if let Ok(u) = &res {
-                    eligible.insert(v.cluster.clone(), u.clone());
-                }
-                results.insert(v.cluster.clone(), res);
-            }
-            for c in e.written.values().flat_map(|s| s.clusters.iter()) {
-                let k = (host_s.clone(), c.clone());
-                match verdicts.get(c) {
-                    Some(None) => {
-                        self.ineligible_since.remove(&k);
-                    }
-                    _ => {
-                        self.ineligible_since.entry(k).or_insert(now);
-                    }
-                }
-            }
-            let apex = name.is_apex();
-            let desired = build(host, apex, &eligible, &self.config.records);
-            let desired_types = desired.types();
-            let mut coalescing = false;
-            for t in RecordType::ALL {
-                let obs: Vec<Observation> = views
-                    .iter()
-                    .map(|v| Observation {
-                        cluster: v.cluster.clone(),
-                        seen: match results.get(&v.cluster) {
-                            Some(Ok(u)) if u.check(t).is_ok() => Seen::Eligible,
-                            _ => Seen::Ineligible,
-                        },
-                        fresh: (r.fresh)(&v.cluster),
-                    })
-                    .collect();
-                let Some(p) = e.publishers.get_mut(&t) else {
-                    continue;
-                };
-                let d = p.decide(&Input {
-                    now_millis: now,
-                    clusters: &obs,
-                    other_types_served: desired_types.iter().any(|o| *o != t),
-                });
-                coalescing |= matches!(d.reason, Reason::Coalescing { .. });
-                wake_at(d.wake_at_millis);
-                e.reasons.insert(t, d.reason);
-            }
-            // The sets to write: the published clusters with the addresses
-            // of the types each is published in.
-            let mut published: BTreeMap<RecordType, BTreeSet<String>> = BTreeMap::new();
-            for (t, p) in &e.publishers {
-                if let Some(set) = p.published() {
-                    published.insert(*t, set.clone());
-                }
-            }
-            e.ever_published |= !published.is_empty();
-            let mut members: BTreeMap<String, Usable> = BTreeMap::new();
-            for c in published.values().flatten() {
-                if let Some(u) = e.last_usable.get(c) {
-                    let u = u.restricted(|t| published.get(&t).is_some_and(|s| s.contains(c)));
-                    members.insert(c.clone(), u);
-                }
-            }
-            let to_write = sets_of(&build(host, apex, &members, &self.config.records));
-            let retry_due = e.retry_at.is_none_or(|t| now >= t);
-            wake_at(e.retry_at.filter(|t| *t > now));
-            if !coalescing && retry_due && to_write != e.written {
-                // Each write with every cluster's inputs and verdict, for
-                // tracing a record that changed when no one expected it
-                // (`RUST_LOG=gwhub_hub::dns=debug`).
-                tracing::debug!(
-                    host = %host_s,
-                    clusters = ?views
-                        .iter()
-                        .map(|v| (&v.cluster, v.stale, v.reports_gateway, &v.addresses, verdicts.get(&v.cluster)))
-                        .collect::<Vec<_>>(),
-                    to_write = ?targets(&to_write),
-                    written = ?targets(&e.written),
-                    "fleet DNS: a write is due"
-                );
-                out.jobs.push(Job {
-                    host: host_s.clone(),
-                    zone: name.zone.clone(),
-                    owner: name.owner.clone(),
-                    clusters: to_write
-                        .iter()
-                        .map(|(t, s)| (*t, s.clusters.iter().cloned().collect()))
-                        .collect(),
-                    sets: to_write,
-                    previous: e.written.clone(),
-                    addresses: members,
-                });
-            }
-            let state = state_of(e);
-            e.view = NameView {
-                zone: name.zone.clone(),
-                owner: Some(name.owner.clone()),
-                published: targets(&e.written),
-                desired: targets(&sets_of(&desired)),
-                clusters: verdicts
-                    .into_iter()
-                    .map(|(cluster, ineligible)| ClusterVerdict {
-                        cluster,
-                        ineligible,
-                    })
-                    .collect(),
-                reasons: e.reasons.iter().map(|(t, r)| format!("{t}: {r}")).collect(),
-                state: state.reason().to_owned(),
-                state_message: state.detail(),
-                last_write: e.view.last_write.clone(),
             };
             by_owner
                 .entry(name.owner.clone())
                 .or_default()
                 .push(NameStatus {
-                    host: host_s.clone(),
+                    host: host.as_str().to_owned(),
                     state,
                 });
-            out.view.names.insert(host_s, e.view.clone());
         }
-        // Names gone from the fleet: deleted with what was written.
+        self.forget_gone(fleet);
+        out.jobs.extend(self.leaving.values().cloned());
+        unpublished_claims(fleet, &mut by_owner);
+        let claimed: BTreeSet<GatewayKey> = by_owner.keys().cloned().collect();
+        for gone in self.conditioned.difference(&claimed) {
+            out.conditions.insert(gone.clone(), None);
+        }
+        for (key, names) in by_owner {
+            out.conditions.insert(key, dns_published(&names));
+        }
+        self.conditioned = claimed;
+        out.view.dry_run = self.config.dry_run;
+        out.view.enabled = true;
+        out.view.outputs = self.config.outputs();
+        out.wake_at_millis = wake.0;
+        out
+    }
+
+    /// One name's part of a round: its clusters assessed, its publishers
+    /// asked, its write (into `out`) if one is due and its view. Returns
+    /// the name's state for its owner's condition.
+    fn name_round(
+        &mut self,
+        r: &Round<'_>,
+        host: &Hostname,
+        name: &FleetName,
+        out: &mut Decided,
+        wake: &mut Wake,
+    ) -> Option<NameState> {
+        let now = r.now_millis;
+        let host_s = host.as_str().to_owned();
+        self.leaving.remove(&host_s);
+        self.ensure_entry(&host_s, name, now);
+        let e = self.entries.get_mut(&host_s)?;
+        e.name = name.clone();
+        let views = (r.clusters)(&name.owner);
+        let assessed = e.assess(&views, host, name);
+        for c in e.written.values().flat_map(|s| s.clusters.iter()) {
+            let k = (host_s.clone(), c.clone());
+            match assessed.verdicts.get(c) {
+                Some(None) => {
+                    self.ineligible_since.remove(&k);
+                }
+                _ => {
+                    self.ineligible_since.entry(k).or_insert(now);
+                }
+            }
+        }
+        let apex = name.is_apex();
+        let desired = build(host, apex, &assessed.eligible, &self.config.records);
+        let coalescing = e.decide(r, &views, &assessed.results, &desired.types(), wake);
+        let members = e.published_members();
+        let to_write = sets_of(&build(host, apex, &members, &self.config.records));
+        let retry_due = e.retry_at.is_none_or(|t| now >= t);
+        wake.at(e.retry_at.filter(|t| *t > now));
+        if !coalescing && retry_due && to_write != e.written {
+            // Each write with every cluster's inputs and verdict, for
+            // tracing a record that changed when no one expected it
+            // (`RUST_LOG=gwhub_hub::dns=debug`).
+            tracing::debug!(
+                host = %host_s,
+                clusters = ?views
+                    .iter()
+                    .map(|v| (&v.cluster, v.stale, v.reports_gateway, &v.addresses, assessed.verdicts.get(&v.cluster)))
+                    .collect::<Vec<_>>(),
+                to_write = ?targets(&to_write),
+                written = ?targets(&e.written),
+                "fleet DNS: a write is due"
+            );
+            out.jobs.push(Job {
+                host: host_s.clone(),
+                zone: name.zone.clone(),
+                owner: name.owner.clone(),
+                clusters: to_write
+                    .iter()
+                    .map(|(t, s)| (*t, s.clusters.iter().cloned().collect()))
+                    .collect(),
+                sets: to_write,
+                previous: e.written.clone(),
+                addresses: members,
+            });
+        }
+        let state = state_of(e);
+        e.view = e.view_of(name, &desired, assessed.verdicts, &state);
+        out.view.names.insert(host_s, e.view.clone());
+        Some(state)
+    }
+
+    /// Starts keeping `host` (with a publisher per record type) when it is
+    /// new to the fleet.
+    fn ensure_entry(&mut self, host: &str, name: &FleetName, now: i64) {
+        if self.entries.contains_key(host) {
+            return;
+        }
+        let publishers = RecordType::ALL
+            .into_iter()
+            .map(|t| (t, self.publisher(host, t, now)))
+            .collect();
+        self.entries.insert(
+            host.to_owned(),
+            Entry {
+                name: name.clone(),
+                publishers,
+                last_usable: BTreeMap::new(),
+                written: Sets::new(),
+                written_addresses: None,
+                ever_published: false,
+                reasons: BTreeMap::new(),
+                problem: None,
+                retry_at: None,
+                view: NameView::default(),
+            },
+        );
+    }
+
+    /// Names gone from the fleet: deleted with what was written (their
+    /// jobs wait in `leaving` until a delete succeeds).
+    fn forget_gone(&mut self, fleet: &FleetNames) {
         let gone: Vec<String> = self
             .entries
             .keys()
@@ -353,41 +314,6 @@ impl Names {
                 );
             }
         }
-        out.jobs.extend(self.leaving.values().cloned());
-        for c in &fleet.conflicts {
-            by_owner
-                .entry(c.gateway.clone())
-                .or_default()
-                .push(NameStatus {
-                    host: c.host.to_string(),
-                    state: NameState::Conflict(format!(
-                        "claimed by {} (the oldest hub Gateway with it)",
-                        c.owner
-                    )),
-                });
-        }
-        for i in &fleet.invalid {
-            by_owner
-                .entry(i.gateway.clone())
-                .or_default()
-                .push(NameStatus {
-                    host: i.hostname.clone(),
-                    state: NameState::Invalid(i.error.to_string()),
-                });
-        }
-        let claimed: BTreeSet<GatewayKey> = by_owner.keys().cloned().collect();
-        for gone in self.conditioned.difference(&claimed) {
-            out.conditions.insert(gone.clone(), None);
-        }
-        for (key, names) in by_owner {
-            out.conditions.insert(key, dns_published(&names));
-        }
-        self.conditioned = claimed;
-        out.view.dry_run = self.config.dry_run;
-        out.view.enabled = true;
-        out.view.outputs = self.config.outputs();
-        out.wake_at_millis = wake;
-        out
     }
 
     /// `view` (this round's) with what the writes since changed: each
@@ -495,6 +421,176 @@ impl Names {
             }
         }
         removals
+    }
+}
+
+/// The earliest time a round asked to run again at.
+#[derive(Default)]
+struct Wake(Option<i64>);
+
+impl Wake {
+    fn at(&mut self, t: Option<i64>) {
+        if let Some(t) = t {
+            self.0 = Some(self.0.map_or(t, |w: i64| w.min(t)));
+        }
+    }
+}
+
+/// A name's clusters as the eligibility rules judged them this round.
+struct Assessed {
+    /// The eligible clusters with their usable addresses.
+    eligible: BTreeMap<String, Usable>,
+    /// Each cluster's verdict (`None`: eligible).
+    verdicts: BTreeMap<String, Option<Verdict>>,
+    results: BTreeMap<String, Result<Usable, Ineligible>>,
+}
+
+impl Entry {
+    /// Judges each of the name's clusters (spec section 8's rules),
+    /// remembering the addresses of those that report its Gateway.
+    fn assess(&mut self, views: &[ClusterView], host: &Hostname, name: &FleetName) -> Assessed {
+        let mut eligible: BTreeMap<String, Usable> = BTreeMap::new();
+        let mut verdicts: BTreeMap<String, Option<Verdict>> = BTreeMap::new();
+        let mut results = BTreeMap::new();
+        for v in views {
+            if v.reports_gateway {
+                self.last_usable
+                    .insert(v.cluster.clone(), usable(&v.addresses));
+            }
+            let res = assess(v, host, &name.listeners);
+            verdicts.insert(
+                v.cluster.clone(),
+                res.as_ref().err().map(|e| Verdict {
+                    rule: e.rule(),
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
+                }),
+            );
+            if let Ok(u) = &res {
+                eligible.insert(v.cluster.clone(), u.clone());
+            }
+            results.insert(v.cluster.clone(), res);
+        }
+        Assessed {
+            eligible,
+            verdicts,
+            results,
+        }
+    }
+
+    /// Asks each record type's publisher which clusters to publish now;
+    /// returns whether one of them is coalescing (no write this round).
+    fn decide(
+        &mut self,
+        r: &Round<'_>,
+        views: &[ClusterView],
+        results: &BTreeMap<String, Result<Usable, Ineligible>>,
+        desired_types: &BTreeSet<RecordType>,
+        wake: &mut Wake,
+    ) -> bool {
+        let mut coalescing = false;
+        for t in RecordType::ALL {
+            let obs: Vec<Observation> = views
+                .iter()
+                .map(|v| Observation {
+                    cluster: v.cluster.clone(),
+                    seen: match results.get(&v.cluster) {
+                        Some(Ok(u)) if u.check(t).is_ok() => Seen::Eligible,
+                        _ => Seen::Ineligible,
+                    },
+                    fresh: (r.fresh)(&v.cluster),
+                })
+                .collect();
+            let Some(p) = self.publishers.get_mut(&t) else {
+                continue;
+            };
+            let d = p.decide(&Input {
+                now_millis: r.now_millis,
+                clusters: &obs,
+                other_types_served: desired_types.iter().any(|o| *o != t),
+            });
+            coalescing |= matches!(d.reason, Reason::Coalescing { .. });
+            wake.at(d.wake_at_millis);
+            self.reasons.insert(t, d.reason);
+        }
+        coalescing
+    }
+
+    /// The clusters to write: the published ones with the addresses of
+    /// the types each is published in.
+    fn published_members(&mut self) -> BTreeMap<String, Usable> {
+        let mut published: BTreeMap<RecordType, BTreeSet<String>> = BTreeMap::new();
+        for (t, p) in &self.publishers {
+            if let Some(set) = p.published() {
+                published.insert(*t, set.clone());
+            }
+        }
+        self.ever_published |= !published.is_empty();
+        let mut members: BTreeMap<String, Usable> = BTreeMap::new();
+        for c in published.values().flatten() {
+            if let Some(u) = self.last_usable.get(c) {
+                let u = u.restricted(|t| published.get(&t).is_some_and(|s| s.contains(c)));
+                members.insert(c.clone(), u);
+            }
+        }
+        members
+    }
+
+    /// The name's view after this round.
+    fn view_of(
+        &self,
+        name: &FleetName,
+        desired: &RecordSets,
+        verdicts: BTreeMap<String, Option<Verdict>>,
+        state: &NameState,
+    ) -> NameView {
+        NameView {
+            zone: name.zone.clone(),
+            owner: Some(name.owner.clone()),
+            published: targets(&self.written),
+            desired: targets(&sets_of(desired)),
+            clusters: verdicts
+                .into_iter()
+                .map(|(cluster, ineligible)| ClusterVerdict {
+                    cluster,
+                    ineligible,
+                })
+                .collect(),
+            reasons: self
+                .reasons
+                .iter()
+                .map(|(t, r)| format!("{t}: {r}"))
+                .collect(),
+            state: state.reason().to_owned(),
+            state_message: state.detail(),
+            last_write: self.view.last_write.clone(),
+        }
+    }
+}
+
+/// The names the fleet claims but does not publish (a conflict, an
+/// invalid hostname), under their hub Gateways' conditions.
+fn unpublished_claims(fleet: &FleetNames, by_owner: &mut BTreeMap<GatewayKey, Vec<NameStatus>>) {
+    for c in &fleet.conflicts {
+        by_owner
+            .entry(c.gateway.clone())
+            .or_default()
+            .push(NameStatus {
+                host: c.host.to_string(),
+                state: NameState::Conflict(format!(
+                    "claimed by {} (the oldest hub Gateway with it)",
+                    c.owner
+                )),
+            });
+    }
+    for i in &fleet.invalid {
+        by_owner
+            .entry(i.gateway.clone())
+            .or_default()
+            .push(NameStatus {
+                host: i.hostname.clone(),
+                state: NameState::Invalid(i.error.to_string()),
+            });
     }
 }
 

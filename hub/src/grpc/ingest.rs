@@ -1,6 +1,10 @@
 //! The agent stream (`gwhub.v1.Ingest/Report`): identity, snapshot assembly,
 //! sequence checking, acks and heartbeats. Each stream runs in its own task;
 //! a bad message ends only that stream, with a status naming the problem.
+//! What a report's content does to the index (snapshots, deltas) is in
+//! `content`.
+
+mod content;
 
 use std::collections::{BTreeMap, HashMap};
 use std::pin::Pin;
@@ -10,15 +14,14 @@ use futures::{FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_model::limits::*;
 use gwhub_proto::convert::{self, check_count, check_str};
-use gwhub_proto::v1::{self, agent_message, change, hub_message};
-use prost::Message as _;
+use gwhub_proto::v1::{self, agent_message, hub_message};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::index::{ApplyError, Change, Index, Session};
+use crate::index::{Index, Session};
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// Messages handled before the hub acks and yields, so a fast agent gets
@@ -547,230 +550,6 @@ impl AgentStream {
             Some(agent_message::Message::Delta(delta)) => self.delta(delta),
         }
     }
-
-    fn snapshot(&mut self, chunk: v1::SnapshotChunk) -> Result<(), Status> {
-        let in_order = match &self.partial {
-            // A new snapshot may start at any time (it replaces a partial one).
-            _ if chunk.chunk == 0 => true,
-            Some(p) => p.id == chunk.snapshot_id && p.next_chunk == chunk.chunk,
-            None => false,
-        };
-        if !in_order {
-            // The rest of an abandoned snapshot: one request is enough. A
-            // snapshot in progress is never continued past a skipped chunk.
-            if self.resync_requested && self.partial.is_none() {
-                return Ok(());
-            }
-            let expected = match &self.partial {
-                Some(p) => format!("chunk {} of snapshot {}", p.next_chunk, p.id),
-                None => "chunk 0 of a new snapshot".to_owned(),
-            };
-            self.request_resync(
-                v1::ResyncReason::BadChunkOrder,
-                format!(
-                    "expected {expected}, got chunk {} of snapshot {}",
-                    chunk.chunk, chunk.snapshot_id
-                ),
-            );
-            return Ok(());
-        }
-        let mut partial = match self.partial.take() {
-            Some(p) if chunk.chunk != 0 => p,
-            _ => Partial {
-                id: chunk.snapshot_id,
-                next_chunk: 0,
-                gateways: BTreeMap::new(),
-                hostnames: BTreeMap::new(),
-                sizes: HashMap::new(),
-                bytes: 0,
-            },
-        };
-        let total = partial.gateways.len() + chunk.gateways.len();
-        if total > MAX_GATEWAYS {
-            return Err(Status::resource_exhausted(format!(
-                "snapshot {}: more than {MAX_GATEWAYS} Gateways (got {total} by chunk {})",
-                chunk.snapshot_id, chunk.chunk
-            )));
-        }
-        for (i, report) in chunk.gateways.into_iter().enumerate() {
-            let size = report.encoded_len() as u64;
-            partial.bytes += size;
-            self.check_budget(partial.bytes, || {
-                format!("snapshot {} chunk {}", chunk.snapshot_id, chunk.chunk)
-            })?;
-            let r = convert::report_from_proto(report).map_err(|e| {
-                Status::invalid_argument(format!(
-                    "snapshot {} chunk {}: gateways[{i}]: {e}",
-                    chunk.snapshot_id, chunk.chunk
-                ))
-            })?;
-            let key = GatewayKey::new(r.namespace, r.name);
-            if partial.gateways.contains_key(&key) {
-                return Err(Status::invalid_argument(format!(
-                    "snapshot {}: Gateway {key} reported twice",
-                    chunk.snapshot_id
-                )));
-            }
-            partial.sizes.insert(key.clone(), size);
-            partial.hostnames.insert(key.clone(), r.listener_hostnames);
-            partial.gateways.insert(key, r.status);
-        }
-        partial.next_chunk = chunk.chunk.saturating_add(1);
-        if !chunk.r#final {
-            self.partial = Some(partial);
-            return Ok(());
-        }
-        let session = self.session().clone();
-        self.index
-            .replace_listener_hostnames(session.cluster(), partial.hostnames);
-        self.index
-            .replace_snapshot(&session, partial.gateways)
-            .map_err(|e| Status::aborted(e.to_string()))?;
-        self.sizes = partial.sizes;
-        self.bytes = partial.bytes;
-        self.index.set_report_bytes(&session, self.bytes);
-        self.applied = Some(chunk.seq);
-        // Acks restart from the snapshot's seq even if it went backwards
-        // (an agent that restarted).
-        self.acked = None;
-        self.resync_requested = false;
-        Ok(())
-    }
-
-    fn delta(&mut self, delta: v1::Delta) -> Result<(), Status> {
-        if let Some(p) = &self.partial {
-            let message = format!(
-                "delta {} in the middle of snapshot {} (before chunk {})",
-                delta.seq, p.id, p.next_chunk
-            );
-            self.request_resync(v1::ResyncReason::BadChunkOrder, message);
-            return Ok(());
-        }
-        let Some(applied) = self.applied else {
-            if !self.resync_requested {
-                self.request_resync(
-                    v1::ResyncReason::NoSnapshot,
-                    format!("delta {} before any snapshot on this stream", delta.seq),
-                );
-            }
-            return Ok(());
-        };
-        if Some(delta.seq) != applied.checked_add(1) {
-            let message = match applied.checked_add(1) {
-                Some(next) => format!("expected seq {next}, got {}", delta.seq),
-                None => format!(
-                    "no delta can follow seq {applied}, the largest sequence number (got {}); send a snapshot with a lower seq",
-                    delta.seq
-                ),
-            };
-            self.request_resync(v1::ResyncReason::SequenceGap, message);
-            return Ok(());
-        }
-        check_count("changes", delta.changes.len(), MAX_GATEWAYS)
-            .map_err(|e| Status::resource_exhausted(format!("delta {}: {e}", delta.seq)))?;
-        let mut changes = Vec::with_capacity(delta.changes.len());
-        let mut hostnames = Vec::new();
-        // Sizes after the delta, of the Gateways it touches (None: deleted).
-        let mut resized: HashMap<GatewayKey, Option<u64>> = HashMap::new();
-        let mut bytes = self.bytes;
-        for (i, c) in delta.changes.into_iter().enumerate() {
-            let at = |e: convert::Invalid| {
-                Status::invalid_argument(format!("delta {} changes[{i}]: {e}", delta.seq))
-            };
-            match c.change {
-                Some(change::Change::Upsert(report)) => {
-                    let size = report.encoded_len() as u64;
-                    let r = convert::report_from_proto(report).map_err(at)?;
-                    let key = GatewayKey::new(r.namespace, r.name);
-                    bytes = bytes.saturating_sub(self.size_of(&resized, &key)) + size;
-                    self.check_budget(bytes, || format!("delta {}", delta.seq))?;
-                    resized.insert(key.clone(), Some(size));
-                    hostnames.push((key.clone(), Some(r.listener_hostnames)));
-                    changes.push(Change::Upsert(key, r.status));
-                }
-                Some(change::Change::Delete(r)) => {
-                    let (namespace, name) = convert::ref_from_proto(r).map_err(at)?;
-                    let key = GatewayKey::new(namespace, name);
-                    bytes = bytes.saturating_sub(self.size_of(&resized, &key));
-                    resized.insert(key.clone(), None);
-                    hostnames.push((key.clone(), None));
-                    changes.push(Change::Delete(key));
-                }
-                None => {
-                    return Err(Status::invalid_argument(format!(
-                        "delta {} changes[{i}]: neither upsert nor delete",
-                        delta.seq
-                    )));
-                }
-            }
-        }
-        let session = self.session().clone();
-        // Continues the agent's trace (its report span) when it sent one;
-        // a root, not a child of the long agent_stream span, when it did not.
-        let span = tracing::info_span!(
-            parent: None,
-            "apply_delta",
-            cluster = %session.cluster(),
-            gateway = tracing::field::Empty,
-            seq = delta.seq,
-            changes = changes.len(),
-        );
-        if let [key] = resized.keys().collect::<Vec<_>>().as_slice() {
-            span.record("gateway", tracing::field::display(key));
-        }
-        gwhub_common::logging::set_parent(&span, &delta.traceparent);
-        let _in_span = span.enter();
-        // Landing with the changes, so the pass that reads them takes it
-        // (`Index::apply_stamped`).
-        let stamp = self
-            .index
-            .stamp(resized.keys().cloned(), delta.observed_unix_millis);
-        self.index.note_trace(resized.keys().cloned());
-        for (key, h) in hostnames {
-            self.index
-                .set_listener_hostnames(session.cluster(), &key, h);
-        }
-        let applied = self.index.apply_stamped(&session, changes, stamp);
-        applied.map_err(|e| match e {
-            ApplyError::Superseded(e) => Status::aborted(e.to_string()),
-            e @ ApplyError::TooManyGateways { .. } => {
-                Status::resource_exhausted(format!("delta {}: {e}", delta.seq))
-            }
-        })?;
-        for (key, size) in resized {
-            match size {
-                Some(size) => self.sizes.insert(key, size),
-                None => self.sizes.remove(&key),
-            };
-        }
-        self.bytes = bytes;
-        self.index.set_report_bytes(&session, bytes);
-        self.applied = Some(delta.seq);
-        Ok(())
-    }
-
-    /// A Gateway's encoded size with the changes so far applied.
-    fn size_of(&self, resized: &HashMap<GatewayKey, Option<u64>>, key: &GatewayKey) -> u64 {
-        match resized.get(key) {
-            Some(size) => size.unwrap_or(0),
-            None => self.sizes.get(key).copied().unwrap_or(0),
-        }
-    }
-
-    /// Ends the stream if the cluster would hold more than its budget; what
-    /// the cluster reported before stays.
-    fn check_budget(&self, bytes: u64, at: impl FnOnce() -> String) -> Result<(), Status> {
-        let max = self.config.max_cluster_report_bytes;
-        if bytes <= max {
-            return Ok(());
-        }
-        crate::budget::Counters::bump(&self.index.counters().refused_cluster_report_bytes);
-        Err(Status::resource_exhausted(format!(
-            "{}: cluster {:?} would hold more than {max} bytes of reported status, its budget (the hub's --max-cluster-report-bytes); its last good report is kept",
-            at(),
-            self.session().cluster()
-        )))
-    }
 }
 
 /// Runs already-decoded agent messages through exactly what a plaintext
@@ -801,65 +580,4 @@ pub fn replay(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::index::IndexConfig;
-    use gwhub_hub_rules::aggregate::Options;
-
-    /// A stream whose agent never reads, with its queue full and more to
-    /// send, plus what keeps it from ending on its own.
-    fn stuck(
-        index: &Index,
-    ) -> (
-        AgentStream,
-        mpsc::Receiver<Result<v1::HubMessage, Status>>,
-        CancellationToken,
-    ) {
-        let (tx, rx) = mpsc::channel(1);
-        let shutdown = CancellationToken::new();
-        let shutdown_tx = shutdown.clone();
-        let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
-        let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
-        stream.session = Some(index.connect("east", "test").unwrap());
-        for _ in 0..4 {
-            stream
-                .pending
-                .push(hub_msg(hub_message::Message::Heartbeat(v1::Heartbeat {
-                    sent_unix_millis: 0,
-                })));
-        }
-        (stream, rx, shutdown_tx)
-    }
-
-    #[tokio::test]
-    async fn a_superseded_stream_whose_agent_stopped_reading_ends() {
-        let index = Index::new(IndexConfig::new(
-            Options::default(),
-            Duration::from_secs(60),
-        ));
-        let (mut stream, _rx, _shutdown) = stuck(&index);
-        let flushing = tokio::spawn(async move { stream.flush().await });
-        let _newer = index.connect("east", "test").unwrap();
-        let ended = tokio::time::timeout(Duration::from_secs(10), flushing)
-            .await
-            .expect("the flush gave way to the newer stream")
-            .unwrap();
-        assert_eq!(ended.unwrap_err().code(), tonic::Code::Aborted);
-    }
-
-    #[tokio::test]
-    async fn shutdown_ends_a_stream_whose_agent_stopped_reading() {
-        let index = Index::new(IndexConfig::new(
-            Options::default(),
-            Duration::from_secs(60),
-        ));
-        let (mut stream, _rx, shutdown) = stuck(&index);
-        let flushing = tokio::spawn(async move { stream.flush().await });
-        shutdown.cancel();
-        let ended = tokio::time::timeout(Duration::from_secs(10), flushing)
-            .await
-            .expect("the flush gave way to shutdown")
-            .unwrap();
-        assert_eq!(ended.unwrap_err().code(), tonic::Code::Unavailable);
-    }
-}
+mod tests;

@@ -295,147 +295,202 @@ impl Liveness {
         let mut maps = watcher::watcher(self.configmaps.clone(), config)
             .default_backoff()
             .boxed();
-        // identity -> heartbeat (ms); identity -> chunks.
-        let mut beats: BTreeMap<String, i64> = BTreeMap::new();
-        let mut records: BTreeMap<String, BTreeMap<u32, Chunk>> = BTreeMap::new();
-        let (mut beats_listed, mut records_listed) = (false, false);
-        let (mut beats_next, mut records_next) = (BTreeMap::new(), BTreeMap::new());
-        // The replicas whose process ended gracefully (see `renew`).
-        let (mut ended, mut ended_next) = (BTreeSet::new(), BTreeSet::new());
+        let mut f = Followed::default();
         let mut tick = tokio::time::interval(
             heartbeat_every(self.index.stale_after()).min(Duration::from_secs(1)),
         );
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut handed: BTreeMap<String, i64> = BTreeMap::new();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 Some(e) = leases.next() => {
-                    match e {
-                        Ok(Event::Init) => {
-                            beats_next.clear();
-                            ended_next.clear();
-                        }
-                        Ok(Event::InitApply(l)) => {
-                            if let Some((id, t)) = heartbeat(&l) {
-                                if has_ended(&l) {
-                                    ended_next.insert(id.clone());
-                                }
-                                beats_next.insert(id, t);
-                            }
-                        }
-                        Ok(Event::InitDone) => {
-                            beats = std::mem::take(&mut beats_next);
-                            ended = std::mem::take(&mut ended_next);
-                            beats_listed = true;
-                        }
-                        Ok(Event::Apply(l)) => {
-                            if let Some((id, t)) = heartbeat(&l) {
-                                match has_ended(&l) {
-                                    true => ended.insert(id.clone()),
-                                    false => ended.remove(&id),
-                                };
-                                beats.insert(id, t);
-                            }
-                        }
-                        Ok(Event::Delete(l)) => {
-                            if let Some((id, _)) = heartbeat(&l) {
-                                beats.remove(&id);
-                                ended.remove(&id);
-                            }
-                        }
-                        Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying"),
-                    }
-                    if beats_listed {
-                        let alive: BTreeMap<String, i64> = beats
-                            .iter()
-                            .filter(|(id, _)| !ended.contains(*id))
-                            .map(|(id, t)| (id.clone(), *t))
-                            .collect();
-                        heartbeats.send_if_modified(|h| {
-                            if h.as_deref() == Some(&alive) {
-                                return false;
-                            }
-                            *h = Some(Arc::new(alive));
-                            true
-                        });
+                    f.lease_event(e);
+                    if f.beats_listed {
+                        f.publish_alive(&heartbeats);
                     }
                 }
-                Some(e) = maps.next() => match e {
-                    Ok(Event::Init) => records_next.clear(),
-                    Ok(Event::InitApply(c)) => add_chunk(&mut records_next, &c),
-                    Ok(Event::InitDone) => {
-                        records = std::mem::take(&mut records_next);
-                        records_listed = true;
+                Some(e) = maps.next() => f.record_event(e, &self),
+                _ = tick.tick() => self.heartbeat_round(&mut f, &seen, &synced, &mut gate).await,
+            }
+        }
+    }
+
+    /// One heartbeat period of [`Liveness::follow`]: the gate checked,
+    /// each cluster's last-seen by the others handed to the index, and the
+    /// records of replicas long gone collected.
+    async fn heartbeat_round(
+        &self,
+        f: &mut Followed,
+        seen: &Mutex<BTreeMap<String, i64>>,
+        synced: &watch::Sender<bool>,
+        gate: &mut Gate,
+    ) {
+        if !(f.beats_listed && f.records_listed) {
+            // Not listed (yet): the gate opens on its bound only.
+            gate.check(self, None, &f.ended);
+            return;
+        }
+        let replicas: BTreeMap<String, Replica> = f
+            .beats
+            .keys()
+            .chain(f.records.keys())
+            .map(|id| {
+                let r = Replica {
+                    heartbeat_millis: f.beats.get(id).copied(),
+                    served: f.records.get(id).and_then(liveness::assemble),
+                };
+                (id.clone(), r)
+            })
+            .collect();
+        gate.check(self, Some(&replicas), &f.ended);
+        let now_seen = liveness::last_seen(&replicas, &self.identity);
+        *seen.lock() = now_seen.clone();
+        for (cluster, t) in &now_seen {
+            if f.handed.get(cluster) != Some(t) {
+                self.index.seen_elsewhere(cluster, *t);
+            }
+        }
+        f.handed = now_seen;
+        synced.send_replace(true);
+        if *self.restored.borrow() {
+            let gone = self.collectable(&replicas);
+            for id in gone {
+                let chunks: Vec<u32> = f
+                    .records
+                    .remove(&id)
+                    .map(|r| r.into_keys().collect())
+                    .unwrap_or_default();
+                f.beats.remove(&id);
+                self.collect(&id, chunks).await;
+            }
+        }
+    }
+
+    /// The replicas whose records may go: long gone, and every cluster
+    /// they served seen later by the store ([`liveness::collectable`]).
+    fn collectable(&self, replicas: &BTreeMap<String, Replica>) -> Vec<String> {
+        let stored = self.stored.lock();
+        let retention = i64::try_from(self.index.stale_after().as_millis())
+            .unwrap_or(i64::MAX / 2)
+            .saturating_mul(2);
+        liveness::collectable(
+            replicas,
+            &self.identity,
+            Timestamp::now().as_millisecond(),
+            retention,
+            |c| match stored.get(c).and_then(|p| p.get(&0)) {
+                Some(head) => Some(head.last_seen_millis),
+                // Known but not in the store's view (a
+                // relist under way): not known to be
+                // as late, so kept.
+                None if self.index.has_cluster(c) => Some(i64::MIN),
+                None => None,
+            },
+        )
+    }
+}
+
+/// What [`Liveness::follow`] knows of the replicas from its two watches.
+#[derive(Default)]
+struct Followed {
+    /// identity -> heartbeat (ms).
+    beats: BTreeMap<String, i64>,
+    /// identity -> chunks.
+    records: BTreeMap<String, BTreeMap<u32, Chunk>>,
+    beats_listed: bool,
+    records_listed: bool,
+    beats_next: BTreeMap<String, i64>,
+    records_next: BTreeMap<String, BTreeMap<u32, Chunk>>,
+    /// The replicas whose process ended gracefully (see `renew`).
+    ended: BTreeSet<String>,
+    ended_next: BTreeSet<String>,
+    /// The last-seen times last handed to the index.
+    handed: BTreeMap<String, i64>,
+}
+
+impl Followed {
+    /// Takes one event of the heartbeat Leases' watch.
+    fn lease_event(&mut self, e: Result<Event<Lease>, watcher::Error>) {
+        match e {
+            Ok(Event::Init) => {
+                self.beats_next.clear();
+                self.ended_next.clear();
+            }
+            Ok(Event::InitApply(l)) => {
+                if let Some((id, t)) = heartbeat(&l) {
+                    if has_ended(&l) {
+                        self.ended_next.insert(id.clone());
                     }
-                    Ok(Event::Apply(c)) => add_chunk(&mut records, &c),
-                    Ok(Event::Delete(c)) => {
-                        if let Some((id, i, _)) = chunk_of(&c) {
-                            if id == self.identity {
-                                self.lost_own.store(true, Ordering::SeqCst);
-                            }
-                            if let Some(r) = records.get_mut(&id) {
-                                r.remove(&i);
-                            }
-                        }
+                    self.beats_next.insert(id, t);
+                }
+            }
+            Ok(Event::InitDone) => {
+                self.beats = std::mem::take(&mut self.beats_next);
+                self.ended = std::mem::take(&mut self.ended_next);
+                self.beats_listed = true;
+            }
+            Ok(Event::Apply(l)) => {
+                if let Some((id, t)) = heartbeat(&l) {
+                    match has_ended(&l) {
+                        true => self.ended.insert(id.clone()),
+                        false => self.ended.remove(&id),
+                    };
+                    self.beats.insert(id, t);
+                }
+            }
+            Ok(Event::Delete(l)) => {
+                if let Some((id, _)) = heartbeat(&l) {
+                    self.beats.remove(&id);
+                    self.ended.remove(&id);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "watching the replicas' liveness Leases failed; retrying")
+            }
+        }
+    }
+
+    /// Publishes the heartbeats of the replicas alive (not ended) when
+    /// they changed.
+    fn publish_alive(&self, heartbeats: &watch::Sender<Option<Arc<BTreeMap<String, i64>>>>) {
+        let alive: BTreeMap<String, i64> = self
+            .beats
+            .iter()
+            .filter(|(id, _)| !self.ended.contains(*id))
+            .map(|(id, t)| (id.clone(), *t))
+            .collect();
+        heartbeats.send_if_modified(|h| {
+            if h.as_deref() == Some(&alive) {
+                return false;
+            }
+            *h = Some(Arc::new(alive));
+            true
+        });
+    }
+
+    /// Takes one event of the liveness records' watch; a record of this
+    /// replica deleted (by another one, collecting) is noted in `live`.
+    fn record_event(&mut self, e: Result<Event<ConfigMap>, watcher::Error>, live: &Liveness) {
+        match e {
+            Ok(Event::Init) => self.records_next.clear(),
+            Ok(Event::InitApply(c)) => add_chunk(&mut self.records_next, &c),
+            Ok(Event::InitDone) => {
+                self.records = std::mem::take(&mut self.records_next);
+                self.records_listed = true;
+            }
+            Ok(Event::Apply(c)) => add_chunk(&mut self.records, &c),
+            Ok(Event::Delete(c)) => {
+                if let Some((id, i, _)) = chunk_of(&c) {
+                    if id == live.identity {
+                        live.lost_own.store(true, Ordering::SeqCst);
                     }
-                    Err(e) => tracing::warn!(error = %e, "watching the replicas' liveness records failed; retrying"),
-                },
-                _ = tick.tick() => {
-                    if !(beats_listed && records_listed) {
-                        // Not listed (yet): the gate opens on its bound only.
-                        gate.check(&self, None, &ended);
-                        continue;
-                    }
-                    let replicas: BTreeMap<String, Replica> = beats
-                        .keys()
-                        .chain(records.keys())
-                        .map(|id| {
-                            let r = Replica {
-                                heartbeat_millis: beats.get(id).copied(),
-                                served: records.get(id).and_then(liveness::assemble),
-                            };
-                            (id.clone(), r)
-                        })
-                        .collect();
-                    gate.check(&self, Some(&replicas), &ended);
-                    let now_seen = liveness::last_seen(&replicas, &self.identity);
-                    *seen.lock() = now_seen.clone();
-                    for (cluster, t) in &now_seen {
-                        if handed.get(cluster) != Some(t) {
-                            self.index.seen_elsewhere(cluster, *t);
-                        }
-                    }
-                    handed = now_seen;
-                    synced.send_replace(true);
-                    if *self.restored.borrow() {
-                        let gone = {
-                            let stored = self.stored.lock();
-                            let retention = i64::try_from(self.index.stale_after().as_millis())
-                                .unwrap_or(i64::MAX / 2)
-                                .saturating_mul(2);
-                            liveness::collectable(
-                                &replicas,
-                                &self.identity,
-                                Timestamp::now().as_millisecond(),
-                                retention,
-                                |c| match stored.get(c).and_then(|p| p.get(&0)) {
-                                    Some(head) => Some(head.last_seen_millis),
-                                    // Known but not in the store's view (a
-                                    // relist under way): not known to be
-                                    // as late, so kept.
-                                    None if self.index.has_cluster(c) => Some(i64::MIN),
-                                    None => None,
-                                },
-                            )
-                        };
-                        for id in gone {
-                            let chunks: Vec<u32> = records.remove(&id).map(|r| r.into_keys().collect()).unwrap_or_default();
-                            beats.remove(&id);
-                            self.collect(&id, chunks).await;
-                        }
+                    if let Some(r) = self.records.get_mut(&id) {
+                        r.remove(&i);
                     }
                 }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "watching the replicas' liveness records failed; retrying")
             }
         }
     }

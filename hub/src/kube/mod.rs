@@ -305,6 +305,9 @@ impl Connected {
     /// stored reports are imported for every cluster that has not reported
     /// to this process yet (a live report is newer), and status is written
     /// only once they and the hub Gateways are loaded.
+    ///
+    /// Still one long function: the runtime builder of issue #34 (each
+    /// task declaring what it waits on) replaces this choreography.
     pub fn attach(self, hub: Hub) -> KubeHub {
         let Connected {
             client,

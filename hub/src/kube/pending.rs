@@ -88,6 +88,11 @@ fn expired(csr: &CertificateSigningRequest, now: i64) -> bool {
     requested_at(csr).is_some_and(|t| t.saturating_add(ttl) <= now)
 }
 
+/// The answer while request `name` waits for an administrator.
+fn waiting(name: &str) -> Status {
+    Status::failed_precondition(format!("{WAITING}: kubectl certificate approve {name}"))
+}
+
 /// `sha256:<hex>`, the fingerprint format of the annotation and the agent.
 fn fingerprint(key_hash: &str) -> String {
     format!("sha256:{key_hash}")
@@ -120,48 +125,15 @@ impl Joiner {
             .get_opt(name)
             .await
             .map_err(|e| unavailable("read the certificate request", e))?;
-        let ours = |csr: &CertificateSigningRequest| {
-            csr.spec.signer_name == super::join::SIGNER
-                && csr.metadata.labels.as_ref().is_some_and(|l| {
-                    l.get("gwhub.io/cluster") == Some(&super::join::cluster_label(cluster))
-                })
-        };
-        if let Some(csr) = &existing
-            && !ours(csr)
-        {
-            return Err(Status::permission_denied(format!(
-                "CertificateSigningRequest {name} is not a gwhub join request of cluster {cluster:?}"
-            )));
-        }
-        // Removed, and not joined again since with a token: void.
-        if let Some(at) = removed_at
-            && identity.as_ref().is_none_or(|i| i.issued <= at)
-        {
-            if existing.is_some() {
-                self.delete_request(name, "its cluster was removed").await;
-            }
-            let at = jiff::Timestamp::from_second(at).unwrap_or_default();
-            return Err(Status::permission_denied(format!(
-                "cluster {cluster:?} was removed at {at}: joining it again needs a new token \
-                 (gwhubctl join create {cluster})"
-            )));
-        }
-        if let Some(i) = identity.as_ref().filter(|i| i.live(now, removed_at)) {
-            if existing.is_some() {
-                self.delete_request(name, "its cluster holds an identity")
-                    .await;
-            }
-            let until = jiff::Timestamp::from_second(i.not_after).unwrap_or_default();
-            return Err(Status::already_exists(format!(
-                "cluster {cluster:?} already holds an identity (valid until {until}): its agent \
-                 renews it over its connection (Ingest/Renew); to replace it, remove the cluster \
-                 (gwhubctl cluster remove {cluster}) and join with a new token \
-                 (gwhubctl join create {cluster})"
-            )));
-        }
-        let waiting = || {
-            Status::failed_precondition(format!("{WAITING}: kubectl certificate approve {name}"))
-        };
+        self.refuse_standing(
+            cluster,
+            name,
+            existing.as_ref(),
+            removed_at,
+            identity.as_ref(),
+            now,
+        )
+        .await?;
         let csr = match existing {
             Some(csr) if expired(&csr, now) => {
                 self.delete_request(name, "it expired").await;
@@ -172,39 +144,11 @@ impl Joiner {
         let Some(csr) = csr else {
             self.request_approval(peer, cluster, name, &req.csr_pem, key_hash)
                 .await?;
-            return Err(waiting());
+            return Err(waiting(name));
         };
-        // Asked before a removal (approved or not): void.
-        if removed_at.is_some_and(|at| requested_at(&csr).is_none_or(|t| t <= at)) {
-            self.delete_request(name, "its cluster was removed").await;
-            return Err(Status::permission_denied(format!(
-                "CertificateSigningRequest {name} was made before cluster {cluster:?} was \
-                 removed: joining it again needs a new token (gwhubctl join create {cluster})"
-            )));
-        }
-        for refused in ["Denied", "Failed"] {
-            if let Some(c) = condition(&csr, refused) {
-                self.delete_request(name, "it was refused").await;
-                return Err(Status::permission_denied(format!(
-                    "CertificateSigningRequest {name} was {}{}; it is deleted, a new request \
-                     asks again",
-                    refused.to_lowercase(),
-                    c.message.map(|m| format!(" ({m})")).unwrap_or_default()
-                )));
-            }
-        }
-        if condition(&csr, "Approved").is_none() {
-            return Err(waiting());
-        }
-        // The approval is for the key that made the request: the recorded
-        // request is what is signed, and it must be this caller's key (the
-        // name holds only 64 bits of its hash).
-        let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
-        if pki::agent_csr_key_hash(&request, cluster).ok().as_deref() != Some(key_hash) {
-            return Err(Status::permission_denied(format!(
-                "CertificateSigningRequest {name} was made with another key"
-            )));
-        }
+        let request = self
+            .approved_request(&csr, cluster, name, removed_at, key_hash)
+            .await?;
         let ca = self.ca().await?;
         let cert = pki::sign_agent_csr(&ca, &request, cluster, now, self.lifetime)
             .map_err(|e| Status::internal(format!("cannot sign: {e}")))?
@@ -226,6 +170,106 @@ impl Joiner {
             certificate_pem: cert,
             ca_pem: ca.cert_pem,
         })
+    }
+
+    /// Refuses a join the cluster's standing rules out: request `name`
+    /// (`existing`) is not a join request of `cluster`, the cluster was
+    /// removed and not joined again since with a token, or it holds a live
+    /// identity. A request it voids is deleted.
+    async fn refuse_standing(
+        &self,
+        cluster: &str,
+        name: &str,
+        existing: Option<&CertificateSigningRequest>,
+        removed_at: Option<i64>,
+        identity: Option<&Issued>,
+        now: i64,
+    ) -> Result<(), Status> {
+        let ours = |csr: &CertificateSigningRequest| {
+            csr.spec.signer_name == super::join::SIGNER
+                && csr.metadata.labels.as_ref().is_some_and(|l| {
+                    l.get("gwhub.io/cluster") == Some(&super::join::cluster_label(cluster))
+                })
+        };
+        if let Some(csr) = existing
+            && !ours(csr)
+        {
+            return Err(Status::permission_denied(format!(
+                "CertificateSigningRequest {name} is not a gwhub join request of cluster {cluster:?}"
+            )));
+        }
+        // Removed, and not joined again since with a token: void.
+        if let Some(at) = removed_at
+            && identity.is_none_or(|i| i.issued <= at)
+        {
+            if existing.is_some() {
+                self.delete_request(name, "its cluster was removed").await;
+            }
+            let at = jiff::Timestamp::from_second(at).unwrap_or_default();
+            return Err(Status::permission_denied(format!(
+                "cluster {cluster:?} was removed at {at}: joining it again needs a new token \
+                 (gwhubctl join create {cluster})"
+            )));
+        }
+        if let Some(i) = identity.filter(|i| i.live(now, removed_at)) {
+            if existing.is_some() {
+                self.delete_request(name, "its cluster holds an identity")
+                    .await;
+            }
+            let until = jiff::Timestamp::from_second(i.not_after).unwrap_or_default();
+            return Err(Status::already_exists(format!(
+                "cluster {cluster:?} already holds an identity (valid until {until}): its agent \
+                 renews it over its connection (Ingest/Renew); to replace it, remove the cluster \
+                 (gwhubctl cluster remove {cluster}) and join with a new token \
+                 (gwhubctl join create {cluster})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The request (PEM) of `csr` once an administrator approved it for
+    /// this caller's key; refused (and deleted) when it was made before the
+    /// cluster's removal or was denied, still waiting when not approved.
+    async fn approved_request(
+        &self,
+        csr: &CertificateSigningRequest,
+        cluster: &str,
+        name: &str,
+        removed_at: Option<i64>,
+        key_hash: &str,
+    ) -> Result<String, Status> {
+        // Asked before a removal (approved or not): void.
+        if removed_at.is_some_and(|at| requested_at(csr).is_none_or(|t| t <= at)) {
+            self.delete_request(name, "its cluster was removed").await;
+            return Err(Status::permission_denied(format!(
+                "CertificateSigningRequest {name} was made before cluster {cluster:?} was \
+                 removed: joining it again needs a new token (gwhubctl join create {cluster})"
+            )));
+        }
+        for refused in ["Denied", "Failed"] {
+            if let Some(c) = condition(csr, refused) {
+                self.delete_request(name, "it was refused").await;
+                return Err(Status::permission_denied(format!(
+                    "CertificateSigningRequest {name} was {}{}; it is deleted, a new request \
+                     asks again",
+                    refused.to_lowercase(),
+                    c.message.map(|m| format!(" ({m})")).unwrap_or_default()
+                )));
+            }
+        }
+        if condition(csr, "Approved").is_none() {
+            return Err(waiting(name));
+        }
+        // The approval is for the key that made the request: the recorded
+        // request is what is signed, and it must be this caller's key (the
+        // name holds only 64 bits of its hash).
+        let request = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
+        if pki::agent_csr_key_hash(&request, cluster).ok().as_deref() != Some(key_hash) {
+            return Err(Status::permission_denied(format!(
+                "CertificateSigningRequest {name} was made with another key"
+            )));
+        }
+        Ok(request)
     }
 
     /// Deletes the request `name` (best effort: logged; the identity

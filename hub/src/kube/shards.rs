@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gwhub_hub_rules::shards::{LiveReplicas, decide, shard_of};
+use gwhub_hub_rules::shards::{Decision, LiveReplicas, decide, shard_of};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use tokio::sync::watch;
@@ -218,6 +218,54 @@ async fn round(
         config.lease_duration,
     );
     let me = config.identity.as_str();
+    let (seen, unknown) = look_due(api, config, count, tick, state).await;
+    let holders = holders_of(me, count, &seen, state);
+    let mut decision = decide(me, &holders, &live);
+    decision.acquire.retain(|s| !unknown.contains(s));
+    let releasing = start_releasing(state, &decision);
+    let mut takes = Vec::new();
+    for (s, look) in seen {
+        let wanted = decision.keep.contains(&s)
+            || decision.acquire.contains(&s)
+            || state.draining.contains(&s);
+        if wanted && !releasing.contains(&s) {
+            takes.push((s, look));
+        }
+    }
+    let taking = takes.into_iter().map(|(s, look)| async move {
+        let name = ShardConfig::lease_name(s);
+        let held = take(api, &name, me, config.lease_duration, look).await;
+        (s, held)
+    });
+    let releases = releasing.iter().map(|s| async move {
+        let name = ShardConfig::lease_name(*s);
+        (*s, release(api, &name, me).await)
+    });
+    let (taken, released) = tokio::join!(
+        futures::future::join_all(taking),
+        futures::future::join_all(releases)
+    );
+    record_taken(state, taken);
+    for (s, r) in released {
+        match r {
+            Ok(()) => tracing::info!(shard = s, "released a status shard Lease (rebalancing)"),
+            Err(e) => {
+                tracing::debug!(error = %e, shard = s, "could not release a status shard Lease")
+            }
+        }
+    }
+}
+
+/// Reads the shard Leases due a look (a held shard only when its renewal
+/// is due): what each says, and the shards that could not be read.
+async fn look_due(
+    api: &Api<Lease>,
+    config: &ShardConfig,
+    count: u32,
+    tick: Duration,
+    state: &mut State,
+) -> (BTreeMap<u32, Seen>, BTreeSet<u32>) {
+    let me = config.identity.as_str();
     // A held shard is read (and renewed) only when its renewal is due.
     let due =
         |renewed: Option<Instant>| renewed.is_none_or(|t| t.elapsed() + tick >= config.renew_every);
@@ -245,6 +293,18 @@ async fn round(
             }
         }
     }
+    (seen, unknown)
+}
+
+/// Per shard, who holds it as far as this round knows (a shard not read
+/// is this replica's while it holds it); a shard read as not this
+/// replica's any more is noted lost.
+fn holders_of(
+    me: &str,
+    count: u32,
+    seen: &BTreeMap<u32, Seen>,
+    state: &mut State,
+) -> Vec<Option<String>> {
     let holders: Vec<Option<String>> = (0..count)
         .map(|s| match seen.get(&s) {
             Some(Seen::Mine(_)) => Some(me.to_owned()),
@@ -254,18 +314,20 @@ async fn round(
             None => state.renewed[s as usize].map(|_| me.to_owned()),
         })
         .collect();
-    for (s, look) in &seen {
+    for (s, look) in seen {
         if !matches!(look, Seen::Mine(_)) && state.renewed[*s as usize].take().is_some() {
             tracing::warn!(shard = s, "lost a status shard Lease");
             state.draining.remove(s);
         }
     }
-    let mut decision = decide(me, &holders, &live);
-    decision.acquire.retain(|s| !unknown.contains(s));
-    // Given up a round ago: release now; kept again (a replica left
-    // meanwhile): written again. The state is updated before any request,
-    // so a round cut short by its timeout never leaves a released shard
-    // counted as held.
+    holders
+}
+
+/// The shards to release now. Given up a round ago: release now; kept
+/// again (a replica left meanwhile): written again. The state is updated before any request,
+/// so a round cut short by its timeout never leaves a released shard
+/// counted as held.
+fn start_releasing(state: &mut State, decision: &Decision) -> Vec<u32> {
     let releasing: Vec<u32> = state
         .draining
         .intersection(&decision.release)
@@ -280,28 +342,11 @@ async fn round(
     for s in &releasing {
         state.renewed[*s as usize] = None;
     }
-    let mut takes = Vec::new();
-    for (s, look) in seen {
-        let wanted = decision.keep.contains(&s)
-            || decision.acquire.contains(&s)
-            || state.draining.contains(&s);
-        if wanted && !releasing.contains(&s) {
-            takes.push((s, look));
-        }
-    }
-    let taking = takes.into_iter().map(|(s, look)| async move {
-        let name = ShardConfig::lease_name(s);
-        let held = take(api, &name, me, config.lease_duration, look).await;
-        (s, held)
-    });
-    let releases = releasing.iter().map(|s| async move {
-        let name = ShardConfig::lease_name(*s);
-        (*s, release(api, &name, me).await)
-    });
-    let (taken, released) = tokio::join!(
-        futures::future::join_all(taking),
-        futures::future::join_all(releases)
-    );
+    releasing
+}
+
+/// Notes the answers to this round's takes and renewals.
+fn record_taken(state: &mut State, taken: Vec<(u32, kube::Result<bool>)>) {
     for (s, held) in taken {
         match held {
             Ok(true) => {
@@ -319,14 +364,6 @@ async fn round(
                 state.draining.remove(&s);
             }
             Err(e) => tracing::warn!(error = %e, shard = s, "status shard Lease request failed"),
-        }
-    }
-    for (s, r) in released {
-        match r {
-            Ok(()) => tracing::info!(shard = s, "released a status shard Lease (rebalancing)"),
-            Err(e) => {
-                tracing::debug!(error = %e, shard = s, "could not release a status shard Lease")
-            }
         }
     }
 }

@@ -384,26 +384,7 @@ impl StatusWriter {
         self.metrics.status_write_api_seconds.observe(took);
         let failed = match answer {
             Ok(Ok(gw)) => {
-                self.retry.succeeded(&key);
-                Metrics::bump(&self.metrics.status_writes);
-                if let Some(t) = observed {
-                    // Clocks of two machines: a skewed agent gives 0, not
-                    // a negative time.
-                    let ms = jiff::Timestamp::now()
-                        .as_millisecond()
-                        .saturating_sub(t)
-                        .max(0);
-                    let took = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-                    self.metrics.propagation_seconds.observe(took);
-                }
-                tracing::debug!(rv = ?gw.resource_version(), "hub Gateway status applied");
-                // Only over the object the plan used: the watch may have
-                // installed a newer one (a spec edit) the answer predates.
-                self.index.set_live_hub_written(
-                    key.clone(),
-                    &live,
-                    LiveHub::from_written(&gw, FIELD_MANAGER),
-                );
+                self.applied(&key, &live, &gw, observed);
                 None
             }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
@@ -415,20 +396,60 @@ impl StatusWriter {
             Err(_) => Some(format!("no answer within {PATCH_TIMEOUT:?}")),
         };
         if let Some(e) = failed {
-            if let Some(t) = observed {
-                self.index.give_back_observed(key.clone(), t);
-            }
-            Metrics::bump(&self.metrics.status_write_errors);
-            let retry = self.retry.failed(&key);
-            tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
-            let (queue, shutdown) = (self.queue.clone(), shutdown.clone());
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = shutdown.cancelled() => {}
-                    _ = tokio::time::sleep(retry) => queue.insert(key),
-                }
-            });
+            self.write_failed(key, observed, &e, shutdown);
         }
         true
+    }
+
+    /// Notes a status write of `key` the API server applied: the
+    /// propagation time of the changes it carries (agents observed them
+    /// at `observed`), and its answer as the live hub Gateway over `live`,
+    /// the object the plan used.
+    fn applied(&self, key: &GatewayKey, live: &Arc<LiveHub>, gw: &Gateway, observed: Option<i64>) {
+        self.retry.succeeded(key);
+        Metrics::bump(&self.metrics.status_writes);
+        if let Some(t) = observed {
+            // Clocks of two machines: a skewed agent gives 0, not
+            // a negative time.
+            let ms = jiff::Timestamp::now()
+                .as_millisecond()
+                .saturating_sub(t)
+                .max(0);
+            let took = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+            self.metrics.propagation_seconds.observe(took);
+        }
+        tracing::debug!(rv = ?gw.resource_version(), "hub Gateway status applied");
+        // Only over the object the plan used: the watch may have
+        // installed a newer one (a spec edit) the answer predates.
+        self.index.set_live_hub_written(
+            key.clone(),
+            live,
+            LiveHub::from_written(gw, FIELD_MANAGER),
+        );
+    }
+
+    /// A status write of `key` failed with `e`: its stamp given back, and
+    /// the Gateway queued again after its backoff (unless the hub shuts
+    /// down first).
+    fn write_failed(
+        &self,
+        key: GatewayKey,
+        observed: Option<i64>,
+        e: &str,
+        shutdown: &CancellationToken,
+    ) {
+        if let Some(t) = observed {
+            self.index.give_back_observed(key.clone(), t);
+        }
+        Metrics::bump(&self.metrics.status_write_errors);
+        let retry = self.retry.failed(&key);
+        tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
+        let (queue, shutdown) = (self.queue.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(retry) => queue.insert(key),
+            }
+        });
     }
 }

@@ -598,14 +598,11 @@ async fn record_reissue(api: &Api<Secret>, ca: &Secret, copy: &str) {
     }
 }
 
-async fn renew_once(api: &Api<Secret>, config: &SecretsConfig, slots: &Slots) -> Fallible<()> {
-    let read = |e| SecretsError::Read(Box::new(e));
-    let Some(mut ca) = api.get_opt(CA_SECRET).await.map_err(read)? else {
-        tracing::warn!(
-            "Secret {CA_SECRET} is gone; restart the hub to make a new CA (agents must join again)"
-        );
-        return Ok(());
-    };
+/// `ca` as the renewal goes on with it: the hub's own CA turned corrupt
+/// or half-written is written back from memory first (the agents'
+/// certificates stay valid). `None`: nothing more this time (no CA in
+/// memory, or written meanwhile: looked at again next time).
+async fn repair_ca(api: &Api<Secret>, mut ca: Secret, slots: &Slots) -> Fallible<Option<Secret>> {
     // The hub's own CA turned corrupt or half-written: write back the one
     // in memory (the agents' certificates stay valid).
     if managed(&ca)
@@ -614,7 +611,7 @@ async fn renew_once(api: &Api<Secret>, config: &SecretsConfig, slots: &Slots) ->
         let held = slots.ca.lock().clone();
         let Some(pair) = held else {
             tracing::error!(error = %e, "Secret {CA_SECRET} (made by the hub) is corrupt and this replica holds no CA to write back");
-            return Ok(());
+            return Ok(None);
         };
         let mut next = new_secret(
             CA_SECRET,
@@ -627,7 +624,7 @@ async fn renew_once(api: &Api<Secret>, config: &SecretsConfig, slots: &Slots) ->
                 ca = s;
             }
             // Written meanwhile: look again next time.
-            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(None),
             Err(error) => {
                 return Err(SecretsError::Api {
                     verb: "update",
@@ -638,6 +635,20 @@ async fn renew_once(api: &Api<Secret>, config: &SecretsConfig, slots: &Slots) ->
             }
         }
     }
+    Ok(Some(ca))
+}
+
+async fn renew_once(api: &Api<Secret>, config: &SecretsConfig, slots: &Slots) -> Fallible<()> {
+    let read = |e| SecretsError::Read(Box::new(e));
+    let Some(ca) = api.get_opt(CA_SECRET).await.map_err(read)? else {
+        tracing::warn!(
+            "Secret {CA_SECRET} is gone; restart the hub to make a new CA (agents must join again)"
+        );
+        return Ok(());
+    };
+    let Some(ca) = repair_ca(api, ca, slots).await? else {
+        return Ok(());
+    };
     let now = jiff::Timestamp::now().as_second();
     if let Some(crt) = key_of(&ca, TLS_CRT)
         && let Ok(na) = gwhub_common::identity::soonest_expiry_pem(&crt)

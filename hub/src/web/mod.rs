@@ -55,10 +55,16 @@
 //! gwhubctl's ([`gwhub_model::text::printable`]).
 
 pub mod dns;
+mod events;
+mod views;
+
+pub use views::{
+    CellView, ClusterView, GatewayDetails, GatewayRow, MissingView, OmissionView, TransitionView,
+    clusters_view, transition_json,
+};
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,18 +74,15 @@ use axum::extract::{FromRequestParts, Request, State as Shared};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_model::text::quote_client_input;
-use gwhub_proto::{convert, v1};
+use gwhub_proto::convert;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, watch};
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tonic::codegen::http;
@@ -89,9 +92,9 @@ use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::authz::{ReadError, Reader};
-use crate::budget::{Budgets, Counters, DashboardCalls};
-use crate::grpc::dashboard::{authorize_listing, diff, transition_to_proto, undecided};
-use crate::index::{GatewayView, Index, ListedCluster};
+use crate::budget::{Budgets, DashboardCalls};
+use crate::grpc::dashboard::{authorize_listing, transition_to_proto};
+use crate::index::{GatewayView, Index};
 use crate::tls::DashboardAuth;
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::listing::Filter;
@@ -101,37 +104,12 @@ const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const STYLE_CSS: &str = include_str!("assets/style.css");
 
-/// A comment line on an idle event stream this often: proxies keep it
-/// open, and a page that went away is noticed. It goes through the
-/// stream's one-event channel like any event (not axum's `KeepAlive`,
-/// which is written only while the body is polled): a page that stopped
-/// reading leaves it there, and is dropped after `--watch-send-timeout`
-/// even when nothing changes.
-const KEEPALIVE: Duration = Duration::from_secs(15);
-
 /// Only the page's own files; no inline script, no other origin.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// `Strict-Transport-Security` over TLS: a year, this host only (the
 /// hub does not speak for its domain's other names).
 const HSTS: &str = "max-age=31536000";
-
-/// Rows of one event at most (as [`row_weight`] counts them): a larger
-/// snapshot goes as a `snapshot` event and `change` events, so a page's
-/// stream holds a bounded event whatever the fleet weighs.
-const EVENT_PAGE_BYTES: usize = 256 * 1024;
-
-/// About the size of the JSON of `v`'s [`GatewayRow`].
-fn row_weight(v: &GatewayView) -> usize {
-    128 + v.key.namespace.len()
-        + v.key.name.len()
-        + v.cells.iter().map(|c| 64 + c.cluster.len()).sum::<usize>()
-        + v.lean
-            .missing_clusters
-            .iter()
-            .map(|m| 48 + m.cluster.len())
-            .sum::<usize>()
-}
 
 /// The cookie the page keeps the bearer token in.
 pub const TOKEN_COOKIE: &str = "gwhub_token";
@@ -629,163 +607,6 @@ impl State {
         })
         .into_response()
     }
-
-    /// A Server-Sent Events stream of the matching hub Gateways.
-    fn events(
-        self: Arc<Self>,
-        conn: Option<crate::conn::ConnInfo>,
-        filter: Filter,
-        mut reader: Reader,
-    ) -> Answer {
-        // A call of the Dashboard's budgets: the total, the client
-        // address's share and the connection's, counted in
-        // gwhub_dashboard_calls.
-        // Authorized already (the reader was decided before).
-        let permit = match self.streams.admit(
-            conn.as_ref(),
-            true,
-            self.max_streams_per_connection,
-            self.index.counters(),
-        ) {
-            Ok(p) => p,
-            Err(e) => return error(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-        };
-        let conn = conn.map(|c| c.state);
-        // One event in flight, as for WatchGateways: while the page is
-        // slow, changes coalesce in the watch channel, not here.
-        let (tx, rx) = mpsc::channel::<Event>(1);
-        let state = self.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let mut views = state.index.subscribe();
-            let shutdown = state.shutdown.clone();
-            let mut sent = HashMap::new();
-            let mut snapshot = true;
-            let mut keepalive = tokio::time::interval(KEEPALIVE);
-            keepalive.reset();
-            let mut last_clusters = None;
-            loop {
-                // As WatchGateways: new namespaces decided before sent; a
-                // reader no longer valid loses the stream (the page
-                // reconnects and is asked for a token).
-                let missing = undecided(&views.borrow_and_update(), &filter, reader.visibility());
-                if reader
-                    .decide(missing.iter().map(String::as_str))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                let mut d = diff(
-                    &views.borrow(),
-                    &mut sent,
-                    false,
-                    &filter,
-                    reader.visibility(),
-                );
-                // An event of at most EVENT_PAGE_BYTES of rows; the rest
-                // follow as changes, diffed again against the views of then.
-                let rows = d.take_page(&mut sent, EVENT_PAGE_BYTES, |v, _| row_weight(v));
-                let more = !d.upserted.is_empty();
-                let clusters = visible_clusters(&state.index, reader.visibility());
-                let event = if snapshot
-                    || !rows.is_empty()
-                    || !d.deleted.is_empty()
-                    || last_clusters.as_ref() != Some(&clusters)
-                {
-                    let gateways: Vec<GatewayRow<'_>> =
-                        rows.iter().map(|(v, _)| GatewayRow::of(v)).collect();
-                    let event = if snapshot {
-                        Event::default().event("snapshot").json_data(Fleet {
-                            clusters: &clusters,
-                            gateways,
-                            stale_after_millis: state.stale_after_millis(),
-                        })
-                    } else {
-                        let deleted: Vec<GatewayName<'_>> = d
-                            .deleted
-                            .iter()
-                            .map(|r| GatewayName {
-                                namespace: &r.namespace,
-                                name: &r.name,
-                            })
-                            .collect();
-                        Event::default().event("change").json_data(Change {
-                            clusters: &clusters,
-                            upserted: gateways,
-                            deleted,
-                        })
-                    };
-                    let Ok(event) = event else {
-                        // Cannot happen (the views are plain data); the
-                        // page reconnects and starts over.
-                        tracing::warn!("cannot encode a web page event");
-                        return;
-                    };
-                    snapshot = false;
-                    last_clusters = Some(clusters);
-                    Some(event)
-                } else {
-                    None
-                };
-                drop((d, rows));
-                if let Some(event) = event
-                    && !state.send(&tx, event, conn.as_deref()).await
-                {
-                    return;
-                }
-                if more {
-                    continue;
-                }
-                tokio::select! {
-                    r = views.changed() => if r.is_err() { return },
-                    _ = keepalive.tick() => {
-                        // Also picks up a cluster connecting or going
-                        // away without any Gateway changing.
-                        if !state.send(&tx, Event::default().comment("keep-alive"), conn.as_deref()).await {
-                            return;
-                        }
-                    }
-                    _ = crate::authz::until(reader.recheck_at()) => {
-                        if reader.recheck().await.is_err() {
-                            return;
-                        }
-                    }
-                    _ = tx.closed() => return,
-                    _ = shutdown.cancelled() => return,
-                }
-            }
-        });
-        Sse::new(ReceiverStream::new(rx).map(Ok::<_, Infallible>)).into_response()
-    }
-
-    /// Hands `event` to the page's connection, or gives up on a page that
-    /// took nothing for `--watch-send-timeout` (closing its connection).
-    async fn send(
-        &self,
-        tx: &mpsc::Sender<Event>,
-        event: Event,
-        conn: Option<&crate::conn::ConnState>,
-    ) -> bool {
-        // Sooner while others are refused for a full pool.
-        let since = tokio::time::Instant::now();
-        let sent = tokio::select! {
-            r = tx.send(event) => Ok(r),
-            () = self.streams.stalled(since, self.send_timeout) => Err(()),
-        };
-        match sent {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => false,
-            Err(()) => {
-                Counters::bump(&self.index.counters().watchers_dropped);
-                tracing::warn!(timeout = ?self.send_timeout, "dropping a web page that takes no events (--watch-send-timeout)");
-                if let Some(c) = conn {
-                    c.close();
-                }
-                false
-            }
-        }
-    }
 }
 
 /// The page's answer to a reader who may not read.
@@ -807,10 +628,6 @@ fn visible_clusters(index: &Index, visibility: &Visibility) -> Vec<ClusterView> 
         true => clusters_view(&index.listed_clusters()),
         false => Vec::new(),
     }
-}
-
-fn status_name(s: i32) -> &'static str {
-    convert::status_word(s).unwrap_or("")
 }
 
 /// `/api/fleet`, and the event stream's `snapshot` event.
@@ -855,338 +672,5 @@ struct ReportView {
     status: GatewayStatus,
 }
 
-/// One condition transition, for the web page and for `gwhubctl history
-/// -o json|yaml`: the time is the caller's (the page takes milliseconds,
-/// the CLI RFC 3339), under its own key; a status that is none (a
-/// condition appearing or going) is "".
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TransitionView<'a, T: Serialize> {
-    pub cluster: &'a str,
-    #[serde(rename = "type")]
-    pub condition_type: &'a str,
-    pub status: &'static str,
-    pub reason: &'a str,
-    pub message: &'a str,
-    pub previous_status: &'static str,
-    pub previous_reason: &'a str,
-    /// The time's fields (one), beside the others.
-    #[serde(flatten)]
-    pub time: T,
-}
-
-impl<'a, T: Serialize> TransitionView<'a, T> {
-    pub fn new(t: &'a v1::GatewayTransition, time: T) -> Self {
-        TransitionView {
-            cluster: &t.cluster,
-            condition_type: &t.condition_type,
-            status: status_name(t.status),
-            reason: &t.reason,
-            message: &t.message,
-            previous_status: status_name(t.previous_status),
-            previous_reason: &t.previous_reason,
-            time,
-        }
-    }
-}
-
-/// [`TransitionView`] as JSON, its time `time` under `time_key`.
-pub fn transition_json(t: &v1::GatewayTransition, time_key: &str, time: Value) -> Value {
-    let time: std::collections::BTreeMap<&str, Value> = [(time_key, time)].into();
-    serde_json::to_value(TransitionView::new(t, time)).unwrap_or(Value::Null)
-}
-
-/// A cluster as the page shows it (the fleet inventory's silent ones as
-/// never connected, strangers to it flagged).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterView {
-    pub name: String,
-    pub connected: bool,
-    pub stale: bool,
-    pub gateway_count: usize,
-    pub last_seen_millis: i64,
-    pub never_connected: bool,
-    pub outside_inventory: bool,
-}
-
-/// The clusters as the page shows them.
-pub fn clusters_view(clusters: &[ListedCluster]) -> Vec<ClusterView> {
-    clusters
-        .iter()
-        .map(|l| {
-            let c = &l.summary;
-            ClusterView {
-                name: c.name.clone(),
-                connected: c.connected,
-                stale: c.stale,
-                gateway_count: c.gateway_count,
-                last_seen_millis: c.last_seen_millis,
-                never_connected: l.never_connected,
-                outside_inventory: l.outside_inventory,
-            }
-        })
-        .collect()
-}
-
-/// One hub Gateway as the overview shows it: a cell per reporting cluster
-/// and whether some aggregated condition is not True. Small on purpose
-/// (the details come from `/api/gateway`): at 100 clusters x 100 Gateways
-/// the whole status of every Gateway would be ~5 MB per snapshot.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GatewayRow<'a> {
-    pub namespace: &'a str,
-    pub name: &'a str,
-    pub revision: u64,
-    pub not_ready: bool,
-    pub cells: Vec<CellView<'a>>,
-    /// The expected clusters that do not report the Gateway (a cell state
-    /// of their own on the page).
-    pub missing: Vec<MissingView<'a>>,
-}
-
-impl<'a> GatewayRow<'a> {
-    pub fn of(v: &'a GatewayView) -> Self {
-        GatewayRow {
-            namespace: &v.key.namespace,
-            name: &v.key.name,
-            revision: v.revision(),
-            not_ready: v.not_ready,
-            cells: v
-                .cells
-                .iter()
-                .map(|c| CellView {
-                    cluster: &c.cluster,
-                    health: c.health.as_str(),
-                    stale: c.stale,
-                })
-                .collect(),
-            missing: v
-                .lean
-                .missing_clusters
-                .iter()
-                .map(MissingView::of)
-                .collect(),
-        }
-    }
-}
-
-/// One cluster's cell of a row.
-#[derive(Serialize)]
-pub struct CellView<'a> {
-    pub cluster: &'a str,
-    pub health: &'static str,
-    pub stale: bool,
-}
-
-/// An expected cluster that does not report a Gateway (the page's and
-/// `gwhubctl -o json|yaml`'s).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MissingView<'a> {
-    pub cluster: &'a str,
-    pub never_reported: bool,
-}
-
-impl<'a> MissingView<'a> {
-    pub fn of(m: &'a v1::MissingCluster) -> Self {
-        MissingView {
-            cluster: &m.cluster,
-            never_reported: m.never_reported,
-        }
-    }
-}
-
-/// One hub Gateway as its details show it: [`GatewayRow`] plus the
-/// aggregated status (Gateway API JSON) and what was left out.
-#[derive(Serialize)]
-pub struct GatewayDetails<'a> {
-    #[serde(flatten)]
-    pub row: GatewayRow<'a>,
-    pub clusters: &'a [String],
-    pub status: &'a GatewayStatus,
-    pub omissions: Vec<OmissionView<'a>>,
-}
-
-/// What the aggregation left out of a hub Gateway, and why (the page's
-/// and `gwhubctl -o json|yaml`'s).
-#[derive(Serialize)]
-pub struct OmissionView<'a> {
-    pub cluster: &'a str,
-    pub item: &'a str,
-    pub names: &'a [String],
-    pub rule: &'a str,
-    pub message: &'a str,
-}
-
-impl<'a> OmissionView<'a> {
-    pub fn of(o: &'a v1::Omission) -> Self {
-        OmissionView {
-            cluster: &o.cluster,
-            item: &o.item,
-            names: &o.names,
-            rule: &o.rule,
-            message: &o.message,
-        }
-    }
-}
-
-impl<'a> GatewayDetails<'a> {
-    pub fn of(v: &'a GatewayView) -> Self {
-        GatewayDetails {
-            row: GatewayRow::of(v),
-            clusters: &v.clusters,
-            status: &v.aggregation.status,
-            omissions: v.omissions.iter().map(OmissionView::of).collect(),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The page and the CLI get the same fields; only the time's key and
-    /// form are theirs, and a condition that appears has no previous
-    /// status ("").
-    #[test]
-    fn a_transition_is_one_json_shape_with_its_own_time() {
-        let t = v1::GatewayTransition {
-            time_millis: 1_700_000_000_000,
-            cluster: "east".into(),
-            condition_type: "Programmed".into(),
-            status: v1::ConditionStatus::False as i32,
-            reason: "Pending".into(),
-            ..Default::default()
-        };
-        let page = transition_json(&t, "timeMillis", json!(t.time_millis));
-        let cli = transition_json(&t, "time", json!("2023-11-14T22:13:20Z"));
-        assert_eq!(page["timeMillis"], 1_700_000_000_000_i64);
-        assert_eq!(cli["time"], "2023-11-14T22:13:20Z");
-        assert_eq!(page["status"], "False");
-        assert_eq!(page["previousStatus"], "");
-        let fields = |v: &Value| -> Vec<String> {
-            v.as_object()
-                .unwrap()
-                .keys()
-                .filter(|k| !k.starts_with("time"))
-                .cloned()
-                .collect()
-        };
-        assert_eq!(fields(&page), fields(&cli));
-        assert_eq!(fields(&page).len(), 7);
-    }
-
-    #[test]
-    fn tokens_come_from_the_header_or_the_cookie() {
-        let h = |pairs: &[(&'static str, &str)]| {
-            let mut m = http::HeaderMap::new();
-            for (k, v) in pairs {
-                m.append(*k, http::HeaderValue::from_str(v).unwrap());
-            }
-            m
-        };
-        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
-        let cases: &[Case<'_>] = &[
-            (&[], None),
-            (&[("authorization", "Bearer abc")], Some("abc")),
-            (&[("authorization", "Basic abc")], None),
-            (&[("cookie", "a=1; gwhub_token=xyz; b=2")], Some("xyz")),
-            (&[("cookie", "gwhub_tokenx=1")], None),
-            // As the page writes it: encodeURIComponent of a base64 token.
-            (
-                &[("cookie", "gwhub_token=a%2Bb%2Fc%3D%3D")],
-                Some("a+b/c=="),
-            ),
-            (&[("cookie", "a=1"), ("cookie", "gwhub_token=q")], Some("q")),
-            (
-                &[("authorization", "Bearer h"), ("cookie", "gwhub_token=c")],
-                Some("h"),
-            ),
-        ];
-        for (pairs, want) in cases {
-            assert_eq!(token_of(&h(pairs)).as_deref(), *want, "{pairs:?}");
-        }
-    }
-
-    /// The page escapes exactly the characters gwhubctl does: its
-    /// character class is the Rust rule's, written out.
-    #[test]
-    fn the_pages_printable_escapes_what_gwhubctl_does() {
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
-        for c in (0..=0x10_ffff_u32).filter_map(char::from_u32) {
-            if !gwhub_model::text::is_unsafe_char(c) {
-                continue;
-            }
-            let c = c as u32;
-            match ranges.last_mut() {
-                Some((_, end)) if *end + 1 == c => *end = c,
-                _ => ranges.push((c, c)),
-            }
-        }
-        let class: String = ranges
-            .iter()
-            .map(|&(a, b)| {
-                if a == b {
-                    format!("\\u{a:04x}")
-                } else {
-                    format!("\\u{a:04x}-\\u{b:04x}")
-                }
-            })
-            .collect();
-        let want = format!("const UNSAFE_CHARS = /[{class}]/g;");
-        assert!(APP_JS.contains(&want), "app.js must say: {want}");
-    }
-
-    /// And writes the escapes as Rust does (run with node where present).
-    #[test]
-    fn the_pages_printable_agrees_with_gwhubctls() {
-        let start = APP_JS.find("const UNSAFE_CHARS").unwrap();
-        let end = start + APP_JS[start..].find("\n}\n").unwrap() + 3;
-        let inputs = [
-            "east",
-            "a\u{1b}[2Jb\u{7}\r\n\tfake-row\u{202e}",
-            "\u{2066}x\u{2069}\u{200e}\u{200f}\u{61c}\u{0}\u{7f}\u{9f}\u{a0}",
-            "héllo \"中\" \\ \u{1F600}",
-        ];
-        let script = format!(
-            "{}\nprocess.stdout.write(JSON.stringify({}.map(printable)));",
-            &APP_JS[start..end],
-            serde_json::to_string(&inputs).unwrap()
-        );
-        let Ok(out) = std::process::Command::new("node")
-            .arg("-e")
-            .arg(&script)
-            .output()
-        else {
-            eprintln!("skipped: no node to run app.js's printable");
-            return;
-        };
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let got: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
-        let want: Vec<String> = inputs
-            .iter()
-            .map(|s| gwhub_model::text::printable(s).into_owned())
-            .collect();
-        assert_eq!(got, want);
-    }
-
-    #[test]
-    fn filters_from_the_query() {
-        let q = |s: &str| query(&format!("/api/fleet?{s}").parse().unwrap());
-        assert_eq!(filter_of(&q("")), Filter::default());
-        assert_eq!(
-            filter_of(&q("namespace=openshift-ingress&cluster=east&not_ready=1")),
-            Filter::new("openshift-ingress", "east", true)
-        );
-        assert_eq!(
-            filter_of(&q("cluster=a%2Fb&not_ready=0")),
-            Filter::new("", "a/b", false)
-        );
-    }
-}
+mod tests;
