@@ -373,6 +373,17 @@ impl Figures<'_> {
             hub_cpu_s * 1000.0 / changes,
             api_cpu_s * 1000.0 / changes
         );
+        self.print_replicas();
+        if let Some((victim, held, started, back, wrong, whole)) = self.restart {
+            println!(
+                "  kill -9 + restart        replica {victim} ({held} shards): hub up {started:.2} s, agents back {back:.2} s, whole {whole:.2} s, wrong statuses {wrong}"
+            );
+        }
+    }
+
+    /// One summary line per replica (`*`: restarted).
+    fn print_replicas(&self) {
+        let delta_s = self.delta_s;
         for (i, h) in self.hubs.iter().enumerate() {
             let l = &self.per_replica_latencies[i];
             println!(
@@ -389,11 +400,6 @@ impl Figures<'_> {
                 mib(h.rss_ingest),
                 self.per_pair_of(h),
                 mib(self.rss_end[i].0),
-            );
-        }
-        if let Some((victim, held, started, back, wrong, whole)) = self.restart {
-            println!(
-                "  kill -9 + restart        replica {victim} ({held} shards): hub up {started:.2} s, agents back {back:.2} s, whole {whole:.2} s, wrong statuses {wrong}"
             );
         }
     }
