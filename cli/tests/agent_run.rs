@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
+use gwhub_agent::runtime::dir_source::EvaluateError;
 use gwhub_agent::runtime::{DirSource, Evaluate, GatewayStore, HubClient, HubConfig};
 use gwhub_proto::v1::{
     self, AgentMessage, HubMessage, ResyncReason, agent_message, hub_message,
@@ -247,7 +248,7 @@ fn passthrough() -> Evaluate {
     Arc::new(|objs: &[Object]| {
         objs.iter()
             .filter(|o| o.kind == "Gateway")
-            .map(|o| o.parse::<Gateway>().map_err(|e| e.to_string()))
+            .map(|o| o.parse::<Gateway>().map_err(EvaluateError::from))
             .collect()
     })
 }

@@ -333,14 +333,7 @@ pub fn plan(
     ours: &Ownership,
     changes: &[Change],
 ) -> Result<UpdatePlan, PlanError> {
-    let mut seen = Vec::new();
-    for c in changes {
-        let t = c.record_type();
-        if seen.contains(&t) {
-            return Err(PlanError::Twice(t));
-        }
-        seen.push(t);
-    }
+    one_per_type(changes)?;
     let deleted = |t: RecordType| {
         changes
             .iter()
@@ -428,6 +421,20 @@ pub fn plan(
         prerequisites: pre,
         updates: deletes,
     })
+}
+
+/// Refuses changes naming one record type twice: an UPDATE changes each
+/// type of a name at most once.
+fn one_per_type(changes: &[Change]) -> Result<(), PlanError> {
+    let mut seen = Vec::new();
+    for c in changes {
+        let t = c.record_type();
+        if seen.contains(&t) {
+            return Err(PlanError::Twice(t));
+        }
+        seen.push(t);
+    }
+    Ok(())
 }
 
 fn held_ours(t: RecordType, held: &str, ours: &Ownership) -> Result<(), PlanError> {

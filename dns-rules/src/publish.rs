@@ -352,26 +352,7 @@ impl Publisher {
             })
             .cloned()
             .collect();
-        let mut rising = Vec::new();
-        let mut candidates = stay;
-        for (c, t) in &self.tracks {
-            if current.contains(c) {
-                continue;
-            }
-            let Some(since) = t.eligible_since else {
-                continue;
-            };
-            let joins_at = if t.must_rise {
-                since.saturating_add(self.config.rise_millis)
-            } else {
-                since
-            };
-            if joins_at <= now {
-                candidates.insert(c.clone());
-            } else {
-                rising.push((c.clone(), joins_at));
-            }
-        }
+        let (candidates, rising) = self.join(&current, stay, now);
         let (target, reason) = if !candidates.is_empty() {
             let joined: Vec<String> = candidates.difference(&current).cloned().collect();
             let left: Vec<String> = current.difference(&candidates).cloned().collect();
@@ -420,6 +401,38 @@ impl Publisher {
         self.wake_at = self.wake_at(now, window_open, &decision);
         decision.wake_at_millis = self.wake_at;
         decision
+    }
+
+    /// Who joins the published set now: `stay` and every cluster not
+    /// published whose eligibility is old enough (past its rise when it
+    /// must rise), and the rising ones still waiting, with when they join.
+    fn join(
+        &self,
+        current: &BTreeSet<String>,
+        stay: BTreeSet<String>,
+        now: i64,
+    ) -> (BTreeSet<String>, Vec<(String, i64)>) {
+        let mut rising = Vec::new();
+        let mut candidates = stay;
+        for (c, t) in &self.tracks {
+            if current.contains(c) {
+                continue;
+            }
+            let Some(since) = t.eligible_since else {
+                continue;
+            };
+            let joins_at = if t.must_rise {
+                since.saturating_add(self.config.rise_millis)
+            } else {
+                since
+            };
+            if joins_at <= now {
+                candidates.insert(c.clone());
+            } else {
+                rising.push((c.clone(), joins_at));
+            }
+        }
+        (candidates, rising)
     }
 
     /// Takes `target` as published and says so in `decision`.

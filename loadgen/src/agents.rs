@@ -151,23 +151,7 @@ pub(crate) async fn agent(
     let mut last_sent = Instant::now();
     shared.streaming.fetch_add(1, Ordering::Relaxed);
     let snapshot_acked = Instant::now();
-    // Until the load starts (the rest of the fleet still opening), a
-    // heartbeat every HEARTBEAT as well.
-    loop {
-        let started = tokio::time::timeout(HEARTBEAT, go.wait_for(|g| *g))
-            .await
-            .map(|r| r.map(|_| ()));
-        match started {
-            Ok(r) => {
-                r.map_err(|e| AgentFailure::Go(cluster.clone(), e))?;
-                break;
-            }
-            Err(_) => {
-                stream.heartbeat().await;
-                last_sent = Instant::now();
-            }
-        }
-    }
+    wait_for_go(&mut stream, &mut go, &cluster, &mut last_sent).await?;
 
     let g_count = args.gateways;
     let mut next_g = (c * 37) % g_count.max(1);
@@ -175,69 +159,17 @@ pub(crate) async fn agent(
     let mut requested: Option<usize> = None;
     // Each Gateway's last delta version, for a resent snapshot.
     let mut versions = vec![0u64; g_count];
-    let delta_for = |g: usize, seq: u64, shared: &Shared| {
-        let slot = &shared.marks[c * shared.gateways + g];
-        let mut mark = slot.load(Ordering::Acquire);
-        // Keep an outstanding mark until the watcher saw it, so
-        // coalescing cannot hide a slow sample.
-        let every = if args.rate > 0.0 {
-            1
-        } else {
-            args.mark_every.max(1)
-        };
-        if mark == 0 && seq.is_multiple_of(every) {
-            mark = shared.now_us();
-            slot.store(mark, Ordering::Release);
-        }
-        (mark, report(c, g, args.listeners, seq, mark))
-    };
     loop {
         let stopping = shared.stop.load(Ordering::Relaxed);
         let mut wanted: Option<usize> = requested.take();
         if wanted.is_none() && !stopping && seq - acked < args.window {
-            match requests.as_mut() {
-                None => {
-                    if args.deltas > 0 && shared.sent.fetch_add(1, Ordering::Relaxed) >= args.deltas
-                    {
-                        shared.stop.store(true, Ordering::Relaxed);
-                    } else {
-                        wanted = Some(next_g);
-                        next_g = (next_g + 1) % g_count;
-                    }
-                }
-                Some(r) => {
-                    if let Ok(g) = r.try_recv() {
-                        wanted = Some(g);
-                    }
-                }
-            }
+            wanted = next_wanted(requests.as_mut(), &args, &shared, &mut next_g);
         }
         if let Some(g) = wanted {
             seq += 1;
             versions[g] = seq;
-            let (_, upsert) = delta_for(g, seq, &shared);
-            let delta = v1::Delta {
-                seq,
-                changes: vec![v1::Change {
-                    change: Some(change::Change::Upsert(upsert)),
-                }],
-                ..Default::default()
-            };
-            {
-                let mut sent = shared.sent_ms[c].lock();
-                if sent.len() == SENT_KEPT {
-                    sent.pop_front();
-                }
-                sent.push_back(wall_ms());
-            }
-            last_sent = Instant::now();
-            if stream
-                .tx
-                .send(msg(agent_message::Message::Delta(delta)))
-                .await
-                .is_err()
-                && !reconnect
-            {
+            let sent = send_delta(&mut stream, c, g, seq, &args, &shared, &mut last_sent).await;
+            if !sent && !reconnect {
                 return Err(AgentFailure::SendClosed(cluster));
             }
             continue;
@@ -246,42 +178,26 @@ pub(crate) async fn agent(
             break;
         }
         let stopping = shared.stop.load(Ordering::Relaxed);
-        let wait = if stopping {
-            GRACE
-        } else {
-            // Idle until the next heartbeat is due.
-            HEARTBEAT.saturating_sub(last_sent.elapsed())
-        };
-        let got = tokio::select! {
-            r = tokio::time::timeout(wait, stream.next_ack()) => Some(r),
-            Some(g) = async {
-                match requests.as_mut() {
-                    Some(r) if seq - acked < args.window => r.recv().await,
-                    _ => std::future::pending().await,
-                }
-            } => {
-                // Sent at the top of the loop.
-                requested = Some(g);
-                None
-            }
-        };
+        let room = seq - acked < args.window;
+        let got = idle(&mut stream, requests.as_mut(), room, stopping, last_sent).await;
         match got {
-            None => {}
-            Some(Err(_)) if !stopping => {
+            // Sent at the top of the loop.
+            Woken::Requested(g) => requested = Some(g),
+            Woken::Ack(Err(_)) if !stopping => {
                 // Nothing sent for HEARTBEAT: a heartbeat keeps the
                 // cluster fresh on the hub, as the agent's does. A broken
                 // stream tells on the next ack.
                 stream.heartbeat().await;
                 last_sent = Instant::now();
             }
-            Some(Err(_)) => {
+            Woken::Ack(Err(_)) => {
                 return Err(AgentFailure::AcksLate {
                     cluster,
                     acked,
                     seq,
                 });
             }
-            Some(Ok(Ok(a))) => {
+            Woken::Ack(Ok(Ok(a))) => {
                 if let Some(a) = a
                     && a > acked
                 {
@@ -289,35 +205,199 @@ pub(crate) async fn agent(
                     acked = a;
                 }
             }
-            Some(Ok(Err(e))) if reconnect => {
+            Woken::Ack(Ok(Err(e))) if reconnect => {
                 // The hub went away: reconnect with a snapshot of what was
                 // last sent (its unacked deltas included), seq carried on.
                 shared.streaming.fetch_sub(1, Ordering::Relaxed);
                 if std::env::var_os("GWHUB_BENCH_TRACE").is_some() {
                     eprintln!("{e}; reconnecting");
                 }
-                loop {
-                    seq += 1;
-                    let chunks = snapshot_chunks(&args, seq, seq, |g| {
-                        let mark = shared.marks[c * shared.gateways + g].load(Ordering::Acquire);
-                        report(c, g, args.listeners, versions[g], mark)
-                    });
-                    match open(&url, hello(c), chunks, args.window, seq).await {
-                        Ok(s) => {
-                            stream = s;
-                            last_sent = Instant::now();
-                            acked = seq;
-                            shared.streaming.fetch_add(1, Ordering::Relaxed);
-                            break;
-                        }
-                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                    }
-                }
+                stream = reopen(&url, c, &args, &shared, &versions, &mut seq).await;
+                last_sent = Instant::now();
+                acked = seq;
+                shared.streaming.fetch_add(1, Ordering::Relaxed);
             }
-            Some(Ok(Err(source))) => return Err(AgentFailure::Stream { cluster, source }),
+            Woken::Ack(Ok(Err(source))) => return Err(AgentFailure::Stream { cluster, source }),
         }
     }
     Ok(AgentDone { snapshot_acked })
+}
+
+/// The Gateway to send a delta for next, if any: one asked for (with
+/// `requests`), else the next in turn, until `--deltas` are sent (which
+/// stops the load).
+fn next_wanted(
+    requests: Option<&mut mpsc::UnboundedReceiver<usize>>,
+    args: &Args,
+    shared: &Shared,
+    next_g: &mut usize,
+) -> Option<usize> {
+    match requests {
+        None => {
+            if args.deltas > 0 && shared.sent.fetch_add(1, Ordering::Relaxed) >= args.deltas {
+                shared.stop.store(true, Ordering::Relaxed);
+                None
+            } else {
+                let g = *next_g;
+                *next_g = (*next_g + 1) % args.gateways;
+                Some(g)
+            }
+        }
+        Some(r) => r.try_recv().ok(),
+    }
+}
+
+/// What ended an idle wait of a simulated agent.
+enum Woken {
+    /// The next ack or the stream's error; `Err` when the wait ran out.
+    Ack(Result<Result<Option<u64>, AgentError>, tokio::time::error::Elapsed>),
+    /// A Gateway asked for (with `requests` and `room` in the window).
+    Requested(usize),
+}
+
+/// Waits for the next ack: while stopping up to [`GRACE`], else until the
+/// next heartbeat is due; or, with room in the window, for the next
+/// Gateway asked for.
+async fn idle(
+    stream: &mut Agent,
+    requests: Option<&mut mpsc::UnboundedReceiver<usize>>,
+    room: bool,
+    stopping: bool,
+    last_sent: Instant,
+) -> Woken {
+    let wait = if stopping {
+        GRACE
+    } else {
+        HEARTBEAT.saturating_sub(last_sent.elapsed())
+    };
+    tokio::select! {
+        r = tokio::time::timeout(wait, stream.next_ack()) => Woken::Ack(r),
+        Some(g) = async {
+            match requests {
+                Some(r) if room => r.recv().await,
+                _ => std::future::pending().await,
+            }
+        } => Woken::Requested(g),
+    }
+}
+
+/// Until the load starts (the rest of the fleet still opening), a
+/// heartbeat every [`HEARTBEAT`] as well.
+async fn wait_for_go(
+    stream: &mut Agent,
+    go: &mut watch::Receiver<bool>,
+    cluster: &str,
+    last_sent: &mut Instant,
+) -> Result<(), AgentFailure> {
+    loop {
+        let started = tokio::time::timeout(HEARTBEAT, go.wait_for(|g| *g))
+            .await
+            .map(|r| r.map(|_| ()));
+        match started {
+            Ok(r) => {
+                r.map_err(|e| AgentFailure::Go(cluster.to_owned(), e))?;
+                return Ok(());
+            }
+            Err(_) => {
+                stream.heartbeat().await;
+                *last_sent = Instant::now();
+            }
+        }
+    }
+}
+
+/// Cluster `c`'s report of Gateway `g` at version `seq`, with a mark to
+/// time when none is outstanding: on every delta with an offered rate,
+/// else every `--mark-every`. An outstanding mark is kept until the
+/// watcher saw it, so coalescing cannot hide a slow sample.
+fn delta_for(c: usize, g: usize, seq: u64, args: &Args, shared: &Shared) -> v1::GatewayReport {
+    let slot = &shared.marks[c * shared.gateways + g];
+    let mut mark = slot.load(Ordering::Acquire);
+    let every = if args.rate > 0.0 {
+        1
+    } else {
+        args.mark_every.max(1)
+    };
+    if mark == 0 && seq.is_multiple_of(every) {
+        mark = shared.now_us();
+        slot.store(mark, Ordering::Release);
+    }
+    report(c, g, args.listeners, seq, mark)
+}
+
+/// Sends Gateway `g`'s delta as `seq`, noting when for the store's lag
+/// and the heartbeats; whether the stream took it.
+async fn send_delta(
+    stream: &mut Agent,
+    c: usize,
+    g: usize,
+    seq: u64,
+    args: &Args,
+    shared: &Shared,
+    last_sent: &mut Instant,
+) -> bool {
+    let upsert = delta_for(c, g, seq, args, shared);
+    let delta = v1::Delta {
+        seq,
+        changes: vec![v1::Change {
+            change: Some(change::Change::Upsert(upsert)),
+        }],
+        ..Default::default()
+    };
+    {
+        let mut sent = shared.sent_ms[c].lock();
+        if sent.len() == SENT_KEPT {
+            sent.pop_front();
+        }
+        sent.push_back(wall_ms());
+    }
+    *last_sent = Instant::now();
+    stream
+        .tx
+        .send(msg(agent_message::Message::Delta(delta)))
+        .await
+        .is_ok()
+}
+
+/// The hub went away: opens the stream again (every 200 ms until it
+/// opens) with a snapshot of what was last sent, its unacked deltas
+/// included, `seq` carried on.
+async fn reopen(
+    url: &str,
+    c: usize,
+    args: &Args,
+    shared: &Shared,
+    versions: &[u64],
+    seq: &mut u64,
+) -> Agent {
+    loop {
+        *seq += 1;
+        let chunks = snapshot_chunks(args, *seq, *seq, |g| {
+            let mark = shared.marks[c * shared.gateways + g].load(Ordering::Acquire);
+            report(c, g, args.listeners, versions[g], mark)
+        });
+        match open(url, hello(c), chunks, args.window, *seq).await {
+            Ok(s) => return s,
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Waits, for at most [`GRACE`], until the watcher saw every outstanding
+/// mark: how many it did not.
+pub(crate) async fn wait_for_marks(shared: &Shared) -> usize {
+    let g0 = Instant::now();
+    let outstanding = || {
+        shared
+            .marks
+            .iter()
+            .filter(|m| m.load(Ordering::Acquire) != 0)
+            .count()
+    };
+    while outstanding() > 0 && g0.elapsed() < GRACE {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    outstanding()
 }
 
 /// Records the latency of every outstanding mark `message` shows for

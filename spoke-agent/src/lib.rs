@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! gwhub's spoke agent runtime: [`controller`] watches the cluster's API
 //! server, evaluates the rules of `gwhub_spoke_rules` on every change and
 //! applies the agent's conditions; [`runtime`] keeps the Gateways the hub

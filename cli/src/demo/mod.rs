@@ -284,36 +284,7 @@ async fn watch(
 
     tokio::pin!(stop);
     if config.once {
-        let complete_aggregate = tokio::time::timeout(ONCE_TIMEOUT, async {
-            while let Some(msg) = stream.next().await {
-                let msg = msg.map_err(DemoError::call("WatchGateways"))?;
-                apply(&mut seen, &msg);
-                if complete(&seen, &want) {
-                    return Ok(());
-                }
-            }
-            Err(DemoError::WatchEndedEarly)
-        });
-        let done = tokio::select! {
-            _ = &mut stop => return Ok(String::new()),
-            done = complete_aggregate => done,
-        };
-        return match done {
-            Ok(Ok(())) => Ok(render_list(
-                seen.values().map(crate::ctl::gateway_json).collect(),
-                OutputFormat::Yaml,
-            )),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(DemoError::Incomplete {
-                within: ONCE_TIMEOUT,
-                have: format!(
-                    "{:?}",
-                    seen.values()
-                        .map(|g| (&g.name, &g.clusters))
-                        .collect::<Vec<_>>()
-                ),
-            }),
-        };
+        return once(&mut stream, &want, &mut seen, stop.as_mut()).await;
     }
 
     let mut screen = Screen::new(config.color);
@@ -376,6 +347,47 @@ async fn watch(
         }
     }
     Ok(String::new())
+}
+
+/// `--once`: waits (up to [`ONCE_TIMEOUT`]) until the Dashboard shows
+/// every simulated Gateway aggregated from all its clusters, and renders
+/// that aggregate; empty when stopped first.
+async fn once(
+    stream: &mut tonic::Streaming<v1::WatchGatewaysResponse>,
+    want: &BTreeMap<(String, String), BTreeSet<String>>,
+    seen: &mut BTreeMap<(String, String), v1::AggregatedGateway>,
+    stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<String, DemoError> {
+    let complete_aggregate = tokio::time::timeout(ONCE_TIMEOUT, async {
+        while let Some(msg) = stream.next().await {
+            let msg = msg.map_err(DemoError::call("WatchGateways"))?;
+            apply(seen, &msg);
+            if complete(seen, want) {
+                return Ok(());
+            }
+        }
+        Err(DemoError::WatchEndedEarly)
+    });
+    let done = tokio::select! {
+        _ = stop => return Ok(String::new()),
+        done = complete_aggregate => done,
+    };
+    match done {
+        Ok(Ok(())) => Ok(render_list(
+            seen.values().map(crate::ctl::gateway_json).collect(),
+            OutputFormat::Yaml,
+        )),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(DemoError::Incomplete {
+            within: ONCE_TIMEOUT,
+            have: format!(
+                "{:?}",
+                seen.values()
+                    .map(|g| (&g.name, &g.clusters))
+                    .collect::<Vec<_>>()
+            ),
+        }),
+    }
 }
 
 fn apply(

@@ -107,47 +107,7 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), AggregateCmdError>
         return Err(Failure::Nothing);
     }
 
-    let mut fleet = Fleet::new();
-    let mut seen_clusters = BTreeSet::new();
-    for spec in &args.clusters {
-        let bad = |problem| Failure::ClusterSpec {
-            spec: spec.clone(),
-            problem,
-        };
-        let Some((name, path)) = spec.split_once('=') else {
-            return Err(bad("expected NAME=PATH"));
-        };
-        if name.is_empty() {
-            return Err(bad("the cluster name is empty"));
-        }
-        if path.is_empty() {
-            return Err(bad("the path is empty"));
-        }
-        if !seen_clusters.insert(name) {
-            return Err(Failure::ClusterTwice {
-                spec: spec.clone(),
-                name: name.to_owned(),
-            });
-        }
-        // Each Gateway's status goes into the fleet as it is read.
-        for_each_gateway(Path::new(path), |f| {
-            if fleet
-                .cluster_gateways(name)
-                .is_some_and(|keys| keys.contains(&f.key))
-            {
-                return Err(Failure::GatewayTwice {
-                    at: f.object.at.to_string(),
-                    key: f.key,
-                });
-            }
-            fleet.upsert(name, f.key, f.doc.status.unwrap_or_default());
-            Ok(())
-        })
-        .map_err(|e| Failure::InCluster {
-            name: name.to_owned(),
-            source: Box::new(e),
-        })?;
-    }
+    let fleet = read_clusters(&args.clusters)?;
 
     let mut list = ListWriter::new(out, args.output);
     let written = if args.hub.is_empty() {
@@ -207,6 +167,54 @@ pub(super) fn run(args: &Args, out: impl Write) -> Result<(), AggregateCmdError>
         Err(Failure::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Reads each `NAME=PATH` of `--cluster` into the fleet, refusing a
+/// malformed spec, a cluster named twice, and a Gateway twice in one
+/// cluster.
+fn read_clusters(clusters: &[String]) -> Result<Fleet, Failure> {
+    let mut fleet = Fleet::new();
+    let mut seen_clusters = BTreeSet::new();
+    for spec in clusters {
+        let bad = |problem| Failure::ClusterSpec {
+            spec: spec.clone(),
+            problem,
+        };
+        let Some((name, path)) = spec.split_once('=') else {
+            return Err(bad("expected NAME=PATH"));
+        };
+        if name.is_empty() {
+            return Err(bad("the cluster name is empty"));
+        }
+        if path.is_empty() {
+            return Err(bad("the path is empty"));
+        }
+        if !seen_clusters.insert(name) {
+            return Err(Failure::ClusterTwice {
+                spec: spec.clone(),
+                name: name.to_owned(),
+            });
+        }
+        // Each Gateway's status goes into the fleet as it is read.
+        for_each_gateway(Path::new(path), |f| {
+            if fleet
+                .cluster_gateways(name)
+                .is_some_and(|keys| keys.contains(&f.key))
+            {
+                return Err(Failure::GatewayTwice {
+                    at: f.object.at.to_string(),
+                    key: f.key,
+                });
+            }
+            fleet.upsert(name, f.key, f.doc.status.unwrap_or_default());
+            Ok(())
+        })
+        .map_err(|e| Failure::InCluster {
+            name: name.to_owned(),
+            source: Box::new(e),
+        })?;
+    }
+    Ok(fleet)
 }
 
 /// Why `gwhub aggregate` stopped, as printed: each names the flag, file

@@ -208,21 +208,7 @@ pub(super) fn generate_valid_for(
         now + validity.as_secs() as i64,
     );
     let valid = |p: &mut CertificateParams| set_window(p, from, to);
-    let mut seen = std::collections::BTreeSet::new();
-    for c in clusters {
-        if let Err(source) = cluster_name_ok(c) {
-            return Err(CertsError::ClusterName {
-                name: c.clone(),
-                source,
-            });
-        }
-        if matches!(c.as_str(), "ca" | "ca-key" | "hub" | "hub-key") {
-            return Err(CertsError::ClashingCluster(c.clone()));
-        }
-        if !seen.insert(c) {
-            return Err(CertsError::ClusterTwice(c.clone()));
-        }
-    }
+    check_clusters(clusters)?;
     let hub_sans: Vec<String> = hub_sans
         .iter()
         .map(|s| s.trim().to_owned())
@@ -233,15 +219,7 @@ pub(super) fn generate_valid_for(
     }
     let layout = Layout::new(out, clusters);
     if !force {
-        let existing: Vec<String> = layout
-            .all()
-            .into_iter()
-            .filter(|p| p.exists())
-            .map(|p| p.display().to_string())
-            .collect();
-        if !existing.is_empty() {
-            return Err(CertsError::Exists(existing));
-        }
+        refuse_existing(&layout)?;
     }
 
     let ca_key = KeyPair::generate().map_err(rc("CA key"))?;
@@ -279,19 +257,7 @@ pub(super) fn generate_valid_for(
         Ok((cert.pem(), key.serialize_pem()))
     };
 
-    let mut sans = Vec::new();
-    for s in &hub_sans {
-        sans.push(match s.parse::<IpAddr>() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => {
-                SanType::DnsName(s.as_str().try_into().map_err(|source| CertsError::San {
-                    flag: "--hub-san",
-                    value: s.clone(),
-                    source,
-                })?)
-            }
-        });
-    }
+    let sans = san_types(&hub_sans)?;
     let hub = leaf("gwhub", sans, ExtendedKeyUsagePurpose::ServerAuth)?;
     let mut files = vec![
         (layout.ca.clone(), ca_cert.pem(), false),
@@ -322,6 +288,60 @@ pub(super) fn generate_valid_for(
         })?;
     }
     Ok(layout)
+}
+
+/// Refuses cluster names that are not DNS labels, that would clash with
+/// the CA's or the hub's files, or that are given twice.
+fn check_clusters(clusters: &[String]) -> Result<(), CertsError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for c in clusters {
+        if let Err(source) = cluster_name_ok(c) {
+            return Err(CertsError::ClusterName {
+                name: c.clone(),
+                source,
+            });
+        }
+        if matches!(c.as_str(), "ca" | "ca-key" | "hub" | "hub-key") {
+            return Err(CertsError::ClashingCluster(c.clone()));
+        }
+        if !seen.insert(c) {
+            return Err(CertsError::ClusterTwice(c.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses to overwrite: the files of `layout` that already exist.
+fn refuse_existing(layout: &Layout) -> Result<(), CertsError> {
+    let existing: Vec<String> = layout
+        .all()
+        .into_iter()
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    if !existing.is_empty() {
+        return Err(CertsError::Exists(existing));
+    }
+    Ok(())
+}
+
+/// The hub certificate's SANs: an IP address where `--hub-san` parses as
+/// one, else a DNS name.
+fn san_types(hub_sans: &[String]) -> Result<Vec<SanType>, CertsError> {
+    let mut sans = Vec::new();
+    for s in hub_sans {
+        sans.push(match s.parse::<IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => {
+                SanType::DnsName(s.as_str().try_into().map_err(|source| CertsError::San {
+                    flag: "--hub-san",
+                    value: s.clone(),
+                    source,
+                })?)
+            }
+        });
+    }
+    Ok(sans)
 }
 
 /// Keys are readable by the owner only.

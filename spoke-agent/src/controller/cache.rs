@@ -208,15 +208,15 @@ impl WatchHealth {
 
 /// What a watch needs besides its API: where to report and what it touches.
 pub(crate) struct Follow<K> {
-    pub kind: &'static str,
-    pub cache: Arc<Cache<K>>,
-    pub dirty: Arc<Dirty>,
-    pub metrics: Arc<Metrics>,
-    pub health: Arc<WatchHealth>,
+    pub(crate) kind: &'static str,
+    pub(crate) cache: Arc<Cache<K>>,
+    pub(crate) dirty: Arc<Dirty>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) health: Arc<WatchHealth>,
     /// The Gateways an object concerns (called for the old and new version).
-    pub touches: Box<dyn Fn(&K) -> Touch + Send + Sync>,
+    pub(crate) touches: Box<dyn Fn(&K) -> Touch + Send + Sync>,
     /// Keep `metadata.managedFields` (else stripped to save memory).
-    pub keep_managed_fields: bool,
+    pub(crate) keep_managed_fields: bool,
 }
 
 /// An untyped API for `K`'s resource, namespaced when `namespace` is given.
@@ -239,7 +239,7 @@ where
     /// Follows `api` (filtered by `config`) into the cache until `shutdown`.
     /// Watch errors are logged and counted; the watcher backs off and
     /// re-lists, so nothing here ever stops for good.
-    pub async fn run(
+    pub(crate) async fn run(
         self,
         api: Api<DynamicObject>,
         config: watcher::Config,

@@ -40,7 +40,7 @@ pub(crate) struct Notices {
 }
 
 impl Notices {
-    pub fn new(client: kube::Client, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(client: kube::Client, metrics: Arc<Metrics>) -> Self {
         let reporter = Reporter {
             controller: FIELD_MANAGER.into(),
             instance: std::env::var("POD_NAME").ok(),
@@ -57,7 +57,7 @@ impl Notices {
     }
 
     /// Forgets a Gateway that was deleted or left scope.
-    pub fn forget(&self, name: &str) {
+    pub(crate) fn forget(&self, name: &str) {
         let mut s = self.lock();
         s.problems.remove(name);
         s.config.remove(name);
@@ -65,7 +65,7 @@ impl Notices {
 
     /// Reports `problems` of one evaluation of `gw`: each counts in the
     /// metrics every time, but is logged and published only when new.
-    pub async fn problems(&self, gw: &Gateway, problems: &[Problem]) {
+    pub(crate) async fn problems(&self, gw: &Gateway, problems: &[Problem]) {
         let name = gw.metadata.name.clone().unwrap_or_default();
         for p in problems {
             if matches!(p, Problem::NoRoomForCondition { .. }) {

@@ -174,74 +174,8 @@ async fn run_as(
     let ns = settings.scope.namespace.clone();
     let dirty = Arc::new(Dirty::default());
     let health = Arc::new(cache::WatchHealth::new(store.clone()));
-    let gateways = Arc::new(Cache::<Gateway>::default());
-    let classes = Arc::new(Cache::<GatewayClass>::default());
-    let services = Arc::new(Cache::<Service>::default());
-    let records = Arc::new(Cache::<DNSRecord>::default());
-    let dnses = Arc::new(Cache::<DNS>::default());
-    let lb_events = Arc::new(Cache::<Event>::default());
-
-    let labelled = watcher::Config::default().labels(GATEWAY_NAME_LABEL);
-    let singleton =
-        watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}"));
-    let mut tasks = tokio::task::JoinSet::new();
-    macro_rules! follow {
-        ($kind:literal, $cache:expr, $ns:expr, $config:expr, $touches:expr) => {{
-            let f = cache::Follow {
-                keep_managed_fields: $kind == "Gateway",
-                kind: $kind,
-                cache: $cache.clone(),
-                dirty: dirty.clone(),
-                metrics: metrics.clone(),
-                health: health.clone(),
-                touches: Box::new($touches),
-            };
-            let api = cache::dynamic_api_for(&$cache, client.clone(), $ns);
-            tasks.spawn(f.run(api, $config, shutdown.clone()));
-        }};
-    }
-    follow!(
-        "Gateway",
-        gateways,
-        Some(&ns),
-        watcher::Config::default(),
-        |g: &Gateway| { Touch::Gateway(g.metadata.name.clone().unwrap_or_default()) }
-    );
-    follow!(
-        "GatewayClass",
-        classes,
-        None,
-        watcher::Config::default(),
-        |_: &GatewayClass| Touch::All
-    );
-    follow!(
-        "Service",
-        services,
-        Some(&ns),
-        labelled.clone(),
-        |s: &Service| { label_touch(&s.metadata) }
-    );
-    follow!(
-        "DNSRecord",
-        records,
-        Some(&ns),
-        labelled,
-        |r: &DNSRecord| label_touch(&r.metadata)
-    );
-    follow!("DNS", dnses, None, singleton, |_: &DNS| Touch::All);
-    // A service-controller failure changes no Service: this watch
-    // re-evaluates the Gateway when one arrives (the evaluation then lists
-    // the Service's Events fresh, as the spec asks).
-    let failures = watcher::Config::default().fields(&format!(
-        "involvedObject.kind=Service,reason={SYNC_LOAD_BALANCER_FAILED}"
-    ));
-    let svcs = services.clone();
-    follow!("Event", lb_events, Some(&ns), failures, move |e: &Event| {
-        let svc = e.involved_object.name.as_deref().unwrap_or_default();
-        svcs.filtered(|s| s.metadata.name.as_deref() == Some(svc))
-            .first()
-            .map_or(Touch::Nothing, |s| label_touch(&s.metadata))
-    });
+    let caches = Caches::default();
+    let mut tasks = follow(&caches, &client, &ns, &dirty, &metrics, &health, &shutdown);
 
     let queue = Arc::new(WriteQueue::default());
     tasks.spawn(
@@ -249,13 +183,22 @@ async fn run_as(
             api: Api::namespaced(client.clone(), &ns),
             namespace: ns.clone(),
             queue: queue.clone(),
-            gateways: gateways.clone(),
+            gateways: caches.gateways.clone(),
             dirty: dirty.clone(),
             metrics: metrics.clone(),
             backoff: Backoff::new(settings.retry, MAX_RETRY),
         }
         .run(shutdown.clone()),
     );
+
+    let Caches {
+        gateways,
+        classes,
+        services,
+        records,
+        dnses,
+        lb_events,
+    } = caches;
 
     let reconciler = Reconciler {
         cluster,
@@ -278,6 +221,100 @@ async fn run_as(
     reconciler.run().await;
     shutdown.cancel();
     while tasks.join_next().await.is_some() {}
+}
+
+/// What the controller watches, one cache per kind.
+#[derive(Default)]
+struct Caches {
+    gateways: Arc<Cache<Gateway>>,
+    classes: Arc<Cache<GatewayClass>>,
+    services: Arc<Cache<Service>>,
+    records: Arc<Cache<DNSRecord>>,
+    dnses: Arc<Cache<DNS>>,
+    lb_events: Arc<Cache<Event>>,
+}
+
+/// Starts one watch per cache, each marking dirty the Gateways a change
+/// touches: the Gateways of the namespace, every GatewayClass, the
+/// labelled Services and DNSRecords, the cluster's DNS config, and the
+/// Events of a Service's load balancer failing.
+fn follow(
+    caches: &Caches,
+    client: &Client,
+    ns: &str,
+    dirty: &Arc<Dirty>,
+    metrics: &Arc<Metrics>,
+    health: &Arc<cache::WatchHealth>,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinSet<()> {
+    let labelled = watcher::Config::default().labels(GATEWAY_NAME_LABEL);
+    let singleton =
+        watcher::Config::default().fields(&format!("metadata.name={CLUSTER_CONFIG_NAME}"));
+    let mut tasks = tokio::task::JoinSet::new();
+    macro_rules! follow {
+        ($kind:literal, $cache:expr, $ns:expr, $config:expr, $touches:expr) => {{
+            let f = cache::Follow {
+                keep_managed_fields: $kind == "Gateway",
+                kind: $kind,
+                cache: $cache.clone(),
+                dirty: dirty.clone(),
+                metrics: metrics.clone(),
+                health: health.clone(),
+                touches: Box::new($touches),
+            };
+            let api = cache::dynamic_api_for(&$cache, client.clone(), $ns);
+            tasks.spawn(f.run(api, $config, shutdown.clone()));
+        }};
+    }
+    follow!(
+        "Gateway",
+        caches.gateways,
+        Some(ns),
+        watcher::Config::default(),
+        |g: &Gateway| { Touch::Gateway(g.metadata.name.clone().unwrap_or_default()) }
+    );
+    follow!(
+        "GatewayClass",
+        caches.classes,
+        None,
+        watcher::Config::default(),
+        |_: &GatewayClass| Touch::All
+    );
+    follow!(
+        "Service",
+        caches.services,
+        Some(ns),
+        labelled.clone(),
+        |s: &Service| { label_touch(&s.metadata) }
+    );
+    follow!(
+        "DNSRecord",
+        caches.records,
+        Some(ns),
+        labelled,
+        |r: &DNSRecord| label_touch(&r.metadata)
+    );
+    follow!("DNS", caches.dnses, None, singleton, |_: &DNS| Touch::All);
+    // A service-controller failure changes no Service: this watch
+    // re-evaluates the Gateway when one arrives (the evaluation then lists
+    // the Service's Events fresh, as the spec asks).
+    let failures = watcher::Config::default().fields(&format!(
+        "involvedObject.kind=Service,reason={SYNC_LOAD_BALANCER_FAILED}"
+    ));
+    let svcs = caches.services.clone();
+    follow!(
+        "Event",
+        caches.lb_events,
+        Some(ns),
+        failures,
+        move |e: &Event| {
+            let svc = e.involved_object.name.as_deref().unwrap_or_default();
+            svcs.filtered(|s| s.metadata.name.as_deref() == Some(svc))
+                .first()
+                .map_or(Touch::Nothing, |s| label_touch(&s.metadata))
+        }
+    );
+    tasks
 }
 
 /// An agent against a Kubernetes API server: the controller feeding `store`

@@ -19,12 +19,12 @@ use crate::status;
 #[derive(Debug)]
 pub(crate) struct Pending {
     /// The merged status we expect the Gateway to have after the apply.
-    pub desired: GatewayStatus,
+    pub(crate) desired: GatewayStatus,
     /// The apply body ([`status::apply_patch`]).
-    pub patch: Value,
+    pub(crate) patch: Value,
     /// Take the fields over from other managers (`--write-local-status=true`:
     /// the user asked the agent to write whoever else writes them).
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 /// Gateways (by name) with a status to write: a newer status replaces a
@@ -33,20 +33,20 @@ pub(crate) type WriteQueue = CoalescingQueue<String, Pending>;
 
 /// What the writer needs.
 pub(crate) struct Writer {
-    pub api: Api<Gateway>,
-    pub namespace: String,
-    pub queue: Arc<WriteQueue>,
-    pub gateways: Arc<Cache<Gateway>>,
-    pub dirty: Arc<Dirty>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) api: Api<Gateway>,
+    pub(crate) namespace: String,
+    pub(crate) queue: Arc<WriteQueue>,
+    pub(crate) gateways: Arc<Cache<Gateway>>,
+    pub(crate) dirty: Arc<Dirty>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Delay before a failed write's Gateway is evaluated again: `retry`,
     /// doubling per consecutive failure of the same Gateway.
-    pub backoff: Backoff<String>,
+    pub(crate) backoff: Backoff<String>,
 }
 
 impl Writer {
     /// Writes queued statuses until `shutdown`.
-    pub async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
         loop {
             while let Some((name, pending)) = self.queue.pop_first() {
                 if shutdown.is_cancelled() {

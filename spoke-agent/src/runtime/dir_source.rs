@@ -14,16 +14,37 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_spoke_rules::manifest::{Object, manifest_files, read_paths};
+use gwhub_spoke_rules::manifest::{ManifestError, Object, manifest_files, read_paths};
 use tokio_util::sync::CancellationToken;
 
 use super::store::GatewayStore;
-use gwhub_spoke_rules::{Options, Snapshot, evaluate};
+use gwhub_spoke_rules::{EngineError, Options, Snapshot, evaluate};
 use jiff::Timestamp;
 
 /// Turns a cluster's objects into its in-scope Gateways with the status the
 /// agent sees (its own conditions merged into everything else's).
-pub type Evaluate = Arc<dyn Fn(&[Object]) -> Result<Vec<Gateway>, String> + Send + Sync>;
+pub type Evaluate = Arc<dyn Fn(&[Object]) -> Result<Vec<Gateway>, EvaluateError> + Send + Sync>;
+
+/// Why a look at the directory yielded no Gateways (logged with the
+/// directory; the last good state stays).
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluateError {
+    /// The directory could not be listed.
+    #[error(transparent)]
+    List(#[from] ListError),
+    /// A manifest could not be read or parsed.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The engine refused the objects read.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// The directory could not be listed: the listing's message, kept in the
+/// fingerprint so the same failure twice is one change, not two.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ListError(String);
 
 /// Why a directory cannot be followed (checked at start-up).
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +79,7 @@ impl fmt::Debug for DirSource {
 
 /// Name, size and modification time of every manifest file, or why the
 /// directory cannot be listed.
-type Fingerprint = Result<Vec<(PathBuf, u64, Option<SystemTime>)>, String>;
+type Fingerprint = Result<Vec<(PathBuf, u64, Option<SystemTime>)>, ListError>;
 
 impl DirSource {
     /// A source for `dir`, evaluated with `evaluate`. Fails if `dir` is not
@@ -96,7 +117,7 @@ impl DirSource {
     }
 
     fn fingerprint(&self) -> Fingerprint {
-        let files = manifest_files(&self.dir).map_err(|e| e.to_string())?;
+        let files = manifest_files(&self.dir).map_err(|e| ListError(e.to_string()))?;
         Ok(files
             .into_iter()
             .map(|p| {
@@ -109,9 +130,9 @@ impl DirSource {
     }
 
     /// Reads and evaluates the directory once.
-    pub fn load(&self) -> Result<Vec<Gateway>, String> {
-        let files = manifest_files(&self.dir).map_err(|e| e.to_string())?;
-        let objects = read_paths(&files).map_err(|e| e.to_string())?;
+    pub fn load(&self) -> Result<Vec<Gateway>, EvaluateError> {
+        let files = manifest_files(&self.dir)?;
+        let objects = read_paths(&files)?;
         (self.evaluate)(&objects)
     }
 
@@ -179,14 +200,14 @@ impl DirSource {
     fn scan(
         &self,
         prev: Option<&Fingerprint>,
-    ) -> Option<(Fingerprint, Result<Vec<Gateway>, String>)> {
+    ) -> Option<(Fingerprint, Result<Vec<Gateway>, EvaluateError>)> {
         let fp = self.fingerprint();
         if prev == Some(&fp) {
             return None;
         }
         let result = match &fp {
             Ok(_) => self.load(),
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e.clone().into()),
         };
         Some((fp, result))
     }
@@ -197,9 +218,8 @@ impl DirSource {
 /// Gateway with its merged status.
 pub fn engine_evaluate(options: Options) -> Evaluate {
     Arc::new(move |objects| {
-        let snapshot = Snapshot::from_objects(objects).map_err(|e| e.to_string())?;
-        let evaluations =
-            evaluate(&snapshot, &options, Timestamp::now()).map_err(|e| e.to_string())?;
+        let snapshot = Snapshot::from_objects(objects)?;
+        let evaluations = evaluate(&snapshot, &options, Timestamp::now())?;
         Ok(evaluations
             .iter()
             .map(|e| {
@@ -220,7 +240,7 @@ mod tests {
         Arc::new(|objs: &[Object]| {
             objs.iter()
                 .filter(|o| o.kind == "Gateway")
-                .map(|o| o.parse::<Gateway>().map_err(|e| e.to_string()))
+                .map(|o| o.parse::<Gateway>().map_err(EvaluateError::from))
                 .collect()
         })
     }

@@ -336,23 +336,7 @@ impl HubClient {
                         continue;
                     }
                     Next::Deltas(changes, observed, trace) if !changes.is_empty() => {
-                        // The report continues the reconcile's trace; the
-                        // hub continues the report's (Delta.traceparent).
-                        // A root (not a child of the hub_client span) when
-                        // the reconcile was not traced.
-                        let span = tracing::info_span!(
-                            parent: None,
-                            "report",
-                            cluster = %self.config.cluster,
-                            gateway = tracing::field::Empty,
-                            changes = changes.len(),
-                        );
-                        if let [(key, _)] = changes.as_slice() {
-                            span.record("gateway", tracing::field::display(key));
-                        }
-                        gwhub_common::logging::set_parent(&span, &trace);
-                        self.send_deltas(&mut out, changes, observed, encode_budget)
-                            .instrument(span)
+                        self.report(&mut out, changes, observed, &trace, encode_budget)
                             .await?;
                         continue;
                     }
@@ -376,6 +360,34 @@ impl HubClient {
                 }
             }
         }
+    }
+
+    /// Sends one batch of deltas under a `report` span. The report
+    /// continues the reconcile's trace; the hub continues the report's
+    /// (Delta.traceparent). A root (not a child of the hub_client span)
+    /// when the reconcile was not traced.
+    async fn report(
+        &mut self,
+        out: &mut Sender<'_>,
+        changes: Vec<(GatewayKey, Change<Arc<Gateway>>)>,
+        observed: i64,
+        trace: &str,
+        budget: usize,
+    ) -> Result<(), StreamError> {
+        let span = tracing::info_span!(
+            parent: None,
+            "report",
+            cluster = %self.config.cluster,
+            gateway = tracing::field::Empty,
+            changes = changes.len(),
+        );
+        if let [(key, _)] = changes.as_slice() {
+            span.record("gateway", tracing::field::display(key));
+        }
+        gwhub_common::logging::set_parent(&span, trace);
+        self.send_deltas(out, changes, observed, budget)
+            .instrument(span)
+            .await
     }
 
     async fn send_snapshot(
