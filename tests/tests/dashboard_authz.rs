@@ -782,7 +782,7 @@ async fn made_up_tokens_are_held_to_the_token_review_budget() {
     let slowest = outcomes.iter().map(|(_, took)| *took).max();
     eprintln!("the slowest refusal took {slowest:?}");
     let elapsed = start.elapsed().as_secs_f64();
-    let (mut refused, mut rejected) = (0usize, 0usize);
+    let (mut refused, mut rejected, mut unanswered) = (0usize, 0usize, 0usize);
     for (status, _) in &outcomes {
         let status = status.as_ref().expect("a made-up token was served");
         match status.code() {
@@ -791,10 +791,15 @@ async fn made_up_tokens_are_held_to_the_token_review_budget() {
                 refused += 1;
                 assert!(status.message().contains("TokenReviews"), "{status:?}");
             }
+            // Reviewed, but the API server did not answer in time (a
+            // loaded machine): not served either.
+            Code::Unavailable if status.message().contains("cannot review the token") => {
+                unanswered += 1;
+            }
             other => panic!("{other:?}: {status:?}"),
         }
     }
-    assert_eq!(refused + rejected, TOKENS);
+    assert_eq!(refused + rejected + unanswered, TOKENS);
     let bound = 50.0 + 10.0 * (elapsed + 1.0) + 2.0;
     let at_apiserver = apiserver_token_reviews(&admin).await - before;
     let by_hub = counters.token_reviews("authenticated")
@@ -802,14 +807,23 @@ async fn made_up_tokens_are_held_to_the_token_review_budget() {
         + counters.token_reviews("error");
     eprintln!(
         "{TOKENS} made-up tokens in {elapsed:.1} s: {at_apiserver} TokenReviews at the API server, \
-         {by_hub} counted by the hub, {refused} refused, {rejected} rejected, reader answered {answered} times"
+         {by_hub} counted by the hub, {refused} refused, {rejected} rejected, {unanswered} not \
+         answered in time, reader answered {answered} times"
     );
     assert!(
         (at_apiserver as f64) <= bound,
         "{at_apiserver} > {bound:.0}"
     );
-    assert_eq!(at_apiserver, by_hub);
+    // Every review the API server answered, the hub counted; one the hub
+    // gave up waiting for (an "error") the API server may not have
+    // counted yet, or never received.
+    assert!(
+        at_apiserver <= by_hub && by_hub - at_apiserver <= unanswered as u64,
+        "{at_apiserver} reviews at the API server, {by_hub} counted by the hub, \
+         {unanswered} not answered in time"
+    );
     assert_eq!(counters.token_reviews("unauthenticated") as usize, rejected);
+    assert_eq!(counters.token_reviews("error") as usize, unanswered);
     assert_eq!(
         (counters.token_reviews_refused("rate") + counters.token_reviews_refused("in_flight"))
             as usize,
