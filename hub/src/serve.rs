@@ -186,8 +186,8 @@ impl Hub {
     /// Binds the listeners and starts serving, with what the Kubernetes
     /// side adds ([`KubeExtras`]).
     ///
-    /// Still one long function: the runtime builder of issue #34 replaces
-    /// this start-up choreography.
+    /// Still one long function: the planned runtime builder (each task
+    /// declaring what it waits on) replaces this start-up choreography.
     pub async fn start_with(
         config: HubConfig,
         tls: Option<HubTls>,

@@ -1,4 +1,4 @@
-//! Fleet DNS under load (`--kube --dns`, issue #33 item 6): a local BIND
+//! Fleet DNS under load (`--kube --dns`): a local BIND
 //! (test-kit's, as the field tests start it) with a TSIG key, the hub
 //! publishing two listener hostnames per hub Gateway with
 //! `--dns-output rfc2136`, and a poller asking BIND for every name's A

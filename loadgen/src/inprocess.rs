@@ -1,4 +1,4 @@
-//! The in-process mode (issue #5 item 8, issue #8 item 2): `gwhub serve
+//! The in-process mode: `gwhub serve
 //! --no-kube` as a child process driven over loopback gRPC; measures
 //! snapshot ingest, sustained deltas/s, delta -> Dashboard latency and
 //! hub RSS per (cluster, Gateway).

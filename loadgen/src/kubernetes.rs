@@ -1,4 +1,4 @@
-//! The Kubernetes mode (`--kube`, issue #15): the hub against a real
+//! The Kubernetes mode (`--kube`): the hub against a real
 //! management API server from test-kit's harness, one hub Gateway per
 //! Gateway name, optionally an offered change rate and a `kill -9` and
 //! restart of the hub; measures change -> hub Gateway status latency, the

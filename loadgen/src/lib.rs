@@ -1,7 +1,7 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 //! gwhub's load generator: simulated agents driving a real `gwhub serve`
-//! (the scale bench, issue #5 item 8, issue #8 item 2, issue #15).
+//! (the scale benches of docs/benchmarks.md).
 //!
 //! Starts `gwhub serve` as a child process and drives it over loopback
 //! gRPC with simulated agents (one stream and one TCP connection per

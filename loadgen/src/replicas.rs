@@ -1,5 +1,5 @@
 //! Several hub replicas against one management API server (`--replicas
-//! R`, issue #26 item 3): each a `gwhub serve` child with its own ports
+//! R`): each a `gwhub serve` child with its own ports
 //! and Lease identity (`POD_NAME=gwhub-bench-<i>`), with leader election
 //! and `--status-shards N` when R > 1 (as the shipped Deployment runs), the
 //! agents spread round-robin. Which replica holds which status shard (and

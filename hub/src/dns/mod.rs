@@ -1,4 +1,4 @@
-//! Fleet DNS (spec section 8, issue #33): DNS records for the hostnames of
+//! Fleet DNS (spec section 8, docs/dns.md): DNS records for the hostnames of
 //! hub Gateway listeners that hold the addresses of exactly the clusters
 //! whose Gateway instance can serve them, following placement and removal.
 //!

@@ -202,8 +202,8 @@ impl Index {
     /// engine over the clusters. Comparison and encoding happen after, and
     /// the watch channel's lock is held only to insert the finished views.
     ///
-    /// Still one long function: its lock sites are what the index with
-    /// owners of issue #34 redesigns (one per-key entry, one driver).
+    /// Still one long function: its lock sites are what the planned index
+    /// with owners redesigns (one per-key entry, one driver).
     pub fn aggregate_dirty(&self) -> bool {
         let _pass = self.inner.aggregator.aggregating.lock();
         let keys = self.inner.aggregator.dirty.take_keys();

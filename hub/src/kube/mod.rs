@@ -306,7 +306,7 @@ impl Connected {
     /// to this process yet (a live report is newer), and status is written
     /// only once they and the hub Gateways are loaded.
     ///
-    /// Still one long function: the runtime builder of issue #34 (each
+    /// Still one long function: the planned runtime builder (each
     /// task declaring what it waits on) replaces this choreography.
     pub fn attach(self, hub: Hub) -> KubeHub {
         let Connected {

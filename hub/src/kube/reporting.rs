@@ -1,4 +1,4 @@
-//! `gwhub.io/Reporting` (issue #24, the hub as a cluster manager where
+//! `gwhub.io/Reporting` (the hub as a cluster manager where
 //! there is none): on the ClusterProfiles the hub published at a join
 //! (label `x-k8s.io/cluster-manager` and `spec.clusterManager.name` both
 //! `gwhub`), the leader keeps a status condition saying whether the

@@ -12,7 +12,7 @@
 //! ([`crate::tls_reload`]) as a followed source, so new handshakes use a
 //! replaced certificate within seconds, with no restart.
 //!
-//! What the hub made, it repairs (issue #35). A corrupt or half-written
+//! What the hub made, it repairs. A corrupt or half-written
 //! `gwhub-serving` is re-issued. Every replica keeps the last usable
 //! hub-made CA it read in memory: when `gwhub-ca` turns corrupt, the
 //! leader writes that CA back, byte for byte, and no agent notices. A
@@ -316,7 +316,7 @@ async fn start_inner(
             }
         }
     }
-    // A hub-made serving Secret found corrupt or half-written (issue #35:
+    // A hub-made serving Secret found corrupt or half-written (before:
     // the hub exited, a crash loop): serve a fresh certificate from memory
     // and let the leader re-issue the Secret ([`renew_once`]); the follow
     // keeps the corrupt content out until then. An operator's is only
