@@ -14,9 +14,12 @@ cd "$(dirname "$0")/.."
 # shellcheck source=lib/phase.sh
 source scripts/lib/phase.sh
 
-phase "setup (check-deps, promtool, API server, Python, browser, DNS servers)"
+phase "setup (check-deps, check-sizes, promtool, API server, Python, browser, DNS servers)"
 # Cheap (cargo tree only): the rules crates stay free of I/O.
 bash scripts/check-deps.sh
+# Cheap too: no production file over 800 lines, at most three functions
+# over 100, each saying why.
+python3 scripts/check-sizes.py
 # Cheap too: the PrometheusRule's alerts against their promtool unit tests
 # (Debian's prometheus package, installed once by scripts/prometheus.sh).
 bash scripts/check-monitoring.sh
