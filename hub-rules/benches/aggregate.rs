@@ -99,30 +99,40 @@ fn one_cluster_change(c: &mut Criterion) {
                     f.upsert(&name, key.clone(), status);
                 }
             };
+            // Each fleet is filled when its benchmark runs, and only then:
+            // a filtered run (`cargo bench -- <name>`, or a test run's one
+            // benchmark per process) fills its own, not every size's.
             if n <= 3500 || not_ready == NotReady::EveryTenth {
-                let mut engine = Fleet::new();
-                fill(&mut engine);
-                let mut changes = Changes::new(n, not_ready, now);
+                let mut state = None;
                 group.bench_with_input(
                     BenchmarkId::new(format!("engine/{label}"), n),
                     &n,
                     |b, _| {
+                        let (engine, changes) = state.get_or_insert_with(|| {
+                            let mut engine = Fleet::new();
+                            fill(&mut engine);
+                            (engine, Changes::new(n, not_ready, now))
+                        });
                         b.iter(|| {
-                            changes.next(&mut engine, &key);
+                            changes.next(engine, &key);
                             black_box(engine.aggregate(&key, &hub, &options, now).unwrap())
                         })
                     },
                 );
             }
-            let mut inc = Fleet::with_incremental(options.clone());
-            fill(&mut inc);
-            let mut changes = Changes::new(n, not_ready, now);
+            let mut state = None;
+            let mut incremental = || {
+                let mut inc = Fleet::with_incremental(options.clone());
+                fill(&mut inc);
+                (inc, Changes::new(n, not_ready, now))
+            };
             group.bench_with_input(
                 BenchmarkId::new(format!("incremental/{label}"), n),
                 &n,
                 |b, _| {
+                    let (inc, changes) = state.get_or_insert_with(&mut incremental);
                     b.iter(|| {
-                        changes.next(&mut inc, &key);
+                        changes.next(inc, &key);
                         let g = inc.incremental(&key).unwrap();
                         black_box(g.aggregate_status(&hub, None, now))
                     })
@@ -133,8 +143,9 @@ fn one_cluster_change(c: &mut Criterion) {
                     BenchmarkId::new(format!("incremental_with_omissions/{label}"), n),
                     &n,
                     |b, _| {
+                        let (inc, changes) = state.get_or_insert_with(&mut incremental);
                         b.iter(|| {
-                            changes.next(&mut inc, &key);
+                            changes.next(inc, &key);
                             let g = inc.incremental(&key).unwrap();
                             black_box(g.aggregate(&hub, None, now))
                         })
@@ -190,27 +201,33 @@ fn status_write(c: &mut Criterion) {
     for not_ready in [NotReady::EveryTenth, FIXED] {
         let label = not_ready.label();
         for n in SIZES {
-            let mut f = Fleet::with_incremental(options.clone());
-            for (_, name, status) in fleet(n, not_ready, now) {
-                f.upsert(&name, key.clone(), status);
-            }
-            let mut changes = Changes::new(n, not_ready, now);
-            // The statuses repeat every 32 changes.
-            let wants: Vec<GatewayStatus> = (0..32)
-                .map(|_| {
-                    changes.next(&mut f, &key);
-                    let g = f.incremental(&key).unwrap();
-                    g.aggregate_status(&hub, None, now).status
-                })
-                .collect();
-            let answers: Vec<Vec<u8>> = wants.iter().map(|w| answer(&key, w)).collect();
-            let lives: Vec<LiveHub> = answers
-                .iter()
-                .map(|a| LiveHub::from_gateway(&serde_json::from_slice(a).unwrap(), "gwhub"))
-                .collect();
+            // Made when the benchmark runs, and only then (see above).
+            let prepare = || {
+                let mut f = Fleet::with_incremental(options.clone());
+                for (_, name, status) in fleet(n, not_ready, now) {
+                    f.upsert(&name, key.clone(), status);
+                }
+                let mut changes = Changes::new(n, not_ready, now);
+                // The statuses repeat every 32 changes.
+                let wants: Vec<GatewayStatus> = (0..32)
+                    .map(|_| {
+                        changes.next(&mut f, &key);
+                        let g = f.incremental(&key).unwrap();
+                        g.aggregate_status(&hub, None, now).status
+                    })
+                    .collect();
+                let answers: Vec<Vec<u8>> = wants.iter().map(|w| answer(&key, w)).collect();
+                let lives: Vec<LiveHub> = answers
+                    .iter()
+                    .map(|a| LiveHub::from_gateway(&serde_json::from_slice(a).unwrap(), "gwhub"))
+                    .collect();
+                (wants, answers, lives)
+            };
+            let mut state = None;
             let foreign = BTreeSet::new();
             let mut step = 0usize;
             group.bench_with_input(BenchmarkId::new(label.as_str(), n), &n, |b, _| {
+                let (wants, answers, lives) = &*state.get_or_insert_with(prepare);
                 b.iter(|| {
                     let live = &lives[(step + 31) % 32];
                     let Plan::Write(write) = plan(live, &wants[step % 32], &foreign) else {
