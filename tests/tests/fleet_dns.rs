@@ -15,11 +15,7 @@
 //!   `GWHUB_REQUIRE_DNS=1`): see `rfc2136_*` below.
 //!
 //! Waits are bounded (`wait::until`); no fixed sleep before a positive
-//! assert. The hub runs in the test's process, and `dig`, `nsupdate` and
-//! the DNS servers' start are blocking child processes: each test runs on
-//! two worker threads, so a `dig` that takes seconds on a loaded machine
-//! never holds up the hub's Lease renewals and writes (on one thread it
-//! did: the hub lost its Lease and wrote nothing for 30 s).
+//! assert.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -209,7 +205,7 @@ fn dns_condition(gw: &Gateway) -> Option<(String, String, String)> {
 }
 
 /// (a) dnsendpoint: exactly the eligible clusters, following them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
     let Some((_fleet, admin, as_hub)) =
         management("dnsendpoint_holds_exactly_the_eligible_clusters").await
@@ -353,7 +349,7 @@ async fn gwhubctl(hub: &KubeHub, args: &[&str]) -> String {
 /// name, the published set, each cluster's eligibility with the rule it
 /// fails and the last write; `gwhubctl get dns` and `dns plan` print
 /// them; a replica that does not lead says so.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn the_dashboard_and_gwhubctl_show_each_decision() {
     let Some((_fleet, admin, as_hub)) =
         management("the_dashboard_and_gwhubctl_show_each_decision").await
@@ -454,7 +450,7 @@ async fn the_dashboard_and_gwhubctl_show_each_decision() {
 /// hand-deleted record is repaired at the resync (2s); a name's A and
 /// AAAA changing together are one UPDATE; a hub restart neither removes
 /// nor delays a published cluster (the read-back seeds the publishers).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn rfc2136_publishes_to_bind_and_never_overwrites() {
     rfc2136_field(
         gwhub_test_kit::dns_server::Kind::Bind,
@@ -464,7 +460,7 @@ async fn rfc2136_publishes_to_bind_and_never_overwrites() {
 }
 
 /// (b) against Knot DNS.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn rfc2136_publishes_to_knot_and_never_overwrites() {
     rfc2136_field(
         gwhub_test_kit::dns_server::Kind::Knot,
@@ -690,7 +686,7 @@ fn dns_writes(hub: &KubeHub) -> u64 {
 /// when it stops, the other takes over, removes nothing (the answer never
 /// goes empty nor loses a cluster), and, seeded from the read-back,
 /// writes a removal at once though its rise is far longer than the test.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn two_replicas_do_not_fight_over_bind() {
     use gwhub_test_kit::dns_server::{Key, Keys, Kind, Server, available};
     const TEST: &str = "two_replicas_do_not_fight_over_bind";
