@@ -15,7 +15,11 @@
 //!   `GWHUB_REQUIRE_DNS=1`): see `rfc2136_*` below.
 //!
 //! Waits are bounded (`wait::until`); no fixed sleep before a positive
-//! assert.
+//! assert. The tests against DNS servers run `dig` and `nsupdate` as
+//! blocking child processes, so they run on two worker threads: the hub
+//! keeps renewing its Lease and writing while the test waits for a
+//! child, as it would in its own process, and no assert there relies on
+//! the hub standing still.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -450,7 +454,7 @@ async fn the_dashboard_and_gwhubctl_show_each_decision() {
 /// hand-deleted record is repaired at the resync (2s); a name's A and
 /// AAAA changing together are one UPDATE; a hub restart neither removes
 /// nor delays a published cluster (the read-back seeds the publishers).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc2136_publishes_to_bind_and_never_overwrites() {
     rfc2136_field(
         gwhub_test_kit::dns_server::Kind::Bind,
@@ -460,7 +464,7 @@ async fn rfc2136_publishes_to_bind_and_never_overwrites() {
 }
 
 /// (b) against Knot DNS.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc2136_publishes_to_knot_and_never_overwrites() {
     rfc2136_field(
         gwhub_test_kit::dns_server::Kind::Knot,
@@ -537,10 +541,22 @@ async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
     c2.expect_ack(2).await;
     until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
 
-    // A hand-deleted record is repaired at the next resync.
+    // A hand-deleted record is repaired at the next resync. The hub runs
+    // beside this test (its resync every 2 s may repair the record before
+    // any read here), so the delete is seen as the zone's serial rising,
+    // and the repair as one more UPDATE that brings the record back.
+    let before = soa_serial(&server);
     server.nsupdate(&key, &["delete app.fleet.test A"]);
-    assert!(server.dig(HOST, "A").is_empty());
-    until(WAIT, dig(HOST), |v| *v == ips(&["192.0.2.1"])).await;
+    assert!(
+        soa_serial(&server) > before,
+        "the hand delete was not applied"
+    );
+    until(
+        WAIT,
+        || async { (server.dig(HOST, "A"), soa_serial(&server)) },
+        |(v, serial)| *v == ips(&["192.0.2.1"]) && *serial >= before + 2,
+    )
+    .await;
 
     // c2 is back (after the rise); c1 gets an IPv6 address too.
     c2.upsert(3, report_with(2, true, 1, &listeners)).await;
@@ -686,7 +702,7 @@ fn dns_writes(hub: &KubeHub) -> u64 {
 /// when it stops, the other takes over, removes nothing (the answer never
 /// goes empty nor loses a cluster), and, seeded from the read-back,
 /// writes a removal at once though its rise is far longer than the test.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_do_not_fight_over_bind() {
     use gwhub_test_kit::dns_server::{Key, Keys, Kind, Server, available};
     const TEST: &str = "two_replicas_do_not_fight_over_bind";

@@ -1011,13 +1011,13 @@ async fn a_pruned_clusters_stored_report_is_deleted() {
         .collect();
     assert!(names.len() > 1, "one object for 500 x 16");
     let (seen, watching) = watched_reports(reports.clone()).await;
-    let before = clusterreport_lists(&fleet);
+    let before = clusterreport_lists(&fleet).await;
     drop(agent);
     until_gone(&seen, &names).await;
     watching.abort();
     // The hub knew every part: it listed none.
     assert_eq!(
-        clusterreport_lists(&fleet) - before,
+        clusterreport_lists(&fleet).await - before,
         0,
         "ClusterReport LISTs"
     );
@@ -1108,13 +1108,15 @@ async fn the_importer_keeps_importing_while_the_writer_waits_for_the_budget() {
 }
 
 /// ClusterReport LISTs the API server has answered so far (its
-/// `apiserver_request_total`, read with kubectl).
-fn clusterreport_lists(fleet: &Fleet) -> u64 {
-    let out = std::process::Command::new(gwhub_test_kit::install::kubectl())
+/// `apiserver_request_total`, read with kubectl; awaited, so the hub in
+/// this process keeps running meanwhile).
+async fn clusterreport_lists(fleet: &Fleet) -> u64 {
+    let out = tokio::process::Command::new(gwhub_test_kit::install::kubectl())
         .arg("--kubeconfig")
         .arg(&fleet.cluster("mgmt").kubeconfig)
         .args(["get", "--raw", "/metrics"])
         .output()
+        .await
         .expect("kubectl runs");
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stdout)
@@ -1224,7 +1226,7 @@ async fn a_mass_deregistration_deletes_every_part_without_listing() {
         .flat_map(|c| [part_name(c, 1), part_name(c, 2)])
         .collect();
     let (seen, watching) = watched_reports(reports.clone()).await;
-    let before = clusterreport_lists(&fleet);
+    let before = clusterreport_lists(&fleet).await;
     for c in &clusters {
         reports.delete(c, &Default::default()).await.unwrap();
     }
@@ -1236,7 +1238,7 @@ async fn a_mass_deregistration_deletes_every_part_without_listing() {
         "deregistered"
     );
     // One at most (the importer's watch may relist).
-    let lists = clusterreport_lists(&fleet) - before;
+    let lists = clusterreport_lists(&fleet).await - before;
     watching.abort();
     assert!(
         lists <= 1,

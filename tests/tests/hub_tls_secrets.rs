@@ -273,9 +273,10 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
     let addr = hub.hub.ingest_addr;
 
-    // gwhubctl join create, as an operator runs it.
-    let ctl = |args: &[&str]| {
-        let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
+    // gwhubctl join create, as an operator runs it (awaited: the hub in
+    // this process keeps running meanwhile).
+    let ctl = async |args: &[&str]| {
+        let out = tokio::process::Command::new(gwhub_test_kit::procs::workspace_binary(
             "gwhub",
             "gwhubctl",
             "GWHUBCTL_BIN",
@@ -285,6 +286,7 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
         .arg("--kubeconfig")
         .arg(&fleet.cluster("mgmt").kubeconfig)
         .output()
+        .await
         .unwrap();
         assert!(
             out.status.success(),
@@ -294,7 +296,7 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
         String::from_utf8(out.stdout).unwrap()
     };
     let printed: serde_json::Value =
-        serde_json::from_str(&ctl(&["east", "--ttl", "1h", "-o", "json"])).unwrap();
+        serde_json::from_str(&ctl(&["east", "--ttl", "1h", "-o", "json"]).await).unwrap();
     let keys: Vec<&String> = printed.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["caHash", "cluster", "expires", "token"]);
     assert_eq!(printed["cluster"], "east");
@@ -309,7 +311,8 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
         "yaml",
         "--hub-address",
         "https://hub.example:7443",
-    ]);
+    ])
+    .await;
     let secret: Secret = serde_norway::from_str(&yaml).unwrap();
     assert_eq!(secret.metadata.name.as_deref(), Some("gwhub-join-token"));
     let sd = secret.string_data.unwrap();
@@ -689,7 +692,7 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
     let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());
 
-    let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
+    let out = tokio::process::Command::new(gwhub_test_kit::procs::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUBCTL_BIN",
@@ -697,6 +700,7 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
     .args(["join", "create", "east", "-o", "json", "--kubeconfig"])
     .arg(&fleet.cluster("mgmt").kubeconfig)
     .output()
+    .await
     .unwrap();
     assert!(
         out.status.success(),
@@ -1008,7 +1012,7 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     .await;
     let _pending = make_token(&secrets, "east", 600).await;
 
-    let out = std::process::Command::new(gwhub_test_kit::procs::workspace_binary(
+    let out = tokio::process::Command::new(gwhub_test_kit::procs::workspace_binary(
         "gwhub",
         "gwhubctl",
         "GWHUBCTL_BIN",
@@ -1016,6 +1020,7 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     .args(["cluster", "remove", "east", "--kubeconfig"])
     .arg(&fleet.cluster("mgmt").kubeconfig)
     .output()
+    .await
     .unwrap();
     assert!(
         out.status.success(),
