@@ -277,10 +277,16 @@ struct Figures {
 }
 
 impl Figures {
+    /// What ingest added to the hub's RSS per (cluster, Gateway) pair.
+    fn rss_per_pair(&self) -> f64 {
+        let [idle, after_ingest, ..] = self.rss;
+        after_ingest.saturating_sub(idle) as f64 / self.pairs as f64
+    }
+
     /// The run's JSON line (`--json`).
     fn json(&self, args: &Args) -> serde_json::Value {
         let [rss_idle, rss_ingest, rss_deltas, rss_peak] = self.rss;
-        let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / self.pairs as f64;
+        let per_pair = self.rss_per_pair();
         serde_json::json!({
             "bench": "hub_scale",
             "machine": machine(),
@@ -329,7 +335,7 @@ impl Figures {
             ..
         } = *self;
         let [rss_idle, rss_ingest, rss_deltas, rss_peak] = self.rss;
-        let per_pair = rss_ingest.saturating_sub(rss_idle) as f64 / pairs as f64;
+        let per_pair = self.rss_per_pair();
         let rate = acked as f64 / delta_s;
         let (p50, p99, max) = (latencies.ms(0.5), latencies.ms(0.99), latencies.ms(1.0));
         println!(

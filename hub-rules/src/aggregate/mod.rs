@@ -299,16 +299,13 @@ pub fn aggregate_expected(
         fragments.len(),
         fragments,
     );
-    out_conditions.push(conditions::to_condition(
-        OWN_CONDITION,
-        status,
-        reason,
-        message,
-        generation,
-        &hub.previous,
+    close_conditions(
+        &mut out_conditions,
+        (status, reason, message),
+        foreign,
+        hub,
         now,
-    ));
-    out_conditions.extend(foreign.into_iter().cloned());
+    );
 
     Ok(Aggregation {
         status: GatewayStatus {
@@ -410,6 +407,29 @@ pub(crate) fn plan_conditions<'h, 't>(
         }
     }
     (foreign, kept)
+}
+
+/// Ends a hub Gateway's conditions the same way in the full and the
+/// incremental aggregation: the hub's own condition from its summary
+/// `(status, reason, message)`, then the other writers' conditions as
+/// they are.
+pub(crate) fn close_conditions(
+    out: &mut Vec<Condition>,
+    (status, reason, message): (&'static str, &'static str, String),
+    foreign: Vec<&Condition>,
+    hub: &HubGateway,
+    now: jiff::Timestamp,
+) {
+    out.push(conditions::to_condition(
+        OWN_CONDITION,
+        status,
+        reason,
+        message,
+        hub.generation.max(0),
+        &hub.previous,
+        now,
+    ));
+    out.extend(foreign.into_iter().cloned());
 }
 
 /// The hub's own condition's status, reason and message over `reports`

@@ -16,8 +16,8 @@ use jiff::Timestamp;
 use super::super::limits::{MAX_ADDRESSES, MAX_LISTENERS};
 use super::super::omissions::{Item, Omission, Omissions, limit_fragment};
 use super::super::{
-    Absence, Aggregation, Expectation, HubGateway, OWN_CONDITION, addresses, conditions, listeners,
-    own_summary, plan_conditions, read_expectation,
+    Absence, Aggregation, Expectation, HubGateway, addresses, close_conditions, conditions,
+    listeners, own_summary, plan_conditions, read_expectation,
 };
 use super::{Incremental, Part, Parts};
 
@@ -106,7 +106,6 @@ impl Incremental {
         let listener_kept = self.listeners.kept();
         let (out_listeners, built_omissions) = self.kept_listeners(&listener_kept, &mut scratch);
 
-        let generation = hub.generation.max(0);
         let reports = self.clusters.len();
         let mut out_conditions = Vec::with_capacity(kept_types.len() + foreign.len() + 1);
         self.type_conditions(&mut out_conditions, kept_types, &absent, reports, hub, now);
@@ -131,18 +130,8 @@ impl Incremental {
             (Item::Listener, MAX_LISTENERS, listener_limit),
         ];
         let fragments = self.own_fragments(&hub_omissions, &built_omissions, limits);
-        let (status, reason, message) =
-            own_summary(reports, expected, &absent, invalid, count, fragments);
-        out_conditions.push(conditions::to_condition(
-            OWN_CONDITION,
-            status,
-            reason,
-            message,
-            generation,
-            &hub.previous,
-            now,
-        ));
-        out_conditions.extend(foreign.into_iter().cloned());
+        let summary = own_summary(reports, expected, &absent, invalid, count, fragments);
+        close_conditions(&mut out_conditions, summary, foreign, hub, now);
 
         Output {
             aggregation: Aggregation {
