@@ -18,6 +18,7 @@ mod conn;
 pub mod dns;
 pub mod grpc;
 pub mod index;
+pub mod issuer;
 pub mod kube;
 pub mod metrics;
 pub mod pki;

@@ -25,8 +25,6 @@ use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 pub struct HubTls {
     sources: Sources,
     dashboard_token: Option<Arc<str>>,
-    /// Serves Ingest/Join (agents without a certificate may then connect).
-    joiner: Option<Arc<crate::kube::join::Joiner>>,
 }
 
 /// What `gwhub serve` was given for TLS (paths as on the command line).
@@ -96,7 +94,6 @@ impl HubTls {
                 revoked: None,
             },
             dashboard_token: None,
-            joiner: None,
         }
     }
 
@@ -107,10 +104,10 @@ impl HubTls {
     }
 
     /// Agents without an identity may join: the ingest listener takes
-    /// clients without a certificate (only Join serves them).
-    pub fn with_joiner(mut self, joiner: Arc<crate::kube::join::Joiner>) -> Self {
+    /// clients without a certificate (only Join serves them, through the
+    /// hub's [`crate::issuer::Issuer`]).
+    pub fn with_optional_client_cert(mut self) -> Self {
         self.sources.client_cert_optional = true;
-        self.joiner = Some(joiner);
         self
     }
 
@@ -118,11 +115,6 @@ impl HubTls {
     pub fn with_revocations(mut self, revoked: crate::tls_reload::Revocations) -> Self {
         self.sources.revoked = Some(revoked);
         self
-    }
-
-    /// What serves Ingest/Join, if joining is on.
-    pub(crate) fn joiner(&self) -> Option<Arc<crate::kube::join::Joiner>> {
-        self.joiner.clone()
     }
 
     /// Dashboard calls must carry `authorization: Bearer <token>`.
@@ -180,7 +172,6 @@ impl HubTls {
                 revoked: None,
             },
             dashboard_token: None,
-            joiner: None,
         };
         tls.with_dashboard_files(paths).map(Some)
     }
@@ -214,7 +205,6 @@ impl HubTls {
                 revoked: None,
             },
             dashboard_token: None,
-            joiner: None,
         };
         tls.with_dashboard_files(paths)
     }

@@ -85,11 +85,11 @@ async fn start_hub_with(
         renew_every: Duration::from_millis(500),
     });
     options.inventory = Some((FLEET_NS.to_owned(), Mode::Enforce));
-    let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
+    let connected = Connected::new(as_hub.clone(), options).await.unwrap();
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
     secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
     secrets.agent_lifetime = agent_lifetime;
-    let tls = connected
+    let identity = connected
         .tls_from_secrets(secrets, &TlsPaths::default())
         .await
         .expect("the hub makes and reads its Secrets");
@@ -97,10 +97,13 @@ async fn start_hub_with(
     config.insecure = false;
     let extras = KubeExtras {
         inventory: connected.inventory(),
+        issuer: Some(identity.issuer),
         ..KubeExtras::default()
     };
-    let hub = Hub::start_with(config, Some(tls), extras).await.unwrap();
-    connected.attach(hub)
+    let hub = Hub::start_with(config, Some(identity.tls), extras)
+        .await
+        .unwrap();
+    connected.attach(hub, Some(identity.followers))
 }
 
 fn csr_for(cluster: &str) -> (String, String) {

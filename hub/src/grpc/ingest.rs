@@ -22,6 +22,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use crate::index::{Index, Session};
+use crate::issuer::Issuer;
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// Messages handled before the hub acks and yields, so a fast agent gets
@@ -77,8 +78,8 @@ pub struct IngestService {
     index: Index,
     config: IngestConfig,
     shutdown: CancellationToken,
-    /// Serves Join (`None`: joining is off).
-    joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
+    /// Serves Join and Renew (`None`: joining is off).
+    issuer: Option<std::sync::Arc<dyn Issuer>>,
 }
 
 impl IngestService {
@@ -88,16 +89,13 @@ impl IngestService {
             index,
             config,
             shutdown,
-            joiner: None,
+            issuer: None,
         }
     }
 
-    /// Serves Join with `joiner`.
-    pub(crate) fn with_joiner(
-        mut self,
-        joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
-    ) -> Self {
-        self.joiner = joiner;
+    /// Serves Join and Renew with `issuer`.
+    pub(crate) fn with_issuer(mut self, issuer: Option<std::sync::Arc<dyn Issuer>>) -> Self {
+        self.issuer = issuer;
         self
     }
 
@@ -120,7 +118,7 @@ impl v1::ingest_server::Ingest for IngestService {
         &self,
         request: Request<v1::JoinRequest>,
     ) -> Result<Response<v1::JoinResponse>, Status> {
-        let Some(joiner) = &self.joiner else {
+        let Some(issuer) = &self.issuer else {
             return Err(Status::unimplemented(
                 "this hub does not issue certificates: joining needs its Secrets \
                  (Kubernetes mode without --tls-cert or --insecure)",
@@ -130,7 +128,7 @@ impl v1::ingest_server::Ingest for IngestService {
             .map(|c| c.remote)
             .or_else(|| request.remote_addr())
             .map(|a| a.ip());
-        joiner
+        issuer
             .join(peer, request.into_inner())
             .await
             .map(Response::new)
@@ -140,7 +138,7 @@ impl v1::ingest_server::Ingest for IngestService {
         &self,
         request: Request<v1::RenewRequest>,
     ) -> Result<Response<v1::JoinResponse>, Status> {
-        let Some(joiner) = &self.joiner else {
+        let Some(issuer) = &self.issuer else {
             return Err(Status::unimplemented(
                 "this hub does not issue certificates: renew the certificate where it was made",
             ));
@@ -150,7 +148,7 @@ impl v1::ingest_server::Ingest for IngestService {
             .and_then(|c| c.tls.as_ref())
             .map(|t| t.certs.clone())
             .unwrap_or_default();
-        joiner
+        issuer
             .renew(&cluster, &presented, request.into_inner())
             .await
             .map(Response::new)

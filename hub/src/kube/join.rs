@@ -37,6 +37,7 @@ use tonic::Status;
 
 use super::join_limits::{Keyed, Known, KnownTokens, RefusalLog};
 use super::tls_secrets::CA_SECRET;
+use crate::issuer::Issuer;
 use crate::pki::{self, Pair};
 
 /// The signer of agent certificates.
@@ -688,6 +689,27 @@ impl Joiner {
             tracing::warn!(csr = name, error = %e, "cannot delete the issued certificate request");
         }
         Ok(())
+    }
+}
+
+/// The ingest listener reaches the Joiner only through the port.
+#[tonic::async_trait]
+impl Issuer for Joiner {
+    async fn join(
+        &self,
+        peer: Option<IpAddr>,
+        req: v1::JoinRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        Joiner::join(self, peer, req).await
+    }
+
+    async fn renew(
+        &self,
+        cluster: &str,
+        presented: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
+        req: v1::RenewRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        Joiner::renew(self, cluster, presented, req).await
     }
 }
 

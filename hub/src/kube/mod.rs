@@ -189,16 +189,42 @@ pub struct Connected {
     pub options: KubeOptions,
     /// Whether the PlacementDecision CRD is served (with an inventory).
     placements: bool,
-    /// Follows the hub's TLS Secrets once [`Connected::tls_from_secrets`]
-    /// made the hub's TLS from them.
-    secrets: Option<tls_secrets::Follower>,
-    /// Followed with the Secrets: the removed clusters.
-    revocations: Option<Revoked>,
-    /// Followed with the Secrets: the join tokens that exist.
-    tokens: Option<(
+}
+
+/// The hub's identity made from its Secrets by
+/// [`Connected::tls_from_secrets`], in the pieces that go to different
+/// places: the TLS material and the issuer to [`Hub::start_with`], what
+/// keeps them current to [`Connected::attach`].
+pub struct SecretsIdentity {
+    /// Both listeners' TLS, followed from the Secrets; agents without a
+    /// certificate may connect to join.
+    pub tls: crate::tls::HubTls,
+    /// Serves Join and Renew: [`crate::serve::KubeExtras::issuer`].
+    pub issuer: Arc<join::Joiner>,
+    /// What follows the Secrets, the removed clusters and the join tokens.
+    pub followers: SecretsFollowers,
+}
+
+impl std::fmt::Debug for SecretsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretsIdentity")
+            .field("tls", &self.tls)
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What keeps a [`SecretsIdentity`] current once the hub runs.
+pub struct SecretsFollowers {
+    /// Follows the hub's TLS Secrets (the leader renews them).
+    secrets: tls_secrets::Follower,
+    /// The removed clusters.
+    revocations: Revoked,
+    /// The join tokens that exist.
+    tokens: (
         join_limits::KnownTokens,
         Api<k8s_openapi::api::core::v1::Secret>,
-    )>,
+    ),
 }
 
 impl Connected {
@@ -247,9 +273,6 @@ impl Connected {
             client,
             options,
             placements,
-            secrets: None,
-            revocations: None,
-            tokens: None,
         })
     }
 
@@ -260,13 +283,15 @@ impl Connected {
     }
 
     /// The hub's TLS from Secrets `gwhub-ca` and `gwhub-serving` in its
-    /// namespace, made when absent; [`Connected::attach`] then follows them
-    /// and the leader renews the serving certificate.
+    /// namespace, made when absent, and the issuer of agent certificates;
+    /// [`Connected::attach`] then follows them (given
+    /// [`SecretsIdentity::followers`]) and the leader renews the serving
+    /// certificate.
     pub async fn tls_from_secrets(
-        &mut self,
+        &self,
         config: tls_secrets::SecretsConfig,
         paths: &crate::tls::TlsPaths<'_>,
-    ) -> Result<crate::tls::HubTls, KubeError> {
+    ) -> Result<SecretsIdentity, KubeError> {
         let api = Api::namespaced(self.client.clone(), &self.options.namespace);
         let mut config = config;
         // A restarted leader's lease must run out before a running replica
@@ -278,7 +303,6 @@ impl Connected {
         }
         let agent_lifetime = config.agent_lifetime;
         let (tls, follower) = tls_secrets::start(api, config, paths).await?;
-        self.secrets = Some(follower);
         let mut joiner =
             join::Joiner::new(self.client.clone(), &self.options.namespace, agent_lifetime);
         if let Some((namespace, mode)) = &self.options.inventory {
@@ -294,11 +318,16 @@ impl Connected {
             .await
             .map_err(KubeError::Revocations)?;
         let (removed_tx, removed_rx) = watch::channel(Arc::new(removed));
-        self.revocations = Some((configmaps, removed_tx, agent_lifetime));
-        self.tokens = Some((joiner.known_tokens(), joiner.token_secrets()));
-        Ok(tls
-            .with_joiner(Arc::new(joiner))
-            .with_revocations(removed_rx))
+        let followers = SecretsFollowers {
+            secrets: follower,
+            revocations: (configmaps, removed_tx, agent_lifetime),
+            tokens: (joiner.known_tokens(), joiner.token_secrets()),
+        };
+        Ok(SecretsIdentity {
+            tls: tls.with_optional_client_cert().with_revocations(removed_rx),
+            issuer: Arc::new(joiner),
+            followers,
+        })
     }
 
     /// Adds the Kubernetes side to a running hub. Ingest already serves:
@@ -308,15 +337,16 @@ impl Connected {
     ///
     /// Still one long function: the planned runtime builder (each
     /// task declaring what it waits on) replaces this choreography.
-    pub fn attach(self, hub: Hub) -> KubeHub {
+    pub fn attach(self, hub: Hub, followers: Option<SecretsFollowers>) -> KubeHub {
         let Connected {
             client,
             options,
             placements,
-            secrets,
-            revocations,
-            tokens,
         } = self;
+        let (secrets, revocations, tokens) = match followers {
+            Some(f) => (Some(f.secrets), Some(f.revocations), Some(f.tokens)),
+            None => (None, None, None),
+        };
         let index = hub.index.clone();
         let reports_api: Api<ClusterReport> = Api::namespaced(client.clone(), &options.namespace);
         let metrics = Arc::new(Metrics::default());
@@ -638,7 +668,7 @@ impl KubeHub {
             ..crate::serve::KubeExtras::default()
         };
         let hub = Hub::start_with(config, None, extras).await?;
-        Ok(connected.attach(hub))
+        Ok(connected.attach(hub, None))
     }
 
     /// Stops writing (releasing the Lease), then shuts the hub down.
