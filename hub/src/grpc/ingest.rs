@@ -143,7 +143,7 @@ impl v1::ingest_server::Ingest for IngestService {
                 "this hub does not issue certificates: renew the certificate where it was made",
             ));
         };
-        let cluster = crate::tls::peer_cluster(&request)?;
+        let cluster = super::peer::peer_cluster(&request)?;
         let presented = crate::conn::conn_of(&request)
             .and_then(|c| c.tls.as_ref())
             .map(|t| t.certs.clone())
@@ -164,13 +164,13 @@ impl v1::ingest_server::Ingest for IngestService {
         // With mTLS the certificate, not Hello, names the cluster.
         let identity = match self.config.insecure {
             true => None,
-            false => Some(crate::tls::peer_cluster(&request).inspect_err(|status| {
+            false => Some(super::peer::peer_cluster(&request).inspect_err(|status| {
                 tracing::warn!(?peer, message = status.message(), "agent refused");
             })?),
         };
         // With mTLS the stream ends when its certificate expires or is
         // no longer trusted after a client-CA reload.
-        let cert_end = crate::tls::stream_end(&request);
+        let cert_end = super::peer::stream_end(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let index = self.index.clone();
@@ -450,7 +450,7 @@ impl AgentStream {
                 ));
             };
             valid_cluster_name(&certified)?;
-            crate::tls::check_claim(&certified, &hello.cluster)?;
+            super::peer::check_claim(&certified, &hello.cluster)?;
             certified
         };
         let session = self
