@@ -346,7 +346,7 @@ impl Hub {
                 // Inside the token check: a refused call is no use of the
                 // connection.
                 .add_service(InterceptedService::new(
-                    Tracked::new(dashboard.into_server()),
+                    Tracked::new(crate::grpc::watch_route::server(dashboard)),
                     auth.clone(),
                 ))
                 .serve_with_incoming_shutdown(

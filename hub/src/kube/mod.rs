@@ -29,6 +29,7 @@ pub mod events;
 pub mod inventory;
 pub mod issued;
 pub mod join;
+pub mod join_csr;
 pub mod join_limits;
 pub mod leader;
 mod liveness;
