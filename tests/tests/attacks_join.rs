@@ -22,7 +22,8 @@ use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
@@ -87,7 +88,7 @@ async fn start_hub(as_hub: &kube::Client, inventory: Option<Mode>) -> KubeHub {
     let hub = Hub::start_with(config, Some(identity.tls), extras)
         .await
         .unwrap();
-    connected.attach(hub, Some(identity.followers))
+    connected.attach(hub, Some(identity.followers), None)
 }
 
 impl Setup {

@@ -16,7 +16,8 @@ use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
@@ -103,7 +104,7 @@ async fn start_hub_with(
     let hub = Hub::start_with(config, Some(identity.tls), extras)
         .await
         .unwrap();
-    connected.attach(hub, Some(identity.followers))
+    connected.attach(hub, Some(identity.followers), None)
 }
 
 fn csr_for(cluster: &str) -> (String, String) {

@@ -16,7 +16,8 @@ use gwhub_common::join::JoinToken;
 use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_proto::client::open_report;
@@ -102,7 +103,7 @@ async fn start_hub_with(
     let hub = Hub::start_with(config, Some(identity.tls), extras)
         .await
         .unwrap();
-    connected.attach(hub, Some(identity.followers))
+    connected.attach(hub, Some(identity.followers), None)
 }
 
 #[tokio::test]

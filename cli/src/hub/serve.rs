@@ -348,6 +348,12 @@ pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig
         .map_err(ServeCmdError::Dns)
 }
 
+/// Fleet DNS for the Kubernetes side, once `config` checked the flags (an
+/// error here cannot happen).
+fn checked_dns(args: &Args) -> Option<gwhub_hub::dns::DnsConfig> {
+    dns_config(args).ok().flatten()
+}
+
 /// Whether the hub's TLS comes from its Secrets: Kubernetes mode with
 /// neither a serving certificate on disk nor --insecure.
 pub(crate) fn uses_secrets(args: &Args) -> bool {
@@ -445,7 +451,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
                 hub.run_until(shutdown_signal()).await
             }
             Some(kube) => {
-                let kube = kube.attach(hub, followers);
+                let kube = kube.attach(hub, followers, checked_dns(args));
                 serve_metrics(Some(kube.metrics.clone()), Some(kube.ready.clone())).await?;
                 kube.run_until(shutdown_signal()).await
             }
@@ -498,8 +504,6 @@ async fn connect_kube(
         .inventory_namespace
         .clone()
         .map(|ns| (ns, args.inventory_mode));
-    // Checked by `config` before: an error here cannot happen.
-    options.dns = dns_config(args).ok().flatten();
     gwhub_hub::kube::Connected::new(client, options).await
 }
 
