@@ -293,7 +293,7 @@ async fn remove(args: &RemoveArgs) -> Result<String, ManagementError> {
         .list(&kube::api::ListParams::default().labels(&format!(
             "{},gwhub.io/cluster={}",
             gwhub_common::join::TOKEN_LABEL,
-            gwhub_hub::kube::join::cluster_label(&args.cluster)
+            gwhub_hub::kube::join_csr::cluster_label(&args.cluster)
         )))
         .await
         .map_err(|source| ManagementError::ListTokens {

@@ -144,6 +144,17 @@ impl RecordSet {
             RecordData::Cname(_) | RecordData::WeightedCname(_) => RecordType::Cname,
         }
     }
+
+    /// The set's targets as text: its addresses, or its CNAME targets (in
+    /// rendezvous order when weighted).
+    pub fn targets(&self) -> Vec<String> {
+        match &self.data {
+            RecordData::A(v) => v.iter().map(ToString::to_string).collect(),
+            RecordData::Aaaa(v) => v.iter().map(ToString::to_string).collect(),
+            RecordData::Cname(h) => vec![h.to_string()],
+            RecordData::WeightedCname(w) => w.iter().map(|t| t.target.to_string()).collect(),
+        }
+    }
 }
 
 /// Why a cluster is not (wholly) in a set.

@@ -4,7 +4,8 @@
 //! what every cluster reported and aggregates it with the pure engine of
 //! `gwhub_hub_rules`, [`grpc::dashboard`] serves the result, and [`kube`]
 //! stores reports and writes the hub Gateways' status in Kubernetes mode.
-//! [`serve`] puts them together.
+//! [`serve`] puts them together, and [`kube_hub`] attaches the Kubernetes
+//! side and fleet DNS to them.
 //!
 //! It exists apart from the rules (which it runs) and from the command line
 //! (`gwhub`, which parses flags and calls it), and it does not know the agent
@@ -18,7 +19,9 @@ mod conn;
 pub mod dns;
 pub mod grpc;
 pub mod index;
+pub mod issuer;
 pub mod kube;
+pub mod kube_hub;
 pub mod metrics;
 pub mod pki;
 mod reader_pool;

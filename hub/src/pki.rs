@@ -6,6 +6,7 @@
 //! and reads what these make.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rcgen::{
@@ -14,6 +15,10 @@ use rcgen::{
 };
 
 use gwhub_common::identity;
+use tokio_rustls::rustls::crypto::CryptoProvider;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::sign::CertifiedKey;
 
 /// The hub CA's lifetime.
 pub const CA_LIFETIME: Duration = Duration::from_secs(365 * 86_400);
@@ -103,9 +108,72 @@ fn issuer(ca: &Pair) -> Result<Issuer<'static, KeyPair>, PkiError> {
 /// Whether `ca` can sign: its key and certificate parse, and the key is
 /// the certificate's.
 pub fn check_ca(ca: &Pair) -> Result<(), PkiError> {
-    crate::tls_reload::check_serving_pair(ca.cert_pem.as_bytes(), ca.key_pem.as_bytes())
+    check_serving_pair(ca.cert_pem.as_bytes(), ca.key_pem.as_bytes())
         .map_err(|e| PkiError::Read(e.to_string()))?;
     issuer(ca).map(drop)
+}
+
+/// Why PEM is not a usable certificate chain or serving pair; `what`
+/// names the file, flag or Secret key it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    #[error("{what}: no PEM block \"BEGIN CERTIFICATE\" found")]
+    NoCertificate { what: String },
+    #[error("{what}: {reason}")]
+    Invalid { what: String, reason: String },
+}
+
+impl PemError {
+    fn invalid(what: &str, reason: impl std::fmt::Display) -> Self {
+        PemError::Invalid {
+            what: what.to_owned(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// The crypto provider of every TLS configuration and key the hub uses.
+pub(crate) fn provider() -> Arc<CryptoProvider> {
+    Arc::new(tokio_rustls::rustls::crypto::ring::default_provider())
+}
+
+/// The certificates in `pem`: at least one.
+pub(crate) fn certs_of(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, PemError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PemError::invalid(what, format_args!("not PEM certificates: {e}")))?;
+    if certs.is_empty() {
+        return Err(PemError::NoCertificate {
+            what: what.to_owned(),
+        });
+    }
+    Ok(certs)
+}
+
+/// A serving certificate chain (`cert`, PEM) with its key (`key`, PEM),
+/// checked: both parse, the key is the leaf's; with the validity window of
+/// each certificate in the chain, leaf first. `cert_name` and `key_name`
+/// say where each came from.
+pub(crate) fn serving_pair(
+    cert: &[u8],
+    key: &[u8],
+    cert_name: &str,
+    key_name: &str,
+) -> Result<(CertifiedKey, Vec<identity::Validity>), PemError> {
+    let chain = certs_of(cert, cert_name)?;
+    let key = PrivateKeyDer::from_pem_slice(key)
+        .map_err(|e| PemError::invalid(key_name, format_args!("no PEM private key found: {e}")))?;
+    let certified = CertifiedKey::from_der(chain, key, &provider())
+        .map_err(|e| PemError::invalid(&format!("{cert_name} with {key_name}"), e))?;
+    let validities =
+        identity::validities_from_pem(cert).map_err(|e| PemError::invalid(cert_name, e))?;
+    Ok((certified, validities))
+}
+
+/// Whether `cert` and `key` (PEM) make a serving pair the hub can use
+/// (the check a reload makes); `Err` says why not.
+pub(crate) fn check_serving_pair(cert: &[u8], key: &[u8]) -> Result<(), PemError> {
+    serving_pair(cert, key, "tls.crt", "tls.key").map(drop)
 }
 
 /// The Service's DNS names in `namespace` (manifests/hub/service.yaml).

@@ -169,6 +169,9 @@ pub struct KubeExtras {
     /// Dashboard and page readers authorized by Kubernetes RBAC
     /// (`--dashboard-auth=kubernetes`).
     pub readers: Option<std::sync::Arc<crate::authz::KubeReaders>>,
+    /// Issues agent certificates on Join and Renew (the hub's Secrets:
+    /// [`crate::kube::SecretsIdentity::issuer`]); `None`: joining is off.
+    pub issuer: Option<std::sync::Arc<crate::kube::join::Joiner>>,
 }
 
 impl Hub {
@@ -200,7 +203,11 @@ impl Hub {
             None => None,
         };
         let web_addr = web_listener.as_ref().map(|(_, a)| *a);
-        let KubeExtras { inventory, readers } = extras;
+        let KubeExtras {
+            inventory,
+            readers,
+            issuer,
+        } = extras;
         let budgets = &config.budgets;
         let index = Index::new(IndexConfig {
             options: config.options.clone(),
@@ -264,10 +271,16 @@ impl Hub {
             },
             shutdown.clone(),
         )
-        .with_joiner(tls.as_ref().and_then(HubTls::joiner).inspect(|j| {
-            j.count_refusals_into(index.counters().joins_refused.clone());
-            j.count_outside_renewals_into(index.counters().renewals_outside_inventory.clone());
-        }));
+        .with_issuer(
+            issuer
+                .inspect(|j| {
+                    j.count_refusals_into(index.counters().joins_refused.clone());
+                    j.count_outside_renewals_into(
+                        index.counters().renewals_outside_inventory.clone(),
+                    );
+                })
+                .map(|j| j as Arc<dyn crate::issuer::Issuer>),
+        );
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::budget::DashboardCalls::new(
@@ -333,7 +346,7 @@ impl Hub {
                 // Inside the token check: a refused call is no use of the
                 // connection.
                 .add_service(InterceptedService::new(
-                    Tracked::new(dashboard.into_server()),
+                    Tracked::new(crate::grpc::watch_route::server(dashboard)),
                     auth.clone(),
                 ))
                 .serve_with_incoming_shutdown(

@@ -6,12 +6,13 @@
 //! one named by the agent's certificate (see [`gwhub_common::identity`]),
 //! so a compromised agent for cluster A can never speak for cluster B.
 //! Hello's `cluster` is only a claim, checked against the certificate.
+//! Those request-level checks are the ingest service's (`grpc/peer.rs`);
+//! this module holds the material only.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gwhub_common::identity::{self, IdentitySource};
 use tonic::{Request, Status};
 
 use crate::authz::{KubeReaders, ReadError, Reader};
@@ -25,8 +26,6 @@ use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 pub struct HubTls {
     sources: Sources,
     dashboard_token: Option<Arc<str>>,
-    /// Serves Ingest/Join (agents without a certificate may then connect).
-    joiner: Option<Arc<crate::kube::join::Joiner>>,
 }
 
 /// What `gwhub serve` was given for TLS (paths as on the command line).
@@ -96,7 +95,6 @@ impl HubTls {
                 revoked: None,
             },
             dashboard_token: None,
-            joiner: None,
         }
     }
 
@@ -107,10 +105,10 @@ impl HubTls {
     }
 
     /// Agents without an identity may join: the ingest listener takes
-    /// clients without a certificate (only Join serves them).
-    pub fn with_joiner(mut self, joiner: Arc<crate::kube::join::Joiner>) -> Self {
+    /// clients without a certificate (only Join serves them, through the
+    /// hub's [`crate::issuer::Issuer`]).
+    pub fn with_optional_client_cert(mut self) -> Self {
         self.sources.client_cert_optional = true;
-        self.joiner = Some(joiner);
         self
     }
 
@@ -118,11 +116,6 @@ impl HubTls {
     pub fn with_revocations(mut self, revoked: crate::tls_reload::Revocations) -> Self {
         self.sources.revoked = Some(revoked);
         self
-    }
-
-    /// What serves Ingest/Join, if joining is on.
-    pub(crate) fn joiner(&self) -> Option<Arc<crate::kube::join::Joiner>> {
-        self.joiner.clone()
     }
 
     /// Dashboard calls must carry `authorization: Bearer <token>`.
@@ -180,7 +173,6 @@ impl HubTls {
                 revoked: None,
             },
             dashboard_token: None,
-            joiner: None,
         };
         tls.with_dashboard_files(paths).map(Some)
     }
@@ -214,7 +206,6 @@ impl HubTls {
                 revoked: None,
             },
             dashboard_token: None,
-            joiner: None,
         };
         tls.with_dashboard_files(paths)
     }
@@ -372,72 +363,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The cluster the stream's client certificate names; `Unauthenticated`
-/// when there is no certificate or it names no usable cluster.
-pub(crate) fn peer_cluster<T>(request: &Request<T>) -> Result<String, Status> {
-    if let Some(reason) = crate::conn::conn_of(request)
-        .and_then(|c| c.tls.as_ref())
-        .and_then(|t| t.revoked())
-    {
-        return Err(Status::permission_denied(reason));
-    }
-    // The hub's own handshakes ([`crate::conn::with_tls`]) put the
-    // certificates in the connection's info; tonic's own listener in
-    // `peer_certs`.
-    let certs = crate::conn::conn_of(request)
-        .and_then(|c| c.tls.as_ref())
-        .map(|t| t.certs.clone())
-        .filter(|c| !c.is_empty())
-        .or_else(|| request.peer_certs())
-        .ok_or_else(|| Status::unauthenticated("no client certificate: the hub requires mTLS"))?;
-    let leaf = certs
-        .first()
-        .ok_or_else(|| Status::unauthenticated("no client certificate: the hub requires mTLS"))?;
-    let id = identity::cluster_from_der(leaf)
-        .map_err(|e| Status::unauthenticated(format!("client certificate: {e}")))?;
-    if id.source == IdentitySource::CommonName {
-        tracing::debug!(
-            cluster = id.cluster,
-            "cluster identity from the certificate CN"
-        );
-    }
-    Ok(id.cluster)
-}
-
-/// With mTLS: resolves with the status to end the request's stream with,
-/// once its client certificate expires or a reloaded client CA no longer
-/// trusts it (`None` without a client certificate).
-pub(crate) fn stream_end<T>(
-    request: &Request<T>,
-) -> Option<impl Future<Output = Status> + Send + 'static> {
-    let peer = crate::conn::conn_of(request)?.tls.clone()?;
-    Some(peer.until_invalid())
-}
-
-/// A Hello naming another cluster than the certificate is refused (an
-/// empty claim defers to the certificate).
-pub(crate) fn check_claim(certified: &str, claimed: &str) -> Result<(), Status> {
-    if claimed.is_empty() || claimed == certified {
-        return Ok(());
-    }
-    Err(Status::permission_denied(format!(
-        "Hello names cluster {} but the client certificate is for cluster {certified:?}",
-        gwhub_model::text::quote_client_input(claimed)
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn claims() {
-        assert!(check_claim("east", "").is_ok());
-        assert!(check_claim("east", "east").is_ok());
-        let e = check_claim("east", "west").unwrap_err();
-        assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        assert!(e.message().contains("\"west\"") && e.message().contains("\"east\""));
-    }
 
     #[test]
     fn token() {

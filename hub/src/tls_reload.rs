@@ -8,7 +8,7 @@
 //! over a rustls config whose certificate resolver and client verifier read
 //! the current material, and each agent stream watches its certificate:
 //! it ends at the certificate's `notAfter`, or when a reloaded client CA no
-//! longer trusts it (`tls::stream_end`).
+//! longer trusts it (`grpc::peer::stream_end`).
 
 mod metrics;
 mod peer;
@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::pki::{certs_of, provider};
 use gwhub_common::identity::{self, Validity};
 use tokio::sync::watch;
 use tokio_rustls::rustls::client::danger::HandshakeSignatureValid;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use tokio_rustls::rustls::pki_types::{CertificateDer, UnixTime};
 use tokio_rustls::rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use tokio_rustls::rustls::sign::CertifiedKey;
@@ -61,6 +61,19 @@ pub enum TlsError {
     Flags(String),
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+}
+
+/// The same messages as the parse in [`crate::pki`] gave them.
+impl From<crate::pki::PemError> for TlsError {
+    fn from(e: crate::pki::PemError) -> Self {
+        match e {
+            crate::pki::PemError::NoCertificate { what } => TlsError::NoPem {
+                what,
+                label: "CERTIFICATE",
+            },
+            crate::pki::PemError::Invalid { what, reason } => TlsError::Invalid { what, reason },
+        }
+    }
 }
 
 impl TlsError {
@@ -171,23 +184,6 @@ pub(crate) const SERVING: &str = "serving";
 pub(crate) const CLIENT_CA: &str = "client_ca";
 pub(crate) const DASHBOARD_CLIENT_CA: &str = "dashboard_client_ca";
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn certs_of(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let certs = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::invalid(what, format_args!("not PEM certificates: {e}")))?;
-    if certs.is_empty() {
-        return Err(TlsError::NoPem {
-            what: what.to_owned(),
-            label: "CERTIFICATE",
-        });
-    }
-    Ok(certs)
-}
-
 fn now_unix() -> i64 {
     jiff::Timestamp::now().as_second()
 }
@@ -208,22 +204,10 @@ pub(crate) struct Serving {
     soonest: i64,
 }
 
-/// Whether `cert` and `key` (PEM) make a serving pair the hub can use
-/// (the check a reload makes); `Err` says why not.
-pub(crate) fn check_serving_pair(cert: &[u8], key: &[u8]) -> Result<(), TlsError> {
-    Serving::parse(cert, key, "tls.crt", "tls.key").map(drop)
-}
-
 impl Serving {
+    /// The checks are [`crate::pki::serving_pair`]'s.
     fn parse(cert: &[u8], key: &[u8], cert_name: &str, key_name: &str) -> Result<Self, TlsError> {
-        let chain = certs_of(cert, cert_name)?;
-        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
-            TlsError::invalid(key_name, format_args!("no PEM private key found: {e}"))
-        })?;
-        let certified = CertifiedKey::from_der(chain, key, &provider())
-            .map_err(|e| TlsError::invalid(&format!("{cert_name} with {key_name}"), e))?;
-        let validities =
-            identity::validities_from_pem(cert).map_err(|e| TlsError::invalid(cert_name, e))?;
+        let (certified, validities) = crate::pki::serving_pair(cert, key, cert_name, key_name)?;
         let leaf = validities[0];
         let soonest = validities
             .iter()

@@ -22,7 +22,8 @@ use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
@@ -69,11 +70,11 @@ async fn start_hub(as_hub: &kube::Client, inventory: Option<Mode>) -> KubeHub {
     if let Some(mode) = inventory {
         options.inventory = Some((FLEET_NS.to_owned(), mode));
     }
-    let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
+    let connected = Connected::new(as_hub.clone(), options).await.unwrap();
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
     secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
     secrets.agent_lifetime = Duration::from_secs(3600);
-    let tls = connected
+    let identity = connected
         .tls_from_secrets(secrets, &TlsPaths::default())
         .await
         .expect("the hub makes and reads its Secrets");
@@ -81,10 +82,13 @@ async fn start_hub(as_hub: &kube::Client, inventory: Option<Mode>) -> KubeHub {
     config.insecure = false;
     let extras = KubeExtras {
         inventory: connected.inventory(),
+        issuer: Some(identity.issuer),
         ..KubeExtras::default()
     };
-    let hub = Hub::start_with(config, Some(tls), extras).await.unwrap();
-    connected.attach(hub)
+    let hub = Hub::start_with(config, Some(identity.tls), extras)
+        .await
+        .unwrap();
+    connected.attach(hub, Some(identity.followers), None)
 }
 
 impl Setup {
@@ -650,7 +654,7 @@ async fn a_corrupt_managed_serving_secret_is_reissued_on_restart() {
     s.hub.shutdown().await.unwrap();
     corrupt(false).await;
     let before = secrets.get("gwhub-serving").await.unwrap();
-    let mut connected = Connected::new(s.as_hub.clone(), KubeOptions::new(SYSTEM_NS))
+    let connected = Connected::new(s.as_hub.clone(), KubeOptions::new(SYSTEM_NS))
         .await
         .unwrap();
     let e = connected

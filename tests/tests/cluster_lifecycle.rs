@@ -16,7 +16,8 @@ use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
@@ -85,11 +86,11 @@ async fn start_hub_with(
         renew_every: Duration::from_millis(500),
     });
     options.inventory = Some((FLEET_NS.to_owned(), Mode::Enforce));
-    let mut connected = Connected::new(as_hub.clone(), options).await.unwrap();
+    let connected = Connected::new(as_hub.clone(), options).await.unwrap();
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
     secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
     secrets.agent_lifetime = agent_lifetime;
-    let tls = connected
+    let identity = connected
         .tls_from_secrets(secrets, &TlsPaths::default())
         .await
         .expect("the hub makes and reads its Secrets");
@@ -97,10 +98,13 @@ async fn start_hub_with(
     config.insecure = false;
     let extras = KubeExtras {
         inventory: connected.inventory(),
+        issuer: Some(identity.issuer),
         ..KubeExtras::default()
     };
-    let hub = Hub::start_with(config, Some(tls), extras).await.unwrap();
-    connected.attach(hub)
+    let hub = Hub::start_with(config, Some(identity.tls), extras)
+        .await
+        .unwrap();
+    connected.attach(hub, Some(identity.followers), None)
 }
 
 fn csr_for(cluster: &str) -> (String, String) {

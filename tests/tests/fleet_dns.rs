@@ -27,8 +27,9 @@ use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_hub::dns::DnsFlags;
+use gwhub_hub::kube::KubeOptions;
 use gwhub_hub::kube::leader::LeaseConfig;
-use gwhub_hub::kube::{KubeHub, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::HubConfig;
 use gwhub_hub_rules::dnsendpoint::DNSEndpoint;
 use gwhub_proto::v1;
@@ -150,8 +151,8 @@ async fn start_replica(client: &Client, flags: &DnsFlags, identity: &str) -> Kub
         lease_duration: Duration::from_secs(4),
         renew_every: Duration::from_millis(500),
     });
-    o.dns = flags.check(SYSTEM_NS, stale_after).expect("DNS flags");
-    KubeHub::start(HubConfig::loopback(stale_after), o, client.clone())
+    let dns = flags.check(SYSTEM_NS, stale_after).expect("DNS flags");
+    KubeHub::start_with_dns(HubConfig::loopback(stale_after), o, dns, client.clone())
         .await
         .expect("hub starts in Kubernetes mode")
 }

@@ -14,9 +14,10 @@ use gateway_api::apis::standard::gateways::{
     Gateway, GatewayStatus, GatewayStatusAddresses, GatewayStatusListeners,
     GatewayStatusListenersSupportedKinds,
 };
+use gwhub_hub::kube::KubeOptions;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::metrics::Metrics;
-use gwhub_hub::kube::{KubeHub, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::HubConfig;
 use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::cluster::object_name;

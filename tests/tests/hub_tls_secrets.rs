@@ -16,8 +16,9 @@ use gwhub_common::join::JoinToken;
 use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
-use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
+use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_proto::client::open_report;
 use gwhub_proto::v1;
@@ -84,19 +85,25 @@ async fn start_hub_with(
         lease_duration: Duration::from_secs(4),
         renew_every: Duration::from_millis(500),
     });
-    let mut connected = Connected::new(client.clone(), options).await.unwrap();
+    let connected = Connected::new(client.clone(), options).await.unwrap();
     let mut secrets = SecretsConfig::new(SYSTEM_NS);
     secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
     secrets.serving_lifetime = lifetime;
     secrets.agent_lifetime = agent_lifetime;
-    let tls = connected
+    let identity = connected
         .tls_from_secrets(secrets, &TlsPaths::default())
         .await
         .expect("the hub makes and reads its Secrets");
     let mut config = HubConfig::loopback(Duration::from_secs(60));
     config.insecure = false;
-    let hub = Hub::start_with_tls(config, Some(tls)).await.unwrap();
-    connected.attach(hub)
+    let extras = KubeExtras {
+        issuer: Some(identity.issuer),
+        ..KubeExtras::default()
+    };
+    let hub = Hub::start_with(config, Some(identity.tls), extras)
+        .await
+        .unwrap();
+    connected.attach(hub, Some(identity.followers), None)
 }
 
 #[tokio::test]
@@ -1206,7 +1213,7 @@ async fn a_corrupt_hub_ca_is_written_back_or_replaced() {
 
     // An operator's CA: only reported.
     let theirs = corrupt(false, true).await;
-    let mut connected = Connected::new(as_hub.clone(), KubeOptions::new(SYSTEM_NS))
+    let connected = Connected::new(as_hub.clone(), KubeOptions::new(SYSTEM_NS))
         .await
         .unwrap();
     let mut config = SecretsConfig::new(SYSTEM_NS);

@@ -12,8 +12,9 @@
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
+use gwhub_hub::kube::KubeOptions;
 use gwhub_hub::kube::leader::LeaseConfig;
-use gwhub_hub::kube::{KubeHub, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::HubConfig;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode, PlacementDecision};
 use gwhub_hub_rules::report::ClusterReport;

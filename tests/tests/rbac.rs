@@ -898,8 +898,10 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         let _ = csrs
             .delete_collection(
                 &DeleteParams::default(),
-                &kube::api::ListParams::default()
-                    .labels(&format!("{}=manual", gwhub_hub::kube::join::MANUAL_LABEL)),
+                &kube::api::ListParams::default().labels(&format!(
+                    "{}=manual",
+                    gwhub_hub::kube::join_csr::MANUAL_LABEL
+                )),
             )
             .await;
     };

@@ -348,6 +348,12 @@ pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig
         .map_err(ServeCmdError::Dns)
 }
 
+/// Fleet DNS for the Kubernetes side, once `config` checked the flags (an
+/// error here cannot happen).
+fn checked_dns(args: &Args) -> Option<gwhub_hub::dns::DnsConfig> {
+    dns_config(args).ok().flatten()
+}
+
 /// Whether the hub's TLS comes from its Secrets: Kubernetes mode with
 /// neither a serving certificate on disk nor --insecure.
 pub(crate) fn uses_secrets(args: &Args) -> bool {
@@ -388,18 +394,23 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
     }
     runtime.block_on(async {
         // Before listening: a hub that cannot reach its store should not serve.
-        let mut kube = match args.no_kube {
+        let kube = match args.no_kube {
             true => None,
             false => Some(connect_kube(args).await?),
         };
-        if let (true, Some(kube)) = (from_secrets, kube.as_mut()) {
+        let mut issuer = None;
+        let mut followers = None;
+        if let (true, Some(kube)) = (from_secrets, kube.as_ref()) {
             let mut secrets = gwhub_hub::kube::tls_secrets::SecretsConfig::new(&args.namespace);
             if !args.hub_san.is_empty() {
                 secrets.sans = args.hub_san.clone();
             }
             secrets.serving_lifetime = args.serving_cert_lifetime;
             secrets.agent_lifetime = args.agent_cert_lifetime;
-            tls = Some(kube.tls_from_secrets(secrets, &paths).await?);
+            let identity = kube.tls_from_secrets(secrets, &paths).await?;
+            tls = Some(identity.tls);
+            issuer = Some(identity.issuer);
+            followers = Some(identity.followers);
         }
         let inventory = kube.as_ref().and_then(|k| k.inventory());
         let readers = match (&kube, auth) {
@@ -408,7 +419,11 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
             )),
             _ => None,
         };
-        let extras = gwhub_hub::serve::KubeExtras { inventory, readers };
+        let extras = gwhub_hub::serve::KubeExtras {
+            inventory,
+            readers,
+            issuer,
+        };
         let mut hub = Hub::start_with(config, tls, extras).await?;
         let stop_metrics = tokio_util::sync::CancellationToken::new();
         let _stop_metrics = stop_metrics.clone().drop_guard();
@@ -436,7 +451,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
                 hub.run_until(shutdown_signal()).await
             }
             Some(kube) => {
-                let kube = kube.attach(hub);
+                let kube = kube.attach(hub, followers, checked_dns(args));
                 serve_metrics(Some(kube.metrics.clone()), Some(kube.ready.clone())).await?;
                 kube.run_until(shutdown_signal()).await
             }
@@ -489,8 +504,6 @@ async fn connect_kube(
         .inventory_namespace
         .clone()
         .map(|ns| (ns, args.inventory_mode));
-    // Checked by `config` before: an error here cannot happen.
-    options.dns = dns_config(args).ok().flatten();
     gwhub_hub::kube::Connected::new(client, options).await
 }
 

@@ -348,3 +348,49 @@ proptest! {
         }
     }
 }
+
+/// Each kind of data as the text its outputs write.
+#[test]
+fn a_sets_targets_are_its_addresses_or_cname_targets() {
+    let set = |data| RecordSet {
+        host: host("app.example.com"),
+        ttl_seconds: DEFAULT_TTL_SECONDS,
+        data,
+        clusters: vec!["east".to_owned()],
+    };
+    let weighted = |cluster: &str, target: &str| WeightedTarget {
+        set_identifier: cluster.to_owned(),
+        target: host(target),
+        provider_specific: vec![],
+    };
+    let cases: [(RecordData, &[&str]); 6] = [
+        (
+            RecordData::A(vec![
+                "10.0.0.2".parse().unwrap(),
+                "10.0.0.1".parse().unwrap(),
+            ]),
+            &["10.0.0.2", "10.0.0.1"],
+        ),
+        (RecordData::A(vec![]), &[]),
+        (
+            RecordData::Aaaa(vec!["2001:db8:0:0::1".parse().unwrap()]),
+            &["2001:db8::1"],
+        ),
+        (
+            RecordData::Cname(host("LB.Example.com.")),
+            &["lb.example.com"],
+        ),
+        (
+            RecordData::WeightedCname(vec![
+                weighted("west", "lb-west.example.com"),
+                weighted("east", "lb-east.example.com"),
+            ]),
+            &["lb-west.example.com", "lb-east.example.com"],
+        ),
+        (RecordData::WeightedCname(vec![]), &[]),
+    ];
+    for (data, want) in cases {
+        let got = set(data.clone()).targets();
+        assert_eq!(got, want, "{data:?}");
+    }
+}

@@ -211,6 +211,43 @@ fn missing(expected: &[ExpectedCluster], reports: impl Fn(&str) -> bool) -> Vec<
     out
 }
 
+/// An expected cluster that does not report the hub Gateway, as the
+/// Dashboard lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingCluster {
+    pub cluster: String,
+    /// The hub does not know the cluster at all (see
+    /// [`ExpectedCluster::known`]).
+    pub never_reported: bool,
+}
+
+/// For the Dashboard: the expected clusters that do not report the hub
+/// Gateway (see [`missing`]) and the `reporting` ones it does not expect,
+/// each in name order; both empty without a list of expected clusters.
+pub fn missing_and_unexpected(
+    expectation: Option<&Expectation>,
+    reporting: &[String],
+) -> (Vec<MissingCluster>, Vec<String>) {
+    let Some(Expectation::Clusters(expected)) = expectation else {
+        return (Vec::new(), Vec::new());
+    };
+    let reporting: BTreeSet<&str> = reporting.iter().map(String::as_str).collect();
+    let expected_names: BTreeSet<&str> = expected.iter().map(|e| e.name.as_str()).collect();
+    let missing = missing(expected, |name| reporting.contains(name))
+        .into_iter()
+        .map(|(name, absence)| MissingCluster {
+            cluster: name.to_owned(),
+            never_reported: absence == Absence::NeverReported,
+        })
+        .collect();
+    let unexpected = reporting
+        .into_iter()
+        .filter(|c| !expected_names.contains(c))
+        .map(str::to_owned)
+        .collect();
+    (missing, unexpected)
+}
+
 /// What an expectation means for the output: the number of expected
 /// clusters, the missing ones (see [`missing`]) and the problem reading it.
 #[allow(clippy::type_complexity)]
@@ -486,5 +523,68 @@ pub(crate) fn own_summary(
             REASON_AGGREGATED,
             format!("Aggregated the status of {reports} {noun}"),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expected(names: &[(&str, bool)]) -> Expectation {
+        Expectation::Clusters(
+            names
+                .iter()
+                .map(|(name, known)| ExpectedCluster {
+                    name: (*name).to_owned(),
+                    known: *known,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn missing_and_unexpected_clusters_in_name_order() {
+        let invalid = Expectation::Invalid("bad selector".to_owned());
+        let both = expected(&[("west", true), ("north", false), ("east", true)]);
+        let twice = expected(&[("b", false), ("a", true), ("b", true)]);
+        // (expectation, reporting, missing (name, never reported), unexpected)
+        type Case<'a> = (
+            Option<&'a Expectation>,
+            &'a [&'a str],
+            &'a [(&'a str, bool)],
+            &'a [&'a str],
+        );
+        let cases: [Case<'_>; 6] = [
+            (None, &["east"], &[], &[]),
+            (Some(&invalid), &["east"], &[], &[]),
+            (Some(&both), &["east", "west", "north"], &[], &[]),
+            (
+                Some(&both),
+                &["south", "east", "a"],
+                &[("north", true), ("west", false)],
+                &["a", "south"],
+            ),
+            (
+                Some(&both),
+                &[],
+                &[("east", false), ("north", true), ("west", false)],
+                &[],
+            ),
+            // A name expected twice is missing once, as first listed.
+            (Some(&twice), &["c"], &[("a", false), ("b", true)], &["c"]),
+        ];
+        for (expectation, reporting, missing, unexpected) in cases {
+            let reporting: Vec<String> = reporting.iter().map(|c| (*c).to_owned()).collect();
+            let (got_missing, got_unexpected) = missing_and_unexpected(expectation, &reporting);
+            let want: Vec<MissingCluster> = missing
+                .iter()
+                .map(|(cluster, never_reported)| MissingCluster {
+                    cluster: (*cluster).to_owned(),
+                    never_reported: *never_reported,
+                })
+                .collect();
+            assert_eq!(got_missing, want, "{expectation:?} {reporting:?}");
+            assert_eq!(got_unexpected, unexpected, "{expectation:?} {reporting:?}");
+        }
     }
 }

@@ -34,16 +34,6 @@ pub(super) type Seeds = BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>
 /// How long an object name's hostname part may be.
 const NAME_HOST_LEN: usize = 52;
 
-/// The set's targets as text (addresses, or CNAME targets).
-pub(super) fn set_targets(s: &RecordSet) -> Vec<String> {
-    match &s.data {
-        RecordData::A(v) => v.iter().map(ToString::to_string).collect(),
-        RecordData::Aaaa(v) => v.iter().map(ToString::to_string).collect(),
-        RecordData::Cname(h) => vec![h.to_string()],
-        RecordData::WeightedCname(w) => w.iter().map(|t| t.target.to_string()).collect(),
-    }
-}
-
 /// The object name for `host` of hub Gateway `owner`.
 pub fn object_name(owner: &GatewayKey, host: &str) -> String {
     let hash = gwhub_model::cluster::fnv(format!("{owner}/{host}").into_bytes()) as u32;
@@ -87,7 +77,7 @@ fn endpoints(sets: &BTreeMap<RecordType, RecordSet>) -> Vec<Endpoint> {
                 }
             }
             _ => out.push(Endpoint {
-                targets: Some(set_targets(set)),
+                targets: Some(set.targets()),
                 ..base
             }),
         }

@@ -435,11 +435,7 @@ impl DnsController {
             tracing::info!(host = %job.host, sets = ?names::targets(&job.sets), "fleet DNS dry run: would write");
             return Outcome::Written;
         }
-        let records: usize = job
-            .sets
-            .values()
-            .map(|s| endpoint::set_targets(s).len())
-            .sum();
+        let records: usize = job.sets.values().map(|s| s.targets().len()).sum();
         let mut outcome = Outcome::Written;
         let uid = specs.lock().get(&job.owner).map(|s| s.uid.clone());
         let record = |kind: OutputKind, o: &Outcome, took: Duration| {

@@ -604,7 +604,7 @@ fn sets_of(s: &RecordSets) -> Sets {
 /// Each set's targets as text, by type name.
 pub(super) fn targets(sets: &Sets) -> BTreeMap<String, Vec<String>> {
     sets.iter()
-        .map(|(t, s)| (t.as_str().to_owned(), super::endpoint::set_targets(s)))
+        .map(|(t, s)| (t.as_str().to_owned(), s.targets()))
         .collect()
 }
 

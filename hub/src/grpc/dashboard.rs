@@ -183,18 +183,6 @@ impl DashboardService {
         Some(crate::conn::Hold(hold))
     }
 
-    /// The service, `WatchGateways` and `ListGateways` served as frames of the views' shared
-    /// encodings ([`crate::grpc::watch_route`]).
-    pub(crate) fn into_server(
-        self,
-    ) -> crate::grpc::watch_route::WatchRoute<v1::dashboard_server::DashboardServer<Self>> {
-        let this = Arc::new(self);
-        crate::grpc::watch_route::WatchRoute::new(
-            v1::dashboard_server::DashboardServer::from_arc(this.clone()),
-            this,
-        )
-    }
-
     /// A watch: its messages as [`Page`]s, each at most
     /// [`WATCH_PAGE_BYTES`] (but for one larger Gateway), made of the
     /// views' shared encodings. The next page is made only once the
@@ -468,7 +456,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::ListGatewaysRequest>,
     ) -> Result<Response<v1::ListGatewaysResponse>, Status> {
-        // Served as frames by [`crate::grpc::watch_route`]; this path is
+        // Served as frames by the watch route (`watch_route.rs`); this path is
         // for callers of the service itself, which take messages.
         let (page, permit) = self.list(request).await?;
         let message = page
@@ -522,7 +510,7 @@ impl v1::dashboard_server::Dashboard for DashboardService {
         &self,
         request: Request<v1::WatchGatewaysRequest>,
     ) -> Result<Response<Self::WatchGatewaysStream>, Status> {
-        // Served as frames by [`crate::grpc::watch_route`]; this path is
+        // Served as frames by the watch route (`watch_route.rs`); this path is
         // for callers of the service itself, which take messages.
         let rx = self.watch(request).await?;
         let messages = ReceiverStream::new(rx).map(|page| {

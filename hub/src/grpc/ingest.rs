@@ -22,6 +22,7 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
 use crate::index::{Index, Session};
+use crate::issuer::Issuer;
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// Messages handled before the hub acks and yields, so a fast agent gets
@@ -77,8 +78,8 @@ pub struct IngestService {
     index: Index,
     config: IngestConfig,
     shutdown: CancellationToken,
-    /// Serves Join (`None`: joining is off).
-    joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
+    /// Serves Join and Renew (`None`: joining is off).
+    issuer: Option<std::sync::Arc<dyn Issuer>>,
 }
 
 impl IngestService {
@@ -88,16 +89,13 @@ impl IngestService {
             index,
             config,
             shutdown,
-            joiner: None,
+            issuer: None,
         }
     }
 
-    /// Serves Join with `joiner`.
-    pub(crate) fn with_joiner(
-        mut self,
-        joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
-    ) -> Self {
-        self.joiner = joiner;
+    /// Serves Join and Renew with `issuer`.
+    pub(crate) fn with_issuer(mut self, issuer: Option<std::sync::Arc<dyn Issuer>>) -> Self {
+        self.issuer = issuer;
         self
     }
 
@@ -120,7 +118,7 @@ impl v1::ingest_server::Ingest for IngestService {
         &self,
         request: Request<v1::JoinRequest>,
     ) -> Result<Response<v1::JoinResponse>, Status> {
-        let Some(joiner) = &self.joiner else {
+        let Some(issuer) = &self.issuer else {
             return Err(Status::unimplemented(
                 "this hub does not issue certificates: joining needs its Secrets \
                  (Kubernetes mode without --tls-cert or --insecure)",
@@ -130,7 +128,7 @@ impl v1::ingest_server::Ingest for IngestService {
             .map(|c| c.remote)
             .or_else(|| request.remote_addr())
             .map(|a| a.ip());
-        joiner
+        issuer
             .join(peer, request.into_inner())
             .await
             .map(Response::new)
@@ -140,17 +138,17 @@ impl v1::ingest_server::Ingest for IngestService {
         &self,
         request: Request<v1::RenewRequest>,
     ) -> Result<Response<v1::JoinResponse>, Status> {
-        let Some(joiner) = &self.joiner else {
+        let Some(issuer) = &self.issuer else {
             return Err(Status::unimplemented(
                 "this hub does not issue certificates: renew the certificate where it was made",
             ));
         };
-        let cluster = crate::tls::peer_cluster(&request)?;
+        let cluster = super::peer::peer_cluster(&request)?;
         let presented = crate::conn::conn_of(&request)
             .and_then(|c| c.tls.as_ref())
             .map(|t| t.certs.clone())
             .unwrap_or_default();
-        joiner
+        issuer
             .renew(&cluster, &presented, request.into_inner())
             .await
             .map(Response::new)
@@ -166,13 +164,13 @@ impl v1::ingest_server::Ingest for IngestService {
         // With mTLS the certificate, not Hello, names the cluster.
         let identity = match self.config.insecure {
             true => None,
-            false => Some(crate::tls::peer_cluster(&request).inspect_err(|status| {
+            false => Some(super::peer::peer_cluster(&request).inspect_err(|status| {
                 tracing::warn!(?peer, message = status.message(), "agent refused");
             })?),
         };
         // With mTLS the stream ends when its certificate expires or is
         // no longer trusted after a client-CA reload.
-        let cert_end = crate::tls::stream_end(&request);
+        let cert_end = super::peer::stream_end(&request);
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let index = self.index.clone();
@@ -452,7 +450,7 @@ impl AgentStream {
                 ));
             };
             valid_cluster_name(&certified)?;
-            crate::tls::check_claim(&certified, &hello.cluster)?;
+            super::peer::check_claim(&certified, &hello.cluster)?;
             certified
         };
         let session = self

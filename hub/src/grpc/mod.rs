@@ -4,5 +4,6 @@
 
 pub mod dashboard;
 pub mod ingest;
+mod peer;
 pub mod view;
 pub(crate) mod watch_route;

@@ -37,9 +37,16 @@ pub(crate) struct WatchRoute<S> {
     dashboard: Arc<DashboardService>,
 }
 
-impl<S> WatchRoute<S> {
-    pub(crate) fn new(inner: S, dashboard: Arc<DashboardService>) -> Self {
-        WatchRoute { inner, dashboard }
+/// The Dashboard `service` to serve: `WatchGateways` and `ListGateways`
+/// as frames of the views' shared encodings, every other method by the
+/// generated server.
+pub(crate) fn server(
+    service: DashboardService,
+) -> WatchRoute<v1::dashboard_server::DashboardServer<DashboardService>> {
+    let dashboard = Arc::new(service);
+    WatchRoute {
+        inner: v1::dashboard_server::DashboardServer::from_arc(dashboard.clone()),
+        dashboard,
     }
 }
 

@@ -18,15 +18,6 @@ use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, bui
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
 
-/// When an agent observed a delta's changes (its `observed_unix_millis`),
-/// for the hub Gateways on the management cluster it changed: handed to
-/// [`Index::apply_stamped`], it lands with the changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stamp {
-    keys: Vec<GatewayKey>,
-    at: i64,
-}
-
 /// Generation a hub Gateway gets when the management cluster holds none
 /// (always with `--no-kube`), like `gwhub aggregate` with no hub file.
 const NO_KUBE_GENERATION: i64 = 1;
@@ -405,7 +396,14 @@ impl Index {
                 self.record_history(&key, &aggregation, reports, now);
             }
             let (missing, unexpected) =
-                super::inventory::missing_and_unexpected(expectation.as_ref(), &clusters);
+                gwhub_hub_rules::aggregate::missing_and_unexpected(expectation.as_ref(), &clusters);
+            let missing: Vec<gwhub_proto::v1::MissingCluster> = missing
+                .into_iter()
+                .map(|m| gwhub_proto::v1::MissingCluster {
+                    cluster: m.cluster,
+                    never_reported: m.never_reported,
+                })
+                .collect();
             let same_omissions = match &omitted.list {
                 None => true,
                 Some(list) => old.is_some_and(|o| o.same_omissions(list)),

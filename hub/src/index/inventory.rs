@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use gwhub_proto::v1;
 use parking_lot::RwLock;
 
 use super::Index;
@@ -43,35 +42,6 @@ impl FleetInventory {
             placements: RwLock::new(None),
         }
     }
-}
-
-/// For the Dashboard: the expected clusters that do not report a hub
-/// Gateway and the reporting ones it does not expect, in name order.
-pub(super) fn missing_and_unexpected(
-    expectation: Option<&Expectation>,
-    reporting: &[String],
-) -> (Vec<v1::MissingCluster>, Vec<String>) {
-    let Some(Expectation::Clusters(expected)) = expectation else {
-        return (Vec::new(), Vec::new());
-    };
-    let reporting: BTreeSet<&str> = reporting.iter().map(String::as_str).collect();
-    let expected_names: BTreeSet<&str> = expected.iter().map(|e| e.name.as_str()).collect();
-    let mut missing: Vec<v1::MissingCluster> = expected
-        .iter()
-        .filter(|e| !reporting.contains(e.name.as_str()))
-        .map(|e| v1::MissingCluster {
-            cluster: e.name.clone(),
-            never_reported: !e.known,
-        })
-        .collect();
-    missing.sort_by(|a, b| a.cluster.cmp(&b.cluster));
-    missing.dedup_by(|a, b| a.cluster == b.cluster);
-    let unexpected = reporting
-        .into_iter()
-        .filter(|c| !expected_names.contains(c))
-        .map(str::to_owned)
-        .collect();
-    (missing, unexpected)
 }
 
 /// Labels of a ClusterProfile.

@@ -36,6 +36,7 @@ mod dns_condition;
 mod history;
 mod hostnames;
 mod inventory;
+mod provenance;
 mod reports;
 mod sessions;
 mod view;

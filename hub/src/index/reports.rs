@@ -169,7 +169,7 @@ impl Index {
         &self,
         session: &Session,
         changes: Vec<Change>,
-        stamp: Option<super::aggregator::Stamp>,
+        stamp: Option<super::provenance::Stamp>,
     ) -> Result<(), ApplyError> {
         let mut affected = BTreeSet::new();
         {

@@ -35,12 +35,12 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use tonic::Status;
 
-use super::join_limits::{Keyed, Known, KnownTokens, RefusalLog};
+use super::join_csr::{SIGNER, WAITING, cluster_label, name_part, pending_name, unavailable};
+use super::join_limits::{Keyed, Known, KnownTokens, RefusalLog, source_of};
 use super::tls_secrets::CA_SECRET;
+use crate::issuer::Issuer;
 use crate::pki::{self, Pair};
 
-/// The signer of agent certificates.
-pub const SIGNER: &str = "gwhub.io/cluster-agent";
 /// Data keys of a join token's Secret.
 pub const CLUSTER_KEY: &str = "cluster";
 pub const EXPIRES_KEY: &str = "expires";
@@ -55,53 +55,8 @@ const PER_SOURCE_PER_MINUTE: u32 = 10;
 /// Renewals per cluster: a burst of 5, then 5 a minute (an agent renews
 /// every few weeks; a retry loop, or a stolen key, is cut off).
 const RENEW_PER_CLUSTER_PER_MINUTE: u32 = 5;
-/// The label of a tokenless join's request.
-pub const MANUAL_LABEL: &str = "gwhub.io/approval";
-/// The start of the answer while a tokenless request waits.
-pub const WAITING: &str = "waiting for approval";
-
 /// The API server's floor for `spec.expirationSeconds`.
 const MIN_EXPIRATION_SECONDS: u64 = 600;
-
-/// The longest label value (Kubernetes).
-const MAX_LABEL_VALUE: usize = 63;
-/// The longest cluster part of a CSR's name: `gwhub-` + it + `-key-` and 16
-/// hex digits, or `-renew-` and an id, stay well within 253.
-const MAX_NAME_PART: usize = 200;
-
-/// A hash standing for a cluster name too long (or with characters) for a
-/// label value or an object name: `h-` and 32 hex digits of its SHA-256
-/// (128 bits: no two cluster names meet).
-fn hashed(cluster: &str) -> String {
-    let hex = gwhub_common::join::key_hash(cluster.as_bytes());
-    format!("h-{}", hex.get(..32).unwrap_or(&hex))
-}
-
-/// The value of label `gwhub.io/cluster` for `cluster` (on join token
-/// Secrets and CSRs): the name when it is a valid label value (at most 63
-/// characters), else [`hashed`], so every valid cluster name can get a
-/// join token.
-pub fn cluster_label(cluster: &str) -> String {
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if cluster.len() <= MAX_LABEL_VALUE
-        && alnum(cluster.chars().next())
-        && alnum(cluster.chars().last())
-    {
-        cluster.to_owned()
-    } else {
-        hashed(cluster)
-    }
-}
-
-/// The cluster's part of a CSR's name: the name when it is an object name
-/// of at most [`MAX_NAME_PART`] characters, else [`hashed`].
-fn name_part(cluster: &str) -> String {
-    if cluster.len() <= MAX_NAME_PART && gwhub_model::cluster::object_name(cluster) == cluster {
-        cluster.to_owned()
-    } else {
-        hashed(cluster)
-    }
-}
 
 /// The Secret that records `token` for `cluster` until `expires` (only
 /// the secret's hash), in the hub's namespace.
@@ -154,35 +109,6 @@ enum Credential {
     Manual(String, String),
 }
 
-/// The CertificateSigningRequest of a tokenless join of `cluster` with
-/// the key of hash `key_hash`.
-pub fn pending_name(cluster: &str, key_hash: &str) -> String {
-    format!(
-        "gwhub-{}-key-{}",
-        name_part(cluster),
-        key_hash.get(..16).unwrap_or(key_hash)
-    )
-}
-
-/// The status of a condition `type_` of `csr`, True.
-pub(super) fn condition(
-    csr: &CertificateSigningRequest,
-    type_: &str,
-) -> Option<CertificateSigningRequestCondition> {
-    csr.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == type_ && c.status == "True"))
-        .cloned()
-}
-
-/// Neither approved, denied nor failed.
-pub(super) fn is_pending(csr: &CertificateSigningRequest) -> bool {
-    ["Approved", "Denied", "Failed"]
-        .iter()
-        .all(|t| condition(csr, t).is_none())
-}
-
 /// Issues agent certificates for valid join tokens.
 pub struct Joiner {
     secrets: Api<Secret>,
@@ -197,7 +123,7 @@ pub struct Joiner {
     /// How long an id not known yet waits for the watch.
     grace: Duration,
     per_token: Keyed<String>,
-    /// Tokenless attempts, per source address (see [`super::pending::source_of`]).
+    /// Tokenless attempts, per source address (see [`source_of`]).
     per_source: Keyed<String>,
     /// Renewals, per cluster.
     renew_limit: Keyed<String>,
@@ -237,11 +163,6 @@ fn unknown_token(id: &str) -> Status {
     Status::unauthenticated(format!(
         "join token {id} is unknown (used, deleted or never made)"
     ))
-}
-
-pub(super) fn unavailable(what: &str, e: kube::Error) -> Status {
-    tracing::warn!(error = %e, "join: {what}");
-    Status::unavailable(format!("the hub cannot {what} now; retry later"))
 }
 
 impl Joiner {
@@ -346,7 +267,7 @@ impl Joiner {
                 }
             }
             Ok(Credential::Manual(name, hash)) => {
-                let source = peer.map_or_else(|| "unknown".to_owned(), super::pending::source_of);
+                let source = peer.map_or_else(|| "unknown".to_owned(), source_of);
                 match self.per_source.admit(&source, now) {
                     Err(e) => Err(Status::resource_exhausted(format!(
                         "too many join attempts without a token from {source}; retry in {}s",
@@ -365,7 +286,7 @@ impl Joiner {
                 "join waits for approval"
             ),
             Err(s) => {
-                let source = peer.map_or_else(|| "unknown".to_owned(), super::pending::source_of);
+                let source = peer.map_or_else(|| "unknown".to_owned(), source_of);
                 let (one, summary) = self.refusals.refused(&source, s.code(), Instant::now());
                 if summary > 0 {
                     tracing::warn!(
@@ -688,6 +609,27 @@ impl Joiner {
             tracing::warn!(csr = name, error = %e, "cannot delete the issued certificate request");
         }
         Ok(())
+    }
+}
+
+/// The ingest listener reaches the Joiner only through the port.
+#[tonic::async_trait]
+impl Issuer for Joiner {
+    async fn join(
+        &self,
+        peer: Option<IpAddr>,
+        req: v1::JoinRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        Joiner::join(self, peer, req).await
+    }
+
+    async fn renew(
+        &self,
+        cluster: &str,
+        presented: &[tokio_rustls::rustls::pki_types::CertificateDer<'_>],
+        req: v1::RenewRequest,
+    ) -> Result<v1::JoinResponse, Status> {
+        Joiner::renew(self, cluster, presented, req).await
     }
 }
 

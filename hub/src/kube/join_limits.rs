@@ -10,7 +10,7 @@
 //!   callers at once);
 //! - [`Keyed`]: one [`TokenBucket`] (the one rate limiter, from
 //!   `gwhub_common::bucket`) per key: per token id, per source address
-//!   (tokenless requests), per cluster (renewals). There is no global
+//!   ([`source_of`]; tokenless requests), per cluster (renewals). There is no global
 //!   window a flood could use up;
 //! - [`RefusalLog`]: refused joins counted (`gwhub_join_refused_total`) and
 //!   logged at a bounded rate (a flood once wrote 7.6 MB of WARN lines in 3
@@ -18,6 +18,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -296,9 +297,35 @@ impl RefusalLog {
     }
 }
 
+/// The address a source is counted as: exact IPv4 (also IPv4-mapped
+/// IPv6), or the IPv6 /64 (one host usually holds a whole /64).
+pub fn source_of(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                let net = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
+                format!("{net}/64")
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sources_are_exact_ipv4_and_ipv6_slash_64() {
+        let s = |a: &str| source_of(a.parse().unwrap());
+        assert_eq!(s("10.0.0.1"), "10.0.0.1");
+        assert_eq!(s("::ffff:10.0.0.1"), "10.0.0.1");
+        assert_eq!(s("2001:db8:1:2:3:4:5:6"), "2001:db8:1:2::/64");
+        assert_eq!(s("2001:db8:1:2::9"), s("2001:db8:1:2:ffff::1"));
+        assert_ne!(s("2001:db8:1:2::9"), s("2001:db8:1:3::9"));
+    }
 
     #[test]
     fn each_key_has_its_own_bucket_and_refills() {

@@ -26,7 +26,9 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use tonic::Status;
 
 use super::issued::{self, Issued};
-use super::join::{Joiner, MANUAL_LABEL, WAITING, condition, is_pending, unavailable};
+use super::join::Joiner;
+use super::join_csr::{MANUAL_LABEL, WAITING, condition, is_pending, unavailable};
+use super::join_limits::source_of;
 use crate::pki;
 
 /// Unapproved tokenless requests the hub keeps at most (spec).
@@ -44,22 +46,6 @@ pub const SOURCE_ANNOTATION: &str = "gwhub.io/source-address";
 pub const KEY_ANNOTATION: &str = "gwhub.io/key-sha256";
 /// When it was asked (RFC 3339).
 pub const REQUESTED_ANNOTATION: &str = "gwhub.io/requested-at";
-
-/// The address a source is counted as: exact IPv4 (also IPv4-mapped
-/// IPv6), or the IPv6 /64 (one host usually holds a whole /64).
-pub fn source_of(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let s = v6.segments();
-                let net = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
-                format!("{net}/64")
-            }
-        },
-    }
-}
 
 fn annotation<'a>(csr: &'a CertificateSigningRequest, key: &str) -> Option<&'a str> {
     csr.metadata
@@ -186,9 +172,9 @@ impl Joiner {
         now: i64,
     ) -> Result<(), Status> {
         let ours = |csr: &CertificateSigningRequest| {
-            csr.spec.signer_name == super::join::SIGNER
+            csr.spec.signer_name == super::join_csr::SIGNER
                 && csr.metadata.labels.as_ref().is_some_and(|l| {
-                    l.get("gwhub.io/cluster") == Some(&super::join::cluster_label(cluster))
+                    l.get("gwhub.io/cluster") == Some(&super::join_csr::cluster_label(cluster))
                 })
         };
         if let Some(csr) = existing
@@ -448,7 +434,7 @@ async fn sweep_once(
             .and_then(|l| l.get("gwhub.io/cluster"));
         // Labels of long names are hashed: compared the same way.
         let void = removed.iter().any(|(c, at)| {
-            cluster == Some(&super::join::cluster_label(c))
+            cluster == Some(&super::join_csr::cluster_label(c))
                 && requested_at(&csr).is_none_or(|t| t <= *at)
         });
         let why = if expired(&csr, now) {
@@ -467,19 +453,4 @@ async fn sweep_once(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sources_are_exact_ipv4_and_ipv6_slash_64() {
-        let s = |a: &str| source_of(a.parse().unwrap());
-        assert_eq!(s("10.0.0.1"), "10.0.0.1");
-        assert_eq!(s("::ffff:10.0.0.1"), "10.0.0.1");
-        assert_eq!(s("2001:db8:1:2:3:4:5:6"), "2001:db8:1:2::/64");
-        assert_eq!(s("2001:db8:1:2::9"), s("2001:db8:1:2:ffff::1"));
-        assert_ne!(s("2001:db8:1:2::9"), s("2001:db8:1:3::9"));
-    }
 }

@@ -142,7 +142,7 @@ fn serving_pair(s: &Secret) -> Result<(), crate::tls::TlsError> {
     let missing = |key| crate::tls::TlsError::invalid(key, "missing or empty");
     let crt = key_of(s, TLS_CRT).ok_or_else(|| missing(TLS_CRT))?;
     let key = key_of(s, TLS_KEY).ok_or_else(|| missing(TLS_KEY))?;
-    crate::tls_reload::check_serving_pair(&crt, &key)
+    crate::pki::check_serving_pair(&crt, &key).map_err(Into::into)
 }
 
 fn key_of(s: &Secret, key: &str) -> Option<Arc<[u8]>> {

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use gwhub_hub_rules::aggregate::GatewayKey;
 
-use super::Stamp;
 use crate::index::Index;
+use crate::index::provenance::Stamp;
 
 impl Index {
     /// The stamp of a delta an agent observed at `unix_millis` (0:
