@@ -14,16 +14,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use gwhub_common::join::JoinToken;
 use gwhub_hub::kube::join::token_secret;
-use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
 use gwhub_hub::kube::{Connected, KubeHub, KubeOptions};
-use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_proto::client::open_report;
 use gwhub_proto::v1;
 use gwhub_test_kit::apiserver::{Fleet, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
-use gwhub_test_kit::raw_agent::{admitted, refusal, tls_ingest};
+use gwhub_test_kit::install::{SYSTEM_NS, install_hub, management};
+use gwhub_test_kit::raw_agent::{admitted, hello, refusal, tls_ingest};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -31,6 +29,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::{self, pki_types};
+
+use crate::support::kube_hub::kube_hub;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -77,37 +77,24 @@ async fn start_hub_with(
     lifetime: Duration,
     agent_lifetime: Duration,
 ) -> KubeHub {
-    let mut options = KubeOptions::new(SYSTEM_NS);
-    options.lease = Some(LeaseConfig {
-        name: "gwhub-hub".into(),
-        identity: "tls-secrets".into(),
-        lease_duration: Duration::from_secs(4),
-        renew_every: Duration::from_millis(500),
-    });
-    let mut connected = Connected::new(client.clone(), options).await.unwrap();
-    let mut secrets = SecretsConfig::new(SYSTEM_NS);
-    secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
-    secrets.serving_lifetime = lifetime;
-    secrets.agent_lifetime = agent_lifetime;
-    let tls = connected
-        .tls_from_secrets(secrets, &TlsPaths::default())
+    kube_hub(client)
+        .identity("tls-secrets")
+        .tls_from_secrets(|s| {
+            s.serving_lifetime = lifetime;
+            s.agent_lifetime = agent_lifetime;
+        })
+        .start()
         .await
-        .expect("the hub makes and reads its Secrets");
-    let mut config = HubConfig::loopback(Duration::from_secs(60));
-    config.insecure = false;
-    let hub = Hub::start_with_tls(config, Some(tls)).await.unwrap();
-    connected.attach(hub)
 }
 
 #[tokio::test]
 async fn the_hub_makes_serves_renews_and_follows_its_secrets() {
-    if !require_assets("the_hub_makes_serves_renews_and_follows_its_secrets") {
-        return;
-    }
     gwhub_common::logging::init("info");
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let Some((_fleet, admin, as_hub)) =
+        management("the_hub_makes_serves_renews_and_follows_its_secrets").await
+    else {
+        return;
+    };
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
 
     // Absent: made (one CA, a serving chain ending with it), marked.
@@ -246,14 +233,6 @@ async fn make_token(secrets: &Api<Secret>, cluster: &str, ttl: i64) -> String {
     token.reveal()
 }
 
-fn hello(cluster: &str) -> v1::Hello {
-    v1::Hello {
-        agent_version: "join-test".into(),
-        capabilities: vec![],
-        cluster: cluster.into(),
-    }
-}
-
 /// Join on a real API server: a valid token gets a certificate naming the
 /// cluster (recorded in ConfigMap gwhub-issued; its CertificateSigningRequest
 /// deleted once issued) that then streams; the token is used up. A reused, forged, expired or other-cluster token, or a CSR for
@@ -261,12 +240,11 @@ fn hello(cluster: &str) -> v1::Hello {
 /// certificate is still refused.
 #[tokio::test]
 async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
-    if !require_assets("a_join_token_gets_one_certificate_and_bad_tokens_none") {
+    let Some((fleet, admin, as_hub)) =
+        management("a_join_token_gets_one_certificate_and_bad_tokens_none").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    };
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
     let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
@@ -461,12 +439,11 @@ async fn decide(csrs: &Api<CertificateSigningRequest>, name: &str, type_: &str) 
 /// request recorded; with 64 pending no new one is.
 #[tokio::test]
 async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
-    if !require_assets("a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused") {
+    let Some((_fleet, admin, as_hub)) =
+        management("a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    };
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
     let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
@@ -964,12 +941,11 @@ async fn a_joined_agent_renews_before_its_certificate_expires() {
 /// token gets a certificate that streams.
 #[tokio::test]
 async fn a_removed_cluster_is_refused_until_it_joins_again() {
-    if !require_assets("a_removed_cluster_is_refused_until_it_joins_again") {
+    let Some((fleet, admin, as_hub)) =
+        management("a_removed_cluster_is_refused_until_it_joins_again").await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    };
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
     let ca_pem = key(&secrets.get(CA_SECRET).await.unwrap(), "tls.crt");
@@ -1096,13 +1072,12 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
 /// Secret stays as it was.
 #[tokio::test]
 async fn a_corrupt_hub_ca_is_written_back_or_replaced() {
-    if !require_assets("a_corrupt_hub_ca_is_written_back_or_replaced") {
-        return;
-    }
     gwhub_common::logging::init("info");
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let Some((_fleet, admin, as_hub)) =
+        management("a_corrupt_hub_ca_is_written_back_or_replaced").await
+    else {
+        return;
+    };
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
     let corrupt = |half: bool, operator: bool| {
         let secrets = secrets.clone();

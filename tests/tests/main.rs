@@ -16,3 +16,4 @@ mod inventory;
 mod monitoring;
 mod mtls;
 mod rbac;
+mod support;
