@@ -73,6 +73,12 @@ impl KubeHubBuilder {
         self
     }
 
+    /// Any other hub setting (budgets).
+    pub(crate) fn config(mut self, set: impl FnOnce(&mut HubConfig)) -> Self {
+        set(&mut self.config);
+        self
+    }
+
     /// Serves mTLS from the hub's Secrets (made when absent) for
     /// `localhost` and `127.0.0.1`; `set` changes the certificates'
     /// lifetimes.
