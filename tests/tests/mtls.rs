@@ -807,7 +807,7 @@ async fn the_web_page_takes_the_dashboards_tls_and_token() {
     hub.shutdown().await.unwrap();
 }
 
-// ---- rotation (issue 23): TLS files mounted as the kubelet mounts a Secret ----
+// ---- rotation: TLS files mounted as the kubelet mounts a Secret ------------
 
 /// How often the hub compares its TLS files in these tests.
 const RELOAD: Duration = Duration::from_millis(200);
