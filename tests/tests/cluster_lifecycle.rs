@@ -29,6 +29,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
+use crate::support::hub_secrets::csr_for;
 use crate::support::kube_hub::kube_hub;
 
 const FLEET_NS: &str = "fleet";
@@ -78,21 +79,6 @@ async fn start_hub_with(
         .tls_from_secrets(|s| s.agent_lifetime = agent_lifetime)
         .start()
         .await
-}
-
-fn csr_for(cluster: &str) -> (String, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut p = rcgen::CertificateParams::default();
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.subject_alt_names = vec![rcgen::SanType::URI(
-        format!("spiffe://gwhub/cluster/{cluster}")
-            .try_into()
-            .unwrap(),
-    )];
-    (
-        p.serialize_request(&key).unwrap().pem().unwrap(),
-        key.serialize_pem(),
-    )
 }
 
 /// The hub's CA certificate, from Secret gwhub-ca.

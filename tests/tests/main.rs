@@ -1,5 +1,6 @@
 //! Every integration test of this package in one binary: one link
 //! instead of one per file (CI's disk and time), each file a module.
+mod agent_identity;
 mod agent_kube;
 mod attacks_join;
 mod cluster_lifecycle;
@@ -10,6 +11,7 @@ mod fleet_dns;
 mod fleet_e2e;
 mod harness;
 mod hub_dashboard_status;
+mod hub_join;
 mod hub_liveness;
 mod hub_manifests;
 mod hub_propagation;

@@ -7,4 +7,5 @@
 
 pub(crate) mod hub_agent;
 pub(crate) mod hub_fixtures;
+pub(crate) mod hub_secrets;
 pub(crate) mod kube_hub;
