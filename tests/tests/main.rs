@@ -25,5 +25,6 @@ mod hub_tls_secrets;
 mod inventory;
 mod monitoring;
 mod mtls;
+mod mtls_rotation;
 mod rbac;
 mod support;

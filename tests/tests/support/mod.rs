@@ -9,3 +9,4 @@ pub(crate) mod hub_agent;
 pub(crate) mod hub_fixtures;
 pub(crate) mod hub_secrets;
 pub(crate) mod kube_hub;
+pub(crate) mod mtls;
