@@ -59,15 +59,15 @@ GATEWAY_API_VERSION=v1.5.1 cargo nextest run --workspace --all-targets --locked
 # server validates a status write against, the manifests it takes):
 # - the agent's own status writes on the local Gateway (agent_kube: every
 #   reason, beside Istio's fields, the 8-condition limit);
-# - the hub's aggregated writes (hub_status_accepted, and hub_kube's write,
-#   withdrawal and manifest tests);
+# - the hub's aggregated writes (hub_status_accepted, hub_status_writer's
+#   write and withdrawal tests, and hub_manifests);
 # - the shipped install, end to end (fleet_e2e's real binaries; its
 #   mixed-versions test already gives each cluster its own version).
 # Identity, TLS, inventory, RBAC, the Dashboard, faults and the store are
 # the same whatever the Gateway CRD is: they run once, above.
 hub_writes='test(/^hub_status_accepted::/)
-  | (test(/^hub_kube::/) & (test(manifests_parse_and_the_api_server_takes_them)
-      | test(hub_writes_the_aggregate_onto_hub_gateways)
+  | test(/^hub_manifests::/)
+  | (test(/^hub_status_writer::/) & (test(hub_writes_the_aggregate_onto_hub_gateways)
       | test(withdrawn_addresses_and_listeners_leave_the_hub_gateway)))'
 agent_writes='(test(/^agent_kube::/) & (test(every_reason_end_to_end)
       | test(istio_writer_and_agent_keep_each_others_fields)

@@ -1,4 +1,4 @@
-//! The hub under hostile clients (issue 17): every bound the hub keeps as a
+//! The hub under hostile clients: every bound the hub keeps as a
 //! whole, each with a test, over real loopback TCP. Budgets are set small
 //! through the same config the flags fill, so each test is fast and small;
 //! waits are generous bounds, never timing assertions.
@@ -678,7 +678,7 @@ async fn one_address_cannot_take_every_reader_slot() {
     .await;
 }
 
-/// The web page's listener (issue 16) has the Dashboard's bounds:
+/// The web page's listener has the Dashboard's bounds:
 /// `--max-dashboard-connections` open connections, idle ones closed after
 /// `--idle-connection-timeout`, an open event stream not idle, and event
 /// streams taking slots of `--max-dashboard-calls` from the pool the gRPC
@@ -1251,7 +1251,7 @@ async fn out_of_file_descriptors_the_hub_backs_off_logs_and_recovers() {
     assert!(served, "the hub did not recover after the flood");
 }
 
-// ---- 4. hostile readers (issue 25) ----------------------------------------
+// ---- 4. hostile readers ---------------------------------------------------
 
 /// A plain HTTP/1.1 GET from `from` (a loopback address of the test's
 /// choosing): the connection and the answer's head, nothing of the body

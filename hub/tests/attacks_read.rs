@@ -1,4 +1,4 @@
-//! Hostile readers of the Dashboard and the web page (issue 35): the
+//! Hostile readers of the Dashboard and the web page: the
 //! TokenReview budget of `--dashboard-auth=kubernetes` against a stand-in
 //! API server that counts what reaches it, and floods of connections and
 //! calls from several loopback source addresses (127.0.0.2, 127.0.0.3,

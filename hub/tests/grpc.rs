@@ -10,7 +10,7 @@ use gwhub_proto::v1::{
     self, agent_message, change, dashboard_client::DashboardClient, ingest_client::IngestClient,
 };
 use gwhub_test_kit::procs::free_addr;
-use gwhub_test_kit::raw_agent::{Agent, msg};
+use gwhub_test_kit::raw_agent::{Agent, hello, msg};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -893,13 +893,9 @@ async fn hello_refused(addr: SocketAddr, cluster: &str) -> tonic::Status {
         .await
         .unwrap();
     let (tx, rx) = mpsc::channel(4);
-    tx.send(msg(agent_message::Message::Hello(v1::Hello {
-        agent_version: "test".into(),
-        capabilities: vec![],
-        cluster: cluster.into(),
-    })))
-    .await
-    .unwrap();
+    tx.send(msg(agent_message::Message::Hello(hello(cluster))))
+        .await
+        .unwrap();
     let mut s = client
         .report(ReceiverStream::new(rx))
         .await
@@ -1191,7 +1187,7 @@ async fn serve_metrics_listen_exposes_cluster_gauges() {
     child.kill().await.unwrap();
 }
 
-// ---- paging, filters, history (issue 16) -----------------------------------
+// ---- paging, filters, history ---------------------------------------------
 
 fn in_namespace(namespace: &str, mut r: v1::GatewayReport) -> v1::GatewayReport {
     r.namespace = namespace.into();
@@ -1526,7 +1522,7 @@ async fn gwhubctl_filters_pages_and_shows_history() {
     assert_eq!(out.matches("previousStatus:").count(), 1, "{out}");
 }
 
-// ---- the web page's HTTP API (issue 16) ------------------------------------
+// ---- the web page's HTTP API ----------------------------------------------
 
 /// A plain HTTP/1.1 GET over loopback: the status code and the text read
 /// until the connection closes or `until` shows up in it.

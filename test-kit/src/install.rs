@@ -14,7 +14,7 @@ use kube::{Client, Config};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::apiserver::{Cluster, kubeconfig_text};
+use crate::apiserver::{Cluster, Fleet, kubeconfig_text, require_assets};
 use crate::error::FleetError;
 
 /// The namespace the manifests install into (hub and agent alike).
@@ -105,6 +105,21 @@ pub async fn install_hub(cluster: &Cluster) -> Client {
     let admin = cluster.client().await.expect("admin client");
     crate::kube_objects::wait_project_crd(&admin, SYSTEM_NS).await;
     cluster.client_as(HUB_SA).await.expect("hub client")
+}
+
+/// A management cluster with the hub installed ([`install_hub`]): one API
+/// server `mgmt`, the admin's client and one acting as the hub's
+/// ServiceAccount, as `(fleet, admin, as_hub)`; `None` (the test is
+/// skipped, see [`require_assets`]) where the kube-apiserver assets are
+/// missing. Suites needing more CRDs install them on the admin's client.
+pub async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
+    if !require_assets(test) {
+        return None;
+    }
+    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    let admin = fleet.cluster("mgmt").client().await.expect("admin client");
+    Some((fleet, admin, as_hub))
 }
 
 /// The agent as installed on a workload cluster: `kubectl apply -k

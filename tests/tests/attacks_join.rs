@@ -19,17 +19,15 @@ use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
 use gwhub_hub::kube::join::token_secret;
-use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
 use gwhub_hub::kube::{Connected, KubeOptions};
 use gwhub_hub::kube_hub::KubeHub;
-use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
-use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
+use gwhub_test_kit::install::{SYSTEM_NS, management};
 use gwhub_test_kit::loopback;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::certificates::v1::{
@@ -38,6 +36,8 @@ use k8s_openapi::api::certificates::v1::{
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+
+use crate::support::kube_hub::kube_hub;
 
 /// The honest client's address.
 const HONEST: [u8; 4] = [127, 0, 0, 1];
@@ -60,35 +60,15 @@ const FLEET_NS: &str = "fleet";
 /// The hub as `as_hub`, its TLS from its Secrets, with the inventory in
 /// mode `inventory` when given.
 async fn start_hub(as_hub: &kube::Client, inventory: Option<Mode>) -> KubeHub {
-    let mut options = KubeOptions::new(SYSTEM_NS);
-    options.lease = Some(LeaseConfig {
-        name: "gwhub-hub".into(),
-        identity: "attacks".into(),
-        lease_duration: Duration::from_secs(4),
-        renew_every: Duration::from_millis(500),
-    });
-    if let Some(mode) = inventory {
-        options.inventory = Some((FLEET_NS.to_owned(), mode));
+    let hub = kube_hub(as_hub)
+        .identity("attacks")
+        .tls_from_secrets(|s| s.agent_lifetime = Duration::from_secs(3600));
+    match inventory {
+        Some(mode) => hub.inventory(FLEET_NS, mode),
+        None => hub,
     }
-    let connected = Connected::new(as_hub.clone(), options).await.unwrap();
-    let mut secrets = SecretsConfig::new(SYSTEM_NS);
-    secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
-    secrets.agent_lifetime = Duration::from_secs(3600);
-    let identity = connected
-        .tls_from_secrets(secrets, &TlsPaths::default())
-        .await
-        .expect("the hub makes and reads its Secrets");
-    let mut config = HubConfig::loopback(Duration::from_secs(60));
-    config.insecure = false;
-    let extras = KubeExtras {
-        inventory: connected.inventory(),
-        issuer: Some(identity.issuer),
-        ..KubeExtras::default()
-    };
-    let hub = Hub::start_with(config, Some(identity.tls), extras)
-        .await
-        .unwrap();
-    connected.attach(hub, Some(identity.followers), None)
+    .start()
+    .await
 }
 
 impl Setup {
@@ -99,12 +79,7 @@ impl Setup {
 
     /// With the inventory in mode `inventory` when given.
     async fn start_in(test: &str, inventory: Option<Mode>) -> Option<Setup> {
-        if !require_assets(test) {
-            return None;
-        }
-        let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-        let as_hub = install_hub(fleet.cluster("mgmt")).await;
-        let admin = fleet.cluster("mgmt").client().await.unwrap();
+        let (fleet, admin, as_hub) = management(test).await?;
         if inventory.is_some() {
             gwhub_test_kit::crds::install_inventory(&admin)
                 .await

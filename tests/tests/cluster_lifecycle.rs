@@ -13,25 +13,24 @@ use std::time::Duration;
 use futures::StreamExt;
 use gwhub_common::join::JoinToken;
 use gwhub_hub::kube::join::token_secret;
-use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
-use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube::tls_secrets::CA_SECRET;
 use gwhub_hub::kube_hub::KubeHub;
-use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
-use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
 use gwhub_proto::client::ReportStream;
 use gwhub_proto::v1;
-use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
+use gwhub_test_kit::install::SYSTEM_NS;
 use gwhub_test_kit::kube_objects::apply;
-use gwhub_test_kit::raw_agent::{admitted, refusal, tls_ingest};
+use gwhub_test_kit::raw_agent::{admitted, hello, refusal, tls_ingest};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+
+use crate::support::hub_secrets::csr_for;
+use crate::support::kube_hub::kube_hub;
 
 const FLEET_NS: &str = "fleet";
 const WAIT: Duration = Duration::from_secs(30);
@@ -39,12 +38,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The management API server with the hub installed as shipped and the
 /// inventory CRDs; the admin's client and the hub's ServiceAccount's.
 async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
-    if !require_assets(test) {
-        return None;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let (fleet, admin, as_hub) = gwhub_test_kit::install::management(test).await?;
     gwhub_test_kit::crds::install_inventory(&admin)
         .await
         .expect("install the ClusterProfile CRD");
@@ -78,48 +72,13 @@ async fn start_hub_with(
     stale_after: Duration,
     agent_lifetime: Duration,
 ) -> KubeHub {
-    let mut options = KubeOptions::new(SYSTEM_NS);
-    options.lease = Some(LeaseConfig {
-        name: "gwhub-hub".into(),
-        identity: "lifecycle".into(),
-        lease_duration: Duration::from_secs(4),
-        renew_every: Duration::from_millis(500),
-    });
-    options.inventory = Some((FLEET_NS.to_owned(), Mode::Enforce));
-    let connected = Connected::new(as_hub.clone(), options).await.unwrap();
-    let mut secrets = SecretsConfig::new(SYSTEM_NS);
-    secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
-    secrets.agent_lifetime = agent_lifetime;
-    let identity = connected
-        .tls_from_secrets(secrets, &TlsPaths::default())
+    kube_hub(as_hub)
+        .identity("lifecycle")
+        .inventory(FLEET_NS, Mode::Enforce)
+        .stale_after(stale_after)
+        .tls_from_secrets(|s| s.agent_lifetime = agent_lifetime)
+        .start()
         .await
-        .expect("the hub makes and reads its Secrets");
-    let mut config = HubConfig::loopback(stale_after);
-    config.insecure = false;
-    let extras = KubeExtras {
-        inventory: connected.inventory(),
-        issuer: Some(identity.issuer),
-        ..KubeExtras::default()
-    };
-    let hub = Hub::start_with(config, Some(identity.tls), extras)
-        .await
-        .unwrap();
-    connected.attach(hub, Some(identity.followers), None)
-}
-
-fn csr_for(cluster: &str) -> (String, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut p = rcgen::CertificateParams::default();
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.subject_alt_names = vec![rcgen::SanType::URI(
-        format!("spiffe://gwhub/cluster/{cluster}")
-            .try_into()
-            .unwrap(),
-    )];
-    (
-        p.serialize_request(&key).unwrap().pem().unwrap(),
-        key.serialize_pem(),
-    )
 }
 
 /// The hub's CA certificate, from Secret gwhub-ca.
@@ -157,14 +116,6 @@ async fn join(admin: &Client, hub: &KubeHub, cluster: &str) -> (String, String) 
         .into_inner()
         .certificate_pem;
     (cert, key)
-}
-
-fn hello(cluster: &str) -> v1::Hello {
-    v1::Hello {
-        agent_version: "lifecycle-test".into(),
-        capabilities: vec![],
-        cluster: cluster.into(),
-    }
 }
 
 /// A Report stream as `cluster` with `identity`, once the hub admits it

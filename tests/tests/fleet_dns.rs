@@ -27,19 +27,18 @@ use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::Gateway;
 use gwhub_hub::dns::DnsFlags;
-use gwhub_hub::kube::KubeOptions;
-use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube_hub::KubeHub;
-use gwhub_hub::serve::HubConfig;
 use gwhub_hub_rules::dnsendpoint::DNSEndpoint;
 use gwhub_proto::v1;
-use gwhub_test_kit::apiserver::{Fleet, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::apiserver::Fleet;
+use gwhub_test_kit::install::SYSTEM_NS;
 use gwhub_test_kit::raw_agent::Agent;
 use gwhub_test_kit::wait::until;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+
+use crate::support::kube_hub::kube_hub;
 
 const NS: &str = "default";
 const HOST: &str = "app.fleet.test";
@@ -144,28 +143,19 @@ async fn start_hub(client: &Client, flags: &DnsFlags) -> KubeHub {
 /// A hub replica with Lease identity `identity`.
 async fn start_replica(client: &Client, flags: &DnsFlags, identity: &str) -> KubeHub {
     let stale_after = Duration::from_secs(60);
-    let mut o = KubeOptions::new(SYSTEM_NS);
-    o.lease = Some(LeaseConfig {
-        name: "gwhub-hub".into(),
-        identity: identity.into(),
-        lease_duration: Duration::from_secs(4),
-        renew_every: Duration::from_millis(500),
-    });
     let dns = flags.check(SYSTEM_NS, stale_after).expect("DNS flags");
-    KubeHub::start_with_dns(HubConfig::loopback(stale_after), o, dns, client.clone())
+    kube_hub(client)
+        .identity(identity)
+        .stale_after(stale_after)
+        .dns(dns)
+        .start()
         .await
-        .expect("hub starts in Kubernetes mode")
 }
 
 /// The management API server with the hub installed and the DNSEndpoint
 /// CRD: the admin's client and the hub's; `None` without the assets.
 async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
-    if !require_assets(test) {
-        return None;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let (fleet, admin, as_hub) = gwhub_test_kit::install::management(test).await?;
     gwhub_test_kit::crds::install_dnsendpoint(&admin)
         .await
         .expect("DNSEndpoint CRD");

@@ -12,23 +12,22 @@
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_hub::kube::KubeOptions;
-use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube_hub::KubeHub;
-use gwhub_hub::serve::HubConfig;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode, PlacementDecision};
 use gwhub_hub_rules::report::ClusterReport;
 use gwhub_model::conditions::Condition;
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
-use gwhub_test_kit::apiserver::{Fleet, create_namespaces, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub};
+use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
+use gwhub_test_kit::install::SYSTEM_NS;
 use gwhub_test_kit::kube_objects::apply;
 use gwhub_test_kit::raw_agent::{Agent, hello};
 use gwhub_test_kit::wait::until;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
+
+use crate::support::kube_hub::kube_hub;
 
 const FLEET_NS: &str = "fleet";
 const NS: &str = "default";
@@ -39,12 +38,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// the inventory CRDs, and ClusterProfiles `east`, `west`, `north`; the
 /// admin's client and the hub's ServiceAccount's.
 async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
-    if !require_assets(test) {
-        return None;
-    }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    let (fleet, admin, as_hub) = gwhub_test_kit::install::management(test).await?;
     gwhub_test_kit::crds::install_inventory(&admin)
         .await
         .expect("install the ClusterProfile CRD");
@@ -95,21 +89,13 @@ async fn start_hub(as_hub: &Client, mode: Mode) -> KubeHub {
 
 /// A hub replica; with `identity`, electing a leader over the Lease.
 async fn start_replica(as_hub: &Client, mode: Mode, identity: Option<&str>) -> KubeHub {
-    let mut options = KubeOptions::new(SYSTEM_NS);
-    options.lease = identity.map(|identity| LeaseConfig {
-        name: "gwhub-hub".into(),
-        identity: identity.into(),
-        lease_duration: Duration::from_secs(4),
-        renew_every: Duration::from_millis(500),
-    });
-    options.inventory = Some((FLEET_NS.to_owned(), mode));
-    KubeHub::start(
-        HubConfig::loopback(Duration::from_secs(60)),
-        options,
-        as_hub.clone(),
-    )
+    let hub = kube_hub(as_hub).inventory(FLEET_NS, mode);
+    match identity {
+        Some(identity) => hub.identity(identity),
+        None => hub,
+    }
+    .start()
     .await
-    .expect("hub starts with the inventory")
 }
 
 fn cond(t: &str) -> Condition {

@@ -30,6 +30,7 @@ use gwhub_test_kit::install::{
 };
 use gwhub_test_kit::kube_objects::*;
 use gwhub_test_kit::procs::{Process, agent_binary, free_port, gwhub_binary};
+use gwhub_test_kit::raw_agent::hello;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event as EventV1;
@@ -371,12 +372,7 @@ impl TinyAgent {
         let mut client = IngestClient::connect(format!("http://127.0.0.1:{port}"))
             .await
             .ok()?;
-        let hello = v1::Hello {
-            agent_version: "rbac-test".into(),
-            capabilities: vec![],
-            cluster: "east".into(),
-        };
-        let ReportStream { tx, mut rx } = open_report(&mut client, hello, 16).await.ok()?;
+        let ReportStream { tx, mut rx } = open_report(&mut client, hello("east"), 16).await.ok()?;
         // Acks and heartbeats are read and dropped.
         let drain = tokio::spawn(async move { while let Some(Ok(_)) = rx.next().await {} });
         Some(TinyAgent {

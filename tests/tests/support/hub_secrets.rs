@@ -1,0 +1,75 @@
+//! The hub serving TLS from its Secrets as the Secrets and join suites
+//! start it (Lease identity `tls-secrets`), and what those suites share:
+//! a Secret's key, a CSR for a cluster's SPIFFE name, a join token as
+//! `gwhubctl join create` stores it, and their bound on waits.
+
+use std::time::Duration;
+
+use gwhub_common::join::JoinToken;
+use gwhub_hub::kube::join::token_secret;
+use gwhub_hub::kube_hub::KubeHub;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+
+use crate::support::kube_hub::kube_hub;
+
+/// How long these suites wait for a condition before failing.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// The bytes of key `k` of Secret `s`.
+pub(crate) fn key(s: &Secret, k: &str) -> Vec<u8> {
+    s.data.as_ref().unwrap()[k].0.clone()
+}
+
+/// The hub with its TLS from its Secrets, its serving certificate living
+/// `lifetime`, as Lease identity `tls-secrets`.
+pub(crate) async fn start_hub(client: &kube::Client, lifetime: Duration) -> KubeHub {
+    start_hub_with(client, lifetime, gwhub_hub::pki::AGENT_CERT_LIFETIME).await
+}
+
+/// [`start_hub`], its agent certificates living `agent_lifetime`.
+pub(crate) async fn start_hub_with(
+    client: &kube::Client,
+    lifetime: Duration,
+    agent_lifetime: Duration,
+) -> KubeHub {
+    kube_hub(client)
+        .identity("tls-secrets")
+        .tls_from_secrets(|s| {
+            s.serving_lifetime = lifetime;
+            s.agent_lifetime = agent_lifetime;
+        })
+        .start()
+        .await
+}
+
+/// A CSR for `cluster`'s SPIFFE name and its private key, both PEM.
+pub(crate) fn csr_for(cluster: &str) -> (String, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut p = rcgen::CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.subject_alt_names = vec![rcgen::SanType::URI(
+        format!("spiffe://gwhub/cluster/{cluster}")
+            .try_into()
+            .unwrap(),
+    )];
+    (
+        p.serialize_request(&key).unwrap().pem().unwrap(),
+        key.serialize_pem(),
+    )
+}
+
+/// A join token for `cluster` valid `ttl` seconds, stored as `gwhubctl
+/// join create` stores it; its secret.
+pub(crate) async fn make_token(secrets: &Api<Secret>, cluster: &str, ttl: i64) -> String {
+    let token = JoinToken::generate().unwrap();
+    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(ttl);
+    secrets
+        .create(
+            &PostParams::default(),
+            &token_secret(&token, cluster, expires),
+        )
+        .await
+        .unwrap();
+    token.reveal()
+}

@@ -1,0 +1,133 @@
+//! An in-process hub in Kubernetes mode, the way every suite starts one:
+//! the hub's namespace from the manifests, the test Lease (4 s, renewed
+//! every 500 ms, so a failover fits a test), stale after 60 s unless told,
+//! plain gRPC unless the hub's TLS is asked to come from its Secrets. The
+//! suites differ only in the settings the builder names; it exists so that
+//! the wiring (`KubeHub::start_with_dns`, or `Connected` +
+//! `Hub::start_with` + `attach` for TLS) has one copy.
+
+use std::time::Duration;
+
+use gwhub_hub::dns::DnsConfig;
+use gwhub_hub::kube::leader::LeaseConfig;
+use gwhub_hub::kube::tls_secrets::SecretsConfig;
+use gwhub_hub::kube::{Connected, KubeOptions};
+use gwhub_hub::kube_hub::KubeHub;
+use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
+use gwhub_hub::tls::TlsPaths;
+use gwhub_hub_rules::inventory::Mode;
+use gwhub_test_kit::install::SYSTEM_NS;
+use kube::Client;
+
+/// The Lease the in-process replicas elect over: `gwhub-hub`, 4 s,
+/// renewed every 500 ms, held as `identity`.
+pub(crate) fn lease(identity: &str) -> LeaseConfig {
+    LeaseConfig {
+        name: "gwhub-hub".into(),
+        identity: identity.into(),
+        lease_duration: Duration::from_secs(4),
+        renew_every: Duration::from_millis(500),
+    }
+}
+
+/// What the hub is started with; see [`kube_hub`].
+pub(crate) struct KubeHubBuilder {
+    client: Client,
+    config: HubConfig,
+    options: KubeOptions,
+    dns: Option<DnsConfig>,
+    secrets: Option<SecretsConfig>,
+}
+
+/// A hub acting as `client` (usually the hub's ServiceAccount) in
+/// namespace [`SYSTEM_NS`]: no Lease, no inventory, no DNS, clusters
+/// stale after 60 s, ingest without TLS.
+pub(crate) fn kube_hub(client: &Client) -> KubeHubBuilder {
+    KubeHubBuilder {
+        client: client.clone(),
+        config: HubConfig::loopback(Duration::from_secs(60)),
+        options: KubeOptions::new(SYSTEM_NS),
+        dns: None,
+        secrets: None,
+    }
+}
+
+impl KubeHubBuilder {
+    /// Elects a leader over [`lease`] as `identity`.
+    pub(crate) fn identity(mut self, identity: &str) -> Self {
+        self.options.lease = Some(lease(identity));
+        self
+    }
+
+    /// Clusters go stale after `stale_after` of silence.
+    pub(crate) fn stale_after(mut self, stale_after: Duration) -> Self {
+        self.config.stale_after = stale_after;
+        self
+    }
+
+    /// Follows the fleet inventory (ClusterProfiles) of namespace `ns`.
+    pub(crate) fn inventory(mut self, ns: &str, mode: Mode) -> Self {
+        self.options.inventory = Some((ns.to_owned(), mode));
+        self
+    }
+
+    /// Publishes fleet DNS as `dns` says.
+    pub(crate) fn dns(mut self, dns: Option<DnsConfig>) -> Self {
+        self.dns = dns;
+        self
+    }
+
+    /// Any other Kubernetes option (API budget, status shards).
+    pub(crate) fn options(mut self, set: impl FnOnce(&mut KubeOptions)) -> Self {
+        set(&mut self.options);
+        self
+    }
+
+    /// Any other hub setting (budgets).
+    pub(crate) fn config(mut self, set: impl FnOnce(&mut HubConfig)) -> Self {
+        set(&mut self.config);
+        self
+    }
+
+    /// Serves mTLS from the hub's Secrets (made when absent) for
+    /// `localhost` and `127.0.0.1`; `set` changes the certificates'
+    /// lifetimes.
+    pub(crate) fn tls_from_secrets(mut self, set: impl FnOnce(&mut SecretsConfig)) -> Self {
+        let mut secrets = SecretsConfig::new(SYSTEM_NS);
+        secrets.sans = vec!["localhost".into(), "127.0.0.1".into()];
+        set(&mut secrets);
+        self.secrets = Some(secrets);
+        self.config.insecure = false;
+        self
+    }
+
+    /// Starts the hub; panics if it cannot.
+    pub(crate) async fn start(self) -> KubeHub {
+        let KubeHubBuilder {
+            client,
+            config,
+            options,
+            dns,
+            secrets,
+        } = self;
+        let Some(secrets) = secrets else {
+            return KubeHub::start_with_dns(config, options, dns, client)
+                .await
+                .expect("hub starts in Kubernetes mode");
+        };
+        let connected = Connected::new(client, options).await.unwrap();
+        let identity = connected
+            .tls_from_secrets(secrets, &TlsPaths::default())
+            .await
+            .expect("the hub makes and reads its Secrets");
+        let extras = KubeExtras {
+            inventory: connected.inventory(),
+            issuer: Some(identity.issuer),
+            ..KubeExtras::default()
+        };
+        let hub = Hub::start_with(config, Some(identity.tls), extras)
+            .await
+            .unwrap();
+        connected.attach(hub, Some(identity.followers), dns)
+    }
+}
