@@ -17,10 +17,9 @@ use tonic::transport::Server;
 
 use crate::budget::Budgets;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
-use crate::dns::DnsView;
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
-use crate::index::{Index, IndexConfig};
+use crate::index::{DnsView, Index, IndexConfig};
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
 use gwhub_hub_rules::aggregate::Options;

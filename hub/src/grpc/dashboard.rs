@@ -22,11 +22,10 @@ use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
 use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
-use crate::dns::DnsView;
 use crate::tls::DashboardAuth;
 
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
-use crate::index::{GatewayView, Index, Views};
+use crate::index::{DnsView, GatewayView, Index, Views};
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::history;
 use gwhub_hub_rules::listing::{self, Filter};

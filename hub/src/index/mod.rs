@@ -21,7 +21,8 @@
 //! `aggregator` (live hub Gateways, the dirty set, the published views),
 //! `history` (status transitions) and `inventory` (ClusterProfiles and
 //! placements). `view` is the views' encoding, so the gRPC side depends on
-//! the index and never the other way round.
+//! the index and never the other way round. `dns_view` is the view fleet
+//! DNS publishes (the DNS controller writes it; gRPC and the page read it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,7 @@ use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
 mod dns_condition;
+mod dns_view;
 mod history;
 mod hostnames;
 mod inventory;
@@ -49,6 +51,7 @@ use reports::Reports;
 use sessions::Sessions;
 
 pub use dns_condition::DnsMode;
+pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};

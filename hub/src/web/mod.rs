@@ -136,7 +136,7 @@ struct State {
     /// Served over TLS: answers carry `Strict-Transport-Security`.
     tls: bool,
     /// Fleet DNS as this replica last decided it.
-    dns: watch::Receiver<Arc<crate::dns::DnsView>>,
+    dns: watch::Receiver<Arc<crate::index::DnsView>>,
 }
 
 /// How the web listener is reached: its names and whether it speaks TLS.
@@ -147,8 +147,8 @@ pub struct WebAccess {
 }
 
 impl WebService {
-    /// `/api/dns` from `dns` (the hub's [`crate::dns::DnsView`] channel).
-    pub fn with_dns(mut self, dns: watch::Receiver<Arc<crate::dns::DnsView>>) -> Self {
+    /// `/api/dns` from `dns` (the hub's [`crate::index::DnsView`] channel).
+    pub fn with_dns(mut self, dns: watch::Receiver<Arc<crate::index::DnsView>>) -> Self {
         if let Some(state) = Arc::get_mut(&mut self.state) {
             state.dns = dns;
         }
