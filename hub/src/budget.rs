@@ -57,12 +57,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gwhub_common::metrics_http::{CountGauge, Value};
-use prometheus_client::encoding::EncodeLabelSet;
+use gwhub_common::metrics_http::CountGauge;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-
-use crate::conn::ListenerCounters;
 
 /// HTTP/2 streams one ingest connection may have open (an agent uses one,
 /// plus a health check).
@@ -128,6 +124,8 @@ pub struct DashboardCalls {
     /// take nothing are dropped sooner while others wait
     /// ([`STALLED_WHILE_OTHERS_WAIT`]).
     refusals: tokio::sync::watch::Sender<u64>,
+    /// Calls open, refused, evicted and dropped.
+    counters: Arc<CallCounters>,
 }
 
 /// A watcher (or page event stream) that took nothing for this long is
@@ -140,7 +138,7 @@ pub const STALLED_WHILE_OTHERS_WAIT: Duration = Duration::from_secs(5);
 pub struct CallPermit {
     _slot: crate::conn::PoolSlot,
     pub(crate) conn: Option<Arc<crate::conn::ConnState>>,
-    pub(crate) counters: Arc<Counters>,
+    pub(crate) counters: Arc<CallCounters>,
 }
 
 impl Drop for CallPermit {
@@ -173,8 +171,8 @@ pub enum CallRefused {
 
 impl DashboardCalls {
     /// `max` in all, `max_per_address` from one client address (0: an
-    /// eighth of `max`).
-    pub fn new(max: usize, max_per_address: usize) -> Self {
+    /// eighth of `max`), counted in `counters`.
+    pub fn new(max: usize, max_per_address: usize, counters: Arc<CallCounters>) -> Self {
         let max = max.max(1);
         DashboardCalls {
             pool: crate::conn::ReaderPool::new(
@@ -184,7 +182,13 @@ impl DashboardCalls {
             ),
             max,
             refusals: tokio::sync::watch::Sender::new(0),
+            counters,
         }
+    }
+
+    /// What the calls count (`/metrics`).
+    pub fn counters(&self) -> &Arc<CallCounters> {
+        &self.counters
     }
 
     /// `--max-dashboard-calls`, for messages.
@@ -221,15 +225,15 @@ impl DashboardCalls {
         conn: Option<&crate::conn::ConnInfo>,
         authorized: bool,
         max_per_connection: usize,
-        counters: &Arc<Counters>,
     ) -> Result<CallPermit, CallRefused> {
+        let counters = &self.counters;
         use gwhub_hub_rules::reader_slots::Refusal;
         use std::sync::atomic::Ordering;
         if let Some(c) = conn {
             let open = c.state.dashboard_calls.fetch_add(1, Ordering::Relaxed);
             if open >= max_per_connection {
                 c.state.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
-                Counters::bump(&counters.refused_dashboard_calls_per_connection);
+                counters.refused_dashboard_calls_per_connection.inc();
                 return Err(CallRefused::Connection(open));
             }
         }
@@ -243,7 +247,7 @@ impl DashboardCalls {
                 if let Some(c) = conn {
                     c.state.dashboard_calls.fetch_sub(1, Ordering::Relaxed);
                 }
-                Counters::bump(&counters.refused_dashboard_calls);
+                counters.refused_dashboard_calls.inc();
                 return Err(match refusal {
                     Refusal::Source { max } => CallRefused::Address(max),
                     Refusal::Full { .. } => {
@@ -254,7 +258,7 @@ impl DashboardCalls {
             }
         };
         if evicted {
-            Counters::bump(&counters.dashboard_calls_evicted);
+            counters.dashboard_calls_evicted.inc();
         }
         counters.dashboard_calls.inc();
         Ok(CallPermit {
@@ -343,55 +347,11 @@ impl Default for Budgets {
     }
 }
 
-/// The `result` label of `gwhub_dashboard_token_reviews`: `authenticated`,
-/// `unauthenticated` or `error` (no answer from the API server).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReviewResult {
-    pub result: &'static str,
-}
-
-/// The `limit` label of `gwhub_dashboard_token_reviews_refused`: `rate`
-/// or `in_flight` ([`crate::authz::ReviewLimit`]).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReviewLimitLabel {
-    pub limit: &'static str,
-}
-
-/// The `listener` label of the per-listener metrics.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Listener {
-    listener: &'static str,
-}
-
 gwhub_common::metrics! {
-    /// The budgets' counters, each declared once with its name and help,
-    /// served on `/metrics`.
-    #[derive(Debug)]
-    pub struct Counters {
-        /// The ingest listener's row of the per-listener metrics.
-        pub ingest: Arc<ListenerCounters>,
-        /// The Dashboard listener's row.
-        pub dashboard: Arc<ListenerCounters>,
-        /// The web page's listener's row (`--web-listen`; zeros when off).
-        pub web: Arc<ListenerCounters>,
-        /// TLS material: expiry, reloads, streams ended for a certificate
-        /// (registered by [`crate::metrics`]).
-        pub tls: crate::tls_reload::TlsMetrics,
-        /// Streams refused for `--max-cluster-report-bytes`.
-        pub refused_cluster_report_bytes: Counter =>
-            "gwhub_budget_refused_cluster_report_bytes",
-            "Agent streams ended for --max-cluster-report-bytes.",
-        /// Refused Join calls, by reason (see [`crate::kube::join_limits::RefusalLog`]).
-        pub joins_refused: Family<crate::kube::join_limits::RefusalLabel, Counter> =>
-            "gwhub_join_refused",
-            "Join calls refused, by reason (bad_token, denied, rate_limited, already_exists, invalid, unavailable, other).",
-        /// Renewals of clusters outside the fleet inventory, admitted by
-        /// `--inventory-mode=observe` (enforce refuses them).
-        pub renewals_outside_inventory: Counter => "gwhub_renewals_outside_inventory",
-            "Renew calls admitted for clusters outside the fleet inventory (--inventory-mode=observe).",
-        /// Streams refused for `--max-clusters`.
-        pub refused_clusters: Counter => "gwhub_budget_refused_clusters",
-            "Agent streams refused for --max-clusters.",
+    /// What the Dashboard's call slots count, served on `/metrics`; held by
+    /// [`DashboardCalls`] and carried by each [`CallPermit`].
+    #[derive(Debug, Default)]
+    pub struct CallCounters {
         /// Dashboard calls refused for `--max-dashboard-calls`.
         pub refused_dashboard_calls: Counter => "gwhub_budget_refused_dashboard_calls",
             "Dashboard calls refused for --max-dashboard-calls.",
@@ -406,17 +366,6 @@ gwhub_common::metrics! {
         /// (their connections closed).
         pub answers_dropped: Counter => "gwhub_budget_unread_answers_dropped",
             "Dashboard answers not taken within --watch-send-timeout (connection closed).",
-        /// Clusters forgotten by `--insecure-prune-after`.
-        pub clusters_pruned: Counter => "gwhub_clusters_pruned",
-            "Silent disconnected clusters forgotten (--insecure-prune-after).",
-        /// TokenReviews sent for readers (`--dashboard-auth=kubernetes`),
-        /// by [`ReviewResult`].
-        pub token_reviews: Family<ReviewResult, Counter> => "gwhub_dashboard_token_reviews",
-            "TokenReviews sent for Dashboard and web page readers, by result (authenticated, unauthenticated, error).",
-        /// Readers refused without a TokenReview, by [`ReviewLimitLabel`].
-        pub token_reviews_refused: Family<ReviewLimitLabel, Counter> =>
-            "gwhub_dashboard_token_reviews_refused",
-            "Readers refused without a TokenReview, by limit (rate: 10 a second, burst 50; in_flight: 4 at once).",
         /// Dashboard calls whose connection was closed for a caller from
         /// an address holding less than its fair share of a full pool.
         pub dashboard_calls_evicted: Counter => "gwhub_budget_dashboard_calls_evicted",
@@ -424,115 +373,6 @@ gwhub_common::metrics! {
         /// Dashboard calls open right now.
         pub dashboard_calls: CountGauge => "gwhub_dashboard_calls",
             "Dashboard calls open (budget: --max-dashboard-calls).",
-        connections_open: Family<Listener, CountGauge> => "gwhub_connections_open",
-            "Connections open per listener (budget: --max-connections).",
-        connections_accepted: Family<Listener, Counter> =>
-            "gwhub_connections_accepted", "Connections accepted per listener.",
-        connections_idle_closed: Family<Listener, Counter> =>
-            "gwhub_connections_idle_closed",
-            "Connections closed for having no open call for --idle-connection-timeout.",
-        connections_saturated: Family<Listener, Counter> => "gwhub_connections_saturated",
-            "Times a listener reached --max-connections and paused accepting.",
-        connections_evicted: Family<Listener, Counter> => "gwhub_connections_evicted_idle",
-            "Idle connections closed to make room for a new client while a listener was full.",
-        connections_evicted_fair: Family<Listener, Counter> => "gwhub_connections_evicted_fair",
-            "Connections closed while a reader listener was full, for a client address holding less than its fair share (the oldest of the address holding the most).",
-        accept_errors: Family<Listener, Counter> => "gwhub_accept_errors",
-            "Failed accepts (e.g. out of file descriptors), each followed by a back-off.",
-    }
-}
-
-impl Default for Counters {
-    fn default() -> Self {
-        let connections_open: Family<Listener, CountGauge> = Family::default();
-        let connections_accepted: Family<Listener, Counter> = Family::default();
-        let connections_idle_closed: Family<Listener, Counter> = Family::default();
-        let connections_saturated: Family<Listener, Counter> = Family::default();
-        let connections_evicted: Family<Listener, Counter> = Family::default();
-        let connections_evicted_fair: Family<Listener, Counter> = Family::default();
-        let accept_errors: Family<Listener, Counter> = Family::default();
-        let listener = |listener: &'static str| {
-            let l = Listener { listener };
-            Arc::new(ListenerCounters {
-                open: connections_open.get_or_create(&l).clone(),
-                accepted: connections_accepted.get_or_create(&l).clone(),
-                idle_closed: connections_idle_closed.get_or_create(&l).clone(),
-                accept_errors: accept_errors.get_or_create(&l).clone(),
-                saturated: connections_saturated.get_or_create(&l).clone(),
-                evicted: connections_evicted.get_or_create(&l).clone(),
-                evicted_fair: connections_evicted_fair.get_or_create(&l).clone(),
-            })
-        };
-        // Every label shown from the start, at 0.
-        let token_reviews: Family<ReviewResult, Counter> = Family::default();
-        for result in ["authenticated", "unauthenticated", "error"] {
-            let _ = token_reviews.get_or_create(&ReviewResult { result });
-        }
-        let token_reviews_refused: Family<ReviewLimitLabel, Counter> = Family::default();
-        for limit in ["rate", "in_flight"] {
-            let _ = token_reviews_refused.get_or_create(&ReviewLimitLabel { limit });
-        }
-        Counters {
-            ingest: listener("ingest"),
-            dashboard: listener("dashboard"),
-            web: listener("web"),
-            tls: crate::tls_reload::TlsMetrics::default(),
-            refused_cluster_report_bytes: Counter::default(),
-            joins_refused: Family::default(),
-            renewals_outside_inventory: Counter::default(),
-            refused_clusters: Counter::default(),
-            refused_dashboard_calls: Counter::default(),
-            refused_dashboard_calls_per_connection: Counter::default(),
-            watchers_dropped: Counter::default(),
-            answers_dropped: Counter::default(),
-            clusters_pruned: Counter::default(),
-            dashboard_calls_evicted: Counter::default(),
-            token_reviews,
-            token_reviews_refused,
-            dashboard_calls: CountGauge::default(),
-            connections_open,
-            connections_accepted,
-            connections_idle_closed,
-            connections_saturated,
-            connections_evicted,
-            connections_evicted_fair,
-            accept_errors,
-        }
-    }
-}
-
-impl Counters {
-    pub fn bump(c: &Counter) {
-        c.inc();
-    }
-
-    /// TokenReviews sent with `result` (`authenticated`, `unauthenticated`,
-    /// `error`).
-    pub fn token_reviews(&self, result: &'static str) -> u64 {
-        self.token_reviews
-            .get_or_create(&ReviewResult { result })
-            .get()
-    }
-
-    /// Readers refused for `limit` (`rate`, `in_flight`) without a review.
-    pub fn token_reviews_refused(&self, limit: &'static str) -> u64 {
-        self.token_reviews_refused
-            .get_or_create(&ReviewLimitLabel { limit })
-            .get()
-    }
-
-    /// A counter's or gauge's current value.
-    pub fn get(c: &impl Value) -> u64 {
-        c.value()
-    }
-}
-
-impl Counters {
-    /// Join calls refused for `reason` so far (`gwhub_join_refused_total`).
-    pub fn joins_refused(&self, reason: &'static str) -> u64 {
-        self.joins_refused
-            .get_or_create(&crate::kube::join_limits::RefusalLabel::new(reason))
-            .get()
     }
 }
 

@@ -38,8 +38,10 @@ use tonic::transport::server::{Connected, TlsConnectInfo};
 
 pub(crate) use crate::reader_pool::{PoolSlot, ReaderPool};
 pub(crate) use accept::incoming;
+pub(crate) use metrics::ListenerMetrics;
 
 mod accept;
+mod metrics;
 
 /// What one listener allows.
 #[derive(Clone, Debug)]

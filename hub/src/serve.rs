@@ -20,6 +20,7 @@ use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::{DnsView, Index, IndexConfig};
+use crate::metrics::HubMetrics;
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
 use gwhub_hub_rules::aggregate::Options;
@@ -103,6 +104,8 @@ pub struct Hub {
     /// The web page's address (`--web-listen`), if served.
     pub web_addr: Option<SocketAddr>,
     pub index: Index,
+    /// The parts' counters, as `/metrics` serves them.
+    pub metrics: HubMetrics,
     /// Fleet DNS as this replica's controller last decided it: the
     /// Kubernetes side's controller sends on it, the Dashboard and the web
     /// page read it (the default, `enabled` false, while DNS is off).
@@ -228,13 +231,14 @@ impl Hub {
             .saturating_add(crate::budget::EXTRA_DASHBOARD_STREAMS);
         let shutdown = CancellationToken::new();
         let (dns_view, _) = watch::channel(Arc::<DnsView>::default());
+        let metrics = HubMetrics::default();
 
         let mut background = JoinSet::new();
         // The TLS material, followed on disk while the hub runs.
         let tls_runtime = match &tls {
             Some(tls) => {
                 let (runtime, follow) =
-                    TlsRuntime::start(tls.sources().clone(), index.counters().tls.clone())
+                    TlsRuntime::start(tls.sources().clone(), metrics.tls.clone())
                         .map_err(ServeError::Tls)?;
                 if let Some(follow) = follow {
                     background.spawn(follow);
@@ -263,19 +267,21 @@ impl Hub {
             },
             shutdown.clone(),
         )
+        .count_in(metrics.ingest.clone())
         .with_joiner(tls.as_ref().and_then(HubTls::joiner).inspect(|j| {
-            j.count_refusals_into(index.counters().joins_refused.clone());
-            j.count_outside_renewals_into(index.counters().renewals_outside_inventory.clone());
+            j.count_refusals_into(metrics.joins.joins_refused.clone());
+            j.count_outside_renewals_into(metrics.joins.renewals_outside_inventory.clone());
         }));
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::budget::DashboardCalls::new(
             budgets.max_dashboard_calls,
             budgets.max_dashboard_calls_per_address,
+            metrics.calls.clone(),
         );
         let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
         if let Some(readers) = readers {
-            readers.count_in(index.counters().clone());
+            readers.count_in(metrics.reviews.clone());
             auth = auth.with_kubernetes(readers);
         }
         let dashboard = DashboardService::with_budgets(
@@ -300,7 +306,7 @@ impl Hub {
         let mut servers = JoinSet::new();
         // Every service counts its open calls, so only connections with
         // none for --idle-connection-timeout are closed.
-        let counters = index.counters().clone();
+        let counters = metrics.listeners.clone();
         servers.spawn(
             builder()
                 .max_concurrent_streams(crate::budget::INGEST_STREAMS_PER_CONNECTION)
@@ -392,6 +398,7 @@ impl Hub {
             dashboard_addr,
             web_addr,
             index,
+            metrics,
             dns_view,
             shutdown: shutdown.clone(),
             _cancel_on_drop: shutdown.drop_guard(),

@@ -413,15 +413,23 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         let stop_metrics = tokio_util::sync::CancellationToken::new();
         let _stop_metrics = stop_metrics.clone().drop_guard();
         let index = hub.index.clone();
+        let parts = hub.metrics.clone();
         let serve_metrics = |kube_metrics, synced| async {
             match args.metrics_listen {
                 Some(addr) => {
                     let probes =
                         gwhub_hub::metrics::probes(index.clone(), synced, stop_metrics.clone());
-                    gwhub_hub::metrics::serve(addr, index, kube_metrics, probes, stop_metrics)
-                        .await
-                        .map(drop)
-                        .map_err(|source| ServeCmdError::Metrics { addr, source })
+                    gwhub_hub::metrics::serve(
+                        addr,
+                        index,
+                        parts,
+                        kube_metrics,
+                        probes,
+                        stop_metrics,
+                    )
+                    .await
+                    .map(drop)
+                    .map_err(|source| ServeCmdError::Metrics { addr, source })
                 }
                 None => Ok(()),
             }

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
-use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
+use crate::budget::{Budgets, CallPermit, DashboardCalls};
 use crate::tls::DashboardAuth;
 
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
@@ -52,6 +52,7 @@ impl DashboardService {
         let calls = DashboardCalls::new(
             budgets.max_dashboard_calls,
             budgets.max_dashboard_calls_per_address,
+            Arc::default(),
         );
         Self::with_budgets(index, shutdown, &budgets, calls)
     }
@@ -101,7 +102,6 @@ impl DashboardService {
                 crate::conn::conn_of(request),
                 self.auth.known(bearer(request)),
                 self.max_calls_per_connection,
-                self.index.counters(),
             )
             .map_err(|e| Status::resource_exhausted(e.to_string()))
     }
@@ -171,7 +171,7 @@ impl DashboardService {
         tokio::spawn(async move {
             // The sender goes with the answer's body: sent, or the call dropped.
             if tokio::time::timeout(timeout, unsent).await.is_err() {
-                Counters::bump(&counters.answers_dropped);
+                counters.answers_dropped.inc();
                 tracing::warn!(
                     ?timeout,
                     "closing a Dashboard connection that takes no answer (--watch-send-timeout)"
@@ -263,7 +263,7 @@ impl DashboardService {
                         _ = shutdown.cancelled() => break,
                     };
                     if !in_time {
-                        Counters::bump(&permit.counters.watchers_dropped);
+                        permit.counters.watchers_dropped.inc();
                         tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout, or 5 s while other readers are refused)");
                         if let Some(c) = &conn {
                             c.close();

@@ -53,6 +53,17 @@ pub struct IngestConfig {
     pub max_cluster_report_bytes: u64,
 }
 
+gwhub_common::metrics! {
+    /// What ingest refuses, served on `/metrics`.
+    #[derive(Debug, Default)]
+    pub struct IngestCounters {
+        /// Streams refused for `--max-cluster-report-bytes`.
+        pub refused_cluster_report_bytes: prometheus_client::metrics::counter::Counter =>
+            "gwhub_budget_refused_cluster_report_bytes",
+            "Agent streams ended for --max-cluster-report-bytes.",
+    }
+}
+
 /// Default of `gwhub serve --max-messages-per-second`: far above what an
 /// agent sends (a snapshot in chunks, then one delta per change batch) and
 /// above the scale bench's per-stream rate, so only a runaway or hostile
@@ -79,6 +90,8 @@ pub struct IngestService {
     shutdown: CancellationToken,
     /// Serves Join (`None`: joining is off).
     joiner: Option<std::sync::Arc<crate::kube::join::Joiner>>,
+    /// Counted into by every stream ([`Self::count_in`]).
+    counters: std::sync::Arc<IngestCounters>,
 }
 
 impl IngestService {
@@ -89,7 +102,14 @@ impl IngestService {
             config,
             shutdown,
             joiner: None,
+            counters: std::sync::Arc::default(),
         }
+    }
+
+    /// Counts refusals into `counters` (the hub's, on `/metrics`).
+    pub(crate) fn count_in(mut self, counters: std::sync::Arc<IngestCounters>) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// Serves Join with `joiner`.
@@ -178,6 +198,7 @@ impl v1::ingest_server::Ingest for IngestService {
         let index = self.index.clone();
         let config = self.config.clone();
         let shutdown = self.shutdown.clone();
+        let counters = self.counters.clone();
         // The stream's log lines name its peer and, once Hello told it,
         // its cluster.
         let span = tracing::info_span!(
@@ -188,6 +209,7 @@ impl v1::ingest_server::Ingest for IngestService {
         tokio::spawn(async move {
             let mut stream = AgentStream::new(index, config, tx.clone(), shutdown);
             stream.identity = identity;
+            stream.counters = counters;
             let result = match cert_end {
                 None => stream.run(inbound).await,
                 Some(end) => tokio::select! {
@@ -278,6 +300,8 @@ struct AgentStream {
     /// stream's last snapshot, and their sum (the cluster budget).
     sizes: HashMap<GatewayKey, u64>,
     bytes: u64,
+    /// The service's counters.
+    counters: std::sync::Arc<IngestCounters>,
 }
 
 fn hub_msg(m: hub_message::Message) -> v1::HubMessage {
@@ -367,6 +391,7 @@ impl AgentStream {
             rate: None,
             sizes: HashMap::new(),
             bytes: 0,
+            counters: std::sync::Arc::default(),
         }
     }
 

@@ -29,10 +29,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::budget::Counters;
 use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
+mod counters;
 mod dns_condition;
 mod dns_view;
 mod history;
@@ -50,6 +50,7 @@ use inventory::FleetInventory;
 use reports::Reports;
 use sessions::Sessions;
 
+pub use counters::IndexCounters;
 pub use dns_condition::DnsMode;
 pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use hostnames::ListenerHostnames;
@@ -72,7 +73,7 @@ struct Inner {
     inventory: FleetInventory,
     hostnames: Hostnames,
     dns_conditions: DnsConditions,
-    counters: Arc<Counters>,
+    counters: Arc<IndexCounters>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -148,8 +149,8 @@ impl Index {
         self.inner.sessions.stale_after()
     }
 
-    /// The budgets' counters (see [`crate::budget`]).
-    pub fn counters(&self) -> &Arc<Counters> {
+    /// The index's counters (`--max-clusters`, `--insecure-prune-after`).
+    pub fn counters(&self) -> &Arc<IndexCounters> {
         &self.inner.counters
     }
 }
@@ -214,7 +215,7 @@ mod tests {
         assert!(index.import_cluster("a", one(), long_ago, long_ago));
         assert!(index.import_cluster("b", one(), long_ago, long_ago));
         assert!(!index.import_cluster("c", one(), long_ago, long_ago));
-        assert_eq!(Counters::get(&index.counters().refused_clusters), 1);
+        assert_eq!(index.counters().refused_clusters.get(), 1);
         // A known cluster is still updated.
         assert!(index.import_cluster("a", one(), long_ago, long_ago));
         assert_eq!(index.clusters().len(), 2);

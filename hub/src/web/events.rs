@@ -20,7 +20,7 @@ use gwhub_hub_rules::read_access::Visibility;
 
 use super::{Change, ClusterView, Fleet, GatewayName, GatewayRow, State, error, visible_clusters};
 use crate::authz::Reader;
-use crate::budget::{CallPermit, Counters};
+use crate::budget::CallPermit;
 use crate::grpc::dashboard::{Diff, Sent, diff, undecided};
 use crate::index::GatewayView;
 
@@ -71,12 +71,10 @@ impl State {
         // address's share and the connection's, counted in
         // gwhub_dashboard_calls.
         // Authorized already (the reader was decided before).
-        let permit = match self.streams.admit(
-            conn.as_ref(),
-            true,
-            self.max_streams_per_connection,
-            self.index.counters(),
-        ) {
+        let permit = match self
+            .streams
+            .admit(conn.as_ref(), true, self.max_streams_per_connection)
+        {
             Ok(p) => p,
             Err(e) => return error(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         };
@@ -235,7 +233,7 @@ impl State {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,
             Err(()) => {
-                Counters::bump(&self.index.counters().watchers_dropped);
+                self.streams.counters().watchers_dropped.inc();
                 tracing::warn!(timeout = ?self.send_timeout, "dropping a web page that takes no events (--watch-send-timeout)");
                 if let Some(c) = conn {
                     c.close();
