@@ -172,7 +172,7 @@ pub struct Args {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=gwhub_hub_rules::history::MAX_CAPACITY as u64))]
     pub gateway_history: usize,
     #[command(flatten)]
-    pub budgets: gwhub_hub::budget::Budgets,
+    pub budgets: super::budget_args::BudgetArgs,
     #[command(flatten)]
     pub dns: super::dns_flags::DnsArgs,
     /// Address type written for cluster Hostname addresses.
@@ -332,7 +332,7 @@ pub(crate) fn config(args: &Args) -> Result<HubConfig, ServeCmdError> {
         stale_after: args.stale_after,
         options,
         max_messages_per_second: args.max_messages_per_second,
-        budgets: args.budgets.clone(),
+        budgets: args.budgets.clone().into(),
         web_listen: args.web_listen,
         web_hosts: gwhub_hub_rules::web_host::WebHosts::new(&args.web_hosts)
             .map_err(ServeCmdError::WebHost)?,
@@ -463,7 +463,7 @@ const FD_HEADROOM: u64 = 128;
 /// raise the soft limit as far as the hard limit allows, and say so when
 /// even that is too low (the accept loop then backs off at the limit
 /// instead of serving every budgeted connection).
-fn raise_open_file_limit(budgets: &gwhub_hub::budget::Budgets) {
+fn raise_open_file_limit(budgets: &super::budget_args::BudgetArgs) {
     let need = (budgets.max_connections + budgets.max_dashboard_connections) as u64 + FD_HEADROOM;
     match rlimit::increase_nofile_limit(need) {
         Ok(limit) if limit < need => tracing::warn!(
