@@ -17,12 +17,12 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::authz::ReviewCounters;
-use crate::budget::CallCounters;
 use crate::conn::ListenerMetrics;
 use crate::grpc::ingest::IngestCounters;
 use crate::index::{ClusterSummary, Index, IndexCounters};
 use crate::kube::join_limits::JoinCounters;
 use crate::kube::metrics::Metrics;
+use crate::reader_pool::CallCounters;
 use crate::tls_reload::TlsMetrics;
 use gwhub_hub_rules::aggregate::GatewayKey;
 

@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use gwhub_hub::budget::{
-    Budgets, DEFAULT_MAX_CLUSTER_REPORT_BYTES, DEFAULT_MAX_CLUSTERS, DEFAULT_PER_ADDRESS,
-    MAX_COUNT_FLAG,
-};
+use gwhub_hub::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
+use gwhub_hub::index::DEFAULT_MAX_CLUSTERS;
+use gwhub_hub::serve::{Budgets, DEFAULT_PER_ADDRESS, MAX_COUNT_FLAG};
 
 /// The parser of a count flag: 1 to [`MAX_COUNT_FLAG`].
 fn count_flag() -> clap::builder::RangedU64ValueParser<usize> {
@@ -103,7 +102,7 @@ impl From<BudgetArgs> for Budgets {
 mod tests {
     use super::*;
     use clap::Parser;
-    use gwhub_hub::budget::per_address;
+    use gwhub_hub::serve::per_address;
 
     #[derive(Debug, Parser)]
     struct Flags {

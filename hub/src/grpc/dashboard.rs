@@ -21,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
-use crate::budget::{Budgets, CallPermit, DashboardCalls};
+use crate::grpc::ReaderLimits;
+use crate::reader_pool::{CallPermit, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls};
 use crate::tls::DashboardAuth;
 
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
@@ -48,29 +49,28 @@ pub struct DashboardService {
 impl DashboardService {
     /// `shutdown` being cancelled ends every watch.
     pub fn new(index: Index, shutdown: CancellationToken) -> Self {
-        let budgets = Budgets::default();
         let calls = DashboardCalls::new(
-            budgets.max_dashboard_calls,
-            budgets.max_dashboard_calls_per_address,
+            DEFAULT_MAX_DASHBOARD_CALLS,
+            crate::conn::DEFAULT_PER_ADDRESS,
             Arc::default(),
         );
-        Self::with_budgets(index, shutdown, &budgets, calls)
+        Self::with_limits(index, shutdown, ReaderLimits::default(), calls)
     }
 
-    /// With the call and watcher budgets of `budgets`; `calls` are the
-    /// slots of `--max-dashboard-calls` (shared with the web page).
-    pub(crate) fn with_budgets(
+    /// With the per-connection call and watcher limits of `limits`; `calls`
+    /// are the slots of `--max-dashboard-calls` (shared with the web page).
+    pub(crate) fn with_limits(
         index: Index,
         shutdown: CancellationToken,
-        budgets: &Budgets,
+        limits: ReaderLimits,
         calls: DashboardCalls,
     ) -> Self {
         DashboardService {
             index,
             shutdown,
             calls,
-            max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
-            watch_send_timeout: budgets.watch_send_timeout,
+            max_calls_per_connection: limits.max_calls_per_connection,
+            watch_send_timeout: limits.watch_send_timeout,
             auth: DashboardAuth::default(),
             dns: watch::channel(Arc::default()).1,
         }

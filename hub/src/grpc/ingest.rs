@@ -64,6 +64,9 @@ gwhub_common::metrics! {
     }
 }
 
+/// Default of `--max-cluster-report-bytes`: 32 MiB, about 10,000 Gateways
+/// of 3 KiB (a Gateway with a few listeners encodes to well under 1 KiB).
+pub const DEFAULT_MAX_CLUSTER_REPORT_BYTES: u64 = 32 * 1024 * 1024;
 /// Default of `gwhub serve --max-messages-per-second`: far above what an
 /// agent sends (a snapshot in chunks, then one delta per change batch) and
 /// above the scale bench's per-stream rate, so only a runaway or hostile
@@ -79,7 +82,7 @@ impl IngestConfig {
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
             hello_timeout: Duration::from_secs(10),
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
-            max_cluster_report_bytes: crate::budget::DEFAULT_MAX_CLUSTER_REPORT_BYTES,
+            max_cluster_report_bytes: DEFAULT_MAX_CLUSTER_REPORT_BYTES,
         }
     }
 }

@@ -86,6 +86,11 @@ fn now_millis() -> i64 {
     Timestamp::now().as_millisecond()
 }
 
+/// Default of `--max-clusters` and `--max-connections` (one connection per
+/// agent): room for the largest fleets one hub is known to serve (Open
+/// Cluster Management is scale-tested with 3,500 managed clusters).
+pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
+
 /// Everything the index is built from, set once: the index has no setters.
 #[derive(Clone, Debug)]
 pub struct IndexConfig {

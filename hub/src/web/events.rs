@@ -20,9 +20,9 @@ use gwhub_hub_rules::read_access::Visibility;
 
 use super::{Change, ClusterView, Fleet, GatewayName, GatewayRow, State, error, visible_clusters};
 use crate::authz::Reader;
-use crate::budget::CallPermit;
 use crate::grpc::dashboard::{Diff, Sent, diff, undecided};
 use crate::index::GatewayView;
+use crate::reader_pool::CallPermit;
 
 /// A comment line on an idle event stream this often: proxies keep it
 /// open, and a page that went away is noticed. It goes through the
@@ -96,7 +96,7 @@ impl State {
         tx: mpsc::Sender<Event>,
         filter: Filter,
         mut reader: Reader,
-        conn: Option<Arc<crate::conn::ConnState>>,
+        conn: Option<Arc<crate::conn_state::ConnState>>,
     ) {
         let mut views = self.index.subscribe();
         let shutdown = self.shutdown.clone();
@@ -221,7 +221,7 @@ impl State {
         &self,
         tx: &mpsc::Sender<Event>,
         event: Event,
-        conn: Option<&crate::conn::ConnState>,
+        conn: Option<&crate::conn_state::ConnState>,
     ) -> bool {
         // Sooner while others are refused for a full pool.
         let since = tokio::time::Instant::now();

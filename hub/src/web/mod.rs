@@ -92,9 +92,10 @@ use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::authz::{ReadError, Reader};
-use crate::budget::{Budgets, DashboardCalls};
+use crate::grpc::ReaderLimits;
 use crate::grpc::dashboard::{authorize_listing, transition_to_proto};
 use crate::index::{GatewayView, Index};
+use crate::reader_pool::DashboardCalls;
 use crate::tls::DashboardAuth;
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::listing::Filter;
@@ -155,10 +156,10 @@ impl WebService {
         self
     }
 
-    pub fn new(
+    pub(crate) fn new(
         index: Index,
         auth: DashboardAuth,
-        budgets: &Budgets,
+        limits: ReaderLimits,
         streams: DashboardCalls,
         shutdown: CancellationToken,
         access: WebAccess,
@@ -168,8 +169,8 @@ impl WebService {
                 index,
                 auth,
                 streams,
-                max_streams_per_connection: budgets.max_dashboard_calls_per_connection,
-                send_timeout: budgets.watch_send_timeout,
+                max_streams_per_connection: limits.max_calls_per_connection,
+                send_timeout: limits.watch_send_timeout,
                 shutdown,
                 hosts: access.hosts,
                 tls: access.tls,
