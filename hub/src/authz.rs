@@ -51,7 +51,9 @@ use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
-use crate::budget::Counters;
+mod counters;
+
+pub use counters::{ReviewCounters, ReviewLimitLabel, ReviewResult};
 
 /// TokenReviews a second one replica sends at most, after a burst of
 /// [`TOKEN_REVIEW_BURST`] (spec §5).
@@ -97,7 +99,7 @@ pub struct KubeReaders {
     /// The TokenReview budget.
     gate: ReviewGate,
     /// The hub's counters, once it serves ([`Self::count_in`]).
-    counters: std::sync::OnceLock<Arc<Counters>>,
+    counters: std::sync::OnceLock<Arc<ReviewCounters>>,
 }
 
 /// Why a token was not reviewed: a limit of spec §5 (the message names
@@ -261,14 +263,14 @@ impl KubeReaders {
 
     /// Counts reviews and refusals in `counters` (the hub's, on
     /// `/metrics`); the first call wins.
-    pub fn count_in(&self, counters: Arc<Counters>) {
+    pub fn count_in(&self, counters: Arc<ReviewCounters>) {
         let _ = self.counters.set(counters);
     }
 
     fn count_review(&self, result: &'static str) {
         if let Some(c) = self.counters.get() {
             c.token_reviews
-                .get_or_create(&crate::budget::ReviewResult { result })
+                .get_or_create(&ReviewResult { result })
                 .inc();
         }
     }
@@ -276,7 +278,7 @@ impl KubeReaders {
     fn count_refusal(&self, limit: ReviewLimit) {
         if let Some(c) = self.counters.get() {
             c.token_reviews_refused
-                .get_or_create(&crate::budget::ReviewLimitLabel {
+                .get_or_create(&ReviewLimitLabel {
                     limit: limit.label(),
                 })
                 .inc();

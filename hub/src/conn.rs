@@ -15,13 +15,12 @@
 //! fair share, and a newcomer whose address has its fair share is closed
 //! at once when no connection is idle, rather than holding up the accept
 //! loop for everyone else. [`ReaderPool`] is that table shared by the
-//! runtime, also for the Dashboard calls ([`crate::budget::DashboardCalls`]).
+//! runtime, also for the Dashboard calls ([`crate::reader_pool::DashboardCalls`]).
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -30,16 +29,40 @@ use gwhub_common::metrics_http::CountGauge;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::transport::server::{Connected, TlsConnectInfo};
 
-pub(crate) use crate::reader_pool::{PoolSlot, ReaderPool};
+use crate::conn_state::ConnState;
+use crate::reader_pool::{PoolSlot, ReaderPool};
 pub(crate) use accept::incoming;
+pub(crate) use metrics::ListenerMetrics;
 
 mod accept;
+mod metrics;
+
+/// Default of `--max-dashboard-connections-per-address` and
+/// `--max-dashboard-calls-per-address`: 0, an eighth of the pool
+/// ([`gwhub_hub_rules::reader_slots::eighth`]: 64 connections -> 8 per
+/// address, 256 calls -> 32), so eight addresses are needed to fill a
+/// pool and a newcomer then still gets its fair share (spec section 5).
+pub const DEFAULT_PER_ADDRESS: usize = 0;
+
+/// What one address may hold of a pool of `max`: `per_address`, or an
+/// eighth of `max` for 0.
+pub fn per_address(per_address: usize, max: usize) -> usize {
+    match per_address {
+        0 => gwhub_hub_rules::reader_slots::eighth(max),
+        n => n,
+    }
+}
+
+/// Largest value of the count flags bounding connections and calls
+/// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
+/// far below what a semaphore can hold.
+pub const MAX_COUNT_FLAG: u64 = 1 << 20;
 
 /// What one listener allows.
 #[derive(Clone, Debug)]
@@ -74,64 +97,6 @@ pub struct ListenerCounters {
     /// address holding less than its fair share (the oldest of the
     /// address holding the most).
     pub evicted_fair: Counter,
-}
-
-/// One connection's shared state, reachable from its requests.
-#[derive(Debug)]
-pub(crate) struct ConnState {
-    kill: CancellationToken,
-    /// Calls open on this connection (counted by [`Tracked`]): the
-    /// connection is idle while there is none.
-    calls: watch::Sender<usize>,
-    /// Dashboard calls open on this connection.
-    pub dashboard_calls: AtomicUsize,
-    /// When a call last started or ended (or the connection was
-    /// accepted): the idle connection with the oldest is evicted first.
-    last_active: std::sync::Mutex<tokio::time::Instant>,
-}
-
-impl Default for ConnState {
-    fn default() -> Self {
-        ConnState {
-            kill: CancellationToken::new(),
-            calls: watch::Sender::new(0),
-            dashboard_calls: AtomicUsize::new(0),
-            last_active: std::sync::Mutex::new(tokio::time::Instant::now()),
-        }
-    }
-}
-
-impl ConnState {
-    /// Closes the connection: its reads and writes fail from now on, so
-    /// the HTTP/2 server drops it with everything it buffered.
-    pub(crate) fn close(&self) {
-        self.kill.cancel();
-    }
-
-    /// Whether [`Self::close`] was called.
-    #[cfg(test)]
-    pub(crate) fn is_closed(&self) -> bool {
-        self.kill.is_cancelled()
-    }
-
-    /// Calls open on this connection right now.
-    pub(crate) fn open_calls(&self) -> usize {
-        *self.calls.borrow()
-    }
-
-    fn touch(&self) {
-        *self
-            .last_active
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
-    }
-
-    fn last_active(&self) -> tokio::time::Instant {
-        *self
-            .last_active
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 /// A listener's open connections, so that when it is full the one idle

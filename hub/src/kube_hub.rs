@@ -54,7 +54,7 @@ pub struct KubeHub {
     pub ready: watch::Receiver<bool>,
     /// Fleet DNS as this replica last decided it (empty while it is off or
     /// not leading).
-    pub dns: watch::Receiver<Arc<crate::dns::DnsView>>,
+    pub dns: watch::Receiver<Arc<crate::index::DnsView>>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
 }

@@ -12,10 +12,10 @@
 //! runtime: they meet only over gRPC.
 
 pub mod authz;
-pub mod budget;
 // Private: the listeners' plumbing, used by serve and web only; what is
 // not needed outside each module stays pub(crate).
 mod conn;
+mod conn_state;
 pub mod dns;
 pub mod grpc;
 pub mod index;

@@ -1,5 +1,5 @@
 //! The hub's `--metrics-listen`: one `prometheus_client` registry built at
-//! start with the budgets' counters ([`crate::budget::Counters`]), in
+//! start with each part's counters ([`HubMetrics`], and the index's own), in
 //! Kubernetes mode the writers' counters ([`crate::kube::metrics`]), and the
 //! index's cluster summaries read at each scrape ([`ClusterGauges`]).
 //! Serving is the responder shared with the agent
@@ -16,10 +16,49 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::Counters;
-use crate::index::{ClusterSummary, Index};
+use crate::authz::ReviewCounters;
+use crate::conn::ListenerMetrics;
+use crate::grpc::ingest::IngestCounters;
+use crate::index::{ClusterSummary, Index, IndexCounters};
+use crate::kube::join_limits::JoinCounters;
 use crate::kube::metrics::Metrics;
+use crate::reader_pool::CallCounters;
+use crate::tls_reload::TlsMetrics;
 use gwhub_hub_rules::aggregate::GatewayKey;
+
+/// The counters of the hub's parts, each declared by the part that bumps
+/// it: the runtime hands each to its part at start and registers them all
+/// (the index keeps its own, [`Index::counters`]). Cheap to clone; clones
+/// share the counters.
+#[derive(Clone, Debug, Default)]
+pub struct HubMetrics {
+    /// The listeners' connections (`gwhub_connections_*`).
+    pub listeners: Arc<ListenerMetrics>,
+    /// The Dashboard's call slots, shared with the web page.
+    pub calls: Arc<CallCounters>,
+    /// Ingest's refusals.
+    pub ingest: Arc<IngestCounters>,
+    /// TokenReviews of `--dashboard-auth=kubernetes`.
+    pub reviews: Arc<ReviewCounters>,
+    /// Join and Renew.
+    pub joins: Arc<JoinCounters>,
+    /// TLS material: expiry, reloads, streams ended for a certificate.
+    pub tls: TlsMetrics,
+}
+
+impl HubMetrics {
+    /// Declares every part's metrics, and the index's `counters`, in
+    /// `registry`.
+    fn register(&self, index: &IndexCounters, registry: &mut Registry) {
+        self.ingest.register(registry);
+        self.joins.register(registry);
+        index.register(registry);
+        self.calls.register(registry);
+        self.reviews.register(registry);
+        self.listeners.register(registry);
+        self.tls.register(registry);
+    }
+}
 
 /// The `cluster` label of the per-cluster gauges.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -158,9 +197,10 @@ impl Collector for ClusterGauges {
 
 /// The hub's registry: the Kubernetes counters when `kube` is given (absent
 /// with `--no-kube`), the cluster gauges read from `summaries` at each
-/// scrape, and the budgets' `counters`.
+/// scrape, and the parts' counters (`parts`, and the index's `index`).
 fn registry(
-    counters: &Counters,
+    parts: &HubMetrics,
+    index: &IndexCounters,
     summaries: Box<Summaries>,
     gateways: Box<Readiness>,
     kube: Option<&Metrics>,
@@ -172,8 +212,7 @@ fn registry(
     registry.register_collector(Box::new(ClusterGauges(summaries)));
     registry.register_collector(Box::new(HubGatewayGauges(gateways)));
     registry.register_collector(Box::new(metrics_http::ProcessMemory));
-    counters.register(&mut registry);
-    counters.tls.register(&mut registry);
+    parts.register(index, &mut registry);
     registry
 }
 
@@ -207,11 +246,13 @@ pub fn probes(
     Probes::new(ready, check, shutdown)
 }
 
-/// Serves the metrics of `index` (and `kube`) on `addr` until `shutdown`,
-/// with `probes` on `/healthz` and `/readyz`; returns the bound address.
+/// Serves the metrics of `index`, `parts` (and `kube`) on `addr` until
+/// `shutdown`, with `probes` on `/healthz` and `/readyz`; returns the bound
+/// address.
 pub async fn serve(
     addr: SocketAddr,
     index: Index,
+    parts: HubMetrics,
     kube: Option<Arc<Metrics>>,
     probes: Probes,
     shutdown: CancellationToken,
@@ -223,7 +264,13 @@ pub async fn serve(
     });
     let views = index.clone();
     let gateways = Box::new(move || readiness(&views));
-    let registry = registry(index.counters(), summaries, gateways, kube.as_deref());
+    let registry = registry(
+        &parts,
+        index.counters(),
+        summaries,
+        gateways,
+        kube.as_deref(),
+    );
     let local = metrics_http::serve_probes(addr, Arc::new(registry), probes, shutdown).await?;
     tracing::info!(addr = %local, "serving metrics on /metrics, probes on /healthz and /readyz");
     Ok(local)
@@ -305,7 +352,8 @@ mod tests {
         let summaries: Box<Summaries> = Box::new(|| (vec![summary("east", true, false, 1)], 1));
         let gateways: Box<Readiness> = Box::new(|| vec![(GatewayKey::new("ns", "gw"), false)]);
         let registry = registry(
-            &Counters::default(),
+            &HubMetrics::default(),
+            &IndexCounters::default(),
             summaries,
             gateways,
             Some(&Metrics::default()),

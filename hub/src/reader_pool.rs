@@ -2,13 +2,17 @@
 //! [`gwhub_hub_rules::reader_slots`] behind a lock, with the connection
 //! each slot is, so that an eviction the table decides closes it. One
 //! pool per reader listener (its connections, [`crate::conn::incoming`])
-//! and one for the Dashboard calls ([`crate::budget::DashboardCalls`]).
+//! and one for the Dashboard calls ([`DashboardCalls`], in `calls`).
 
 use std::sync::Arc;
 
 use gwhub_hub_rules::reader_slots::{Admission, Refusal, SlotId, Slots, Source};
 
-use crate::conn::ConnState;
+use crate::conn_state::ConnState;
+
+mod calls;
+
+pub(crate) use calls::{CallCounters, CallPermit, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls};
 
 /// One reader pool's [`Slots`], shared by the runtime: the connections
 /// of a reader listener, or the Dashboard calls. What a slot is (the
@@ -104,7 +108,7 @@ impl Drop for PoolSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conn::ConnState;
+    use crate::conn_state::ConnState;
 
     #[test]
     fn each_address_holds_at_most_its_share_and_evictions_close() {

@@ -15,12 +15,15 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
-use crate::budget::Budgets;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
-use crate::dns::DnsView;
+pub use crate::conn::{DEFAULT_PER_ADDRESS, MAX_COUNT_FLAG, per_address};
+use crate::grpc::ReaderLimits;
 use crate::grpc::dashboard::DashboardService;
+use crate::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
-use crate::index::{Index, IndexConfig};
+use crate::index::DEFAULT_MAX_CLUSTERS;
+use crate::index::{DnsView, Index, IndexConfig};
+use crate::metrics::HubMetrics;
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
 use gwhub_hub_rules::aggregate::Options;
@@ -97,6 +100,74 @@ pub(crate) fn task_end(what: &str, joined: Result<(), tokio::task::JoinError>) -
     })
 }
 
+/// HTTP/2 streams one ingest connection may have open (an agent uses one,
+/// plus a health check).
+pub const INGEST_STREAMS_PER_CONNECTION: u32 = 8;
+/// HTTP/2 streams beyond `--max-dashboard-calls-per-connection` a Dashboard
+/// connection may have open (health checks, reflection).
+pub const EXTRA_DASHBOARD_STREAMS: u32 = 4;
+
+/// The budgets the hub runs with (the command line fills them from
+/// `gwhub serve`'s flags, whose defaults are [`Default`]'s).
+#[derive(Clone, Debug)]
+pub struct Budgets {
+    /// Bytes of reported status one cluster may hold (the encoded size of
+    /// its Gateways): `--max-cluster-report-bytes`.
+    pub max_cluster_report_bytes: u64,
+    /// Clusters the hub keeps (connected or remembered): `--max-clusters`.
+    pub max_clusters: usize,
+    /// Dashboard calls (watches included) open at once:
+    /// `--max-dashboard-calls`.
+    pub max_dashboard_calls: usize,
+    /// Dashboard calls and web page event streams open at once from one
+    /// client address; 0: an eighth of `max_dashboard_calls`
+    /// (`--max-dashboard-calls-per-address`).
+    pub max_dashboard_calls_per_address: usize,
+    /// Dashboard calls open at once on one connection
+    /// (`--max-dashboard-calls-per-connection`).
+    pub max_dashboard_calls_per_connection: usize,
+    /// A watcher that takes no message for this long is dropped
+    /// (`--watch-send-timeout`).
+    pub watch_send_timeout: Duration,
+    /// Open connections on the ingest listener (`--max-connections`).
+    pub max_connections: usize,
+    /// Open connections on the Dashboard listener
+    /// (`--max-dashboard-connections`).
+    pub max_dashboard_connections: usize,
+    /// Open connections from one client address on each reader listener;
+    /// 0: an eighth of `max_dashboard_connections`
+    /// (`--max-dashboard-connections-per-address`).
+    pub max_dashboard_connections_per_address: usize,
+    /// A TLS handshake not finished within this is dropped
+    /// (`--tls-handshake-timeout`).
+    pub tls_handshake_timeout: Duration,
+    /// A connection with no open call for this long is closed
+    /// (`--idle-connection-timeout`).
+    pub idle_connection_timeout: Duration,
+    /// With `--insecure`, a disconnected cluster silent for this long is
+    /// forgotten (`--insecure-prune-after`).
+    pub insecure_prune_after: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            max_cluster_report_bytes: DEFAULT_MAX_CLUSTER_REPORT_BYTES,
+            max_clusters: DEFAULT_MAX_CLUSTERS,
+            max_dashboard_calls: crate::reader_pool::DEFAULT_MAX_DASHBOARD_CALLS,
+            max_dashboard_calls_per_connection: crate::grpc::DEFAULT_MAX_CALLS_PER_CONNECTION,
+            max_dashboard_calls_per_address: DEFAULT_PER_ADDRESS,
+            watch_send_timeout: crate::grpc::DEFAULT_WATCH_SEND_TIMEOUT,
+            max_connections: DEFAULT_MAX_CLUSTERS,
+            max_dashboard_connections: 64,
+            max_dashboard_connections_per_address: DEFAULT_PER_ADDRESS,
+            tls_handshake_timeout: Duration::from_secs(10),
+            idle_connection_timeout: Duration::from_secs(30),
+            insecure_prune_after: Duration::from_secs(600),
+        }
+    }
+}
+
 /// A running hub.
 pub struct Hub {
     pub ingest_addr: SocketAddr,
@@ -104,6 +175,8 @@ pub struct Hub {
     /// The web page's address (`--web-listen`), if served.
     pub web_addr: Option<SocketAddr>,
     pub index: Index,
+    /// The parts' counters, as `/metrics` serves them.
+    pub metrics: HubMetrics,
     /// Fleet DNS as this replica's controller last decided it: the
     /// Kubernetes side's controller sends on it, the Dashboard and the web
     /// page read it (the default, `enabled` false, while DNS is off).
@@ -225,7 +298,7 @@ impl Hub {
         // Readers are capped per client address too; agents are not (a
         // fleet may reach the hub through one NAT).
         let reader_limits = |max_connections| ConnLimits {
-            max_per_address: Some(crate::budget::per_address(
+            max_per_address: Some(per_address(
                 budgets.max_dashboard_connections_per_address,
                 max_connections,
             )),
@@ -233,16 +306,17 @@ impl Hub {
         };
         let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
             .unwrap_or(u32::MAX)
-            .saturating_add(crate::budget::EXTRA_DASHBOARD_STREAMS);
+            .saturating_add(EXTRA_DASHBOARD_STREAMS);
         let shutdown = CancellationToken::new();
         let (dns_view, _) = watch::channel(Arc::<DnsView>::default());
+        let metrics = HubMetrics::default();
 
         let mut background = JoinSet::new();
         // The TLS material, followed on disk while the hub runs.
         let tls_runtime = match &tls {
             Some(tls) => {
                 let (runtime, follow) =
-                    TlsRuntime::start(tls.sources().clone(), index.counters().tls.clone())
+                    TlsRuntime::start(tls.sources().clone(), metrics.tls.clone())
                         .map_err(ServeError::Tls)?;
                 if let Some(follow) = follow {
                     background.spawn(follow);
@@ -271,31 +345,35 @@ impl Hub {
             },
             shutdown.clone(),
         )
+        .count_in(metrics.ingest.clone())
         .with_issuer(
             issuer
                 .inspect(|j| {
-                    j.count_refusals_into(index.counters().joins_refused.clone());
-                    j.count_outside_renewals_into(
-                        index.counters().renewals_outside_inventory.clone(),
-                    );
+                    j.count_refusals_into(metrics.joins.joins_refused.clone());
+                    j.count_outside_renewals_into(metrics.joins.renewals_outside_inventory.clone());
                 })
                 .map(|j| j as Arc<dyn crate::issuer::Issuer>),
         );
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
-        let dashboard_calls = crate::budget::DashboardCalls::new(
+        let dashboard_calls = crate::reader_pool::DashboardCalls::new(
             budgets.max_dashboard_calls,
             budgets.max_dashboard_calls_per_address,
+            metrics.calls.clone(),
         );
         let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
         if let Some(readers) = readers {
-            readers.count_in(index.counters().clone());
+            readers.count_in(metrics.reviews.clone());
             auth = auth.with_kubernetes(readers);
         }
-        let dashboard = DashboardService::with_budgets(
+        let reader = ReaderLimits {
+            max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
+            watch_send_timeout: budgets.watch_send_timeout,
+        };
+        let dashboard = DashboardService::with_limits(
             index.clone(),
             shutdown.clone(),
-            budgets,
+            reader,
             dashboard_calls.clone(),
         )
         .with_auth(auth.clone())
@@ -314,10 +392,10 @@ impl Hub {
         let mut servers = JoinSet::new();
         // Every service counts its open calls, so only connections with
         // none for --idle-connection-timeout are closed.
-        let counters = index.counters().clone();
+        let counters = metrics.listeners.clone();
         servers.spawn(
             builder()
-                .max_concurrent_streams(crate::budget::INGEST_STREAMS_PER_CONNECTION)
+                .max_concurrent_streams(INGEST_STREAMS_PER_CONNECTION)
                 .add_service(Tracked::new(ingest_health_svc))
                 .add_service(Tracked::new(reflection()))
                 .add_service(Tracked::new(reflection_v1alpha()))
@@ -370,7 +448,7 @@ impl Hub {
             let web = crate::web::WebService::new(
                 index.clone(),
                 auth,
-                budgets,
+                reader,
                 dashboard_calls,
                 shutdown.clone(),
                 crate::web::WebAccess {
@@ -406,6 +484,7 @@ impl Hub {
             dashboard_addr,
             web_addr,
             index,
+            metrics,
             dns_view,
             shutdown: shutdown.clone(),
             _cancel_on_drop: shutdown.drop_guard(),

@@ -336,7 +336,7 @@ impl DashboardAuth {
     }
 
     /// Whether the caller presenting `token` counts as authorized already,
-    /// for the Dashboard's reserve ([`crate::budget::DashboardCalls`]):
+    /// for the Dashboard's reserve (the Dashboard's call slots, `DashboardCalls`):
     /// with Kubernetes readers, a token that authenticated within the
     /// last hour; otherwise every caller that got this far (the shared
     /// token, when required, is checked before).

@@ -6,7 +6,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gwhub_hub::budget::{Budgets, Counters};
+use gwhub_common::metrics_http::Value;
+use gwhub_hub::serve::Budgets;
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub::tls::HubTls;
 use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
@@ -223,8 +224,11 @@ async fn a_cluster_over_its_report_budget_is_refused_and_keeps_its_last_good_rep
     let status = east.ended().await;
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
     assert!(status.message().contains("delta 4"), "{status:?}");
-    let counters = hub.index.counters();
-    assert_eq!(Counters::get(&counters.refused_cluster_report_bytes), 2);
+    let counters = &hub.metrics;
+    assert_eq!(
+        Value::value(&counters.ingest.refused_cluster_report_bytes),
+        2
+    );
     hub.shutdown().await.unwrap();
 }
 
@@ -407,17 +411,17 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
         }))
         .await;
     }
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     until(
         WAIT,
-        || async { Counters::get(&counters.watchers_dropped) },
+        || async { Value::value(&counters.calls.watchers_dropped) },
         |n| *n == 1,
     )
     .await;
     // Its connection is closed: nothing stays buffered for it.
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == 0,
     )
     .await;
@@ -448,7 +452,7 @@ async fn a_watcher_that_grants_no_window_is_dropped_not_buffered() {
         tokio::time::sleep(Duration::from_millis(600)).await;
     }
     assert_eq!(
-        Counters::get(&counters.watchers_dropped),
+        Value::value(&counters.calls.watchers_dropped),
         1,
         "the honest watcher was dropped too"
     );
@@ -500,7 +504,7 @@ async fn a_watcher_that_took_a_large_view_at_once_is_not_dropped() {
             .unwrap();
         assert_eq!(next.deleted.len(), 1, "{next:?}");
     }
-    assert_eq!(Counters::get(&hub.index.counters().watchers_dropped), 0);
+    assert_eq!(Value::value(&hub.metrics.calls.watchers_dropped), 0);
     hub.shutdown().await.unwrap();
 }
 
@@ -523,21 +527,21 @@ async fn an_unread_answer_holds_its_call_slot_then_its_connection_is_closed() {
         )
         .await
         .unwrap();
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     assert_eq!(
-        Counters::get(&counters.dashboard_calls),
+        Value::value(&counters.calls.dashboard_calls),
         1,
         "the unread answer holds its call slot"
     );
     until(
         WAIT,
-        || async { Counters::get(&counters.answers_dropped) },
+        || async { Value::value(&counters.calls.answers_dropped) },
         |n| *n == 1,
     )
     .await;
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == 0,
     )
     .await;
@@ -552,12 +556,12 @@ async fn an_unread_answer_holds_its_call_slot_then_its_connection_is_closed() {
     assert_eq!(all.gateways.len(), 1500);
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(
-        Counters::get(&counters.answers_dropped),
+        Value::value(&counters.calls.answers_dropped),
         1,
         "the caller that read its answer was dropped too"
     );
     assert_eq!(
-        Counters::get(&counters.dashboard_calls),
+        Value::value(&counters.calls.dashboard_calls),
         0,
         "the answered call still holds its slot"
     );
@@ -572,7 +576,7 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
         ..Budgets::default()
     })
     .await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     // Two silent connections fill the listener; a third makes room for
     // itself by closing the one idle longest, the rest are closed idle.
     let mut idle = Vec::new();
@@ -596,15 +600,16 @@ async fn connections_per_listener_are_bounded_and_idle_ones_closed() {
         .await;
         assert!(closed.is_ok(), "an idle connection stayed open");
     }
-    assert!(Counters::get(&counters.ingest.saturated) >= 1);
+    assert!(Value::value(&counters.listeners.ingest.saturated) >= 1);
     assert_eq!(
-        Counters::get(&counters.ingest.idle_closed) + Counters::get(&counters.ingest.evicted),
+        Value::value(&counters.listeners.ingest.idle_closed)
+            + Value::value(&counters.listeners.ingest.evicted),
         3
     );
-    assert!(Counters::get(&counters.ingest.evicted) >= 1);
+    assert!(Value::value(&counters.listeners.ingest.evicted) >= 1);
     until(
         WAIT,
-        || async { Counters::get(&counters.ingest.open) },
+        || async { Value::value(&counters.listeners.ingest.open) },
         |n| *n == 0,
     )
     .await;
@@ -650,11 +655,11 @@ async fn one_address_cannot_take_every_reader_slot() {
     // Two idle connections from one address take its share...
     let first = from("127.0.0.1").await;
     let _second = from("127.0.0.1").await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     until_named(
         "the hub never held both connections from 127.0.0.1",
         WAIT,
-        || async { Counters::get(&counters.web.open) },
+        || async { Value::value(&counters.listeners.web.open) },
         |n| *n == 2,
     )
     .await;
@@ -699,7 +704,7 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
     .await
     .unwrap();
     let web = hub.web_addr.unwrap();
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     // Three silent connections: two fill the listener, all are closed idle.
     let mut idle = Vec::new();
     for _ in 0..3 {
@@ -718,9 +723,10 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
         .await;
         assert!(closed.is_ok(), "an idle web connection stayed open");
     }
-    assert!(Counters::get(&counters.web.saturated) >= 1);
+    assert!(Value::value(&counters.listeners.web.saturated) >= 1);
     assert_eq!(
-        Counters::get(&counters.web.idle_closed) + Counters::get(&counters.web.evicted),
+        Value::value(&counters.listeners.web.idle_closed)
+            + Value::value(&counters.listeners.web.evicted),
         3
     );
 
@@ -755,7 +761,8 @@ async fn the_web_listener_is_bounded_like_the_dashboard() {
         "the refused connection was not closed, or the event stream's was too",
         WAIT,
         || async {
-            Counters::get(&counters.web.idle_closed) + Counters::get(&counters.web.evicted)
+            Value::value(&counters.listeners.web.idle_closed)
+                + Value::value(&counters.listeners.web.evicted)
         },
         |n| *n == 4,
     )
@@ -802,7 +809,7 @@ async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_st
         ..Budgets::default()
     })
     .await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let mut watcher = dashboard(&hub).await;
     let mut w = watch(&mut watcher).await.unwrap();
     let mut east = Agent::connect(hub.ingest_addr, "east").await;
@@ -813,7 +820,7 @@ async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_st
         .unwrap();
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard.idle_closed) },
+        || async { Value::value(&counters.listeners.dashboard.idle_closed) },
         |n| *n >= 1,
     )
     .await;
@@ -830,8 +837,8 @@ async fn a_connection_is_closed_once_idle_after_its_calls_never_under_an_open_st
             break;
         }
     }
-    assert_eq!(Counters::get(&counters.dashboard.idle_closed), 1);
-    assert_eq!(Counters::get(&counters.ingest.idle_closed), 0);
+    assert_eq!(Value::value(&counters.listeners.dashboard.idle_closed), 1);
+    assert_eq!(Value::value(&counters.listeners.ingest.idle_closed), 0);
     hub.shutdown().await.unwrap();
 }
 
@@ -876,10 +883,13 @@ async fn a_tls_handshake_that_never_finishes_is_dropped() {
         .await;
         assert!(closed.is_ok(), "{addr}: the handshake was never cut off");
     }
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     until(
         WAIT,
-        || async { Counters::get(&counters.ingest.open) + Counters::get(&counters.dashboard.open) },
+        || async {
+            Value::value(&counters.listeners.ingest.open)
+                + Value::value(&counters.listeners.dashboard.open)
+        },
         |n| *n == 0,
     )
     .await;
@@ -994,7 +1004,7 @@ async fn insecure_clusters_that_leave_and_stay_silent_are_pruned() {
     until(WAIT, || names(&hub), |n| n == &["kept"]).await;
     let text = gwhub_hub::metrics::render(&index.clusters(), 1, None);
     assert!(!text.contains("ghost"), "{text}");
-    assert_eq!(Counters::get(&index.counters().clusters_pruned), 20);
+    assert_eq!(index.counters().clusters_pruned.get(), 20);
     heartbeats.abort();
     hub.shutdown().await.unwrap();
 }
@@ -1309,7 +1319,7 @@ async fn an_idle_flood_does_not_keep_a_fresh_reader_out() {
     })
     .await
     .unwrap();
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let addrs = [hub.dashboard_addr, hub.web_addr.unwrap()];
     let mut flood = Vec::new();
     for addr in addrs {
@@ -1321,8 +1331,8 @@ async fn an_idle_flood_does_not_keep_a_fresh_reader_out() {
         WAIT,
         || async {
             (
-                Counters::get(&counters.dashboard.open),
-                Counters::get(&counters.web.open),
+                Value::value(&counters.listeners.dashboard.open),
+                Value::value(&counters.listeners.web.open),
             )
         },
         |open| *open == (8, 8),
@@ -1337,9 +1347,9 @@ async fn an_idle_flood_does_not_keep_a_fresh_reader_out() {
             }
         }
     }
-    assert!(Counters::get(&counters.dashboard.evicted) >= 3);
-    assert!(Counters::get(&counters.web.evicted) >= 3);
-    assert!(Counters::get(&counters.dashboard.open) <= 8);
+    assert!(Value::value(&counters.listeners.dashboard.evicted) >= 3);
+    assert!(Value::value(&counters.listeners.web.evicted) >= 3);
+    assert!(Value::value(&counters.listeners.dashboard.open) <= 8);
     drop(flood);
     hub.shutdown().await.unwrap();
 }
@@ -1361,7 +1371,7 @@ async fn unread_http1_event_streams_are_bounded_per_address_and_counted() {
     .await
     .unwrap();
     let web = hub.web_addr.unwrap();
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let mut held = Vec::new();
     for i in 0..6 {
         let (s, head) = http_get("127.0.0.2", web, "/api/events").await;
@@ -1375,7 +1385,7 @@ async fn unread_http1_event_streams_are_bounded_per_address_and_counted() {
     }
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == 4,
     )
     .await;
@@ -1385,7 +1395,7 @@ async fn unread_http1_event_streams_are_bounded_per_address_and_counted() {
     drop(held);
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == 1,
     )
     .await;
@@ -1401,7 +1411,7 @@ fn rss_bytes() -> u64 {
 
 /// Slow `WatchGateways` readers of a large view that grant no window hold
 /// no copy of it: the hub grows by about the documented per-reader bound
-/// (`2·P + W + F`, see `gwhub_hub::budget`), not by readers x view (each
+/// (`2·P + W + F`, see "The memory bound" in docs/operating.md), not by readers x view (each
 /// once held its own ~2 copies, over 200 MB here), honest readers are
 /// served meanwhile, and in a quiet fleet the stalled readers are dropped
 /// after `--watch-send-timeout`.
@@ -1437,10 +1447,10 @@ async fn slow_watchers_of_a_large_view_hold_no_copy_of_it() {
         let mut d = DashboardClient::new(channel);
         streams.push(watch(&mut d).await.unwrap());
     }
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == WATCHERS,
     )
     .await;
@@ -1456,7 +1466,7 @@ async fn slow_watchers_of_a_large_view_hold_no_copy_of_it() {
     // Nothing changes; they are dropped all the same.
     until(
         Duration::from_secs(30),
-        || async { Counters::get(&counters.watchers_dropped) },
+        || async { Value::value(&counters.calls.watchers_dropped) },
         |n| *n == WATCHERS,
     )
     .await;
@@ -1499,10 +1509,10 @@ async fn never_read_web_event_streams_hold_a_bounded_share() {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         held.push(s);
     }
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     until(
         WAIT,
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == STREAMS,
     )
     .await;
@@ -1563,7 +1573,7 @@ async fn web_event_streams_are_capped_per_connection() {
         text.contains("--max-dashboard-calls-per-connection"),
         "{text}"
     );
-    assert_eq!(Counters::get(&hub.index.counters().dashboard_calls), 2);
+    assert_eq!(Value::value(&hub.metrics.calls.dashboard_calls), 2);
     honest_reader_is_served(&hub).await;
     drop(responses);
     drop(h2);

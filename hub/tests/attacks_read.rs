@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use gwhub_common::metrics_http::Value;
 use gwhub_hub::authz::{KubeReaders, TOKEN_REVIEW_BURST, TOKEN_REVIEWS_PER_SECOND};
-use gwhub_hub::budget::{Budgets, Counters};
+use gwhub_hub::serve::Budgets;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
 use gwhub_test_kit::loopback;
@@ -107,7 +108,7 @@ async fn list_with(channel: Channel, token: &str) -> Result<(), tonic::Status> {
 async fn made_up_tokens_cost_a_bounded_number_of_token_reviews() {
     let seen = Arc::new(Seen::default());
     let hub = hub_with_readers(seen.clone()).await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let url = format!("http://{}", hub.dashboard_addr);
     let channel = || async {
         Channel::from_shared(url.clone())
@@ -196,16 +197,19 @@ async fn made_up_tokens_cost_a_bounded_number_of_token_reviews() {
     }
     assert_eq!(refused + rejected, TOKENS);
     // The hub's metrics say the same.
-    let good = counters.token_reviews("authenticated") as usize;
+    let good = counters.reviews.token_reviews("authenticated") as usize;
     assert!(
         good >= 2,
         "the reader's token was re-reviewed past its cache"
     );
-    assert_eq!(counters.token_reviews("unauthenticated") as usize, rejected);
+    assert_eq!(
+        counters.reviews.token_reviews("unauthenticated") as usize,
+        rejected
+    );
     assert_eq!(good + rejected, reviews);
-    assert_eq!(counters.token_reviews("error"), 0);
-    let metric_refused =
-        counters.token_reviews_refused("rate") + counters.token_reviews_refused("in_flight");
+    assert_eq!(counters.reviews.token_reviews("error"), 0);
+    let metric_refused = counters.reviews.token_reviews_refused("rate")
+        + counters.reviews.token_reviews_refused("in_flight");
     assert_eq!(metric_refused as usize, refused);
     hub.shutdown().await.unwrap();
 }
@@ -357,7 +361,7 @@ async fn honest_list(hub: &Hub) {
 #[tokio::test]
 async fn stalled_watchers_from_three_addresses_leave_room_for_a_reader() {
     let (hub, _east) = hub_with_a_large_view(Budgets::default()).await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let mut held = Vec::new();
     for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
         let watches = stalled_watchers(from, hub.dashboard_addr, 16, 16).await;
@@ -370,7 +374,7 @@ async fn stalled_watchers_from_three_addresses_leave_room_for_a_reader() {
     }
     let total: usize = held.iter().map(Vec::len).sum();
     assert_eq!(total, 3 * 32, "each address got exactly its eighth");
-    assert!(Counters::get(&counters.dashboard.open) <= 3 * 8 + 1);
+    assert!(Value::value(&counters.listeners.dashboard.open) <= 3 * 8 + 1);
     honest_list(&hub).await;
     drop(held);
     hub.shutdown().await.unwrap();
@@ -391,18 +395,18 @@ async fn a_full_pool_makes_room_for_an_address_below_its_fair_share() {
         ..Budgets::default()
     })
     .await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let mut held = Vec::new();
     for i in 2..=10 {
         let from: &'static str = Box::leak(format!("127.0.0.{i}").into_boxed_str());
         held.push(stalled_watchers(from, hub.dashboard_addr, 4, 2).await);
     }
-    assert!(Counters::get(&counters.dashboard.open) <= 16);
+    assert!(Value::value(&counters.listeners.dashboard.open) <= 16);
     for _ in 0..3 {
         honest_list(&hub).await;
     }
     assert!(
-        Counters::get(&counters.dashboard.evicted_fair) >= 1,
+        Value::value(&counters.listeners.dashboard.evicted_fair) >= 1,
         "no connection was evicted for a fair share"
     );
 
@@ -422,11 +426,11 @@ async fn a_full_call_pool_makes_room_for_an_address_below_its_fair_share() {
         ..Budgets::default()
     })
     .await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let held = stalled_watchers("127.0.0.2", hub.dashboard_addr, 1, 8).await;
     assert_eq!(held.len(), 4);
     honest_list(&hub).await;
-    assert_eq!(Counters::get(&counters.dashboard_calls_evicted), 1);
+    assert_eq!(Value::value(&counters.calls.dashboard_calls_evicted), 1);
     drop(held);
     hub.shutdown().await.unwrap();
 }
@@ -445,7 +449,7 @@ async fn stalled_watchers_are_dropped_early_when_others_wait() {
         ..Budgets::default()
     })
     .await;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let a = stalled_watchers("127.0.0.2", hub.dashboard_addr, 1, 2).await;
     let b = stalled_watchers("127.0.0.3", hub.dashboard_addr, 1, 2).await;
     assert_eq!((a.len(), b.len()), (2, 2));
@@ -465,7 +469,7 @@ async fn stalled_watchers_are_dropped_early_when_others_wait() {
         served = ask().await.is_some();
     }
     assert!(served, "still refused after {:?}", start.elapsed());
-    assert!(Counters::get(&counters.watchers_dropped) >= 1);
+    assert!(Value::value(&counters.calls.watchers_dropped) >= 1);
     drop((a, b));
     hub.shutdown().await.unwrap();
 }
@@ -513,7 +517,7 @@ async fn unread_event_streams_from_three_addresses_leave_room_for_a_page() {
     .await
     .unwrap();
     let web = hub.web_addr.unwrap();
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.clone();
     let mut held = Vec::new();
     for from in ["127.0.0.2", "127.0.0.3", "127.0.0.4"] {
         let mut served = 0;
@@ -528,7 +532,7 @@ async fn unread_event_streams_from_three_addresses_leave_room_for_a_page() {
     }
     until(
         Duration::from_secs(60),
-        || async { Counters::get(&counters.dashboard_calls) },
+        || async { Value::value(&counters.calls.dashboard_calls) },
         |n| *n == 24,
     )
     .await;

@@ -546,7 +546,7 @@ async fn made_up_tokens_from_many_addresses_never_keep_a_valid_token_out() {
     }
     assert_eq!(refused, 200);
     // Counted (gwhub_join_refused_total{reason="bad_token"}).
-    assert!(s.hub.hub.index.counters().joins_refused("bad_token") >= 200);
+    assert!(s.hub.hub.metrics.joins.joins_refused("bad_token") >= 200);
     // How soon they were refused is the machine's business (no timed
     // assert); that an unknown id waits at most the grace and never
     // queues behind others is `join_limits`' unit tests'.
@@ -720,7 +720,7 @@ async fn a_renewal_outside_the_inventory_is_refused_or_reported() {
                 csr_pem: key_for("rogue").csr,
             })
             .await;
-        let counted = s.hub.hub.index.counters().renewals_outside_inventory.get();
+        let counted = s.hub.hub.metrics.joins.renewals_outside_inventory.get();
         match mode {
             Mode::Enforce => {
                 let e = renewed.unwrap_err();

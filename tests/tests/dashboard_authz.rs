@@ -723,7 +723,7 @@ async fn made_up_tokens_are_held_to_the_token_review_budget() {
     let config = HubConfig::loopback(Duration::from_secs(60));
     let hub = Hub::start_with(config, None, extras).await.unwrap();
     let dash = hub.dashboard_addr;
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.reviews.clone();
     let before = apiserver_token_reviews(&admin).await;
     let mut reader = as_reader(dash, ALL).await;
     assert_eq!(listed(&mut reader, "").await, Ok(vec![]));

@@ -199,9 +199,9 @@ async fn a_connection_left_idle_after_a_refused_call_is_closed() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
-    let counters = hub.index.counters().clone();
+    let counters = hub.metrics.listeners.clone();
     let deadline = tokio::time::Instant::now() + WAIT;
-    while gwhub_hub::budget::Counters::get(&counters.dashboard.idle_closed) == 0 {
+    while counters.dashboard.idle_closed.get() == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "a connection with no open call kept its slot"

@@ -210,7 +210,7 @@ async fn a_swapped_serving_certificate_is_served_without_a_restart() {
         |d| *d == want,
     )
     .await;
-    let tls = hub.index.counters().tls.clone();
+    let tls = hub.metrics.tls.clone();
     // Counted once the new certificate is in place (not necessarily before
     // the first handshake with it).
     until(WAIT, || async { tls.reloads("serving", "ok") }, |n| *n == 1).await;
@@ -270,7 +270,7 @@ async fn a_replaced_client_ca_ends_and_refuses_old_ca_agents() {
     hub_secret
         .swap(&secret_files(&serving, &new.ca_pem))
         .unwrap();
-    let tls = hub.index.counters().tls.clone();
+    let tls = hub.metrics.tls.clone();
     until(
         WAIT,
         || async { tls.streams_ended("untrusted") },
@@ -352,7 +352,7 @@ async fn an_expiring_client_certificate_ends_the_stream_until_renewed() {
     assert!(status.message().contains("expired"), "{status:?}");
     drop(tx);
 
-    let tls = hub.index.counters().tls.clone();
+    let tls = hub.metrics.tls.clone();
     until(
         EXPIRY_WAIT,
         || async { tls.streams_ended("expired") },

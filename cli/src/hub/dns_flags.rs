@@ -1,10 +1,61 @@
 //! `gwhub serve`'s fleet DNS flags (spec section 8); the hub checks their
-//! combination ([`gwhub_hub::dns::DnsFlags::check`]).
+//! combination ([`gwhub_hub::dns::DnsFlags::check`]). The hub's enums know
+//! no command line: their flag values are mirrored here, with `From`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use gwhub_hub::dns::{CnameRoutingFlag, DnsFlags, OutputKind, WhenNoneFlag};
+
+/// `--dns-output` (the hub's [`OutputKind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputArg {
+    /// One external-dns `DNSEndpoint` per (hub Gateway, hostname).
+    Dnsendpoint,
+    /// RFC 2136 dynamic updates to `--dns-server`.
+    Rfc2136,
+}
+
+impl From<OutputArg> for OutputKind {
+    fn from(o: OutputArg) -> Self {
+        match o {
+            OutputArg::Dnsendpoint => OutputKind::Dnsendpoint,
+            OutputArg::Rfc2136 => OutputKind::Rfc2136,
+        }
+    }
+}
+
+/// `--dns-when-none` (the hub's [`WhenNoneFlag`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WhenNoneArg {
+    Keep,
+    Remove,
+}
+
+impl From<WhenNoneArg> for WhenNoneFlag {
+    fn from(w: WhenNoneArg) -> Self {
+        match w {
+            WhenNoneArg::Keep => WhenNoneFlag::Keep,
+            WhenNoneArg::Remove => WhenNoneFlag::Remove,
+        }
+    }
+}
+
+/// `--dns-cname-routing` (the hub's [`CnameRoutingFlag`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CnameRoutingArg {
+    Simple,
+    Weighted,
+}
+
+impl From<CnameRoutingArg> for CnameRoutingFlag {
+    fn from(c: CnameRoutingArg) -> Self {
+        match c {
+            CnameRoutingArg::Simple => CnameRoutingFlag::Simple,
+            CnameRoutingArg::Weighted => CnameRoutingFlag::Weighted,
+        }
+    }
+}
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct DnsArgs {
@@ -17,7 +68,7 @@ pub struct DnsArgs {
     /// dnsendpoint (external-dns DNSEndpoint objects) or rfc2136 (dynamic
     /// updates to --dns-server).
     #[arg(long = "dns-output", value_enum, value_name = "OUTPUT")]
-    pub outputs: Vec<OutputKind>,
+    pub outputs: Vec<OutputArg>,
     /// The authoritative server of --dns-output=rfc2136.
     #[arg(long = "dns-server", value_name = "HOST:PORT")]
     pub server: Option<String>,
@@ -51,7 +102,7 @@ pub struct DnsArgs {
         value_name = "WHAT",
         default_value = "keep"
     )]
-    pub when_none: WhenNoneFlag,
+    pub when_none: WhenNoneArg,
     /// Read the published names back and repair drift this often (rfc2136).
     #[arg(long = "dns-resync", value_name = "DUR", default_value = "5m", value_parser = gwhub_model::time::parse_duration)]
     pub resync: Duration,
@@ -63,7 +114,7 @@ pub struct DnsArgs {
         value_name = "MODE",
         default_value = "simple"
     )]
-    pub cname_routing: CnameRoutingFlag,
+    pub cname_routing: CnameRoutingArg,
     /// Compute and show everything, send nothing.
     #[arg(long = "dns-dry-run")]
     pub dry_run: bool,
@@ -74,7 +125,7 @@ impl DnsArgs {
     pub fn flags(&self, no_kube: bool) -> DnsFlags {
         DnsFlags {
             zones: self.zones.clone(),
-            outputs: self.outputs.clone(),
+            outputs: self.outputs.iter().map(|&o| o.into()).collect(),
             server: self.server.clone(),
             tsig_key_name: self.tsig_key_name.clone(),
             tsig_secret_file: self.tsig_secret_file.clone(),
@@ -83,9 +134,9 @@ impl DnsArgs {
             ttl: self.ttl,
             max_targets: self.max_targets,
             rise: self.rise,
-            when_none: self.when_none,
+            when_none: self.when_none.into(),
             resync: self.resync,
-            cname_routing: self.cname_routing,
+            cname_routing: self.cname_routing.into(),
             dry_run: self.dry_run,
             no_kube,
         }

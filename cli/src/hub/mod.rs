@@ -1,6 +1,7 @@
 //! The `gwhub` command line. Subcommands live in their own modules.
 
 mod aggregate;
+mod budget_args;
 mod certs;
 mod demo;
 mod dns_flags;

@@ -172,7 +172,7 @@ pub struct Args {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=gwhub_hub_rules::history::MAX_CAPACITY as u64))]
     pub gateway_history: usize,
     #[command(flatten)]
-    pub budgets: gwhub_hub::budget::Budgets,
+    pub budgets: super::budget_args::BudgetArgs,
     #[command(flatten)]
     pub dns: super::dns_flags::DnsArgs,
     /// Address type written for cluster Hostname addresses.
@@ -332,7 +332,7 @@ pub(crate) fn config(args: &Args) -> Result<HubConfig, ServeCmdError> {
         stale_after: args.stale_after,
         options,
         max_messages_per_second: args.max_messages_per_second,
-        budgets: args.budgets.clone(),
+        budgets: args.budgets.clone().into(),
         web_listen: args.web_listen,
         web_hosts: gwhub_hub_rules::web_host::WebHosts::new(&args.web_hosts)
             .map_err(ServeCmdError::WebHost)?,
@@ -383,14 +383,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
     })?;
     raise_open_file_limit(&args.budgets);
     if config.insecure {
-        tracing::warn!(
-            "--insecure: agents are not authenticated and name their own cluster; use only on a trusted network"
-        );
-        if auth == DashboardAuthMode::Kubernetes {
-            tracing::warn!(
-                "--dashboard-auth=kubernetes without TLS: readers' Kubernetes tokens cross the network in plaintext; give the hub --tls-cert, --tls-key and --client-ca"
-            );
-        }
+        warn_insecure(auth);
     }
     runtime.block_on(async {
         // Before listening: a hub that cannot reach its store should not serve.
@@ -401,13 +394,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         let mut issuer = None;
         let mut followers = None;
         if let (true, Some(kube)) = (from_secrets, kube.as_ref()) {
-            let mut secrets = gwhub_hub::kube::tls_secrets::SecretsConfig::new(&args.namespace);
-            if !args.hub_san.is_empty() {
-                secrets.sans = args.hub_san.clone();
-            }
-            secrets.serving_lifetime = args.serving_cert_lifetime;
-            secrets.agent_lifetime = args.agent_cert_lifetime;
-            let identity = kube.tls_from_secrets(secrets, &paths).await?;
+            let identity = kube.tls_from_secrets(secrets_config(args), &paths).await?;
             tls = Some(identity.tls);
             issuer = Some(identity.issuer);
             followers = Some(identity.followers);
@@ -428,15 +415,23 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         let stop_metrics = tokio_util::sync::CancellationToken::new();
         let _stop_metrics = stop_metrics.clone().drop_guard();
         let index = hub.index.clone();
+        let parts = hub.metrics.clone();
         let serve_metrics = |kube_metrics, synced| async {
             match args.metrics_listen {
                 Some(addr) => {
                     let probes =
                         gwhub_hub::metrics::probes(index.clone(), synced, stop_metrics.clone());
-                    gwhub_hub::metrics::serve(addr, index, kube_metrics, probes, stop_metrics)
-                        .await
-                        .map(drop)
-                        .map_err(|source| ServeCmdError::Metrics { addr, source })
+                    gwhub_hub::metrics::serve(
+                        addr,
+                        index,
+                        parts,
+                        kube_metrics,
+                        probes,
+                        stop_metrics,
+                    )
+                    .await
+                    .map(drop)
+                    .map_err(|source| ServeCmdError::Metrics { addr, source })
                 }
                 None => Ok(()),
             }
@@ -461,6 +456,31 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
     Ok(String::new())
 }
 
+/// What `--insecure` gives up, said at start-up (and, with Kubernetes
+/// Dashboard auth, that readers' tokens then cross in plaintext).
+fn warn_insecure(auth: DashboardAuthMode) {
+    tracing::warn!(
+        "--insecure: agents are not authenticated and name their own cluster; use only on a trusted network"
+    );
+    if auth == DashboardAuthMode::Kubernetes {
+        tracing::warn!(
+            "--dashboard-auth=kubernetes without TLS: readers' Kubernetes tokens cross the network in plaintext; give the hub --tls-cert, --tls-key and --client-ca"
+        );
+    }
+}
+
+/// The hub's TLS Secrets as the flags name them (`--hub-san`, the
+/// serving and agent certificate lifetimes) in `--namespace`.
+fn secrets_config(args: &Args) -> gwhub_hub::kube::tls_secrets::SecretsConfig {
+    let mut secrets = gwhub_hub::kube::tls_secrets::SecretsConfig::new(&args.namespace);
+    if !args.hub_san.is_empty() {
+        secrets.sans = args.hub_san.clone();
+    }
+    secrets.serving_lifetime = args.serving_cert_lifetime;
+    secrets.agent_lifetime = args.agent_cert_lifetime;
+    secrets
+}
+
 /// File descriptors the hub needs beside its connections: /metrics
 /// scrapes, the Kubernetes client, logs, the runtime.
 const FD_HEADROOM: u64 = 128;
@@ -470,7 +490,7 @@ const FD_HEADROOM: u64 = 128;
 /// raise the soft limit as far as the hard limit allows, and say so when
 /// even that is too low (the accept loop then backs off at the limit
 /// instead of serving every budgeted connection).
-fn raise_open_file_limit(budgets: &gwhub_hub::budget::Budgets) {
+fn raise_open_file_limit(budgets: &super::budget_args::BudgetArgs) {
     let need = (budgets.max_connections + budgets.max_dashboard_connections) as u64 + FD_HEADROOM;
     match rlimit::increase_nofile_limit(need) {
         Ok(limit) if limit < need => tracing::warn!(

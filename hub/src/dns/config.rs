@@ -13,7 +13,7 @@ use gwhub_dns_rules::{
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// `--dns-output`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum OutputKind {
     /// One external-dns `DNSEndpoint` per (hub Gateway, hostname).
     Dnsendpoint,
@@ -32,7 +32,7 @@ impl OutputKind {
 }
 
 /// `--dns-when-none`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WhenNoneFlag {
     #[default]
     Keep,
@@ -40,7 +40,7 @@ pub enum WhenNoneFlag {
 }
 
 /// `--dns-cname-routing`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CnameRoutingFlag {
     #[default]
     Simple,

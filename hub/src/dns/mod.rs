@@ -29,7 +29,6 @@ pub mod config;
 mod endpoint;
 mod names;
 mod rfc2136;
-mod view;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -46,13 +45,13 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::index::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use clusters::HubSpec;
 pub use config::{
     CnameRoutingFlag, DnsConfig, DnsConfigError, DnsFlags, OutputKind, Rfc2136Config, WhenNoneFlag,
 };
 pub use endpoint::object_name;
 pub use names::{Job, Outcome};
-pub use view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 use crate::index::Index;
 use crate::kube::budget::ApiBudget;

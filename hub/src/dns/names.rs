@@ -28,7 +28,7 @@ use gwhub_dns_rules::{
 use gwhub_hub_rules::aggregate::GatewayKey;
 
 use super::config::DnsConfig;
-use super::view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
+use super::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 
 /// A record type's set as written, keyed by type.
 pub(super) type Sets = BTreeMap<RecordType, RecordSet>;

@@ -21,12 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use crate::authz::Reader;
-use crate::budget::{Budgets, CallPermit, Counters, DashboardCalls};
-use crate::dns::DnsView;
+use crate::grpc::ReaderLimits;
+use crate::reader_pool::{CallPermit, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls};
 use crate::tls::DashboardAuth;
 
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
-use crate::index::{GatewayView, Index, Views};
+use crate::index::{DnsView, GatewayView, Index, Views};
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::history;
 use gwhub_hub_rules::listing::{self, Filter};
@@ -49,28 +49,28 @@ pub struct DashboardService {
 impl DashboardService {
     /// `shutdown` being cancelled ends every watch.
     pub fn new(index: Index, shutdown: CancellationToken) -> Self {
-        let budgets = Budgets::default();
         let calls = DashboardCalls::new(
-            budgets.max_dashboard_calls,
-            budgets.max_dashboard_calls_per_address,
+            DEFAULT_MAX_DASHBOARD_CALLS,
+            crate::conn::DEFAULT_PER_ADDRESS,
+            Arc::default(),
         );
-        Self::with_budgets(index, shutdown, &budgets, calls)
+        Self::with_limits(index, shutdown, ReaderLimits::default(), calls)
     }
 
-    /// With the call and watcher budgets of `budgets`; `calls` are the
-    /// slots of `--max-dashboard-calls` (shared with the web page).
-    pub(crate) fn with_budgets(
+    /// With the per-connection call and watcher limits of `limits`; `calls`
+    /// are the slots of `--max-dashboard-calls` (shared with the web page).
+    pub(crate) fn with_limits(
         index: Index,
         shutdown: CancellationToken,
-        budgets: &Budgets,
+        limits: ReaderLimits,
         calls: DashboardCalls,
     ) -> Self {
         DashboardService {
             index,
             shutdown,
             calls,
-            max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
-            watch_send_timeout: budgets.watch_send_timeout,
+            max_calls_per_connection: limits.max_calls_per_connection,
+            watch_send_timeout: limits.watch_send_timeout,
             auth: DashboardAuth::default(),
             dns: watch::channel(Arc::default()).1,
         }
@@ -102,7 +102,6 @@ impl DashboardService {
                 crate::conn::conn_of(request),
                 self.auth.known(bearer(request)),
                 self.max_calls_per_connection,
-                self.index.counters(),
             )
             .map_err(|e| Status::resource_exhausted(e.to_string()))
     }
@@ -172,7 +171,7 @@ impl DashboardService {
         tokio::spawn(async move {
             // The sender goes with the answer's body: sent, or the call dropped.
             if tokio::time::timeout(timeout, unsent).await.is_err() {
-                Counters::bump(&counters.answers_dropped);
+                counters.answers_dropped.inc();
                 tracing::warn!(
                     ?timeout,
                     "closing a Dashboard connection that takes no answer (--watch-send-timeout)"
@@ -252,7 +251,7 @@ impl DashboardService {
                         _ = shutdown.cancelled() => break,
                     };
                     if !in_time {
-                        Counters::bump(&permit.counters.watchers_dropped);
+                        permit.counters.watchers_dropped.inc();
                         tracing::warn!(timeout = ?send_timeout, "dropping a Dashboard watcher that takes no messages (--watch-send-timeout, or 5 s while other readers are refused)");
                         if let Some(c) = &conn {
                             c.close();

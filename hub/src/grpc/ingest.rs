@@ -54,6 +54,20 @@ pub struct IngestConfig {
     pub max_cluster_report_bytes: u64,
 }
 
+gwhub_common::metrics! {
+    /// What ingest refuses, served on `/metrics`.
+    #[derive(Debug, Default)]
+    pub struct IngestCounters {
+        /// Streams refused for `--max-cluster-report-bytes`.
+        pub refused_cluster_report_bytes: prometheus_client::metrics::counter::Counter =>
+            "gwhub_budget_refused_cluster_report_bytes",
+            "Agent streams ended for --max-cluster-report-bytes.",
+    }
+}
+
+/// Default of `--max-cluster-report-bytes`: 32 MiB, about 10,000 Gateways
+/// of 3 KiB (a Gateway with a few listeners encodes to well under 1 KiB).
+pub const DEFAULT_MAX_CLUSTER_REPORT_BYTES: u64 = 32 * 1024 * 1024;
 /// Default of `gwhub serve --max-messages-per-second`: far above what an
 /// agent sends (a snapshot in chunks, then one delta per change batch) and
 /// above the scale bench's per-stream rate, so only a runaway or hostile
@@ -69,7 +83,7 @@ impl IngestConfig {
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
             hello_timeout: Duration::from_secs(10),
             max_messages_per_second: DEFAULT_MAX_MESSAGES_PER_SECOND,
-            max_cluster_report_bytes: crate::budget::DEFAULT_MAX_CLUSTER_REPORT_BYTES,
+            max_cluster_report_bytes: DEFAULT_MAX_CLUSTER_REPORT_BYTES,
         }
     }
 }
@@ -80,6 +94,8 @@ pub struct IngestService {
     shutdown: CancellationToken,
     /// Serves Join and Renew (`None`: joining is off).
     issuer: Option<std::sync::Arc<dyn Issuer>>,
+    /// Counted into by every stream ([`Self::count_in`]).
+    counters: std::sync::Arc<IngestCounters>,
 }
 
 impl IngestService {
@@ -90,7 +106,14 @@ impl IngestService {
             config,
             shutdown,
             issuer: None,
+            counters: std::sync::Arc::default(),
         }
+    }
+
+    /// Counts refusals into `counters` (the hub's, on `/metrics`).
+    pub(crate) fn count_in(mut self, counters: std::sync::Arc<IngestCounters>) -> Self {
+        self.counters = counters;
+        self
     }
 
     /// Serves Join and Renew with `issuer`.
@@ -176,6 +199,7 @@ impl v1::ingest_server::Ingest for IngestService {
         let index = self.index.clone();
         let config = self.config.clone();
         let shutdown = self.shutdown.clone();
+        let counters = self.counters.clone();
         // The stream's log lines name its peer and, once Hello told it,
         // its cluster.
         let span = tracing::info_span!(
@@ -186,6 +210,7 @@ impl v1::ingest_server::Ingest for IngestService {
         tokio::spawn(async move {
             let mut stream = AgentStream::new(index, config, tx.clone(), shutdown);
             stream.identity = identity;
+            stream.counters = counters;
             let result = match cert_end {
                 None => stream.run(inbound).await,
                 Some(end) => tokio::select! {
@@ -276,6 +301,8 @@ struct AgentStream {
     /// stream's last snapshot, and their sum (the cluster budget).
     sizes: HashMap<GatewayKey, u64>,
     bytes: u64,
+    /// The service's counters.
+    counters: std::sync::Arc<IngestCounters>,
 }
 
 fn hub_msg(m: hub_message::Message) -> v1::HubMessage {
@@ -365,6 +392,7 @@ impl AgentStream {
             rate: None,
             sizes: HashMap::new(),
             bytes: 0,
+            counters: std::sync::Arc::default(),
         }
     }
 

@@ -21,18 +21,20 @@
 //! `aggregator` (live hub Gateways, the dirty set, the published views),
 //! `history` (status transitions) and `inventory` (ClusterProfiles and
 //! placements). `view` is the views' encoding, so the gRPC side depends on
-//! the index and never the other way round.
+//! the index and never the other way round. `dns_view` is the view fleet
+//! DNS publishes (the DNS controller writes it; gRPC and the page read it).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::budget::Counters;
 use gwhub_hub_rules::aggregate::Options;
 
 mod aggregator;
+mod counters;
 mod dns_condition;
+mod dns_view;
 mod history;
 mod hostnames;
 mod inventory;
@@ -49,7 +51,9 @@ use inventory::FleetInventory;
 use reports::Reports;
 use sessions::Sessions;
 
+pub use counters::IndexCounters;
 pub use dns_condition::DnsMode;
+pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
@@ -70,7 +74,7 @@ struct Inner {
     inventory: FleetInventory,
     hostnames: Hostnames,
     dns_conditions: DnsConditions,
-    counters: Arc<Counters>,
+    counters: Arc<IndexCounters>,
 }
 
 /// Cheap to clone; every clone shares the same state.
@@ -82,6 +86,11 @@ pub struct Index {
 fn now_millis() -> i64 {
     Timestamp::now().as_millisecond()
 }
+
+/// Default of `--max-clusters` and `--max-connections` (one connection per
+/// agent): room for the largest fleets one hub is known to serve (Open
+/// Cluster Management is scale-tested with 3,500 managed clusters).
+pub const DEFAULT_MAX_CLUSTERS: usize = 4096;
 
 /// Everything the index is built from, set once: the index has no setters.
 #[derive(Clone, Debug)]
@@ -146,8 +155,8 @@ impl Index {
         self.inner.sessions.stale_after()
     }
 
-    /// The budgets' counters (see [`crate::budget`]).
-    pub fn counters(&self) -> &Arc<Counters> {
+    /// The index's counters (`--max-clusters`, `--insecure-prune-after`).
+    pub fn counters(&self) -> &Arc<IndexCounters> {
         &self.inner.counters
     }
 }
@@ -212,7 +221,7 @@ mod tests {
         assert!(index.import_cluster("a", one(), long_ago, long_ago));
         assert!(index.import_cluster("b", one(), long_ago, long_ago));
         assert!(!index.import_cluster("c", one(), long_ago, long_ago));
-        assert_eq!(Counters::get(&index.counters().refused_clusters), 1);
+        assert_eq!(index.counters().refused_clusters.get(), 1);
         // A known cluster is still updated.
         assert!(index.import_cluster("a", one(), long_ago, long_ago));
         assert_eq!(index.clusters().len(), 2);
@@ -335,8 +344,8 @@ mod tests {
     /// A propagation stamp lands with its delta's changes and is taken by
     /// the pass that reads them: set aside for the write when they make a
     /// new view (taken once, given back when that write fails), dropped
-    /// when they change nothing (no write carries them). hub_kube's
-    /// propagation test once slept around the race this replaced: a stamp
+    /// when they change nothing (no write carries them). The
+    /// hub_propagation test once slept around the race this replaced: a stamp
     /// noted beside the changes, not with them.
     #[test]
     fn a_stamp_travels_with_its_changes_to_the_write() {

@@ -14,7 +14,6 @@ use tokio::sync::watch;
 
 use super::sessions::{ClusterLive, ClusterTransition, Session, Superseded};
 use super::{Index, now_millis};
-use crate::budget::Counters;
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
 
@@ -274,7 +273,7 @@ impl Index {
         let max = self.inner.sessions.max_clusters();
         if !known && clusters.len() >= max {
             drop(clusters);
-            Counters::bump(&self.inner.counters.refused_clusters);
+            self.inner.counters.refused_clusters.inc();
             tracing::warn!(
                 cluster,
                 max,

@@ -13,7 +13,6 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::{Index, now_millis};
-use crate::budget::Counters;
 
 /// The sessions part of the index: every known cluster's liveness record,
 /// and the channels that announce its transitions and prunes.
@@ -241,7 +240,7 @@ impl Index {
             let max = self.inner.sessions.max_clusters;
             let new = !clusters.contains_key(cluster);
             if new && clusters.len() >= max {
-                Counters::bump(&self.inner.counters.refused_clusters);
+                self.inner.counters.refused_clusters.inc();
                 return Err(TooManyClusters {
                     cluster: cluster.to_owned(),
                     max,
@@ -373,7 +372,7 @@ impl Index {
             gone
         };
         for cluster in gone {
-            Counters::bump(&self.inner.counters.clusters_pruned);
+            self.inner.counters.clusters_pruned.inc();
             tracing::info!(
                 cluster,
                 "silent disconnected cluster forgotten (--insecure-prune-after)"

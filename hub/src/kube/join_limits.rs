@@ -206,6 +206,34 @@ impl RefusalLabel {
     }
 }
 
+gwhub_common::metrics! {
+    /// What Join and Renew count, served on `/metrics`; handed to the
+    /// [`super::join::Joiner`] when the hub starts.
+    #[derive(Debug, Default)]
+    pub struct JoinCounters {
+        /// Refused Join calls, by reason (see [`RefusalLog`]).
+        pub joins_refused: prometheus_client::metrics::family::Family<
+            RefusalLabel,
+            prometheus_client::metrics::counter::Counter,
+        > => "gwhub_join_refused",
+            "Join calls refused, by reason (bad_token, denied, rate_limited, already_exists, invalid, unavailable, other).",
+        /// Renewals of clusters outside the fleet inventory, admitted by
+        /// `--inventory-mode=observe` (enforce refuses them).
+        pub renewals_outside_inventory: prometheus_client::metrics::counter::Counter =>
+            "gwhub_renewals_outside_inventory",
+            "Renew calls admitted for clusters outside the fleet inventory (--inventory-mode=observe).",
+    }
+}
+
+impl JoinCounters {
+    /// Join calls refused for `reason` so far (`gwhub_join_refused_total`).
+    pub fn joins_refused(&self, reason: &'static str) -> u64 {
+        self.joins_refused
+            .get_or_create(&RefusalLabel::new(reason))
+            .get()
+    }
+}
+
 /// A refusal's reason, from its status code.
 pub fn reason_of(code: tonic::Code) -> &'static str {
     use tonic::Code as C;

@@ -20,9 +20,9 @@ use gwhub_hub_rules::read_access::Visibility;
 
 use super::{Change, ClusterView, Fleet, GatewayName, GatewayRow, State, error, visible_clusters};
 use crate::authz::Reader;
-use crate::budget::{CallPermit, Counters};
 use crate::grpc::dashboard::{Diff, Sent, diff, undecided};
 use crate::index::GatewayView;
+use crate::reader_pool::CallPermit;
 
 /// A comment line on an idle event stream this often: proxies keep it
 /// open, and a page that went away is noticed. It goes through the
@@ -71,12 +71,10 @@ impl State {
         // address's share and the connection's, counted in
         // gwhub_dashboard_calls.
         // Authorized already (the reader was decided before).
-        let permit = match self.streams.admit(
-            conn.as_ref(),
-            true,
-            self.max_streams_per_connection,
-            self.index.counters(),
-        ) {
+        let permit = match self
+            .streams
+            .admit(conn.as_ref(), true, self.max_streams_per_connection)
+        {
             Ok(p) => p,
             Err(e) => return error(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         };
@@ -98,7 +96,7 @@ impl State {
         tx: mpsc::Sender<Event>,
         filter: Filter,
         mut reader: Reader,
-        conn: Option<Arc<crate::conn::ConnState>>,
+        conn: Option<Arc<crate::conn_state::ConnState>>,
     ) {
         let mut views = self.index.subscribe();
         let shutdown = self.shutdown.clone();
@@ -223,7 +221,7 @@ impl State {
         &self,
         tx: &mpsc::Sender<Event>,
         event: Event,
-        conn: Option<&crate::conn::ConnState>,
+        conn: Option<&crate::conn_state::ConnState>,
     ) -> bool {
         // Sooner while others are refused for a full pool.
         let since = tokio::time::Instant::now();
@@ -235,7 +233,7 @@ impl State {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,
             Err(()) => {
-                Counters::bump(&self.index.counters().watchers_dropped);
+                self.streams.counters().watchers_dropped.inc();
                 tracing::warn!(timeout = ?self.send_timeout, "dropping a web page that takes no events (--watch-send-timeout)");
                 if let Some(c) = conn {
                     c.close();

@@ -92,9 +92,10 @@ use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::authz::{ReadError, Reader};
-use crate::budget::{Budgets, DashboardCalls};
+use crate::grpc::ReaderLimits;
 use crate::grpc::dashboard::{authorize_listing, transition_to_proto};
 use crate::index::{GatewayView, Index};
+use crate::reader_pool::DashboardCalls;
 use crate::tls::DashboardAuth;
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::listing::Filter;
@@ -136,7 +137,7 @@ struct State {
     /// Served over TLS: answers carry `Strict-Transport-Security`.
     tls: bool,
     /// Fleet DNS as this replica last decided it.
-    dns: watch::Receiver<Arc<crate::dns::DnsView>>,
+    dns: watch::Receiver<Arc<crate::index::DnsView>>,
 }
 
 /// How the web listener is reached: its names and whether it speaks TLS.
@@ -147,18 +148,18 @@ pub struct WebAccess {
 }
 
 impl WebService {
-    /// `/api/dns` from `dns` (the hub's [`crate::dns::DnsView`] channel).
-    pub fn with_dns(mut self, dns: watch::Receiver<Arc<crate::dns::DnsView>>) -> Self {
+    /// `/api/dns` from `dns` (the hub's [`crate::index::DnsView`] channel).
+    pub fn with_dns(mut self, dns: watch::Receiver<Arc<crate::index::DnsView>>) -> Self {
         if let Some(state) = Arc::get_mut(&mut self.state) {
             state.dns = dns;
         }
         self
     }
 
-    pub fn new(
+    pub(crate) fn new(
         index: Index,
         auth: DashboardAuth,
-        budgets: &Budgets,
+        limits: ReaderLimits,
         streams: DashboardCalls,
         shutdown: CancellationToken,
         access: WebAccess,
@@ -168,8 +169,8 @@ impl WebService {
                 index,
                 auth,
                 streams,
-                max_streams_per_connection: budgets.max_dashboard_calls_per_connection,
-                send_timeout: budgets.watch_send_timeout,
+                max_streams_per_connection: limits.max_calls_per_connection,
+                send_timeout: limits.watch_send_timeout,
                 shutdown,
                 hosts: access.hosts,
                 tls: access.tls,

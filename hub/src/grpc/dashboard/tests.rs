@@ -31,7 +31,7 @@ fn names(d: &Diff) -> Vec<String> {
 /// is off or this replica does not lead.
 #[test]
 fn dns_names_follow_what_the_reader_sees() {
-    use crate::dns::{ClusterVerdict, NameView, Verdict};
+    use crate::index::{ClusterVerdict, NameView, Verdict};
     let name = |ns: &str| NameView {
         zone: "fleet.test".into(),
         owner: Some(GatewayKey::new(ns, "web")),

@@ -297,7 +297,7 @@ impl AgentStream {
         if bytes <= max {
             return Ok(());
         }
-        crate::budget::Counters::bump(&self.index.counters().refused_cluster_report_bytes);
+        self.counters.refused_cluster_report_bytes.inc();
         Err(Status::resource_exhausted(format!(
             "{}: cluster {:?} would hold more than {max} bytes of reported status, its budget (the hub's --max-cluster-report-bytes); its last good report is kept",
             at(),

@@ -2,6 +2,10 @@
 //! (`ListDnsNames`), `gwhubctl dns plan` / `get dns` and the web page
 //! (published on a `tokio::sync::watch` by the controller, read by the
 //! Dashboard and the page).
+//!
+//! It lives in the index, beside the other published views, because it is
+//! plain data that its readers (gRPC, the page) share with its writer (the
+//! DNS controller): the readers then name only the index, never fleet DNS.
 
 use std::collections::BTreeMap;
 
