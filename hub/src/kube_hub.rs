@@ -182,12 +182,18 @@ impl Connected {
                     "the hub was started without this fleet inventory; its admissions do not follow it"
                 );
             }
+            let removals = inventory::Removals::default();
+            tasks.spawn(inventory::record_removals(
+                removals.clone(),
+                Api::namespaced(client.clone(), &options.namespace),
+                leader.clone(),
+                shutdown.clone(),
+            ));
             tasks.spawn(inventory::revoke_orphans(
                 Api::namespaced(client.clone(), namespace),
-                inventory::Removals {
-                    configmaps: Api::namespaced(client.clone(), &options.namespace),
-                    leader: leader.clone(),
-                },
+                Api::namespaced(client.clone(), &options.namespace),
+                leader.clone(),
+                removals.clone(),
                 namespace.clone(),
                 shutdown.clone(),
             ));
@@ -195,10 +201,7 @@ impl Connected {
                 Api::namespaced(client.clone(), namespace),
                 index.clone(),
                 inventory_tx,
-                inventory::Removals {
-                    configmaps: Api::namespaced(client.clone(), &options.namespace),
-                    leader: leader.clone(),
-                },
+                removals,
                 managed_tx,
                 shutdown.clone(),
             ));

@@ -270,6 +270,89 @@ async fn deleting_a_cluster_profile_revokes_the_cluster() {
     hub.shutdown().await.unwrap();
 }
 
+/// A deletion this replica sees while another one leads is not lost: it is
+/// recorded once this replica leads (here: the other's Lease is deleted, as
+/// a replica that ends releases it), at the time it was seen.
+#[tokio::test]
+async fn a_deletion_seen_while_not_leading_is_recorded_once_leading() {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let Some((_fleet, admin, as_hub)) =
+        management("a_deletion_seen_while_not_leading_is_recorded_once_leading").await
+    else {
+        return;
+    };
+    let lease_name = crate::support::kube_hub::lease("lifecycle").name;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    leases
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(lease_name.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some("another-replica".into()),
+                    lease_duration_seconds: Some(3600),
+                    renew_time: Some(MicroTime(jiff::Timestamp::now())),
+                    ..Default::default()
+                }),
+            },
+        )
+        .await
+        .expect("another replica holds the Lease");
+    foreign_profile(&admin, "west").await;
+    let hub = kube_hub(&as_hub)
+        .identity("lifecycle")
+        .inventory(FLEET_NS, Mode::Enforce)
+        .start()
+        .await;
+    let in_inventory = |hub: &KubeHub| {
+        hub.hub
+            .index
+            .listed_clusters()
+            .iter()
+            .any(|c| c.summary.name == "west" && c.in_inventory)
+    };
+    until(WAIT, || async { in_inventory(&hub) }, |listed| *listed).await;
+
+    let before = gwhub_hub::kube::revocations::now();
+    let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
+    profiles
+        .delete("west", &DeleteParams::default())
+        .await
+        .unwrap();
+    until(WAIT, || async { in_inventory(&hub) }, |listed| !*listed).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let recorded = || async {
+        configmaps
+            .get_opt(REVOKED_CONFIGMAP)
+            .await
+            .unwrap()
+            .and_then(|cm| cm.data)
+            .and_then(|d| d.get("west").cloned())
+    };
+    // The other replica still leads (its Lease runs for an hour): nothing
+    // is written.
+    assert_eq!(recorded().await, None, "only the leader records removals");
+    assert!(!*hub.leader.borrow(), "the hub does not lead");
+
+    leases
+        .delete(&lease_name, &DeleteParams::default())
+        .await
+        .expect("the other replica releases the Lease");
+    let at = until(WAIT, &recorded, |r| r.is_some())
+        .await
+        .expect("recorded once the hub leads");
+    let at: jiff::Timestamp = at.parse().expect("an RFC 3339 time");
+    assert!(
+        at >= before && at <= jiff::Timestamp::now(),
+        "recorded at the time the deletion was seen ({before} .. now), not {at}"
+    );
+    hub.shutdown().await.unwrap();
+}
+
 /// `gwhub.io/Reporting` on the ClusterProfile `east` the hub published at
 /// the join, and only there.
 fn reporting_condition(

@@ -56,35 +56,125 @@ pub(crate) async fn publish(
     }
 }
 
-/// Where a deleted ClusterProfile's removal is recorded: ConfigMap
-/// `gwhub-revoked` in the hub's namespace, written by the leader only.
+/// The removals this replica saw (a deleted ClusterProfile, an orphaned
+/// identity), by cluster, each with the time it was seen, until one is
+/// recorded in ConfigMap `gwhub-revoked` by the leader ([`record_removals`]).
+///
+/// Every replica keeps them, not only the leader: a deletion seen while
+/// this replica was not leading (its Lease lost for a renewal, another
+/// replica leading and ending) is recorded once it leads. A removal is
+/// never dropped for a failed write either; it stays until written. At
+/// most one entry per deleted cluster, gone once recorded.
+#[derive(Clone, Default)]
 pub(crate) struct Removals {
-    pub configmaps: Api<ConfigMap>,
-    pub leader: watch::Receiver<bool>,
+    pending: watch::Sender<BTreeMap<String, jiff::Timestamp>>,
 }
 
 impl Removals {
-    /// Revokes `cluster` (its ClusterProfile is gone) when this replica
-    /// leads; the write is retried on conflict, so it is also safe beside
-    /// another writer.
-    async fn revoke(&self, cluster: &str) {
-        if !*self.leader.borrow() {
-            return;
-        }
+    /// `cluster` is removed now (its ClusterProfile is gone).
+    fn revoke(&self, cluster: &str) {
         let at = super::revocations::now();
-        match super::revocations::record(&self.configmaps, cluster, at).await {
-            Ok(()) => tracing::info!(
-                cluster,
-                %at,
-                "ClusterProfile deleted: the cluster's identity is revoked"
-            ),
-            Err(e) => tracing::warn!(
-                cluster,
-                error = %e,
-                "ClusterProfile deleted, but its removal could not be recorded"
-            ),
+        self.pending.send_modify(|p| {
+            let seen = p.entry(cluster.to_owned()).or_insert(at);
+            *seen = (*seen).max(at);
+        });
+        tracing::info!(cluster, %at, "ClusterProfile gone: the cluster's identity is to be revoked");
+    }
+
+    /// Drops the entries `done` covers (recorded at or after the time
+    /// they were seen); a removal seen again since stays.
+    fn settle(&self, done: &BTreeMap<String, i64>) {
+        self.pending.send_if_modified(|p| {
+            let before = p.len();
+            p.retain(|cluster, at| !covered(at.as_second(), done.get(cluster).copied()));
+            p.len() != before
+        });
+    }
+}
+
+/// Whether a removal seen at `at` (Unix seconds) is covered by a recorded
+/// one (`recorded`): recorded at the same second or later.
+fn covered(at: i64, recorded: Option<i64>) -> bool {
+    recorded.is_some_and(|r| r >= at)
+}
+
+/// The first and the longest wait of [`record_removals`] between attempts
+/// (a failed write, or, not leading, a check whether the leader wrote).
+const RECORD_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RECORD_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Records the pending [`Removals`] in ConfigMap `gwhub-revoked` until
+/// `shutdown`: while this replica leads, each one is written (retried with
+/// the common backoff until it lands); while it does not, the ConfigMap is
+/// read and the removals the leader already wrote are dropped. A change of
+/// leadership is acted on at once.
+pub(crate) async fn record_removals(
+    removals: Removals,
+    configmaps: Api<ConfigMap>,
+    mut leader: watch::Receiver<bool>,
+    shutdown: CancellationToken,
+) {
+    let mut pending = removals.pending.subscribe();
+    let mut backoff = gwhub_common::backoff::Exponential::new(RECORD_RETRY_FIRST, RECORD_RETRY_MAX);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            some = pending.wait_for(|p| !p.is_empty()) => if some.is_err() { return },
+        }
+        let todo = pending.borrow_and_update().clone();
+        let leading = *leader.borrow_and_update();
+        let (done, failed) = if leading {
+            record_all(&configmaps, &todo).await
+        } else {
+            match super::revocations::read(&configmaps).await {
+                Ok(recorded) => (recorded, false),
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot read the recorded removals");
+                    (BTreeMap::new(), true)
+                }
+            }
+        };
+        removals.settle(&done);
+        if leading && !failed {
+            backoff.reset();
+            continue;
+        }
+        let wait = backoff.failed();
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+            changed = leader.changed() => if changed.is_err() {
+                // No election any more: the wait alone paces the retries.
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            },
         }
     }
+}
+
+/// Writes every removal of `todo`; the ones written (cluster -> their
+/// time) and whether any failed.
+async fn record_all(
+    configmaps: &Api<ConfigMap>,
+    todo: &BTreeMap<String, jiff::Timestamp>,
+) -> (BTreeMap<String, i64>, bool) {
+    let mut done = BTreeMap::new();
+    let mut failed = false;
+    for (cluster, at) in todo {
+        match super::revocations::record(configmaps, cluster, *at).await {
+            Ok(()) => {
+                tracing::info!(%cluster, %at, "ClusterProfile deleted: the cluster's identity is revoked");
+                done.insert(cluster.clone(), at.as_second());
+            }
+            Err(e) => {
+                failed = true;
+                tracing::warn!(%cluster, error = %e, "a removal could not be recorded yet; retrying");
+            }
+        }
+    }
+    (done, failed)
 }
 
 /// What keeps [`revoke_orphans`] from checking the identities.
@@ -110,6 +200,8 @@ const ORPHANS_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 /// never seen by the watch).
 pub(crate) async fn revoke_orphans(
     api: Api<ClusterProfile>,
+    configmaps: Api<ConfigMap>,
+    leader: watch::Receiver<bool>,
     removals: Removals,
     namespace: String,
     shutdown: CancellationToken,
@@ -117,43 +209,55 @@ pub(crate) async fn revoke_orphans(
     // Spawned at the hub's start: identities issued since are not orphans
     // (see `issued::orphaned`).
     let started = jiff::Timestamp::now().as_second();
-    revoke_orphans_once(api, removals, namespace, started, shutdown.clone()).await;
+    let check = Orphans {
+        api,
+        configmaps,
+        removals,
+        namespace,
+        started,
+    };
+    check.revoke_once(leader, shutdown.clone()).await;
     // One check per start, but a task of the hub's set: one that ends
     // before shutdown reads as a failure and stops the hub.
     shutdown.cancelled().await;
 }
 
-async fn revoke_orphans_once(
+/// What [`revoke_orphans`] checks: the ClusterProfiles of `namespace`
+/// against the identities in `configmaps` issued by `started`.
+struct Orphans {
     api: Api<ClusterProfile>,
+    configmaps: Api<ConfigMap>,
     removals: Removals,
     namespace: String,
     started: i64,
-    shutdown: CancellationToken,
-) {
-    let mut leader = removals.leader.clone();
-    tokio::select! {
-        _ = shutdown.cancelled() => return,
-        led = leader.wait_for(|l| *l) => if led.is_err() { return },
-    }
-    for attempt in 1..=ORPHANS_ATTEMPTS {
-        match orphans(&api, &removals.configmaps, &namespace, started).await {
-            Ok(clusters) => {
-                for cluster in clusters {
-                    tracing::info!(
-                        %cluster,
-                        "an identity was issued under the fleet inventory, but its ClusterProfile is gone"
-                    );
-                    removals.revoke(&cluster).await;
-                }
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(attempt, error = %e, "cannot check for identities without a ClusterProfile")
-            }
-        }
+}
+
+impl Orphans {
+    async fn revoke_once(&self, mut leader: watch::Receiver<bool>, shutdown: CancellationToken) {
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(ORPHANS_RETRY) => {}
+            led = leader.wait_for(|l| *l) => if led.is_err() { return },
+        }
+        for attempt in 1..=ORPHANS_ATTEMPTS {
+            match orphans(&self.api, &self.configmaps, &self.namespace, self.started).await {
+                Ok(clusters) => {
+                    for cluster in clusters {
+                        tracing::info!(
+                            %cluster,
+                            "an identity was issued under the fleet inventory, but its ClusterProfile is gone"
+                        );
+                        self.removals.revoke(&cluster);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "cannot check for identities without a ClusterProfile")
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(ORPHANS_RETRY) => {}
+            }
         }
     }
 }
@@ -225,7 +329,7 @@ pub(crate) async fn run_inventory_watch(
                 index.replace_inventory(all);
                 synced.send_replace(true);
                 for cluster in gone {
-                    removals.revoke(&cluster).await;
+                    removals.revoke(&cluster);
                 }
             }
             Change::Applied(p) => {
@@ -249,7 +353,7 @@ pub(crate) async fn run_inventory_watch(
                 }
                 index.remove_from_inventory(&cluster);
                 managed.send_if_modified(|m| m.remove(&cluster).is_some());
-                removals.revoke(&cluster).await;
+                removals.revoke(&cluster);
             }
             Change::Failed(e) => {
                 tracing::warn!(error = %e, "watching the fleet inventory (ClusterProfiles) failed; retrying")
@@ -285,5 +389,40 @@ pub(crate) async fn run_placement_watch(
                 tracing::warn!(error = %e, "watching PlacementDecisions failed; retrying")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (seen at, recorded at) -> whether the removal is settled.
+    #[test]
+    fn a_removal_is_settled_by_a_record_as_late_as_it() {
+        let cases = [
+            (100, None, false),
+            (100, Some(99), false),
+            (100, Some(100), true),
+            (100, Some(101), true),
+        ];
+        for (at, recorded, want) in cases {
+            assert_eq!(covered(at, recorded), want, "{at} {recorded:?}");
+        }
+    }
+
+    #[test]
+    fn settling_keeps_a_removal_seen_again_since() {
+        let removals = Removals::default();
+        let at = |s| jiff::Timestamp::from_second(s).unwrap();
+        removals.pending.send_modify(|p| {
+            p.insert("east".into(), at(100));
+            p.insert("west".into(), at(200));
+        });
+        removals.settle(&BTreeMap::from([
+            ("east".into(), 100),
+            ("west".into(), 150),
+        ]));
+        let left: Vec<String> = removals.pending.borrow().keys().cloned().collect();
+        assert_eq!(left, ["west"]);
     }
 }

@@ -79,14 +79,23 @@ const RECORD_ATTEMPTS: u32 = 5;
 /// Records `cluster` as removed at `at` in the ConfigMap (made when
 /// absent); a write that conflicts with another (gwhubctl and the hub, two
 /// removals at once) is read again and retried, so every removal lands.
+/// An entry already as late as `at` stays as it is: a removal recorded
+/// late (retried, or by a replica that just took the lead) never moves a
+/// newer one back, which would un-revoke the certificates between them.
 pub async fn record(
     api: &Api<ConfigMap>,
     cluster: &str,
     at: jiff::Timestamp,
 ) -> Result<(), RevocationsError> {
     edit(api, REVOKED_CONFIGMAP, true, |data| {
-        data.insert(cluster.to_owned(), at.to_string());
-        true
+        let later = data
+            .get(cluster)
+            .and_then(|t| t.trim().parse::<jiff::Timestamp>().ok())
+            .is_some_and(|t| t >= at);
+        if !later {
+            data.insert(cluster.to_owned(), at.to_string());
+        }
+        !later
     })
     .await
     .map_err(RevocationsError::Record)
