@@ -17,7 +17,8 @@
 //!   change ([`Publisher::after_start`]) the machine is seeded with the
 //!   read-back set: a cluster in it stays without the rise, and leaves
 //!   only on a fresh ineligible report ([`Observation::fresh`]: a report
-//!   received since the start) or after `stale_after_millis` of silence
+//!   the caller knows to be current, e.g. received since the start) or
+//!   after `stale_after_millis` of silence
 //!   counted from the start. A cluster outside the read-back set rises
 //!   even on first sight there: the previous leader may have been holding
 //!   it back.
@@ -104,8 +105,9 @@ pub enum Seen {
 pub struct Observation {
     pub cluster: String,
     pub seen: Seen,
-    /// Whether it comes from a report received since the hub started (or
-    /// took over); only a seeded machine asks.
+    /// Whether it comes from a report known to be current (the hub: received
+    /// since it started or took over, or over a stream open to it); only a
+    /// seeded machine asks.
     pub fresh: bool,
 }
 

@@ -299,6 +299,77 @@ async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
     hub.shutdown().await.unwrap();
 }
 
+/// A replica that leads again (its Lease taken over, then free) reads the
+/// published set back, and a cluster streaming to it whose report says it
+/// is not eligible leaves at once: its report is current, not one to wait
+/// `--stale-after` for (spec section 8, "a fresh ineligible report").
+#[tokio::test]
+async fn a_replica_leading_again_removes_its_ineligible_cluster_at_once() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let Some((_fleet, admin, as_hub)) =
+        management("a_replica_leading_again_removes_its_ineligible_cluster_at_once").await
+    else {
+        return;
+    };
+    let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
+    create_hub_gateway(&gateways).await;
+    let hub = start_hub(
+        &as_hub,
+        &dns_flags(vec![gwhub_hub::dns::OutputKind::Dnsendpoint]),
+    )
+    .await;
+    let addr = hub.hub.ingest_addr;
+    let _c1 = connect(addr, 1, true, 1).await;
+    let mut c2 = connect(addr, 2, true, 1).await;
+    let endpoints: Api<DNSEndpoint> = Api::namespaced(admin.clone(), NS);
+    until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1, 2])).await;
+
+    // Another replica takes the Lease (for an hour): the hub stops leading.
+    let lease_name = crate::support::kube_hub::lease("dns-test").name;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    for attempt in 1..=10 {
+        let mut lease = leases.get(&lease_name).await.unwrap();
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some("another-replica".into());
+        spec.lease_duration_seconds = Some(3600);
+        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
+        match leases
+            .replace(&lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => break,
+            // The hub renewed in between.
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 10 => continue,
+            Err(e) => panic!("take the Lease: {e}"),
+        }
+    }
+    let mut leader = hub.leader.clone();
+    tokio::time::timeout(WAIT, leader.wait_for(|l| !*l))
+        .await
+        .expect("the hub stops leading")
+        .unwrap();
+
+    // c2's load balancer is no longer ready while nobody writes.
+    c2.upsert(2, report(2, false, 1)).await;
+    c2.expect_ack(2).await;
+    assert_eq!(a_targets(&endpoints).await, set(&[1, 2]));
+
+    // The other replica ends and releases the Lease: the hub leads again,
+    // reads {1, 2} back, and removes c2 at the first write, not after
+    // --stale-after (60 s) of c2's silence.
+    leases
+        .delete(&lease_name, &Default::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, leader.wait_for(|l| *l))
+        .await
+        .expect("the hub leads again")
+        .unwrap();
+    until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1])).await;
+    hub.shutdown().await.unwrap();
+}
+
 /// The hub's Dashboard: one ListDnsNames answer.
 async fn dns_names(hub: &KubeHub, namespace: &str) -> v1::ListDnsNamesResponse {
     let mut d = v1::dashboard_client::DashboardClient::connect(format!(

@@ -103,6 +103,30 @@ fn now_millis() -> i64 {
 const RETRY_BASE: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(300);
 
+/// How current this replica's report of a cluster is, for the read-back
+/// rule (spec section 8: a cluster found published leaves only on a fresh
+/// ineligible report).
+struct Current {
+    last_report_millis: i64,
+    /// The cluster streams to this replica now.
+    streams_here: bool,
+}
+
+impl Current {
+    /// Fresh: received since this replica started leading at `started`, or
+    /// from a stream open here, whose last report is the cluster's state
+    /// now. The read-back rule guards against a view that is behind (reports
+    /// restored at a start, imported from the store while another replica
+    /// holds the stream); a replica that merely led again (a Lease renewal
+    /// lost under load) is not behind for its own streams, and keeping such
+    /// a cluster for `--stale-after` would hold a load balancer that is not
+    /// ready in the record (found under load: a single replica's Lease
+    /// flapped between a cluster's report and the write).
+    fn is_fresh(&self, started: i64) -> bool {
+        self.streams_here || self.last_report_millis >= started
+    }
+}
+
 impl DnsController {
     /// Runs until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
@@ -406,13 +430,19 @@ impl DnsController {
     fn round(&self, names: &mut Names, specs: &Specs, started: i64) -> names::Decided {
         let gateways = self.hub_gateways(specs);
         let index = &self.index;
-        let last_report: BTreeMap<String, i64> = index
+        let current: BTreeMap<String, Current> = index
             .clusters()
             .into_iter()
-            .map(|c| (c.name, c.last_report_millis))
+            .map(|c| {
+                let now = Current {
+                    last_report_millis: c.last_report_millis,
+                    streams_here: c.connected,
+                };
+                (c.name, now)
+            })
             .collect();
         let clusters = |key: &GatewayKey| clusters::views(index, key);
-        let fresh = |c: &str| last_report.get(c).is_some_and(|t| *t >= started);
+        let fresh = |c: &str| current.get(c).is_some_and(|c| c.is_fresh(started));
         let fleet = gwhub_dns_rules::fleet_names(&gateways, &self.config.zones);
         names.round(&Round {
             now_millis: now_millis(),
@@ -608,6 +638,34 @@ async fn watch_specs(
         };
         if touched {
             changed.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Current;
+
+    /// (last report, streams here) -> fresh for a leader since 1000.
+    #[test]
+    fn a_report_is_fresh_if_received_since_the_start_or_streamed_here() {
+        let cases = [
+            (999, false, false),
+            (1000, false, true),
+            (1001, false, true),
+            (999, true, true),
+            (0, true, true),
+        ];
+        for (last_report_millis, streams_here, want) in cases {
+            let c = Current {
+                last_report_millis,
+                streams_here,
+            };
+            assert_eq!(
+                c.is_fresh(1000),
+                want,
+                "{last_report_millis} {streams_here}"
+            );
         }
     }
 }

@@ -85,7 +85,8 @@ pub(super) struct Round<'a> {
     pub names: &'a FleetNames,
     /// Per hub Gateway with names, its clusters (see `clusters::views`).
     pub clusters: &'a dyn Fn(&GatewayKey) -> Vec<ClusterView>,
-    /// Clusters whose report arrived since the start.
+    /// Clusters whose report is fresh: arrived since the start, or from a
+    /// stream open on this replica.
     pub fresh: &'a dyn Fn(&str) -> bool,
 }
 
