@@ -17,6 +17,7 @@ use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
 use gwhub_hub::kube::tls_secrets::CA_SECRET;
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
+use gwhub_hub_rules::report::ClusterReport;
 use gwhub_proto::client::ReportStream;
 use gwhub_proto::v1;
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
@@ -30,7 +31,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use crate::support::hub_secrets::csr_for;
-use crate::support::kube_hub::kube_hub;
+use crate::support::kube_hub::{kube_hub, lease_held_elsewhere, lease_released};
 
 const FLEET_NS: &str = "fleet";
 const WAIT: Duration = Duration::from_secs(30);
@@ -131,6 +132,22 @@ async fn stream(
     admitted(connect, hello(cluster), WAIT).await
 }
 
+/// How an admitted stream ends (within [`WAIT`], with a status).
+async fn stream_end(open: &mut ReportStream) -> tonic::Status {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match open.rx.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(s)) => return Some(s),
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("the stream ends")
+    .expect("with a status")
+}
+
 /// The refusal of a new Report stream as `cluster` with `identity` (a
 /// passing UNAVAILABLE, e.g. a restarted hub's inventory not loaded yet,
 /// is waited out).
@@ -204,18 +221,7 @@ async fn deleting_a_cluster_profile_revokes_the_cluster() {
         .delete("east", &DeleteParams::default())
         .await
         .unwrap();
-    let ended = tokio::time::timeout(WAIT, async {
-        loop {
-            match open.rx.next().await {
-                Some(Ok(_)) => continue,
-                Some(Err(s)) => return Some(s),
-                None => return None,
-            }
-        }
-    })
-    .await
-    .expect("the stream ends")
-    .expect("with a status");
+    let ended = stream_end(&mut open).await;
     assert_eq!(ended.code(), tonic::Code::PermissionDenied, "{ended:?}");
     let recorded = until(
         WAIT,
@@ -270,38 +276,70 @@ async fn deleting_a_cluster_profile_revokes_the_cluster() {
     hub.shutdown().await.unwrap();
 }
 
+/// A removal recorded while another replica leads is acted on once the hub
+/// leads: the removed cluster's reports are deleted (its deregistration)
+/// without waiting for another removal to come by.
+#[tokio::test]
+async fn a_removal_recorded_while_not_leading_deregisters_once_leading() {
+    let Some((_fleet, admin, as_hub)) =
+        management("a_removal_recorded_while_not_leading_deregisters_once_leading").await
+    else {
+        return;
+    };
+    let hub = start_hub(&as_hub, Duration::from_secs(60)).await;
+    let east = join(&admin, &hub, "east").await;
+    let mut open = stream(&admin, &hub, "east", &east).await;
+    open.tx
+        .send(v1::AgentMessage {
+            message: Some(v1::agent_message::Message::Snapshot(v1::SnapshotChunk {
+                snapshot_id: 1,
+                chunk: 0,
+                r#final: true,
+                seq: 1,
+                gateways: vec![],
+            })),
+        })
+        .await
+        .unwrap();
+    let reports: Api<ClusterReport> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    let head = gwhub_model::cluster::object_name("east");
+    let stored = || async { reports.get_opt(&head).await.unwrap().is_some() };
+    until(WAIT, stored, |s| *s).await;
+
+    lease_held_elsewhere(&admin).await;
+    let mut leader = hub.leader.clone();
+    tokio::time::timeout(WAIT, leader.wait_for(|l| !*l))
+        .await
+        .expect("the hub stops leading")
+        .unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    gwhub_hub::kube::revocations::record(&configmaps, "east", gwhub_hub::kube::revocations::now())
+        .await
+        .unwrap();
+    // Every replica follows the removal: the stream ends.
+    let ended = stream_end(&mut open).await;
+    assert_eq!(ended.code(), tonic::Code::PermissionDenied, "{ended:?}");
+    assert!(
+        stored().await,
+        "only the leader deletes a removed cluster's reports"
+    );
+
+    lease_released(&admin).await;
+    until(WAIT, stored, |s| !*s).await;
+    hub.shutdown().await.unwrap();
+}
+
 /// A deletion this replica sees while another one leads is not lost: it is
 /// recorded once this replica leads (here: the other's Lease is deleted, as
 /// a replica that ends releases it), at the time it was seen.
 #[tokio::test]
 async fn a_deletion_seen_while_not_leading_is_recorded_once_leading() {
-    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     let Some((_fleet, admin, as_hub)) =
         management("a_deletion_seen_while_not_leading_is_recorded_once_leading").await
     else {
         return;
     };
-    let lease_name = crate::support::kube_hub::lease("lifecycle").name;
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
-    leases
-        .create(
-            &PostParams::default(),
-            &Lease {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(lease_name.clone()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some("another-replica".into()),
-                    lease_duration_seconds: Some(3600),
-                    renew_time: Some(MicroTime(jiff::Timestamp::now())),
-                    ..Default::default()
-                }),
-            },
-        )
-        .await
-        .expect("another replica holds the Lease");
+    lease_held_elsewhere(&admin).await;
     foreign_profile(&admin, "west").await;
     let hub = kube_hub(&as_hub)
         .identity("lifecycle")
@@ -338,10 +376,7 @@ async fn a_deletion_seen_while_not_leading_is_recorded_once_leading() {
     assert_eq!(recorded().await, None, "only the leader records removals");
     assert!(!*hub.leader.borrow(), "the hub does not lead");
 
-    leases
-        .delete(&lease_name, &DeleteParams::default())
-        .await
-        .expect("the other replica releases the Lease");
+    lease_released(&admin).await;
     let at = until(WAIT, &recorded, |r| r.is_some())
         .await
         .expect("recorded once the hub leads");

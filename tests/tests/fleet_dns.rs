@@ -38,7 +38,7 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::support::kube_hub::kube_hub;
+use crate::support::kube_hub::{kube_hub, lease_held_elsewhere, lease_released};
 
 const NS: &str = "default";
 const HOST: &str = "app.fleet.test";
@@ -305,8 +305,6 @@ async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
 /// `--stale-after` for (spec section 8, "a fresh ineligible report").
 #[tokio::test]
 async fn a_replica_leading_again_removes_its_ineligible_cluster_at_once() {
-    use k8s_openapi::api::coordination::v1::Lease;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     let Some((_fleet, admin, as_hub)) =
         management("a_replica_leading_again_removes_its_ineligible_cluster_at_once").await
     else {
@@ -326,24 +324,7 @@ async fn a_replica_leading_again_removes_its_ineligible_cluster_at_once() {
     until(WAIT, || a_targets(&endpoints), |t| *t == set(&[1, 2])).await;
 
     // Another replica takes the Lease (for an hour): the hub stops leading.
-    let lease_name = crate::support::kube_hub::lease("dns-test").name;
-    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
-    for attempt in 1..=10 {
-        let mut lease = leases.get(&lease_name).await.unwrap();
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        spec.holder_identity = Some("another-replica".into());
-        spec.lease_duration_seconds = Some(3600);
-        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
-        match leases
-            .replace(&lease_name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => break,
-            // The hub renewed in between.
-            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 10 => continue,
-            Err(e) => panic!("take the Lease: {e}"),
-        }
-    }
+    lease_held_elsewhere(&admin).await;
     let mut leader = hub.leader.clone();
     tokio::time::timeout(WAIT, leader.wait_for(|l| !*l))
         .await
@@ -358,10 +339,7 @@ async fn a_replica_leading_again_removes_its_ineligible_cluster_at_once() {
     // The other replica ends and releases the Lease: the hub leads again,
     // reads {1, 2} back, and removes c2 at the first write, not after
     // --stale-after (60 s) of c2's silence.
-    leases
-        .delete(&lease_name, &Default::default())
-        .await
-        .unwrap();
+    lease_released(&admin).await;
     tokio::time::timeout(WAIT, leader.wait_for(|l| *l))
         .await
         .expect("the hub leads again")

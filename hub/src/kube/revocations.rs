@@ -193,6 +193,9 @@ pub(crate) async fn edit(
 /// cluster's reports: every replica has ended its stream by then, so the
 /// deletion deregisters it instead of being written back.
 const DELETE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+/// The longest wait before a failed deletion of a removed cluster's
+/// reports is tried again.
+const DELETE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Keeps `slot` equal to the ConfigMap's content until `shutdown`; the
 /// leader deletes each removed cluster's ClusterReport head, the operator's
@@ -203,7 +206,7 @@ pub async fn follow(
     api: Api<ConfigMap>,
     slot: watch::Sender<Arc<BTreeMap<String, i64>>>,
     reports: Api<gwhub_hub_rules::report::ClusterReport>,
-    leader: watch::Receiver<bool>,
+    mut leader: watch::Receiver<bool>,
     lifetime: std::time::Duration,
     shutdown: CancellationToken,
 ) {
@@ -218,8 +221,14 @@ pub async fn follow(
     // once, so a cluster that joined again is not deleted at every later
     // removal of another cluster (a new leader deletes each once more).
     let mut handled: BTreeMap<String, i64> = BTreeMap::new();
+    // A deletion that failed is tried again after this backoff; one due
+    // while this replica did not lead is done when it leads (found under
+    // load: a Lease renewal lost at the removal left the reports behind).
+    let mut backoff = gwhub_common::backoff::Exponential::new(DELETE_AFTER, DELETE_RETRY_MAX);
+    let mut retry: Option<std::time::Duration> = None;
+    let mut election = true;
     loop {
-        let event = tokio::select! {
+        tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = sweep.tick() => {
                 let removed = slot.borrow().clone();
@@ -238,30 +247,38 @@ pub async fn follow(
                 }
                 continue;
             }
-            e = events.next() => e,
-        };
-        let now = match event {
-            None => return,
-            Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => parse(&cm),
-            Some(Ok(Event::Delete(_))) => BTreeMap::new(),
-            Some(Ok(_)) => continue,
-            Some(Err(e)) => {
-                tracing::warn!(error = %e, "watching ConfigMap {REVOKED_CONFIGMAP} failed; retrying");
-                continue;
+            changed = leader.changed(), if election => {
+                // Without an election (the sender gone) only events count.
+                election = changed.is_ok();
             }
-        };
-        slot.send_if_modified(|cur| {
-            let changed = **cur != now;
-            if changed {
-                tracing::info!(removed = ?now.keys().collect::<Vec<_>>(), "removed clusters changed");
-                *cur = Arc::new(now.clone());
+            _ = tokio::time::sleep(retry.unwrap_or_default()), if retry.is_some() => {}
+            e = events.next() => {
+                let now = match e {
+                    None => return,
+                    Some(Ok(Event::Apply(cm) | Event::InitApply(cm))) => parse(&cm),
+                    Some(Ok(Event::Delete(_))) => BTreeMap::new(),
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "watching ConfigMap {REVOKED_CONFIGMAP} failed; retrying");
+                        continue;
+                    }
+                };
+                slot.send_if_modified(|cur| {
+                    let changed = **cur != now;
+                    if changed {
+                        tracing::info!(removed = ?now.keys().collect::<Vec<_>>(), "removed clusters changed");
+                        *cur = Arc::new(now.clone());
+                    }
+                    changed
+                });
             }
-            changed
-        });
-        if !*leader.borrow() {
+        }
+        retry = None;
+        if !*leader.borrow_and_update() {
             handled.clear();
             continue;
         }
+        let now = slot.borrow().clone();
         let pending: Vec<(String, i64)> = now
             .iter()
             .filter(|(cluster, at)| handled.get(*cluster) != Some(*at))
@@ -274,6 +291,7 @@ pub async fn follow(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(DELETE_AFTER) => {}
         }
+        let mut failed = false;
         for (cluster, at) in pending {
             let name = gwhub_model::cluster::object_name(&cluster);
             match reports
@@ -288,9 +306,15 @@ pub async fn follow(
                     handled.insert(cluster, at);
                 }
                 Err(e) => {
-                    tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports")
+                    failed = true;
+                    tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports; retrying")
                 }
             }
+        }
+        if failed {
+            retry = Some(backoff.failed());
+        } else {
+            backoff.reset();
         }
     }
 }

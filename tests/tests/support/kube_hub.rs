@@ -18,6 +18,7 @@ use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::Mode;
 use gwhub_test_kit::install::SYSTEM_NS;
 use kube::Client;
+use kube::api::{Api, PostParams};
 
 /// The Lease the in-process replicas elect over: `gwhub-hub`, 4 s,
 /// renewed every 500 ms, held as `identity`.
@@ -28,6 +29,54 @@ pub(crate) fn lease(identity: &str) -> LeaseConfig {
         lease_duration: Duration::from_secs(4),
         renew_every: Duration::from_millis(500),
     }
+}
+
+/// Another replica holds the test Lease for an hour (made if absent, taken
+/// over if a hub holds it): a hub on it stops leading, or never starts.
+pub(crate) async fn lease_held_elsewhere(admin: &Client) {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let name = lease("any").name;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), SYSTEM_NS);
+    for attempt in 1..=10 {
+        let mut lease = leases
+            .get_opt(&name)
+            .await
+            .unwrap()
+            .unwrap_or_else(|| Lease {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.clone()),
+                    ..Default::default()
+                },
+                spec: None,
+            });
+        lease.spec = Some(LeaseSpec {
+            holder_identity: Some("another-replica".into()),
+            lease_duration_seconds: Some(3600),
+            renew_time: Some(MicroTime(jiff::Timestamp::now())),
+            ..LeaseSpec::default()
+        });
+        let written = match lease.metadata.resource_version {
+            Some(_) => leases.replace(&name, &PostParams::default(), &lease).await,
+            None => leases.create(&PostParams::default(), &lease).await,
+        };
+        match written {
+            Ok(_) => return,
+            // A hub renewed or made it in between.
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 10 => continue,
+            Err(e) => panic!("take the Lease: {e}"),
+        }
+    }
+}
+
+/// The other replica ends and releases the Lease (deletes it).
+pub(crate) async fn lease_released(admin: &Client) {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(admin.clone(), SYSTEM_NS);
+    leases
+        .delete(&lease("any").name, &Default::default())
+        .await
+        .expect("release the Lease");
 }
 
 /// What the hub is started with; see [`kube_hub`].
