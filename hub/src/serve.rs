@@ -15,8 +15,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
+pub use crate::conn::MAX_COUNT_FLAG;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
-pub use crate::conn::{DEFAULT_PER_ADDRESS, MAX_COUNT_FLAG, per_address};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
@@ -24,6 +24,7 @@ use crate::index::DEFAULT_MAX_CLUSTERS;
 use crate::index::{DnsView, Index, IndexConfig};
 use crate::metrics::HubMetrics;
 use crate::read::ReaderLimits;
+pub use crate::reader_pool::{DEFAULT_PER_ADDRESS, per_address};
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
 use gwhub_hub_rules::aggregate::Options;

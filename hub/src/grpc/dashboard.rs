@@ -53,7 +53,7 @@ impl DashboardService {
     pub fn new(index: Index, shutdown: CancellationToken) -> Self {
         let calls = DashboardCalls::new(
             DEFAULT_MAX_DASHBOARD_CALLS,
-            crate::conn::DEFAULT_PER_ADDRESS,
+            crate::reader_pool::DEFAULT_PER_ADDRESS,
             Arc::default(),
         );
         Self::with_limits(index, shutdown, ReaderLimits::default(), calls)

@@ -63,7 +63,7 @@ impl State {
     /// A Server-Sent Events stream of the matching hub Gateways.
     pub(super) fn events(
         self: Arc<Self>,
-        conn: Option<crate::conn::ConnInfo>,
+        conn: Option<crate::conn_state::ConnInfo>,
         filter: Filter,
         reader: Reader,
     ) -> Response {
