@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# The rules crates stay free of I/O: gwhub-model, gwhub-spoke-rules,
+# Two checks on the workspace's dependency structure, both cheap (cargo's
+# metadata and the sources' text; nothing is built).
+#
+# 1. The rules crates stay free of I/O: gwhub-model, gwhub-spoke-rules,
 # gwhub-hub-rules and gwhub-dns-rules must not depend (normal dependencies,
 # transitively) on an async runtime, gRPC, a Kubernetes client or a DNS
 # client. The compiler then keeps every rule pure: code in them cannot reach
 # a socket, a timer, an API server or a name server.
 # Fails naming the crate and the path to the forbidden dependency.
+#
+# 2. No module circles inside a hub crate (below). Fails naming the modules
+# of each loop and the arrows between them, with a file:line for each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 forbidden='^(tokio|tonic|kube-client|kube-runtime|hyper|reqwest|hickory-client|hickory-proto|hickory-resolver)$'
@@ -24,4 +30,110 @@ done
 if [[ $status -eq 0 ]]; then
   echo "check-deps: gwhub-model, gwhub-spoke-rules, gwhub-hub-rules and gwhub-dns-rules use no tokio, tonic, Kubernetes or DNS client"
 fi
+
+# 2. No module circles inside a crate. Each `crate::X` path (or member of
+# a grouped `use crate::{X, ..}`) in a non-comment line of a file of
+# top-level module M is an arrow M -> X; paths inside a `#[cfg(test)] mod`
+# block or file do not count, nor do doc links (comments). tsort then finds
+# any loop. A loop means neither module can be read, changed or moved to
+# its own crate without the other. Text only (a `#[cfg(test)]` item other
+# than a module still counts; a string literal spanning lines is read as
+# code). Per crate: list each part crate here as it leaves gwhub-hub; its
+# sources are found through cargo's metadata wherever it moves.
+circle_crates=(gwhub-hub)
+
+# The directory of crate $1's library sources, from cargo's metadata.
+crate_src() {
+  cargo metadata --no-deps --format-version 1 --offline --locked |
+    jq -r --arg c "$1" '.packages[] | select(.name == $c) | .targets[]
+      | select(.kind | index("lib")) | .src_path' | xargs dirname
+}
+
+# Prints "from to file:line" for each arrow between top-level modules of the
+# crate whose sources are in $1.
+module_arrows() {
+  local src=$1 f rel
+  # Files that are test modules (`#[cfg(test)]` then `mod name;`).
+  local tests
+  tests=$(find "$src" -name '*.rs' -print0 | xargs -0 awk '
+    function children(f) { if (f ~ /\/(mod|lib|main)\.rs$/) { sub(/\/[^\/]*$/, "", f); return f }
+                           sub(/\.rs$/, "", f); return f }
+    FNR == 1 { pending = 0 }
+    pending && /^[ \t]*(pub(\([^)]*\))?[ \t]+)?mod[ \t]+[A-Za-z0-9_]+[ \t]*;/ {
+      name = $0; sub(/^[ \t]*(pub(\([^)]*\))?[ \t]+)?mod[ \t]+/, "", name); sub(/[ \t]*;.*/, "", name)
+      print children(FILENAME) "/" name ".rs"; print children(FILENAME) "/" name "/mod.rs"
+    }
+    { pending = ($0 ~ /^[ \t]*#\[cfg\(test\)\][ \t]*$/) || (pending && $0 ~ /^[ \t]*#\[/) }')
+  local modules
+  modules=$(find "$src" -mindepth 1 -maxdepth 1 \( -name '*.rs' -o -type d \) -printf '%f\n' |
+    sed 's/\.rs$//' | { grep -vxE 'lib|main' || true; } | sort -u)
+  while IFS= read -r f; do
+    grep -qxF "$f" <<<"$tests" && continue
+    rel=${f#"$src"/}
+    case $rel in lib.rs | main.rs) continue ;; esac
+    awk -v from="${rel%%[./]*}" -v modules="$(tr '\n' ' ' <<<"$modules")" '
+      BEGIN { n = split(modules, m, " "); for (i = 1; i <= n; i++) known[m[i]] = 1 }
+      function arrow(to) { if (to in known && to != from) print from, to, FILENAME ":" FNR }
+      function count(s, c,   t) { t = s; return gsub(c, "", t) }
+      {
+        line = $0
+        gsub(/"([^"\\]|\\.)*"/, "\"\"", line)
+        gsub(/'"'"'([^'"'"'\\]|\\.)'"'"'/, "'"'"' '"'"'", line)
+        sub(/\/\/.*/, "", line)
+        if (skipping) {
+          depth += count(line, "{") - count(line, "}")
+          if (depth <= 0) skipping = 0
+          next
+        }
+        if (pending) {
+          if (line ~ /^[ \t]*(pub(\([^)]*\))?[ \t]+)?mod[ \t]+[A-Za-z0-9_]+[ \t]*\{/) {
+            depth = count(line, "{") - count(line, "}"); skipping = depth > 0; pending = 0; next
+          }
+          if (line !~ /^[ \t]*#\[/) pending = 0
+        }
+        if (line ~ /^[ \t]*#\[cfg\(test\)\][ \t]*$/) { pending = 1; next }
+        # A grouped `crate::{a::x, b}`, to the end of its `use`.
+        if (group != "" || line ~ /(^|[^$A-Za-z0-9_:])crate::\{/) {
+          if (group == "") { group = line; sub(/.*crate::\{/, "{", group) } else group = group " " line
+          if (group !~ /;/) next
+          sub(/;.*/, "", group); d = 0; head = 1
+          for (i = 1; i <= length(group); i++) {
+            c = substr(group, i, 1)
+            if (c == "{") { d++; head = (d == 1); continue }
+            if (c == "}") { d--; continue }
+            if (c == "," && d == 1) { head = 1; continue }
+            if (head && d == 1 && c ~ /[A-Za-z_]/) {
+              match(substr(group, i), /^[A-Za-z0-9_]+/); arrow(substr(group, i, RLENGTH))
+              head = 0; i += RLENGTH - 1
+            } else if (c !~ /[ \t]/) head = 0
+          }
+          group = ""; next
+        }
+        while (match(line, /(^|[^$A-Za-z0-9_:])crate::[A-Za-z_][A-Za-z0-9_]*/)) {
+          to = substr(line, RSTART, RLENGTH); sub(/.*crate::/, "", to); arrow(to)
+          line = substr(line, RSTART + RLENGTH)
+        }
+      }' "$f"
+  done < <(find "$src" -name '*.rs' | sort)
+}
+
+for crate in "${circle_crates[@]}"; do
+  src=$(realpath --relative-to=. "$(crate_src "$crate")")
+  arrows=$(module_arrows "$src")
+  # tsort names each loop it breaks: a header line, then one member a line.
+  loops=$(awk '{ print $1, $2 }' <<<"$arrows" | sort -u | tsort 2>&1 >/dev/null |
+    awk '/input contains a loop/ { if (l != "") print l; l = "loop:"; next }
+         { sub(/^tsort: /, ""); l = l " " $0 } END { if (l != "") print l }' || true)
+  if [[ -n $loops ]]; then
+    echo "error: $crate has module circles (the members of each loop):" >&2
+    sed 's/^/  /' <<<"$loops" >&2
+    echo "the arrows inside each loop (the first use of each):" >&2
+    awk 'NR == FNR { for (i = 2; i <= NF; i++) loop[$i] = FNR; next }
+         ($1 in loop) && ($2 in loop) && loop[$1] == loop[$2] && !seen[$1 " " $2]++ { print "  " $1 " -> " $2 " (" $3 ")" }' \
+      <(cat <<<"$loops") <(cat <<<"$arrows") >&2
+    status=1
+  else
+    echo "check-deps: $crate's top-level modules form no circle ($(awk '{ print $1, $2 }' <<<"$arrows" | sort -u | wc -l) arrows)"
+  fi
+done
 exit $status

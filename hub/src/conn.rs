@@ -35,29 +35,13 @@ use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::transport::server::{Connected, TlsConnectInfo};
 
-use crate::conn_state::ConnState;
+use crate::conn_state::{ConnInfo, ConnState};
 use crate::reader_pool::{PoolSlot, ReaderPool};
 pub(crate) use accept::incoming;
 pub(crate) use metrics::ListenerMetrics;
 
 mod accept;
 mod metrics;
-
-/// Default of `--max-dashboard-connections-per-address` and
-/// `--max-dashboard-calls-per-address`: 0, an eighth of the pool
-/// ([`gwhub_hub_rules::reader_slots::eighth`]: 64 connections -> 8 per
-/// address, 256 calls -> 32), so eight addresses are needed to fill a
-/// pool and a newcomer then still gets its fair share (spec section 5).
-pub const DEFAULT_PER_ADDRESS: usize = 0;
-
-/// What one address may hold of a pool of `max`: `per_address`, or an
-/// eighth of `max` for 0.
-pub fn per_address(per_address: usize, max: usize) -> usize {
-    match per_address {
-        0 => gwhub_hub_rules::reader_slots::eighth(max),
-        n => n,
-    }
-}
 
 /// Largest value of the count flags bounding connections and calls
 /// (`--max-connections`, `--max-dashboard-*`): far above any real fleet,
@@ -160,17 +144,6 @@ impl Drop for CallGuard {
         self.0.touch();
         self.0.calls.send_modify(|n| *n = n.saturating_sub(1));
     }
-}
-
-/// The `ConnectInfo` of a hub connection (in every request's extensions;
-/// with TLS it also carries the peer's certificates).
-#[derive(Clone, Debug)]
-pub(crate) struct ConnInfo {
-    pub remote: SocketAddr,
-    pub state: Arc<ConnState>,
-    /// The peer's certificates, on a TLS connection of the hub's own
-    /// handshake (`with_tls`).
-    pub tls: Option<crate::tls_reload::PeerTls>,
 }
 
 /// The connection a request came on, with or without TLS.

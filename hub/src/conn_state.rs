@@ -1,13 +1,28 @@
 //! One connection's state shared by its requests and the pools that hold
 //! it: whether it was closed, its open calls, its Dashboard calls and when
-//! it was last active. It lives apart from the listener ([`crate::conn`])
+//! it was last active; and what every request carries of its connection
+//! ([`ConnInfo`]). It lives apart from the listener ([`crate::conn`])
 //! and the reader pools ([`crate::reader_pool`]) because both need it and
-//! neither should need the other for it.
+//! neither should need the other for it: the listener uses the pools, and
+//! the pools name nothing of the listener.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+/// The `ConnectInfo` of a hub connection (in every request's extensions;
+/// with TLS it also carries the peer's certificates).
+#[derive(Clone, Debug)]
+pub(crate) struct ConnInfo {
+    pub remote: SocketAddr,
+    pub state: Arc<ConnState>,
+    /// The peer's certificates, on a TLS connection of the hub's own
+    /// handshake (`with_tls`).
+    pub tls: Option<crate::tls_reload::PeerTls>,
+}
 
 /// One connection's shared state, reachable from its requests.
 #[derive(Debug)]

@@ -24,6 +24,7 @@ pub mod kube;
 pub mod kube_hub;
 pub mod metrics;
 pub mod pki;
+pub mod read;
 mod reader_pool;
 pub mod serve;
 pub mod tls;

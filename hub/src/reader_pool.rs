@@ -14,6 +14,22 @@ mod calls;
 
 pub(crate) use calls::{CallCounters, CallPermit, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls};
 
+/// Default of `--max-dashboard-connections-per-address` and
+/// `--max-dashboard-calls-per-address`: 0, an eighth of the pool
+/// ([`gwhub_hub_rules::reader_slots::eighth`]: 64 connections -> 8 per
+/// address, 256 calls -> 32), so eight addresses are needed to fill a
+/// pool and a newcomer then still gets its fair share (spec section 5).
+pub const DEFAULT_PER_ADDRESS: usize = 0;
+
+/// What one address may hold of a pool of `max`: `per_address`, or an
+/// eighth of `max` for 0.
+pub fn per_address(per_address: usize, max: usize) -> usize {
+    match per_address {
+        0 => gwhub_hub_rules::reader_slots::eighth(max),
+        n => n,
+    }
+}
+
 /// One reader pool's [`Slots`], shared by the runtime: the connections
 /// of a reader listener, or the Dashboard calls. What a slot is (the
 /// connection to close when the table evicts it) is kept beside it.

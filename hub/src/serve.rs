@@ -15,15 +15,16 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
+pub use crate::conn::MAX_COUNT_FLAG;
 use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
-pub use crate::conn::{DEFAULT_PER_ADDRESS, MAX_COUNT_FLAG, per_address};
-use crate::grpc::ReaderLimits;
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
 use crate::index::DEFAULT_MAX_CLUSTERS;
 use crate::index::{DnsView, Index, IndexConfig};
 use crate::metrics::HubMetrics;
+use crate::read::ReaderLimits;
+pub use crate::reader_pool::{DEFAULT_PER_ADDRESS, per_address};
 use crate::tls::HubTls;
 use crate::tls_reload::{ListenerKind, TlsRuntime};
 use gwhub_hub_rules::aggregate::Options;
@@ -155,9 +156,9 @@ impl Default for Budgets {
             max_cluster_report_bytes: DEFAULT_MAX_CLUSTER_REPORT_BYTES,
             max_clusters: DEFAULT_MAX_CLUSTERS,
             max_dashboard_calls: crate::reader_pool::DEFAULT_MAX_DASHBOARD_CALLS,
-            max_dashboard_calls_per_connection: crate::grpc::DEFAULT_MAX_CALLS_PER_CONNECTION,
+            max_dashboard_calls_per_connection: crate::read::DEFAULT_MAX_CALLS_PER_CONNECTION,
             max_dashboard_calls_per_address: DEFAULT_PER_ADDRESS,
-            watch_send_timeout: crate::grpc::DEFAULT_WATCH_SEND_TIMEOUT,
+            watch_send_timeout: crate::read::DEFAULT_WATCH_SEND_TIMEOUT,
             max_connections: DEFAULT_MAX_CLUSTERS,
             max_dashboard_connections: 64,
             max_dashboard_connections_per_address: DEFAULT_PER_ADDRESS,

@@ -10,9 +10,8 @@ use std::time::Duration;
 use gwhub_common::metrics_http::CountGauge;
 use prometheus_client::metrics::counter::Counter;
 
-use super::{PoolSlot, ReaderPool};
-use crate::conn::per_address;
-use crate::conn_state::ConnState;
+use super::{PoolSlot, ReaderPool, per_address};
+use crate::conn_state::{ConnInfo, ConnState};
 
 /// Default of `--max-dashboard-calls`.
 pub(crate) const DEFAULT_MAX_DASHBOARD_CALLS: usize = 256;
@@ -127,7 +126,7 @@ impl DashboardCalls {
     /// `gwhub_dashboard_calls`.
     pub(crate) fn admit(
         &self,
-        conn: Option<&crate::conn::ConnInfo>,
+        conn: Option<&ConnInfo>,
         authorized: bool,
         max_per_connection: usize,
     ) -> Result<CallPermit, CallRefused> {

@@ -20,8 +20,8 @@ use gwhub_hub_rules::read_access::Visibility;
 
 use super::{Change, ClusterView, Fleet, GatewayName, GatewayRow, State, error, visible_clusters};
 use crate::authz::Reader;
-use crate::grpc::dashboard::{Diff, Sent, diff, undecided};
 use crate::index::GatewayView;
+use crate::read::{Diff, Sent, diff, undecided};
 use crate::reader_pool::CallPermit;
 
 /// A comment line on an idle event stream this often: proxies keep it
@@ -63,7 +63,7 @@ impl State {
     /// A Server-Sent Events stream of the matching hub Gateways.
     pub(super) fn events(
         self: Arc<Self>,
-        conn: Option<crate::conn::ConnInfo>,
+        conn: Option<crate::conn_state::ConnInfo>,
         filter: Filter,
         reader: Reader,
     ) -> Response {

@@ -18,7 +18,7 @@
 //! the event stream axum's `Sse`.
 //!
 //! Live updates are Server-Sent Events fed by the index's `watch` channel,
-//! through the same [`crate::grpc::dashboard::diff`] and filter as
+//! through the same [`crate::read::diff`] and filter as
 //! `WatchGateways`: a browser cannot speak gRPC (it needs HTTP/2 trailers),
 //! and grpc-web would need a proxy or a JavaScript library; `EventSource`
 //! is built into every browser, reconnects by itself and sends the
@@ -92,9 +92,8 @@ use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::authz::{ReadError, Reader};
-use crate::grpc::ReaderLimits;
-use crate::grpc::dashboard::{authorize_listing, transition_to_proto};
 use crate::index::{GatewayView, Index};
+use crate::read::{ReaderLimits, authorize_listing, authorized_dns_names, transition_to_proto};
 use crate::reader_pool::DashboardCalls;
 use crate::tls::DashboardAuth;
 use gwhub_hub_rules::aggregate::GatewayKey;
@@ -393,7 +392,7 @@ async fn dns_names(
 ) -> Answer {
     let namespace = query(&uri).remove("namespace").unwrap_or_default();
     let view = state.dns.borrow().clone();
-    match crate::grpc::dashboard::authorized_dns_names(&mut reader, &view, &namespace).await {
+    match authorized_dns_names(&mut reader, &view, &namespace).await {
         Ok(r) => Json(dns::answer_json(&r)).into_response(),
         Err(e) => read_error(e),
     }

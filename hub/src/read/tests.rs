@@ -1,4 +1,4 @@
-//! Unit tests of `dashboard`, in their own file so the module itself reads in
+//! Unit tests of `read`, in their own file so the module itself reads in
 //! one sitting.
 
 use super::*;
