@@ -2,7 +2,7 @@
 # Creates (once) a Python virtualenv with the standard gRPC client packages
 # from PyPI -- grpcio, grpcio-reflection, grpcio-health-checking -- for the
 # independent-client test (tests/python/dashboard_client.py, run by
-# hub/tests/python_client.rs). Prints the venv's directory.
+# hub/runtime/tests/python_client.rs). Prints the venv's directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${GWHUB_PY_VENV:-${CARGO_TARGET_DIR:-$PWD/target}/py-grpc}

@@ -36,7 +36,7 @@ export GWHUB_REQUIRE_KUBE=1
 # end-to-end tests use those instead of building their own (one build, less disk).
 export GWHUB_BIN_DIR="${CARGO_TARGET_DIR:-$PWD/target}/debug"
 # Python's grpcio, grpcio-reflection and grpcio-health-checking from PyPI, in a
-# venv, for the independent-client test (hub/tests/python_client.rs).
+# venv, for the independent-client test (hub/runtime/tests/python_client.rs).
 GWHUB_PY_VENV=$(bash scripts/python-client.sh)
 export GWHUB_PY_VENV GWHUB_REQUIRE_PYTHON=1
 # Debian's chromium and playwright-core from npm for the web page's browser

@@ -1,5 +1,5 @@
 //! gwhubctl's command line, parsed without a hub (moved from
-//! hub/tests/grpc.rs: the hub runtime's tests do not see the CLI crate).
+//! hub/runtime/tests/grpc.rs: the hub runtime's tests do not see the CLI crate).
 
 /// Every gwhubctl command takes `-o json` and `-o yaml`.
 #[test]

@@ -13,7 +13,7 @@ fn dir() -> PathBuf {
 
 fn gwhub(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gwhub"))
-        .current_dir(dir().join("../hub"))
+        .current_dir(dir().join("../hub/runtime"))
         .args(args)
         .output()
         .unwrap()

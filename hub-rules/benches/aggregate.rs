@@ -4,7 +4,7 @@
 //! applied, then the output); and the cost of a status write around it
 //! (the plan, the apply body's encoding, the answer read back). The fleet
 //! is `gwhub_test_kit::bench_fleet`'s, shared with
-//! `hub/benches/index_change.rs`.
+//! `hub/index/benches/index_change.rs`.
 
 use std::collections::BTreeSet;
 use std::hint::black_box;

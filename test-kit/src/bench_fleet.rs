@@ -1,5 +1,5 @@
 //! The fleet the aggregation benches share (`hub-rules/benches/aggregate.rs`,
-//! `hub/benches/index_change.rs`): one hub Gateway reported by `n`
+//! `hub/index/benches/index_change.rs`): one hub Gateway reported by `n`
 //! clusters, and the clusters that take turns changing. One copy, so the
 //! engine's and the index's figures are over the same reports.
 

@@ -10,8 +10,8 @@ use gateway_api::apis::standard::gateways::{
 use proptest::prelude::*;
 
 use super::*;
-use crate::index::view::omission_to_proto;
-use crate::index::{Change, IndexConfig, Session};
+use crate::view::omission_to_proto;
+use crate::{Change, IndexConfig, Session};
 
 /// A report: Programmed or not, `addresses` addresses, `listeners`
 /// listeners (one with a condition the CRD rejects when `bad`), so a

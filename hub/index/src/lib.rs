@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! The hub's live state: every cluster's latest report (the engine's
 //! `Fleet`), per-cluster connection bookkeeping, the hub Gateways as the
 //! management cluster holds them (Kubernetes mode), and the aggregated hub
@@ -23,6 +25,15 @@
 //! placements). `view` is the views' encoding, so the gRPC side depends on
 //! the index and never the other way round. `dns_view` is the view fleet
 //! DNS publishes (the DNS controller writes it; gRPC and the page read it).
+//! `counters` and `gauges` are what the index serves on `/metrics`.
+//!
+//! It is a crate of its own so that the hub's state has one owner that
+//! names no listener, API server or name server: its direct dependencies
+//! are the rules, the wire types and the shared plumbing, never tonic,
+//! hyper, axum, a Kubernetes or DNS client, TLS or clap
+//! (`scripts/check-deps.sh` checks them). Everything above it (gRPC, the
+//! page, the Kubernetes side, fleet DNS, the runtime) reads it and writes
+//! it through [`Index`]; it reads none of them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +46,7 @@ mod aggregator;
 mod counters;
 mod dns_condition;
 mod dns_view;
+mod gauges;
 mod history;
 mod hostnames;
 mod inventory;
@@ -54,14 +66,15 @@ use sessions::Sessions;
 pub use counters::IndexCounters;
 pub use dns_condition::DnsMode;
 pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
+pub use gauges::{ClusterGauges, HubGatewayGauges};
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
+pub use provenance::Stamp;
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};
-pub(crate) use view::OMISSIONS_UNCHANGED;
-#[cfg(test)]
-pub(crate) use view::testing;
-pub use view::{Cell, Cells, GatewayView, Views};
+#[cfg(any(test, feature = "testing"))]
+pub use view::testing;
+pub use view::{Cell, Cells, Encoded, GatewayView, OMISSIONS_UNCHANGED, Views};
 
 /// The index's parts, each with its own state and locks (see each file).
 /// A call that spans parts takes their locks in the order the sessions

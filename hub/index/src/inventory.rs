@@ -102,7 +102,7 @@ impl Index {
     /// The inventory's complete list: every ClusterProfile's name and
     /// labels. Clusters that left meanwhile (and, when enforcing, every
     /// known cluster outside it: a restart after a leave) are removed.
-    pub(crate) fn replace_inventory(&self, all: BTreeMap<String, Labels>) {
+    pub fn replace_inventory(&self, all: BTreeMap<String, Labels>) {
         let leaving: Vec<String> = {
             let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
@@ -133,7 +133,7 @@ impl Index {
     }
 
     /// A ClusterProfile created or changed.
-    pub(crate) fn upsert_inventory(&self, cluster: &str, labels: Labels) {
+    pub fn upsert_inventory(&self, cluster: &str, labels: Labels) {
         {
             let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
@@ -146,7 +146,7 @@ impl Index {
     }
 
     /// A ClusterProfile deleted: the cluster leaves the fleet.
-    pub(crate) fn remove_from_inventory(&self, cluster: &str) {
+    pub fn remove_from_inventory(&self, cluster: &str) {
         {
             let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
@@ -198,7 +198,7 @@ impl Index {
     }
 
     /// Every PlacementDecision, after a (re-)list.
-    pub(crate) fn replace_placements(&self, all: Vec<Placement>) {
+    pub fn replace_placements(&self, all: Vec<Placement>) {
         *self.inner.inventory.placements.write() = Some(
             all.into_iter()
                 .map(|p| ((p.namespace.clone(), p.name.clone()), p))
@@ -208,7 +208,7 @@ impl Index {
     }
 
     /// A PlacementDecision created, changed (`Some`) or deleted.
-    pub(crate) fn set_placement(&self, namespace: &str, name: &str, placement: Option<Placement>) {
+    pub fn set_placement(&self, namespace: &str, name: &str, placement: Option<Placement>) {
         {
             let mut guard = self.inner.inventory.placements.write();
             let all = guard.get_or_insert_with(BTreeMap::new);
@@ -402,7 +402,7 @@ mod tests {
     use jiff::Timestamp;
 
     use super::*;
-    use crate::index::{IndexConfig, now_millis};
+    use crate::{IndexConfig, now_millis};
     use gwhub_hub_rules::aggregate::Options;
 
     fn key(n: &str) -> GatewayKey {

@@ -7,14 +7,14 @@ use std::collections::BTreeSet;
 
 use gwhub_hub_rules::aggregate::GatewayKey;
 
-use crate::index::Index;
-use crate::index::provenance::Stamp;
+use crate::Index;
+use crate::provenance::Stamp;
 
 impl Index {
     /// The stamp of a delta an agent observed at `unix_millis` (0:
     /// unknown) changing `keys`, for the hub Gateways on the management
     /// cluster among them; `None` when there is nothing to measure.
-    pub(crate) fn stamp(
+    pub fn stamp(
         &self,
         keys: impl IntoIterator<Item = GatewayKey>,
         unix_millis: i64,
@@ -34,11 +34,7 @@ impl Index {
 
     /// Notes `stamp` beside the changes it came with; called by
     /// [`Index::apply_stamped`] holding the fleet lock for writing.
-    pub(in crate::index) fn note_observed_locked(
-        &self,
-        stamp: Stamp,
-        changed: &BTreeSet<GatewayKey>,
-    ) {
+    pub(crate) fn note_observed_locked(&self, stamp: Stamp, changed: &BTreeSet<GatewayKey>) {
         let mut observed = self.inner.aggregator.observed.lock();
         for key in stamp.keys.into_iter().filter(|k| changed.contains(k)) {
             observed
@@ -50,7 +46,7 @@ impl Index {
 
     /// A stamp the status writer took for a write that failed: the next
     /// write of `key` carries its change.
-    pub(crate) fn give_back_observed(&self, key: GatewayKey, unix_millis: i64) {
+    pub fn give_back_observed(&self, key: GatewayKey, unix_millis: i64) {
         self.inner
             .aggregator
             .ready
@@ -62,7 +58,7 @@ impl Index {
 
     /// Notes that the current span (a delta apply) changed `keys`, so their
     /// next aggregation continues its trace; nothing when not traced.
-    pub(crate) fn note_trace(&self, keys: impl IntoIterator<Item = GatewayKey>) {
+    pub fn note_trace(&self, keys: impl IntoIterator<Item = GatewayKey>) {
         let traceparent = gwhub_common::logging::traceparent();
         if traceparent.is_empty() {
             return;
@@ -77,7 +73,7 @@ impl Index {
     }
 
     /// Takes the trace an aggregation of `key` left for its status write.
-    pub(crate) fn take_write_trace(&self, key: &GatewayKey) -> Option<String> {
+    pub fn take_write_trace(&self, key: &GatewayKey) -> Option<String> {
         self.inner.aggregator.traces.lock().write.remove(key)
     }
 
@@ -86,7 +82,7 @@ impl Index {
     /// before it publishes the view, so a write planned from that view
     /// finds it; one moved by a newer pass meanwhile is counted with this
     /// write, a little early, never twice).
-    pub(crate) fn take_observed(&self, key: &GatewayKey) -> Option<i64> {
+    pub fn take_observed(&self, key: &GatewayKey) -> Option<i64> {
         self.inner.aggregator.ready.lock().remove(key)
     }
 }

@@ -193,7 +193,7 @@ pub struct Superseded(pub String);
 
 impl Index {
     /// Records the encoded size of the session's cluster's report.
-    pub(crate) fn set_report_bytes(&self, session: &Session, bytes: u64) {
+    pub fn set_report_bytes(&self, session: &Session, bytes: u64) {
         if !session.is_superseded() {
             session.live.report_bytes.store(bytes, Ordering::Relaxed);
         }
@@ -202,12 +202,12 @@ impl Index {
     /// Every cluster `--insecure-prune-after` forgets from now on (the
     /// store deletes their reports, so a relist or restart does not bring
     /// them back).
-    pub(crate) fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
+    pub fn subscribe_pruned(&self) -> broadcast::Receiver<String> {
         self.inner.sessions.pruned.subscribe()
     }
 
     /// Every stale/fresh transition of a cluster from now on.
-    pub(crate) fn subscribe_transitions(&self) -> broadcast::Receiver<ClusterTransition> {
+    pub fn subscribe_transitions(&self) -> broadcast::Receiver<ClusterTransition> {
         self.inner.sessions.transitions.subscribe()
     }
 
@@ -273,7 +273,7 @@ impl Index {
     }
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
-    pub(crate) fn disconnect(&self, session: &Session) {
+    pub fn disconnect(&self, session: &Session) {
         let _clusters = self.inner.sessions.clusters.lock();
         if !session.is_superseded() {
             session.live.connected.store(false, Ordering::SeqCst);
@@ -309,11 +309,11 @@ impl Index {
     }
 
     /// Another hub replica serves `cluster` and was alive at `seen_millis`
-    /// (its heartbeat, see `kube::liveness`): the cluster's last-seen moves
+    /// (its heartbeat, see the runtime's `kube::liveness`): the cluster's last-seen moves
     /// on and a stale one turns fresh. A cluster streaming here (its own
     /// messages count), or not known here yet (its stored report brings
     /// it), is left alone.
-    pub(crate) fn seen_elsewhere(&self, cluster: &str, seen_millis: i64) {
+    pub fn seen_elsewhere(&self, cluster: &str, seen_millis: i64) {
         let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
         let clusters = self.inner.sessions.clusters.lock();
         let Some(live) = clusters.get(cluster) else {
@@ -418,7 +418,7 @@ impl Index {
     }
 
     /// Runs the staleness sweep until the returned future is dropped.
-    pub(crate) async fn run_staleness(self) {
+    pub async fn run_staleness(self) {
         let period = (self.inner.sessions.stale_after / 4)
             .clamp(Duration::from_millis(50), Duration::from_secs(1));
         let mut tick = tokio::time::interval(period);

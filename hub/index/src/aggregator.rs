@@ -167,7 +167,7 @@ impl Index {
     }
 
     /// Re-aggregates dirty Gateways until the returned future is dropped.
-    pub(crate) async fn run_aggregator(self) {
+    pub async fn run_aggregator(self) {
         loop {
             self.inner.aggregator.dirty.notified().await;
             self.aggregate_dirty();

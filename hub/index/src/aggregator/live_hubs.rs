@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 
-use crate::index::Index;
+use crate::Index;
 
 impl Index {
     /// Sets (or, with `None`, forgets) the hub Gateway `key` as the
@@ -44,7 +44,7 @@ impl Index {
     /// watch is then the source; that object then takes the hub's written
     /// conditions as its [`LiveHub::written`], since the watch's copy may
     /// as well predate the write. Returns whether anything changed.
-    pub(crate) fn set_live_hub_written(
+    pub fn set_live_hub_written(
         &self,
         key: GatewayKey,
         planned: &Arc<LiveHub>,
@@ -75,7 +75,7 @@ impl Index {
 
     /// Replaces every live hub Gateway (after the watch listed them all);
     /// the ones that changed, came or went are re-aggregated.
-    pub(crate) fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
+    pub fn replace_live_hubs(&self, all: BTreeMap<GatewayKey, LiveHub>) {
         let affected: BTreeSet<GatewayKey> = {
             let mut map = self.inner.aggregator.live.lock();
             let mut affected: BTreeSet<GatewayKey> = map
@@ -106,12 +106,12 @@ impl Index {
     }
 
     /// The hub Gateway `key` as the management cluster holds it.
-    pub(crate) fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
+    pub fn live_hub(&self, key: &GatewayKey) -> Option<Arc<LiveHub>> {
         self.inner.aggregator.live.lock().get(key).cloned()
     }
 
     /// Every hub Gateway the management cluster holds.
-    pub(crate) fn live_hub_keys(&self) -> Vec<GatewayKey> {
+    pub fn live_hub_keys(&self) -> Vec<GatewayKey> {
         self.inner.aggregator.live.lock().keys().cloned().collect()
     }
 }

@@ -164,7 +164,7 @@ impl Index {
     /// [`Index::apply`], the changes landing with `stamp` (when the agent
     /// observed them, see [`Index::stamp`]) under the same lock, so the
     /// pass that reads them takes it.
-    pub(crate) fn apply_stamped(
+    pub fn apply_stamped(
         &self,
         session: &Session,
         changes: Vec<Change>,
@@ -205,7 +205,7 @@ impl Index {
 
     /// Fires whenever some cluster's reports were applied (see
     /// [`Index::cluster_record`]).
-    pub(crate) fn subscribe_reports(&self) -> watch::Receiver<u64> {
+    pub fn subscribe_reports(&self) -> watch::Receiver<u64> {
         self.inner.reports.revision.subscribe()
     }
 
@@ -246,7 +246,7 @@ impl Index {
     /// the stored times, so a cluster silent for `stale_after` is stale at
     /// once and a live one does not flap. A cluster past `--max-clusters` is not
     /// taken. Returns whether its Gateways were taken.
-    pub(crate) fn import_cluster(
+    pub fn import_cluster(
         &self,
         cluster: &str,
         gateways: BTreeMap<GatewayKey, GatewayStatus>,
@@ -340,7 +340,7 @@ impl Index {
 
     /// Whether `cluster` is known here (streaming to this hub, or imported
     /// from the store).
-    pub(crate) fn has_cluster(&self, cluster: &str) -> bool {
+    pub fn has_cluster(&self, cluster: &str) -> bool {
         self.inner.sessions.clusters.lock().contains_key(cluster)
     }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_hub::index::{Change, Index, IndexConfig, Session};
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub, Options};
+use gwhub_index::{Change, Index, IndexConfig, Session};
 use gwhub_test_kit::bench_fleet::{NotReady, changing, fleet, variants};
 use jiff::Timestamp;
 

@@ -3,15 +3,15 @@
 //! aggregator publishes it, so every watcher shares the encoded form. The
 //! encoding lives here, beside the views, so the index never needs the
 //! gRPC side; the gRPC side only frames these encodings
-//! (`crate::grpc::view::Page`).
+//! (the runtime's `grpc::view::Page`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use gwhub_proto::{convert, v1};
 use parking_lot::Mutex;
 use prost::Message;
-use tonic::codegen::Bytes;
 
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, Freshness, GatewayKey, LiveHub, Omission, Rule};
@@ -244,7 +244,7 @@ impl GatewayView {
 
     /// Whether the view was aggregated with exactly `live` (not an equal
     /// copy: the object the index holds now).
-    pub(crate) fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
+    pub fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
         self.aggregated_with
             .lock()
             .as_ref()
@@ -395,21 +395,21 @@ pub(crate) fn build_view(
 /// `clusters` and the omissions. The clusters and the omissions are
 /// shared with the views before while they are the same.
 #[derive(Debug, Clone)]
-pub(crate) struct Encoded {
+pub struct Encoded {
     /// Every field but `clusters`, `omissions` and `omissions_unchanged`.
-    pub(crate) base: Bytes,
+    pub base: Bytes,
     /// The clusters, each as field 4.
-    pub(crate) clusters: Bytes,
+    pub clusters: Bytes,
     /// The omissions, each as field 5.
-    pub(crate) omissions: Bytes,
+    pub omissions: Bytes,
 }
 
 /// `omissions_unchanged = true` (field 7, varint 1).
-pub(crate) const OMISSIONS_UNCHANGED: &[u8] = &[0x38, 0x01];
+pub const OMISSIONS_UNCHANGED: &[u8] = &[0x38, 0x01];
 
 impl Encoded {
     /// The encoded length of the message, lean or full.
-    pub(crate) fn len(&self, lean: bool) -> usize {
+    pub fn len(&self, lean: bool) -> usize {
         self.base.len()
             + self.clusters.len()
             + match lean {
@@ -420,7 +420,7 @@ impl Encoded {
 
     /// What the message adds to a watch or list message: itself, its
     /// field's tag and its length.
-    pub(crate) fn framed_len(&self, lean: bool) -> usize {
+    pub fn framed_len(&self, lean: bool) -> usize {
         let n = self.len(lean);
         1 + prost::encoding::encoded_len_varint(n as u64) + n
     }
@@ -429,7 +429,7 @@ impl Encoded {
 impl GatewayView {
     /// Its shared wire encoding (made on the first call, outside any lock
     /// of the index: views are immutable once published).
-    pub(crate) fn encoded(&self) -> &Encoded {
+    pub fn encoded(&self) -> &Encoded {
         self.encoded.get_or_init(|| {
             // `lean` has no clusters: they are encoded apart.
             let base = v1::AggregatedGateway {
@@ -500,20 +500,16 @@ pub(crate) fn omission_to_proto(o: &Omission) -> v1::Omission {
     }
 }
 
-/// Views for tests (here and in the gRPC side's).
-#[cfg(test)]
-pub(crate) mod testing {
+/// Views for tests (here and in the gRPC side's, through the `testing`
+/// feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use gateway_api::apis::standard::gateways::GatewayStatus;
 
     use super::*;
     use gwhub_hub_rules::aggregate::Item;
 
-    pub(crate) fn omission(
-        cluster: Option<&str>,
-        item: Item,
-        names: &[&str],
-        rule: Rule,
-    ) -> Omission {
+    pub fn omission(cluster: Option<&str>, item: Item, names: &[&str], rule: Rule) -> Omission {
         Omission {
             cluster: cluster.map(str::to_owned),
             item,
@@ -523,7 +519,7 @@ pub(crate) mod testing {
     }
 
     /// A view of `key` with a default status, no cluster and `omissions`.
-    pub(crate) fn keyed(key: GatewayKey, omissions: Vec<Omission>) -> GatewayView {
+    pub fn keyed(key: GatewayKey, omissions: Vec<Omission>) -> GatewayView {
         let aggregation = Aggregation {
             status: GatewayStatus::default(),
             omissions: Vec::new(),
@@ -544,8 +540,13 @@ pub(crate) mod testing {
         )
     }
 
+    /// `view` published at `revision` (as the aggregator sets it).
+    pub fn set_revision(view: &mut GatewayView, revision: u64) {
+        view.set_revision(revision);
+    }
+
     /// [`keyed`] `ns/web`.
-    pub(crate) fn view(omissions: Vec<Omission>) -> GatewayView {
+    pub fn view(omissions: Vec<Omission>) -> GatewayView {
         keyed(GatewayKey::new("ns", "web"), omissions)
     }
 }

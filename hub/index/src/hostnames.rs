@@ -85,7 +85,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::index::IndexConfig;
+    use crate::IndexConfig;
     use gwhub_hub_rules::aggregate::Options;
 
     #[test]

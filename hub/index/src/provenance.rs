@@ -13,7 +13,7 @@ use gwhub_hub_rules::aggregate::GatewayKey;
 /// for the hub Gateways on the management cluster it changed: handed to
 /// [`super::Index::apply_stamped`], it lands with the changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Stamp {
+pub struct Stamp {
     pub(super) keys: Vec<GatewayKey>,
     pub(super) at: i64,
 }

@@ -20,7 +20,7 @@ fn venv() -> PathBuf {
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
-                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target"))
+                    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target"))
                 });
             target.join("py-grpc")
         })
@@ -61,7 +61,7 @@ fn python_grpcio_reads_the_dashboard_by_reflection_alone() {
     .expect("start gwhub demo");
     let script = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/python/dashboard_client.py"
+        "/../../tests/python/dashboard_client.py"
     ));
     let started = Instant::now();
     let mut client = Command::new(&python)

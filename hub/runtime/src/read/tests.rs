@@ -8,7 +8,7 @@ fn views(keys: &[(&str, &str)], revision: u64) -> Views {
     for (ns, name) in keys {
         let key = GatewayKey::new(*ns, *name);
         let mut view = crate::index::testing::keyed(key.clone(), Vec::new());
-        view.set_revision(revision);
+        crate::index::testing::set_revision(&mut view, revision);
         v.gateways.insert(key, Arc::new(view));
     }
     v.revision = revision;

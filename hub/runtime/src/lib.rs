@@ -18,7 +18,7 @@ mod conn;
 mod conn_state;
 pub mod dns;
 pub mod grpc;
-pub mod index;
+pub use gwhub_index as index;
 pub mod issuer;
 pub mod kube;
 pub mod kube_hub;

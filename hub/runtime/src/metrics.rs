@@ -1,7 +1,8 @@
 //! The hub's `--metrics-listen`: one `prometheus_client` registry built at
 //! start with each part's counters ([`HubMetrics`], and the index's own), in
 //! Kubernetes mode the writers' counters ([`crate::kube::metrics`]), and the
-//! index's cluster summaries read at each scrape ([`ClusterGauges`]).
+//! index's gauges, which it declares and which read it at each scrape
+//! ([`ClusterGauges`], [`HubGatewayGauges`]).
 //! Serving is the responder shared with the agent
 //! ([`gwhub_common::metrics_http`]), with the hub's probes ([`probes`]).
 
@@ -9,22 +10,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use gwhub_common::metrics_http::{self, Probes, Registry};
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::authz::ReviewCounters;
 use crate::conn::ListenerMetrics;
 use crate::grpc::ingest::IngestCounters;
-use crate::index::{ClusterSummary, Index, IndexCounters};
+use crate::index::{ClusterGauges, ClusterSummary, HubGatewayGauges, Index, IndexCounters};
 use crate::kube::join_limits::JoinCounters;
 use crate::kube::metrics::Metrics;
 use crate::reader_pool::CallCounters;
 use crate::tls_reload::TlsMetrics;
-use gwhub_hub_rules::aggregate::GatewayKey;
 
 /// The counters of the hub's parts, each declared by the part that bumps
 /// it: the runtime hands each to its part at start and registers them all
@@ -60,157 +56,22 @@ impl HubMetrics {
     }
 }
 
-/// The `cluster` label of the per-cluster gauges.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ClusterLabel {
-    cluster: String,
-}
-
-/// What the per-cluster gauges read at a scrape: the clusters and the count
-/// of hub Gateways with an aggregated status.
-type Summaries = dyn Fn() -> (Vec<ClusterSummary>, usize) + Send + Sync;
-
-/// The gauges derived from the index at each scrape, each declared once
-/// with its name, help and value.
-pub struct ClusterGauges(Box<Summaries>);
-
-impl std::fmt::Debug for ClusterGauges {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ClusterGauges")
-    }
-}
-
-type Field = fn(&ClusterSummary) -> u64;
-
-/// Whole seconds of a Unix time in milliseconds (0 for never).
-fn seconds(millis: i64) -> u64 {
-    u64::try_from(millis / 1000).unwrap_or(0)
-}
-
-/// The per-cluster gauges: name, help, value.
-const PER_CLUSTER: [(&str, &str, Field); 6] = [
-    (
-        "gwhub_cluster_connected",
-        "1 while the cluster's agent has a stream open.",
-        |c| u64::from(c.connected),
-    ),
-    (
-        "gwhub_cluster_stale",
-        "1 while the cluster has sent no report or heartbeat within --stale-after.",
-        |c| u64::from(c.stale),
-    ),
-    (
-        "gwhub_cluster_gateways",
-        "Gateways the cluster reports.",
-        |c| c.gateway_count as u64,
-    ),
-    (
-        "gwhub_cluster_report_bytes",
-        "Encoded bytes of the cluster's report (budget: --max-cluster-report-bytes).",
-        |c| c.report_bytes,
-    ),
-    (
-        "gwhub_cluster_last_seen_timestamp_seconds",
-        "Unix time of the cluster's last report or heartbeat (0: never).",
-        |c| seconds(c.last_seen_millis),
-    ),
-    (
-        "gwhub_cluster_last_report_timestamp_seconds",
-        "Unix time of the cluster's last report (0: connected but never reported).",
-        |c| seconds(c.last_report_millis),
-    ),
-];
-
-/// The labels of `gwhub_hub_gateway_ready`.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GatewayLabels {
-    namespace: String,
-    name: String,
-}
-
-/// What the per-hub-Gateway gauge reads at a scrape: each reported hub
-/// Gateway's key and whether every aggregated condition is True.
-type Readiness = dyn Fn() -> Vec<(GatewayKey, bool)> + Send + Sync;
-
-/// `gwhub_hub_gateway_ready`, read from the index's views at each scrape.
-struct HubGatewayGauges(Box<Readiness>);
-
-impl std::fmt::Debug for HubGatewayGauges {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HubGatewayGauges")
-    }
-}
-
-impl Collector for HubGatewayGauges {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let gateways = (self.0)();
-        let mut family = encoder.encode_descriptor(
-            "gwhub_hub_gateway_ready",
-            "Per reported hub Gateway: 1 while every aggregated condition is True, 0 otherwise.",
-            None,
-            MetricType::Gauge,
-        )?;
-        for (key, ready) in gateways {
-            let labels = GatewayLabels {
-                namespace: key.namespace,
-                name: key.name,
-            };
-            ConstGauge::new(u64::from(ready)).encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
-    }
-}
-
-/// Each reported hub Gateway of `index` and whether it is ready, copied out
-/// of the views (no lock held while encoding).
-fn readiness(index: &Index) -> Vec<(GatewayKey, bool)> {
-    index
-        .subscribe()
-        .borrow()
-        .gateways
-        .iter()
-        .map(|(k, v)| (k.clone(), !v.not_ready))
-        .collect()
-}
-
-impl Collector for ClusterGauges {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let (clusters, hub_gateways) = (self.0)();
-        for (name, help, field) in PER_CLUSTER {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for c in &clusters {
-                let labels = ClusterLabel {
-                    cluster: c.name.clone(),
-                };
-                ConstGauge::new(field(c)).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        let gauge = ConstGauge::new(hub_gateways as u64);
-        gauge.encode(encoder.encode_descriptor(
-            "gwhub_hub_gateways",
-            "Hub Gateways with an aggregated status.",
-            None,
-            ConstGauge::<u64>::TYPE,
-        )?)
-    }
-}
-
 /// The hub's registry: the Kubernetes counters when `kube` is given (absent
-/// with `--no-kube`), the cluster gauges read from `summaries` at each
-/// scrape, and the parts' counters (`parts`, and the index's `index`).
+/// with `--no-kube`), the index's gauges (`clusters`, `gateways`, read at
+/// each scrape), and the parts' counters (`parts`, and the index's `index`).
 fn registry(
     parts: &HubMetrics,
     index: &IndexCounters,
-    summaries: Box<Summaries>,
-    gateways: Box<Readiness>,
+    clusters: ClusterGauges,
+    gateways: HubGatewayGauges,
     kube: Option<&Metrics>,
 ) -> Registry {
     let mut registry = Registry::default();
     if let Some(m) = kube {
         m.register(&mut registry);
     }
-    registry.register_collector(Box::new(ClusterGauges(summaries)));
-    registry.register_collector(Box::new(HubGatewayGauges(gateways)));
+    registry.register_collector(Box::new(clusters));
+    registry.register_collector(Box::new(gateways));
     registry.register_collector(Box::new(metrics_http::ProcessMemory));
     parts.register(index, &mut registry);
     registry
@@ -224,7 +85,7 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
         m.register(&mut registry);
     }
     let clusters = clusters.to_vec();
-    registry.register_collector(Box::new(ClusterGauges(Box::new(move || {
+    registry.register_collector(Box::new(ClusterGauges::new(Box::new(move || {
         (clusters.clone(), hub_gateways)
     }))));
     metrics_http::encode(&registry)
@@ -257,13 +118,8 @@ pub async fn serve(
     probes: Probes,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
-    let source = index.clone();
-    let summaries = Box::new(move || {
-        let hub_gateways = source.subscribe().borrow().gateways.len();
-        (source.clusters(), hub_gateways)
-    });
-    let views = index.clone();
-    let gateways = Box::new(move || readiness(&views));
+    let summaries = ClusterGauges::of(index.clone());
+    let gateways = HubGatewayGauges::of(index.clone());
     let registry = registry(
         &parts,
         index.counters(),
@@ -279,6 +135,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gwhub_hub_rules::aggregate::GatewayKey;
 
     fn summary(name: &str, connected: bool, stale: bool, gateways: usize) -> ClusterSummary {
         ClusterSummary {
@@ -349,8 +206,9 @@ mod tests {
     /// every sample the hub exposes, by name and labels. A rename fails here.
     #[test]
     fn exposed_names_and_labels_are_pinned() {
-        let summaries: Box<Summaries> = Box::new(|| (vec![summary("east", true, false, 1)], 1));
-        let gateways: Box<Readiness> = Box::new(|| vec![(GatewayKey::new("ns", "gw"), false)]);
+        let summaries = ClusterGauges::new(Box::new(|| (vec![summary("east", true, false, 1)], 1)));
+        let gateways =
+            HubGatewayGauges::new(Box::new(|| vec![(GatewayKey::new("ns", "gw"), false)]));
         let registry = registry(
             &HubMetrics::default(),
             &IndexCounters::default(),

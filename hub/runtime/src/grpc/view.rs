@@ -121,7 +121,7 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::testing::{omission, view};
+    use crate::index::testing::{omission, set_revision, view};
     use gwhub_hub_rules::aggregate::{GatewayKey, Item, Rule};
 
     /// A page put together from the shared encodings is the message the
@@ -136,12 +136,12 @@ mod tests {
             Rule::TooMany(8),
         )]);
         full.clusters = vec!["east".to_owned(), "west".to_owned()].into();
-        full.set_revision(7);
+        set_revision(&mut full, 7);
         let full = Arc::new(full);
         let mut bare = view(Vec::new());
         bare.key = GatewayKey::new("ns", "bare");
         bare.lean.name = "bare".into();
-        bare.set_revision(9);
+        set_revision(&mut bare, 9);
         let bare = Arc::new(bare);
         let deleted = vec![v1::GatewayRef {
             namespace: "ns".into(),
@@ -189,7 +189,7 @@ mod tests {
             &["X"],
             Rule::TooMany(8),
         )]);
-        a.set_revision(3);
+        set_revision(&mut a, 3);
         let a = Arc::new(a);
         let got: v1::ListGatewaysResponse = Page::list(std::slice::from_ref(&a), "gw1.next", 7)
             .decode_as()
