@@ -197,6 +197,59 @@ const DELETE_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 /// reports is tried again.
 const DELETE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Drops the entries of `removed` whose certificates (at most `lifetime`
+/// long) have all expired (the leader's sweep).
+async fn drop_expired(
+    api: &Api<ConfigMap>,
+    removed: &BTreeMap<String, i64>,
+    lifetime: std::time::Duration,
+) {
+    let old = expired(removed, jiff::Timestamp::now().as_second(), lifetime);
+    if old.is_empty() {
+        return;
+    }
+    match forget(api, &old).await {
+        Ok(()) => tracing::info!(
+            clusters = ?old.iter().map(|(c, _)| c).collect::<Vec<_>>(),
+            "dropped removals whose certificates have all expired"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "cannot drop expired removals from ConfigMap {REVOKED_CONFIGMAP}"
+        ),
+    }
+}
+
+/// Deletes the ClusterReport head of each removal in `pending`, noting in
+/// `handled` the ones done (or already gone); whether all were.
+async fn delete_reports(
+    reports: &Api<gwhub_hub_rules::report::ClusterReport>,
+    pending: Vec<(String, i64)>,
+    handled: &mut BTreeMap<String, i64>,
+) -> bool {
+    let mut all = true;
+    for (cluster, at) in pending {
+        let name = gwhub_model::cluster::object_name(&cluster);
+        match reports
+            .delete(&name, &kube::api::DeleteParams::default())
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(cluster, "deleted the removed cluster's reports");
+                handled.insert(cluster, at);
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                handled.insert(cluster, at);
+            }
+            Err(e) => {
+                all = false;
+                tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports; retrying")
+            }
+        }
+    }
+    all
+}
+
 /// Keeps `slot` equal to the ConfigMap's content until `shutdown`; the
 /// leader deletes each removed cluster's ClusterReport head, the operator's
 /// deregistration path (every replica forgets the cluster, its other parts
@@ -232,18 +285,8 @@ pub async fn follow(
             _ = shutdown.cancelled() => return,
             _ = sweep.tick() => {
                 let removed = slot.borrow().clone();
-                let old = expired(&removed, jiff::Timestamp::now().as_second(), lifetime);
-                if *leader.borrow() && !old.is_empty() {
-                    match forget(&api, &old).await {
-                        Ok(()) => tracing::info!(
-                            clusters = ?old.iter().map(|(c, _)| c).collect::<Vec<_>>(),
-                            "dropped removals whose certificates have all expired"
-                        ),
-                        Err(e) => tracing::warn!(
-                            error = %e,
-                            "cannot drop expired removals from ConfigMap {REVOKED_CONFIGMAP}"
-                        ),
-                    }
+                if *leader.borrow() {
+                    drop_expired(&api, &removed, lifetime).await;
                 }
                 continue;
             }
@@ -291,27 +334,7 @@ pub async fn follow(
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(DELETE_AFTER) => {}
         }
-        let mut failed = false;
-        for (cluster, at) in pending {
-            let name = gwhub_model::cluster::object_name(&cluster);
-            match reports
-                .delete(&name, &kube::api::DeleteParams::default())
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(cluster, "deleted the removed cluster's reports");
-                    handled.insert(cluster, at);
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 => {
-                    handled.insert(cluster, at);
-                }
-                Err(e) => {
-                    failed = true;
-                    tracing::warn!(cluster, error = %e, "cannot delete the removed cluster's reports; retrying")
-                }
-            }
-        }
-        if failed {
+        if !delete_reports(&reports, pending, &mut handled).await {
             retry = Some(backoff.failed());
         } else {
             backoff.reset();
