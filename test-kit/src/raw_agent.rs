@@ -176,6 +176,17 @@ pub fn msg(m: agent_message::Message) -> v1::AgentMessage {
     v1::AgentMessage { message: Some(m) }
 }
 
+/// A one-chunk snapshot `id` at sequence number `seq`.
+pub fn one_chunk_snapshot(id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) -> v1::AgentMessage {
+    msg(agent_message::Message::Snapshot(v1::SnapshotChunk {
+        snapshot_id: id,
+        chunk: 0,
+        r#final: true,
+        seq,
+        gateways,
+    }))
+}
+
 /// The Hello of a test agent for `cluster`.
 pub fn hello(cluster: &str) -> v1::Hello {
     v1::Hello {
@@ -352,14 +363,7 @@ impl Agent {
 
     /// A one-chunk snapshot, answer unread.
     pub async fn send_snapshot(&self, id: u64, seq: u64, gateways: Vec<v1::GatewayReport>) {
-        self.send(agent_message::Message::Snapshot(v1::SnapshotChunk {
-            snapshot_id: id,
-            chunk: 0,
-            r#final: true,
-            seq,
-            gateways,
-        }))
-        .await;
+        let _ = self.tx.send(one_chunk_snapshot(id, seq, gateways)).await;
     }
 
     pub async fn upsert(&self, seq: u64, report: v1::GatewayReport) {

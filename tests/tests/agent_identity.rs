@@ -298,15 +298,7 @@ async fn a_removed_cluster_is_refused_until_it_joins_again() {
     let mut stream = admitted(east, hello("east"), WAIT).await;
     stream
         .tx
-        .send(v1::AgentMessage {
-            message: Some(v1::agent_message::Message::Snapshot(v1::SnapshotChunk {
-                snapshot_id: 1,
-                chunk: 0,
-                r#final: true,
-                seq: 1,
-                gateways: vec![],
-            })),
-        })
+        .send(gwhub_test_kit::raw_agent::one_chunk_snapshot(1, 1, vec![]))
         .await
         .unwrap();
     let reports: Api<gwhub_hub_rules::report::ClusterReport> =

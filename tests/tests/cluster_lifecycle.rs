@@ -290,15 +290,7 @@ async fn a_removal_recorded_while_not_leading_deregisters_once_leading() {
     let east = join(&admin, &hub, "east").await;
     let mut open = stream(&admin, &hub, "east", &east).await;
     open.tx
-        .send(v1::AgentMessage {
-            message: Some(v1::agent_message::Message::Snapshot(v1::SnapshotChunk {
-                snapshot_id: 1,
-                chunk: 0,
-                r#final: true,
-                seq: 1,
-                gateways: vec![],
-            })),
-        })
+        .send(gwhub_test_kit::raw_agent::one_chunk_snapshot(1, 1, vec![]))
         .await
         .unwrap();
     let reports: Api<ClusterReport> = Api::namespaced(admin.clone(), SYSTEM_NS);
@@ -452,15 +444,7 @@ async fn the_hub_reports_on_its_own_cluster_profiles_only() {
 
     let open = stream(&admin, &hub, "east", &east).await;
     open.tx
-        .send(v1::AgentMessage {
-            message: Some(v1::agent_message::Message::Snapshot(v1::SnapshotChunk {
-                snapshot_id: 1,
-                chunk: 0,
-                r#final: true,
-                seq: 1,
-                gateways: vec![],
-            })),
-        })
+        .send(gwhub_test_kit::raw_agent::one_chunk_snapshot(1, 1, vec![]))
         .await
         .unwrap();
     let p = condition("Streaming").await;
