@@ -6,14 +6,12 @@
 //! rule it fails. Waits are bounded (`wait::until_named`).
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use gwhub::SimCluster;
 use gwhub_test_kit::procs::{Process, free_addr, temp_dir};
-use gwhub_test_kit::wait::until_named;
+use gwhub_test_kit::wait::{WAIT, until_named};
 use serde_json::Value;
 
-const WAIT: Duration = Duration::from_secs(30);
 const HOST: &str = "*.gwapi.apps.demo.example.com";
 
 /// `gwhubctl --server URL ARGS`: its stdout, or its stderr as the error.

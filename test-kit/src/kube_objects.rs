@@ -25,8 +25,7 @@ pub const NS: &str = "openshift-ingress";
 pub const CONTROLLER: &str = "openshift.io/gateway-controller/v1";
 pub const CLASS: &str = "openshift-default";
 pub const HOST: &str = "*.apps.example.com";
-/// Bound on every wait for the agent to react.
-pub const WAIT: Duration = Duration::from_secs(20);
+pub use crate::wait::WAIT;
 
 // ---------------------------------------------------------------- actors
 

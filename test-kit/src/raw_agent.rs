@@ -16,10 +16,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-/// Generous bound for any answer the hub gives "at once": only how long a
-/// failing run takes to say so. 10 s failed a passing run at load 15-20 on
-/// two cores (four suites at once beside a stress run).
-pub const WAIT: Duration = Duration::from_secs(30);
+pub use crate::wait::WAIT;
 
 /// What went wrong on a load generator's stream.
 #[derive(Debug, thiserror::Error)]

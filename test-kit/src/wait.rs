@@ -6,6 +6,12 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
+/// The one bound for anything the system does "at once" or in its own
+/// short time: only how long a failing run takes to say so, never a
+/// performance target. 10 s failed passing runs at load 15-20 on two cores
+/// (four suites at once beside a stress run); a passing run never waits it.
+pub const WAIT: Duration = Duration::from_secs(30);
+
 /// Polls `probe` every 50 ms until `check` holds and returns the value
 /// that held; panics after `within`, showing the last value seen (so let
 /// the probe return what explains a failure, not a bare `bool`).

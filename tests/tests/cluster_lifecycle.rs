@@ -24,7 +24,7 @@ use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
 use gwhub_test_kit::install::SYSTEM_NS;
 use gwhub_test_kit::kube_objects::apply;
 use gwhub_test_kit::raw_agent::{admitted, hello, refusal, tls_ingest};
-use gwhub_test_kit::wait::until;
+use gwhub_test_kit::wait::{WAIT, until};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -34,7 +34,6 @@ use crate::support::hub_secrets::csr_for;
 use crate::support::kube_hub::{kube_hub, lease_held_elsewhere, lease_released};
 
 const FLEET_NS: &str = "fleet";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// The management API server with the hub installed as shipped and the
 /// inventory CRDs; the admin's client and the hub's ServiceAccount's.

@@ -24,7 +24,7 @@ use gwhub_test_kit::install::install_hub;
 use gwhub_test_kit::kube_objects::apply;
 use gwhub_test_kit::procs::workspace_binary;
 use gwhub_test_kit::raw_agent::Agent as RawAgent;
-use gwhub_test_kit::wait::until;
+use gwhub_test_kit::wait::{WAIT, until};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::Client;
@@ -34,7 +34,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 use tonic::metadata::MetadataValue;
 
-const WAIT: Duration = Duration::from_secs(30);
 const ONE: &str = "reader-one";
 const ALL: &str = "reader-all";
 const NONE: &str = "reader-none";

@@ -33,7 +33,7 @@ use gwhub_proto::v1;
 use gwhub_test_kit::apiserver::Fleet;
 use gwhub_test_kit::install::SYSTEM_NS;
 use gwhub_test_kit::raw_agent::Agent;
-use gwhub_test_kit::wait::until;
+use gwhub_test_kit::wait::{WAIT, until};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -42,7 +42,6 @@ use crate::support::kube_hub::{kube_hub, lease_held_elsewhere, lease_released};
 
 const NS: &str = "default";
 const HOST: &str = "app.fleet.test";
-const WAIT: Duration = Duration::from_secs(30);
 
 fn cond(type_: &str, status: bool) -> v1::Condition {
     v1::Condition {

@@ -9,8 +9,6 @@
 //! deleting `west`'s ClusterProfile ends its stream, deletes its
 //! ClusterReports and drops it from the hub Gateway.
 
-use std::time::Duration;
-
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode, PlacementDecision};
@@ -22,7 +20,7 @@ use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
 use gwhub_test_kit::install::SYSTEM_NS;
 use gwhub_test_kit::kube_objects::apply;
 use gwhub_test_kit::raw_agent::{Agent, hello};
-use gwhub_test_kit::wait::until;
+use gwhub_test_kit::wait::{WAIT, until};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::json;
@@ -32,7 +30,6 @@ use crate::support::kube_hub::kube_hub;
 const FLEET_NS: &str = "fleet";
 const NS: &str = "default";
 const OWN: &str = "kuadrant.io/MultiClusterAggregated";
-const WAIT: Duration = Duration::from_secs(30);
 
 /// The management API server with the hub installed as the README says,
 /// the inventory CRDs, and ClusterProfiles `east`, `west`, `north`; the

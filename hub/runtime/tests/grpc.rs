@@ -11,12 +11,11 @@ use gwhub_proto::v1::{
 };
 use gwhub_test_kit::procs::free_addr;
 use gwhub_test_kit::raw_agent::{Agent, hello, msg};
+use gwhub_test_kit::wait::WAIT;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
-
-const WAIT: Duration = Duration::from_secs(5);
 
 // ---- fixtures -------------------------------------------------------------
 

@@ -13,8 +13,7 @@ use kube::api::{Api, PostParams};
 
 use crate::support::kube_hub::kube_hub;
 
-/// How long these suites wait for a condition before failing.
-pub(crate) const WAIT: Duration = Duration::from_secs(20);
+pub(crate) use gwhub_test_kit::wait::WAIT;
 
 /// The bytes of key `k` of Secret `s`.
 pub(crate) fn key(s: &Secret, k: &str) -> Vec<u8> {

@@ -18,7 +18,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-pub(crate) const WAIT: Duration = Duration::from_secs(10);
+pub(crate) use gwhub_test_kit::wait::WAIT;
 
 pub(crate) struct TempDir(pub(crate) PathBuf);
 
