@@ -27,6 +27,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::revocations::covered;
 use crate::index::{Index, Labels};
 
 fn labels(profile: &ClusterProfile) -> Labels {
@@ -90,12 +91,6 @@ impl Removals {
             p.len() != before
         });
     }
-}
-
-/// Whether a removal seen at `at` (Unix seconds) is covered by a recorded
-/// one (`recorded`): recorded at the same second or later.
-fn covered(at: i64, recorded: Option<i64>) -> bool {
-    recorded.is_some_and(|r| r >= at)
 }
 
 /// The first and the longest wait of [`record_removals`] between attempts
@@ -165,7 +160,7 @@ async fn record_all(
     for (cluster, at) in todo {
         match super::revocations::record(configmaps, cluster, *at).await {
             Ok(()) => {
-                tracing::info!(%cluster, %at, "ClusterProfile deleted: the cluster's identity is revoked");
+                tracing::info!(%cluster, %at, "ClusterProfile gone: the cluster's identity is revoked");
                 done.insert(cluster.clone(), at.as_second());
             }
             Err(e) => {
@@ -397,19 +392,6 @@ mod tests {
     use super::*;
 
     /// (seen at, recorded at) -> whether the removal is settled.
-    #[test]
-    fn a_removal_is_settled_by_a_record_as_late_as_it() {
-        let cases = [
-            (100, None, false),
-            (100, Some(99), false),
-            (100, Some(100), true),
-            (100, Some(101), true),
-        ];
-        for (at, recorded, want) in cases {
-            assert_eq!(covered(at, recorded), want, "{at} {recorded:?}");
-        }
-    }
-
     #[test]
     fn settling_keeps_a_removal_seen_again_since() {
         let removals = Removals::default();

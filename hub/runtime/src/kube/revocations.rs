@@ -48,14 +48,27 @@ pub fn parse(cm: &ConfigMap) -> BTreeMap<String, i64> {
     cm.data
         .iter()
         .flatten()
-        .filter_map(|(cluster, at)| match at.trim().parse::<jiff::Timestamp>() {
-            Ok(t) => Some((cluster.clone(), t.as_second())),
+        .filter_map(|(cluster, at)| match entry_time(at) {
+            Ok(t) => Some((cluster.clone(), t)),
             Err(e) => {
                 tracing::warn!(cluster, value = at, error = %e, "ConfigMap {REVOKED_CONFIGMAP}: not an RFC 3339 time; entry ignored");
                 None
             }
         })
         .collect()
+}
+
+/// An entry's removal time (Unix seconds): the value is RFC 3339, written
+/// by [`record`] (the hub and gwhubctl) or by hand.
+fn entry_time(value: &str) -> Result<i64, jiff::Error> {
+    Ok(value.trim().parse::<jiff::Timestamp>()?.as_second())
+}
+
+/// Whether a removal made at `at` (Unix seconds) is covered by the entry
+/// `recorded`: recorded at the same second or later (the ConfigMap's
+/// resolution). A later entry revokes everything an earlier one does.
+pub(crate) fn covered(at: i64, recorded: Option<i64>) -> bool {
+    recorded.is_some_and(|r| r >= at)
 }
 
 /// The removed clusters now.
@@ -88,10 +101,8 @@ pub async fn record(
     at: jiff::Timestamp,
 ) -> Result<(), RevocationsError> {
     edit(api, REVOKED_CONFIGMAP, true, |data| {
-        let later = data
-            .get(cluster)
-            .and_then(|t| t.trim().parse::<jiff::Timestamp>().ok())
-            .is_some_and(|t| t >= at);
+        let recorded = data.get(cluster).and_then(|t| entry_time(t).ok());
+        let later = covered(at.as_second(), recorded);
         if !later {
             data.insert(cluster.to_owned(), at.to_string());
         }
@@ -130,11 +141,7 @@ async fn forget(api: &Api<ConfigMap>, expired: &[(String, i64)]) -> Result<(), E
     edit(api, REVOKED_CONFIGMAP, false, |data| {
         let before = data.len();
         data.retain(|cluster, at| {
-            let at = at
-                .trim()
-                .parse::<jiff::Timestamp>()
-                .ok()
-                .map(|t| t.as_second());
+            let at = entry_time(at).ok();
             !expired.iter().any(|(c, t)| c == cluster && at == Some(*t))
         });
         data.len() != before
@@ -345,6 +352,26 @@ pub async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_removal_is_covered_by_an_entry_as_late_as_it() {
+        let cases = [
+            (100, None, false),
+            (100, Some(99), false),
+            (100, Some(100), true),
+            (100, Some(101), true),
+        ];
+        for (at, recorded, want) in cases {
+            assert_eq!(covered(at, recorded), want, "{at} {recorded:?}");
+        }
+    }
+
+    #[test]
+    fn an_entry_is_an_rfc3339_time_in_seconds() {
+        assert_eq!(entry_time(" 1970-01-01T00:01:40Z\n").ok(), Some(100));
+        assert_eq!(entry_time("1970-01-01T00:01:40.9Z").ok(), Some(100));
+        assert!(entry_time("yesterday").is_err());
+    }
 
     #[test]
     fn a_removal_expires_once_every_certificate_it_covers_has() {
