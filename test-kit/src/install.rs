@@ -113,11 +113,24 @@ pub async fn install_hub(cluster: &Cluster) -> Client {
 /// skipped, see [`require_assets`]) where the kube-apiserver assets are
 /// missing. Suites needing more CRDs install them on the admin's client.
 pub async fn management(test: &str) -> Option<(Fleet, Client, Client)> {
+    management_and(test, &[]).await
+}
+
+/// [`management`] and a workload cluster for each of `workloads`, each
+/// with the agent installed ([`install_agent`]), as the fleet install
+/// leaves them; their admins' clients from `fleet.cluster(name)`.
+pub async fn management_and(test: &str, workloads: &[&str]) -> Option<(Fleet, Client, Client)> {
     if !require_assets(test) {
         return None;
     }
-    let fleet = Fleet::start(&["mgmt"]).await.expect("start API server");
+    let names: Vec<&str> = std::iter::once("mgmt")
+        .chain(workloads.iter().copied())
+        .collect();
+    let fleet = Fleet::start(&names).await.expect("start API servers");
     let as_hub = install_hub(fleet.cluster("mgmt")).await;
+    for w in workloads {
+        install_agent(fleet.cluster(w)).await;
+    }
     let admin = fleet.cluster("mgmt").client().await.expect("admin client");
     Some((fleet, admin, as_hub))
 }

@@ -8,8 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use gwhub_hub::kube::tls_secrets::CA_SECRET;
 use gwhub_proto::v1;
-use gwhub_test_kit::apiserver::{Fleet, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub, management};
+use gwhub_test_kit::install::{SYSTEM_NS, management, management_and};
 use gwhub_test_kit::raw_agent::{admitted, hello, refusal, tls_ingest};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -27,14 +26,14 @@ use crate::support::hub_secrets::{WAIT, csr_for, key, make_token, start_hub, sta
 /// the stored identity. A wrong pin is refused before any token is sent.
 #[tokio::test]
 async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
-    if !require_assets("an_agent_joins_streams_and_restarts_from_its_stored_identity") {
+    let Some((fleet, _admin, as_hub)) = management_and(
+        "an_agent_joins_streams_and_restarts_from_its_stored_identity",
+        &["east"],
+    )
+    .await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt", "east"])
-        .await
-        .expect("start API servers");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
+    };
     let east_admin = fleet.cluster("east").client().await.unwrap();
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;
     let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());
@@ -155,15 +154,14 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
 /// renewed one, never going stale.
 #[tokio::test]
 async fn a_joined_agent_renews_before_its_certificate_expires() {
-    if !require_assets("a_joined_agent_renews_before_its_certificate_expires") {
+    let Some((fleet, admin, as_hub)) = management_and(
+        "a_joined_agent_renews_before_its_certificate_expires",
+        &["east"],
+    )
+    .await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt", "east"])
-        .await
-        .expect("start API servers");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    };
     let east_admin = fleet.cluster("east").client().await.unwrap();
     let hub = start_hub_with(&as_hub, Duration::from_secs(3600), Duration::from_secs(20)).await;
     let url = format!("https://localhost:{}", hub.hub.ingest_addr.port());

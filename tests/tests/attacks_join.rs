@@ -18,7 +18,6 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
-use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
 use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
 use gwhub_hub::kube::{Connected, KubeOptions};
@@ -30,13 +29,12 @@ use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
 use gwhub_test_kit::install::{SYSTEM_NS, management};
 use gwhub_test_kit::loopback;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::certificates::v1::{
-    CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
-};
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+use crate::support::hub_secrets::{decide, make_token};
 use crate::support::kube_hub::kube_hub;
 
 /// The honest client's address.
@@ -154,35 +152,17 @@ impl Setup {
 
     /// A join token for `cluster`, as `gwhubctl join create` makes it.
     async fn token(&self, cluster: &str) -> String {
-        let token = JoinToken::generate().unwrap();
-        let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(600);
-        Api::<Secret>::namespaced(self.admin.clone(), SYSTEM_NS)
-            .create(
-                &PostParams::default(),
-                &token_secret(&token, cluster, expires),
-            )
-            .await
-            .unwrap();
-        token.reveal()
+        make_token(
+            &Api::namespaced(self.admin.clone(), SYSTEM_NS),
+            cluster,
+            600,
+        )
+        .await
     }
 
     /// `kubectl certificate approve|deny` (`type_`: Approved, Denied).
     async fn decide(&self, name: &str, type_: &str) {
-        let csrs = self.csrs();
-        let mut csr = csrs.get(name).await.unwrap();
-        csr.status = Some(CertificateSigningRequestStatus {
-            conditions: Some(vec![CertificateSigningRequestCondition {
-                type_: type_.into(),
-                status: "True".into(),
-                reason: Some("KubectlApprove".into()),
-                message: Some("by the attack test".into()),
-                ..Default::default()
-            }]),
-            certificate: None,
-        });
-        csrs.replace_subresource("approval", name, &PostParams::default(), &csr)
-            .await
-            .unwrap();
+        decide(&self.csrs(), name, type_).await;
     }
 }
 

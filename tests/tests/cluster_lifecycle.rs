@@ -11,8 +11,6 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use gwhub_common::join::JoinToken;
-use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
 use gwhub_hub::kube::tls_secrets::CA_SECRET;
 use gwhub_hub::kube_hub::KubeHub;
@@ -30,7 +28,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
-use crate::support::hub_secrets::csr_for;
+use crate::support::hub_secrets::{csr_for, make_token};
 use crate::support::kube_hub::{kube_hub, lease_held_elsewhere, lease_released};
 
 const FLEET_NS: &str = "fleet";
@@ -92,23 +90,14 @@ async fn hub_ca(admin: &Client) -> Vec<u8> {
 /// Joins `cluster` with a fresh token, as `gwhubctl join create` makes it;
 /// its certificate and key.
 async fn join(admin: &Client, hub: &KubeHub, cluster: &str) -> (String, String) {
-    let secrets: Api<Secret> = Api::namespaced(admin.clone(), SYSTEM_NS);
-    let token = JoinToken::generate().unwrap();
-    let expires = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(600);
-    secrets
-        .create(
-            &PostParams::default(),
-            &token_secret(&token, cluster, expires),
-        )
-        .await
-        .unwrap();
+    let token = make_token(&Api::namespaced(admin.clone(), SYSTEM_NS), cluster, 600).await;
     let (csr, key) = csr_for(cluster);
     let ca = hub_ca(admin).await;
     let cert = tls_ingest(hub.hub.ingest_addr, &ca, None)
         .await
         .join(v1::JoinRequest {
             cluster: cluster.into(),
-            token: token.reveal(),
+            token,
             csr_pem: csr,
         })
         .await

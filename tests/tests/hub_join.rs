@@ -10,15 +10,14 @@ use std::time::Duration;
 use gwhub_hub::kube::tls_secrets::CA_SECRET;
 use gwhub_proto::client::open_report;
 use gwhub_proto::v1;
-use gwhub_test_kit::apiserver::{Fleet, require_assets};
-use gwhub_test_kit::install::{SYSTEM_NS, install_hub, management};
+use gwhub_test_kit::install::{SYSTEM_NS, management, management_and};
 use gwhub_test_kit::raw_agent::{admitted, hello, tls_ingest};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use crate::support::hub_secrets::{WAIT, csr_for, key, make_token, start_hub};
+use crate::support::hub_secrets::{WAIT, csr_for, decide, key, make_token, start_hub};
 
 /// Join on a real API server: a valid token gets a certificate naming the
 /// cluster (recorded in ConfigMap gwhub-issued; its CertificateSigningRequest
@@ -193,28 +192,6 @@ async fn a_join_token_gets_one_certificate_and_bad_tokens_none() {
     hub.shutdown().await.unwrap();
 }
 
-/// The CSR `name` with condition `type_` (Approved, Denied) set by an
-/// admin, as `kubectl certificate approve|deny` does.
-async fn decide(csrs: &Api<CertificateSigningRequest>, name: &str, type_: &str) {
-    use k8s_openapi::api::certificates::v1::{
-        CertificateSigningRequestCondition, CertificateSigningRequestStatus,
-    };
-    let mut csr = csrs.get(name).await.unwrap();
-    csr.status = Some(CertificateSigningRequestStatus {
-        conditions: Some(vec![CertificateSigningRequestCondition {
-            type_: type_.into(),
-            status: "True".into(),
-            reason: Some("KubectlApprove".into()),
-            message: Some("by the join test".into()),
-            ..Default::default()
-        }]),
-        certificate: None,
-    });
-    csrs.replace_subresource("approval", name, &PostParams::default(), &csr)
-        .await
-        .unwrap();
-}
-
 /// Join without a token, on a real API server: the request is recorded
 /// as an unapproved CertificateSigningRequest of signer
 /// gwhub.io/cluster-agent named after the cluster and the key (a retry
@@ -353,15 +330,14 @@ async fn a_tokenless_join_waits_for_approval_and_a_denied_one_is_refused() {
 /// stores it and streams.
 #[tokio::test]
 async fn a_tokenless_agent_streams_once_its_request_is_approved() {
-    if !require_assets("a_tokenless_agent_streams_once_its_request_is_approved") {
+    let Some((fleet, admin, as_hub)) = management_and(
+        "a_tokenless_agent_streams_once_its_request_is_approved",
+        &["east"],
+    )
+    .await
+    else {
         return;
-    }
-    let fleet = Fleet::start(&["mgmt", "east"])
-        .await
-        .expect("start API servers");
-    let as_hub = install_hub(fleet.cluster("mgmt")).await;
-    gwhub_test_kit::install::install_agent(fleet.cluster("east")).await;
-    let admin = fleet.cluster("mgmt").client().await.unwrap();
+    };
     let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
     let east_admin = fleet.cluster("east").client().await.unwrap();
     let hub = start_hub(&as_hub, Duration::from_secs(3600)).await;

@@ -1,13 +1,17 @@
 //! The hub serving TLS from its Secrets as the Secrets and join suites
 //! start it (Lease identity `tls-secrets`), and what those suites share:
 //! a Secret's key, a CSR for a cluster's SPIFFE name, a join token as
-//! `gwhubctl join create` stores it, and their bound on waits.
+//! `gwhubctl join create` stores it, an admin's approval or denial of a
+//! tokenless join's request, and their bound on waits.
 
 use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
 use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube_hub::KubeHub;
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 
@@ -71,4 +75,23 @@ pub(crate) async fn make_token(secrets: &Api<Secret>, cluster: &str, ttl: i64) -
         .await
         .unwrap();
     token.reveal()
+}
+
+/// Sets condition `type_` (Approved, Denied) on CertificateSigningRequest
+/// `name`, as `kubectl certificate approve|deny` does.
+pub(crate) async fn decide(csrs: &Api<CertificateSigningRequest>, name: &str, type_: &str) {
+    let mut csr = csrs.get(name).await.unwrap();
+    csr.status = Some(CertificateSigningRequestStatus {
+        conditions: Some(vec![CertificateSigningRequestCondition {
+            type_: type_.into(),
+            status: "True".into(),
+            reason: Some("KubectlApprove".into()),
+            message: Some("by a gwhub test".into()),
+            ..Default::default()
+        }]),
+        certificate: None,
+    });
+    csrs.replace_subresource("approval", name, &PostParams::default(), &csr)
+        .await
+        .unwrap();
 }
