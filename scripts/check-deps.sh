@@ -40,7 +40,7 @@ fi
 # than a module still counts; a string literal spanning lines is read as
 # code). Per crate: list each part crate here as it leaves gwhub-hub; its
 # sources are found through cargo's metadata wherever it moves.
-circle_crates=(gwhub-hub gwhub-identity)
+circle_crates=(gwhub-hub gwhub-identity gwhub-net)
 
 # The directory of crate $1's library sources, from cargo's metadata.
 crate_src() {
@@ -149,6 +149,7 @@ done
 hub_parts='
 gwhub-index | gwhub-model gwhub-hub-rules gwhub-dns-rules gwhub-proto gwhub-common | ^(tonic.*|hyper.*|axum.*|tower.*|http.*|kube|kube-.*|rustls.*|tokio-rustls|rcgen|hickory-.*|clap.*)$
 gwhub-identity | gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(axum.*|hickory-.*|clap.*)$
+gwhub-net | gwhub-identity gwhub-model gwhub-hub-rules gwhub-common | ^(kube|kube-.*|axum.*|hickory-.*|clap.*)$
 '
 check_hub_parts() {
   local meta crate allowed banned deps dep failed=0

@@ -11,10 +11,9 @@
 //! (`gwhub`, which parses flags and calls it), and it does not know the agent
 //! runtime: they meet only over gRPC.
 
-// Private: the listeners' plumbing, used by serve and web only; what is
-// not needed outside each module stays pub(crate).
-mod conn;
-mod conn_state;
+// Private, as before the listeners' plumbing left for gwhub-net: used by
+// serve, grpc and web only.
+use gwhub_net::{conn, conn_state, reader_pool};
 pub mod dns;
 pub mod grpc;
 pub use gwhub_identity::{authz, issuer, pki, tls};
@@ -26,6 +25,5 @@ pub mod kube;
 pub mod kube_hub;
 pub mod metrics;
 pub mod read;
-mod reader_pool;
 pub mod serve;
 pub mod web;
