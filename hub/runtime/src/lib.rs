@@ -11,22 +11,19 @@
 //! (`gwhub`, which parses flags and calls it), and it does not know the agent
 //! runtime: they meet only over gRPC.
 
-pub mod authz;
-// Private: the listeners' plumbing, used by serve and web only; what is
-// not needed outside each module stays pub(crate).
-mod conn;
-mod conn_state;
+// Private, as before the listeners' plumbing left for gwhub-net: used by
+// serve, grpc and web only.
+use gwhub_net::{conn, conn_state, reader_pool};
 pub mod dns;
 pub mod grpc;
+pub use gwhub_identity::{authz, issuer, pki, tls};
 pub use gwhub_index as index;
-pub mod issuer;
+// Private, as before the TLS material left for gwhub-identity: the
+// runtime's own path to it.
+use gwhub_identity::reload as tls_reload;
 pub mod kube;
 pub mod kube_hub;
 pub mod metrics;
-pub mod pki;
 pub mod read;
-mod reader_pool;
 pub mod serve;
-pub mod tls;
-mod tls_reload;
 pub mod web;

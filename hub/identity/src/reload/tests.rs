@@ -1,4 +1,4 @@
-//! Unit tests of `tls_reload`, in their own file so the module itself reads in
+//! Unit tests of `reload`, in their own file so the module itself reads in
 //! one sitting.
 
 use super::*;

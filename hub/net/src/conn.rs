@@ -37,8 +37,8 @@ use tonic::transport::server::{Connected, TlsConnectInfo};
 
 use crate::conn_state::{ConnInfo, ConnState};
 use crate::reader_pool::{PoolSlot, ReaderPool};
-pub(crate) use accept::incoming;
-pub(crate) use metrics::ListenerMetrics;
+pub use accept::incoming;
+pub use metrics::ListenerMetrics;
 
 mod accept;
 mod metrics;
@@ -50,7 +50,7 @@ pub const MAX_COUNT_FLAG: u64 = 1 << 20;
 
 /// What one listener allows.
 #[derive(Clone, Debug)]
-pub(crate) struct ConnLimits {
+pub struct ConnLimits {
     /// Open connections at once (TLS handshakes included).
     pub max_connections: usize,
     /// A connection with no open call for this long is closed.
@@ -147,12 +147,12 @@ impl Drop for CallGuard {
 }
 
 /// The connection a request came on, with or without TLS.
-pub(crate) fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
+pub fn conn_of<T>(request: &tonic::Request<T>) -> Option<&ConnInfo> {
     conn_in(request.extensions())
 }
 
 /// The connection a request came on, from its extensions.
-pub(crate) fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
+pub fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
     ext.get::<ConnInfo>()
         .or_else(|| ext.get::<TlsConnectInfo<ConnInfo>>().map(|t| t.get_ref()))
 }
@@ -162,21 +162,21 @@ pub(crate) fn conn_in(ext: &http::Extensions) -> Option<&ConnInfo> {
 /// moved into the body by [`Tracked`]. The Dashboard holds a unary answer's
 /// call slot this way, so an answer the caller never reads stays counted.
 #[derive(Clone)]
-pub(crate) struct Hold(
+pub struct Hold(
     #[allow(dead_code, reason = "never read: held for its drop")]
-    pub(crate)  Arc<dyn std::any::Any + Send + Sync>,
+    pub  Arc<dyn std::any::Any + Send + Sync>,
 );
 
 /// A service whose calls keep their connection from being idle, from the
 /// request until the response body ends or the call is cancelled. Put it
 /// inside any authentication, so a refused call does not count as use.
 #[derive(Clone, Debug)]
-pub(crate) struct Tracked<S> {
+pub struct Tracked<S> {
     inner: S,
 }
 
 impl<S> Tracked<S> {
-    pub(crate) fn new(inner: S) -> Self {
+    pub fn new(inner: S) -> Self {
         Tracked { inner }
     }
 }
@@ -293,7 +293,7 @@ impl http_body::Body for TrackedBody {
 
 /// A TCP connection that can be closed from a request handler and holds
 /// its listener slot until dropped.
-pub(crate) struct Conn {
+pub struct Conn {
     tcp: TcpStream,
     info: ConnInfo,
     killed: Pin<Box<WaitForCancellationFutureOwned>>,
@@ -425,7 +425,7 @@ fn wrap(
 }
 
 /// A hub connection: plaintext, or TLS from the hub's own handshake.
-pub(crate) enum HubIo {
+pub enum HubIo {
     Plain(Box<Conn>),
     Tls(Box<tokio_rustls::server::TlsStream<Conn>>),
 }
@@ -503,9 +503,9 @@ impl AsyncWrite for HubIo {
 /// `tls` is given. Handshakes run concurrently, each within `timeout` (a
 /// stalled one holds its connection slot no longer), so one slow client
 /// never delays another; a failed one is logged at debug and dropped.
-pub(crate) fn with_tls(
+pub fn with_tls(
     incoming: impl Stream<Item = Result<Conn, io::Error>> + Send + 'static,
-    tls: Option<crate::tls_reload::Acceptor>,
+    tls: Option<gwhub_identity::reload::Acceptor>,
     timeout: Duration,
     name: &'static str,
 ) -> Pin<Box<dyn Stream<Item = Result<HubIo, io::Error>> + Send>> {
@@ -544,7 +544,7 @@ pub(crate) fn with_tls(
 
 async fn handshake(
     conn: Conn,
-    tls: crate::tls_reload::Acceptor,
+    tls: gwhub_identity::reload::Acceptor,
     timeout: Duration,
     name: &'static str,
 ) -> Option<HubIo> {
@@ -556,11 +556,11 @@ async fn handshake(
                 .peer_certificates()
                 .filter(|c| !c.is_empty())
                 .map(|c| c.iter().map(|c| c.clone().into_owned()).collect())
-                .map(|certs| crate::tls_reload::PeerTls::new(certs, &tls));
+                .map(|certs| gwhub_identity::reload::PeerTls::new(certs, &tls));
             Some(HubIo::Tls(Box::new(stream)))
         }
         Ok(Err(e)) => {
-            let reason = crate::tls_reload::refusal_reason(&e);
+            let reason = gwhub_identity::reload::refusal_reason(&e);
             tls.metrics.refused(name, reason);
             if matches!(reason, "expired" | "untrusted") {
                 tracing::info!(listener = name, %remote, reason, error = %e, "client certificate refused");

@@ -16,11 +16,11 @@ use std::time::Duration;
 use tonic::{Request, Status};
 
 use crate::authz::{KubeReaders, ReadError, Reader};
-pub use crate::tls_reload::TlsError;
-use crate::tls_reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
+pub use crate::reload::TlsError;
+use crate::reload::{DEFAULT_RELOAD_INTERVAL, Followed, Pem, Sources};
 
 /// TLS material for both listeners: PEM given once, or files re-read when
-/// they change ([`crate::tls_reload`]). Its `Debug` leaves out the private
+/// they change ([`crate::reload`]). Its `Debug` leaves out the private
 /// key and the token.
 #[derive(Clone)]
 pub struct HubTls {
@@ -113,7 +113,7 @@ impl HubTls {
     }
 
     /// Refuses (and ends the streams of) certificates of removed clusters.
-    pub fn with_revocations(mut self, revoked: crate::tls_reload::Revocations) -> Self {
+    pub fn with_revocations(mut self, revoked: crate::reload::Revocations) -> Self {
         self.sources.revoked = Some(revoked);
         self
     }
@@ -243,12 +243,12 @@ impl HubTls {
     }
 
     /// Where the material comes from.
-    pub(crate) fn sources(&self) -> &Sources {
+    pub fn sources(&self) -> &Sources {
         &self.sources
     }
 
     /// The Dashboard's bearer-token check (a no-op without a token).
-    pub(crate) fn dashboard_auth(&self) -> DashboardAuth {
+    pub fn dashboard_auth(&self) -> DashboardAuth {
         DashboardAuth {
             token: self.dashboard_token.clone(),
             kube: None,

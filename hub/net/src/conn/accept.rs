@@ -22,7 +22,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(200);
 const SATURATED_LOG_EVERY: Duration = Duration::from_secs(60);
 /// Accepts connections on `listener` within `limits`, forever. `name`
 /// (ingest, dashboard) goes into the logs.
-pub(crate) fn incoming(
+pub fn incoming(
     listener: TcpListener,
     limits: ConnLimits,
     counters: Arc<ListenerCounters>,

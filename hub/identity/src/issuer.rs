@@ -2,7 +2,7 @@
 //! (`gwhub.v1.Ingest/Join` and `Renew`, spec section 7).
 //!
 //! It exists so that the gRPC side calls an issuer without knowing how it
-//! issues: today the only one is [`crate::kube::join::Joiner`], backed by
+//! issues: today the only one is the runtime's `kube::join::Joiner`, backed by
 //! the hub's Secrets and CertificateSigningRequests. The trait sits beside
 //! the TLS material, below both the listeners and the Kubernetes side, so
 //! neither of them names the other, and the TLS configuration carries

@@ -56,7 +56,7 @@ pub(crate) struct RefusalLabels {
 /// Why a handshake failed, from tokio-rustls' error: the client
 /// certificate expired (or is not valid yet), does not chain to the CA in
 /// use, was not sent; anything else (the client refused ours, garbage).
-pub(crate) fn refusal_reason(e: &std::io::Error) -> &'static str {
+pub fn refusal_reason(e: &std::io::Error) -> &'static str {
     use rustls::CertificateError as C;
     let Some(e) = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) else {
         return "other";
@@ -129,7 +129,7 @@ impl TlsMetrics {
     }
 
     /// Counts a failed handshake on `listener`.
-    pub(crate) fn refused(&self, listener: &'static str, reason: &'static str) {
+    pub fn refused(&self, listener: &'static str, reason: &'static str) {
         self.handshakes_refused
             .get_or_create(&RefusalLabels { listener, reason })
             .inc();

@@ -16,23 +16,23 @@ use tokio_util::sync::CancellationToken;
 /// The `ConnectInfo` of a hub connection (in every request's extensions;
 /// with TLS it also carries the peer's certificates).
 #[derive(Clone, Debug)]
-pub(crate) struct ConnInfo {
+pub struct ConnInfo {
     pub remote: SocketAddr,
     pub state: Arc<ConnState>,
     /// The peer's certificates, on a TLS connection of the hub's own
     /// handshake (`with_tls`).
-    pub tls: Option<crate::tls_reload::PeerTls>,
+    pub tls: Option<gwhub_identity::reload::PeerTls>,
 }
 
 /// One connection's shared state, reachable from its requests.
 #[derive(Debug)]
-pub(crate) struct ConnState {
+pub struct ConnState {
     pub(crate) kill: CancellationToken,
     /// Calls open on this connection (counted by [`crate::conn::Tracked`]): the
     /// connection is idle while there is none.
     pub(crate) calls: watch::Sender<usize>,
     /// Dashboard calls open on this connection.
-    pub dashboard_calls: AtomicUsize,
+    pub(crate) dashboard_calls: AtomicUsize,
     /// When a call last started or ended (or the connection was
     /// accepted): the idle connection with the oldest is evicted first.
     last_active: std::sync::Mutex<tokio::time::Instant>,
@@ -52,7 +52,7 @@ impl Default for ConnState {
 impl ConnState {
     /// Closes the connection: its reads and writes fail from now on, so
     /// the HTTP/2 server drops it with everything it buffered.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.kill.cancel();
     }
 

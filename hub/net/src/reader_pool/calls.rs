@@ -14,7 +14,7 @@ use super::{PoolSlot, ReaderPool, per_address};
 use crate::conn_state::{ConnInfo, ConnState};
 
 /// Default of `--max-dashboard-calls`.
-pub(crate) const DEFAULT_MAX_DASHBOARD_CALLS: usize = 256;
+pub const DEFAULT_MAX_DASHBOARD_CALLS: usize = 256;
 
 /// The slots of `--max-dashboard-calls`: one pool for the gRPC Dashboard's
 /// calls and the web page's event streams, so the flag bounds both
@@ -24,9 +24,10 @@ pub(crate) const DEFAULT_MAX_DASHBOARD_CALLS: usize = 256;
 /// whatever its connections; when the pool is full, a caller from an
 /// address holding less than its fair share closes the connection of the
 /// oldest call of the address holding the most; an eighth of the pool is
-/// kept for readers already authorized ([`crate::tls::DashboardAuth::known`]).
+/// kept for readers already authorized
+/// ([`gwhub_identity::tls::DashboardAuth::known`]).
 #[derive(Clone, Debug)]
-pub(crate) struct DashboardCalls {
+pub struct DashboardCalls {
     pool: Arc<ReaderPool>,
     max: usize,
     /// Bumped each time a call is refused for a full pool: watchers that
@@ -44,10 +45,10 @@ pub(crate) const STALLED_WHILE_OTHERS_WAIT: Duration = Duration::from_secs(5);
 
 /// A call's hold on the budgets ([`DashboardCalls::admit`]); released
 /// when dropped.
-pub(crate) struct CallPermit {
+pub struct CallPermit {
     _slot: PoolSlot,
-    pub(crate) conn: Option<Arc<ConnState>>,
-    pub(crate) counters: Arc<CallCounters>,
+    pub conn: Option<Arc<ConnState>>,
+    pub counters: Arc<CallCounters>,
 }
 
 impl Drop for CallPermit {
@@ -63,7 +64,7 @@ impl Drop for CallPermit {
 /// Why a Dashboard call or event stream was refused (the message names
 /// the flag).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CallRefused {
+pub enum CallRefused {
     #[error(
         "Dashboard budget: {0} calls (web page event streams included) are open, the hub's --max-dashboard-calls; retry later (this client address holds its fair share)"
     )]
@@ -81,7 +82,7 @@ pub(crate) enum CallRefused {
 impl DashboardCalls {
     /// `max` in all, `max_per_address` from one client address (0: an
     /// eighth of `max`), counted in `counters`.
-    pub(crate) fn new(max: usize, max_per_address: usize, counters: Arc<CallCounters>) -> Self {
+    pub fn new(max: usize, max_per_address: usize, counters: Arc<CallCounters>) -> Self {
         let max = max.max(1);
         DashboardCalls {
             pool: ReaderPool::new(
@@ -96,14 +97,14 @@ impl DashboardCalls {
     }
 
     /// What the calls count (`/metrics`).
-    pub(crate) fn counters(&self) -> &Arc<CallCounters> {
+    pub fn counters(&self) -> &Arc<CallCounters> {
         &self.counters
     }
 
     /// Resolves once a call that has taken nothing since `since` counts as
     /// stalled: `send_timeout` after it, or [`STALLED_WHILE_OTHERS_WAIT`]
     /// after it once a caller is refused for a full pool meanwhile.
-    pub(crate) async fn stalled(&self, since: tokio::time::Instant, send_timeout: Duration) {
+    pub async fn stalled(&self, since: tokio::time::Instant, send_timeout: Duration) {
         let mut refusals = self.refusals.subscribe();
         refusals.borrow_and_update();
         let mut deadline = since + send_timeout;
@@ -124,7 +125,7 @@ impl DashboardCalls {
     /// address's share and the total (`authorized`: a reader already
     /// reviewed, who may take the reserve); counted in
     /// `gwhub_dashboard_calls`.
-    pub(crate) fn admit(
+    pub fn admit(
         &self,
         conn: Option<&ConnInfo>,
         authorized: bool,

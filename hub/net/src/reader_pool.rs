@@ -12,7 +12,9 @@ use crate::conn_state::ConnState;
 
 mod calls;
 
-pub(crate) use calls::{CallCounters, CallPermit, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls};
+pub use calls::{
+    CallCounters, CallPermit, CallRefused, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls,
+};
 
 /// Default of `--max-dashboard-connections-per-address` and
 /// `--max-dashboard-calls-per-address`: 0, an eighth of the pool

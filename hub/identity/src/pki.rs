@@ -2,7 +2,7 @@
 //! signing CA it keeps in Secret `gwhub-ca`, the serving certificate it
 //! keeps in Secret `gwhub-serving` (its chain includes the CA, so a client
 //! that pins the CA by hash finds it), and when either is due for
-//! renewal. The Kubernetes side ([`crate::kube::tls_secrets`]) only stores
+//! renewal. The Kubernetes side (the runtime's `kube::tls_secrets`) only stores
 //! and reads what these make.
 
 use std::net::IpAddr;
@@ -172,7 +172,7 @@ pub(crate) fn serving_pair(
 
 /// Whether `cert` and `key` (PEM) make a serving pair the hub can use
 /// (the check a reload makes); `Err` says why not.
-pub(crate) fn check_serving_pair(cert: &[u8], key: &[u8]) -> Result<(), PemError> {
+pub fn check_serving_pair(cert: &[u8], key: &[u8]) -> Result<(), PemError> {
     serving_pair(cert, key, "tls.crt", "tls.key").map(drop)
 }
 

@@ -4,17 +4,18 @@
 //! content changes (a mounted Secret's `..data` swap, cert-manager, an
 //! operator's copy), so new handshakes use them without a restart. A file
 //! that fails to parse keeps the old material (logged and counted, naming
-//! the file). The hub does its own TLS handshakes (`conn::with_tls`)
-//! over a rustls config whose certificate resolver and client verifier read
-//! the current material, and each agent stream watches its certificate:
-//! it ends at the certificate's `notAfter`, or when a reloaded client CA no
-//! longer trusts it (`grpc::peer::stream_end`).
+//! the file). The hub does its own TLS handshakes
+//! (`gwhub_net::conn::with_tls`) over a rustls config whose certificate
+//! resolver and client verifier read the current material, and each agent
+//! stream watches its certificate: it ends at the certificate's
+//! `notAfter`, or when a reloaded client CA no longer trusts it (the
+//! runtime's `grpc::peer::stream_end`).
 
 mod metrics;
 mod peer;
 
-pub(crate) use metrics::{TlsMetrics, refusal_reason};
-pub(crate) use peer::PeerTls;
+pub use metrics::{TlsMetrics, refusal_reason};
+pub use peer::PeerTls;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -77,7 +78,7 @@ impl From<crate::pki::PemError> for TlsError {
 }
 
 impl TlsError {
-    pub(crate) fn invalid(what: &str, reason: impl std::fmt::Display) -> Self {
+    pub fn invalid(what: &str, reason: impl std::fmt::Display) -> Self {
         TlsError::Invalid {
             what: what.to_owned(),
             reason: reason.to_string(),
@@ -87,7 +88,7 @@ impl TlsError {
 
 /// Where one piece of PEM comes from: bytes given once, a file re-read,
 /// the latest value of a key of a Secret followed through the API
-/// ([`crate::kube::tls_secrets`]), or several of these one after another
+/// (the runtime's `kube::tls_secrets`), or several of these one after another
 /// (a client CA from a Secret plus an operator's `--client-ca`).
 #[derive(Clone)]
 pub(crate) enum Pem {
@@ -161,7 +162,7 @@ impl Pem {
 pub(crate) type Revocations = watch::Receiver<Arc<BTreeMap<String, i64>>>;
 
 /// Why `certs` (a client chain) is revoked, if it is.
-pub(crate) fn revoked_reason(
+pub fn revoked_reason(
     revoked: &BTreeMap<String, i64>,
     certs: &[CertificateDer<'_>],
 ) -> Option<String> {
@@ -296,7 +297,7 @@ type Slot<T> = watch::Sender<Arc<T>>;
 
 /// The hub's current TLS material and the acceptors' configs over it.
 #[derive(Debug)]
-pub(crate) struct TlsRuntime {
+pub struct TlsRuntime {
     serving: Arc<Slot<Serving>>,
     client_ca: Arc<Slot<Trust>>,
     dashboard_ca: Option<Arc<Slot<Trust>>>,
@@ -307,19 +308,19 @@ pub(crate) struct TlsRuntime {
 
 /// What the listeners' handshakes need.
 #[derive(Clone)]
-pub(crate) struct Acceptor {
+pub struct Acceptor {
     pub acceptor: tokio_rustls::TlsAcceptor,
     /// The slot client certificates are checked against (none without
     /// client certificates).
-    pub trust: Option<Arc<Slot<Trust>>>,
+    pub(crate) trust: Option<Arc<Slot<Trust>>>,
     pub metrics: TlsMetrics,
     /// Removed clusters (ingest only).
-    pub revoked: Option<Revocations>,
+    pub(crate) revoked: Option<Revocations>,
 }
 
 /// The listener an acceptor is for.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum ListenerKind {
+pub enum ListenerKind {
     Ingest,
     Dashboard,
     /// Serves browsers too: offers HTTP/1.1 besides h2.
@@ -328,17 +329,17 @@ pub(crate) enum ListenerKind {
 
 /// The material the hub's TLS flags name.
 #[derive(Clone)]
-pub(crate) struct Sources {
-    pub cert: Pem,
-    pub key: Pem,
-    pub client_ca: Pem,
-    pub dashboard_client_ca: Option<Pem>,
-    pub reload_every: Duration,
+pub struct Sources {
+    pub(crate) cert: Pem,
+    pub(crate) key: Pem,
+    pub(crate) client_ca: Pem,
+    pub(crate) dashboard_client_ca: Option<Pem>,
+    pub(crate) reload_every: Duration,
     /// The ingest listener lets a client without a certificate finish the
     /// handshake (to call Join); Report still refuses it.
-    pub client_cert_optional: bool,
+    pub(crate) client_cert_optional: bool,
     /// Removed clusters whose certificates are refused.
-    pub revoked: Option<Revocations>,
+    pub(crate) revoked: Option<Revocations>,
 }
 
 impl Sources {
@@ -362,7 +363,7 @@ impl Sources {
 impl TlsRuntime {
     /// Loads the material (an error names the file) and, when any of it
     /// comes from files, returns the task that follows them.
-    pub(crate) fn start(
+    pub fn start(
         sources: Sources,
         metrics: TlsMetrics,
     ) -> Result<
@@ -416,7 +417,7 @@ impl TlsRuntime {
     }
 
     /// The acceptor of one listener.
-    pub(crate) fn acceptor(&self, kind: ListenerKind) -> Result<Acceptor, TlsError> {
+    pub fn acceptor(&self, kind: ListenerKind) -> Result<Acceptor, TlsError> {
         let builder = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()?;
         let trust = match kind {

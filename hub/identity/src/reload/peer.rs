@@ -17,8 +17,8 @@ use super::{
 
 /// A TLS peer: its certificates and what they were checked against.
 #[derive(Clone)]
-pub(crate) struct PeerTls {
-    pub(crate) certs: Arc<Vec<CertificateDer<'static>>>,
+pub struct PeerTls {
+    pub certs: Arc<Vec<CertificateDer<'static>>>,
     trust: Option<Arc<Slot<Trust>>>,
     metrics: TlsMetrics,
     /// Boxed: every connection's info holds this.
@@ -34,7 +34,7 @@ impl std::fmt::Debug for PeerTls {
 }
 
 impl PeerTls {
-    pub(crate) fn new(certs: Vec<CertificateDer<'static>>, acceptor: &Acceptor) -> Self {
+    pub fn new(certs: Vec<CertificateDer<'static>>, acceptor: &Acceptor) -> Self {
         PeerTls {
             certs: Arc::new(certs),
             trust: acceptor.trust.clone(),
@@ -44,14 +44,14 @@ impl PeerTls {
     }
 
     /// Why this client's certificate is refused as its cluster was removed.
-    pub(crate) fn revoked(&self) -> Option<String> {
+    pub fn revoked(&self) -> Option<String> {
         let revoked = self.revoked.as_ref()?.borrow().clone();
         revoked_reason(&revoked, &self.certs)
     }
 
     /// Resolves with the status to end the stream with once the client
     /// certificate expires, or once a reloaded CA no longer trusts it.
-    pub(crate) async fn until_invalid(self) -> Status {
+    pub async fn until_invalid(self) -> Status {
         let not_after = self
             .certs
             .first()
