@@ -1,10 +1,10 @@
 //! Shared by the targets: small text pickers for structured inputs and the
-//! hub tests' independent CRD checker.
+//! test kit's independent CRD checker.
 #![allow(dead_code)]
 
 use arbitrary::Arbitrary;
 
-#[path = "../../../hub/tests/support/crd.rs"]
+#[path = "../../../test-kit/src/crd_check.rs"]
 pub mod crd;
 
 /// A string that is usually one of `table` (so the fuzzer reaches deep
