@@ -1,6 +1,7 @@
 //! The aggregator: the hub Gateways as the management cluster holds them,
-//! the dirty set, and the one task that re-aggregates each dirty Gateway
-//! once and publishes the views the Dashboard and the status writer share.
+//! one pending entry per changed Gateway (what changed and where it came
+//! from), and the one task that re-aggregates each changed Gateway once and
+//! publishes the views the Dashboard and the status writer share.
 
 mod live_hubs;
 mod provenance;
@@ -8,12 +9,12 @@ mod provenance;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::Index;
+use super::provenance::{Pending, Stamp, Touched};
 use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, build_view};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
@@ -23,75 +24,83 @@ use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, O
 const NO_KUBE_GENERATION: i64 = 1;
 
 /// The aggregator part of the index: the hub Gateways as the management
-/// cluster holds them, the dirty set, the published views, and what the
-/// status writer takes from a pass (propagation stamps, traces). Each lock
-/// is taken alone.
+/// cluster holds them, one pending entry per changed Gateway, the
+/// published views, and what the status writer takes from a pass
+/// (propagation stamps, traces).
+///
+/// Lock order: `passes` first (only a pass takes it), then the fleet (the
+/// reports part); `pending` is a leaf, taken alone or inside the fleet
+/// lock; every other lock here is taken alone.
 pub(super) struct Aggregator {
     /// Serialises aggregation passes, so an older pass never publishes
-    /// over a newer one (held without any other lock of this part, never
+    /// over a newer one, and holds what only passes keep (never held
     /// across `.await`).
-    aggregating: Mutex<()>,
+    passes: Mutex<Passes>,
     /// The hub Gateways on the management cluster (Kubernetes mode), as
     /// its Gateway watch last saw them; taken alone, never with another lock.
     live: Mutex<BTreeMap<GatewayKey, Arc<LiveHub>>>,
-    /// Gateways to re-aggregate, for the aggregator task.
-    dirty: CoalescingQueue<GatewayKey>,
+    /// One entry per Gateway to re-aggregate: which clusters' reports
+    /// changed since its last pass and where the changes came from (see
+    /// [`Pending`]). Every change merges into it after (or, for a
+    /// delta's, together with) the change itself; a pass takes the
+    /// entries, then reads what they name.
+    ///
+    /// Why a pass takes exactly the stamps of the changes it reads: a
+    /// delta's stamp is merged in the same fleet write lock as its changes
+    /// ([`Index::apply_stamped`]). A pass takes every entry (before it
+    /// reads the live hub Gateways and expectations, so a change of those
+    /// after the take stays for the next pass), then, holding the fleet
+    /// for reading, the provenance of entries that landed since (their
+    /// touched clusters stay for the next pass, which finds the view
+    /// current). So a stamp merged before the pass read the fleet is
+    /// taken by it, with its change, and one merged after is not: its
+    /// change is not read either.
+    pending: Mutex<BTreeMap<GatewayKey, Pending>>,
+    /// Wakes the aggregator task when an entry is added.
+    wake: Notify,
     views: watch::Sender<Views>,
     options: Options,
-    /// Per hub Gateway on the management cluster, when agents observed the
-    /// earliest change that landed and no pass has read yet (unix
-    /// milliseconds). Taken only inside the fleet lock: a delta's apply
-    /// notes its stamp holding it for writing, a pass takes its keys'
-    /// stamps holding it for reading, so a pass takes exactly the stamps
-    /// of the changes it reads.
-    observed: Mutex<BTreeMap<GatewayKey, i64>>,
     /// The stamps a pass aggregated into a new view, for the status write
     /// that carries that view ([`Index::take_observed`]); filled before
     /// the view is published. Taken alone.
     ready: Mutex<BTreeMap<GatewayKey, i64>>,
-    /// Per dirty Gateway, which clusters' reports changed since its last
-    /// pass (taken alone; written before the Gateway is marked dirty, after
-    /// the fleet changed): the history then compares only those clusters'
-    /// conditions. A Gateway dirty without an entry here is [`Touched::All`].
-    touched: Mutex<BTreeMap<GatewayKey, Touched>>,
     /// Traced changes (only with `--otlp-endpoint`): per Gateway, the W3C
-    /// `traceparent` of the delta apply its next aggregation continues, and
-    /// of the aggregation the status write continues (each taken alone).
-    traces: Mutex<Traces>,
+    /// `traceparent` of the aggregation the status write continues (taken
+    /// alone).
+    write_traces: Mutex<BTreeMap<GatewayKey, String>>,
 }
 
-/// See `Aggregator::touched`.
-#[derive(Debug)]
-enum Touched {
-    /// Only these clusters' reports changed (none: only the hub Gateway
-    /// or its expectation did).
-    Clusters(BTreeSet<String>),
-    /// Anything may have changed (freshness, a cluster gone, the hub
-    /// Gateway, the expectations).
-    All,
-}
-
-/// See `Aggregator::traces`.
+/// What only aggregation passes keep, under `Aggregator::passes`.
 #[derive(Default)]
-struct Traces {
-    aggregate: BTreeMap<GatewayKey, String>,
-    write: BTreeMap<GatewayKey, String>,
+struct Passes {
+    /// Gateways whose last aggregation failed (see `aggregate_dirty`):
+    /// their next pass compares everything.
+    failed: BTreeSet<GatewayKey>,
 }
 
 impl Aggregator {
     pub(super) fn new(options: Options) -> Self {
         let (views, _) = watch::channel(Views::default());
         Aggregator {
-            aggregating: Mutex::new(()),
+            passes: Mutex::new(Passes::default()),
             live: Mutex::new(BTreeMap::new()),
-            dirty: CoalescingQueue::default(),
+            pending: Mutex::new(BTreeMap::new()),
+            wake: Notify::new(),
             views,
             options,
-            observed: Mutex::new(BTreeMap::new()),
             ready: Mutex::new(BTreeMap::new()),
-            touched: Mutex::new(BTreeMap::new()),
-            traces: Mutex::default(),
+            write_traces: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Merges a change of `keys` into their entries and wakes the
+    /// aggregator task.
+    fn note(&self, keys: BTreeSet<GatewayKey>, touched: &Touched, stamp: Option<&Stamp>) {
+        if keys.is_empty() {
+            return;
+        }
+        super::provenance::note(&mut self.pending.lock(), keys, touched, stamp);
+        self.wake.notify_one();
     }
 
     /// The hub Gateways that expect clusters (annotated with expected
@@ -113,16 +122,7 @@ impl Index {
     }
 
     pub(super) fn mark_dirty(&self, affected: BTreeSet<GatewayKey>) {
-        if affected.is_empty() {
-            return;
-        }
-        {
-            let mut touched = self.inner.aggregator.touched.lock();
-            for key in &affected {
-                touched.insert(key.clone(), Touched::All);
-            }
-        }
-        self.inner.aggregator.dirty.insert_all(affected);
+        self.inner.aggregator.note(affected, &Touched::All, None);
     }
 
     /// [`Index::mark_dirty`] after a change of `cluster`'s reports alone
@@ -141,35 +141,29 @@ impl Index {
     }
 
     fn mark_touched(&self, cluster: Option<&str>, affected: BTreeSet<GatewayKey>) {
-        if affected.is_empty() {
-            return;
-        }
-        {
-            let mut touched = self.inner.aggregator.touched.lock();
-            for key in &affected {
-                match touched.get_mut(key) {
-                    Some(Touched::All) => {}
-                    Some(Touched::Clusters(clusters)) => {
-                        if let Some(cluster) = cluster
-                            && !clusters.contains(cluster)
-                        {
-                            clusters.insert(cluster.to_owned());
-                        }
-                    }
-                    None => {
-                        let clusters = cluster.map(str::to_owned).into_iter().collect();
-                        touched.insert(key.clone(), Touched::Clusters(clusters));
-                    }
-                }
-            }
-        }
-        self.inner.aggregator.dirty.insert_all(affected);
+        self.inner
+            .aggregator
+            .note(affected, &Touched::by(cluster), None);
+    }
+
+    /// [`Index::mark_dirty_by`] for a delta's changes, with its stamp;
+    /// called by [`Index::apply_stamped`] holding the fleet lock for
+    /// writing (see `Aggregator::pending`).
+    pub(crate) fn note_changes_locked(
+        &self,
+        cluster: &str,
+        affected: BTreeSet<GatewayKey>,
+        stamp: Option<&Stamp>,
+    ) {
+        self.inner
+            .aggregator
+            .note(affected, &Touched::by(Some(cluster)), stamp);
     }
 
     /// Re-aggregates dirty Gateways until the returned future is dropped.
     pub async fn run_aggregator(self) {
         loop {
-            self.inner.aggregator.dirty.notified().await;
+            self.inner.aggregator.wake.notified().await;
             self.aggregate_dirty();
             // Let ingest run between passes on a busy hub.
             tokio::task::yield_now().await;
@@ -196,31 +190,20 @@ impl Index {
     /// Still one long function: its lock sites are what the planned index
     /// with owners redesigns (one per-key entry, one driver).
     pub fn aggregate_dirty(&self) -> bool {
-        let _pass = self.inner.aggregator.aggregating.lock();
-        let keys = self.inner.aggregator.dirty.take_keys();
-        if keys.is_empty() {
+        let mut passes = self.inner.aggregator.passes.lock();
+        // Every entry, in one step, before anything they name is read
+        // (see `Aggregator::pending`).
+        let mut taken = std::mem::take(&mut *self.inner.aggregator.pending.lock());
+        if taken.is_empty() {
             return false;
         }
-        // The traced changes among them (only with --otlp-endpoint).
-        let mut traced: BTreeMap<GatewayKey, String> = {
-            let mut traces = self.inner.aggregator.traces.lock();
-            match traces.aggregate.is_empty() {
-                true => BTreeMap::new(),
-                false => keys
-                    .iter()
-                    .filter_map(|k| traces.aggregate.remove_entry(k))
-                    .collect(),
+        for (key, entry) in taken.iter_mut() {
+            if passes.failed.remove(key) {
+                entry.touched = Touched::All;
             }
-        };
+        }
         let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
-        let keys: Vec<GatewayKey> = keys.into_iter().collect();
-        // Before the fleet is read: what it says changed is in the fleet.
-        let mut touched: BTreeMap<GatewayKey, Touched> = {
-            let mut touched = self.inner.aggregator.touched.lock();
-            keys.iter()
-                .filter_map(|k| touched.remove_entry(k))
-                .collect()
-        };
+        let keys: Vec<GatewayKey> = taken.keys().cloned().collect();
         let lives: Vec<Option<Arc<LiveHub>>> = {
             let live = self.inner.aggregator.live.lock();
             keys.iter().map(|k| live.get(k).cloned()).collect()
@@ -248,20 +231,19 @@ impl Index {
         // the output, not a pass of the engine over every cluster. Where
         // only some clusters' reports changed since the published view,
         // only theirs are read: the view is patched.
-        let (inputs, mut stamps): (Vec<Input>, BTreeMap<GatewayKey, i64>) = {
+        let (inputs, mut provenance) = {
             let fleet = self.inner.reports.fleet.read();
-            // The stamps of exactly the changes read here (see `observed`).
-            let stamps = {
-                let mut observed = self.inner.aggregator.observed.lock();
-                match observed.is_empty() {
-                    true => BTreeMap::new(),
-                    false => keys
-                        .iter()
-                        .filter_map(|k| observed.remove_entry(k))
-                        .collect(),
-                }
-            };
-            let inputs = keys
+            // With the provenance of the changes that landed since the
+            // take: exactly the changes read here (see `pending`).
+            super::provenance::take_provenance(
+                &mut self.inner.aggregator.pending.lock(),
+                &mut taken,
+            );
+            let (mut touched, provenance): (BTreeMap<_, _>, BTreeMap<_, _>) = taken
+                .into_iter()
+                .map(|(k, p)| ((k.clone(), p.touched), (k, p.provenance)))
+                .unzip();
+            let inputs: Vec<Input> = keys
                 .into_iter()
                 .zip(lives)
                 .zip(olds)
@@ -301,7 +283,7 @@ impl Index {
                     }
                 })
                 .collect();
-            (inputs, stamps)
+            (inputs, provenance)
         };
         // The stamps of the changes aggregated into a new view, for its
         // write; those of changes that changed nothing are dropped: no
@@ -350,7 +332,8 @@ impl Index {
                     (cells, clusters, same)
                 }
             };
-            let span = traced.remove(&key).map(|parent| {
+            let origin = provenance.remove(&key).unwrap_or_default();
+            let span = origin.trace.map(|parent| {
                 let span = tracing::info_span!(
                     "aggregate",
                     gateway = %key,
@@ -374,11 +357,7 @@ impl Index {
                     // cannot happen; keep the last good view. Its history
                     // was not recorded: the next pass compares everything.
                     tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                    self.inner
-                        .aggregator
-                        .touched
-                        .lock()
-                        .insert(key, Touched::All);
+                    passes.failed.insert(key);
                     continue;
                 }
             };
@@ -430,7 +409,7 @@ impl Index {
                 write_traces.push((key.clone(), gwhub_common::logging::traceparent()));
             }
             if live.is_some()
-                && let Some(t) = stamps.remove(&key)
+                && let Some(t) = origin.earliest_observed
             {
                 ready_stamps.push((key.clone(), t));
             }
@@ -452,9 +431,8 @@ impl Index {
         if !write_traces.is_empty() {
             self.inner
                 .aggregator
-                .traces
+                .write_traces
                 .lock()
-                .write
                 .extend(write_traces);
         }
         // Before the views are published: a write planned from them finds
