@@ -4,7 +4,6 @@
 //! publishes the views the Dashboard and the status writer share.
 
 mod live_hubs;
-mod provenance;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,7 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
 use super::Index;
-use super::provenance::{Pending, Stamp, Touched};
+use super::provenance::{Pending, Provenance, Stamp, Touched};
 use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, build_view};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
@@ -24,9 +23,9 @@ use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, O
 const NO_KUBE_GENERATION: i64 = 1;
 
 /// The aggregator part of the index: the hub Gateways as the management
-/// cluster holds them, one pending entry per changed Gateway, the
-/// published views, and what the status writer takes from a pass
-/// (propagation stamps, traces).
+/// cluster holds them, one pending entry per changed Gateway, and the
+/// published views (each with the provenance of the changes it carries,
+/// for the status write).
 ///
 /// Lock order: `passes` first (only a pass takes it), then the fleet (the
 /// reports part); `pending` is a leaf, taken alone or inside the fleet
@@ -60,14 +59,6 @@ pub(super) struct Aggregator {
     wake: Notify,
     views: watch::Sender<Views>,
     options: Options,
-    /// The stamps a pass aggregated into a new view, for the status write
-    /// that carries that view ([`Index::take_observed`]); filled before
-    /// the view is published. Taken alone.
-    ready: Mutex<BTreeMap<GatewayKey, i64>>,
-    /// Traced changes (only with `--otlp-endpoint`): per Gateway, the W3C
-    /// `traceparent` of the aggregation the status write continues (taken
-    /// alone).
-    write_traces: Mutex<BTreeMap<GatewayKey, String>>,
 }
 
 /// What only aggregation passes keep, under `Aggregator::passes`.
@@ -88,8 +79,6 @@ impl Aggregator {
             wake: Notify::new(),
             views,
             options,
-            ready: Mutex::new(BTreeMap::new()),
-            write_traces: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -202,7 +191,6 @@ impl Index {
                 entry.touched = Touched::All;
             }
         }
-        let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
         let keys: Vec<GatewayKey> = taken.keys().cloned().collect();
         let lives: Vec<Option<Arc<LiveHub>>> = {
             let live = self.inner.aggregator.live.lock();
@@ -285,11 +273,10 @@ impl Index {
                 .collect();
             (inputs, provenance)
         };
-        // The stamps of the changes aggregated into a new view, for its
-        // write; those of changes that changed nothing are dropped: no
-        // write carries them (one kept would be counted by some later,
-        // unrelated write).
-        let mut ready_stamps: Vec<(GatewayKey, i64)> = Vec::new();
+        // The provenance of the changes aggregated into a new view goes
+        // with it, for its write; that of changes that changed nothing is
+        // dropped: no write carries them (one kept would be counted by
+        // some later, unrelated write).
         let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
         for input in inputs {
             let Input {
@@ -404,15 +391,18 @@ impl Index {
                 // Nothing to write, so no propagation to measure.
                 continue;
             }
-            if span.is_some() && live.is_some() {
-                // A status write follows: it continues this trace.
-                write_traces.push((key.clone(), gwhub_common::logging::traceparent()));
-            }
-            if live.is_some()
-                && let Some(t) = origin.earliest_observed
-            {
-                ready_stamps.push((key.clone(), t));
-            }
+            // Only where a status write follows.
+            let provenance = match live.is_some() {
+                true => Provenance {
+                    earliest_observed: origin.earliest_observed,
+                    // The write continues this aggregation's trace.
+                    trace: span
+                        .as_ref()
+                        .map(|_| gwhub_common::logging::traceparent())
+                        .filter(|t| !t.is_empty()),
+                },
+                false => Provenance::default(),
+            };
             let mut view = build_view(
                 key.clone(),
                 aggregation,
@@ -422,29 +412,12 @@ impl Index {
                 cells,
                 old.map(|v| &**v),
                 live,
+                provenance,
             );
             view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
             view.lean.missing_clusters = missing;
             view.lean.unexpected_clusters = unexpected;
             results.push((key, Some(view)));
-        }
-        if !write_traces.is_empty() {
-            self.inner
-                .aggregator
-                .write_traces
-                .lock()
-                .extend(write_traces);
-        }
-        // Before the views are published: a write planned from them finds
-        // their stamps.
-        if !ready_stamps.is_empty() {
-            let mut ready = self.inner.aggregator.ready.lock();
-            for (key, t) in ready_stamps {
-                ready
-                    .entry(key)
-                    .and_modify(|r| *r = (*r).min(t))
-                    .or_insert(t);
-            }
         }
         if results.is_empty() {
             return false;

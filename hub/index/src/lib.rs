@@ -355,24 +355,29 @@ mod tests {
     }
 
     /// A propagation stamp lands with its delta's changes and is taken by
-    /// the pass that reads them: set aside for the write when they make a
-    /// new view (taken once, given back when that write fails), dropped
-    /// when they change nothing (no write carries them) or when the
-    /// management cluster holds no such hub Gateway. The hub_propagation
-    /// test once slept around the race this replaced: a stamp noted beside
-    /// the changes, not with them.
+    /// the pass that reads them: it goes with the new view they make (for
+    /// that view's write), and is dropped when they change nothing (no
+    /// write carries them) or when the management cluster holds no such
+    /// hub Gateway. The hub_propagation test once slept around the race
+    /// this replaced: a stamp noted beside the changes, not with them.
     #[test]
-    fn a_stamp_travels_with_its_changes_to_the_write() {
+    fn a_stamp_travels_with_its_changes_to_the_view() {
         use super::reports::Change;
         let (index, session) = east_reporting_web();
         let stamp = |at| Stamp::of(at, String::new());
         let upsert = |name: &str, types: &[&str]| vec![Change::Upsert(key(name), reported(types))];
+        let observed = |name: &str| {
+            index
+                .view(&key(name))
+                .and_then(|v| v.provenance.earliest_observed)
+        };
         // A Gateway the management cluster lacks: no write, no stamp kept.
         index
             .apply_stamped(&session, upsert("other", &["Accepted"]), stamp(1_000))
             .unwrap();
         index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("other")), None);
+        assert!(index.view(&key("other")).is_some());
+        assert_eq!(observed("other"), None);
         index.set_live_hub(
             key("web"),
             Some(LiveHub {
@@ -383,20 +388,17 @@ mod tests {
         index.aggregate_dirty();
         // Unknown times: none.
         assert_eq!(stamp(0), None);
-        // Landed with a change, not yet read: no write takes it.
+        // Landed with a change, not yet read: no view has it.
         let at = stamp(2_000);
         assert!(at.is_some());
         index
             .apply_stamped(&session, upsert("web", &["Accepted", "Programmed"]), at)
             .unwrap();
-        assert_eq!(index.take_observed(&key("web")), None);
-        // Read into a new view: the write takes it, once.
-        index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("web")), Some(2_000));
-        assert_eq!(index.take_observed(&key("web")), None);
-        // A failed write gives it back; the next write takes it.
-        index.give_back_observed(key("web"), 2_000);
-        assert_eq!(index.take_observed(&key("web")), Some(2_000));
+        assert_eq!(observed("web"), None);
+        // Read into a new view: it carries it.
+        assert!(index.aggregate_dirty());
+        assert_eq!(observed("web"), Some(2_000));
+        let first = index.view(&key("web")).unwrap().revision();
         // A change that changes nothing: dropped by the pass that read it.
         index
             .apply_stamped(
@@ -405,8 +407,13 @@ mod tests {
                 stamp(3_000),
             )
             .unwrap();
-        index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("web")), None);
+        assert!(!index.aggregate_dirty());
+        index
+            .apply_stamped(&session, upsert("web", &["Accepted"]), None)
+            .unwrap();
+        assert!(index.aggregate_dirty());
+        let view = index.view(&key("web")).unwrap();
+        assert_eq!(view.provenance_since(Some(first)).earliest_observed, None);
         // Two deltas read by one pass: the earliest.
         for (types, at) in [(&["Accepted"][..], 5_000), (&["Programmed"][..], 4_000)] {
             index
@@ -414,7 +421,7 @@ mod tests {
                 .unwrap();
         }
         index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("web")), Some(4_000));
+        assert_eq!(observed("web"), Some(4_000));
     }
 
     /// The published view is aggregated with the live hub Gateway when

@@ -32,7 +32,7 @@ use tracing::Instrument;
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use super::shards::Writes;
-use crate::index::Index;
+use crate::index::{GatewayView, Index, Provenance};
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
 
@@ -76,6 +76,74 @@ async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write)
 /// Hub Gateways waiting for a write; one entry per Gateway.
 pub type Queue = CoalescingQueue<GatewayKey>;
 
+/// Per hub Gateway, where the changes of the views this replica has not
+/// written yet came from: the writer's own account, so the write that
+/// carries them observes the earliest agent-observed time (and continues
+/// the first traced aggregation), a failed write keeps them for the next,
+/// and a skipped one drops them.
+///
+/// Each view is noted as the index watch sees it and as a write plans from
+/// it, whichever comes first; a view carries the provenance of the views
+/// of its Gateway before it ([`GatewayView::provenance_since`]), so one
+/// the watch missed (the views channel keeps only the latest) is still
+/// noted, and one noted twice counts once (by revision).
+#[derive(Default)]
+pub struct Unwritten {
+    entries: parking_lot::Mutex<BTreeMap<GatewayKey, Carried>>,
+}
+
+/// See [`Unwritten`].
+#[derive(Default)]
+struct Carried {
+    /// The revision of the last view noted.
+    through: Option<u64>,
+    provenance: Provenance,
+}
+
+impl Unwritten {
+    /// Notes what `view` carries over the views noted before it.
+    pub(crate) fn note(&self, view: &GatewayView) {
+        let mut entries = self.entries.lock();
+        let carried = entries.entry(view.key.clone()).or_default();
+        if carried.through.is_some_and(|r| r >= view.revision()) {
+            return;
+        }
+        carried
+            .provenance
+            .merge(view.provenance_since(carried.through));
+        carried.through = Some(view.revision());
+    }
+
+    /// The trace the next write of `key` continues.
+    fn trace(&self, key: &GatewayKey) -> Option<String> {
+        self.entries.lock().get(key)?.provenance.trace.clone()
+    }
+
+    /// Takes where the changes noted for `key` came from, for the write
+    /// that carries them (or none, when it is skipped).
+    fn take(&self, key: &GatewayKey) -> Provenance {
+        self.entries
+            .lock()
+            .get_mut(key)
+            .map(|c| std::mem::take(&mut c.provenance))
+            .unwrap_or_default()
+    }
+
+    /// Keeps `taken` for the next write of `key`, its write having failed
+    /// (before what was noted since: it came first).
+    fn keep(&self, key: GatewayKey, mut taken: Provenance) {
+        let mut entries = self.entries.lock();
+        let carried = entries.entry(key).or_default();
+        taken.merge(std::mem::take(&mut carried.provenance));
+        carried.provenance = taken;
+    }
+
+    /// `key` has no view any more.
+    fn forget(&self, key: &GatewayKey) {
+        self.entries.lock().remove(key);
+    }
+}
+
 /// Keeps the index's live hub Gateways current (so it aggregates with
 /// them) and queues every one that changed. `synced` turns true once the
 /// first full list is in.
@@ -117,8 +185,14 @@ pub(crate) async fn run_gateway_watch(
     }
 }
 
-/// Queues every hub Gateway whose aggregate the index changed.
-pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: CancellationToken) {
+/// Queues every hub Gateway whose aggregate the index changed, noting
+/// where its changes came from ([`Unwritten`]).
+pub(crate) async fn run_index_watch(
+    index: Index,
+    queue: Arc<Queue>,
+    unwritten: Arc<Unwritten>,
+    shutdown: CancellationToken,
+) {
     let mut views = index.subscribe();
     let mut seen: BTreeMap<GatewayKey, u64> = BTreeMap::new();
     loop {
@@ -130,8 +204,12 @@ pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: C
                 .filter(|k| views.get(k).is_none())
                 .cloned()
                 .collect();
+            for k in &changed {
+                unwritten.forget(k);
+            }
             for (k, v) in all() {
                 if seen.get(k) != Some(&v.revision()) {
+                    unwritten.note(v);
                     changed.push(k.clone());
                 }
             }
@@ -170,6 +248,9 @@ pub struct StatusWriter {
     pub client: Client,
     pub index: Index,
     pub queue: Arc<Queue>,
+    /// Where the changes of the views not written yet came from (shared
+    /// with [`run_index_watch`]).
+    pub unwritten: Arc<Unwritten>,
     pub metrics: Arc<Metrics>,
     /// Pacing of writes per hub Gateway: written at once up to a burst of
     /// three, then at most once per hub Gateway per window
@@ -292,6 +373,7 @@ impl StatusWriter {
             // was logged by the index.
             return Prepared::Nothing;
         };
+        self.unwritten.note(&view);
         if !view.aggregated_from(&live) {
             // The live object changed after the aggregation (a condition
             // another writer added would be dropped by a plan against it):
@@ -302,8 +384,9 @@ impl StatusWriter {
         }
         match plan(&live, &view.aggregation.status, &view.foreign) {
             Plan::Noop => {
-                // The object already says it: no write carries the stamp.
-                self.index.take_observed(key);
+                // The object already says it: no write carries the
+                // changes' provenance.
+                self.unwritten.take(key);
                 Metrics::bump(&self.metrics.status_writes_skipped);
                 Prepared::Nothing
             }
@@ -312,8 +395,9 @@ impl StatusWriter {
     }
 
     /// [`Self::write_now`] in a span naming the hub Gateway (its log lines
-    /// carry it), continuing the trace of the aggregation that made the
-    /// change when there is one (only with `--otlp-endpoint`).
+    /// carry it), continuing the trace of the first traced aggregation
+    /// among the views not written yet, when there is one (only with
+    /// `--otlp-endpoint`).
     async fn write(
         &self,
         key: GatewayKey,
@@ -321,7 +405,10 @@ impl StatusWriter {
         leader: &watch::Receiver<Writes>,
     ) -> bool {
         let span = tracing::info_span!("status_write", gateway = %key);
-        if let Some(parent) = self.index.take_write_trace(&key) {
+        if let Some(view) = self.index.view(&key) {
+            self.unwritten.note(&view);
+        }
+        if let Some(parent) = self.unwritten.trace(&key) {
             gwhub_common::logging::set_parent(&span, &parent);
         }
         self.write_now(key, shutdown, leader).instrument(span).await
@@ -363,10 +450,10 @@ impl StatusWriter {
             }
             clear_before_apply(&api, &key, &write).await;
         }
-        // When agents observed the changes this write carries: taken after
-        // the plan, whose view was published after its stamp was set aside
-        // (`Index::take_observed`); given back if the write fails.
-        let observed = self.index.take_observed(&key);
+        // Where the changes this write carries came from: taken after the
+        // plan noted its view (one noted since is counted with this write,
+        // a little early, never twice); kept if the write fails.
+        let provenance = self.unwritten.take(&key);
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -384,7 +471,7 @@ impl StatusWriter {
         self.metrics.status_write_api_seconds.observe(took);
         let failed = match answer {
             Ok(Ok(gw)) => {
-                self.applied(&key, &live, &gw, observed);
+                self.applied(&key, &live, &gw, provenance.earliest_observed);
                 None
             }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
@@ -396,7 +483,7 @@ impl StatusWriter {
             Err(_) => Some(format!("no answer within {PATCH_TIMEOUT:?}")),
         };
         if let Some(e) = failed {
-            self.write_failed(key, observed, &e, shutdown);
+            self.write_failed(key, provenance, &e, shutdown);
         }
         true
     }
@@ -428,19 +515,17 @@ impl StatusWriter {
         );
     }
 
-    /// A status write of `key` failed with `e`: its stamp given back, and
-    /// the Gateway queued again after its backoff (unless the hub shuts
-    /// down first).
+    /// A status write of `key` failed with `e`: the provenance of its
+    /// changes kept for the next, and the Gateway queued again after its
+    /// backoff (unless the hub shuts down first).
     fn write_failed(
         &self,
         key: GatewayKey,
-        observed: Option<i64>,
+        provenance: Provenance,
         e: &str,
         shutdown: &CancellationToken,
     ) {
-        if let Some(t) = observed {
-            self.index.give_back_observed(key.clone(), t);
-        }
+        self.unwritten.keep(key.clone(), provenance);
         Metrics::bump(&self.metrics.status_write_errors);
         let retry = self.retry.failed(&key);
         tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");
