@@ -58,6 +58,8 @@ pub(super) struct Aggregator {
     /// Wakes the aggregator task when an entry is added.
     wake: Notify,
     views: watch::Sender<Views>,
+    /// Counts the passes that took entries (see [`Index::subscribe_passes`]).
+    passes_done: watch::Sender<u64>,
     options: Options,
 }
 
@@ -72,12 +74,14 @@ struct Passes {
 impl Aggregator {
     pub(super) fn new(options: Options) -> Self {
         let (views, _) = watch::channel(Views::default());
+        let (passes_done, _) = watch::channel(0);
         Aggregator {
             passes: Mutex::new(Passes::default()),
             live: Mutex::new(BTreeMap::new()),
             pending: Mutex::new(BTreeMap::new()),
             wake: Notify::new(),
             views,
+            passes_done,
             options,
         }
     }
@@ -149,20 +153,47 @@ impl Index {
             .note(affected, &Touched::by(Some(cluster)), stamp);
     }
 
-    /// Re-aggregates dirty Gateways until the returned future is dropped.
+    /// Changes after every aggregation pass that read some Gateway, once
+    /// it published what changed. A reader that found a view not yet
+    /// aggregated with an input it knows of (the status writer: a live hub
+    /// Gateway newer than the view's) looks again then: every input change
+    /// marks its Gateway for a pass.
+    pub fn subscribe_passes(&self) -> watch::Receiver<u64> {
+        self.inner.aggregator.passes_done.subscribe()
+    }
+
+    /// Re-aggregates dirty Gateways until the returned future is dropped:
+    /// the one driver of aggregation (readers only read what it publishes).
     pub async fn run_aggregator(self) {
         loop {
             self.inner.aggregator.wake.notified().await;
-            self.aggregate_dirty();
+            self.pass();
             // Let ingest run between passes on a busy hub.
             tokio::task::yield_now().await;
         }
     }
 
+    /// One aggregation pass, as the aggregator task runs it, for tests,
+    /// benches and fuzzing (`testing` feature): returns whether some
+    /// aggregated Gateway changed.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn aggregate_dirty(&self) -> bool {
+        self.pass()
+    }
+
+    /// [`Index::aggregate_pending`], then tells [`Index::subscribe_passes`]
+    /// when it read something.
+    fn pass(&self) -> bool {
+        let Some(changed) = self.aggregate_pending() else {
+            return false;
+        };
+        self.inner.aggregator.passes_done.send_modify(|n| *n += 1);
+        changed
+    }
+
     /// One aggregation pass over the dirty Gateways; publishes only if some
-    /// aggregated Gateway changed. Returns whether one did. Also called by
-    /// the status writer before it reads a view, so what it applies was
-    /// aggregated with every input set before.
+    /// aggregated Gateway changed. Returns whether one did (`None`: no
+    /// Gateway was dirty).
     ///
     /// Each Gateway is aggregated with the hub Gateway as the management
     /// cluster holds it (its generation, the hub's conditions for their
@@ -176,15 +207,16 @@ impl Index {
     /// engine over the clusters. Comparison and encoding happen after, and
     /// the watch channel's lock is held only to insert the finished views.
     ///
-    /// Still one long function: its lock sites are what the planned index
-    /// with owners redesigns (one per-key entry, one driver).
-    pub fn aggregate_dirty(&self) -> bool {
+    /// Still one long function: reading the inputs, the fleet's part
+    /// under its lock and the comparison share one pass's state (the
+    /// entries it took, the old views it patches).
+    fn aggregate_pending(&self) -> Option<bool> {
         let mut passes = self.inner.aggregator.passes.lock();
         // Every entry, in one step, before anything they name is read
         // (see `Aggregator::pending`).
         let mut taken = std::mem::take(&mut *self.inner.aggregator.pending.lock());
         if taken.is_empty() {
-            return false;
+            return None;
         }
         for (key, entry) in taken.iter_mut() {
             if passes.failed.remove(key) {
@@ -420,9 +452,9 @@ impl Index {
             results.push((key, Some(view)));
         }
         if results.is_empty() {
-            return false;
+            return Some(false);
         }
-        self.inner.aggregator.views.send_if_modified(|views| {
+        let published = self.inner.aggregator.views.send_if_modified(|views| {
             for (key, view) in results {
                 views.gateways.remove(&key);
                 views.unreported.remove(&key);
@@ -438,7 +470,8 @@ impl Index {
             }
             views.revision += 1;
             true
-        })
+        });
+        Some(published)
     }
 
     /// Records `key`'s status transitions: with only some clusters'

@@ -514,6 +514,31 @@ mod tests {
         );
     }
 
+    /// A pass that read some Gateway tells its readers once it published,
+    /// also when nothing changed (a view now standing for a newer live hub
+    /// Gateway); a pass with nothing pending does not.
+    #[test]
+    fn passes_are_counted_for_readers_that_wait_for_one() {
+        let (index, _session) = east_reporting_web();
+        let mut passes = index.subscribe_passes();
+        assert!(index.aggregate_dirty());
+        assert!(passes.has_changed().unwrap());
+        passes.borrow_and_update();
+        assert!(!index.aggregate_dirty());
+        assert!(!passes.has_changed().unwrap());
+        index.set_live_hub(key("web"), Some(LiveHub::default()));
+        index.aggregate_dirty();
+        passes.borrow_and_update();
+        let live = index.live_hub(&key("web")).unwrap();
+        let mut newer = LiveHub::clone(&live);
+        newer.owns_listeners = !newer.owns_listeners;
+        assert!(index.set_live_hub_written(key("web"), &live, newer));
+        assert!(!index.aggregate_dirty());
+        assert!(passes.has_changed().unwrap());
+        let newer = index.live_hub(&key("web")).unwrap();
+        assert!(index.view(&key("web")).unwrap().aggregated_from(&newer));
+    }
+
     /// The history bound comes from the config the index is built with:
     /// 0 keeps none, otherwise the newest transitions are kept.
     #[test]

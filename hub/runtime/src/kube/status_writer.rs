@@ -12,7 +12,7 @@
 //! with the live hub Gateway. What to clear, what to apply and whether to
 //! write at all is [`plan`], a pure function; [`StatusWriter`] executes it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -239,8 +239,22 @@ pub const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 enum Prepared {
     Nothing,
-    Requeued,
+    /// The view is older than the live hub Gateway: parked until a pass.
+    Parked,
     Write(Arc<LiveHub>, Write),
+}
+
+/// What became of one hub Gateway's write.
+enum Outcome {
+    /// Nothing sent (typically the echo of our own write).
+    Nothing,
+    /// Sent (or failed and queued again after its backoff).
+    Sent,
+    /// Its view was older than the live hub Gateway: it is queued again
+    /// once the aggregator has passed, which it does for every live
+    /// change (not on a timer: the pass that makes the view current is
+    /// already due).
+    Parked,
 }
 
 /// The writer task.
@@ -277,7 +291,14 @@ impl StatusWriter {
         // Per hub Gateway: a write for one never waits for another's window.
         let mut pacer = gwhub_common::KeyedPacer::<GatewayKey>::new(self.debounce);
         let mut writing = Writes::Nothing;
+        // Hub Gateways whose view was older than their live object, until
+        // the next aggregation pass.
+        let mut parked: BTreeSet<GatewayKey> = BTreeSet::new();
+        let mut passes = self.index.subscribe_passes();
         loop {
+            // A pass after this requeues what the writes below park; one
+            // before it made what they read current.
+            passes.borrow_and_update();
             let now_writes = leader.borrow_and_update().clone();
             if now_writes != writing {
                 if now_writes.any() {
@@ -309,17 +330,17 @@ impl StatusWriter {
                 // an API round trip, and a pass over many Gateways written
                 // one after another made the last wait for all the others.
                 let (this, stop, leader_ref) = (&self, &shutdown, &leader);
-                let done: Vec<(GatewayKey, bool)> = futures::stream::iter(due)
+                let done: Vec<(GatewayKey, Outcome)> = futures::stream::iter(due)
                     .map(|key| async move {
                         if stop.is_cancelled() {
-                            return (key, true);
+                            return (key, Outcome::Sent);
                         }
                         if !leader_ref.borrow().covers(&key) {
                             // Lost the lease mid-pass; its next holder writes.
-                            return (key, false);
+                            return (key, Outcome::Nothing);
                         }
-                        let wrote = this.write(key.clone(), stop, leader_ref).await;
-                        (key, wrote)
+                        let outcome = this.write(key.clone(), stop, leader_ref).await;
+                        (key, outcome)
                     })
                     .buffer_unordered(WRITES_IN_FLIGHT)
                     .collect()
@@ -327,10 +348,14 @@ impl StatusWriter {
                 if shutdown.is_cancelled() {
                     return;
                 }
-                for (key, wrote) in done {
-                    if !wrote {
-                        // Typically the echo of our own write.
-                        pacer.idle(&key);
+                for (key, outcome) in done {
+                    match outcome {
+                        Outcome::Sent => {}
+                        Outcome::Nothing => pacer.idle(&key),
+                        Outcome::Parked => {
+                            pacer.idle(&key);
+                            parked.insert(key);
+                        }
                     }
                 }
             }
@@ -343,6 +368,12 @@ impl StatusWriter {
                 _ = shutdown.cancelled() => return,
                 _ = sleep_until(next), if next.is_some() => {}
                 _ = self.queue.notified(), if active => {}
+                r = passes.changed(), if !parked.is_empty() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    self.queue.insert_all(std::mem::take(&mut parked));
+                }
                 r = leader.changed() => if r.is_err() { return },
                 r = ready.changed() => if r.is_err() { return },
             }
@@ -359,11 +390,12 @@ impl StatusWriter {
         prepared
     }
 
-    /// [`Self::prepare`]'s work, untimed.
+    /// [`Self::prepare`]'s work, untimed. The writer aggregates nothing:
+    /// it is woken after the pass that published the view (the index
+    /// watch), and a view older than the live object waits for the pass
+    /// that live change is due (parked), so what it applies was aggregated
+    /// with every input it was woken for.
     fn prepare_now(&self, key: &GatewayKey) -> Prepared {
-        // Inputs set before this (a live change, a report) are aggregated
-        // first, so what is applied was aggregated with them.
-        self.index.aggregate_dirty();
         let Some(live) = self.index.live_hub(key) else {
             // Not a hub Gateway (or not in scope): nothing to write on.
             return Prepared::Nothing;
@@ -377,10 +409,9 @@ impl StatusWriter {
         if !view.aggregated_from(&live) {
             // The live object changed after the aggregation (a condition
             // another writer added would be dropped by a plan against it):
-            // try again once it is aggregated, paced like a write.
+            // try again once it is aggregated.
             tracing::debug!("hub Gateway changed since aggregation; write requeued");
-            self.queue.insert(key.clone());
-            return Prepared::Requeued;
+            return Prepared::Parked;
         }
         match plan(&live, &view.aggregation.status, &view.foreign) {
             Plan::Noop => {
@@ -403,7 +434,7 @@ impl StatusWriter {
         key: GatewayKey,
         shutdown: &CancellationToken,
         leader: &watch::Receiver<Writes>,
-    ) -> bool {
+    ) -> Outcome {
         let span = tracing::info_span!("status_write", gateway = %key);
         if let Some(view) = self.index.view(&key) {
             self.unwritten.note(&view);
@@ -415,16 +446,16 @@ impl StatusWriter {
     }
 
     /// Applies the published aggregation of `key` if it differs from the
-    /// live hub Gateway; returns whether it sent a write (or requeued one).
+    /// live hub Gateway.
     async fn write_now(
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,
         leader: &watch::Receiver<Writes>,
-    ) -> bool {
+    ) -> Outcome {
         let (mut live, mut write) = match self.prepare(&key) {
-            Prepared::Nothing => return false,
-            Prepared::Requeued => return true,
+            Prepared::Nothing => return Outcome::Nothing,
+            Prepared::Parked => return Outcome::Parked,
             Prepared::Write(live, write) => (live, write),
         };
         // The API write budget: after a wait, write the latest state
@@ -434,11 +465,11 @@ impl StatusWriter {
             // meanwhile must not write beside the new leader.
             if !leader.borrow().covers(&key) {
                 self.queue.insert(key);
-                return false;
+                return Outcome::Nothing;
             }
             (live, write) = match self.prepare(&key) {
-                Prepared::Nothing => return false,
-                Prepared::Requeued => return true,
+                Prepared::Nothing => return Outcome::Nothing,
+                Prepared::Parked => return Outcome::Parked,
                 Prepared::Write(live, write) => (live, write),
             };
         }
@@ -446,7 +477,7 @@ impl StatusWriter {
         if write.clears() {
             if self.budget.acquire().await > Duration::ZERO && !leader.borrow().covers(&key) {
                 self.queue.insert(key);
-                return false;
+                return Outcome::Nothing;
             }
             clear_before_apply(&api, &key, &write).await;
         }
@@ -485,7 +516,7 @@ impl StatusWriter {
         if let Some(e) = failed {
             self.write_failed(key, provenance, &e, shutdown);
         }
-        true
+        Outcome::Sent
     }
 
     /// Notes a status write of `key` the API server applied: the
