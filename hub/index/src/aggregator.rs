@@ -309,7 +309,7 @@ impl Index {
         // with it, for its write; that of changes that changed nothing is
         // dropped: no write carries them (one kept would be counted by
         // some later, unrelated write).
-        let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
+        let mut results: Vec<(GatewayKey, Update)> = Vec::with_capacity(inputs.len());
         for input in inputs {
             let Input {
                 key,
@@ -365,7 +365,7 @@ impl Index {
             let Some(aggregated) = aggregated else {
                 self.inner.history.record(&key, None, now.as_millisecond());
                 if old.is_some() {
-                    results.push((key, None));
+                    results.push((key, Update::Changed(None)));
                 }
                 continue;
             };
@@ -414,13 +414,18 @@ impl Index {
                 && old.aggregation.status == aggregation.status
                 && old.foreign == foreign
             {
-                // Same result from this live object: the view stands for it.
-                *old.aggregated_with.lock() = live;
-                // Listed from this source now (the same omissions).
-                if omitted.source.is_some() {
-                    *old.omissions_source.lock() = omitted.source;
+                // Same result from this live object: the view stands for
+                // it, and its omissions are listed from this source now
+                // (the same omissions). Nothing to write, so no
+                // propagation to measure.
+                let source = omitted.source.or_else(|| old.omissions_source.clone());
+                let same_live = match (&live, &old.aggregated_with) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (a, b) => a.is_none() && b.is_none(),
+                };
+                if !same_live || source != old.omissions_source {
+                    results.push((key, Update::Stands(old.standing_for(live, source))));
                 }
-                // Nothing to write, so no propagation to measure.
                 continue;
             }
             // Only where a status write follows.
@@ -449,13 +454,27 @@ impl Index {
             view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
             view.lean.missing_clusters = missing;
             view.lean.unexpected_clusters = unexpected;
-            results.push((key, Some(view)));
+            results.push((key, Update::Changed(Some(view))));
         }
         if results.is_empty() {
             return Some(false);
         }
         let published = self.inner.aggregator.views.send_if_modified(|views| {
-            for (key, view) in results {
+            let mut changed = false;
+            for (key, update) in results {
+                let view = match update {
+                    Update::Stands(view) => {
+                        // In place, at its revision: nobody is woken.
+                        let map = match views.gateways.contains_key(&key) {
+                            true => &mut views.gateways,
+                            false => &mut views.unreported,
+                        };
+                        map.insert(key, Arc::new(view));
+                        continue;
+                    }
+                    Update::Changed(view) => view,
+                };
+                changed = true;
                 views.gateways.remove(&key);
                 views.unreported.remove(&key);
                 if let Some(mut view) = view {
@@ -468,8 +487,10 @@ impl Index {
                     map.insert(key, Arc::new(view));
                 }
             }
-            views.revision += 1;
-            true
+            if changed {
+                views.revision += 1;
+            }
+            changed
         });
         Some(published)
     }
@@ -553,6 +574,15 @@ impl Index {
     }
 }
 
+/// What a pass publishes for one Gateway.
+enum Update {
+    /// A new view (`None`: none any more), at a new revision.
+    Changed(Option<GatewayView>),
+    /// The same aggregation from a newer live hub Gateway (or omissions
+    /// source): the view standing for it, at the same revision.
+    Stands(GatewayView),
+}
+
 /// One dirty Gateway's inputs, read under the fleet's lock.
 struct Input {
     key: GatewayKey,
@@ -610,7 +640,7 @@ fn aggregate_one(
                 version: inc.omissions_version(),
                 hub: parts.hub_omissions,
             };
-            let same = old.is_some_and(|o| o.omissions_source.lock().as_ref() == Some(&source));
+            let same = old.is_some_and(|o| o.omissions_source.as_ref() == Some(&source));
             let list = (!same).then(|| inc.omissions_with(&source.hub));
             let omitted = Omitted {
                 list,

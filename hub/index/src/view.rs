@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gwhub_proto::{convert, v1};
-use parking_lot::Mutex;
 use prost::Message;
 
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
@@ -23,7 +22,9 @@ use crate::provenance::Provenance;
 /// [`GatewayView::provenance_since`]).
 const EARLIER: usize = 16;
 
-/// One aggregated hub Gateway as the Dashboard serves it.
+/// One aggregated hub Gateway as the Dashboard serves it. Immutable once
+/// published: a pass that finds the same result from a newer live hub
+/// Gateway publishes a copy standing for it ([`GatewayView::standing_for`]).
 ///
 /// Encoded once per change; a read clones (sending needs an owned message
 /// anyway). The encoded status is kept once: a full message is the lean
@@ -54,7 +55,7 @@ pub struct GatewayView {
     pub(crate) omission_rules: Arc<[(Rule, bool)]>,
     /// What the omissions were listed from, when the incremental aggregate
     /// did: the same again means the same omissions, not listed again.
-    pub(crate) omissions_source: Mutex<Option<OmissionsSource>>,
+    pub(crate) omissions_source: Option<OmissionsSource>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
     /// Condition types in `aggregation.status` that are other writers'
@@ -71,8 +72,9 @@ pub struct GatewayView {
     pub missing: Vec<String>,
     /// The live hub Gateway this aggregation was made from (the same `Arc`
     /// as [`Index::live_hub`] while that is current); a later live object
-    /// that aggregates the same updates it without a new view.
-    pub(crate) aggregated_with: Mutex<Option<Arc<LiveHub>>>,
+    /// that aggregates the same gets a copy of the view standing for it,
+    /// at the same revision.
+    pub(crate) aggregated_with: Option<Arc<LiveHub>>,
     /// Where the changes it carries over the view before came from (only
     /// for a hub Gateway on the management cluster: a status write
     /// follows): when agents observed the earliest, and the trace of the
@@ -255,16 +257,49 @@ impl GatewayView {
 
     /// The live hub Gateway the view was aggregated with.
     pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
-        self.aggregated_with.lock().clone()
+        self.aggregated_with.clone()
     }
 
     /// Whether the view was aggregated with exactly `live` (not an equal
     /// copy: the object the index holds now).
     pub fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
         self.aggregated_with
-            .lock()
             .as_ref()
             .is_some_and(|a| Arc::ptr_eq(a, live))
+    }
+
+    /// This view as the same aggregation from `live`, its omissions
+    /// listed from `source`: the same revision and encoding (nobody is
+    /// told of a change), the fields shared or copied.
+    pub(crate) fn standing_for(
+        &self,
+        live: Option<Arc<LiveHub>>,
+        source: Option<OmissionsSource>,
+    ) -> GatewayView {
+        let encoded = std::sync::OnceLock::new();
+        if let Some(e) = self.encoded.get() {
+            let _ = encoded.set(e.clone());
+        }
+        GatewayView {
+            key: self.key.clone(),
+            aggregation: self.aggregation.clone(),
+            lean: self.lean.clone(),
+            clusters: self.clusters.clone(),
+            omissions: self.omissions.clone(),
+            omission_rules: self.omission_rules.clone(),
+            omissions_source: source,
+            omissions_revision: self.omissions_revision,
+            foreign: self.foreign.clone(),
+            not_ready: self.not_ready,
+            cells: self.cells.clone(),
+            missing: self.missing.clone(),
+            aggregated_with: live,
+            provenance: self.provenance.clone(),
+            earlier: self.earlier.clone(),
+            encoded,
+            clusters_encoded: self.clusters_encoded.clone(),
+            omissions_encoded: self.omissions_encoded.clone(),
+        }
     }
 
     pub fn revision(&self) -> u64 {
@@ -411,13 +446,13 @@ pub(crate) fn build_view(
         clusters,
         omissions,
         omission_rules,
-        omissions_source: Mutex::new(source),
+        omissions_source: source,
         omissions_revision,
         foreign,
         not_ready,
         cells,
         missing: Vec::new(),
-        aggregated_with: Mutex::new(live),
+        aggregated_with: live,
         provenance,
         earlier,
         encoded: std::sync::OnceLock::new(),
