@@ -1,19 +1,19 @@
 //! The aggregator: the hub Gateways as the management cluster holds them,
-//! the dirty set, and the one task that re-aggregates each dirty Gateway
-//! once and publishes the views the Dashboard and the status writer share.
+//! one pending entry per changed Gateway (what changed and where it came
+//! from), and the one task that re-aggregates each changed Gateway once and
+//! publishes the views the Dashboard and the status writer share.
 
 mod live_hubs;
-mod provenance;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use gwhub_common::CoalescingQueue;
 use jiff::Timestamp;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::Index;
+use super::provenance::{Pending, Provenance, Stamp, Touched};
 use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, build_view};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, Options};
@@ -23,75 +23,77 @@ use gwhub_hub_rules::aggregate::{Aggregation, GatewayKey, HubGateway, LiveHub, O
 const NO_KUBE_GENERATION: i64 = 1;
 
 /// The aggregator part of the index: the hub Gateways as the management
-/// cluster holds them, the dirty set, the published views, and what the
-/// status writer takes from a pass (propagation stamps, traces). Each lock
-/// is taken alone.
+/// cluster holds them, one pending entry per changed Gateway, and the
+/// published views (each with the provenance of the changes it carries,
+/// for the status write).
+///
+/// Lock order: `passes` first (only a pass takes it), then the fleet (the
+/// reports part); `pending` is a leaf, taken alone or inside the fleet
+/// lock; every other lock here is taken alone.
 pub(super) struct Aggregator {
     /// Serialises aggregation passes, so an older pass never publishes
-    /// over a newer one (held without any other lock of this part, never
+    /// over a newer one, and holds what only passes keep (never held
     /// across `.await`).
-    aggregating: Mutex<()>,
+    passes: Mutex<Passes>,
     /// The hub Gateways on the management cluster (Kubernetes mode), as
     /// its Gateway watch last saw them; taken alone, never with another lock.
     live: Mutex<BTreeMap<GatewayKey, Arc<LiveHub>>>,
-    /// Gateways to re-aggregate, for the aggregator task.
-    dirty: CoalescingQueue<GatewayKey>,
+    /// One entry per Gateway to re-aggregate: which clusters' reports
+    /// changed since its last pass and where the changes came from (see
+    /// [`Pending`]). Every change merges into it after (or, for a
+    /// delta's, together with) the change itself; a pass takes the
+    /// entries, then reads what they name.
+    ///
+    /// Why a pass takes exactly the stamps of the changes it reads: a
+    /// delta's stamp is merged in the same fleet write lock as its changes
+    /// ([`Index::apply_stamped`]). A pass takes every entry (before it
+    /// reads the live hub Gateways and expectations, so a change of those
+    /// after the take stays for the next pass), then, holding the fleet
+    /// for reading, the provenance of entries that landed since (their
+    /// touched clusters stay for the next pass, which finds the view
+    /// current). So a stamp merged before the pass read the fleet is
+    /// taken by it, with its change, and one merged after is not: its
+    /// change is not read either.
+    pending: Mutex<BTreeMap<GatewayKey, Pending>>,
+    /// Wakes the aggregator task when an entry is added.
+    wake: Notify,
     views: watch::Sender<Views>,
+    /// Counts the passes that took entries (see [`Index::subscribe_passes`]).
+    passes_done: watch::Sender<u64>,
     options: Options,
-    /// Per hub Gateway on the management cluster, when agents observed the
-    /// earliest change that landed and no pass has read yet (unix
-    /// milliseconds). Taken only inside the fleet lock: a delta's apply
-    /// notes its stamp holding it for writing, a pass takes its keys'
-    /// stamps holding it for reading, so a pass takes exactly the stamps
-    /// of the changes it reads.
-    observed: Mutex<BTreeMap<GatewayKey, i64>>,
-    /// The stamps a pass aggregated into a new view, for the status write
-    /// that carries that view ([`Index::take_observed`]); filled before
-    /// the view is published. Taken alone.
-    ready: Mutex<BTreeMap<GatewayKey, i64>>,
-    /// Per dirty Gateway, which clusters' reports changed since its last
-    /// pass (taken alone; written before the Gateway is marked dirty, after
-    /// the fleet changed): the history then compares only those clusters'
-    /// conditions. A Gateway dirty without an entry here is [`Touched::All`].
-    touched: Mutex<BTreeMap<GatewayKey, Touched>>,
-    /// Traced changes (only with `--otlp-endpoint`): per Gateway, the W3C
-    /// `traceparent` of the delta apply its next aggregation continues, and
-    /// of the aggregation the status write continues (each taken alone).
-    traces: Mutex<Traces>,
 }
 
-/// See `Aggregator::touched`.
-#[derive(Debug)]
-enum Touched {
-    /// Only these clusters' reports changed (none: only the hub Gateway
-    /// or its expectation did).
-    Clusters(BTreeSet<String>),
-    /// Anything may have changed (freshness, a cluster gone, the hub
-    /// Gateway, the expectations).
-    All,
-}
-
-/// See `Aggregator::traces`.
+/// What only aggregation passes keep, under `Aggregator::passes`.
 #[derive(Default)]
-struct Traces {
-    aggregate: BTreeMap<GatewayKey, String>,
-    write: BTreeMap<GatewayKey, String>,
+struct Passes {
+    /// Gateways whose last aggregation failed (see `aggregate_dirty`):
+    /// their next pass compares everything.
+    failed: BTreeSet<GatewayKey>,
 }
 
 impl Aggregator {
     pub(super) fn new(options: Options) -> Self {
         let (views, _) = watch::channel(Views::default());
+        let (passes_done, _) = watch::channel(0);
         Aggregator {
-            aggregating: Mutex::new(()),
+            passes: Mutex::new(Passes::default()),
             live: Mutex::new(BTreeMap::new()),
-            dirty: CoalescingQueue::default(),
+            pending: Mutex::new(BTreeMap::new()),
+            wake: Notify::new(),
             views,
+            passes_done,
             options,
-            observed: Mutex::new(BTreeMap::new()),
-            ready: Mutex::new(BTreeMap::new()),
-            touched: Mutex::new(BTreeMap::new()),
-            traces: Mutex::default(),
         }
+    }
+
+    /// Merges a change of `keys` into their entries and wakes the
+    /// aggregator task.
+    fn note(&self, keys: BTreeSet<GatewayKey>, touched: &Touched, stamp: Option<&Stamp>) {
+        if keys.is_empty() {
+            return;
+        }
+        super::provenance::note(&mut self.pending.lock(), keys, touched, stamp);
+        self.wake.notify_one();
     }
 
     /// The hub Gateways that expect clusters (annotated with expected
@@ -113,16 +115,7 @@ impl Index {
     }
 
     pub(super) fn mark_dirty(&self, affected: BTreeSet<GatewayKey>) {
-        if affected.is_empty() {
-            return;
-        }
-        {
-            let mut touched = self.inner.aggregator.touched.lock();
-            for key in &affected {
-                touched.insert(key.clone(), Touched::All);
-            }
-        }
-        self.inner.aggregator.dirty.insert_all(affected);
+        self.inner.aggregator.note(affected, &Touched::All, None);
     }
 
     /// [`Index::mark_dirty`] after a change of `cluster`'s reports alone
@@ -141,45 +134,66 @@ impl Index {
     }
 
     fn mark_touched(&self, cluster: Option<&str>, affected: BTreeSet<GatewayKey>) {
-        if affected.is_empty() {
-            return;
-        }
-        {
-            let mut touched = self.inner.aggregator.touched.lock();
-            for key in &affected {
-                match touched.get_mut(key) {
-                    Some(Touched::All) => {}
-                    Some(Touched::Clusters(clusters)) => {
-                        if let Some(cluster) = cluster
-                            && !clusters.contains(cluster)
-                        {
-                            clusters.insert(cluster.to_owned());
-                        }
-                    }
-                    None => {
-                        let clusters = cluster.map(str::to_owned).into_iter().collect();
-                        touched.insert(key.clone(), Touched::Clusters(clusters));
-                    }
-                }
-            }
-        }
-        self.inner.aggregator.dirty.insert_all(affected);
+        self.inner
+            .aggregator
+            .note(affected, &Touched::by(cluster), None);
     }
 
-    /// Re-aggregates dirty Gateways until the returned future is dropped.
+    /// [`Index::mark_dirty_by`] for a delta's changes, with its stamp;
+    /// called by [`Index::apply_stamped`] holding the fleet lock for
+    /// writing (see `Aggregator::pending`).
+    pub(crate) fn note_changes_locked(
+        &self,
+        cluster: &str,
+        affected: BTreeSet<GatewayKey>,
+        stamp: Option<&Stamp>,
+    ) {
+        self.inner
+            .aggregator
+            .note(affected, &Touched::by(Some(cluster)), stamp);
+    }
+
+    /// Changes after every aggregation pass that read some Gateway, once
+    /// it published what changed. A reader that found a view not yet
+    /// aggregated with an input it knows of (the status writer: a live hub
+    /// Gateway newer than the view's) looks again then: every input change
+    /// marks its Gateway for a pass.
+    pub fn subscribe_passes(&self) -> watch::Receiver<u64> {
+        self.inner.aggregator.passes_done.subscribe()
+    }
+
+    /// Re-aggregates dirty Gateways until the returned future is dropped:
+    /// the one driver of aggregation (readers only read what it publishes).
     pub async fn run_aggregator(self) {
         loop {
-            self.inner.aggregator.dirty.notified().await;
-            self.aggregate_dirty();
+            self.inner.aggregator.wake.notified().await;
+            self.pass();
             // Let ingest run between passes on a busy hub.
             tokio::task::yield_now().await;
         }
     }
 
+    /// One aggregation pass, as the aggregator task runs it, for tests,
+    /// benches and fuzzing (`testing` feature): returns whether some
+    /// aggregated Gateway changed.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn aggregate_dirty(&self) -> bool {
+        self.pass()
+    }
+
+    /// [`Index::aggregate_pending`], then tells [`Index::subscribe_passes`]
+    /// when it read something.
+    fn pass(&self) -> bool {
+        let Some(changed) = self.aggregate_pending() else {
+            return false;
+        };
+        self.inner.aggregator.passes_done.send_modify(|n| *n += 1);
+        changed
+    }
+
     /// One aggregation pass over the dirty Gateways; publishes only if some
-    /// aggregated Gateway changed. Returns whether one did. Also called by
-    /// the status writer before it reads a view, so what it applies was
-    /// aggregated with every input set before.
+    /// aggregated Gateway changed. Returns whether one did (`None`: no
+    /// Gateway was dirty).
     ///
     /// Each Gateway is aggregated with the hub Gateway as the management
     /// cluster holds it (its generation, the hub's conditions for their
@@ -193,34 +207,23 @@ impl Index {
     /// engine over the clusters. Comparison and encoding happen after, and
     /// the watch channel's lock is held only to insert the finished views.
     ///
-    /// Still one long function: its lock sites are what the planned index
-    /// with owners redesigns (one per-key entry, one driver).
-    pub fn aggregate_dirty(&self) -> bool {
-        let _pass = self.inner.aggregator.aggregating.lock();
-        let keys = self.inner.aggregator.dirty.take_keys();
-        if keys.is_empty() {
-            return false;
+    /// Still one long function: reading the inputs, the fleet's part
+    /// under its lock and the comparison share one pass's state (the
+    /// entries it took, the old views it patches).
+    fn aggregate_pending(&self) -> Option<bool> {
+        let mut passes = self.inner.aggregator.passes.lock();
+        // Every entry, in one step, before anything they name is read
+        // (see `Aggregator::pending`).
+        let mut taken = std::mem::take(&mut *self.inner.aggregator.pending.lock());
+        if taken.is_empty() {
+            return None;
         }
-        // The traced changes among them (only with --otlp-endpoint).
-        let mut traced: BTreeMap<GatewayKey, String> = {
-            let mut traces = self.inner.aggregator.traces.lock();
-            match traces.aggregate.is_empty() {
-                true => BTreeMap::new(),
-                false => keys
-                    .iter()
-                    .filter_map(|k| traces.aggregate.remove_entry(k))
-                    .collect(),
+        for (key, entry) in taken.iter_mut() {
+            if passes.failed.remove(key) {
+                entry.touched = Touched::All;
             }
-        };
-        let mut write_traces: Vec<(GatewayKey, String)> = Vec::new();
-        let keys: Vec<GatewayKey> = keys.into_iter().collect();
-        // Before the fleet is read: what it says changed is in the fleet.
-        let mut touched: BTreeMap<GatewayKey, Touched> = {
-            let mut touched = self.inner.aggregator.touched.lock();
-            keys.iter()
-                .filter_map(|k| touched.remove_entry(k))
-                .collect()
-        };
+        }
+        let keys: Vec<GatewayKey> = taken.keys().cloned().collect();
         let lives: Vec<Option<Arc<LiveHub>>> = {
             let live = self.inner.aggregator.live.lock();
             keys.iter().map(|k| live.get(k).cloned()).collect()
@@ -248,20 +251,19 @@ impl Index {
         // the output, not a pass of the engine over every cluster. Where
         // only some clusters' reports changed since the published view,
         // only theirs are read: the view is patched.
-        let (inputs, mut stamps): (Vec<Input>, BTreeMap<GatewayKey, i64>) = {
+        let (inputs, mut provenance) = {
             let fleet = self.inner.reports.fleet.read();
-            // The stamps of exactly the changes read here (see `observed`).
-            let stamps = {
-                let mut observed = self.inner.aggregator.observed.lock();
-                match observed.is_empty() {
-                    true => BTreeMap::new(),
-                    false => keys
-                        .iter()
-                        .filter_map(|k| observed.remove_entry(k))
-                        .collect(),
-                }
-            };
-            let inputs = keys
+            // With the provenance of the changes that landed since the
+            // take: exactly the changes read here (see `pending`).
+            super::provenance::take_provenance(
+                &mut self.inner.aggregator.pending.lock(),
+                &mut taken,
+            );
+            let (mut touched, provenance): (BTreeMap<_, _>, BTreeMap<_, _>) = taken
+                .into_iter()
+                .map(|(k, p)| ((k.clone(), p.touched), (k, p.provenance)))
+                .unzip();
+            let inputs: Vec<Input> = keys
                 .into_iter()
                 .zip(lives)
                 .zip(olds)
@@ -301,14 +303,13 @@ impl Index {
                     }
                 })
                 .collect();
-            (inputs, stamps)
+            (inputs, provenance)
         };
-        // The stamps of the changes aggregated into a new view, for its
-        // write; those of changes that changed nothing are dropped: no
-        // write carries them (one kept would be counted by some later,
-        // unrelated write).
-        let mut ready_stamps: Vec<(GatewayKey, i64)> = Vec::new();
-        let mut results: Vec<(GatewayKey, Option<GatewayView>)> = Vec::with_capacity(inputs.len());
+        // The provenance of the changes aggregated into a new view goes
+        // with it, for its write; that of changes that changed nothing is
+        // dropped: no write carries them (one kept would be counted by
+        // some later, unrelated write).
+        let mut results: Vec<(GatewayKey, Update)> = Vec::with_capacity(inputs.len());
         for input in inputs {
             let Input {
                 key,
@@ -350,7 +351,8 @@ impl Index {
                     (cells, clusters, same)
                 }
             };
-            let span = traced.remove(&key).map(|parent| {
+            let origin = provenance.remove(&key).unwrap_or_default();
+            let span = origin.trace.map(|parent| {
                 let span = tracing::info_span!(
                     "aggregate",
                     gateway = %key,
@@ -363,7 +365,7 @@ impl Index {
             let Some(aggregated) = aggregated else {
                 self.inner.history.record(&key, None, now.as_millisecond());
                 if old.is_some() {
-                    results.push((key, None));
+                    results.push((key, Update::Changed(None)));
                 }
                 continue;
             };
@@ -374,11 +376,7 @@ impl Index {
                     // cannot happen; keep the last good view. Its history
                     // was not recorded: the next pass compares everything.
                     tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                    self.inner
-                        .aggregator
-                        .touched
-                        .lock()
-                        .insert(key, Touched::All);
+                    passes.failed.insert(key);
                     continue;
                 }
             };
@@ -416,24 +414,32 @@ impl Index {
                 && old.aggregation.status == aggregation.status
                 && old.foreign == foreign
             {
-                // Same result from this live object: the view stands for it.
-                *old.aggregated_with.lock() = live;
-                // Listed from this source now (the same omissions).
-                if omitted.source.is_some() {
-                    *old.omissions_source.lock() = omitted.source;
+                // Same result from this live object: the view stands for
+                // it, and its omissions are listed from this source now
+                // (the same omissions). Nothing to write, so no
+                // propagation to measure.
+                let source = omitted.source.or_else(|| old.omissions_source.clone());
+                let same_live = match (&live, &old.aggregated_with) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (a, b) => a.is_none() && b.is_none(),
+                };
+                if !same_live || source != old.omissions_source {
+                    results.push((key, Update::Stands(old.standing_for(live, source))));
                 }
-                // Nothing to write, so no propagation to measure.
                 continue;
             }
-            if span.is_some() && live.is_some() {
-                // A status write follows: it continues this trace.
-                write_traces.push((key.clone(), gwhub_common::logging::traceparent()));
-            }
-            if live.is_some()
-                && let Some(t) = stamps.remove(&key)
-            {
-                ready_stamps.push((key.clone(), t));
-            }
+            // Only where a status write follows.
+            let provenance = match live.is_some() {
+                true => Provenance {
+                    earliest_observed: origin.earliest_observed,
+                    // The write continues this aggregation's trace.
+                    trace: span
+                        .as_ref()
+                        .map(|_| gwhub_common::logging::traceparent())
+                        .filter(|t| !t.is_empty()),
+                },
+                false => Provenance::default(),
+            };
             let mut view = build_view(
                 key.clone(),
                 aggregation,
@@ -443,36 +449,32 @@ impl Index {
                 cells,
                 old.map(|v| &**v),
                 live,
+                provenance,
             );
             view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
             view.lean.missing_clusters = missing;
             view.lean.unexpected_clusters = unexpected;
-            results.push((key, Some(view)));
-        }
-        if !write_traces.is_empty() {
-            self.inner
-                .aggregator
-                .traces
-                .lock()
-                .write
-                .extend(write_traces);
-        }
-        // Before the views are published: a write planned from them finds
-        // their stamps.
-        if !ready_stamps.is_empty() {
-            let mut ready = self.inner.aggregator.ready.lock();
-            for (key, t) in ready_stamps {
-                ready
-                    .entry(key)
-                    .and_modify(|r| *r = (*r).min(t))
-                    .or_insert(t);
-            }
+            results.push((key, Update::Changed(Some(view))));
         }
         if results.is_empty() {
-            return false;
+            return Some(false);
         }
-        self.inner.aggregator.views.send_if_modified(|views| {
-            for (key, view) in results {
+        let published = self.inner.aggregator.views.send_if_modified(|views| {
+            let mut changed = false;
+            for (key, update) in results {
+                let view = match update {
+                    Update::Stands(view) => {
+                        // In place, at its revision: nobody is woken.
+                        let map = match views.gateways.contains_key(&key) {
+                            true => &mut views.gateways,
+                            false => &mut views.unreported,
+                        };
+                        map.insert(key, Arc::new(view));
+                        continue;
+                    }
+                    Update::Changed(view) => view,
+                };
+                changed = true;
                 views.gateways.remove(&key);
                 views.unreported.remove(&key);
                 if let Some(mut view) = view {
@@ -485,9 +487,12 @@ impl Index {
                     map.insert(key, Arc::new(view));
                 }
             }
-            views.revision += 1;
-            true
-        })
+            if changed {
+                views.revision += 1;
+            }
+            changed
+        });
+        Some(published)
     }
 
     /// Records `key`'s status transitions: with only some clusters'
@@ -569,6 +574,15 @@ impl Index {
     }
 }
 
+/// What a pass publishes for one Gateway.
+enum Update {
+    /// A new view (`None`: none any more), at a new revision.
+    Changed(Option<GatewayView>),
+    /// The same aggregation from a newer live hub Gateway (or omissions
+    /// source): the view standing for it, at the same revision.
+    Stands(GatewayView),
+}
+
 /// One dirty Gateway's inputs, read under the fleet's lock.
 struct Input {
     key: GatewayKey,
@@ -626,7 +640,7 @@ fn aggregate_one(
                 version: inc.omissions_version(),
                 hub: parts.hub_omissions,
             };
-            let same = old.is_some_and(|o| o.omissions_source.lock().as_ref() == Some(&source));
+            let same = old.is_some_and(|o| o.omissions_source.as_ref() == Some(&source));
             let list = (!same).then(|| inc.omissions_with(&source.hub));
             let omitted = Omitted {
                 list,

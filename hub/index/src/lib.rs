@@ -69,7 +69,7 @@ pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use gauges::{ClusterGauges, HubGatewayGauges};
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
-pub use provenance::Stamp;
+pub use provenance::{Provenance, Stamp};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};
 #[cfg(any(test, feature = "testing"))]
@@ -355,15 +355,29 @@ mod tests {
     }
 
     /// A propagation stamp lands with its delta's changes and is taken by
-    /// the pass that reads them: set aside for the write when they make a
-    /// new view (taken once, given back when that write fails), dropped
-    /// when they change nothing (no write carries them). The
-    /// hub_propagation test once slept around the race this replaced: a stamp
-    /// noted beside the changes, not with them.
+    /// the pass that reads them: it goes with the new view they make (for
+    /// that view's write), and is dropped when they change nothing (no
+    /// write carries them) or when the management cluster holds no such
+    /// hub Gateway. The hub_propagation test once slept around the race
+    /// this replaced: a stamp noted beside the changes, not with them.
     #[test]
-    fn a_stamp_travels_with_its_changes_to_the_write() {
+    fn a_stamp_travels_with_its_changes_to_the_view() {
         use super::reports::Change;
         let (index, session) = east_reporting_web();
+        let stamp = |at| Stamp::of(at, String::new());
+        let upsert = |name: &str, types: &[&str]| vec![Change::Upsert(key(name), reported(types))];
+        let observed = |name: &str| {
+            index
+                .view(&key(name))
+                .and_then(|v| v.provenance.earliest_observed)
+        };
+        // A Gateway the management cluster lacks: no write, no stamp kept.
+        index
+            .apply_stamped(&session, upsert("other", &["Accepted"]), stamp(1_000))
+            .unwrap();
+        index.aggregate_dirty();
+        assert!(index.view(&key("other")).is_some());
+        assert_eq!(observed("other"), None);
         index.set_live_hub(
             key("web"),
             Some(LiveHub {
@@ -372,38 +386,42 @@ mod tests {
             }),
         );
         index.aggregate_dirty();
-        // Unknown times and Gateways the management cluster lacks: none.
-        assert_eq!(index.stamp([key("web")], 0), None);
-        assert_eq!(index.stamp([key("other")], 5), None);
-        let upsert = |types: &[&str]| vec![Change::Upsert(key("web"), reported(types))];
-        // Landed with a change, not yet read: no write takes it.
-        let stamp = index.stamp([key("web")], 2_000);
-        assert!(stamp.is_some());
+        // Unknown times: none.
+        assert_eq!(stamp(0), None);
+        // Landed with a change, not yet read: no view has it.
+        let at = stamp(2_000);
+        assert!(at.is_some());
         index
-            .apply_stamped(&session, upsert(&["Accepted", "Programmed"]), stamp)
+            .apply_stamped(&session, upsert("web", &["Accepted", "Programmed"]), at)
             .unwrap();
-        assert_eq!(index.take_observed(&key("web")), None);
-        // Read into a new view: the write takes it, once.
-        index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("web")), Some(2_000));
-        assert_eq!(index.take_observed(&key("web")), None);
-        // A failed write gives it back; the next write takes it.
-        index.give_back_observed(key("web"), 2_000);
-        assert_eq!(index.take_observed(&key("web")), Some(2_000));
+        assert_eq!(observed("web"), None);
+        // Read into a new view: it carries it.
+        assert!(index.aggregate_dirty());
+        assert_eq!(observed("web"), Some(2_000));
+        let first = index.view(&key("web")).unwrap().revision();
         // A change that changes nothing: dropped by the pass that read it.
-        let stamp = index.stamp([key("web")], 3_000);
         index
-            .apply_stamped(&session, upsert(&["Accepted", "Programmed"]), stamp)
+            .apply_stamped(
+                &session,
+                upsert("web", &["Accepted", "Programmed"]),
+                stamp(3_000),
+            )
             .unwrap();
-        index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("web")), None);
+        assert!(!index.aggregate_dirty());
+        index
+            .apply_stamped(&session, upsert("web", &["Accepted"]), None)
+            .unwrap();
+        assert!(index.aggregate_dirty());
+        let view = index.view(&key("web")).unwrap();
+        assert_eq!(view.provenance_since(Some(first)).earliest_observed, None);
         // Two deltas read by one pass: the earliest.
         for (types, at) in [(&["Accepted"][..], 5_000), (&["Programmed"][..], 4_000)] {
-            let stamp = index.stamp([key("web")], at);
-            index.apply_stamped(&session, upsert(types), stamp).unwrap();
+            index
+                .apply_stamped(&session, upsert("web", types), stamp(at))
+                .unwrap();
         }
         index.aggregate_dirty();
-        assert_eq!(index.take_observed(&key("web")), Some(4_000));
+        assert_eq!(observed("web"), Some(4_000));
     }
 
     /// The published view is aggregated with the live hub Gateway when
@@ -494,6 +512,31 @@ mod tests {
             lonely.aggregation.status.conditions.as_ref().unwrap()[0].reason,
             "NoClusters"
         );
+    }
+
+    /// A pass that read some Gateway tells its readers once it published,
+    /// also when nothing changed (a view now standing for a newer live hub
+    /// Gateway); a pass with nothing pending does not.
+    #[test]
+    fn passes_are_counted_for_readers_that_wait_for_one() {
+        let (index, _session) = east_reporting_web();
+        let mut passes = index.subscribe_passes();
+        assert!(index.aggregate_dirty());
+        assert!(passes.has_changed().unwrap());
+        passes.borrow_and_update();
+        assert!(!index.aggregate_dirty());
+        assert!(!passes.has_changed().unwrap());
+        index.set_live_hub(key("web"), Some(LiveHub::default()));
+        index.aggregate_dirty();
+        passes.borrow_and_update();
+        let live = index.live_hub(&key("web")).unwrap();
+        let mut newer = LiveHub::clone(&live);
+        newer.owns_listeners = !newer.owns_listeners;
+        assert!(index.set_live_hub_written(key("web"), &live, newer));
+        assert!(!index.aggregate_dirty());
+        assert!(passes.has_changed().unwrap());
+        let newer = index.live_hub(&key("web")).unwrap();
+        assert!(index.view(&key("web")).unwrap().aggregated_from(&newer));
     }
 
     /// The history bound comes from the config the index is built with:

@@ -162,8 +162,8 @@ impl Index {
     }
 
     /// [`Index::apply`], the changes landing with `stamp` (when the agent
-    /// observed them, see [`Index::stamp`]) under the same lock, so the
-    /// pass that reads them takes it.
+    /// observed them, the apply's trace: [`super::Stamp::current`]) under
+    /// the same lock, so the pass that reads them takes it.
     pub fn apply_stamped(
         &self,
         session: &Session,
@@ -192,14 +192,14 @@ impl Index {
                 };
                 affected.extend(a);
             }
-            if let Some(stamp) = stamp {
-                // Only where something changed: a Gateway no pass is due
-                // for would keep it for some later, unrelated change.
-                self.note_observed_locked(stamp, &affected);
-            }
+            // With the stamp, under this lock, so the pass that reads
+            // these changes takes it (`Aggregator::pending`); only where
+            // something changed: a Gateway no pass is due for would keep
+            // it for some later, unrelated change.
+            self.note_changes_locked(session.cluster(), affected, stamp.as_ref());
             session.live.report_rev.fetch_add(1, Ordering::SeqCst);
         }
-        self.reported(session, affected);
+        self.report_landed(session);
         Ok(())
     }
 
@@ -436,12 +436,18 @@ impl Index {
     /// last report time, the reports revision (the store writes on it) and
     /// the Gateways to re-aggregate.
     fn reported(&self, session: &Session, affected: BTreeSet<GatewayKey>) {
+        self.report_landed(session);
+        self.mark_dirty_by(session.cluster(), affected);
+    }
+
+    /// A report of `session`'s cluster landed: its time, and the store's
+    /// revision.
+    fn report_landed(&self, session: &Session) {
         session
             .live
             .last_report
             .store(now_millis(), Ordering::SeqCst);
         self.inner.reports.bump();
-        self.mark_dirty_by(session.cluster(), affected);
     }
 }
 

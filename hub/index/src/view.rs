@@ -10,14 +10,21 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gwhub_proto::{convert, v1};
-use parking_lot::Mutex;
 use prost::Message;
 
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Aggregation, Freshness, GatewayKey, LiveHub, Omission, Rule};
 use gwhub_hub_rules::listing::Health;
 
-/// One aggregated hub Gateway as the Dashboard serves it.
+use crate::provenance::Provenance;
+
+/// Views of one Gateway whose provenance a view keeps besides its own (see
+/// [`GatewayView::provenance_since`]).
+const EARLIER: usize = 16;
+
+/// One aggregated hub Gateway as the Dashboard serves it. Immutable once
+/// published: a pass that finds the same result from a newer live hub
+/// Gateway publishes a copy standing for it ([`GatewayView::standing_for`]).
 ///
 /// Encoded once per change; a read clones (sending needs an owned message
 /// anyway). The encoded status is kept once: a full message is the lean
@@ -48,7 +55,7 @@ pub struct GatewayView {
     pub(crate) omission_rules: Arc<[(Rule, bool)]>,
     /// What the omissions were listed from, when the incremental aggregate
     /// did: the same again means the same omissions, not listed again.
-    pub(crate) omissions_source: Mutex<Option<OmissionsSource>>,
+    pub(crate) omissions_source: Option<OmissionsSource>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
     /// Condition types in `aggregation.status` that are other writers'
@@ -65,8 +72,19 @@ pub struct GatewayView {
     pub missing: Vec<String>,
     /// The live hub Gateway this aggregation was made from (the same `Arc`
     /// as [`Index::live_hub`] while that is current); a later live object
-    /// that aggregates the same updates it without a new view.
-    pub(crate) aggregated_with: Mutex<Option<Arc<LiveHub>>>,
+    /// that aggregates the same gets a copy of the view standing for it,
+    /// at the same revision.
+    pub(crate) aggregated_with: Option<Arc<LiveHub>>,
+    /// Where the changes it carries over the view before came from (only
+    /// for a hub Gateway on the management cluster: a status write
+    /// follows): when agents observed the earliest, and the trace of the
+    /// aggregation that made it.
+    pub(crate) provenance: Provenance,
+    /// The provenance of the views of this Gateway published before it
+    /// (those that had one, the last [`EARLIER`]), each with its
+    /// revision, oldest first: a reader that missed some of them (the
+    /// views channel keeps only the latest) still finds theirs.
+    pub(crate) earlier: Arc<[(u64, Provenance)]>,
     /// Its wire encoding, made once on first read and shared by every
     /// watcher (see [`Encoded`]).
     pub(crate) encoded: std::sync::OnceLock<Encoded>,
@@ -239,20 +257,72 @@ impl GatewayView {
 
     /// The live hub Gateway the view was aggregated with.
     pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
-        self.aggregated_with.lock().clone()
+        self.aggregated_with.clone()
     }
 
     /// Whether the view was aggregated with exactly `live` (not an equal
     /// copy: the object the index holds now).
     pub fn aggregated_from(&self, live: &Arc<LiveHub>) -> bool {
         self.aggregated_with
-            .lock()
             .as_ref()
             .is_some_and(|a| Arc::ptr_eq(a, live))
     }
 
+    /// This view as the same aggregation from `live`, its omissions
+    /// listed from `source`: the same revision and encoding (nobody is
+    /// told of a change), the fields shared or copied.
+    pub(crate) fn standing_for(
+        &self,
+        live: Option<Arc<LiveHub>>,
+        source: Option<OmissionsSource>,
+    ) -> GatewayView {
+        let encoded = std::sync::OnceLock::new();
+        if let Some(e) = self.encoded.get() {
+            let _ = encoded.set(e.clone());
+        }
+        GatewayView {
+            key: self.key.clone(),
+            aggregation: self.aggregation.clone(),
+            lean: self.lean.clone(),
+            clusters: self.clusters.clone(),
+            omissions: self.omissions.clone(),
+            omission_rules: self.omission_rules.clone(),
+            omissions_source: source,
+            omissions_revision: self.omissions_revision,
+            foreign: self.foreign.clone(),
+            not_ready: self.not_ready,
+            cells: self.cells.clone(),
+            missing: self.missing.clone(),
+            aggregated_with: live,
+            provenance: self.provenance.clone(),
+            earlier: self.earlier.clone(),
+            encoded,
+            clusters_encoded: self.clusters_encoded.clone(),
+            omissions_encoded: self.omissions_encoded.clone(),
+        }
+    }
+
     pub fn revision(&self) -> u64 {
         self.lean.revision
+    }
+
+    /// Where the changes this view carries over the view at `revision`
+    /// came from (`None`: over none): its own provenance and that of the
+    /// views published in between, the earliest time and the first trace.
+    /// A reader that noted every view before, up to `revision`, and
+    /// notes this one gets each change's provenance once (unless it fell
+    /// more than 16 views of this Gateway behind: then the oldest are not
+    /// in it, and a write is measured from a later change).
+    pub fn provenance_since(&self, revision: Option<u64>) -> Provenance {
+        let after = |r: u64| revision.is_none_or(|since| r > since);
+        let mut all = Provenance::default();
+        for (_, p) in self.earlier.iter().filter(|(r, _)| after(*r)) {
+            all.merge(p.clone());
+        }
+        if after(self.revision()) {
+            all.merge(self.provenance.clone());
+        }
+        all
     }
 
     /// The whole aggregated Gateway, omissions included.
@@ -307,6 +377,7 @@ pub(crate) fn build_view(
     cells: Cells,
     old: Option<&GatewayView>,
     live: Option<Arc<LiveHub>>,
+    provenance: Provenance,
 ) -> GatewayView {
     let not_ready = gwhub_hub_rules::listing::not_ready(
         aggregation
@@ -363,6 +434,7 @@ pub(crate) fn build_view(
         Some(o) if Arc::ptr_eq(&o.clusters, &clusters) => o.clusters_encoded.clone(),
         _ => Arc::default(),
     };
+    let earlier = earlier_of(old);
     let Aggregation { status, .. } = aggregation;
     GatewayView {
         key,
@@ -374,16 +446,36 @@ pub(crate) fn build_view(
         clusters,
         omissions,
         omission_rules,
-        omissions_source: Mutex::new(source),
+        omissions_source: source,
         omissions_revision,
         foreign,
         not_ready,
         cells,
         missing: Vec::new(),
-        aggregated_with: Mutex::new(live),
+        aggregated_with: live,
+        provenance,
+        earlier,
         encoded: std::sync::OnceLock::new(),
         clusters_encoded,
         omissions_encoded,
+    }
+}
+
+/// The provenance a view after `old` keeps of the views before it:
+/// `old`'s (when it had one) after those `old` kept, the last [`EARLIER`].
+fn earlier_of(old: Option<&GatewayView>) -> Arc<[(u64, Provenance)]> {
+    match old {
+        Some(o) if !o.provenance.is_empty() => {
+            let kept = o.earlier.len().saturating_sub(EARLIER - 1);
+            o.earlier
+                .iter()
+                .skip(kept)
+                .cloned()
+                .chain(std::iter::once((o.revision(), o.provenance.clone())))
+                .collect()
+        }
+        Some(o) => o.earlier.clone(),
+        None => Arc::default(),
     }
 }
 
@@ -537,6 +629,7 @@ pub mod testing {
             Cells::default(),
             None,
             None,
+            Provenance::default(),
         )
     }
 
@@ -604,6 +697,58 @@ mod tests {
             assert_ne!(encoded[..], v.omissions[..], "change {i}");
         }
         assert!(view(Vec::new()).same_omissions(&[]));
+    }
+
+    /// A view keeps the provenance of the views of its Gateway before it:
+    /// a reader that missed some finds theirs, one that noted them does not
+    /// get them again; only the last 16 are kept.
+    #[test]
+    fn a_view_keeps_the_provenance_of_the_views_before_it() {
+        let next = |old: Option<&GatewayView>, revision, provenance| {
+            let aggregation = Aggregation {
+                status: Default::default(),
+                omissions: Vec::new(),
+            };
+            let omitted = Omitted {
+                list: Some(Vec::new()),
+                source: None,
+            };
+            let mut v = build_view(
+                GatewayKey::new("ns", "web"),
+                aggregation,
+                omitted,
+                BTreeSet::new(),
+                Arc::from([]),
+                Cells::default(),
+                old,
+                None,
+                provenance,
+            );
+            v.set_revision(revision);
+            v
+        };
+        let at = |t, trace: Option<&str>| Provenance {
+            earliest_observed: Some(t),
+            trace: trace.map(str::to_owned),
+        };
+        let v1 = next(None, 1, at(500, None));
+        let v2 = next(Some(&v1), 2, Provenance::default());
+        let v3 = next(Some(&v2), 3, at(300, Some("t3")));
+        let v4 = next(Some(&v3), 4, at(900, Some("t4")));
+        assert_eq!(v4.provenance_since(None), at(300, Some("t3")));
+        assert_eq!(v4.provenance_since(Some(1)), at(300, Some("t3")));
+        assert_eq!(v4.provenance_since(Some(3)), at(900, Some("t4")));
+        assert!(v4.provenance_since(Some(4)).is_empty());
+        assert_eq!(v4.earlier.len(), 2, "views without one are not kept");
+        let mut v = v4;
+        for r in 5..40 {
+            v = next(Some(&v), r, at(1_000 + r as i64, None));
+        }
+        assert_eq!(v.earlier.len(), EARLIER);
+        assert_eq!(
+            v.provenance_since(None).earliest_observed,
+            Some(1_000 + 39 - 16)
+        );
     }
 
     proptest::proptest! {

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dns::DnsConfig;
 use crate::kube::metrics::Metrics;
-use crate::kube::status_writer::{Queue, StatusWriter};
+use crate::kube::status_writer::{Queue, StatusWriter, Unwritten};
 use crate::kube::store::ReportWriter;
 use crate::kube::{
     Connected, KubeError, KubeOptions, SecretsFollowers, budget, events, inventory, leader,
@@ -154,6 +154,7 @@ impl Connected {
             None => Api::all(client.clone()),
         };
         let queue = Arc::new(Queue::default());
+        let unwritten = Arc::new(Unwritten::default());
         let (synced_tx, mut synced) = watch::channel(false);
         tasks.spawn(status_writer::run_gateway_watch(
             gateways,
@@ -165,6 +166,7 @@ impl Connected {
         tasks.spawn(status_writer::run_index_watch(
             index.clone(),
             queue.clone(),
+            unwritten.clone(),
             shutdown.clone(),
         ));
 
@@ -372,6 +374,7 @@ impl Connected {
                 client,
                 index,
                 queue,
+                unwritten,
                 metrics: metrics.clone(),
                 debounce: options.debounce,
                 budget,

@@ -12,7 +12,7 @@
 //! with the live hub Gateway. What to clear, what to apply and whether to
 //! write at all is [`plan`], a pure function; [`StatusWriter`] executes it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ use tracing::Instrument;
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use super::shards::Writes;
-use crate::index::Index;
+use crate::index::{GatewayView, Index, Provenance};
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
 
@@ -76,6 +76,74 @@ async fn clear_before_apply(api: &Api<Gateway>, key: &GatewayKey, write: &Write)
 /// Hub Gateways waiting for a write; one entry per Gateway.
 pub type Queue = CoalescingQueue<GatewayKey>;
 
+/// Per hub Gateway, where the changes of the views this replica has not
+/// written yet came from: the writer's own account, so the write that
+/// carries them observes the earliest agent-observed time (and continues
+/// the first traced aggregation), a failed write keeps them for the next,
+/// and a skipped one drops them.
+///
+/// Each view is noted as the index watch sees it and as a write plans from
+/// it, whichever comes first; a view carries the provenance of the views
+/// of its Gateway before it ([`GatewayView::provenance_since`]), so one
+/// the watch missed (the views channel keeps only the latest) is still
+/// noted, and one noted twice counts once (by revision).
+#[derive(Default)]
+pub struct Unwritten {
+    entries: parking_lot::Mutex<BTreeMap<GatewayKey, Carried>>,
+}
+
+/// See [`Unwritten`].
+#[derive(Default)]
+struct Carried {
+    /// The revision of the last view noted.
+    through: Option<u64>,
+    provenance: Provenance,
+}
+
+impl Unwritten {
+    /// Notes what `view` carries over the views noted before it.
+    pub(crate) fn note(&self, view: &GatewayView) {
+        let mut entries = self.entries.lock();
+        let carried = entries.entry(view.key.clone()).or_default();
+        if carried.through.is_some_and(|r| r >= view.revision()) {
+            return;
+        }
+        carried
+            .provenance
+            .merge(view.provenance_since(carried.through));
+        carried.through = Some(view.revision());
+    }
+
+    /// The trace the next write of `key` continues.
+    fn trace(&self, key: &GatewayKey) -> Option<String> {
+        self.entries.lock().get(key)?.provenance.trace.clone()
+    }
+
+    /// Takes where the changes noted for `key` came from, for the write
+    /// that carries them (or none, when it is skipped).
+    fn take(&self, key: &GatewayKey) -> Provenance {
+        self.entries
+            .lock()
+            .get_mut(key)
+            .map(|c| std::mem::take(&mut c.provenance))
+            .unwrap_or_default()
+    }
+
+    /// Keeps `taken` for the next write of `key`, its write having failed
+    /// (before what was noted since: it came first).
+    fn keep(&self, key: GatewayKey, mut taken: Provenance) {
+        let mut entries = self.entries.lock();
+        let carried = entries.entry(key).or_default();
+        taken.merge(std::mem::take(&mut carried.provenance));
+        carried.provenance = taken;
+    }
+
+    /// `key` has no view any more.
+    fn forget(&self, key: &GatewayKey) {
+        self.entries.lock().remove(key);
+    }
+}
+
 /// Keeps the index's live hub Gateways current (so it aggregates with
 /// them) and queues every one that changed. `synced` turns true once the
 /// first full list is in.
@@ -117,8 +185,14 @@ pub(crate) async fn run_gateway_watch(
     }
 }
 
-/// Queues every hub Gateway whose aggregate the index changed.
-pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: CancellationToken) {
+/// Queues every hub Gateway whose aggregate the index changed, noting
+/// where its changes came from ([`Unwritten`]).
+pub(crate) async fn run_index_watch(
+    index: Index,
+    queue: Arc<Queue>,
+    unwritten: Arc<Unwritten>,
+    shutdown: CancellationToken,
+) {
     let mut views = index.subscribe();
     let mut seen: BTreeMap<GatewayKey, u64> = BTreeMap::new();
     loop {
@@ -130,8 +204,12 @@ pub(crate) async fn run_index_watch(index: Index, queue: Arc<Queue>, shutdown: C
                 .filter(|k| views.get(k).is_none())
                 .cloned()
                 .collect();
+            for k in &changed {
+                unwritten.forget(k);
+            }
             for (k, v) in all() {
                 if seen.get(k) != Some(&v.revision()) {
+                    unwritten.note(v);
                     changed.push(k.clone());
                 }
             }
@@ -161,8 +239,22 @@ pub const PATCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 enum Prepared {
     Nothing,
-    Requeued,
+    /// The view is older than the live hub Gateway: parked until a pass.
+    Parked,
     Write(Arc<LiveHub>, Write),
+}
+
+/// What became of one hub Gateway's write.
+enum Outcome {
+    /// Nothing sent (typically the echo of our own write).
+    Nothing,
+    /// Sent (or failed and queued again after its backoff).
+    Sent,
+    /// Its view was older than the live hub Gateway: it is queued again
+    /// once the aggregator has passed, which it does for every live
+    /// change (not on a timer: the pass that makes the view current is
+    /// already due).
+    Parked,
 }
 
 /// The writer task.
@@ -170,6 +262,9 @@ pub struct StatusWriter {
     pub client: Client,
     pub index: Index,
     pub queue: Arc<Queue>,
+    /// Where the changes of the views not written yet came from (shared
+    /// with [`run_index_watch`]).
+    pub unwritten: Arc<Unwritten>,
     pub metrics: Arc<Metrics>,
     /// Pacing of writes per hub Gateway: written at once up to a burst of
     /// three, then at most once per hub Gateway per window
@@ -196,7 +291,14 @@ impl StatusWriter {
         // Per hub Gateway: a write for one never waits for another's window.
         let mut pacer = gwhub_common::KeyedPacer::<GatewayKey>::new(self.debounce);
         let mut writing = Writes::Nothing;
+        // Hub Gateways whose view was older than their live object, until
+        // the next aggregation pass.
+        let mut parked: BTreeSet<GatewayKey> = BTreeSet::new();
+        let mut passes = self.index.subscribe_passes();
         loop {
+            // A pass after this requeues what the writes below park; one
+            // before it made what they read current.
+            passes.borrow_and_update();
             let now_writes = leader.borrow_and_update().clone();
             if now_writes != writing {
                 if now_writes.any() {
@@ -228,17 +330,17 @@ impl StatusWriter {
                 // an API round trip, and a pass over many Gateways written
                 // one after another made the last wait for all the others.
                 let (this, stop, leader_ref) = (&self, &shutdown, &leader);
-                let done: Vec<(GatewayKey, bool)> = futures::stream::iter(due)
+                let done: Vec<(GatewayKey, Outcome)> = futures::stream::iter(due)
                     .map(|key| async move {
                         if stop.is_cancelled() {
-                            return (key, true);
+                            return (key, Outcome::Sent);
                         }
                         if !leader_ref.borrow().covers(&key) {
                             // Lost the lease mid-pass; its next holder writes.
-                            return (key, false);
+                            return (key, Outcome::Nothing);
                         }
-                        let wrote = this.write(key.clone(), stop, leader_ref).await;
-                        (key, wrote)
+                        let outcome = this.write(key.clone(), stop, leader_ref).await;
+                        (key, outcome)
                     })
                     .buffer_unordered(WRITES_IN_FLIGHT)
                     .collect()
@@ -246,10 +348,14 @@ impl StatusWriter {
                 if shutdown.is_cancelled() {
                     return;
                 }
-                for (key, wrote) in done {
-                    if !wrote {
-                        // Typically the echo of our own write.
-                        pacer.idle(&key);
+                for (key, outcome) in done {
+                    match outcome {
+                        Outcome::Sent => {}
+                        Outcome::Nothing => pacer.idle(&key),
+                        Outcome::Parked => {
+                            pacer.idle(&key);
+                            parked.insert(key);
+                        }
                     }
                 }
             }
@@ -262,6 +368,12 @@ impl StatusWriter {
                 _ = shutdown.cancelled() => return,
                 _ = sleep_until(next), if next.is_some() => {}
                 _ = self.queue.notified(), if active => {}
+                r = passes.changed(), if !parked.is_empty() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    self.queue.insert_all(std::mem::take(&mut parked));
+                }
                 r = leader.changed() => if r.is_err() { return },
                 r = ready.changed() => if r.is_err() { return },
             }
@@ -278,11 +390,12 @@ impl StatusWriter {
         prepared
     }
 
-    /// [`Self::prepare`]'s work, untimed.
+    /// [`Self::prepare`]'s work, untimed. The writer aggregates nothing:
+    /// it is woken after the pass that published the view (the index
+    /// watch), and a view older than the live object waits for the pass
+    /// that live change is due (parked), so what it applies was aggregated
+    /// with every input it was woken for.
     fn prepare_now(&self, key: &GatewayKey) -> Prepared {
-        // Inputs set before this (a live change, a report) are aggregated
-        // first, so what is applied was aggregated with them.
-        self.index.aggregate_dirty();
         let Some(live) = self.index.live_hub(key) else {
             // Not a hub Gateway (or not in scope): nothing to write on.
             return Prepared::Nothing;
@@ -292,18 +405,19 @@ impl StatusWriter {
             // was logged by the index.
             return Prepared::Nothing;
         };
+        self.unwritten.note(&view);
         if !view.aggregated_from(&live) {
             // The live object changed after the aggregation (a condition
             // another writer added would be dropped by a plan against it):
-            // try again once it is aggregated, paced like a write.
+            // try again once it is aggregated.
             tracing::debug!("hub Gateway changed since aggregation; write requeued");
-            self.queue.insert(key.clone());
-            return Prepared::Requeued;
+            return Prepared::Parked;
         }
         match plan(&live, &view.aggregation.status, &view.foreign) {
             Plan::Noop => {
-                // The object already says it: no write carries the stamp.
-                self.index.take_observed(key);
+                // The object already says it: no write carries the
+                // changes' provenance.
+                self.unwritten.take(key);
                 Metrics::bump(&self.metrics.status_writes_skipped);
                 Prepared::Nothing
             }
@@ -312,32 +426,36 @@ impl StatusWriter {
     }
 
     /// [`Self::write_now`] in a span naming the hub Gateway (its log lines
-    /// carry it), continuing the trace of the aggregation that made the
-    /// change when there is one (only with `--otlp-endpoint`).
+    /// carry it), continuing the trace of the first traced aggregation
+    /// among the views not written yet, when there is one (only with
+    /// `--otlp-endpoint`).
     async fn write(
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,
         leader: &watch::Receiver<Writes>,
-    ) -> bool {
+    ) -> Outcome {
         let span = tracing::info_span!("status_write", gateway = %key);
-        if let Some(parent) = self.index.take_write_trace(&key) {
+        if let Some(view) = self.index.view(&key) {
+            self.unwritten.note(&view);
+        }
+        if let Some(parent) = self.unwritten.trace(&key) {
             gwhub_common::logging::set_parent(&span, &parent);
         }
         self.write_now(key, shutdown, leader).instrument(span).await
     }
 
     /// Applies the published aggregation of `key` if it differs from the
-    /// live hub Gateway; returns whether it sent a write (or requeued one).
+    /// live hub Gateway.
     async fn write_now(
         &self,
         key: GatewayKey,
         shutdown: &CancellationToken,
         leader: &watch::Receiver<Writes>,
-    ) -> bool {
+    ) -> Outcome {
         let (mut live, mut write) = match self.prepare(&key) {
-            Prepared::Nothing => return false,
-            Prepared::Requeued => return true,
+            Prepared::Nothing => return Outcome::Nothing,
+            Prepared::Parked => return Outcome::Parked,
             Prepared::Write(live, write) => (live, write),
         };
         // The API write budget: after a wait, write the latest state
@@ -347,11 +465,11 @@ impl StatusWriter {
             // meanwhile must not write beside the new leader.
             if !leader.borrow().covers(&key) {
                 self.queue.insert(key);
-                return false;
+                return Outcome::Nothing;
             }
             (live, write) = match self.prepare(&key) {
-                Prepared::Nothing => return false,
-                Prepared::Requeued => return true,
+                Prepared::Nothing => return Outcome::Nothing,
+                Prepared::Parked => return Outcome::Parked,
                 Prepared::Write(live, write) => (live, write),
             };
         }
@@ -359,14 +477,14 @@ impl StatusWriter {
         if write.clears() {
             if self.budget.acquire().await > Duration::ZERO && !leader.borrow().covers(&key) {
                 self.queue.insert(key);
-                return false;
+                return Outcome::Nothing;
             }
             clear_before_apply(&api, &key, &write).await;
         }
-        // When agents observed the changes this write carries: taken after
-        // the plan, whose view was published after its stamp was set aside
-        // (`Index::take_observed`); given back if the write fails.
-        let observed = self.index.take_observed(&key);
+        // Where the changes this write carries came from: taken after the
+        // plan noted its view (one noted since is counted with this write,
+        // a little early, never twice); kept if the write fails.
+        let provenance = self.unwritten.take(&key);
         // Forced: these fields are the hub's alone (a CRD default or an
         // earlier owner loses them); other writers' conditions are not sent.
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -384,7 +502,7 @@ impl StatusWriter {
         self.metrics.status_write_api_seconds.observe(took);
         let failed = match answer {
             Ok(Ok(gw)) => {
-                self.applied(&key, &live, &gw, observed);
+                self.applied(&key, &live, &gw, provenance.earliest_observed);
                 None
             }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
@@ -396,9 +514,9 @@ impl StatusWriter {
             Err(_) => Some(format!("no answer within {PATCH_TIMEOUT:?}")),
         };
         if let Some(e) = failed {
-            self.write_failed(key, observed, &e, shutdown);
+            self.write_failed(key, provenance, &e, shutdown);
         }
-        true
+        Outcome::Sent
     }
 
     /// Notes a status write of `key` the API server applied: the
@@ -428,19 +546,17 @@ impl StatusWriter {
         );
     }
 
-    /// A status write of `key` failed with `e`: its stamp given back, and
-    /// the Gateway queued again after its backoff (unless the hub shuts
-    /// down first).
+    /// A status write of `key` failed with `e`: the provenance of its
+    /// changes kept for the next, and the Gateway queued again after its
+    /// backoff (unless the hub shuts down first).
     fn write_failed(
         &self,
         key: GatewayKey,
-        observed: Option<i64>,
+        provenance: Provenance,
         e: &str,
         shutdown: &CancellationToken,
     ) {
-        if let Some(t) = observed {
-            self.index.give_back_observed(key.clone(), t);
-        }
+        self.unwritten.keep(key.clone(), provenance);
         Metrics::bump(&self.metrics.status_write_errors);
         let retry = self.retry.failed(&key);
         tracing::warn!(error = %e, ?retry, "hub Gateway status apply failed; retrying");

@@ -253,12 +253,10 @@ impl AgentStream {
         }
         gwhub_common::logging::set_parent(&span, traceparent);
         let _in_span = span.enter();
-        // Landing with the changes, so the pass that reads them takes it
+        // When the agent observed it and this span's trace, landing with
+        // the changes, so the pass that reads them takes both
         // (`Index::apply_stamped`).
-        let stamp = self
-            .index
-            .stamp(resized.keys().cloned(), observed_unix_millis);
-        self.index.note_trace(resized.keys().cloned());
+        let stamp = crate::index::Stamp::current(observed_unix_millis);
         for (key, h) in hostnames {
             self.index
                 .set_listener_hostnames(session.cluster(), &key, h);
