@@ -240,7 +240,7 @@ impl Index {
             self.expectations(&keys, &lives)
         };
         let now = Timestamp::now();
-        // Only this pass (see `aggregating`) changes the views, so what it
+        // Only this pass (see `Aggregator::passes`) changes the views, so what it
         // reads here stays current until it publishes.
         let olds: Vec<Option<Arc<GatewayView>>> = {
             let views = self.inner.aggregator.views.borrow();
