@@ -53,7 +53,16 @@ fi
 phase "every test, Gateway API v1.5.1"
 # The upstream CRDs where ../shared/crds has them, else (a bare clone) CRDs
 # generated from the Rust types and pinned to upstream v1.5.1.
-GATEWAY_API_VERSION=v1.5.1 cargo nextest run --workspace --all-targets --locked
+GATEWAY_API_VERSION=v1.5.1 cargo nextest run --workspace --all-targets --locked --profile full
+# The ten slowest, from the run's JUnit report (.config/nextest.toml).
+python3 - "$PWD/target/nextest/full/junit.xml" <<'PY' || true
+import sys, xml.etree.ElementTree as ET
+cases = [(float(c.get("time", 0)), c.get("classname", ""), c.get("name", ""))
+         for c in ET.parse(sys.argv[1]).iter("testcase")]
+print("the ten slowest tests:")
+for took, binary, name in sorted(cases, reverse=True)[:10]:
+    print(f"{took:8.1f} s  {binary} {name}")
+PY
 
 # The tests whose outcome depends on the Gateway API CRDs (the schema the API
 # server validates a status write against, the manifests it takes):
