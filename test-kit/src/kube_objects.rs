@@ -25,7 +25,7 @@ pub const NS: &str = "openshift-ingress";
 pub const CONTROLLER: &str = "openshift.io/gateway-controller/v1";
 pub const CLASS: &str = "openshift-default";
 pub const HOST: &str = "*.apps.example.com";
-pub use crate::wait::WAIT;
+use crate::wait::WAIT;
 
 // ---------------------------------------------------------------- actors
 

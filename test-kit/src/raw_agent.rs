@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-pub use crate::wait::WAIT;
+use crate::wait::WAIT;
 
 /// What went wrong on a load generator's stream.
 #[derive(Debug, thiserror::Error)]

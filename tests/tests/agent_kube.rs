@@ -16,6 +16,7 @@ use gwhub_test_kit::apiserver::{Fleet, require_assets};
 use gwhub_test_kit::install::{AGENT_SA, install_agent};
 use gwhub_test_kit::kube_objects::*;
 use gwhub_test_kit::procs::{Process, agent_binary, free_port, scrape};
+use gwhub_test_kit::wait::WAIT;
 use k8s_openapi::api::core::v1::{Event, Service};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};

@@ -15,9 +15,10 @@ use serde_json::json;
 
 use crate::support::hub_agent::Agent;
 use crate::support::hub_fixtures::{
-    NS, OWN, WAIT, aggregated, cluster_status, cond, create_hub_gateway, find, own,
+    NS, OWN, aggregated, cluster_status, cond, create_hub_gateway, find, own,
 };
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 /// A status with lists in a canonical order (conditions by type,
 /// listeners by name), so two statuses compare whatever order the API

@@ -17,8 +17,9 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::support::hub_agent::{Agent, keep_alive};
-use crate::support::hub_fixtures::{HUB_NS, NS, WAIT, cluster_status, create_hub_gateway};
+use crate::support::hub_fixtures::{HUB_NS, NS, cluster_status, create_hub_gateway};
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 /// A cluster that goes silent gets a `ClusterStale` Warning Event on its
 /// `ClusterReport` (with the report's uid, so `kubectl describe

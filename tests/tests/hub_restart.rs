@@ -19,10 +19,11 @@ use kube::api::Api;
 
 use crate::support::hub_agent::{Agent, keep_alive};
 use crate::support::hub_fixtures::{
-    HUB_NS, NS, WAIT, aggregated, away, cluster_status, create_hub_gateway, find, own, wait_listed,
+    HUB_NS, NS, aggregated, away, cluster_status, create_hub_gateway, find, own, wait_listed,
     wait_status,
 };
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 /// A second replica imports the store but never writes; a restarted hub
 /// restores from the store and the hub Gateway never shows a wrong status

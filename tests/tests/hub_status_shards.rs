@@ -16,9 +16,10 @@ use kube::api::Api;
 
 use crate::support::hub_agent::Agent;
 use crate::support::hub_fixtures::{
-    HUB_NS, NS, WAIT, cluster_status, create_hub_gateway, find, wait_status,
+    HUB_NS, NS, cluster_status, create_hub_gateway, find, wait_status,
 };
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 const SHARDS: u32 = 8;
 

@@ -18,9 +18,10 @@ use serde_json::json;
 
 use crate::support::hub_agent::Agent;
 use crate::support::hub_fixtures::{
-    HUB_NS, NS, WAIT, cluster_status, create_hub_gateway, find, own, wait_status,
+    HUB_NS, NS, cluster_status, create_hub_gateway, find, own, wait_status,
 };
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 /// The aggregate lands on the hub Gateways: accepted by the API server,
 /// with other writers' conditions kept, invalid names and more than 16

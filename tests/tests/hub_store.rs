@@ -18,8 +18,9 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::support::hub_agent::Agent;
-use crate::support::hub_fixtures::{HUB_NS, NS, WAIT, cluster_status, large_status, stored_report};
+use crate::support::hub_fixtures::{HUB_NS, NS, cluster_status, large_status, stored_report};
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 /// A report that changes just before its agent disconnects (within the
 /// store's debounce) is still stored, so a restarted hub resumes from it,

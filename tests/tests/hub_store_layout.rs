@@ -20,10 +20,9 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::support::hub_agent::Agent;
-use crate::support::hub_fixtures::{
-    HUB_NS, NS, WAIT, away, cluster_status, large_status, stored_report,
-};
+use crate::support::hub_fixtures::{HUB_NS, NS, away, cluster_status, large_status, stored_report};
 use crate::support::kube_hub::kube_hub;
+use gwhub_test_kit::wait::WAIT;
 
 /// A cluster of 500 Gateways x 16 listeners (far over one
 /// object's ~1.5 MiB) is stored over several ClusterReports, each within

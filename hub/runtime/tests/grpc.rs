@@ -397,7 +397,7 @@ async fn bad_messages_end_only_their_stream() {
         .await
         .unwrap()
         .into_inner();
-    let status = tokio::time::timeout(gwhub_test_kit::raw_agent::WAIT, s.next())
+    let status = tokio::time::timeout(WAIT, s.next())
         .await
         .expect("the hub did not end a stream that starts without Hello in time")
         .expect("the hub closed a stream that starts without Hello without a status")
@@ -602,7 +602,7 @@ async fn health_and_reflection_answer_on_both_listeners() {
         responses: &mut tonic::Streaming<ServerReflectionResponse>,
         what: &str,
     ) -> Option<MessageResponse> {
-        tokio::time::timeout(gwhub_test_kit::raw_agent::WAIT, responses.next())
+        tokio::time::timeout(WAIT, responses.next())
             .await
             .unwrap_or_else(|_| panic!("reflection: {what} not sent in time"))
             .unwrap_or_else(|| panic!("reflection: the stream closed before {what}"))

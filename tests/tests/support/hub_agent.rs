@@ -11,7 +11,7 @@ use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, agent_message, hub_message};
 use gwhub_test_kit::raw_agent::{Agent as RawAgent, msg};
 
-use crate::support::hub_fixtures::WAIT;
+use gwhub_test_kit::wait::WAIT;
 
 /// The test kit's raw agent, with this suite's typed snapshots and deltas,
 /// numbered in order and each waiting for its ack (up to [`WAIT`]: acks of

@@ -27,7 +27,7 @@ pub(crate) const HUB_NS: &str = SYSTEM_NS;
 
 pub(crate) const OWN: &str = "kuadrant.io/MultiClusterAggregated";
 
-pub(crate) use gwhub_test_kit::wait::WAIT;
+use gwhub_test_kit::wait::WAIT;
 
 pub(crate) fn t0() -> Timestamp {
     "2026-11-23T10:00:00Z".parse().unwrap()
