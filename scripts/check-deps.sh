@@ -33,14 +33,16 @@ fi
 
 # 2. No module circles inside a crate. Each `crate::X` path (or member of
 # a grouped `use crate::{X, ..}`) in a non-comment line of a file of
-# top-level module M is an arrow M -> X; paths inside a `#[cfg(test)] mod`
+# top-level module M is an arrow M -> X; so is a `super::` chain that
+# reaches the crate root from that file (one `super::` in `src/m.rs`, two
+# in `src/m/x.rs`: the index's parts name each other that way); paths inside a `#[cfg(test)] mod`
 # block or file do not count, nor do doc links (comments). tsort then finds
 # any loop. A loop means neither module can be read, changed or moved to
 # its own crate without the other. Text only (a `#[cfg(test)]` item other
 # than a module still counts; a string literal spanning lines is read as
 # code). Per crate: list each part crate here as it leaves gwhub-hub; its
 # sources are found through cargo's metadata wherever it moves.
-circle_crates=(gwhub-hub gwhub-identity gwhub-net)
+circle_crates=(gwhub-hub gwhub-identity gwhub-net gwhub-index)
 
 # The directory of crate $1's library sources, from cargo's metadata.
 crate_src() {
@@ -71,7 +73,10 @@ module_arrows() {
     grep -qxF "$f" <<<"$tests" && continue
     rel=${f#"$src"/}
     case $rel in lib.rs | main.rs) continue ;; esac
-    awk -v from="${rel%%[./]*}" -v modules="$(tr '\n' ' ' <<<"$modules")" '
+    # How many `super::` reach the crate root from this file: its depth
+    # below src/ (a `mod.rs` is its directory's module).
+    depth=$(tr -cd / <<<"${rel%/mod.rs}" | wc -c)
+    awk -v from="${rel%%[./]*}" -v depth=$((depth + 1)) -v modules="$(tr '\n' ' ' <<<"$modules")" '
       BEGIN { n = split(modules, m, " "); for (i = 1; i <= n; i++) known[m[i]] = 1 }
       function arrow(to) { if (to in known && to != from) print from, to, FILENAME ":" FNR }
       function count(s, c,   t) { t = s; return gsub(c, "", t) }
@@ -92,6 +97,14 @@ module_arrows() {
           if (line !~ /^[ \t]*#\[/) pending = 0
         }
         if (line ~ /^[ \t]*#\[cfg\(test\)\][ \t]*$/) { pending = 1; next }
+        # A `super::` chain exactly as deep as the file is `crate::`.
+        out = ""; rest = line
+        while (match(rest, /(super::)+/)) {
+          pre = substr(rest, 1, RSTART - 1); chain = substr(rest, RSTART, RLENGTH)
+          if (RLENGTH / 7 == depth && substr(pre, length(pre), 1) !~ /[$A-Za-z0-9_:]/) chain = "crate::"
+          out = out pre chain; rest = substr(rest, RSTART + RLENGTH)
+        }
+        line = out rest
         # A grouped `crate::{a::x, b}`, to the end of its `use`.
         if (group != "" || line ~ /(^|[^$A-Za-z0-9_:])crate::\{/) {
           if (group == "") { group = line; sub(/.*crate::\{/, "{", group) } else group = group " " line
