@@ -16,6 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_hub::authz::KubeReaders;
+use gwhub_hub::kube::reviews::ApiServerReviews;
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
@@ -410,7 +411,7 @@ async fn each_reader_sees_exactly_what_rbac_lets_them() {
 
     let mut config = HubConfig::loopback(Duration::from_secs(60));
     config.web_listen = Some("127.0.0.1:0".parse().unwrap());
-    let readers = Arc::new(KubeReaders::new(as_hub));
+    let readers = Arc::new(KubeReaders::new(Arc::new(ApiServerReviews::new(as_hub))));
     let extras = gwhub_hub::serve::KubeExtras {
         readers: Some(readers),
         ..gwhub_hub::serve::KubeExtras::default()
@@ -714,7 +715,7 @@ async fn made_up_tokens_are_held_to_the_token_review_budget() {
     let admin = cluster.client().await.unwrap();
     create_namespaces(&admin, &["team-a"]).await.unwrap();
     grant(&admin).await;
-    let readers = Arc::new(KubeReaders::new(as_hub));
+    let readers = Arc::new(KubeReaders::new(Arc::new(ApiServerReviews::new(as_hub))));
     let extras = gwhub_hub::serve::KubeExtras {
         readers: Some(readers),
         ..gwhub_hub::serve::KubeExtras::default()

@@ -402,7 +402,9 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         let inventory = kube.as_ref().and_then(|k| k.inventory());
         let readers = match (&kube, auth) {
             (Some(k), DashboardAuthMode::Kubernetes) => Some(std::sync::Arc::new(
-                gwhub_hub::authz::KubeReaders::new(k.client.clone()),
+                gwhub_hub::authz::KubeReaders::new(std::sync::Arc::new(
+                    gwhub_hub::kube::reviews::ApiServerReviews::new(k.client.clone()),
+                )),
             )),
             _ => None,
         };

@@ -2,6 +2,11 @@
 //! they may read, asked of the management cluster's API server as
 //! kube-rbac-proxy does in front of operator endpoints.
 //!
+//! The questions go out through the [`Reviews`] port: this crate decides
+//! when to ask, how often and what an answer means; the runtime asks the
+//! API server (`gwhub_hub::kube::reviews`). So identity names no
+//! Kubernetes client.
+//!
 //! A reader presents a Kubernetes bearer token (`authorization: Bearer`
 //! on gRPC; the header or the page's token cookie on the web page). A
 //! `TokenReview` (authentication.k8s.io/v1) says whose it is; a
@@ -42,18 +47,15 @@ use futures::StreamExt;
 use gwhub_common::bucket::{Class, PriorityBucket};
 
 use gwhub_hub_rules::read_access::{self, Cache, MAX_CACHED, Outcome, Visibility};
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
-use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::Status;
 
 mod counters;
+pub mod reviews;
 
 pub use counters::{ReviewCounters, ReviewLimitLabel, ReviewResult};
+pub use reviews::{Reviews, User};
 
 /// TokenReviews a second one replica sends at most, after a burst of
 /// [`TOKEN_REVIEW_BURST`] (spec §5).
@@ -79,12 +81,12 @@ const UNKNOWN_TOKEN_SHARE: f64 = 0.5;
 type TokenKey = u128;
 
 /// A token's user (`None`: not a valid token), or why it is not known.
-type UserAnswer = Result<Option<Arc<UserInfo>>, Unreviewed>;
+type UserAnswer = Result<Option<Arc<User>>, Unreviewed>;
 
 /// The reviews and their caches; one per hub, shared by every reader.
 pub struct KubeReaders {
-    tokens: Api<TokenReview>,
-    access: Api<SubjectAccessReview>,
+    /// Asks the API server.
+    reviews: Arc<dyn Reviews>,
     /// Two independent random SipHash keys: a 128-bit hash no reader can
     /// aim a collision at.
     hash: (
@@ -231,8 +233,8 @@ pub enum Unreviewed {
 /// Why a review has no answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReviewError {
-    #[error("{}", chain(.0))]
-    Failed(Arc<kube::Error>),
+    #[error("{}", gwhub_model::error_chain(.0.as_ref()))]
+    Failed(Arc<dyn std::error::Error + Send + Sync>),
     #[error("no answer within {REVIEW_TIMEOUT:?}")]
     Timeout,
 }
@@ -249,10 +251,10 @@ impl From<ReadError> for Status {
 }
 
 impl KubeReaders {
-    pub fn new(client: kube::Client) -> Self {
+    /// The readers' reviews, asked through `reviews`.
+    pub fn new(reviews: Arc<dyn Reviews>) -> Self {
         KubeReaders {
-            tokens: Api::all(client.clone()),
-            access: Api::all(client),
+            reviews,
             hash: Default::default(),
             users: Mutex::new(Cache::new(MAX_CACHED)),
             known: Mutex::new(Cache::new(MAX_CACHED)),
@@ -302,7 +304,7 @@ impl KubeReaders {
     }
 
     /// The token's user (`None`: not a valid token), cached.
-    async fn user(&self, key: TokenKey, token: &str) -> Result<Option<Arc<UserInfo>>, ReadError> {
+    async fn user(&self, key: TokenKey, token: &str) -> Result<Option<Arc<User>>, ReadError> {
         if let Some(r) = self.users.lock().get(&key, Instant::now()).cloned() {
             return r.map_err(ReadError::Unavailable);
         }
@@ -320,31 +322,21 @@ impl KubeReaders {
             self.gate.bucket.lock().refund();
             return r.map_err(ReadError::Unavailable);
         }
-        let review = TokenReview {
-            spec: TokenReviewSpec {
-                token: Some(token.to_owned()),
-                audiences: None,
-            },
-            ..Default::default()
-        };
-        let answer = reviewed(self.tokens.create(&PostParams::default(), &review)).await;
+        let answer = reviewed(self.reviews.token(token)).await;
         let (result, ttl) = match answer {
-            Ok(r) => {
-                let status = r.status.unwrap_or_default();
-                match (status.authenticated, status.user) {
-                    (Some(true), Some(u)) => {
-                        self.count_review("authenticated");
-                        self.known
-                            .lock()
-                            .insert(key, (), KNOWN_READER_TTL, Instant::now());
-                        (Ok(Some(Arc::new(u))), read_access::ttl(Outcome::Answered))
-                    }
-                    _ => {
-                        self.count_review("unauthenticated");
-                        (Ok(None), REJECTED_TOKEN_TTL)
-                    }
+            Ok(user) => match user {
+                Some(u) => {
+                    self.count_review("authenticated");
+                    self.known
+                        .lock()
+                        .insert(key, (), KNOWN_READER_TTL, Instant::now());
+                    (Ok(Some(Arc::new(u))), read_access::ttl(Outcome::Answered))
                 }
-            }
+                None => {
+                    self.count_review("unauthenticated");
+                    (Ok(None), REJECTED_TOKEN_TTL)
+                }
+            },
             Err(e) => {
                 self.count_review("error");
                 tracing::warn!(error = %e, "TokenReview failed");
@@ -361,7 +353,7 @@ impl KubeReaders {
     async fn allowed(
         &self,
         key: TokenKey,
-        user: &UserInfo,
+        user: &User,
         namespace: &str,
     ) -> Result<bool, ReadError> {
         let cache_key = (key, namespace.to_owned());
@@ -373,26 +365,9 @@ impl KubeReaders {
         {
             return r.map_err(ReadError::Unavailable);
         }
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: user.username.clone(),
-                uid: user.uid.clone(),
-                groups: user.groups.clone(),
-                extra: user.extra.clone(),
-                resource_attributes: Some(ResourceAttributes {
-                    namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
-                    verb: Some(read_access::VERB.to_owned()),
-                    group: Some(read_access::GROUP.to_owned()),
-                    resource: Some(read_access::RESOURCE.to_owned()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let answer = reviewed(self.access.create(&PostParams::default(), &review)).await;
+        let answer = reviewed(self.reviews.access(user, namespace)).await;
         let (result, outcome) = match answer {
-            Ok(r) => (Ok(r.status.is_some_and(|s| s.allowed)), Outcome::Answered),
+            Ok(allowed) => (Ok(allowed), Outcome::Answered),
             Err(e) => {
                 tracing::warn!(error = %e, namespace, "SubjectAccessReview failed");
                 (Err(Unreviewed::Access(e)), Outcome::Failed)
@@ -412,14 +387,12 @@ impl KubeReaders {
 /// slot, so a slow API server costs readers a refusal, not the budget.
 const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-fn chain(e: &kube::Error) -> String {
-    gwhub_model::error_chain(e)
-}
-
 /// A review's answer, or a timeout as an error.
-async fn reviewed<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, ReviewError> {
+async fn reviewed<T>(
+    call: impl Future<Output = Result<T, reviews::Failure>>,
+) -> Result<T, ReviewError> {
     match tokio::time::timeout(REVIEW_TIMEOUT, call).await {
-        Ok(r) => r.map_err(|e| ReviewError::Failed(Arc::new(e))),
+        Ok(r) => r.map_err(|e| ReviewError::Failed(Arc::from(e))),
         Err(_) => Err(ReviewError::Timeout),
     }
 }
@@ -437,7 +410,7 @@ struct KubeReader {
     /// Kept for the re-checks of a long watch; never logged.
     token: String,
     key: TokenKey,
-    user: Arc<UserInfo>,
+    user: Arc<User>,
     decided_at: Instant,
 }
 
@@ -473,7 +446,7 @@ impl Reader {
                 readers,
                 token: token.to_owned(),
                 key,
-                user: Arc::new(UserInfo::default()),
+                user: Arc::new(User::default()),
                 decided_at: Instant::now(),
             }),
         };

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use gwhub_common::metrics_http::Value;
 use gwhub_hub::authz::{KubeReaders, TOKEN_REVIEW_BURST, TOKEN_REVIEWS_PER_SECOND};
+use gwhub_hub::kube::reviews::ApiServerReviews;
 use gwhub_hub::serve::Budgets;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
@@ -77,7 +78,9 @@ fn stand_in_api_server(seen: Arc<Seen>) -> kube::Client {
 
 /// A hub with readers authorized by the stand-in API server.
 async fn hub_with_readers(seen: Arc<Seen>) -> Hub {
-    let readers = Arc::new(KubeReaders::new(stand_in_api_server(seen)));
+    let readers = Arc::new(KubeReaders::new(Arc::new(ApiServerReviews::new(
+        stand_in_api_server(seen),
+    ))));
     let extras = KubeExtras {
         readers: Some(readers),
         ..KubeExtras::default()

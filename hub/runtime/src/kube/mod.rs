@@ -22,7 +22,9 @@
 //!   expects, who leaves), and the PlacementDecisions of
 //!   `gwhub.io/placement`; [`reporting`]: the `gwhub.io/Reporting`
 //!   condition on the ClusterProfiles the hub published at a join.
-//! - [`tls_secrets`]: the hub's CA and serving certificate in Secrets.
+//! - [`tls_secrets`]: the hub's CA and serving certificate in Secrets;
+//! - [`reviews`]: the Dashboard readers' TokenReviews and
+//!   SubjectAccessReviews (`--dashboard-auth=kubernetes`).
 
 pub mod budget;
 pub mod events;
@@ -36,6 +38,7 @@ pub(crate) mod liveness;
 pub mod metrics;
 pub mod pending;
 pub mod reporting;
+pub mod reviews;
 pub mod revocations;
 pub mod shards;
 pub mod status_writer;
