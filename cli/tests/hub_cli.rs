@@ -124,12 +124,35 @@ fn hub_gateway_without_clusters() {
     );
 }
 
-fn tmp(name: &str, text: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gwhub-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let p = d.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+/// A file `name` holding `text`, in a directory of its own that is removed
+/// when the returned guard is dropped.
+fn tmp(name: &str, text: &str) -> Tmp {
+    let dir = tempfile::Builder::new()
+        .prefix("gwhub-cli-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    Tmp { _dir: dir, path }
+}
+
+/// A [`tmp`] file's path; its directory goes when this is dropped.
+struct Tmp {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for Tmp {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Tmp {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
 }
 
 #[test]
@@ -319,7 +342,7 @@ fn gateways_stream_in_any_order_and_come_out_sorted() {
     let hub_json = tmp("stream-hub.json", &json(5, "{}"));
     for format in ["yaml", "json"] {
         for hub in [None, Some((&hub_yaml, &hub_json))] {
-            let run = |east: &Path, hub: Option<&PathBuf>| {
+            let run = |east: &Path, hub: Option<&Path>| {
                 let east = format!("east={}", east.display());
                 let west = format!("west={}", west.display());
                 let mut args = vec!["aggregate", "--now", NOW, "-o", format];
@@ -336,8 +359,12 @@ fn gateways_stream_in_any_order_and_come_out_sorted() {
                 );
                 out.stdout
             };
-            let from_yaml = run(&east_yaml, hub.map(|h| h.0));
-            assert_eq!(from_yaml, run(&east_json, hub.map(|h| h.1)), "{format}");
+            let from_yaml = run(&east_yaml, hub.map(|h| h.0.as_path()));
+            assert_eq!(
+                from_yaml,
+                run(&east_json, hub.map(|h| h.1.as_path())),
+                "{format}"
+            );
             let v: serde_json::Value = if format == "json" {
                 serde_json::from_slice(&from_yaml).unwrap()
             } else {

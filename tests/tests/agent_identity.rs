@@ -22,8 +22,10 @@ use crate::support::hub_secrets::{WAIT, csr_for, key, make_token, start_hub, sta
 /// the real `gwhub-agent run --join-token-file --hub-ca-hash` (the
 /// agent's ServiceAccount, on the workload cluster) makes its key, joins,
 /// stores its identity in Secret gwhub-agent-identity there and streams as
-/// east; restarted with the same (now used-up) token it streams again from
-/// the stored identity. A wrong pin is refused before any token is sent.
+/// east; a clean stop removes the identity files it wrote (mode 0700, under
+/// its temporary directory); restarted with the same (now used-up) token it
+/// streams again from the stored identity. A wrong pin is refused before
+/// any token is sent.
 #[tokio::test]
 async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
     let Some((fleet, _admin, as_hub)) = management_and(
@@ -57,6 +59,9 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
     let token_file = fleet.dir.join("join-token");
     std::fs::write(&token_file, printed["token"].as_str().unwrap()).unwrap();
     let pin = printed["caHash"].as_str().unwrap().to_owned();
+    // The agents' temporary directory, where each writes its identity files.
+    let agent_tmp = fleet.dir.join("agent-tmp");
+    std::fs::create_dir(&agent_tmp).unwrap();
 
     let agent = |pin: &str, log: &str| {
         gwhub_test_kit::procs::Process(
@@ -72,6 +77,7 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
                         .kubeconfig_as(gwhub_test_kit::install::AGENT_SA),
                 )
                 .env("POD_NAMESPACE", SYSTEM_NS)
+                .env("TMPDIR", &agent_tmp)
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::fs::File::create(fleet.dir.join(log)).unwrap())
@@ -106,7 +112,7 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
     let log = std::fs::read_to_string(fleet.dir.join("agent-wrong-pin.log")).unwrap();
     assert!(log.contains("--hub-ca-hash"), "{log}");
 
-    let first = agent(&pin, "agent-1.log");
+    let mut first = agent(&pin, "agent-1.log");
     let session = until(WAIT, || async { connected() }, |s| s.is_some())
         .await
         .unwrap();
@@ -125,7 +131,26 @@ async fn an_agent_joins_streams_and_restarts_from_its_stored_identity() {
             .unwrap()
             .contains("PRIVATE KEY")
     );
-    drop(first);
+    // Its key on disk: in one private directory of its own...
+    let dirs: Vec<_> = std::fs::read_dir(&agent_tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dirs[0]).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{:?}", dirs[0]);
+    }
+    assert!(dirs[0].join("tls.key").is_file());
+    // ...which a clean stop removes: no key is left behind.
+    assert!(first.terminate().success());
+    assert_eq!(
+        std::fs::read_dir(&agent_tmp).unwrap().count(),
+        0,
+        "the stopped agent's identity files remain"
+    );
 
     // Restarted: the token is used up, the stored identity streams.
     let _second = agent(&pin, "agent-2.log");

@@ -229,8 +229,14 @@ pub fn run(args: &RunArgs) -> Result<(), StartError> {
             tracing::info!("shutting down");
             on_signal.cancel();
         });
-        if let Some((joining, files)) = renewal {
-            tokio::spawn(join::renew_loop(joining, files, shutdown.clone()));
+        // `renewal` lives to the end of this block: its files' directory
+        // is removed when the agent stops, not when the renewal loop does.
+        if let Some((joining, files)) = &renewal {
+            tokio::spawn(join::renew_loop(
+                joining.clone(),
+                files.clone(),
+                shutdown.clone(),
+            ));
         }
         let metrics = Arc::new(gwhub_agent::controller::Metrics::default());
         let mut plan = plan;

@@ -140,12 +140,16 @@ pub struct JoinPlan {
     pub kubeconfig: Option<PathBuf>,
 }
 
-/// Where the identity was written: certificate, key, CA.
+/// Where the identity was written: certificate, key, CA, in a private
+/// directory that is removed when the last clone of this is dropped (the
+/// agent's clean stop), so no key is left behind.
 #[derive(Debug, Clone)]
 pub struct IdentityFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
     pub ca: PathBuf,
+    /// Owns the directory: removing it on drop.
+    _dir: std::sync::Arc<tempfile::TempDir>,
 }
 
 /// Key, certificate and CA as PEM text.
@@ -501,14 +505,23 @@ async fn renew_once(plan: &JoinPlan, files: &IdentityFiles) -> Result<()> {
     Ok(())
 }
 
-/// Writes the identity to a private directory.
+/// Writes the identity to a new private directory (mode 0700, a random
+/// name under the temporary directory, created only if it did not exist).
 fn write_files(identity: &Identity) -> Result<IdentityFiles> {
-    let dir = std::env::temp_dir().join(format!("gwhub-agent-identity-{}", std::process::id()));
-    create_private_dir(&dir).map_err(file_error(&dir))?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("gwhub-agent-identity-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    let temp = std::env::temp_dir();
+    let dir = builder.tempdir().map_err(file_error(&temp))?;
     let files = IdentityFiles {
-        cert: dir.join("tls.crt"),
-        key: dir.join("tls.key"),
-        ca: dir.join("ca.crt"),
+        cert: dir.path().join("tls.crt"),
+        key: dir.path().join("tls.key"),
+        ca: dir.path().join("ca.crt"),
+        _dir: std::sync::Arc::new(dir),
     };
     for (path, content) in [
         (&files.cert, &identity.cert),
@@ -518,16 +531,6 @@ fn write_files(identity: &Identity) -> Result<IdentityFiles> {
         std::fs::write(path, content).map_err(file_error(path))?;
     }
     Ok(files)
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
