@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use parking_lot::RwLock;
 
@@ -121,8 +120,8 @@ impl Index {
             let inv = inv.clone();
             drop(guard);
             if enforce {
-                let clusters = self.inner.sessions.clusters.lock();
-                leaving.extend(clusters.keys().filter(|n| !inv.contains(n)).cloned());
+                let clusters = self.inner.sessions.lock();
+                leaving.extend(clusters.names().filter(|n| !inv.contains(n)).cloned());
             }
             leaving.into_iter().collect()
         };
@@ -163,19 +162,14 @@ impl Index {
     pub fn remove_cluster(&self, cluster: &str) -> bool {
         let namespace = self.inventory_namespace().unwrap_or_default();
         let affected = {
-            let mut clusters = self.inner.sessions.clusters.lock();
+            let mut clusters = self.inner.sessions.lock();
             let Some(live) = clusters.remove(cluster) else {
                 return false;
             };
-            *live.removed_from.lock() = Some(namespace);
+            live.set_removed_from(namespace);
             let mut fleet = self.inner.reports.fleet.write();
-            {
-                // A write of its stream in flight finds itself superseded.
-                let mut slot = live.session.lock();
-                slot.id += 1;
-                slot.cancel.cancel();
-            }
-            live.connected.store(false, Ordering::SeqCst);
+            // A write of its stream in flight finds itself superseded.
+            live.end_streams(&mut fleet);
             fleet.deregister(cluster)
         };
         tracing::info!(cluster, "cluster removed: it left the fleet inventory");
@@ -303,7 +297,7 @@ impl Index {
                 });
             }
         }
-        let known = self.inner.sessions.clusters.lock();
+        let known = self.inner.sessions.lock();
         read.into_iter()
             .map(|r| {
                 Some(match r? {
@@ -311,7 +305,7 @@ impl Index {
                         names
                             .into_iter()
                             .map(|name| ExpectedCluster {
-                                known: known.contains_key(&name),
+                                known: known.contains(&name),
                                 name,
                             })
                             .collect(),
@@ -378,7 +372,7 @@ impl Index {
 
 /// What a removed cluster's stream is told.
 pub fn removed_message(session: &Session) -> String {
-    let namespace = session.live.removed_from.lock().clone().unwrap_or_default();
+    let namespace = session.live().removed_from().unwrap_or_default();
     Refusal::Removed {
         cluster: session.cluster().to_owned(),
         namespace,
@@ -390,7 +384,7 @@ impl Session {
     /// Whether the session's cluster left the inventory (its stream must
     /// end with PERMISSION_DENIED).
     pub fn removed(&self) -> bool {
-        self.live.removed_from.lock().is_some()
+        self.live().removed_from().is_some()
     }
 }
 

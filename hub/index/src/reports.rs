@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_proto::{convert, v1};
@@ -12,7 +11,7 @@ use jiff::Timestamp;
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
-use super::sessions::{ClusterLive, ClusterTransition, Session, Superseded};
+use super::sessions::{ClusterTransition, Session, Superseded};
 use super::{Index, now_millis};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
@@ -22,7 +21,7 @@ use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, Reported
 /// the revision the store follows.
 pub(super) struct Reports {
     /// Taken for writes by ingest under a short lock; see
-    /// [`super::sessions::Sessions::clusters`] for the lock order.
+    /// [`super::sessions::Sessions`] for the lock order.
     pub(super) fleet: RwLock<Fleet>,
     /// Bumped whenever some cluster's reports were applied.
     revision: watch::Sender<u64>,
@@ -142,12 +141,9 @@ impl Index {
     ) -> Result<(), Superseded> {
         let affected = {
             let mut fleet = self.inner.reports.fleet.write();
-            if session.is_superseded() {
-                return Err(Superseded(session.cluster().to_owned()));
-            }
+            session.check(&fleet)?;
             let affected = fleet.replace_snapshot(session.cluster(), gateways);
-            // Under the fleet lock, so `import_cluster` never overwrites it.
-            session.live.report_rev.fetch_add(1, Ordering::SeqCst);
+            session.live().bump_report_rev(&mut fleet);
             affected
         };
         self.reported(session, affected);
@@ -173,9 +169,7 @@ impl Index {
         let mut affected = BTreeSet::new();
         {
             let mut fleet = self.inner.reports.fleet.write();
-            if session.is_superseded() {
-                return Err(Superseded(session.cluster().to_owned()).into());
-            }
+            session.check(&fleet)?;
             let count = count_after(fleet.cluster_gateways(session.cluster()), &changes);
             let max = gwhub_model::limits::MAX_GATEWAYS;
             if count > max {
@@ -197,7 +191,7 @@ impl Index {
             // something changed: a Gateway no pass is due for would keep
             // it for some later, unrelated change.
             self.note_changes_locked(session.cluster(), affected, stamp.as_ref());
-            session.live.report_rev.fetch_add(1, Ordering::SeqCst);
+            session.live().bump_report_rev(&mut fleet);
         }
         self.report_landed(session);
         Ok(())
@@ -211,11 +205,11 @@ impl Index {
 
     /// Everything `cluster` reports, for persistence; `None` if unknown.
     pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
-        let live = self.inner.sessions.clusters.lock().get(cluster).cloned()?;
+        let live = self.inner.sessions.get(cluster)?;
         let (report_rev, gateways) = {
             let fleet = self.inner.reports.fleet.read();
             // Bumped under the fleet lock, so it matches what is read here.
-            let report_rev = live.report_rev.load(Ordering::SeqCst);
+            let report_rev = live.report_rev_with(&fleet);
             let shared: Vec<(GatewayKey, Arc<ReportedStatus>)> = fleet
                 .cluster_gateways(cluster)
                 .into_iter()
@@ -232,9 +226,9 @@ impl Index {
         Some(ClusterRecord {
             cluster: cluster.to_owned(),
             gateways,
-            last_report_millis: live.last_report.load(Ordering::SeqCst),
-            last_seen_millis: live.last_seen.load(Ordering::SeqCst),
-            connected: live.connected.load(Ordering::SeqCst),
+            last_report_millis: live.last_report(),
+            last_seen_millis: live.last_seen(),
+            connected: live.connected(),
             report_rev,
         })
     }
@@ -265,9 +259,9 @@ impl Index {
             self.inner.sessions.announce_pruned(cluster);
             return false;
         }
-        let mut clusters = self.inner.sessions.clusters.lock();
+        let mut clusters = self.inner.sessions.lock();
         // A cluster first heard of from the store (a restart) is not news.
-        let known = clusters.contains_key(cluster);
+        let known = clusters.contains(cluster);
         // The store is bounded like the streams: a relist or restart does
         // not bring back more clusters than --max-clusters.
         let max = self.inner.sessions.max_clusters();
@@ -281,13 +275,10 @@ impl Index {
             );
             return false;
         }
-        let live = clusters
-            .entry(cluster.to_owned())
-            .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
-            .clone();
+        let live = clusters.get_or_add(cluster);
         let mut fleet = self.inner.reports.fleet.write();
-        let heard_here = live.report_rev.load(Ordering::SeqCst) > 0;
-        if heard_here && live.connected.load(Ordering::SeqCst) {
+        let heard_here = live.report_rev_with(&fleet) > 0;
+        if heard_here && live.connected() {
             return false;
         }
         // After its stream here ended, a cluster's Gateways stay as it
@@ -299,15 +290,11 @@ impl Index {
         // refreshes lastSeenTime without a new report, and the cluster is
         // not stale while it streams there. (Report times are each
         // replica's wall clock.)
-        let keep_ours = heard_here && last_report_millis <= live.last_report.load(Ordering::SeqCst);
-        let seen = last_seen_millis.max(live.last_seen.load(Ordering::SeqCst));
-        live.last_seen.store(seen, Ordering::SeqCst);
-        live.last_report.store(
-            last_report_millis.max(live.last_report.load(Ordering::SeqCst)),
-            Ordering::SeqCst,
-        );
+        let keep_ours = heard_here && last_report_millis <= live.last_report();
+        let seen = live.raise_last_seen(last_seen_millis);
+        live.raise_last_report(last_report_millis);
         let stale = now_millis().saturating_sub(seen) >= limit;
-        let was_stale = live.stale.swap(stale, Ordering::SeqCst);
+        let was_stale = live.swap_stale(stale);
         let last = Timestamp::from_millisecond(seen).unwrap_or(Timestamp::UNIX_EPOCH);
         let mut affected = if keep_ours {
             BTreeSet::new()
@@ -341,16 +328,16 @@ impl Index {
     /// Whether `cluster` is known here (streaming to this hub, or imported
     /// from the store).
     pub fn has_cluster(&self, cluster: &str) -> bool {
-        self.inner.sessions.clusters.lock().contains_key(cluster)
+        self.inner.sessions.lock().contains(cluster)
     }
 
     /// Forgets a cluster that is not streaming to this hub (its stored
     /// report was deleted: the operator deregistered it). Returns whether it
     /// was forgotten.
     pub fn deregister(&self, cluster: &str) -> bool {
-        let mut clusters = self.inner.sessions.clusters.lock();
+        let mut clusters = self.inner.sessions.lock();
         match clusters.get(cluster) {
-            Some(live) if live.connected.load(Ordering::SeqCst) => return false,
+            Some(live) if live.connected() => return false,
             Some(_) => {
                 clusters.remove(cluster);
             }
@@ -374,20 +361,20 @@ impl Index {
             .clusters()
             .map(|(n, _, count)| (n.to_owned(), count))
             .collect();
-        let clusters = self.inner.sessions.clusters.lock();
+        let clusters = self.inner.sessions.lock();
         clusters
-            .values()
+            .all()
             .map(|l| ClusterSummary {
-                name: l.name.clone(),
-                connected: l.connected.load(Ordering::SeqCst),
-                stale: l.stale.load(Ordering::SeqCst),
-                last_report_millis: l.last_report.load(Ordering::SeqCst),
-                last_seen_millis: l.last_seen.load(Ordering::SeqCst),
-                gateway_count: counts.get(&l.name).copied().unwrap_or(0),
-                agent_version: l.agent_version.lock().clone(),
-                report_bytes: l.report_bytes.load(Ordering::Relaxed),
-                report_rev: l.report_rev.load(Ordering::SeqCst),
-                session: l.session.lock().id,
+                name: l.name().to_owned(),
+                connected: l.connected(),
+                stale: l.stale(),
+                last_report_millis: l.last_report(),
+                last_seen_millis: l.last_seen(),
+                gateway_count: counts.get(l.name()).copied().unwrap_or(0),
+                agent_version: l.agent_version(),
+                report_bytes: l.report_bytes(),
+                report_rev: l.report_rev(),
+                session: l.session_id(),
             })
             .collect()
     }
@@ -397,10 +384,9 @@ impl Index {
         let seen: BTreeMap<String, i64> = self
             .inner
             .sessions
-            .clusters
             .lock()
-            .values()
-            .map(|l| (l.name.clone(), l.last_seen.load(Ordering::SeqCst)))
+            .all()
+            .map(|l| (l.name().to_owned(), l.last_seen()))
             .collect();
         let shared = self.inner.reports.fleet.read().reports_shared(key);
         shared
@@ -443,10 +429,7 @@ impl Index {
     /// A report of `session`'s cluster landed: its time, and the store's
     /// revision.
     fn report_landed(&self, session: &Session) {
-        session
-            .live
-            .last_report
-            .store(now_millis(), Ordering::SeqCst);
+        session.live().set_last_report(now_millis());
         self.inner.reports.bump();
     }
 }

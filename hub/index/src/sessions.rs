@@ -7,20 +7,32 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use gwhub_hub_rules::aggregate::Fleet;
 use jiff::Timestamp;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::{Index, now_millis};
 
 /// The sessions part of the index: every known cluster's liveness record,
-/// and the channels that announce its transitions and prunes.
+/// and the channels that announce its transitions and prunes. Its state is
+/// private: other parts reach a cluster's record through [`Sessions::lock`]
+/// and change it through [`ClusterLive`]'s methods.
+///
+/// Lock order: the clusters ([`Sessions::lock`]), then the fleet (the
+/// reports part), then one cluster's session slot; the inventory may be
+/// read inside the clusters lock. The types hold the part that matters
+/// for a superseded stream: a slot is only ever moved on
+/// ([`ClusterLive::supersede`], [`ClusterLive::end_streams`]) with the
+/// fleet's write guard in hand, and a stream's report write checks its
+/// slot ([`Session::check`]) with the fleet guard in hand, so no write of
+/// an older stream lands after a newer one took over. A report's revision
+/// is likewise bumped and read only with the fleet
+/// ([`ClusterLive::bump_report_rev`], [`ClusterLive::report_rev_with`]).
 pub(super) struct Sessions {
-    /// Every known cluster. Lock order: this, then the fleet (the reports
-    /// part), then a cluster's session slot; the inventory may be read
-    /// inside it.
-    pub(super) clusters: Mutex<BTreeMap<String, Arc<ClusterLive>>>,
+    /// Every known cluster.
+    clusters: Mutex<BTreeMap<String, Arc<ClusterLive>>>,
     transitions: broadcast::Sender<ClusterTransition>,
     /// Clusters the prune forgot, for the store to delete their reports.
     pruned: broadcast::Sender<String>,
@@ -67,6 +79,59 @@ impl Sessions {
     pub(super) fn announce_pruned(&self, cluster: &str) {
         let _ = self.pruned.send(cluster.to_owned());
     }
+
+    /// Every known cluster, locked: the first lock of the order above.
+    pub(super) fn lock(&self) -> Clusters<'_> {
+        Clusters(self.clusters.lock())
+    }
+
+    /// `cluster`'s record, if known (the clusters lock is held only to
+    /// clone it).
+    pub(super) fn get(&self, cluster: &str) -> Option<Arc<ClusterLive>> {
+        self.clusters.lock().get(cluster).cloned()
+    }
+}
+
+/// Every known cluster, under the clusters lock ([`Sessions::lock`]).
+pub(super) struct Clusters<'a>(MutexGuard<'a, BTreeMap<String, Arc<ClusterLive>>>);
+
+impl Clusters<'_> {
+    /// `cluster`'s record, if known.
+    pub(super) fn get(&self, cluster: &str) -> Option<&Arc<ClusterLive>> {
+        self.0.get(cluster)
+    }
+
+    pub(super) fn contains(&self, cluster: &str) -> bool {
+        self.0.contains_key(cluster)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Every known cluster's name, in order.
+    pub(super) fn names(&self) -> impl Iterator<Item = &String> {
+        self.0.keys()
+    }
+
+    /// Every known cluster's record, in name order.
+    pub(super) fn all(&self) -> impl Iterator<Item = &Arc<ClusterLive>> {
+        self.0.values()
+    }
+
+    /// `cluster`'s record, made if it is new (the caller checked
+    /// `--max-clusters`).
+    pub(super) fn get_or_add(&mut self, cluster: &str) -> Arc<ClusterLive> {
+        self.0
+            .entry(cluster.to_owned())
+            .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
+            .clone()
+    }
+
+    /// Forgets `cluster`; its record, if it was known.
+    pub(super) fn remove(&mut self, cluster: &str) -> Option<Arc<ClusterLive>> {
+        self.0.remove(cluster)
+    }
 }
 
 /// A cluster's liveness changed: what an operator should hear of (the
@@ -88,33 +153,35 @@ const TRANSITIONS_BUFFER: usize = 1024;
 
 /// A cluster's connection and liveness, shared with its stream so the hot
 /// path (touching liveness) takes only the cluster's own session lock.
+/// Private to this part: the others read and change it by its methods.
 #[derive(Debug)]
 pub(super) struct ClusterLive {
-    pub(super) name: String,
-    /// The current stream: its id and the token that ends it. Taken by
-    /// `connect` (which supersedes), and by every write a stream makes for
-    /// the cluster (liveness, reports), so a superseded stream's write can
-    /// never land after the newer stream was accepted.
-    pub(super) session: Mutex<SessionSlot>,
-    pub(super) connected: AtomicBool,
-    pub(super) stale: AtomicBool,
+    name: String,
+    /// The current stream: its id and the token that ends it. Moved on by
+    /// `connect` (which supersedes) and by a removal, both holding the
+    /// fleet's write lock, which every write a stream makes for the
+    /// cluster (reports) also holds while it checks its id: a superseded
+    /// stream's write can never land after the newer stream was accepted.
+    session: Mutex<SessionSlot>,
+    connected: AtomicBool,
+    stale: AtomicBool,
     /// Unix milliseconds of the last message of any kind; 0 if never.
-    pub(super) last_seen: AtomicI64,
+    last_seen: AtomicI64,
     /// Unix milliseconds of the last snapshot or delta applied; 0 if never.
-    pub(super) last_report: AtomicI64,
-    pub(super) agent_version: Mutex<String>,
+    last_report: AtomicI64,
+    agent_version: Mutex<String>,
     /// Bumped on every applied snapshot or delta, so persistence can tell
     /// which clusters changed without comparing everything.
-    pub(super) report_rev: AtomicU64,
+    report_rev: AtomicU64,
     /// Encoded bytes of the cluster's report, as its stream counted them
     /// against `--max-cluster-report-bytes`.
-    pub(super) report_bytes: AtomicU64,
+    report_bytes: AtomicU64,
     /// The inventory namespace it left (its ClusterProfile was deleted).
-    pub(super) removed_from: Mutex<Option<String>>,
+    removed_from: Mutex<Option<String>>,
 }
 
 impl ClusterLive {
-    pub(super) fn new(name: &str) -> Self {
+    fn new(name: &str) -> Self {
         ClusterLive {
             name: name.to_owned(),
             session: Mutex::new(SessionSlot {
@@ -131,20 +198,130 @@ impl ClusterLive {
             removed_from: Mutex::new(None),
         }
     }
+
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A new stream takes the cluster over (the fleet's write guard in
+    /// hand, see [`Sessions`]): the older stream's token is cancelled, and
+    /// the new stream's id and token returned.
+    fn supersede(&self, _fleet: &mut Fleet) -> (u64, CancellationToken) {
+        let mut slot = self.session.lock();
+        slot.id += 1;
+        let cancel = CancellationToken::new();
+        let old = std::mem::replace(&mut slot.cancel, cancel.clone());
+        old.cancel();
+        (slot.id, cancel)
+    }
+
+    /// The cluster was removed: its stream, if any, ends and finds itself
+    /// superseded at its next write (the fleet's write guard in hand).
+    pub(super) fn end_streams(&self, _fleet: &mut Fleet) {
+        let mut slot = self.session.lock();
+        slot.id += 1;
+        slot.cancel.cancel();
+        self.connected.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether a stream of the cluster is connected to this hub.
+    pub(super) fn connected(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn stale(&self) -> bool {
+        self.stale.load(Ordering::SeqCst)
+    }
+
+    /// Sets the stale flag; whether it was set before.
+    pub(super) fn swap_stale(&self, stale: bool) -> bool {
+        self.stale.swap(stale, Ordering::SeqCst)
+    }
+
+    /// Unix milliseconds of the cluster's last message; 0 if never.
+    pub(super) fn last_seen(&self) -> i64 {
+        self.last_seen.load(Ordering::SeqCst)
+    }
+
+    /// Moves the last-seen time on to `millis` unless it is later;
+    /// returns the result.
+    pub(super) fn raise_last_seen(&self, millis: i64) -> i64 {
+        self.last_seen
+            .fetch_max(millis, Ordering::SeqCst)
+            .max(millis)
+    }
+
+    /// Unix milliseconds of the cluster's last applied report; 0 if never.
+    pub(super) fn last_report(&self) -> i64 {
+        self.last_report.load(Ordering::SeqCst)
+    }
+
+    /// Moves the last report time on to `millis` unless it is later.
+    pub(super) fn raise_last_report(&self, millis: i64) {
+        self.last_report.fetch_max(millis, Ordering::SeqCst);
+    }
+
+    /// A report landed at `millis` (this hub's clock).
+    pub(super) fn set_last_report(&self, millis: i64) {
+        self.last_report.store(millis, Ordering::SeqCst);
+    }
+
+    /// A report of the cluster was applied (the fleet's write guard in
+    /// hand, so a reader holding the fleet sees a revision matching the
+    /// reports).
+    pub(super) fn bump_report_rev(&self, _fleet: &mut Fleet) {
+        self.report_rev.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The report revision, read with the fleet (so it matches the
+    /// reports read beside it).
+    pub(super) fn report_rev_with(&self, _fleet: &Fleet) -> u64 {
+        self.report_rev.load(Ordering::SeqCst)
+    }
+
+    /// The report revision, for a summary (no fleet in hand).
+    pub(super) fn report_rev(&self) -> u64 {
+        self.report_rev.load(Ordering::SeqCst)
+    }
+
+    /// The cluster left the inventory of `namespace`: its stream is told so.
+    pub(super) fn set_removed_from(&self, namespace: String) {
+        *self.removed_from.lock() = Some(namespace);
+    }
+
+    /// The inventory namespace the cluster left, if it was removed.
+    pub(super) fn removed_from(&self) -> Option<String> {
+        self.removed_from.lock().clone()
+    }
+
+    /// The agent version its current stream announced.
+    pub(super) fn agent_version(&self) -> String {
+        self.agent_version.lock().clone()
+    }
+
+    /// Encoded bytes of its report (`--max-cluster-report-bytes`).
+    pub(super) fn report_bytes(&self) -> u64 {
+        self.report_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The id of its latest stream to this hub.
+    pub(super) fn session_id(&self) -> u64 {
+        self.session.lock().id
+    }
 }
 
 /// The stream a cluster's state currently belongs to.
 #[derive(Debug)]
-pub(super) struct SessionSlot {
-    pub(super) id: u64,
+struct SessionSlot {
+    id: u64,
     /// Cancelled when a newer stream takes over.
-    pub(super) cancel: CancellationToken,
+    cancel: CancellationToken,
 }
 
 /// What a stream holds to act for its cluster.
 #[derive(Clone, Debug)]
 pub struct Session {
-    pub(super) live: Arc<ClusterLive>,
+    live: Arc<ClusterLive>,
     id: u64,
     cancel: CancellationToken,
 }
@@ -157,6 +334,21 @@ impl Session {
     /// Whether a newer stream for the same cluster took over.
     pub(crate) fn is_superseded(&self) -> bool {
         self.live.session.lock().id != self.id
+    }
+
+    /// `Ok` while this is still the cluster's current stream, checked with
+    /// the fleet in hand (see [`Sessions`]): a write made under the same
+    /// guard cannot land after a newer stream took over.
+    pub(super) fn check(&self, _fleet: &Fleet) -> Result<(), Superseded> {
+        match self.is_superseded() {
+            false => Ok(()),
+            true => Err(Superseded(self.cluster().to_owned())),
+        }
+    }
+
+    /// The cluster's record.
+    pub(super) fn live(&self) -> &ClusterLive {
+        &self.live
     }
 
     /// Resolves as soon as a newer stream for the same cluster is accepted;
@@ -195,7 +387,7 @@ impl Index {
     /// Records the encoded size of the session's cluster's report.
     pub fn set_report_bytes(&self, session: &Session, bytes: u64) {
         if !session.is_superseded() {
-            session.live.report_bytes.store(bytes, Ordering::Relaxed);
+            session.live().report_bytes.store(bytes, Ordering::Relaxed);
         }
     }
 
@@ -228,7 +420,7 @@ impl Index {
         // stream's report writes hold while they check their session: none
         // of them lands after this.
         let session = {
-            let mut clusters = self.inner.sessions.clusters.lock();
+            let mut clusters = self.inner.sessions.lock();
             // Under the clusters lock: a leave cannot land between the check
             // and the connection.
             if self.admit(cluster)? {
@@ -238,7 +430,7 @@ impl Index {
                 );
             }
             let max = self.inner.sessions.max_clusters;
-            let new = !clusters.contains_key(cluster);
+            let new = !clusters.contains(cluster);
             if new && clusters.len() >= max {
                 self.inner.counters.refused_clusters.inc();
                 return Err(TooManyClusters {
@@ -247,19 +439,8 @@ impl Index {
                 }
                 .into());
             }
-            let live = clusters
-                .entry(cluster.to_owned())
-                .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
-                .clone();
-            let (id, cancel) = {
-                let _fleet = self.inner.reports.fleet.write();
-                let mut slot = live.session.lock();
-                slot.id += 1;
-                let cancel = CancellationToken::new();
-                let old = std::mem::replace(&mut slot.cancel, cancel.clone());
-                old.cancel();
-                (slot.id, cancel)
-            };
+            let live = clusters.get_or_add(cluster);
+            let (id, cancel) = live.supersede(&mut self.inner.reports.fleet.write());
             live.connected.store(true, Ordering::SeqCst);
             (Session { live, id, cancel }, new)
         };
@@ -274,7 +455,7 @@ impl Index {
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
     pub fn disconnect(&self, session: &Session) {
-        let _clusters = self.inner.sessions.clusters.lock();
+        let _clusters = self.inner.sessions.lock();
         if !session.is_superseded() {
             session.live.connected.store(false, Ordering::SeqCst);
         }
@@ -295,7 +476,7 @@ impl Index {
         // Pairs with the re-check in `sweep_stale` (both SeqCst): either the
         // sweep sees this time, or this sees its `stale` flag.
         if live.stale.load(Ordering::SeqCst) {
-            let _clusters = self.inner.sessions.clusters.lock();
+            let _clusters = self.inner.sessions.lock();
             if live.stale.swap(false, Ordering::SeqCst) {
                 let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
                 self.mark_dirty_by(&live.name, affected);
@@ -315,17 +496,14 @@ impl Index {
     /// it), is left alone.
     pub fn seen_elsewhere(&self, cluster: &str, seen_millis: i64) {
         let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let clusters = self.inner.sessions.clusters.lock();
+        let clusters = self.inner.sessions.lock();
         let Some(live) = clusters.get(cluster) else {
             return;
         };
-        if live.connected.load(Ordering::SeqCst) {
+        if live.connected() {
             return;
         }
-        let seen = live
-            .last_seen
-            .fetch_max(seen_millis, Ordering::SeqCst)
-            .max(seen_millis);
+        let seen = live.raise_last_seen(seen_millis);
         if now_millis().saturating_sub(seen) >= limit || !live.stale.swap(false, Ordering::SeqCst) {
             return;
         }
@@ -350,13 +528,10 @@ impl Index {
         }
         let now = now_millis();
         let gone: Vec<String> = {
-            let mut clusters = self.inner.sessions.clusters.lock();
+            let mut clusters = self.inner.sessions.lock();
             let gone: Vec<String> = clusters
-                .values()
-                .filter(|l| {
-                    !l.connected.load(Ordering::SeqCst)
-                        && now.saturating_sub(l.last_seen.load(Ordering::SeqCst)) >= after
-                })
+                .all()
+                .filter(|l| !l.connected() && now.saturating_sub(l.last_seen()) >= after)
                 .map(|l| l.name.clone())
                 .collect();
             let mut affected = BTreeSet::new();
@@ -385,8 +560,8 @@ impl Index {
     pub(crate) fn sweep_stale(&self) {
         let now = now_millis();
         let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let clusters = self.inner.sessions.clusters.lock();
-        for live in clusters.values() {
+        let clusters = self.inner.sessions.lock();
+        for live in clusters.all() {
             if live.stale.load(Ordering::SeqCst) {
                 continue;
             }
