@@ -5,9 +5,9 @@
 //!
 //! It exists beside [`crate::serve`], above the parts, because attaching
 //! is wiring: it names the running hub, the DNS controller and each
-//! Kubernetes task, so none of those parts has to name another. The
-//! planned runtime builder (each task declaring what it waits on) grows
-//! here.
+//! Kubernetes task, so none of those parts has to name another. What each
+//! task brings about or waits on at start-up is one type,
+//! [`readiness::Readiness`]; the planned runtime builder grows here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +30,9 @@ use crate::kube::{
 };
 use crate::serve::{Hub, HubConfig, ServeError};
 use gwhub_hub_rules::report::ClusterReport;
+use readiness::{Readiness, Stage};
+
+mod readiness;
 
 /// Why a hub in Kubernetes mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -88,10 +91,12 @@ impl Connected {
         let metrics = Arc::new(Metrics::default());
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        // The `watch<bool>`s below are state (restored, synced, leading,
-        // ready: read and waited on, some flip back), not shutdown: that is
-        // `shutdown` above, the one token every task ends on.
-        let (restored_tx, mut restored) = watch::channel(false);
+        // Start-up conditions (restored, synced, caught up, ready,
+        // writable: they hold once reached) are the stages of `readiness`;
+        // `leader` and `writes` below flip back and forth. Neither is
+        // shutdown: that is `shutdown` above, the one token every task
+        // ends on.
+        let readiness = Readiness::new();
         let forget = Arc::new(store::LostQueue::default());
         let budget = Arc::new(budget::ApiBudget::new(
             options.api_qps,
@@ -107,7 +112,7 @@ impl Connected {
             }
             _ => liveness::heartbeat_every(index.stale_after()),
         };
-        let (sightings, heartbeats, mut caught_up) = liveness::Liveness {
+        let (sightings, heartbeats, caught_up) = liveness::Liveness {
             leases: Api::namespaced(client.clone(), &options.namespace),
             configmaps: Api::namespaced(client.clone(), &options.namespace),
             index: index.clone(),
@@ -116,12 +121,13 @@ impl Connected {
                 .as_ref()
                 .map_or_else(leader::default_identity, |l| l.identity.clone()),
             stored: stored.clone(),
-            restored: restored.clone(),
+            restored: readiness.receiver(Stage::Restored),
             lost_own: Default::default(),
             beat_every,
             metrics: metrics.clone(),
         }
         .spawn(&mut tasks, shutdown.clone());
+        readiness.follow(Stage::CaughtUp, caught_up, &mut tasks, shutdown.clone());
         tasks.spawn(store::run_importer(
             store::Store {
                 api: reports_api.clone(),
@@ -131,7 +137,7 @@ impl Connected {
                 budget: budget.clone(),
                 sightings,
             },
-            restored_tx,
+            readiness.sender(Stage::Restored),
             forget.clone(),
             shutdown.clone(),
         ));
@@ -155,12 +161,11 @@ impl Connected {
         };
         let queue = Arc::new(Queue::default());
         let unwritten = Arc::new(Unwritten::default());
-        let (synced_tx, mut synced) = watch::channel(false);
         tasks.spawn(status_writer::run_gateway_watch(
             gateways,
             index.clone(),
             queue.clone(),
-            synced_tx,
+            readiness.sender(Stage::GatewaysSynced),
             shutdown.clone(),
         ));
         tasks.spawn(status_writer::run_index_watch(
@@ -171,7 +176,6 @@ impl Connected {
         ));
 
         let (leader_tx, leader) = watch::channel(options.lease.is_none());
-        let (inventory_tx, mut inventory_synced) = watch::channel(options.inventory.is_none());
         // The ClusterProfiles the hub published, for their condition.
         let (managed_tx, managed) = watch::channel(Default::default());
         if let Some((namespace, mode)) = &options.inventory {
@@ -202,16 +206,15 @@ impl Connected {
             tasks.spawn(inventory::run_inventory_watch(
                 Api::namespaced(client.clone(), namespace),
                 index.clone(),
-                inventory_tx,
+                readiness.sender(Stage::InventorySynced),
                 removals,
                 managed_tx,
                 shutdown.clone(),
             ));
         } else {
-            drop(inventory_tx);
+            readiness.reached(Stage::InventorySynced);
             drop(managed_tx);
         }
-        let (placements_tx, mut placements_synced) = watch::channel(!placements);
         if placements {
             let api = match &options.gateway_namespace {
                 Some(ns) => Api::namespaced(client.clone(), ns),
@@ -220,42 +223,20 @@ impl Connected {
             tasks.spawn(inventory::run_placement_watch(
                 api,
                 index.clone(),
-                placements_tx,
+                readiness.sender(Stage::PlacementsSynced),
                 shutdown.clone(),
             ));
         } else {
-            drop(placements_tx);
+            readiness.reached(Stage::PlacementsSynced);
         }
 
-        let (ready_tx, ready) = watch::channel(false);
-        // What writes status (hub Gateways, ClusterProfiles) waits on:
-        // `ready` (the probe: ingest must serve for agents to come back),
-        // and a restarted hub caught up with the clusters the ended
-        // replicas served (`liveness::Gate`), so it writes nothing from a
-        // store that lags the ingest.
-        let (writable_tx, writable) = watch::channel(false);
-        let stop = shutdown.clone();
-        tasks.spawn(async move {
-            // Status is written only with the expected clusters known.
-            let both = async {
-                restored.wait_for(|r| *r).await.is_ok()
-                    && synced.wait_for(|s| *s).await.is_ok()
-                    && inventory_synced.wait_for(|s| *s).await.is_ok()
-                    && placements_synced.wait_for(|s| *s).await.is_ok()
-            };
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                ok = both => if !ok { return },
-            }
-            ready_tx.send_replace(true);
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                ok = caught_up.wait_for(|c| *c) => if ok.is_err() { return },
-            }
-            writable_tx.send_replace(true);
-            // Keep the channels open for the writers.
-            stop.cancelled().await;
-        });
+        // `ready` is the probe (ingest must serve for agents to come
+        // back); `writable`, what writes status (hub Gateways,
+        // ClusterProfiles), also waits for this replica to catch up
+        // (`readiness::derive` says why).
+        let ready = readiness.ready();
+        let writable = readiness.writable();
+        readiness.spawn(&mut tasks, shutdown.clone());
 
         if let Some(lease) = options.lease.clone() {
             let api: Api<Lease> = Api::namespaced(client.clone(), &options.namespace);

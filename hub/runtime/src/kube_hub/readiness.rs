@@ -1,0 +1,223 @@
+//! The hub's start-up conditions in Kubernetes mode, in one type: each
+//! task that brings a condition about is handed its [`Stage`]'s sender,
+//! each task that waits takes a receiver, and the two conditions derived
+//! from them (`ready`: the probe; `writable`: what status writers wait on)
+//! are decided in one place, [`Readiness::spawn`], by a pure rule
+//! ([`derive`]) with its own tests.
+//!
+//! It exists so that [`super::Connected::attach`] declares what each task
+//! waits on instead of wiring a channel per condition and a hand-built
+//! gate task; the order (why `ready` needs these four, why `writable`
+//! waits for the other replicas) is written here once.
+
+use std::collections::BTreeMap;
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// A start-up condition one task brings about. Each holds once reached:
+/// none flips back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Stage {
+    /// The stored reports were imported (`kube::store::run_importer`).
+    Restored,
+    /// The hub Gateways were listed (`kube::status_writer::run_gateway_watch`).
+    GatewaysSynced,
+    /// The ClusterProfiles were listed (`kube::inventory`); holds at once
+    /// without a fleet inventory.
+    InventorySynced,
+    /// The PlacementDecisions were listed; holds at once without them.
+    PlacementsSynced,
+    /// This replica caught up with the clusters that replicas which ended
+    /// served (`kube::liveness`), so it writes nothing from a store that
+    /// lags the ingest.
+    CaughtUp,
+}
+
+const STAGES: [Stage; 5] = [
+    Stage::Restored,
+    Stage::GatewaysSynced,
+    Stage::InventorySynced,
+    Stage::PlacementsSynced,
+    Stage::CaughtUp,
+];
+
+/// What the stages reached so far allow: `(ready, writable)`.
+///
+/// Ready (the probe, so agents come back to a replica that serves) needs
+/// the expected clusters known: the stored reports and the lists of hub
+/// Gateways, ClusterProfiles and PlacementDecisions. Writable (hub Gateway
+/// and ClusterProfile status) needs ready and the replica caught up.
+pub(crate) fn derive(reached: impl Fn(Stage) -> bool) -> (bool, bool) {
+    let ready = reached(Stage::Restored)
+        && reached(Stage::GatewaysSynced)
+        && reached(Stage::InventorySynced)
+        && reached(Stage::PlacementsSynced);
+    (ready, ready && reached(Stage::CaughtUp))
+}
+
+/// The stages' channels and the two derived conditions.
+pub(crate) struct Readiness {
+    stages: BTreeMap<Stage, (watch::Sender<bool>, watch::Receiver<bool>)>,
+    ready: watch::Sender<bool>,
+    writable: watch::Sender<bool>,
+}
+
+impl Readiness {
+    pub(crate) fn new() -> Self {
+        Readiness {
+            stages: STAGES
+                .into_iter()
+                .map(|s| (s, watch::channel(false)))
+                .collect(),
+            ready: watch::channel(false).0,
+            writable: watch::channel(false).0,
+        }
+    }
+
+    /// The sender of `stage`, for the task that brings it about.
+    pub(crate) fn sender(&self, stage: Stage) -> watch::Sender<bool> {
+        self.channel(stage).0.clone()
+    }
+
+    /// Follows `stage`, for a task that waits on it.
+    pub(crate) fn receiver(&self, stage: Stage) -> watch::Receiver<bool> {
+        self.channel(stage).1.clone()
+    }
+
+    /// `stage` holds from the start (nothing to list for it).
+    pub(crate) fn reached(&self, stage: Stage) {
+        self.channel(stage).0.send_replace(true);
+    }
+
+    /// `stage` is brought about by a task that reports on `from`.
+    pub(crate) fn follow(
+        &self,
+        stage: Stage,
+        mut from: watch::Receiver<bool>,
+        tasks: &mut JoinSet<()>,
+        shutdown: CancellationToken,
+    ) {
+        let to = self.sender(stage);
+        tasks.spawn(async move {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                ok = from.wait_for(|r| *r) => if ok.is_ok() { to.send_replace(true); },
+            }
+            // Like every Kubernetes task, until shutdown: one that ends
+            // before is a failure (`KubeHub::run_until` exits on it).
+            shutdown.cancelled().await;
+        });
+    }
+
+    /// The probe's condition.
+    pub(crate) fn ready(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+
+    /// What status writers wait on.
+    pub(crate) fn writable(&self) -> watch::Receiver<bool> {
+        self.writable.subscribe()
+    }
+
+    /// Derives `ready` and `writable` as the stages are reached, until
+    /// shutdown (keeping their channels open for the waiters).
+    pub(crate) fn spawn(self, tasks: &mut JoinSet<()>, shutdown: CancellationToken) {
+        tasks.spawn(async move {
+            let mut changes: Vec<watch::Receiver<bool>> =
+                self.stages.values().map(|(_, rx)| rx.clone()).collect();
+            loop {
+                let (ready, writable) = derive(|s| *self.channel(s).1.borrow());
+                if ready {
+                    self.ready.send_if_modified(|r| !std::mem::replace(r, true));
+                }
+                if writable {
+                    self.writable
+                        .send_if_modified(|w| !std::mem::replace(w, true));
+                }
+                let changed = futures::future::select_all(
+                    changes.iter_mut().map(|rx| Box::pin(rx.changed())),
+                );
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    (result, _, _) = changed => if result.is_err() {
+                        // A stage's sender is gone unreached: hold what
+                        // was derived until shutdown.
+                        shutdown.cancelled().await;
+                        return;
+                    },
+                }
+            }
+        });
+    }
+
+    fn channel(&self, stage: Stage) -> &(watch::Sender<bool>, watch::Receiver<bool>) {
+        // Every stage has its channel from `new`.
+        &self.stages[&stage]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every combination of reached stages: ready exactly when the four
+    /// listing stages hold, writable exactly when ready and caught up.
+    #[test]
+    fn ready_needs_the_lists_and_writable_needs_ready_and_caught_up() {
+        for bits in 0u32..(1 << STAGES.len()) {
+            let reached = |s: Stage| {
+                let i = STAGES.iter().position(|x| *x == s).unwrap_or(0);
+                bits & (1 << i) != 0
+            };
+            let (ready, writable) = derive(reached);
+            let lists = [
+                Stage::Restored,
+                Stage::GatewaysSynced,
+                Stage::InventorySynced,
+                Stage::PlacementsSynced,
+            ]
+            .into_iter()
+            .all(reached);
+            assert_eq!(ready, lists, "{bits:05b}");
+            assert_eq!(writable, lists && reached(Stage::CaughtUp), "{bits:05b}");
+        }
+    }
+
+    /// The derivation follows the stages as their tasks reach them, in any
+    /// order; nothing is derived before its stages hold.
+    #[tokio::test]
+    async fn ready_then_writable_as_the_stages_are_reached() {
+        let readiness = Readiness::new();
+        readiness.reached(Stage::InventorySynced);
+        readiness.reached(Stage::PlacementsSynced);
+        let restored = readiness.sender(Stage::Restored);
+        let synced = readiness.sender(Stage::GatewaysSynced);
+        let (caught_up_tx, caught_up) = watch::channel(false);
+        let mut ready = readiness.ready();
+        let mut writable = readiness.writable();
+        let mut tasks = JoinSet::new();
+        let shutdown = CancellationToken::new();
+        readiness.follow(Stage::CaughtUp, caught_up, &mut tasks, shutdown.clone());
+        readiness.spawn(&mut tasks, shutdown.clone());
+
+        caught_up_tx.send_replace(true);
+        restored.send_replace(true);
+        tokio::task::yield_now().await;
+        assert!(!*ready.borrow() && !*writable.borrow());
+        synced.send_replace(true);
+        ready.wait_for(|r| *r).await.unwrap();
+        writable.wait_for(|w| *w).await.unwrap();
+        // Every stage reached, and still no task ended: a hub's task that
+        // ends before shutdown stops the hub. (One thread: the follower
+        // ran to its end, if it ends, before `writable` could be derived.)
+        assert!(
+            tasks.try_join_next().is_none(),
+            "a readiness task ended before shutdown"
+        );
+
+        shutdown.cancel();
+        while tasks.join_next().await.is_some() {}
+    }
+}
