@@ -236,6 +236,15 @@ impl From<gwhub_hub::kube::KubeError> for ServeCmdError {
     }
 }
 
+impl From<gwhub_hub::kube_hub::HubError> for ServeCmdError {
+    fn from(e: gwhub_hub::kube_hub::HubError) -> Self {
+        match e {
+            gwhub_hub::kube_hub::HubError::Kube(e) => e.into(),
+            gwhub_hub::kube_hub::HubError::Serve(e) => e.into(),
+        }
+    }
+}
+
 /// `--dashboard-auth` and `--dashboard-token-file` that disagree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DashboardAuthError {
@@ -372,7 +381,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         dashboard_token_file: args.dashboard_token_file.as_deref(),
     };
     let from_secrets = uses_secrets(args);
-    let mut tls = match from_secrets {
+    let tls = match from_secrets {
         true => None,
         false => gwhub_hub::tls::HubTls::load(&paths)?,
     };
@@ -386,74 +395,64 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         warn_insecure(auth);
     }
     runtime.block_on(async {
-        // Before listening: a hub that cannot reach its store should not serve.
-        let kube = match args.no_kube {
-            true => None,
-            false => Some(connect_kube(args).await?),
-        };
-        let mut issuer = None;
-        let mut followers = None;
-        if let (true, Some(kube)) = (from_secrets, kube.as_ref()) {
-            let identity = kube.tls_from_secrets(secrets_config(args), &paths).await?;
-            tls = Some(identity.tls);
-            issuer = Some(identity.issuer);
-            followers = Some(identity.followers);
-        }
-        let inventory = kube.as_ref().and_then(|k| k.inventory());
-        let readers = match (&kube, auth) {
-            (Some(k), DashboardAuthMode::Kubernetes) => Some(std::sync::Arc::new(
-                gwhub_hub::authz::KubeReaders::new(std::sync::Arc::new(
-                    gwhub_hub::kube::reviews::ApiServerReviews::new(k.client.clone()),
-                )),
-            )),
-            _ => None,
-        };
-        let extras = gwhub_hub::serve::KubeExtras {
-            inventory,
-            readers,
-            issuer,
-        };
-        let mut hub = Hub::start_with(config, tls, extras).await?;
         let stop_metrics = tokio_util::sync::CancellationToken::new();
         let _stop_metrics = stop_metrics.clone().drop_guard();
-        let index = hub.index.clone();
-        let parts = hub.metrics.clone();
-        let serve_metrics = |kube_metrics, synced| async {
-            match args.metrics_listen {
-                Some(addr) => {
-                    let probes =
-                        gwhub_hub::metrics::probes(index.clone(), synced, stop_metrics.clone());
-                    gwhub_hub::metrics::serve(
-                        addr,
-                        index,
-                        parts,
-                        kube_metrics,
-                        probes,
-                        stop_metrics,
-                    )
-                    .await
-                    .map(drop)
-                    .map_err(|source| ServeCmdError::Metrics { addr, source })
+        let serve_metrics = |hub: &Hub, kube_metrics, synced| {
+            let index = hub.index.clone();
+            let parts = hub.metrics.clone();
+            let stop_metrics = stop_metrics.clone();
+            async move {
+                match args.metrics_listen {
+                    Some(addr) => {
+                        let probes =
+                            gwhub_hub::metrics::probes(index.clone(), synced, stop_metrics.clone());
+                        gwhub_hub::metrics::serve(
+                            addr,
+                            index,
+                            parts,
+                            kube_metrics,
+                            probes,
+                            stop_metrics,
+                        )
+                        .await
+                        .map(drop)
+                        .map_err(|source| ServeCmdError::Metrics { addr, source })
+                    }
+                    None => Ok(()),
                 }
-                None => Ok(()),
             }
         };
-        match kube {
-            None => {
-                // Checked by `config` before: a dry run from the reports.
-                if let Some(dns) = dns_config(args).ok().flatten() {
-                    hub.start_dns_without_kube(dns);
-                }
-                serve_metrics(None, None).await?;
-                hub.run_until(shutdown_signal()).await
+        if args.no_kube {
+            let mut hub = Hub::start_with(config, tls, Default::default()).await?;
+            // Checked by `config` before: a dry run from the reports.
+            if let Some(dns) = dns_config(args).ok().flatten() {
+                hub.start_dns_without_kube(dns);
             }
-            Some(kube) => {
-                let kube = kube.attach(hub, followers, checked_dns(args));
-                serve_metrics(Some(kube.metrics.clone()), Some(kube.ready.clone())).await?;
-                kube.run_until(shutdown_signal()).await
-            }
+            serve_metrics(&hub, None, None).await?;
+            return hub
+                .run_until(shutdown_signal())
+                .await
+                .map_err(ServeCmdError::from);
         }
-        .map_err(ServeCmdError::from)
+        // Before listening: a hub that cannot reach its store should not serve.
+        let mut hub = connect_kube(args).await?.hub(config).dns(checked_dns(args));
+        hub = match from_secrets {
+            true => hub.tls_from_secrets(secrets_config(args), paths),
+            false => hub.tls(tls),
+        };
+        if auth == DashboardAuthMode::Kubernetes {
+            hub = hub.kubernetes_readers();
+        }
+        let kube = hub.start().await?;
+        serve_metrics(
+            &kube.hub,
+            Some(kube.metrics.clone()),
+            Some(kube.ready.clone()),
+        )
+        .await?;
+        kube.run_until(shutdown_signal())
+            .await
+            .map_err(ServeCmdError::from)
     })?;
     Ok(String::new())
 }

@@ -1,7 +1,8 @@
-//! The hub in Kubernetes mode, put together: [`Connected::attach`] adds
-//! every Kubernetes task (store, status writer, Leases, liveness, joins,
-//! inventory, Events) and fleet DNS to a running [`Hub`], and [`KubeHub`]
-//! runs them until shutdown.
+//! The hub in Kubernetes mode, put together: [`Builder`] (from
+//! [`Connected::hub`]) starts it, the one start-up path of `gwhub serve`
+//! and the tests; `Connected::attach` adds every Kubernetes task (store,
+//! status writer, Leases, liveness, joins, inventory, Events) and fleet
+//! DNS to the running [`Hub`], and [`KubeHub`] runs them until shutdown.
 //!
 //! It exists beside [`crate::serve`], above the parts, because attaching
 //! is wiring: it names the running hub, the DNS controller and each
@@ -32,7 +33,10 @@ use crate::serve::{Hub, HubConfig, ServeError};
 use gwhub_hub_rules::report::ClusterReport;
 use readiness::{Readiness, Stage};
 
+mod builder;
 mod readiness;
+
+pub use builder::Builder;
 
 /// Why a hub in Kubernetes mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +75,7 @@ impl Connected {
     ///
     /// Still one long function: the planned runtime builder (each
     /// task declaring what it waits on) replaces this choreography.
-    pub fn attach(
+    pub(crate) fn attach(
         self,
         hub: Hub,
         followers: Option<SecretsFollowers>,
@@ -378,8 +382,8 @@ impl Connected {
 }
 
 impl KubeHub {
-    /// [`Hub::start`] plus [`Connected::attach`]: the in-process entry
-    /// point for tests.
+    /// The [`Builder`] of [`Connected::hub`] with neither TLS nor fleet
+    /// DNS: the in-process entry point for tests.
     pub async fn start(
         config: HubConfig,
         options: KubeOptions,
@@ -395,13 +399,12 @@ impl KubeHub {
         dns: Option<DnsConfig>,
         client: Client,
     ) -> Result<KubeHub, HubError> {
-        let connected = Connected::new(client, options).await?;
-        let extras = crate::serve::KubeExtras {
-            inventory: connected.inventory(),
-            ..crate::serve::KubeExtras::default()
-        };
-        let hub = Hub::start_with(config, None, extras).await?;
-        Ok(connected.attach(hub, None, dns))
+        Connected::new(client, options)
+            .await?
+            .hub(config)
+            .dns(dns)
+            .start()
+            .await
     }
 
     /// Stops writing (releasing the Lease), then shuts the hub down.

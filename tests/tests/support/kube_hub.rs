@@ -2,9 +2,8 @@
 //! the hub's namespace from the manifests, the test Lease (4 s, renewed
 //! every 500 ms, so a failover fits a test), stale after 60 s unless told,
 //! plain gRPC unless the hub's TLS is asked to come from its Secrets. The
-//! suites differ only in the settings the builder names; it exists so that
-//! the wiring (`KubeHub::start_with_dns`, or `Connected` +
-//! `Hub::start_with` + `attach` for TLS) has one copy.
+//! suites differ only in the settings the builder names; the wiring is the
+//! hub's own start-up path (`Connected::hub`, as `gwhub serve` starts).
 
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use gwhub_hub::kube::leader::LeaseConfig;
 use gwhub_hub::kube::tls_secrets::SecretsConfig;
 use gwhub_hub::kube::{Connected, KubeOptions};
 use gwhub_hub::kube_hub::KubeHub;
-use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
+use gwhub_hub::serve::HubConfig;
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::Mode;
 use gwhub_test_kit::install::SYSTEM_NS;
@@ -159,24 +158,14 @@ impl KubeHubBuilder {
             dns,
             secrets,
         } = self;
-        let Some(secrets) = secrets else {
-            return KubeHub::start_with_dns(config, options, dns, client)
-                .await
-                .expect("hub starts in Kubernetes mode");
-        };
-        let connected = Connected::new(client, options).await.unwrap();
-        let identity = connected
-            .tls_from_secrets(secrets, &TlsPaths::default())
+        let mut hub = Connected::new(client, options)
             .await
-            .expect("the hub makes and reads its Secrets");
-        let extras = KubeExtras {
-            inventory: connected.inventory(),
-            issuer: Some(identity.issuer),
-            ..KubeExtras::default()
-        };
-        let hub = Hub::start_with(config, Some(identity.tls), extras)
-            .await
-            .unwrap();
-        connected.attach(hub, Some(identity.followers), dns)
+            .expect("the hub reaches its store")
+            .hub(config)
+            .dns(dns);
+        if let Some(secrets) = secrets {
+            hub = hub.tls_from_secrets(secrets, TlsPaths::default());
+        }
+        hub.start().await.expect("hub starts in Kubernetes mode")
     }
 }
