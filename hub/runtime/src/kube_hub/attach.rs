@@ -1,0 +1,500 @@
+//! Attaching the Kubernetes side to a running hub: one step per concern
+//! (the store, the hub Gateways' watches, the inventory, the election, the
+//! write shards, the Secrets' followers, Events, fleet DNS, the status
+//! writer), each spawning its tasks on one [`Wiring`] and returning the
+//! channels a later step needs.
+//!
+//! It exists so that [`Connected::attach`] reads as the order of start-up
+//! (what each step needs from the ones before it) instead of one
+//! three-hundred-line function; every task still ends on the one shutdown
+//! token, and what tasks bring about or wait on at start-up is
+//! [`Readiness`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_api::apis::standard::gateways::Gateway;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::Api;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::KubeHub;
+use super::readiness::{Readiness, Stage};
+use crate::dns::DnsConfig;
+use crate::index::{DnsView, Index};
+use crate::kube::metrics::Metrics;
+use crate::kube::status_writer::{Queue, StatusWriter, Unwritten};
+use crate::kube::store::ReportWriter;
+use crate::kube::{
+    Connected, KubeOptions, SecretsFollowers, budget, events, inventory, leader, liveness, pending,
+    reporting, revocations, shards, status_writer, store,
+};
+use crate::serve::Hub;
+use gwhub_hub_rules::inventory::ClusterProfile;
+use gwhub_hub_rules::report::ClusterReport;
+
+/// What every step shares: the management cluster, the hub's index, the
+/// Kubernetes mode's metrics and API budget, and the tasks with their one
+/// shutdown token.
+struct Wiring {
+    client: Client,
+    options: KubeOptions,
+    index: Index,
+    metrics: Arc<Metrics>,
+    budget: Arc<budget::ApiBudget>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+/// Whether this replica leads (always, without an election): what the
+/// leader-only tasks wait on. Flips back and forth, unlike a [`Stage`].
+type Leading = watch::Receiver<bool>;
+
+/// The ClusterProfiles the hub published, by name, for their condition.
+type Profiles = watch::Receiver<std::collections::BTreeMap<String, ClusterProfile>>;
+
+impl Connected {
+    /// Adds the Kubernetes side to a running hub, with fleet DNS when
+    /// `dns_config` is given. Ingest already serves: stored reports are
+    /// imported for every cluster that has not reported to this process
+    /// yet (a live report is newer), and status is written only once the
+    /// hub is writable ([`super::readiness::derive`]).
+    pub(crate) fn attach(
+        self,
+        hub: Hub,
+        followers: Option<SecretsFollowers>,
+        dns_config: Option<DnsConfig>,
+    ) -> KubeHub {
+        let Connected {
+            client,
+            options,
+            placements,
+        } = self;
+        let metrics = Arc::new(Metrics::default());
+        let budget = Arc::new(budget::ApiBudget::new(
+            options.api_qps,
+            options.api_burst,
+            metrics.clone(),
+        ));
+        let mut w = Wiring {
+            client,
+            options,
+            index: hub.index.clone(),
+            metrics,
+            budget,
+            shutdown: CancellationToken::new(),
+            tasks: JoinSet::new(),
+        };
+        let readiness = Readiness::new();
+        let heartbeats = w.store(&readiness);
+        let (queue, unwritten) = w.gateway_watches(&readiness);
+        let (leader_tx, leader) = watch::channel(w.options.lease.is_none());
+        let managed = w.inventory(&readiness, &leader);
+        w.placements(&readiness, placements);
+        // `ready` is the probe (ingest must serve for agents to come
+        // back); `writable`, what writes status (hub Gateways,
+        // ClusterProfiles), also waits for this replica to catch up.
+        let ready = readiness.ready();
+        let writable = readiness.writable();
+        readiness.spawn(&mut w.tasks, w.shutdown.clone());
+        w.election(leader_tx);
+        let writes = w.write_shards(heartbeats, &leader);
+        let (secrets, revocations, tokens) = match followers {
+            Some(f) => (Some(f.secrets), Some(f.revocations), Some(f.tokens)),
+            None => (None, None, None),
+        };
+        if let Some(secrets) = secrets {
+            secrets.spawn(&mut w.tasks, leader.clone(), w.shutdown.clone());
+        }
+        if let Some(managed) = managed {
+            w.profiles_status(managed, &leader, &writable);
+        }
+        w.joins(tokens, revocations, &leader);
+        w.events(&leader);
+        let dns = w.dns(&hub, dns_config, &leader, &writable);
+        w.status_writer(queue, unwritten, writes.clone(), writable);
+        let Wiring {
+            options,
+            metrics,
+            shutdown,
+            tasks,
+            ..
+        } = w;
+        tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), status_shards = options.status_shards, "hub Kubernetes mode started");
+        KubeHub {
+            hub,
+            metrics,
+            leader,
+            writes,
+            ready,
+            dns,
+            shutdown,
+            tasks,
+        }
+    }
+}
+
+impl Wiring {
+    /// An API in the hub's own namespace.
+    fn own<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.options.namespace)
+    }
+
+    /// An API over the hub Gateways' namespace (`--gateway-namespace`), or
+    /// every namespace.
+    fn gateway_scope<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match &self.options.gateway_namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        }
+    }
+
+    /// The store: the replicas' liveness records (heartbeats, and this
+    /// replica catching up), the importer of stored reports (`Restored`)
+    /// and the report writer. Returns the heartbeats the write shards
+    /// judge replicas by.
+    fn store(&mut self, readiness: &Readiness) -> liveness::Heartbeats {
+        let index = &self.index;
+        let reports_api: Api<ClusterReport> = self.own();
+        let forget = Arc::new(store::LostQueue::default());
+        let stored = store::StoredParts::default();
+        // Where the status shards judge replicas alive by the heartbeat,
+        // it beats at least as often as a shard Lease is renewed.
+        let beat_every = match &self.options.lease {
+            Some(lease) if self.options.status_shards > 0 => {
+                liveness::heartbeat_every(index.stale_after()).min(lease.renew_every)
+            }
+            _ => liveness::heartbeat_every(index.stale_after()),
+        };
+        let (sightings, heartbeats, caught_up) = liveness::Liveness {
+            leases: self.own(),
+            configmaps: self.own(),
+            index: index.clone(),
+            identity: self
+                .options
+                .lease
+                .as_ref()
+                .map_or_else(leader::default_identity, |l| l.identity.clone()),
+            stored: stored.clone(),
+            restored: readiness.receiver(Stage::Restored),
+            lost_own: Default::default(),
+            beat_every,
+            metrics: self.metrics.clone(),
+        }
+        .spawn(&mut self.tasks, self.shutdown.clone());
+        readiness.follow(
+            Stage::CaughtUp,
+            caught_up,
+            &mut self.tasks,
+            self.shutdown.clone(),
+        );
+        self.tasks.spawn(store::run_importer(
+            store::Store {
+                api: reports_api.clone(),
+                index: index.clone(),
+                stored: stored.clone(),
+                metrics: self.metrics.clone(),
+                budget: self.budget.clone(),
+                sightings,
+            },
+            readiness.sender(Stage::Restored),
+            forget.clone(),
+            self.shutdown.clone(),
+        ));
+        self.tasks.spawn(
+            ReportWriter {
+                api: reports_api,
+                index: index.clone(),
+                metrics: self.metrics.clone(),
+                debounce: self.options.debounce,
+                budget: self.budget.clone(),
+                stored,
+                rewrite_every: store::REWRITE_EVERY,
+                writes_in_flight: gwhub_hub_rules::store_writer::writes_in_flight(
+                    self.options.api_qps,
+                ),
+            }
+            .run(forget, self.shutdown.clone()),
+        );
+        heartbeats
+    }
+
+    /// The hub Gateways' watch (`GatewaysSynced`) and the index's, both
+    /// queueing what the status writer writes.
+    fn gateway_watches(&mut self, readiness: &Readiness) -> (Arc<Queue>, Arc<Unwritten>) {
+        let gateways: Api<Gateway> = self.gateway_scope();
+        let queue = Arc::new(Queue::default());
+        let unwritten = Arc::new(Unwritten::default());
+        self.tasks.spawn(status_writer::run_gateway_watch(
+            gateways,
+            self.index.clone(),
+            queue.clone(),
+            readiness.sender(Stage::GatewaysSynced),
+            self.shutdown.clone(),
+        ));
+        self.tasks.spawn(status_writer::run_index_watch(
+            self.index.clone(),
+            queue.clone(),
+            unwritten.clone(),
+            self.shutdown.clone(),
+        ));
+        (queue, unwritten)
+    }
+
+    /// The fleet inventory's watch (`InventorySynced`, at once without
+    /// one), the record of removals and the revocation of orphaned
+    /// certificates. Returns the ClusterProfiles the hub published, for
+    /// their condition (`None` without an inventory).
+    fn inventory(&mut self, readiness: &Readiness, leader: &Leading) -> Option<Profiles> {
+        let Some((namespace, mode)) = self.options.inventory.clone() else {
+            readiness.reached(Stage::InventorySynced);
+            return None;
+        };
+        if self.index.inventory_namespace().as_deref() != Some(namespace.as_str()) {
+            // The index is built once, from one config: the hub must be
+            // started with the inventory (`KubeExtras::inventory`).
+            tracing::error!(
+                namespace,
+                ?mode,
+                "the hub was started without this fleet inventory; its admissions do not follow it"
+            );
+        }
+        let (managed_tx, managed) = watch::channel(Default::default());
+        let profiles = || Api::namespaced(self.client.clone(), &namespace);
+        let removals = inventory::Removals::default();
+        self.tasks.spawn(inventory::record_removals(
+            removals.clone(),
+            self.own(),
+            leader.clone(),
+            self.shutdown.clone(),
+        ));
+        self.tasks.spawn(inventory::revoke_orphans(
+            profiles(),
+            self.own(),
+            leader.clone(),
+            removals.clone(),
+            namespace.clone(),
+            self.shutdown.clone(),
+        ));
+        self.tasks.spawn(inventory::run_inventory_watch(
+            profiles(),
+            self.index.clone(),
+            readiness.sender(Stage::InventorySynced),
+            removals,
+            managed_tx,
+            self.shutdown.clone(),
+        ));
+        Some(managed)
+    }
+
+    /// The PlacementDecisions' watch (`PlacementsSynced`, at once where
+    /// the CRD is not served).
+    fn placements(&mut self, readiness: &Readiness, served: bool) {
+        if !served {
+            readiness.reached(Stage::PlacementsSynced);
+            return;
+        }
+        self.tasks.spawn(inventory::run_placement_watch(
+            self.gateway_scope(),
+            self.index.clone(),
+            readiness.sender(Stage::PlacementsSynced),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// The leader election on the hub's Lease; without one this replica
+    /// always leads.
+    fn election(&mut self, leader_tx: watch::Sender<bool>) {
+        if let Some(lease) = self.options.lease.clone() {
+            let api: Api<Lease> = self.own();
+            self.tasks.spawn(leader::run(
+                api,
+                lease,
+                leader_tx,
+                self.metrics.clone(),
+                self.shutdown.clone(),
+            ));
+        } else {
+            self.metrics.leader.set(1);
+            let stop = self.shutdown.clone();
+            self.tasks.spawn(async move {
+                let _keep = leader_tx;
+                stop.cancelled().await;
+            });
+        }
+    }
+
+    /// Which hub Gateways this replica writes: the status shards it holds
+    /// (`--status-shards`), else all of them while it leads.
+    fn write_shards(
+        &mut self,
+        heartbeats: liveness::Heartbeats,
+        leader: &Leading,
+    ) -> watch::Receiver<shards::Writes> {
+        let (writes_tx, writes) = watch::channel(if self.options.lease.is_none() {
+            shards::Writes::All
+        } else {
+            shards::Writes::Nothing
+        });
+        match &self.options.lease {
+            Some(lease) if self.options.status_shards > 0 => {
+                self.tasks.spawn(shards::run(
+                    self.own(),
+                    shards::ShardConfig::new(self.options.status_shards, lease),
+                    heartbeats,
+                    writes_tx,
+                    self.metrics.clone(),
+                    self.shutdown.clone(),
+                ));
+            }
+            _ => {
+                let mut leading = leader.clone();
+                let stop = self.shutdown.clone();
+                self.tasks.spawn(async move {
+                    loop {
+                        let all = *leading.borrow_and_update();
+                        writes_tx.send_replace(if all {
+                            shards::Writes::All
+                        } else {
+                            shards::Writes::Nothing
+                        });
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            r = leading.changed() => if r.is_err() { return },
+                        }
+                    }
+                });
+            }
+        }
+        writes
+    }
+
+    /// The ClusterProfiles' condition, written by the leader once the hub
+    /// is writable.
+    fn profiles_status(
+        &mut self,
+        managed: Profiles,
+        leader: &Leading,
+        writable: &watch::Receiver<bool>,
+    ) {
+        let Some((namespace, _)) = &self.options.inventory else {
+            return;
+        };
+        self.tasks.spawn(reporting::run(
+            Api::namespaced(self.client.clone(), namespace),
+            self.index.clone(),
+            managed,
+            leader.clone(),
+            writable.clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// With TLS from the hub's Secrets: the join tokens that exist, the
+    /// sweep of tokenless requests, and the removed clusters.
+    fn joins(
+        &mut self,
+        tokens: Option<(
+            crate::kube::join_limits::KnownTokens,
+            Api<k8s_openapi::api::core::v1::Secret>,
+        )>,
+        revoked: Option<crate::kube::Revoked>,
+        leader: &Leading,
+    ) {
+        if let Some((known, api)) = tokens {
+            self.tasks.spawn(known.follow(api, self.shutdown.clone()));
+            self.tasks.spawn(pending::sweep(
+                Api::all(self.client.clone()),
+                self.own(),
+                leader.clone(),
+                self.shutdown.clone(),
+            ));
+        }
+        if let Some((api, slot, lifetime)) = revoked {
+            self.tasks.spawn(revocations::follow(
+                api,
+                slot,
+                self.own(),
+                leader.clone(),
+                lifetime,
+                self.shutdown.clone(),
+            ));
+        }
+    }
+
+    /// The clusters' stale/fresh transitions as Events.
+    fn events(&mut self, leader: &Leading) {
+        self.tasks.spawn(events::run(
+            self.client.clone(),
+            self.options.namespace.clone(),
+            self.index.clone(),
+            leader.clone(),
+            self.metrics.clone(),
+            self.shutdown.clone(),
+        ));
+    }
+
+    /// Fleet DNS, when configured; returns its published view (empty
+    /// while it is off or this replica does not lead).
+    fn dns(
+        &mut self,
+        hub: &Hub,
+        config: Option<DnsConfig>,
+        leader: &Leading,
+        writable: &watch::Receiver<bool>,
+    ) -> watch::Receiver<Arc<DnsView>> {
+        let view = hub.dns_view.clone();
+        let dns = view.subscribe();
+        if let Some(config) = config {
+            self.tasks.spawn(
+                crate::dns::DnsController {
+                    config,
+                    client: self.client.clone(),
+                    index: self.index.clone(),
+                    budget: self.budget.clone(),
+                    metrics: self.metrics.clone(),
+                    gateway_namespace: self.options.gateway_namespace.clone(),
+                    leader: leader.clone(),
+                    writable: writable.clone(),
+                    view,
+                }
+                .run(self.shutdown.clone()),
+            );
+        }
+        dns
+    }
+
+    /// The hub Gateways' status writer.
+    fn status_writer(
+        &mut self,
+        queue: Arc<Queue>,
+        unwritten: Arc<Unwritten>,
+        writes: watch::Receiver<shards::Writes>,
+        writable: watch::Receiver<bool>,
+    ) {
+        self.tasks.spawn(
+            StatusWriter {
+                client: self.client.clone(),
+                index: self.index.clone(),
+                queue,
+                unwritten,
+                metrics: self.metrics.clone(),
+                debounce: self.options.debounce,
+                budget: self.budget.clone(),
+                retry: gwhub_common::Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
+            }
+            .run(writes, writable, self.shutdown.clone()),
+        );
+    }
+}
