@@ -12,11 +12,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
 pub use crate::conn::MAX_COUNT_FLAG;
-use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
 use crate::grpc::ingest::{DEFAULT_MAX_MESSAGES_PER_SECOND, IngestConfig, IngestService};
@@ -26,7 +24,10 @@ use crate::metrics::HubMetrics;
 use crate::read::ReaderLimits;
 pub use crate::reader_pool::{DEFAULT_PER_ADDRESS, per_address};
 use crate::tls::HubTls;
-use crate::tls_reload::{ListenerKind, TlsRuntime};
+use crate::tls_reload::TlsRuntime;
+use listening::Listening;
+
+mod listening;
 use gwhub_hub_rules::aggregate::Options;
 
 /// How long shutdown waits for connections to close.
@@ -217,6 +218,70 @@ fn reflection_v1alpha() -> tonic_reflection::server::v1alpha::ServerReflectionSe
         .expect("the embedded descriptor sets are valid")
 }
 
+/// The TLS material, followed on disk (by a task on `background`) while
+/// the hub runs; `None` without TLS.
+fn follow_tls(
+    tls: Option<&HubTls>,
+    metrics: &HubMetrics,
+    background: &mut JoinSet<()>,
+) -> Result<Option<Arc<TlsRuntime>>, ServeError> {
+    let Some(tls) = tls else {
+        return Ok(None);
+    };
+    let (runtime, follow) =
+        TlsRuntime::start(tls.sources().clone(), metrics.tls.clone()).map_err(ServeError::Tls)?;
+    if let Some(follow) = follow {
+        background.spawn(follow);
+    }
+    Ok(Some(runtime))
+}
+
+/// The agents' `Ingest` service over `index`, counting into `metrics`,
+/// serving Join and Renew when the hub has an `issuer`.
+fn ingest_service(
+    config: &HubConfig,
+    index: &Index,
+    metrics: &HubMetrics,
+    issuer: Option<Arc<crate::kube::join::Joiner>>,
+    shutdown: CancellationToken,
+) -> IngestService {
+    IngestService::new(
+        index.clone(),
+        IngestConfig {
+            max_messages_per_second: config.max_messages_per_second,
+            max_cluster_report_bytes: config.budgets.max_cluster_report_bytes,
+            ..IngestConfig::for_stale_after(config.insecure, config.stale_after)
+        },
+        shutdown,
+    )
+    .count_in(metrics.ingest.clone())
+    .with_issuer(
+        issuer
+            .inspect(|j| {
+                j.count_refusals_into(metrics.joins.joins_refused.clone());
+                j.count_outside_renewals_into(metrics.joins.renewals_outside_inventory.clone());
+            })
+            .map(|j| j as Arc<dyn crate::issuer::Issuer>),
+    )
+}
+
+/// Who may read the Dashboard and the web page: the token or client CA
+/// of `tls`, and with `readers` whom Kubernetes RBAC allows.
+fn dashboard_auth(
+    tls: Option<&HubTls>,
+    readers: Option<Arc<crate::authz::KubeReaders>>,
+    metrics: &HubMetrics,
+) -> crate::tls::DashboardAuth {
+    let auth = tls.map(HubTls::dashboard_auth).unwrap_or_default();
+    match readers {
+        Some(readers) => {
+            readers.count_in(metrics.reviews.clone());
+            auth.with_kubernetes(readers)
+        }
+        None => auth,
+    }
+}
+
 async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), ServeError> {
     let listener = TcpListener::bind(addr)
         .await
@@ -261,10 +326,8 @@ impl Hub {
     }
 
     /// Binds the listeners and starts serving, with what the Kubernetes
-    /// side adds ([`KubeExtras`]).
-    ///
-    /// Still one long function: the planned runtime builder (each task
-    /// declaring what it waits on) replaces this start-up choreography.
+    /// side adds ([`KubeExtras`]): the index and its background tasks, the
+    /// services, then each listener (`serve/listening.rs`).
     pub async fn start_with(
         config: HubConfig,
         tls: Option<HubTls>,
@@ -291,70 +354,16 @@ impl Hub {
             history_capacity: config.gateway_history,
             inventory,
         });
-        let limits = |max_connections| ConnLimits {
-            max_connections,
-            idle_timeout: budgets.idle_connection_timeout,
-            max_per_address: None,
-        };
-        // Readers are capped per client address too; agents are not (a
-        // fleet may reach the hub through one NAT).
-        let reader_limits = |max_connections| ConnLimits {
-            max_per_address: Some(per_address(
-                budgets.max_dashboard_connections_per_address,
-                max_connections,
-            )),
-            ..limits(max_connections)
-        };
-        let dashboard_streams = u32::try_from(budgets.max_dashboard_calls_per_connection)
-            .unwrap_or(u32::MAX)
-            .saturating_add(EXTRA_DASHBOARD_STREAMS);
         let shutdown = CancellationToken::new();
         let (dns_view, _) = watch::channel(Arc::<DnsView>::default());
         let metrics = HubMetrics::default();
 
         let mut background = JoinSet::new();
-        // The TLS material, followed on disk while the hub runs.
-        let tls_runtime = match &tls {
-            Some(tls) => {
-                let (runtime, follow) =
-                    TlsRuntime::start(tls.sources().clone(), metrics.tls.clone())
-                        .map_err(ServeError::Tls)?;
-                if let Some(follow) = follow {
-                    background.spawn(follow);
-                }
-                Some(runtime)
-            }
-            None => None,
-        };
-        let acceptor = |kind| {
-            tls_runtime
-                .as_ref()
-                .map(|r| r.acceptor(kind))
-                .transpose()
-                .map_err(ServeError::Tls)
-        };
-        let handshake_timeout = budgets.tls_handshake_timeout;
+        let tls_runtime = follow_tls(tls.as_ref(), &metrics, &mut background)?;
         background.spawn(index.clone().run_aggregator());
         background.spawn(index.clone().run_staleness());
 
-        let ingest = IngestService::new(
-            index.clone(),
-            IngestConfig {
-                max_messages_per_second: config.max_messages_per_second,
-                max_cluster_report_bytes: budgets.max_cluster_report_bytes,
-                ..IngestConfig::for_stale_after(config.insecure, config.stale_after)
-            },
-            shutdown.clone(),
-        )
-        .count_in(metrics.ingest.clone())
-        .with_issuer(
-            issuer
-                .inspect(|j| {
-                    j.count_refusals_into(metrics.joins.joins_refused.clone());
-                    j.count_outside_renewals_into(metrics.joins.renewals_outside_inventory.clone());
-                })
-                .map(|j| j as Arc<dyn crate::issuer::Issuer>),
-        );
+        let ingest = ingest_service(&config, &index, &metrics, issuer, shutdown.clone());
         // One pool of --max-dashboard-calls for the gRPC Dashboard and the
         // web page's event streams.
         let dashboard_calls = crate::reader_pool::DashboardCalls::new(
@@ -362,11 +371,7 @@ impl Hub {
             budgets.max_dashboard_calls_per_address,
             metrics.calls.clone(),
         );
-        let mut auth = tls.as_ref().map(HubTls::dashboard_auth).unwrap_or_default();
-        if let Some(readers) = readers {
-            readers.count_in(metrics.reviews.clone());
-            auth = auth.with_kubernetes(readers);
-        }
+        let auth = dashboard_auth(tls.as_ref(), readers, &metrics);
         let reader = ReaderLimits {
             max_calls_per_connection: budgets.max_dashboard_calls_per_connection,
             watch_send_timeout: budgets.watch_send_timeout,
@@ -380,72 +385,18 @@ impl Hub {
         .with_auth(auth.clone())
         .with_dns(dns_view.subscribe());
 
-        let (ingest_health, ingest_health_svc) = tonic_health::server::health_reporter();
-        ingest_health
-            .set_serving::<v1::ingest_server::IngestServer<IngestService>>()
-            .await;
-        let (dash_health, dash_health_svc) = tonic_health::server::health_reporter();
-        dash_health
-            .set_serving::<v1::dashboard_server::DashboardServer<DashboardService>>()
-            .await;
-
-        let signal = |token: CancellationToken| async move { token.cancelled_owned().await };
-        let mut servers = JoinSet::new();
-        // Every service counts its open calls, so only connections with
-        // none for --idle-connection-timeout are closed.
-        let counters = metrics.listeners.clone();
-        servers.spawn(
-            builder()
-                .max_concurrent_streams(INGEST_STREAMS_PER_CONNECTION)
-                .add_service(Tracked::new(ingest_health_svc))
-                .add_service(Tracked::new(reflection()))
-                .add_service(Tracked::new(reflection_v1alpha()))
-                .add_service(Tracked::new(ingest.into_server()))
-                .serve_with_incoming_shutdown(
-                    with_tls(
-                        incoming(
-                            ingest_listener,
-                            limits(budgets.max_connections),
-                            counters.ingest.clone(),
-                            "ingest",
-                        ),
-                        acceptor(ListenerKind::Ingest)?,
-                        handshake_timeout,
-                        "ingest",
-                    ),
-                    signal(shutdown.clone()),
-                ),
-        );
-        servers.spawn(
-            builder()
-                .max_concurrent_streams(dashboard_streams)
-                .add_service(Tracked::new(dash_health_svc))
-                .add_service(Tracked::new(reflection()))
-                .add_service(Tracked::new(reflection_v1alpha()))
-                // Inside the token check: a refused call is no use of the
-                // connection.
-                .add_service(InterceptedService::new(
-                    Tracked::new(crate::grpc::watch_route::server(dashboard)),
-                    auth.clone(),
-                ))
-                .serve_with_incoming_shutdown(
-                    with_tls(
-                        incoming(
-                            dashboard_listener,
-                            reader_limits(budgets.max_dashboard_connections),
-                            counters.dashboard.clone(),
-                            "dashboard",
-                        ),
-                        acceptor(ListenerKind::Dashboard)?,
-                        handshake_timeout,
-                        "dashboard",
-                    ),
-                    signal(shutdown.clone()),
-                ),
-        );
+        let mut listening = Listening {
+            budgets: config.budgets.clone(),
+            tls: tls_runtime,
+            metrics: metrics.clone(),
+            shutdown: shutdown.clone(),
+            servers: JoinSet::new(),
+        };
+        listening.serve_ingest(ingest_listener, ingest).await?;
+        listening
+            .serve_dashboard(dashboard_listener, dashboard, auth.clone())
+            .await?;
         if let Some((web_listener, _)) = web_listener {
-            // The Dashboard's TLS, token and connection budgets (see
-            // crate::web); HTTP/1.1 too, for browsers on plaintext.
             let web = crate::web::WebService::new(
                 index.clone(),
                 auth,
@@ -458,26 +409,7 @@ impl Hub {
                 },
             )
             .with_dns(dns_view.subscribe());
-            servers.spawn(
-                builder()
-                    .accept_http1(true)
-                    .max_concurrent_streams(dashboard_streams)
-                    .add_routes(web.into_routes())
-                    .serve_with_incoming_shutdown(
-                        with_tls(
-                            incoming(
-                                web_listener,
-                                reader_limits(budgets.max_dashboard_connections),
-                                counters.web.clone(),
-                                "web",
-                            ),
-                            acceptor(ListenerKind::Web)?,
-                            handshake_timeout,
-                            "web",
-                        ),
-                        signal(shutdown.clone()),
-                    ),
-            );
+            listening.serve_web(web_listener, web)?;
         }
         tracing::info!(%ingest_addr, %dashboard_addr, web_addr = ?web_addr, insecure = config.insecure, mtls = tls.is_some(), stale_after = ?config.stale_after, "hub serving");
         Ok(Hub {
@@ -489,7 +421,7 @@ impl Hub {
             dns_view,
             shutdown: shutdown.clone(),
             _cancel_on_drop: shutdown.drop_guard(),
-            servers,
+            servers: listening.servers,
             background,
         })
     }
