@@ -73,12 +73,6 @@ pub(crate) fn heartbeat_every(stale_after: Duration) -> Duration {
 /// shards ([`crate::kube::shards`]).
 pub(crate) type Heartbeats = watch::Receiver<Option<Arc<BTreeMap<String, i64>>>>;
 
-/// Whether a restarted hub has caught up: every cluster a replica no
-/// longer alive served is back (or stale anyway), so hub Gateway status
-/// written from this process's view shows no lagging store
-/// ([`gwhub_hub_rules::liveness::awaited`]). Turns true once, never back.
-pub(crate) type CaughtUp = watch::Receiver<bool>;
-
 /// Each cluster's last-seen by the other replicas' records, for the
 /// importer (a stored report's `lastSeenTime` may be older), and whether
 /// the records were listed once.
@@ -124,6 +118,12 @@ pub(crate) struct Liveness {
     /// only when the store says as much.
     pub(crate) stored: StoredParts,
     pub(crate) restored: watch::Receiver<bool>,
+    /// Set once a restarted hub has caught up: every cluster a replica no
+    /// longer alive served is back (or stale anyway), so hub Gateway
+    /// status written from this process's view shows no lagging store
+    /// ([`gwhub_hub_rules::liveness::awaited`]). Turns true once, never
+    /// back.
+    pub(crate) caught_up: watch::Sender<bool>,
     /// Set when this replica's record was deleted: written again whole.
     pub(crate) lost_own: Arc<AtomicBool>,
     /// How often the heartbeat is renewed: [`heartbeat_every`], or more
@@ -135,17 +135,17 @@ pub(crate) struct Liveness {
 
 impl Liveness {
     /// Starts publishing this replica's liveness and following the
-    /// others'; the returned sightings feed the importer, the heartbeats
-    /// the status shards, and the restart gate the status writers.
+    /// others'; the returned sightings feed the importer and the
+    /// heartbeats the status shards, and the restart gate sets
+    /// `caught_up`.
     pub(crate) fn spawn(
         mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,
-    ) -> (Sightings, Heartbeats, CaughtUp) {
+    ) -> (Sightings, Heartbeats) {
         // One record per process (see `liveness::process_identity`).
         let started = Timestamp::now().as_millisecond();
         self.identity = liveness::process_identity(&self.identity, started);
-        let (caught_up_tx, caught_up) = watch::channel(false);
         let (synced_tx, synced) = watch::channel(false);
         let sightings = Sightings {
             seen: Arc::default(),
@@ -158,10 +158,10 @@ impl Liveness {
             started_millis: started,
             started: Instant::now(),
             most: 0,
-            open: caught_up_tx,
+            open: me.caught_up.clone(),
         };
         tasks.spawn(me.follow(sightings.seen.clone(), synced_tx, beats_tx, gate, shutdown));
-        (sightings, heartbeats, caught_up)
+        (sightings, heartbeats)
     }
 
     /// Renews the heartbeat every [`heartbeat_every`] and rewrites the

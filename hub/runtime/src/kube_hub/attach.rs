@@ -177,7 +177,7 @@ impl Wiring {
             }
             _ => liveness::heartbeat_every(index.stale_after()),
         };
-        let (sightings, heartbeats, caught_up) = liveness::Liveness {
+        let (sightings, heartbeats) = liveness::Liveness {
             leases: self.own(),
             configmaps: self.own(),
             index: index.clone(),
@@ -188,17 +188,12 @@ impl Wiring {
                 .map_or_else(leader::default_identity, |l| l.identity.clone()),
             stored: stored.clone(),
             restored: readiness.receiver(Stage::Restored),
+            caught_up: readiness.sender(Stage::CaughtUp),
             lost_own: Default::default(),
             beat_every,
             metrics: self.metrics.clone(),
         }
         .spawn(&mut self.tasks, self.shutdown.clone());
-        readiness.follow(
-            Stage::CaughtUp,
-            caught_up,
-            &mut self.tasks,
-            self.shutdown.clone(),
-        );
         self.tasks.spawn(store::run_importer(
             store::Store {
                 api: reports_api.clone(),

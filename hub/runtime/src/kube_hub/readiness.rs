@@ -59,7 +59,7 @@ pub(crate) fn derive(reached: impl Fn(Stage) -> bool) -> (bool, bool) {
 
 /// The stages' channels and the two derived conditions.
 pub(crate) struct Readiness {
-    stages: BTreeMap<Stage, (watch::Sender<bool>, watch::Receiver<bool>)>,
+    stages: BTreeMap<Stage, watch::Sender<bool>>,
     ready: watch::Sender<bool>,
     writable: watch::Sender<bool>,
 }
@@ -69,7 +69,7 @@ impl Readiness {
         Readiness {
             stages: STAGES
                 .into_iter()
-                .map(|s| (s, watch::channel(false)))
+                .map(|s| (s, watch::channel(false).0))
                 .collect(),
             ready: watch::channel(false).0,
             writable: watch::channel(false).0,
@@ -78,37 +78,17 @@ impl Readiness {
 
     /// The sender of `stage`, for the task that brings it about.
     pub(crate) fn sender(&self, stage: Stage) -> watch::Sender<bool> {
-        self.channel(stage).0.clone()
+        self.channel(stage).clone()
     }
 
     /// Follows `stage`, for a task that waits on it.
     pub(crate) fn receiver(&self, stage: Stage) -> watch::Receiver<bool> {
-        self.channel(stage).1.clone()
+        self.channel(stage).subscribe()
     }
 
     /// `stage` holds from the start (nothing to list for it).
     pub(crate) fn reached(&self, stage: Stage) {
-        self.channel(stage).0.send_replace(true);
-    }
-
-    /// `stage` is brought about by a task that reports on `from`.
-    pub(crate) fn follow(
-        &self,
-        stage: Stage,
-        mut from: watch::Receiver<bool>,
-        tasks: &mut JoinSet<()>,
-        shutdown: CancellationToken,
-    ) {
-        let to = self.sender(stage);
-        tasks.spawn(async move {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                ok = from.wait_for(|r| *r) => if ok.is_ok() { to.send_replace(true); },
-            }
-            // Like every Kubernetes task, until shutdown: one that ends
-            // before is a failure (`KubeHub::run_until` exits on it).
-            shutdown.cancelled().await;
-        });
+        self.channel(stage).send_replace(true);
     }
 
     /// The probe's condition.
@@ -126,9 +106,9 @@ impl Readiness {
     pub(crate) fn spawn(self, tasks: &mut JoinSet<()>, shutdown: CancellationToken) {
         tasks.spawn(async move {
             let mut changes: Vec<watch::Receiver<bool>> =
-                self.stages.values().map(|(_, rx)| rx.clone()).collect();
+                self.stages.values().map(watch::Sender::subscribe).collect();
             loop {
-                let (ready, writable) = derive(|s| *self.channel(s).1.borrow());
+                let (ready, writable) = derive(|s| *self.channel(s).borrow());
                 if ready {
                     self.ready.send_if_modified(|r| !std::mem::replace(r, true));
                 }
@@ -139,20 +119,16 @@ impl Readiness {
                 let changed = futures::future::select_all(
                     changes.iter_mut().map(|rx| Box::pin(rx.changed())),
                 );
+                // No `changed` fails: this task holds every stage's sender.
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    (result, _, _) = changed => if result.is_err() {
-                        // A stage's sender is gone unreached: hold what
-                        // was derived until shutdown.
-                        shutdown.cancelled().await;
-                        return;
-                    },
+                    _ = changed => {}
                 }
             }
         });
     }
 
-    fn channel(&self, stage: Stage) -> &(watch::Sender<bool>, watch::Receiver<bool>) {
+    fn channel(&self, stage: Stage) -> &watch::Sender<bool> {
         // Every stage has its channel from `new`.
         &self.stages[&stage]
     }
@@ -194,15 +170,14 @@ mod tests {
         readiness.reached(Stage::PlacementsSynced);
         let restored = readiness.sender(Stage::Restored);
         let synced = readiness.sender(Stage::GatewaysSynced);
-        let (caught_up_tx, caught_up) = watch::channel(false);
+        let caught_up = readiness.sender(Stage::CaughtUp);
         let mut ready = readiness.ready();
         let mut writable = readiness.writable();
         let mut tasks = JoinSet::new();
         let shutdown = CancellationToken::new();
-        readiness.follow(Stage::CaughtUp, caught_up, &mut tasks, shutdown.clone());
         readiness.spawn(&mut tasks, shutdown.clone());
 
-        caught_up_tx.send_replace(true);
+        caught_up.send_replace(true);
         restored.send_replace(true);
         tokio::task::yield_now().await;
         assert!(!*ready.borrow() && !*writable.borrow());
@@ -210,8 +185,7 @@ mod tests {
         ready.wait_for(|r| *r).await.unwrap();
         writable.wait_for(|w| *w).await.unwrap();
         // Every stage reached, and still no task ended: a hub's task that
-        // ends before shutdown stops the hub. (One thread: the follower
-        // ran to its end, if it ends, before `writable` could be derived.)
+        // ends before shutdown stops the hub.
         assert!(
             tasks.try_join_next().is_none(),
             "a readiness task ended before shutdown"
