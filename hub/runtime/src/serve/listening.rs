@@ -101,18 +101,16 @@ impl Listening {
         self.shutdown.clone().cancelled_owned()
     }
 
-    /// The agents' listener: `Ingest`, health and reflection. Every
-    /// service counts its open calls, so only connections with none for
-    /// `--idle-connection-timeout` are closed.
+    /// The agents' listener: `Ingest`, health and reflection.
     pub(super) async fn serve_ingest(
         &mut self,
         listener: TcpListener,
         ingest: IngestService,
     ) -> Result<(), ServeError> {
-        let (health, health_svc) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<v1::ingest_server::IngestServer<IngestService>>()
-            .await;
+        let router = grpc_router::<v1::ingest_server::IngestServer<IngestService>>(
+            INGEST_STREAMS_PER_CONNECTION,
+        )
+        .await;
         let connections = self.connections(
             listener,
             self.agent_limits(),
@@ -122,11 +120,7 @@ impl Listening {
         )?;
         let stop = self.stop();
         self.servers.spawn(
-            builder()
-                .max_concurrent_streams(INGEST_STREAMS_PER_CONNECTION)
-                .add_service(Tracked::new(health_svc))
-                .add_service(Tracked::new(reflection()))
-                .add_service(Tracked::new(reflection_v1alpha()))
+            router
                 .add_service(Tracked::new(ingest.into_server()))
                 .serve_with_incoming_shutdown(connections, stop),
         );
@@ -141,10 +135,10 @@ impl Listening {
         dashboard: DashboardService,
         auth: DashboardAuth,
     ) -> Result<(), ServeError> {
-        let (health, health_svc) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<v1::dashboard_server::DashboardServer<DashboardService>>()
-            .await;
+        let router = grpc_router::<v1::dashboard_server::DashboardServer<DashboardService>>(
+            self.reader_streams(),
+        )
+        .await;
         let connections = self.connections(
             listener,
             self.reader_limits(),
@@ -154,11 +148,7 @@ impl Listening {
         )?;
         let stop = self.stop();
         self.servers.spawn(
-            builder()
-                .max_concurrent_streams(self.reader_streams())
-                .add_service(Tracked::new(health_svc))
-                .add_service(Tracked::new(reflection()))
-                .add_service(Tracked::new(reflection_v1alpha()))
+            router
                 // Inside the token check: a refused call is no use of the
                 // connection.
                 .add_service(InterceptedService::new(
@@ -195,4 +185,20 @@ impl Listening {
         );
         Ok(())
     }
+}
+
+/// A gRPC listener's router: `streams` per connection, health (serving
+/// `S`) and reflection in both versions. Every service counts its open
+/// calls, so only connections with none for `--idle-connection-timeout`
+/// are closed.
+async fn grpc_router<S: tonic::server::NamedService>(
+    streams: u32,
+) -> tonic::transport::server::Router {
+    let (health, health_svc) = tonic_health::server::health_reporter();
+    health.set_serving::<S>().await;
+    builder()
+        .max_concurrent_streams(streams)
+        .add_service(Tracked::new(health_svc))
+        .add_service(Tracked::new(reflection()))
+        .add_service(Tracked::new(reflection_v1alpha()))
 }
