@@ -150,7 +150,7 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, KubeError> {
 
 /// The removed clusters' ConfigMap, what follows it, and how long the
 /// certificates it covers live.
-pub(crate) type Revoked = (
+type Revoked = (
     Api<k8s_openapi::api::core::v1::ConfigMap>,
     watch::Sender<Arc<std::collections::BTreeMap<String, i64>>>,
     Duration,

@@ -102,17 +102,12 @@ impl Connected {
         readiness.spawn(&mut w.tasks, w.shutdown.clone());
         w.election(leader_tx);
         let writes = w.write_shards(heartbeats, &leader);
-        let (secrets, revocations, tokens) = match followers {
-            Some(f) => (Some(f.secrets), Some(f.revocations), Some(f.tokens)),
-            None => (None, None, None),
-        };
-        if let Some(secrets) = secrets {
-            secrets.spawn(&mut w.tasks, leader.clone(), w.shutdown.clone());
+        if let Some(followers) = followers {
+            w.followers(followers, &leader);
         }
-        if let Some(managed) = managed {
-            w.profiles_status(managed, &leader, &writable);
+        if let Some((namespace, managed)) = managed {
+            w.profiles_status(&namespace, managed, &leader, &writable);
         }
-        w.joins(tokens, revocations, &leader);
         w.events(&leader);
         let dns = w.dns(&hub, dns_config, &leader, &writable);
         w.status_writer(queue, unwritten, writes.clone(), writable);
@@ -249,9 +244,10 @@ impl Wiring {
 
     /// The fleet inventory's watch (`InventorySynced`, at once without
     /// one), the record of removals and the revocation of orphaned
-    /// certificates. Returns the ClusterProfiles the hub published, for
-    /// their condition (`None` without an inventory).
-    fn inventory(&mut self, readiness: &Readiness, leader: &Leading) -> Option<Profiles> {
+    /// certificates. Returns the inventory's namespace and the
+    /// ClusterProfiles the hub published, for their condition (`None`
+    /// without an inventory).
+    fn inventory(&mut self, readiness: &Readiness, leader: &Leading) -> Option<(String, Profiles)> {
         let Some((namespace, mode)) = self.options.inventory.clone() else {
             readiness.reached(Stage::InventorySynced);
             return None;
@@ -290,7 +286,7 @@ impl Wiring {
             managed_tx,
             self.shutdown.clone(),
         ));
-        Some(managed)
+        Some((namespace, managed))
     }
 
     /// The PlacementDecisions' watch (`PlacementsSynced`, at once where
@@ -375,17 +371,15 @@ impl Wiring {
         writes
     }
 
-    /// The ClusterProfiles' condition, written by the leader once the hub
-    /// is writable.
+    /// The ClusterProfiles' condition in `namespace`, written by the
+    /// leader once the hub is writable.
     fn profiles_status(
         &mut self,
+        namespace: &str,
         managed: Profiles,
         leader: &Leading,
         writable: &watch::Receiver<bool>,
     ) {
-        let Some((namespace, _)) = &self.options.inventory else {
-            return;
-        };
         self.tasks.spawn(reporting::run(
             Api::namespaced(self.client.clone(), namespace),
             self.index.clone(),
@@ -396,36 +390,32 @@ impl Wiring {
         ));
     }
 
-    /// With TLS from the hub's Secrets: the join tokens that exist, the
-    /// sweep of tokenless requests, and the removed clusters.
-    fn joins(
-        &mut self,
-        tokens: Option<(
-            crate::kube::join_limits::KnownTokens,
-            Api<k8s_openapi::api::core::v1::Secret>,
-        )>,
-        revoked: Option<crate::kube::Revoked>,
-        leader: &Leading,
-    ) {
-        if let Some((known, api)) = tokens {
-            self.tasks.spawn(known.follow(api, self.shutdown.clone()));
-            self.tasks.spawn(pending::sweep(
-                Api::all(self.client.clone()),
-                self.own(),
-                leader.clone(),
-                self.shutdown.clone(),
-            ));
-        }
-        if let Some((api, slot, lifetime)) = revoked {
-            self.tasks.spawn(revocations::follow(
-                api,
-                slot,
-                self.own(),
-                leader.clone(),
-                lifetime,
-                self.shutdown.clone(),
-            ));
-        }
+    /// With TLS from the hub's Secrets: the Secrets themselves (the
+    /// leader renews the serving certificate), the join tokens that
+    /// exist, the sweep of tokenless requests, and the removed clusters.
+    fn followers(&mut self, followers: SecretsFollowers, leader: &Leading) {
+        let SecretsFollowers {
+            secrets,
+            revocations: (api, slot, lifetime),
+            tokens: (known, tokens_api),
+        } = followers;
+        secrets.spawn(&mut self.tasks, leader.clone(), self.shutdown.clone());
+        self.tasks
+            .spawn(known.follow(tokens_api, self.shutdown.clone()));
+        self.tasks.spawn(pending::sweep(
+            Api::all(self.client.clone()),
+            self.own(),
+            leader.clone(),
+            self.shutdown.clone(),
+        ));
+        self.tasks.spawn(revocations::follow(
+            api,
+            slot,
+            self.own(),
+            leader.clone(),
+            lifetime,
+            self.shutdown.clone(),
+        ));
     }
 
     /// The clusters' stale/fresh transitions as Events.
