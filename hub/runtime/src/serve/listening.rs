@@ -18,7 +18,7 @@ use super::{
     Budgets, EXTRA_DASHBOARD_STREAMS, INGEST_STREAMS_PER_CONNECTION, ServeError, builder,
     reflection, reflection_v1alpha,
 };
-use crate::conn::{ConnLimits, ListenerCounters, Tracked, incoming, with_tls};
+use crate::conn::{ConnLimits, Tracked, incoming, with_tls};
 use crate::grpc::dashboard::DashboardService;
 use crate::grpc::ingest::IngestService;
 use crate::metrics::HubMetrics;
@@ -73,16 +73,20 @@ impl Listening {
             .saturating_add(EXTRA_DASHBOARD_STREAMS)
     }
 
-    /// `listener`'s connections within `limits`, through the TLS handshake
-    /// of `kind` when the hub serves TLS.
+    /// `listener`'s connections as a `kind` listener: its connection
+    /// budget and metrics, through its TLS handshake when the hub serves
+    /// TLS.
     fn connections(
         &self,
         listener: TcpListener,
-        limits: ConnLimits,
-        counters: Arc<ListenerCounters>,
         kind: ListenerKind,
-        name: &'static str,
     ) -> Result<Connections, ServeError> {
+        let listeners = &self.metrics.listeners;
+        let (limits, counters, name) = match kind {
+            ListenerKind::Ingest => (self.agent_limits(), &listeners.ingest, "ingest"),
+            ListenerKind::Dashboard => (self.reader_limits(), &listeners.dashboard, "dashboard"),
+            ListenerKind::Web => (self.reader_limits(), &listeners.web, "web"),
+        };
         let acceptor = self
             .tls
             .as_ref()
@@ -90,7 +94,7 @@ impl Listening {
             .transpose()
             .map_err(ServeError::Tls)?;
         Ok(with_tls(
-            incoming(listener, limits, counters, name),
+            incoming(listener, limits, counters.clone(), name),
             acceptor,
             self.budgets.tls_handshake_timeout,
             name,
@@ -111,13 +115,7 @@ impl Listening {
             INGEST_STREAMS_PER_CONNECTION,
         )
         .await;
-        let connections = self.connections(
-            listener,
-            self.agent_limits(),
-            self.metrics.listeners.ingest.clone(),
-            ListenerKind::Ingest,
-            "ingest",
-        )?;
+        let connections = self.connections(listener, ListenerKind::Ingest)?;
         let stop = self.stop();
         self.servers.spawn(
             router
@@ -139,13 +137,7 @@ impl Listening {
             self.reader_streams(),
         )
         .await;
-        let connections = self.connections(
-            listener,
-            self.reader_limits(),
-            self.metrics.listeners.dashboard.clone(),
-            ListenerKind::Dashboard,
-            "dashboard",
-        )?;
+        let connections = self.connections(listener, ListenerKind::Dashboard)?;
         let stop = self.stop();
         self.servers.spawn(
             router
@@ -168,13 +160,7 @@ impl Listening {
         listener: TcpListener,
         web: crate::web::WebService,
     ) -> Result<(), ServeError> {
-        let connections = self.connections(
-            listener,
-            self.reader_limits(),
-            self.metrics.listeners.web.clone(),
-            ListenerKind::Web,
-            "web",
-        )?;
+        let connections = self.connections(listener, ListenerKind::Web)?;
         let stop = self.stop();
         self.servers.spawn(
             builder()
