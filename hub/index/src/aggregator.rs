@@ -181,6 +181,17 @@ impl Index {
         self.pass()
     }
 
+    /// Aggregates what is pending now, in the caller's thread (blocking it
+    /// for one pass): every change noted before the call is in the views
+    /// when it returns (a pass already running finishes first: passes are
+    /// serialised). For a start-up condition that promises readers the
+    /// views hold what was loaded before it (the Kubernetes mode's
+    /// `writable`: a restarted hub's stored reports are imported, and the
+    /// status writer must not write the view aggregated before them).
+    pub fn aggregate_now(&self) {
+        self.pass();
+    }
+
     /// [`Index::aggregate_pending`], then tells [`Index::subscribe_passes`]
     /// when it read something.
     fn pass(&self) -> bool {

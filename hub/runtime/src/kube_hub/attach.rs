@@ -99,7 +99,7 @@ impl Connected {
         // ClusterProfiles), also waits for this replica to catch up.
         let ready = readiness.ready();
         let writable = readiness.writable();
-        readiness.spawn(&mut w.tasks, w.shutdown.clone());
+        readiness.spawn(w.index.clone(), &mut w.tasks, w.shutdown.clone());
         w.election(leader_tx);
         let writes = w.write_shards(heartbeats, &leader);
         if let Some(followers) = followers {

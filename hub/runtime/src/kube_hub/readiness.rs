@@ -16,6 +16,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::index::Index;
+
 /// A start-up condition one task brings about. Each holds once reached:
 /// none flips back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -103,7 +105,14 @@ impl Readiness {
 
     /// Derives `ready` and `writable` as the stages are reached, until
     /// shutdown (keeping their channels open for the waiters).
-    pub(crate) fn spawn(self, tasks: &mut JoinSet<()>, shutdown: CancellationToken) {
+    ///
+    /// Before `writable` turns true, `index` aggregates what is pending:
+    /// each stage's task noted its changes in the index before it reached
+    /// the stage (the importer its stored reports), but the aggregator
+    /// task may not have passed yet, and a writer woken by `writable`
+    /// would write the view from before them (a restarted hub showed "No
+    /// cluster reports this Gateway" for its first write).
+    pub(crate) fn spawn(self, index: Index, tasks: &mut JoinSet<()>, shutdown: CancellationToken) {
         tasks.spawn(async move {
             let mut changes: Vec<watch::Receiver<bool>> =
                 self.stages.values().map(watch::Sender::subscribe).collect();
@@ -112,9 +121,16 @@ impl Readiness {
                 if ready {
                     self.ready.send_if_modified(|r| !std::mem::replace(r, true));
                 }
-                if writable {
-                    self.writable
-                        .send_if_modified(|w| !std::mem::replace(w, true));
+                if writable && !*self.writable.borrow() {
+                    let index = index.clone();
+                    // One pass: CPU work under the index's pass lock, off
+                    // the async threads. It ends unless it panicked, which
+                    // the aggregator task would report too; writable holds
+                    // either way (the views are as current as they get).
+                    if let Err(e) = tokio::task::spawn_blocking(move || index.aggregate_now()).await {
+                        tracing::error!(error = %e, "aggregating before the hub turned writable failed");
+                    }
+                    self.writable.send_replace(true);
                 }
                 let changed = futures::future::select_all(
                     changes.iter_mut().map(|rx| Box::pin(rx.changed())),
@@ -137,6 +153,17 @@ impl Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::IndexConfig;
+    use gateway_api::apis::standard::gateways::GatewayStatus;
+    use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub, Options};
+    use std::time::Duration;
+
+    fn index() -> Index {
+        Index::new(IndexConfig::new(
+            Options::default(),
+            Duration::from_secs(60),
+        ))
+    }
 
     /// Every combination of reached stages: ready exactly when the four
     /// listing stages hold, writable exactly when ready and caught up.
@@ -175,7 +202,7 @@ mod tests {
         let mut writable = readiness.writable();
         let mut tasks = JoinSet::new();
         let shutdown = CancellationToken::new();
-        readiness.spawn(&mut tasks, shutdown.clone());
+        readiness.spawn(index(), &mut tasks, shutdown.clone());
 
         caught_up.send_replace(true);
         restored.send_replace(true);
@@ -190,6 +217,47 @@ mod tests {
             tasks.try_join_next().is_none(),
             "a readiness task ended before shutdown"
         );
+
+        shutdown.cancel();
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// A restarted hub: its hub Gateway was aggregated with no report
+    /// (listed before the store was), then the stored reports were
+    /// imported and every stage reached while no aggregator task ran.
+    /// When `writable` turns true the view holds the imported report, not
+    /// "No cluster reports this Gateway" (what a status writer woken by it
+    /// would otherwise write).
+    #[tokio::test]
+    async fn writable_views_hold_what_the_stages_loaded() {
+        let index = index();
+        let web = GatewayKey::new("ns", "web");
+        index.set_live_hub(web.clone(), Some(LiveHub::default()));
+        index.aggregate_now();
+        let before = index
+            .view(&web)
+            .expect("the live hub Gateway is aggregated");
+        assert!(before.clusters.is_empty(), "{:?}", before.clusters);
+
+        let readiness = Readiness::new();
+        let mut writable = readiness.writable();
+        let stages: Vec<_> = STAGES.into_iter().map(|s| readiness.sender(s)).collect();
+        let mut tasks = JoinSet::new();
+        let shutdown = CancellationToken::new();
+        readiness.spawn(index.clone(), &mut tasks, shutdown.clone());
+        let now = jiff::Timestamp::now().as_millisecond();
+        assert!(index.import_cluster(
+            "east",
+            BTreeMap::from([(web.clone(), GatewayStatus::default())]),
+            now,
+            now,
+        ));
+        for stage in stages {
+            stage.send_replace(true);
+        }
+        writable.wait_for(|w| *w).await.unwrap();
+        let after = index.view(&web).expect("still aggregated");
+        assert_eq!(&*after.clusters, ["east".to_owned()]);
 
         shutdown.cancel();
         while tasks.join_next().await.is_some() {}
