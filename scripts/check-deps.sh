@@ -42,7 +42,7 @@ fi
 # than a module still counts; a string literal spanning lines is read as
 # code). Per crate: list each part crate here as it leaves gwhub-hub; its
 # sources are found through cargo's metadata wherever it moves.
-circle_crates=(gwhub-hub gwhub-identity gwhub-net gwhub-index)
+circle_crates=(gwhub-hub gwhub-k8s gwhub-identity gwhub-net gwhub-index)
 
 # The directory of crate $1's library sources, from cargo's metadata.
 crate_src() {
@@ -156,13 +156,16 @@ done
 # edge sideways or up: this stops those. Direct normal dependencies only, on
 # purpose: gwhub-proto and gwhub-common still bring tonic and kube-runtime to
 # every crate transitively. gwhub-identity names no Kubernetes client: the
-# Dashboard readers' reviews go through its authz::Reviews port, which the
-# runtime implements. One line per part:
+# Dashboard readers' reviews go through its authz::Reviews port, which
+# gwhub-k8s implements. gwhub-k8s (the management cluster's side) serves
+# nothing and names no listener: the runtime wires it to them. One line
+# per part:
 #   crate | the gwhub crates it may depend on | external crates it must not (ERE)
 hub_parts='
 gwhub-index | gwhub-model gwhub-hub-rules gwhub-dns-rules gwhub-proto gwhub-common | ^(tonic.*|hyper.*|axum.*|tower.*|http.*|kube|kube-.*|rustls.*|tokio-rustls|rcgen|hickory-.*|clap.*)$
 gwhub-identity | gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(kube|kube-.*|k8s-openapi|axum.*|hickory-.*|clap.*)$
 gwhub-net | gwhub-identity gwhub-model gwhub-hub-rules gwhub-common | ^(kube|kube-.*|axum.*|hickory-.*|clap.*)$
+gwhub-k8s | gwhub-index gwhub-identity gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(axum.*|tower.*|hyper.*|http.*|hickory-.*|clap.*|rcgen)$
 '
 check_hub_parts() {
   local meta crate allowed banned deps dep failed=0

@@ -70,7 +70,7 @@ pub enum ManagementError {
         source: gwhub_model::ClusterNameError,
     },
     #[error(transparent)]
-    Kube(Box<gwhub_hub::kube::KubeError>),
+    Kube(Box<gwhub_k8s::KubeError>),
     #[error("cannot read Secret {ns}/gwhub-ca: {source}")]
     ReadCa {
         ns: String,
@@ -105,7 +105,7 @@ pub enum ManagementError {
     Revoke {
         ns: String,
         #[source]
-        source: Box<gwhub_hub::kube::revocations::RevocationsError>,
+        source: Box<gwhub_k8s::revocations::RevocationsError>,
     },
     #[error("cannot list join tokens in {ns}: {source}")]
     ListTokens {
@@ -121,8 +121,8 @@ pub enum ManagementError {
     },
 }
 
-impl From<gwhub_hub::kube::KubeError> for ManagementError {
-    fn from(e: gwhub_hub::kube::KubeError) -> Self {
+impl From<gwhub_k8s::KubeError> for ManagementError {
+    fn from(e: gwhub_k8s::KubeError) -> Self {
         ManagementError::Kube(Box::new(e))
     }
 }
@@ -151,11 +151,11 @@ pub(crate) fn run(cmd: JoinCommand) -> Result<String, ManagementError> {
 
 async fn create(args: &CreateArgs) -> Result<String, ManagementError> {
     valid_cluster(&args.cluster)?;
-    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
+    let client = gwhub_k8s::client(args.kubeconfig.as_deref()).await?;
     let secrets: Api<Secret> = Api::namespaced(client, &args.hub_namespace);
     let ns = &args.hub_namespace;
     let ca = secrets
-        .get_opt(gwhub_hub::kube::tls_secrets::CA_SECRET)
+        .get_opt(gwhub_k8s::tls_secrets::CA_SECRET)
         .await
         .map_err(|source| ManagementError::ReadCa {
             ns: ns.clone(),
@@ -181,7 +181,7 @@ async fn create(args: &CreateArgs) -> Result<String, ManagementError> {
     secrets
         .create(
             &PostParams::default(),
-            &gwhub_hub::kube::join::token_secret(&token, &args.cluster, expires),
+            &gwhub_k8s::join::token_secret(&token, &args.cluster, expires),
         )
         .await
         .map_err(|source| ManagementError::CreateToken {
@@ -278,11 +278,11 @@ pub(crate) fn run_cluster(cmd: ClusterCommand) -> Result<String, ManagementError
 async fn remove(args: &RemoveArgs) -> Result<String, ManagementError> {
     use k8s_openapi::api::core::v1::ConfigMap;
     valid_cluster(&args.cluster)?;
-    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
+    let client = gwhub_k8s::client(args.kubeconfig.as_deref()).await?;
     let ns = &args.hub_namespace;
-    let now = gwhub_hub::kube::revocations::now();
+    let now = gwhub_k8s::revocations::now();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    gwhub_hub::kube::revocations::record(&configmaps, &args.cluster, now)
+    gwhub_k8s::revocations::record(&configmaps, &args.cluster, now)
         .await
         .map_err(|source| ManagementError::Revoke {
             ns: ns.clone(),
@@ -293,7 +293,7 @@ async fn remove(args: &RemoveArgs) -> Result<String, ManagementError> {
         .list(&kube::api::ListParams::default().labels(&format!(
             "{},gwhub.io/cluster={}",
             gwhub_common::join::TOKEN_LABEL,
-            gwhub_hub::kube::join_csr::cluster_label(&args.cluster)
+            gwhub_k8s::join_csr::cluster_label(&args.cluster)
         )))
         .await
         .map_err(|source| ManagementError::ListTokens {

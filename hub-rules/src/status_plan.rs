@@ -1,7 +1,7 @@
 //! The status writer's decisions, without the API calls: what to apply
 //! onto a hub Gateway, what to clear first, and whether a write would change
 //! anything but times ([`plan`], [`clear_patch`]). The hub's status writer
-//! (`gwhub_hub::kube::status_writer`) executes them.
+//! (`gwhub_k8s::status_writer`) executes them.
 
 use std::collections::BTreeSet;
 

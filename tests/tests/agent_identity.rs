@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use gwhub_hub::kube::tls_secrets::CA_SECRET;
+use gwhub_k8s::tls_secrets::CA_SECRET;
 use gwhub_proto::v1;
 use gwhub_test_kit::install::{SYSTEM_NS, management, management_and};
 use gwhub_test_kit::raw_agent::{admitted, hello, refusal, tls_ingest};
@@ -262,7 +262,7 @@ async fn a_joined_agent_renews_before_its_certificate_expires() {
         .unwrap()
         .data
         .unwrap();
-    let east: gwhub_hub::kube::issued::Issued = serde_json::from_str(&issued["east"]).unwrap();
+    let east: gwhub_k8s::issued::Issued = serde_json::from_str(&issued["east"]).unwrap();
     assert!(east.not_after > first_na, "{east:?}");
     let csrs: Api<CertificateSigningRequest> = Api::all(admin.clone());
     assert!(

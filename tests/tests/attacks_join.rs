@@ -18,12 +18,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
-use gwhub_hub::kube::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
-use gwhub_hub::kube::tls_secrets::{CA_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeOptions};
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
+use gwhub_k8s::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
+use gwhub_k8s::tls_secrets::{CA_SECRET, SecretsConfig};
+use gwhub_k8s::{Connected, KubeOptions};
 use gwhub_proto::v1::{self, ingest_client::IngestClient};
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
 use gwhub_test_kit::install::{SYSTEM_NS, management};
@@ -424,7 +424,7 @@ async fn a_removed_clusters_approved_request_yields_nothing() {
     let configmaps: Api<ConfigMap> = Api::namespaced(s.admin.clone(), SYSTEM_NS);
     // A second later than the request, as a removal after it would be.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    gwhub_hub::kube::revocations::record(&configmaps, "west", gwhub_hub::kube::revocations::now())
+    gwhub_k8s::revocations::record(&configmaps, "west", gwhub_k8s::revocations::now())
         .await
         .unwrap();
     let e = join(&mut client, "west", "", &key).await.unwrap_err();
@@ -472,7 +472,7 @@ async fn a_profile_deleted_while_no_hub_ran_is_revoked_at_start() {
     assert!(profiles.get_opt("east").await.unwrap().is_some());
     let revoked = || async {
         configmaps
-            .get_opt(gwhub_hub::kube::revocations::REVOKED_CONFIGMAP)
+            .get_opt(gwhub_k8s::revocations::REVOKED_CONFIGMAP)
             .await
             .unwrap()
             .and_then(|c| c.data)

@@ -11,11 +11,11 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use gwhub_hub::kube::revocations::REVOKED_CONFIGMAP;
-use gwhub_hub::kube::tls_secrets::CA_SECRET;
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_k8s::revocations::REVOKED_CONFIGMAP;
+use gwhub_k8s::tls_secrets::CA_SECRET;
 use gwhub_proto::client::ReportStream;
 use gwhub_proto::v1;
 use gwhub_test_kit::apiserver::{Fleet, create_namespaces};
@@ -293,7 +293,7 @@ async fn a_removal_recorded_while_not_leading_deregisters_once_leading() {
         .expect("the hub stops leading")
         .unwrap();
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), SYSTEM_NS);
-    gwhub_hub::kube::revocations::record(&configmaps, "east", gwhub_hub::kube::revocations::now())
+    gwhub_k8s::revocations::record(&configmaps, "east", gwhub_k8s::revocations::now())
         .await
         .unwrap();
     // Every replica follows the removal: the stream ends.
@@ -335,7 +335,7 @@ async fn a_deletion_seen_while_not_leading_is_recorded_once_leading() {
     };
     until(WAIT, || async { in_inventory(&hub) }, |listed| *listed).await;
 
-    let before = gwhub_hub::kube::revocations::now();
+    let before = gwhub_k8s::revocations::now();
     let profiles: Api<ClusterProfile> = Api::namespaced(admin.clone(), FLEET_NS);
     profiles
         .delete("west", &DeleteParams::default())

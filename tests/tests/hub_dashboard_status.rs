@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_hub::kube::metrics::Metrics;
+use gwhub_k8s::metrics::Metrics;
 use gwhub_proto::v1;
 use gwhub_test_kit::install::management;
 use kube::api::{Api, Patch, PatchParams};

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use gwhub_hub::kube::tls_secrets::CA_SECRET;
+use gwhub_k8s::tls_secrets::CA_SECRET;
 use gwhub_proto::client::open_report;
 use gwhub_proto::v1;
 use gwhub_test_kit::install::{SYSTEM_NS, management, management_and};

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use gwhub_hub::kube::metrics::Metrics;
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_k8s::metrics::Metrics;
 use gwhub_model::cluster::object_name;
 use gwhub_test_kit::install::management;
 use gwhub_test_kit::wait::until;

@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_hub::kube::metrics::Metrics;
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_k8s::metrics::Metrics;
 use gwhub_model::cluster::object_name;
 use gwhub_model::status::same_applied_status as same_status;
 use gwhub_test_kit::install::management;

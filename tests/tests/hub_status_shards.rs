@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::{Gateway, GatewayStatus};
-use gwhub_hub::kube::metrics::Metrics;
 use gwhub_hub::kube_hub::KubeHub;
+use gwhub_k8s::metrics::Metrics;
 use gwhub_test_kit::install::management;
 use gwhub_test_kit::wait::until_named;
 use kube::Client;
@@ -64,10 +64,10 @@ async fn spread(client: &Client, replicas: &[(&str, &KubeHub)]) -> Vec<BTreeSet<
         let held: Vec<BTreeSet<u32>> = replicas
             .iter()
             .map(|(_, hub)| match &*hub.writes.borrow() {
-                gwhub_hub::kube::shards::Writes::Shards { held, .. } => (**held).clone(),
+                gwhub_k8s::shards::Writes::Shards { held, .. } => (**held).clone(),
                 // Before its first round.
-                gwhub_hub::kube::shards::Writes::Nothing => BTreeSet::new(),
-                gwhub_hub::kube::shards::Writes::All => panic!("not sharded"),
+                gwhub_k8s::shards::Writes::Nothing => BTreeSet::new(),
+                gwhub_k8s::shards::Writes::All => panic!("not sharded"),
             })
             .collect();
         let holders = shard_holders(client).await;
@@ -162,7 +162,7 @@ async fn status_writing_is_sharded_over_replicas_and_survives_a_kill() {
         // machine a Lease renewed late is let go and taken again, so the
         // set `spread` saw may have moved since.
         let held_now = || match &*hub.writes.borrow() {
-            gwhub_hub::kube::shards::Writes::Shards { held, .. } => held.len() as u64,
+            gwhub_k8s::shards::Writes::Shards { held, .. } => held.len() as u64,
             _ => 0,
         };
         until_named(

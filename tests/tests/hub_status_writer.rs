@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_hub::kube::metrics::Metrics;
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_k8s::metrics::Metrics;
 use gwhub_model::cluster::object_name;
 use gwhub_test_kit::install::management;
 use gwhub_test_kit::wait::{settled, until};

@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_hub::kube::metrics::Metrics;
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_k8s::metrics::Metrics;
 use gwhub_model::cluster::object_name;
 use gwhub_model::status::same_applied_status as same_status;
 use gwhub_test_kit::install::management;
@@ -179,7 +179,7 @@ async fn an_old_format_store_is_imported_and_a_bad_object_is_skipped() {
             reports
                 .patch(
                     &name,
-                    &PatchParams::apply(gwhub_hub::kube::FIELD_MANAGER).force(),
+                    &PatchParams::apply(gwhub_k8s::FIELD_MANAGER).force(),
                     &Patch::Apply(&body),
                 )
                 .await

@@ -12,9 +12,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gwhub_hub::kube::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
-use gwhub_hub::kube::{Connected, KubeOptions};
 use gwhub_hub::tls::TlsPaths;
+use gwhub_k8s::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
+use gwhub_k8s::{Connected, KubeOptions};
 use gwhub_test_kit::install::{SYSTEM_NS, management};
 use gwhub_test_kit::wait::until;
 use k8s_openapi::ByteString;
@@ -288,7 +288,7 @@ async fn a_corrupt_hub_ca_is_written_back_or_replaced() {
     let copies = secrets
         .list(&kube::api::ListParams::default().labels(&format!(
             "{}={CA_SECRET}",
-            gwhub_hub::kube::tls_secrets::CORRUPT_COPY_OF
+            gwhub_k8s::tls_secrets::CORRUPT_COPY_OF
         )))
         .await
         .unwrap();
@@ -319,7 +319,7 @@ async fn a_corrupt_hub_ca_is_written_back_or_replaced() {
                 .items
                 .into_iter()
                 .filter(|e| {
-                    e.reason.as_deref() == Some(gwhub_hub::kube::tls_secrets::CA_REISSUED)
+                    e.reason.as_deref() == Some(gwhub_k8s::tls_secrets::CA_REISSUED)
                         && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(CA_SECRET)
                 })
                 .count()

@@ -764,7 +764,7 @@ async fn try_join(client: &Client, port: u16, tokenless: bool) {
     let _ = secrets
         .create(
             &Default::default(),
-            &gwhub_hub::kube::join::token_secret(&token, "east", expires),
+            &gwhub_k8s::join::token_secret(&token, "east", expires),
         )
         .await;
     let key = rcgen::KeyPair::generate().unwrap();
@@ -894,10 +894,8 @@ async fn every_secret_and_join_verb_the_hub_is_granted_is_needed() {
         let _ = csrs
             .delete_collection(
                 &DeleteParams::default(),
-                &kube::api::ListParams::default().labels(&format!(
-                    "{}=manual",
-                    gwhub_hub::kube::join_csr::MANUAL_LABEL
-                )),
+                &kube::api::ListParams::default()
+                    .labels(&format!("{}=manual", gwhub_k8s::join_csr::MANUAL_LABEL)),
             )
             .await;
     };

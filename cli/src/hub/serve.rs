@@ -86,10 +86,10 @@ pub struct Args {
     /// hub's writers together (hub Gateway status, ClusterReports); writes
     /// waiting for the budget coalesce to each object's latest state. 0: no
     /// limit.
-    #[arg(long, value_name = "QPS", default_value_t = gwhub_hub::kube::budget::DEFAULT_QPS, value_parser = parse_qps, conflicts_with = "no_kube")]
+    #[arg(long, value_name = "QPS", default_value_t = gwhub_k8s::budget::DEFAULT_QPS, value_parser = parse_qps, conflicts_with = "no_kube")]
     pub kube_api_qps: f64,
     /// Writes that may go at once before --kube-api-qps applies.
-    #[arg(long, value_name = "N", default_value_t = gwhub_hub::kube::budget::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "no_kube")]
+    #[arg(long, value_name = "N", default_value_t = gwhub_k8s::budget::DEFAULT_BURST, value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "no_kube")]
     pub kube_api_burst: u32,
     /// Accept plaintext agents whose Hello names their cluster (development only).
     #[arg(long)]
@@ -219,7 +219,7 @@ pub enum ServeCmdError {
     #[error(transparent)]
     Logging(#[from] gwhub_common::logging::OtlpError),
     #[error(transparent)]
-    Kube(Box<gwhub_hub::kube::KubeError>),
+    Kube(Box<gwhub_k8s::KubeError>),
     #[error(transparent)]
     Serve(#[from] gwhub_hub::serve::ServeError),
     #[error("cannot serve metrics on {addr}: {source}")]
@@ -230,8 +230,8 @@ pub enum ServeCmdError {
     },
 }
 
-impl From<gwhub_hub::kube::KubeError> for ServeCmdError {
-    fn from(e: gwhub_hub::kube::KubeError) -> Self {
+impl From<gwhub_k8s::KubeError> for ServeCmdError {
+    fn from(e: gwhub_k8s::KubeError) -> Self {
         ServeCmdError::Kube(Box::new(e))
     }
 }
@@ -435,7 +435,8 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
                 .map_err(ServeCmdError::from);
         }
         // Before listening: a hub that cannot reach its store should not serve.
-        let mut hub = connect_kube(args).await?.hub(config).dns(checked_dns(args));
+        let mut hub = gwhub_hub::kube_hub::Builder::new(connect_kube(args).await?, config)
+            .dns(checked_dns(args));
         hub = match from_secrets {
             true => hub.tls_from_secrets(secrets_config(args), paths),
             false => hub.tls(tls),
@@ -472,8 +473,8 @@ fn warn_insecure(auth: DashboardAuthMode) {
 
 /// The hub's TLS Secrets as the flags name them (`--hub-san`, the
 /// serving and agent certificate lifetimes) in `--namespace`.
-fn secrets_config(args: &Args) -> gwhub_hub::kube::tls_secrets::SecretsConfig {
-    let mut secrets = gwhub_hub::kube::tls_secrets::SecretsConfig::new(&args.namespace);
+fn secrets_config(args: &Args) -> gwhub_k8s::tls_secrets::SecretsConfig {
+    let mut secrets = gwhub_k8s::tls_secrets::SecretsConfig::new(&args.namespace);
     if !args.hub_san.is_empty() {
         secrets.sans = args.hub_san.clone();
     }
@@ -506,11 +507,9 @@ fn raise_open_file_limit(budgets: &super::budget_args::BudgetArgs) {
 
 /// `gwhub serve`'s Kubernetes side from its flags: the client, and a check
 /// that the store is usable, before the hub listens.
-async fn connect_kube(
-    args: &Args,
-) -> Result<gwhub_hub::kube::Connected, gwhub_hub::kube::KubeError> {
-    let client = gwhub_hub::kube::client(args.kubeconfig.as_deref()).await?;
-    let mut options = gwhub_hub::kube::KubeOptions::new(args.namespace.clone());
+async fn connect_kube(args: &Args) -> Result<gwhub_k8s::Connected, gwhub_k8s::KubeError> {
+    let client = gwhub_k8s::client(args.kubeconfig.as_deref()).await?;
+    let mut options = gwhub_k8s::KubeOptions::new(args.namespace.clone());
     options.gateway_namespace = args.gateway_namespace.clone();
     if args.no_leader_election {
         options.lease = None;
@@ -525,7 +524,7 @@ async fn connect_kube(
         .inventory_namespace
         .clone()
         .map(|ns| (ns, args.inventory_mode));
-    gwhub_hub::kube::Connected::new(client, options).await
+    gwhub_k8s::Connected::new(client, options).await
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //!
 //! The questions go out through the [`Reviews`] port: this crate decides
 //! when to ask, how often and what an answer means; the runtime asks the
-//! API server (`gwhub_hub::kube::reviews`). So identity names no
+//! API server (`gwhub_k8s::reviews`). So identity names no
 //! Kubernetes client.
 //!
 //! A reader presents a Kubernetes bearer token (`authorization: Bearer`

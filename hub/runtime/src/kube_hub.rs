@@ -1,6 +1,6 @@
 //! The hub in Kubernetes mode, put together: [`Builder`] (from
-//! [`Connected::hub`]) starts it, the one start-up path of `gwhub serve`
-//! and the tests; `Connected::attach` adds every Kubernetes task (store,
+//! [`Builder::new`]) starts it, the one start-up path of `gwhub serve`
+//! and the tests; `attach` adds every Kubernetes task (store,
 //! status writer, Leases, liveness, joins, inventory, Events) and fleet
 //! DNS to the running [`Hub`], and [`KubeHub`] runs them until shutdown.
 //!
@@ -19,9 +19,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::dns::DnsConfig;
-use crate::kube::metrics::Metrics;
-use crate::kube::{Connected, KubeError, KubeOptions, shards};
 use crate::serve::{Hub, HubConfig, ServeError};
+use gwhub_k8s::metrics::Metrics;
+use gwhub_k8s::{Connected, KubeError, KubeOptions, shards};
 
 mod attach;
 mod builder;
@@ -58,7 +58,7 @@ pub struct KubeHub {
 }
 
 impl KubeHub {
-    /// The [`Builder`] of [`Connected::hub`] with neither TLS nor fleet
+    /// The [`Builder`] of [`Builder::new`] with neither TLS nor fleet
     /// DNS: the in-process entry point for tests.
     pub async fn start(
         config: HubConfig,
@@ -75,9 +75,7 @@ impl KubeHub {
         dns: Option<DnsConfig>,
         client: Client,
     ) -> Result<KubeHub, HubError> {
-        Connected::new(client, options)
-            .await?
-            .hub(config)
+        Builder::new(Connected::new(client, options).await?, config)
             .dns(dns)
             .start()
             .await

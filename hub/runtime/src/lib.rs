@@ -2,10 +2,10 @@
 #![warn(unreachable_pub)]
 //! gwhub's hub runtime: agents stream to [`grpc::ingest`], [`index`] keeps
 //! what every cluster reported and aggregates it with the pure engine of
-//! `gwhub_hub_rules`, [`grpc::dashboard`] serves the result, and [`kube`]
-//! stores reports and writes the hub Gateways' status in Kubernetes mode.
-//! [`serve`] puts them together, and [`kube_hub`] attaches the Kubernetes
-//! side and fleet DNS to them.
+//! `gwhub_hub_rules`, [`grpc::dashboard`] serves the result, and
+//! `gwhub_k8s` stores reports and writes the hub Gateways' status in
+//! Kubernetes mode. [`serve`] puts them together, and [`kube_hub`]
+//! attaches the Kubernetes side and fleet DNS to them.
 //!
 //! It exists apart from the rules (which it runs) and from the command line
 //! (`gwhub`, which parses flags and calls it), and it does not know the agent
@@ -21,7 +21,6 @@ pub use gwhub_index as index;
 // Private, as before the TLS material left for gwhub-identity: the
 // runtime's own path to it.
 use gwhub_identity::reload as tls_reload;
-pub mod kube;
 pub mod kube_hub;
 pub mod metrics;
 pub mod read;

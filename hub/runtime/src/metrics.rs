@@ -1,6 +1,6 @@
 //! The hub's `--metrics-listen`: one `prometheus_client` registry built at
 //! start with each part's counters ([`HubMetrics`], and the index's own), in
-//! Kubernetes mode the writers' counters ([`crate::kube::metrics`]), and the
+//! Kubernetes mode the writers' counters ([`gwhub_k8s::metrics`]), and the
 //! index's gauges, which it declares and which read it at each scrape
 //! ([`ClusterGauges`], [`HubGatewayGauges`]).
 //! Serving is the responder shared with the agent
@@ -17,10 +17,10 @@ use crate::authz::ReviewCounters;
 use crate::conn::ListenerMetrics;
 use crate::grpc::ingest::IngestCounters;
 use crate::index::{ClusterGauges, ClusterSummary, HubGatewayGauges, Index, IndexCounters};
-use crate::kube::join_limits::JoinCounters;
-use crate::kube::metrics::Metrics;
 use crate::reader_pool::CallCounters;
 use crate::tls_reload::TlsMetrics;
+use gwhub_k8s::join_limits::JoinCounters;
+use gwhub_k8s::metrics::Metrics;
 
 /// The counters of the hub's parts, each declared by the part that bumps
 /// it: the runtime hands each to its part at start and registers them all

@@ -242,7 +242,7 @@ fn ingest_service(
     config: &HubConfig,
     index: &Index,
     metrics: &HubMetrics,
-    issuer: Option<Arc<crate::kube::join::Joiner>>,
+    issuer: Option<Arc<gwhub_k8s::join::Joiner>>,
     shutdown: CancellationToken,
 ) -> IngestService {
     IngestService::new(
@@ -309,8 +309,8 @@ pub struct KubeExtras {
     /// (`--dashboard-auth=kubernetes`).
     pub readers: Option<std::sync::Arc<crate::authz::KubeReaders>>,
     /// Issues agent certificates on Join and Renew (the hub's Secrets:
-    /// [`crate::kube::SecretsIdentity::issuer`]); `None`: joining is off.
-    pub issuer: Option<std::sync::Arc<crate::kube::join::Joiner>>,
+    /// [`gwhub_k8s::SecretsIdentity::issuer`]); `None`: joining is off.
+    pub issuer: Option<std::sync::Arc<gwhub_k8s::join::Joiner>>,
 }
 
 impl Hub {

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
-use gwhub_hub::kube::join::token_secret;
 use gwhub_hub::kube_hub::KubeHub;
+use gwhub_k8s::join::token_secret;
 use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
 };

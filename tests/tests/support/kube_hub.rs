@@ -3,18 +3,18 @@
 //! every 500 ms, so a failover fits a test), stale after 60 s unless told,
 //! plain gRPC unless the hub's TLS is asked to come from its Secrets. The
 //! suites differ only in the settings the builder names; the wiring is the
-//! hub's own start-up path (`Connected::hub`, as `gwhub serve` starts).
+//! hub's own start-up path (`kube_hub::Builder::new`, as `gwhub serve` starts).
 
 use std::time::Duration;
 
 use gwhub_hub::dns::DnsConfig;
-use gwhub_hub::kube::leader::LeaseConfig;
-use gwhub_hub::kube::tls_secrets::SecretsConfig;
-use gwhub_hub::kube::{Connected, KubeOptions};
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::HubConfig;
 use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::Mode;
+use gwhub_k8s::leader::LeaseConfig;
+use gwhub_k8s::tls_secrets::SecretsConfig;
+use gwhub_k8s::{Connected, KubeOptions};
 use gwhub_test_kit::install::SYSTEM_NS;
 use kube::Client;
 use kube::api::{Api, PostParams};
@@ -158,11 +158,10 @@ impl KubeHubBuilder {
             dns,
             secrets,
         } = self;
-        let mut hub = Connected::new(client, options)
+        let connected = Connected::new(client, options)
             .await
-            .expect("the hub reaches its store")
-            .hub(config)
-            .dns(dns);
+            .expect("the hub reaches its store");
+        let mut hub = gwhub_hub::kube_hub::Builder::new(connected, config).dns(dns);
         if let Some(secrets) = secrets {
             hub = hub.tls_from_secrets(secrets, TlsPaths::default());
         }

@@ -5,7 +5,7 @@
 //! It exists so that the readers' budget, caches and re-checks
 //! ([`super::KubeReaders`]) are decided here, with no Kubernetes client in
 //! this crate: the runtime asks the API server
-//! (`gwhub_hub::kube::reviews::ApiServerReviews`), and a test may answer
+//! (`gwhub_k8s::reviews::ApiServerReviews`), and a test may answer
 //! itself.
 
 use std::collections::BTreeMap;

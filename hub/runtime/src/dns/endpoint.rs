@@ -25,8 +25,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 
 use super::names::{Job, Outcome};
-use crate::kube::FIELD_MANAGER;
-use crate::kube::budget::ApiBudget;
+use gwhub_k8s::FIELD_MANAGER;
+use gwhub_k8s::budget::ApiBudget;
 
 /// Per hostname and record type, the clusters read back.
 pub(super) type Seeds = BTreeMap<String, BTreeMap<RecordType, BTreeSet<String>>>;

@@ -54,9 +54,9 @@ pub use endpoint::object_name;
 pub use names::{Job, Outcome};
 
 use crate::index::Index;
-use crate::kube::budget::ApiBudget;
-use crate::kube::metrics::Metrics;
 use endpoint::{EndpointOutput, Seeds};
+use gwhub_k8s::budget::ApiBudget;
+use gwhub_k8s::metrics::Metrics;
 use names::{Names, Remembered, Round};
 
 /// Why reading the published sets back failed (the task logs it and

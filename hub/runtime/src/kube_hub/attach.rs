@@ -4,7 +4,7 @@
 //! writer), each spawning its tasks on one [`Wiring`] and returning the
 //! channels a later step needs.
 //!
-//! It exists so that [`Connected::attach`] reads as the order of start-up
+//! It exists so that [`attach`] reads as the order of start-up
 //! (what each step needs from the ones before it) instead of one
 //! three-hundred-line function; every task still ends on the one shutdown
 //! token, and what tasks bring about or wait on at start-up is
@@ -25,16 +25,16 @@ use super::KubeHub;
 use super::readiness::{Readiness, Stage};
 use crate::dns::DnsConfig;
 use crate::index::{DnsView, Index};
-use crate::kube::metrics::Metrics;
-use crate::kube::status_writer::{Queue, StatusWriter, Unwritten};
-use crate::kube::store::ReportWriter;
-use crate::kube::{
-    Connected, KubeOptions, SecretsFollowers, budget, events, inventory, leader, liveness, pending,
-    reporting, revocations, shards, status_writer, store,
-};
 use crate::serve::Hub;
 use gwhub_hub_rules::inventory::ClusterProfile;
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_k8s::metrics::Metrics;
+use gwhub_k8s::status_writer::{Queue, StatusWriter, Unwritten};
+use gwhub_k8s::store::ReportWriter;
+use gwhub_k8s::{
+    Connected, KubeOptions, SecretsFollowers, budget, events, inventory, leader, liveness,
+    reporting, shards, status_writer, store,
+};
 
 /// What every step shares: the management cluster, the hub's index, the
 /// Kubernetes mode's metrics and API budget, and the tasks with their one
@@ -56,79 +56,76 @@ type Leading = watch::Receiver<bool>;
 /// The ClusterProfiles the hub published, by name, for their condition.
 type Profiles = watch::Receiver<std::collections::BTreeMap<String, ClusterProfile>>;
 
-impl Connected {
-    /// Adds the Kubernetes side to a running hub, with fleet DNS when
-    /// `dns_config` is given. Ingest already serves: stored reports are
-    /// imported for every cluster that has not reported to this process
-    /// yet (a live report is newer), and status is written only once the
-    /// hub is writable ([`super::readiness::derive`]).
-    pub(crate) fn attach(
-        self,
-        hub: Hub,
-        followers: Option<SecretsFollowers>,
-        dns_config: Option<DnsConfig>,
-    ) -> KubeHub {
-        let Connected {
-            client,
-            options,
-            placements,
-        } = self;
-        let metrics = Arc::new(Metrics::default());
-        let budget = Arc::new(budget::ApiBudget::new(
-            options.api_qps,
-            options.api_burst,
-            metrics.clone(),
-        ));
-        let mut w = Wiring {
-            client,
-            options,
-            index: hub.index.clone(),
-            metrics,
-            budget,
-            shutdown: CancellationToken::new(),
-            tasks: JoinSet::new(),
-        };
-        let readiness = Readiness::new();
-        let heartbeats = w.store(&readiness);
-        let (queue, unwritten) = w.gateway_watches(&readiness);
-        let (leader_tx, leader) = watch::channel(w.options.lease.is_none());
-        let managed = w.inventory(&readiness, &leader);
-        w.placements(&readiness, placements);
-        // `ready` is the probe (ingest must serve for agents to come
-        // back); `writable`, what writes status (hub Gateways,
-        // ClusterProfiles), also waits for this replica to catch up.
-        let ready = readiness.ready();
-        let writable = readiness.writable();
-        readiness.spawn(w.index.clone(), &mut w.tasks, w.shutdown.clone());
-        w.election(leader_tx);
-        let writes = w.write_shards(heartbeats, &leader);
-        if let Some(followers) = followers {
-            w.followers(followers, &leader);
-        }
-        if let Some((namespace, managed)) = managed {
-            w.profiles_status(&namespace, managed, &leader, &writable);
-        }
-        w.events(&leader);
-        let dns = w.dns(&hub, dns_config, &leader, &writable);
-        w.status_writer(queue, unwritten, writes.clone(), writable);
-        let Wiring {
-            options,
-            metrics,
-            shutdown,
-            tasks,
-            ..
-        } = w;
-        tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), status_shards = options.status_shards, "hub Kubernetes mode started");
-        KubeHub {
-            hub,
-            metrics,
-            leader,
-            writes,
-            ready,
-            dns,
-            shutdown,
-            tasks,
-        }
+/// Adds the Kubernetes side to a running hub, with fleet DNS when
+/// `dns_config` is given. Ingest already serves: stored reports are
+/// imported for every cluster that has not reported to this process yet
+/// (a live report is newer), and status is written only once the hub is
+/// writable ([`super::readiness::derive`]).
+pub(super) fn attach(
+    connected: Connected,
+    hub: Hub,
+    followers: Option<SecretsFollowers>,
+    dns_config: Option<DnsConfig>,
+) -> KubeHub {
+    let placements = connected.placements_served();
+    let Connected {
+        client, options, ..
+    } = connected;
+    let metrics = Arc::new(Metrics::default());
+    let budget = Arc::new(budget::ApiBudget::new(
+        options.api_qps,
+        options.api_burst,
+        metrics.clone(),
+    ));
+    let mut w = Wiring {
+        client,
+        options,
+        index: hub.index.clone(),
+        metrics,
+        budget,
+        shutdown: CancellationToken::new(),
+        tasks: JoinSet::new(),
+    };
+    let readiness = Readiness::new();
+    let heartbeats = w.store(&readiness);
+    let (queue, unwritten) = w.gateway_watches(&readiness);
+    let (leader_tx, leader) = watch::channel(w.options.lease.is_none());
+    let managed = w.inventory(&readiness, &leader);
+    w.placements(&readiness, placements);
+    // `ready` is the probe (ingest must serve for agents to come
+    // back); `writable`, what writes status (hub Gateways,
+    // ClusterProfiles), also waits for this replica to catch up.
+    let ready = readiness.ready();
+    let writable = readiness.writable();
+    readiness.spawn(w.index.clone(), &mut w.tasks, w.shutdown.clone());
+    w.election(leader_tx);
+    let writes = w.write_shards(heartbeats, &leader);
+    if let Some(followers) = followers {
+        w.followers(followers, &leader);
+    }
+    if let Some((namespace, managed)) = managed {
+        w.profiles_status(&namespace, managed, &leader, &writable);
+    }
+    w.events(&leader);
+    let dns = w.dns(&hub, dns_config, &leader, &writable);
+    w.status_writer(queue, unwritten, writes.clone(), writable);
+    let Wiring {
+        options,
+        metrics,
+        shutdown,
+        tasks,
+        ..
+    } = w;
+    tracing::info!(namespace = %options.namespace, gateway_namespace = ?options.gateway_namespace, election = options.lease.is_some(), status_shards = options.status_shards, "hub Kubernetes mode started");
+    KubeHub {
+        hub,
+        metrics,
+        leader,
+        writes,
+        ready,
+        dns,
+        shutdown,
+        tasks,
     }
 }
 
@@ -390,32 +387,16 @@ impl Wiring {
         ));
     }
 
-    /// With TLS from the hub's Secrets: the Secrets themselves (the
-    /// leader renews the serving certificate), the join tokens that
-    /// exist, the sweep of tokenless requests, and the removed clusters.
+    /// With TLS from the hub's Secrets: what keeps the identity current
+    /// (`SecretsFollowers::spawn`).
     fn followers(&mut self, followers: SecretsFollowers, leader: &Leading) {
-        let SecretsFollowers {
-            secrets,
-            revocations: (api, slot, lifetime),
-            tokens: (known, tokens_api),
-        } = followers;
-        secrets.spawn(&mut self.tasks, leader.clone(), self.shutdown.clone());
-        self.tasks
-            .spawn(known.follow(tokens_api, self.shutdown.clone()));
-        self.tasks.spawn(pending::sweep(
-            Api::all(self.client.clone()),
-            self.own(),
-            leader.clone(),
-            self.shutdown.clone(),
-        ));
-        self.tasks.spawn(revocations::follow(
-            api,
-            slot,
-            self.own(),
-            leader.clone(),
-            lifetime,
-            self.shutdown.clone(),
-        ));
+        followers.spawn(
+            &self.client,
+            &self.options.namespace,
+            leader,
+            &mut self.tasks,
+            &self.shutdown,
+        );
     }
 
     /// The clusters' stale/fresh transitions as Events.

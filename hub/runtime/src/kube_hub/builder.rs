@@ -1,8 +1,8 @@
 //! The one start-up path of a hub in Kubernetes mode, from a connection to
-//! the management cluster ([`Connected::hub`]): its TLS (given, or from
+//! the management cluster ([`Builder::new`]): its TLS (given, or from
 //! its Secrets with the join issuer and the followers that come with
 //! them), its Dashboard readers, the listeners, then every Kubernetes task
-//! and fleet DNS attached ([`Connected::attach`]).
+//! and fleet DNS attached (`attach`).
 //!
 //! It exists so that `gwhub serve` and the tests start a hub the same way:
 //! what differs between them is a builder call, not a copy of the wiring.
@@ -12,11 +12,11 @@ use std::sync::Arc;
 use super::{HubError, KubeHub};
 use crate::authz::KubeReaders;
 use crate::dns::DnsConfig;
-use crate::kube::Connected;
-use crate::kube::reviews::ApiServerReviews;
-use crate::kube::tls_secrets::SecretsConfig;
 use crate::serve::{Hub, HubConfig, KubeExtras};
 use crate::tls::{HubTls, TlsPaths};
+use gwhub_k8s::Connected;
+use gwhub_k8s::reviews::ApiServerReviews;
+use gwhub_k8s::tls_secrets::SecretsConfig;
 
 /// Where the hub's TLS comes from.
 enum Tls<'a> {
@@ -38,22 +38,20 @@ pub struct Builder<'a> {
     dns: Option<DnsConfig>,
 }
 
-impl Connected {
-    /// Starts building the hub this connection serves, with `config` for
-    /// its listeners; plaintext, open Dashboard and no fleet DNS until
-    /// the builder says otherwise.
-    pub fn hub<'a>(self, config: HubConfig) -> Builder<'a> {
+impl<'a> Builder<'a> {
+    /// Starts building the hub `connected` serves, with `config` for its
+    /// listeners; plaintext, open Dashboard and no fleet DNS until the
+    /// builder says otherwise.
+    pub fn new(connected: Connected, config: HubConfig) -> Self {
         Builder {
-            connected: self,
+            connected,
             config,
             tls: Tls::Plain,
             kubernetes_readers: false,
             dns: None,
         }
     }
-}
 
-impl<'a> Builder<'a> {
     /// Serves mTLS with certificates from disk (`None`: as before).
     pub fn tls(mut self, tls: Option<HubTls>) -> Self {
         if let Some(tls) = tls {
@@ -118,6 +116,6 @@ impl<'a> Builder<'a> {
             issuer,
         };
         let hub = Hub::start_with(config, tls, extras).await?;
-        Ok(connected.attach(hub, followers, dns))
+        Ok(super::attach::attach(connected, hub, followers, dns))
     }
 }

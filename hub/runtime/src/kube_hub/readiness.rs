@@ -5,7 +5,7 @@
 //! are decided in one place, [`Readiness::spawn`], by a pure rule
 //! ([`derive`]) with its own tests.
 //!
-//! It exists so that [`super::Connected::attach`] declares what each task
+//! It exists so that `attach` declares what each task
 //! waits on instead of wiring a channel per condition and a hand-built
 //! gate task; the order (why `ready` needs these four, why `writable`
 //! waits for the other replicas) is written here once.
@@ -22,17 +22,17 @@ use crate::index::Index;
 /// none flips back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Stage {
-    /// The stored reports were imported (`kube::store::run_importer`).
+    /// The stored reports were imported (`gwhub_k8s::store::run_importer`).
     Restored,
-    /// The hub Gateways were listed (`kube::status_writer::run_gateway_watch`).
+    /// The hub Gateways were listed (`gwhub_k8s::status_writer::run_gateway_watch`).
     GatewaysSynced,
-    /// The ClusterProfiles were listed (`kube::inventory`); holds at once
+    /// The ClusterProfiles were listed (`gwhub_k8s::inventory`); holds at once
     /// without a fleet inventory.
     InventorySynced,
     /// The PlacementDecisions were listed; holds at once without them.
     PlacementsSynced,
     /// This replica caught up with the clusters that replicas which ended
-    /// served (`kube::liveness`), so it writes nothing from a store that
+    /// served (`gwhub_k8s::liveness`), so it writes nothing from a store that
     /// lags the ingest.
     CaughtUp,
 }

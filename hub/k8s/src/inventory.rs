@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::revocations::covered;
-use crate::index::{Index, Labels};
+use gwhub_index::{Index, Labels};
 
 fn labels(profile: &ClusterProfile) -> Labels {
     profile.labels().clone()
@@ -67,7 +67,7 @@ pub(crate) async fn publish(
 /// never dropped for a failed write either; it stays until written. At
 /// most one entry per deleted cluster, gone once recorded.
 #[derive(Clone, Default)]
-pub(crate) struct Removals {
+pub struct Removals {
     pending: watch::Sender<BTreeMap<String, jiff::Timestamp>>,
 }
 
@@ -103,7 +103,7 @@ const RECORD_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30)
 /// the common backoff until it lands); while it does not, the ConfigMap is
 /// read and the removals the leader already wrote are dropped. A change of
 /// leadership is acted on at once.
-pub(crate) async fn record_removals(
+pub async fn record_removals(
     removals: Removals,
     configmaps: Api<ConfigMap>,
     mut leader: watch::Receiver<bool>,
@@ -193,7 +193,7 @@ const ORPHANS_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 /// and no ClusterProfile now is revoked as if its ClusterProfile had been
 /// deleted (spec section 7, "Hardening": a deletion while no hub ran is
 /// never seen by the watch).
-pub(crate) async fn revoke_orphans(
+pub async fn revoke_orphans(
     api: Api<ClusterProfile>,
     configmaps: Api<ConfigMap>,
     leader: watch::Receiver<bool>,
@@ -288,7 +288,7 @@ async fn orphans(
 /// Watches the ClusterProfiles of `api` into `index` until `shutdown`; a
 /// deleted one (also one gone from a relist) is revoked through `removals`;
 /// those the hub published are kept in `managed` (see [`super::reporting`]).
-pub(crate) async fn run_inventory_watch(
+pub async fn run_inventory_watch(
     api: Api<ClusterProfile>,
     index: Index,
     synced: watch::Sender<bool>,
@@ -358,7 +358,7 @@ pub(crate) async fn run_inventory_watch(
 }
 
 /// Watches the PlacementDecisions of `api` into `index` until `shutdown`.
-pub(crate) async fn run_placement_watch(
+pub async fn run_placement_watch(
     api: Api<PlacementDecision>,
     index: Index,
     synced: watch::Sender<bool>,

@@ -29,7 +29,7 @@ use super::issued::{self, Issued};
 use super::join::Joiner;
 use super::join_csr::{MANUAL_LABEL, WAITING, condition, is_pending, unavailable};
 use super::join_limits::source_of;
-use crate::pki;
+use gwhub_identity::pki;
 
 /// Unapproved tokenless requests the hub keeps at most (spec).
 pub const MAX_PENDING: usize = 64;

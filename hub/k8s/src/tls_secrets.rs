@@ -9,7 +9,7 @@
 //! `gwhub.io/managed-by: gwhub` are ever written: one an operator supplied
 //! (cert-manager, a corporate CA) is only read. Every replica watches both
 //! Secrets and hands their content to the TLS reload machinery
-//! ([`crate::tls_reload`]) as a followed source, so new handshakes use a
+//! ([`gwhub_identity::reload`]) as a followed source, so new handshakes use a
 //! replaced certificate within seconds, with no restart.
 //!
 //! What the hub made, it repairs. A corrupt or half-written
@@ -41,9 +41,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::KubeError;
-use crate::pki::{self, Pair};
-use crate::tls::{HubTls, TlsPaths};
-use crate::tls_reload::Followed;
+use gwhub_identity::pki::{self, Pair};
+use gwhub_identity::reload::Followed;
+use gwhub_identity::tls::{HubTls, TlsPaths};
 
 /// The hub's signing CA.
 pub const CA_SECRET: &str = "gwhub-ca";
@@ -73,7 +73,7 @@ pub struct SecretsConfig {
     pub agent_lifetime: Duration,
     /// How long a starting replica waits for a running leader to write
     /// back a corrupt hub-made CA ([`CA_REPAIR_GRACE`], or longer with
-    /// leader election: see [`crate::kube::Connected::tls_from_secrets`]).
+    /// leader election: see [`crate::Connected::tls_from_secrets`]).
     pub ca_repair_grace: Duration,
 }
 
@@ -122,9 +122,9 @@ pub enum SecretsError {
         error: Box<kube::Error>,
     },
     #[error("{0}")]
-    Pki(crate::pki::PkiError),
+    Pki(gwhub_identity::pki::PkiError),
     #[error("{0}")]
-    Tls(crate::tls::TlsError),
+    Tls(gwhub_identity::tls::TlsError),
 }
 
 type Fallible<T> = Result<T, SecretsError>;
@@ -138,11 +138,11 @@ fn managed(s: &Secret) -> bool {
 }
 
 /// Whether `s` holds a usable serving pair; `Err` says why not.
-fn serving_pair(s: &Secret) -> Result<(), crate::tls::TlsError> {
-    let missing = |key| crate::tls::TlsError::invalid(key, "missing or empty");
+fn serving_pair(s: &Secret) -> Result<(), gwhub_identity::tls::TlsError> {
+    let missing = |key| gwhub_identity::tls::TlsError::invalid(key, "missing or empty");
     let crt = key_of(s, TLS_CRT).ok_or_else(|| missing(TLS_CRT))?;
     let key = key_of(s, TLS_KEY).ok_or_else(|| missing(TLS_KEY))?;
-    crate::pki::check_serving_pair(&crt, &key).map_err(Into::into)
+    gwhub_identity::pki::check_serving_pair(&crt, &key).map_err(Into::into)
 }
 
 fn key_of(s: &Secret, key: &str) -> Option<Arc<[u8]>> {
@@ -250,7 +250,7 @@ struct Slots {
 }
 
 /// Follows the Secrets (every replica) and renews the serving certificate
-/// (the leader); started by [`crate::kube::Connected::attach`].
+/// (the leader); started by `gwhub_hub::kube_hub`.
 pub struct Follower {
     api: Api<Secret>,
     config: SecretsConfig,

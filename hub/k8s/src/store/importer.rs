@@ -5,7 +5,7 @@
 //! what was deleted of a cluster streaming here ([`super::Lost`]), and
 //! hands a deregistered cluster's parts to [`super::deletes`]; it never
 //! waits for the writer or for a delete. A stored `lastSeenTime` is taken
-//! with the replicas' liveness records ([`crate::kube::liveness`]): a
+//! with the replicas' liveness records ([`crate::liveness`]): a
 //! cluster connected to another replica (or to a process that just
 //! ended) is as fresh as that replica's heartbeat, though its report was
 //! written long ago.
@@ -27,11 +27,11 @@ use tokio_util::sync::CancellationToken;
 use super::deletes::{self, PART_DELETIONS_AT_ONCE, PartDeletions, Seen};
 use super::pack::{content_hash, gateways_of, millis, part_hash};
 use super::{Lost, LostQueue, StoredPart, StoredParts};
-use crate::index::Index;
-use crate::kube::budget::ApiBudget;
-use crate::kube::liveness::Sightings;
-use crate::kube::metrics::Metrics;
+use crate::budget::ApiBudget;
+use crate::liveness::Sightings;
+use crate::metrics::Metrics;
 use gwhub_hub_rules::aggregate::GatewayKey;
+use gwhub_index::Index;
 
 /// What the importer knows of one cluster's stored objects.
 #[derive(Default)]
@@ -305,20 +305,20 @@ impl Importer {
 }
 
 /// What the importer works on.
-pub(crate) struct Store {
-    pub(crate) api: Api<ClusterReport>,
-    pub(crate) index: Index,
-    pub(crate) stored: StoredParts,
-    pub(crate) metrics: Arc<Metrics>,
+pub struct Store {
+    pub api: Api<ClusterReport>,
+    pub index: Index,
+    pub stored: StoredParts,
+    pub metrics: Arc<Metrics>,
     /// For deleting a deregistered cluster's parts.
-    pub(crate) budget: Arc<ApiBudget>,
+    pub budget: Arc<ApiBudget>,
     /// The other replicas' heartbeats for their clusters.
-    pub(crate) sightings: Sightings,
+    pub sightings: Sightings,
 }
 
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
-pub(crate) async fn run_importer(
+pub async fn run_importer(
     store: Store,
     restored: watch::Sender<bool>,
     forget: Arc<LostQueue>,
@@ -409,9 +409,9 @@ pub(crate) async fn run_importer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{ClusterRecord, IndexConfig};
-    use crate::kube::store::pack::parts_of;
-    use crate::kube::store::pack::tests::record;
+    use crate::store::pack::parts_of;
+    use crate::store::pack::tests::record;
+    use gwhub_index::{ClusterRecord, IndexConfig};
 
     /// The objects `parts_of` lays `rec` out in, as the API server would
     /// list them.

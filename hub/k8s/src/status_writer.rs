@@ -32,9 +32,9 @@ use tracing::Instrument;
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use super::shards::Writes;
-use crate::index::{GatewayView, Index, Provenance};
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
+use gwhub_index::{GatewayView, Index, Provenance};
 
 /// Executes [`clear_patch`] on the fresh object; a failure is left for the
 /// apply to tell.
@@ -147,7 +147,7 @@ impl Unwritten {
 /// Keeps the index's live hub Gateways current (so it aggregates with
 /// them) and queues every one that changed. `synced` turns true once the
 /// first full list is in.
-pub(crate) async fn run_gateway_watch(
+pub async fn run_gateway_watch(
     api: Api<Gateway>,
     index: Index,
     queue: Arc<Queue>,
@@ -187,7 +187,7 @@ pub(crate) async fn run_gateway_watch(
 
 /// Queues every hub Gateway whose aggregate the index changed, noting
 /// where its changes came from ([`Unwritten`]).
-pub(crate) async fn run_index_watch(
+pub async fn run_index_watch(
     index: Index,
     queue: Arc<Queue>,
     unwritten: Arc<Unwritten>,

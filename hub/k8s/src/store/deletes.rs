@@ -15,8 +15,8 @@ use kube::api::{Api, DeleteParams};
 use tokio_util::sync::CancellationToken;
 
 use super::{Lost, LostQueue, StoredParts};
-use crate::index::Index;
-use crate::kube::budget::ApiBudget;
+use crate::budget::ApiBudget;
+use gwhub_index::Index;
 
 /// One stored object's identity as last seen: deleted only as such (a
 /// part rewritten since keeps its uid but not its resourceVersion).

@@ -47,7 +47,7 @@ impl LeaseConfig {
 }
 
 /// `POD_NAME` or `HOSTNAME` (else "gwhub") plus the process id.
-pub(crate) fn default_identity() -> String {
+pub fn default_identity() -> String {
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "gwhub".to_owned());

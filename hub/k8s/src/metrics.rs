@@ -1,6 +1,6 @@
 //! Counters of the hub's Kubernetes mode, each declared once with its name
 //! and help; readable by tests and logs, served on `/metrics`
-//! ([`crate::metrics`]).
+//! (`gwhub_hub::metrics`).
 
 use gwhub_common::metrics_http::{CountGauge, PropagationSeconds, Seconds, Value};
 use prometheus_client::metrics::counter::Counter;

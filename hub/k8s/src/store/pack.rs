@@ -11,8 +11,8 @@ use gwhub_hub_rules::layout::{self, part_name};
 use gwhub_hub_rules::report::{self, ClusterReportSpec, ReportedGateway};
 use jiff::Timestamp;
 
-use crate::index::ClusterRecord;
 use gwhub_hub_rules::aggregate::GatewayKey;
+use gwhub_index::ClusterRecord;
 
 pub(super) fn rfc3339(millis: i64) -> Option<String> {
     (millis > 0)
@@ -172,7 +172,7 @@ pub(super) mod tests {
         serde_json::from_value(serde_json::json!({"listeners": ls})).unwrap()
     }
 
-    pub(in crate::kube::store) fn record(gateways: usize, listeners: usize) -> ClusterRecord {
+    pub(in crate::store) fn record(gateways: usize, listeners: usize) -> ClusterRecord {
         ClusterRecord {
             cluster: "cluster_1".into(),
             gateways: (0..gateways)

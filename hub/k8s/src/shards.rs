@@ -111,7 +111,7 @@ struct State {
 /// Holds a fair share of the shard Leases until `shutdown`, publishing
 /// which hub Gateways this replica writes on `writes`; releases them on
 /// the way out.
-pub(crate) async fn run(
+pub async fn run(
     api: Api<Lease>,
     config: ShardConfig,
     heartbeats: Heartbeats,

@@ -36,7 +36,7 @@ impl Issued {
     /// Whether this identity is live at `now` (Unix seconds) given the
     /// cluster's removal time: unexpired and not covered by the removal (a
     /// removal at `t` covers certificates issued up to and including `t`,
-    /// as [`crate::tls_reload::revoked_reason`] judges them).
+    /// as [`gwhub_identity::reload::revoked_reason`] judges them).
     pub fn live(&self, now: i64, removed_at: Option<i64>) -> bool {
         self.not_after > now && removed_at.is_none_or(|r| r < self.issued)
     }

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
-use crate::index::{ClusterTransition, Index};
 use gwhub_hub_rules::layout::object_name;
 use gwhub_hub_rules::report::ClusterReport;
+use gwhub_index::{ClusterTransition, Index};
 
 /// Event reason when a cluster goes stale.
 pub const CLUSTER_STALE: &str = "ClusterStale";

@@ -46,38 +46,19 @@ mod importer;
 mod pack;
 mod writer;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use gwhub_common::CoalescingQueue;
 use gwhub_hub_rules::store_writer::Lost;
-use parking_lot::Mutex;
 
-pub(crate) use importer::{Store, run_importer};
-pub(crate) use writer::{REWRITE_EVERY, ReportWriter};
+pub use importer::{Store, run_importer};
+pub use writer::{REWRITE_EVERY, ReportWriter};
 
 /// The importer's [`Lost`] entries for the writer: pushing never waits
 /// (the importer's watch keeps importing while the writer waits for the
 /// API budget), and an entry is held once however often it is pushed, so
 /// the queue holds at most one entry per stored object.
-pub(crate) type LostQueue = CoalescingQueue<Lost>;
+pub type LostQueue = CoalescingQueue<Lost>;
 
-/// Which parts of each cluster the store holds (from the importer's
-/// watch), so the writer can delete parts no count names any more, also
-/// ones a previous process left.
-pub(crate) type StoredParts = Arc<Mutex<BTreeMap<String, BTreeMap<u32, StoredPart>>>>;
-
-/// One stored object as the importer last saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StoredPart {
-    /// The count of parts it was written for.
-    pub(crate) parts: u32,
-    /// The hash of its Gateways as [`pack::parts_of`] computes it (`None`:
-    /// unreadable, or written in the earlier format: to be rewritten).
-    pub(crate) hash: Option<u64>,
-    /// On a head: its lastSeenTime (ms).
-    pub(crate) last_seen_millis: i64,
-}
+pub use crate::stored::{StoredPart, StoredParts};
 
 #[cfg(test)]
 mod tests {

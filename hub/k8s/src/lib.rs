@@ -1,5 +1,10 @@
-//! The hub's Kubernetes mode (`gwhub serve` without `--no-kube`): what
-//! `kube_hub.rs` adds to the in-memory hub (`serve.rs`):
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+//! The hub's Kubernetes mode (`gwhub serve` without `--no-kube`): the
+//! tasks `gwhub_hub::kube_hub` attaches to the in-memory hub
+//! (`gwhub_hub::serve`), a crate of their own so that the part of the hub
+//! that talks to the management cluster is read, changed and tested
+//! without the gRPC and web listeners (it names none of them):
 //! - [`store`]: every cluster's report stored as a `ClusterReport` object
 //!   and imported back, so a restarted hub (or a new leader) resumes
 //!   without flapping or forgetting;
@@ -34,7 +39,7 @@ pub mod join;
 pub mod join_csr;
 pub mod join_limits;
 pub mod leader;
-pub(crate) mod liveness;
+pub mod liveness;
 pub mod metrics;
 pub mod pending;
 pub mod reporting;
@@ -42,7 +47,8 @@ pub mod reviews;
 pub mod revocations;
 pub mod shards;
 pub mod status_writer;
-pub(crate) mod store;
+pub mod store;
+pub mod stored;
 pub mod tls_secrets;
 
 use std::path::Path;
@@ -157,24 +163,24 @@ type Revoked = (
 );
 
 /// A management cluster reached and its store checked, ready to attach to
-/// a running [`crate::serve::Hub`].
+/// a running `gwhub_hub::serve::Hub`.
 pub struct Connected {
     pub client: Client,
     pub options: KubeOptions,
     /// Whether the PlacementDecision CRD is served (with an inventory).
-    pub(crate) placements: bool,
+    placements: bool,
 }
 
 /// The hub's identity made from its Secrets by
 /// [`Connected::tls_from_secrets`], in the pieces that go to different
 /// places: the TLS material and the issuer to
-/// [`crate::serve::Hub::start_with`], what
-/// keeps them current to [`Connected::attach`].
+/// `gwhub_hub::serve::Hub::start_with`, what
+/// keeps them current to `gwhub_hub::kube_hub`'s attach.
 pub struct SecretsIdentity {
     /// Both listeners' TLS, followed from the Secrets; agents without a
     /// certificate may connect to join.
-    pub tls: crate::tls::HubTls,
-    /// Serves Join and Renew: [`crate::serve::KubeExtras::issuer`].
+    pub tls: gwhub_identity::tls::HubTls,
+    /// Serves Join and Renew: `gwhub_hub::serve::KubeExtras::issuer`.
     pub issuer: Arc<join::Joiner>,
     /// What follows the Secrets, the removed clusters and the join tokens.
     pub followers: SecretsFollowers,
@@ -202,7 +208,50 @@ pub struct SecretsFollowers {
     ),
 }
 
+impl SecretsFollowers {
+    /// Spawns what keeps the identity current on `tasks` until
+    /// `shutdown`: the Secrets' follower (the leader renews the serving
+    /// certificate), the join tokens that exist, the sweep of tokenless
+    /// requests and the removed clusters. `namespace` is the hub's own.
+    pub fn spawn(
+        self,
+        client: &Client,
+        namespace: &str,
+        leader: &watch::Receiver<bool>,
+        tasks: &mut tokio::task::JoinSet<()>,
+        shutdown: &tokio_util::sync::CancellationToken,
+    ) {
+        let SecretsFollowers {
+            secrets,
+            revocations: (api, slot, lifetime),
+            tokens: (known, tokens_api),
+        } = self;
+        secrets.spawn(tasks, leader.clone(), shutdown.clone());
+        tasks.spawn(known.follow(tokens_api, shutdown.clone()));
+        tasks.spawn(pending::sweep(
+            Api::all(client.clone()),
+            Api::namespaced(client.clone(), namespace),
+            leader.clone(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(revocations::follow(
+            api,
+            slot,
+            Api::namespaced(client.clone(), namespace),
+            leader.clone(),
+            lifetime,
+            shutdown.clone(),
+        ));
+    }
+}
+
 impl Connected {
+    /// Whether the PlacementDecision CRD is served (with an inventory):
+    /// `gwhub.io/placement` is followed only then.
+    pub fn placements_served(&self) -> bool {
+        self.placements
+    }
+
     /// Checks that the hub can list its `ClusterReport`s (the CRD from
     /// `manifests/` is installed and RBAC allows it): fail fast, with a hint.
     pub async fn new(client: Client, options: KubeOptions) -> Result<Connected, KubeError> {
@@ -252,20 +301,20 @@ impl Connected {
     }
 
     /// The fleet inventory the hub must start with, for
-    /// [`crate::serve::Hub::start_with`]'s [`crate::serve::KubeExtras`] (so no agent streams before it holds).
+    /// `gwhub_hub::serve::Hub::start_with`'s `gwhub_hub::serve::KubeExtras` (so no agent streams before it holds).
     pub fn inventory(&self) -> Option<(String, gwhub_hub_rules::inventory::Mode)> {
         self.options.inventory.clone()
     }
 
     /// The hub's TLS from Secrets `gwhub-ca` and `gwhub-serving` in its
     /// namespace, made when absent, and the issuer of agent certificates;
-    /// [`Connected::attach`] then follows them (given
+    /// `gwhub_hub::kube_hub`'s attach then follows them (given
     /// [`SecretsIdentity::followers`]) and the leader renews the serving
     /// certificate.
     pub async fn tls_from_secrets(
         &self,
         config: tls_secrets::SecretsConfig,
-        paths: &crate::tls::TlsPaths<'_>,
+        paths: &gwhub_identity::tls::TlsPaths<'_>,
     ) -> Result<SecretsIdentity, KubeError> {
         let api = Api::namespaced(self.client.clone(), &self.options.namespace);
         let mut config = config;
@@ -313,8 +362,8 @@ mod tests {
     use gateway_api::apis::standard::gateways::GatewayStatus;
     use jiff::Timestamp;
 
-    use crate::index::Index;
     use gwhub_hub_rules::aggregate::{GatewayKey, Options};
+    use gwhub_index::Index;
 
     fn one(ip: &str) -> BTreeMap<GatewayKey, GatewayStatus> {
         let status: GatewayStatus = serde_json::from_value(serde_json::json!({
@@ -330,7 +379,7 @@ mod tests {
     /// store object deregisters only a cluster that is not streaming here.
     #[test]
     fn import_respects_live_streams_and_staleness() {
-        let index = Index::new(crate::index::IndexConfig::new(
+        let index = Index::new(gwhub_index::IndexConfig::new(
             Options::default(),
             std::time::Duration::from_secs(60),
         ));

@@ -52,9 +52,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
-use super::store::StoredParts;
-use crate::index::Index;
-use crate::kube::FIELD_MANAGER;
+use crate::FIELD_MANAGER;
+use crate::stored::StoredParts;
+use gwhub_index::Index;
 
 /// The served set is rewritten at most this often (a burst of connects,
 /// e.g. after a restart, becomes one write).
@@ -63,21 +63,21 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_secs(2);
 /// How often a replica renews its heartbeat: a quarter of `--stale-after`
 /// (so three renewals may fail before its clusters go stale elsewhere),
 /// between 0.5 s and 10 s.
-pub(crate) fn heartbeat_every(stale_after: Duration) -> Duration {
+pub fn heartbeat_every(stale_after: Duration) -> Duration {
     (stale_after / 4).clamp(Duration::from_millis(500), Duration::from_secs(10))
 }
 
 /// Every replica's heartbeat (liveness identity -> last beat, ms), but
 /// those whose process ended gracefully, once the heartbeat Leases were
 /// listed (`None` before): which replicas are alive, for the status
-/// shards ([`crate::kube::shards`]).
-pub(crate) type Heartbeats = watch::Receiver<Option<Arc<BTreeMap<String, i64>>>>;
+/// shards ([`crate::shards`]).
+pub type Heartbeats = watch::Receiver<Option<Arc<BTreeMap<String, i64>>>>;
 
 /// Each cluster's last-seen by the other replicas' records, for the
 /// importer (a stored report's `lastSeenTime` may be older), and whether
 /// the records were listed once.
 #[derive(Clone)]
-pub(crate) struct Sightings {
+pub struct Sightings {
     seen: Arc<Mutex<BTreeMap<String, i64>>>,
     synced: watch::Receiver<bool>,
 }
@@ -106,31 +106,31 @@ impl Sightings {
 }
 
 /// One replica's liveness on the management cluster.
-pub(crate) struct Liveness {
-    pub(crate) leases: Api<Lease>,
-    pub(crate) configmaps: Api<ConfigMap>,
-    pub(crate) index: Index,
+pub struct Liveness {
+    pub leases: Api<Lease>,
+    pub configmaps: Api<ConfigMap>,
+    pub index: Index,
     /// This replica (its leader-election identity); the Lease's holder is
     /// it with this process's start time (see [`Liveness::spawn`]).
-    pub(crate) identity: String,
+    pub identity: String,
     /// The stored reports as the importer saw them (their lastSeenTime),
     /// and whether it listed them once: an ended replica's record goes
     /// only when the store says as much.
-    pub(crate) stored: StoredParts,
-    pub(crate) restored: watch::Receiver<bool>,
+    pub stored: StoredParts,
+    pub restored: watch::Receiver<bool>,
     /// Set once a restarted hub has caught up: every cluster a replica no
     /// longer alive served is back (or stale anyway), so hub Gateway
     /// status written from this process's view shows no lagging store
     /// ([`gwhub_hub_rules::liveness::awaited`]). Turns true once, never
     /// back.
-    pub(crate) caught_up: watch::Sender<bool>,
+    pub caught_up: watch::Sender<bool>,
     /// Set when this replica's record was deleted: written again whole.
-    pub(crate) lost_own: Arc<AtomicBool>,
+    pub lost_own: Arc<AtomicBool>,
     /// How often the heartbeat is renewed: [`heartbeat_every`], or more
     /// often where the status shards judge replicas alive by it.
-    pub(crate) beat_every: Duration,
+    pub beat_every: Duration,
     /// For the restart gate's gauge.
-    pub(crate) metrics: Arc<Metrics>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Liveness {
@@ -138,7 +138,7 @@ impl Liveness {
     /// others'; the returned sightings feed the importer and the
     /// heartbeats the status shards, and the restart gate sets
     /// `caught_up`.
-    pub(crate) fn spawn(
+    pub fn spawn(
         mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,
@@ -658,7 +658,7 @@ mod tests {
     /// a cluster streaming here keeps its own.
     #[test]
     fn other_replicas_heartbeats_keep_their_clusters_fresh_here() {
-        let index = Index::new(crate::index::IndexConfig::new(
+        let index = Index::new(gwhub_index::IndexConfig::new(
             Default::default(),
             Duration::from_secs(60),
         ));

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::index::Index;
+use gwhub_index::Index;
 
 /// The field manager of the hub's condition on its ClusterProfiles.
 pub const FIELD_MANAGER: &str = "gwhub-reporting";
@@ -58,7 +58,7 @@ fn heard(index: &Index) -> BTreeMap<String, Heard> {
 /// are loaded (`ready`: a restarted hub knows who connected before, and
 /// has caught up with the clusters of the replicas that ended, as for hub
 /// Gateway status: see `kube::liveness::Gate`).
-pub(crate) async fn run(
+pub async fn run(
     api: Api<ClusterProfile>,
     index: Index,
     profiles: watch::Receiver<BTreeMap<String, ClusterProfile>>,

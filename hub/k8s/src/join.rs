@@ -38,8 +38,8 @@ use tonic::Status;
 use super::join_csr::{SIGNER, WAITING, cluster_label, name_part, pending_name, unavailable};
 use super::join_limits::{Keyed, Known, KnownTokens, RefusalLog, source_of};
 use super::tls_secrets::CA_SECRET;
-use crate::issuer::Issuer;
-use crate::pki::{self, Pair};
+use gwhub_identity::issuer::Issuer;
+use gwhub_identity::pki::{self, Pair};
 
 /// Data keys of a join token's Secret.
 pub const CLUSTER_KEY: &str = "cluster";
@@ -193,7 +193,7 @@ impl Joiner {
     }
 
     /// Refused joins are counted into `family` (`gwhub_join_refused_total`).
-    pub(crate) fn count_refusals_into(
+    pub fn count_refusals_into(
         &self,
         family: prometheus_client::metrics::family::Family<
             super::join_limits::RefusalLabel,
@@ -205,7 +205,7 @@ impl Joiner {
 
     /// Renewals admitted outside the inventory (observe mode) are counted
     /// into `counter` (`gwhub_renewals_outside_inventory_total`).
-    pub(crate) fn count_outside_renewals_into(
+    pub fn count_outside_renewals_into(
         &self,
         counter: prometheus_client::metrics::counter::Counter,
     ) {
@@ -436,7 +436,7 @@ impl Joiner {
         let removed = super::revocations::read(&self.configmaps)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
-        match crate::tls_reload::revoked_reason(&removed, presented) {
+        match gwhub_identity::reload::revoked_reason(&removed, presented) {
             Some(reason) => Err(Status::permission_denied(reason)),
             None => Ok(()),
         }

@@ -2,7 +2,7 @@
 //! report (after a debounce, oldest unpersisted change first, a cluster at
 //! most once per [`REWRITE_EVERY`]) and, once its stream ends, a cluster's
 //! `lastSeenTime` (a connected cluster's liveness is this replica's
-//! heartbeat, [`crate::kube::liveness`], not a rewrite of its report),
+//! heartbeat, [`crate::liveness`], not a rewrite of its report),
 //! only the parts whose hash changed, within the API budget; starts the
 //! deletion of a pruned cluster's report once its write in flight ends.
 //!
@@ -24,33 +24,33 @@ use tokio_util::sync::CancellationToken;
 use super::deletes;
 use super::pack::parts_of;
 use super::{LostQueue, StoredParts};
-use crate::index::Index;
-use crate::kube::FIELD_MANAGER;
-use crate::kube::budget::ApiBudget;
-use crate::kube::metrics::Metrics;
+use crate::FIELD_MANAGER;
+use crate::budget::ApiBudget;
+use crate::metrics::Metrics;
+use gwhub_index::Index;
 
 /// Writes the reports of the clusters streaming to this replica.
-pub(crate) struct ReportWriter {
-    pub(crate) api: Api<ClusterReport>,
-    pub(crate) index: Index,
-    pub(crate) metrics: Arc<Metrics>,
+pub struct ReportWriter {
+    pub api: Api<ClusterReport>,
+    pub index: Index,
+    pub metrics: Arc<Metrics>,
     /// Wait after a change so a burst becomes one write.
-    pub(crate) debounce: Duration,
+    pub debounce: Duration,
     /// The API write budget shared with the status writer.
-    pub(crate) budget: Arc<ApiBudget>,
-    pub(crate) stored: StoredParts,
+    pub budget: Arc<ApiBudget>,
+    pub stored: StoredParts,
     /// A cluster that keeps changing is written at most this often
     /// ([`REWRITE_EVERY`]).
-    pub(crate) rewrite_every: Duration,
+    pub rewrite_every: Duration,
     /// Report writes kept in flight at once, sized from the budget
     /// ([`store_writer::writes_in_flight`]) so it, not this, bounds the
     /// rate.
-    pub(crate) writes_in_flight: usize,
+    pub writes_in_flight: usize,
 }
 
 /// A cluster that keeps changing is written at most this often (see
 /// [`gwhub_hub_rules::store_queue`]).
-pub(crate) const REWRITE_EVERY: Duration = Duration::from_secs(3);
+pub const REWRITE_EVERY: Duration = Duration::from_secs(3);
 
 /// Deletions of pruned clusters' stored reports the writer keeps in flight
 /// at once, beside its writes ([`gwhub_hub_rules::store_queue::Prunes`]).
@@ -63,7 +63,7 @@ impl ReportWriter {
     /// Beside the writes, deletes the reports of clusters
     /// `--insecure-prune-after` forgot, up to PRUNES_IN_FLIGHT at once,
     /// each after its cluster's write in flight ends.
-    pub(crate) async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
+    pub async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
         let mut writer = Writer::new(
