@@ -398,30 +398,12 @@ const ZONE_FILE: &str = "$TTL 300
 ns1 IN A 127.0.0.1
 ";
 
-/// A loopback port free for both TCP and UDP right now, picked below the
-/// kernel's ephemeral range (a port the kernel hands out could be taken by
-/// an outgoing connection before the server binds it). Picks in this
-/// process move on from a start of their own, so they do not repeat.
+/// A loopback port free for both TCP and UDP right now (a name server
+/// binds both), picked as [`crate::procs::try_free_port`] picks.
 pub fn free_port() -> u16 {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32768)
-        .clamp(12000, 60000);
-    let span = low - 10000;
-    let seed = std::process::id()
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-    for _ in 0..span {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (10000 + (seed.wrapping_add(n.wrapping_mul(7919))) % span) as u16;
+    crate::procs::try_free_port_where(|port| {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        if TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free loopback port below {low}");
+        TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok()
+    })
+    .expect("a loopback port free for TCP and UDP")
 }

@@ -74,9 +74,16 @@ pub fn free_port() -> u16 {
 /// listener could take it before the process we start binds it (an etcd
 /// or API server then never comes up). Ports below the range are only
 /// ever taken by explicit binds. Each pick in this process moves on from
-/// a random start, so picks do not repeat; where there is no room below
-/// the range, the kernel's choice.
+/// a random start, so picks do not repeat, and is [`reserve`]d against the
+/// other test processes; where there is no room below the range, the
+/// kernel's choice.
 pub fn try_free_port() -> std::io::Result<u16> {
+    try_free_port_where(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+}
+
+/// [`try_free_port`] for a port `usable` accepts (probing the protocols
+/// the caller's server binds).
+pub fn try_free_port_where(usable: impl Fn(u16) -> bool) -> std::io::Result<u16> {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU32, Ordering};
     const FLOOR: u32 = 10_000;
@@ -102,7 +109,7 @@ pub fn try_free_port() -> std::io::Result<u16> {
         let Ok(port) = u16::try_from(FLOOR + n) else {
             continue;
         };
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if reserve(port) && usable(port) {
             return Ok(port);
         }
     }
@@ -110,6 +117,44 @@ pub fn try_free_port() -> std::io::Result<u16> {
         std::io::ErrorKind::AddrInUse,
         format!("every loopback port from {FLOOR} to {ceiling} is in use"),
     ))
+}
+
+/// Reserves `port` for this process against the other test processes
+/// that run at once (nextest runs each test as a process of its own): an
+/// advisory lock on a file named after the port, held until this process
+/// ends (the kernel drops it then, also when the process is killed).
+/// Without it two processes could pick the same free port before either
+/// bound it; the second server then failed to listen and its test talked
+/// to the first test's API server (a stress run with two suites at once
+/// saw "gw already exists" and a stale cluster never shown). `false`: a
+/// live process holds it. The files stay (unlinking a held one would let
+/// a second process lock a new file of the same name): at most one empty
+/// file per port below the range, in `$TMPDIR/gwhub-test-ports`. Where no
+/// lock file can be made, every port is taken as reserved (the probe
+/// alone decides, as before).
+fn reserve(port: u16) -> bool {
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    let dir = std::env::temp_dir().join("gwhub-test-ports");
+    let file = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+    });
+    let Ok(file) = file else {
+        return true;
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            HELD.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(file);
+            true
+        }
+        Err(std::fs::TryLockError::WouldBlock) => false,
+        Err(std::fs::TryLockError::Error(_)) => true,
+    }
 }
 
 /// The PEM files `gwhub certs` wrote.
@@ -202,7 +247,18 @@ pub async fn scrape(port: u16) -> std::collections::BTreeMap<String, u64> {
 
 #[cfg(test)]
 mod port_tests {
-    use super::try_free_port;
+    use super::{reserve, try_free_port};
+
+    /// A port another process (here: another open of its lock file, which
+    /// `flock` treats alike) reserved is not handed out again while it
+    /// holds it; a pick is reserved by the process that made it.
+    #[test]
+    fn a_reserved_port_is_skipped() {
+        let port = try_free_port().unwrap();
+        assert!(!reserve(port), "{port} was handed out unreserved");
+        let other = try_free_port().unwrap();
+        assert_ne!(port, other);
+    }
 
     #[test]
     fn picks_are_free_distinct_and_below_the_ephemeral_range() {
