@@ -150,7 +150,7 @@ async fn the_page_shows_the_fleet_live_in_a_browser() {
     .await
     .unwrap();
     // Fleet DNS as the demo runs it: a dry run from the reports.
-    let dns = gwhub_hub::dns::DnsFlags {
+    let dns = gwhub_dns::DnsFlags {
         zones: vec!["apps.demo.example.com".into()],
         ttl: Duration::from_secs(30),
         max_targets: 32,

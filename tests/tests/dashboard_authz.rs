@@ -245,14 +245,14 @@ async fn dns_hosts(d: &mut Dashboard, namespace: &str) -> Result<Vec<String>, Co
 
 /// Fleet DNS as a leader would show it: one name owned by a hub Gateway
 /// in each of team-a and team-b.
-fn dns_view() -> gwhub_hub::dns::DnsView {
-    let name = |ns: &str| gwhub_hub::dns::NameView {
+fn dns_view() -> gwhub_dns::DnsView {
+    let name = |ns: &str| gwhub_dns::NameView {
         zone: "fleet.test".into(),
         owner: Some(gwhub_hub_rules::aggregate::GatewayKey::new(ns, "gw")),
         state: "Published".into(),
         ..Default::default()
     };
-    gwhub_hub::dns::DnsView {
+    gwhub_dns::DnsView {
         names: [("a.fleet.test", "team-a"), ("b.fleet.test", "team-b")]
             .into_iter()
             .map(|(h, ns)| (h.to_owned(), name(ns)))

@@ -26,7 +26,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use gateway_api::apis::standard::gateways::Gateway;
-use gwhub_hub::dns::DnsFlags;
+use gwhub_dns::DnsFlags;
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub_rules::dnsendpoint::DNSEndpoint;
 use gwhub_proto::v1;
@@ -123,7 +123,7 @@ async fn create_hub_gateway_with(api: &Api<Gateway>, listeners: &[(&str, &str)])
     api.create(&PostParams::default(), &gw).await.unwrap();
 }
 
-fn dns_flags(outputs: Vec<gwhub_hub::dns::OutputKind>) -> DnsFlags {
+fn dns_flags(outputs: Vec<gwhub_dns::OutputKind>) -> DnsFlags {
     DnsFlags {
         zones: vec!["fleet.test".into()],
         outputs,
@@ -210,7 +210,7 @@ async fn dnsendpoint_holds_exactly_the_eligible_clusters() {
     create_hub_gateway(&gateways).await;
     let hub = start_hub(
         &as_hub,
-        &dns_flags(vec![gwhub_hub::dns::OutputKind::Dnsendpoint]),
+        &dns_flags(vec![gwhub_dns::OutputKind::Dnsendpoint]),
     )
     .await;
     let addr = hub.hub.ingest_addr;
@@ -313,7 +313,7 @@ async fn a_replica_leading_again_removes_its_ineligible_cluster_at_once() {
     create_hub_gateway(&gateways).await;
     let hub = start_hub(
         &as_hub,
-        &dns_flags(vec![gwhub_hub::dns::OutputKind::Dnsendpoint]),
+        &dns_flags(vec![gwhub_dns::OutputKind::Dnsendpoint]),
     )
     .await;
     let addr = hub.hub.ingest_addr;
@@ -401,7 +401,7 @@ async fn the_dashboard_and_gwhubctl_show_each_decision() {
     };
     let gateways: Api<Gateway> = Api::namespaced(admin.clone(), NS);
     create_hub_gateway(&gateways).await;
-    let flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Dnsendpoint]);
+    let flags = dns_flags(vec![gwhub_dns::OutputKind::Dnsendpoint]);
     let hub = start_hub(&as_hub, &flags).await;
     let addr = hub.hub.ingest_addr;
     let _c1 = connect(addr, 1, true, 1).await;
@@ -532,7 +532,7 @@ async fn rfc2136_field(kind: gwhub_test_kit::dns_server::Kind, test: &str) {
     );
     let secret = fleet.dir.join("tsig.key");
     std::fs::write(&secret, &key.clause).unwrap();
-    let mut flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Rfc2136]);
+    let mut flags = dns_flags(vec![gwhub_dns::OutputKind::Rfc2136]);
     flags.server = Some(server.addr().to_string());
     flags.tsig_key_name = Some("gwhub".into());
     flags.tsig_secret_file = Some(secret);
@@ -755,7 +755,7 @@ async fn two_replicas_do_not_fight_over_bind() {
     let server = Server::start(Kind::Bind, &Keys::updating(&[&key]));
     let secret = fleet.dir.join("tsig.key");
     std::fs::write(&secret, &key.clause).unwrap();
-    let mut flags = dns_flags(vec![gwhub_hub::dns::OutputKind::Rfc2136]);
+    let mut flags = dns_flags(vec![gwhub_dns::OutputKind::Rfc2136]);
     flags.server = Some(server.addr().to_string());
     flags.tsig_key_name = Some("gwhub".into());
     flags.tsig_secret_file = Some(secret);

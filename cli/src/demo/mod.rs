@@ -65,7 +65,7 @@ pub enum DemoError {
     #[error("the demo's fleet DNS is off")]
     DnsOff,
     #[error("the demo's fleet DNS: {0}")]
-    Dns(#[source] gwhub_hub::dns::DnsConfigError),
+    Dns(#[source] gwhub_dns::DnsConfigError),
     #[error(
         "{0}; is another gwhub running? Pass --listen 127.0.0.1:0 \
          --dashboard-listen 127.0.0.1:0 --web-listen 127.0.0.1:0 to use any free ports"
@@ -105,8 +105,8 @@ impl DemoError {
 }
 
 /// Fleet DNS of the demo: a dry run (no Kubernetes) under [`DNS_ZONE`].
-fn dns_config(stale_after: Duration) -> Result<gwhub_hub::dns::DnsConfig, DemoError> {
-    let flags = gwhub_hub::dns::DnsFlags {
+fn dns_config(stale_after: Duration) -> Result<gwhub_dns::DnsConfig, DemoError> {
+    let flags = gwhub_dns::DnsFlags {
         zones: vec![DNS_ZONE.to_owned()],
         ttl: Duration::from_secs(u64::from(gwhub_dns_rules::DEFAULT_TTL_SECONDS)),
         max_targets: gwhub_dns_rules::DEFAULT_MAX_TARGETS,

@@ -1,11 +1,11 @@
 //! `gwhub serve`'s fleet DNS flags (spec section 8); the hub checks their
-//! combination ([`gwhub_hub::dns::DnsFlags::check`]). The hub's enums know
+//! combination ([`gwhub_dns::DnsFlags::check`]). The hub's enums know
 //! no command line: their flag values are mirrored here, with `From`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gwhub_hub::dns::{CnameRoutingFlag, DnsFlags, OutputKind, WhenNoneFlag};
+use gwhub_dns::{CnameRoutingFlag, DnsFlags, OutputKind, WhenNoneFlag};
 
 /// `--dns-output` (the hub's [`OutputKind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

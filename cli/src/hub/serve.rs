@@ -211,7 +211,7 @@ pub enum ServeCmdError {
     #[error("--web-host: {0}")]
     WebHost(#[source] gwhub_hub_rules::web_host::BadWebHost),
     #[error("refusing to start: {0}")]
-    Dns(#[source] gwhub_hub::dns::DnsConfigError),
+    Dns(#[source] gwhub_dns::DnsConfigError),
     #[error(transparent)]
     Tls(#[from] gwhub_hub::tls::TlsError),
     #[error("cannot start the runtime: {0}")]
@@ -350,7 +350,7 @@ pub(crate) fn config(args: &Args) -> Result<HubConfig, ServeCmdError> {
 }
 
 /// Fleet DNS from the `--dns-*` flags; `None`: off.
-pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig>, ServeCmdError> {
+pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_dns::DnsConfig>, ServeCmdError> {
     args.dns
         .flags(args.no_kube)
         .check(&args.namespace, args.stale_after)
@@ -359,7 +359,7 @@ pub(crate) fn dns_config(args: &Args) -> Result<Option<gwhub_hub::dns::DnsConfig
 
 /// Fleet DNS for the Kubernetes side, once `config` checked the flags (an
 /// error here cannot happen).
-fn checked_dns(args: &Args) -> Option<gwhub_hub::dns::DnsConfig> {
+fn checked_dns(args: &Args) -> Option<gwhub_dns::DnsConfig> {
     dns_config(args).ok().flatten()
 }
 

@@ -88,7 +88,7 @@ gwhub_common::metrics! {
         /// hub Gateway status write that carries it.
         pub propagation_seconds: PropagationSeconds => "gwhub_propagation_seconds",
             "From an agent's changed evaluation (its clock) to the hub Gateway status write carrying it.",
-        // Fleet DNS (spec section 8; `crate::dns`).
+        // Fleet DNS (spec section 8; `gwhub_dns`).
         /// DNS writes by output (dnsendpoint, rfc2136) and result (ok,
         /// conflict, error).
         pub dns_writes: Family<Vec<(String, String)>, Counter> => "gwhub_dns_writes",

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::dns::DnsConfig;
 use crate::serve::{Hub, HubConfig, ServeError};
+use gwhub_dns::DnsConfig;
 use gwhub_k8s::metrics::Metrics;
 use gwhub_k8s::{Connected, KubeError, KubeOptions, shards};
 

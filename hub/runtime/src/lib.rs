@@ -5,7 +5,7 @@
 //! `gwhub_hub_rules`, [`grpc::dashboard`] serves the result, and
 //! `gwhub_k8s` stores reports and writes the hub Gateways' status in
 //! Kubernetes mode. [`serve`] puts them together, and [`kube_hub`]
-//! attaches the Kubernetes side and fleet DNS to them.
+//! attaches the Kubernetes side and fleet DNS (`gwhub_dns`) to them.
 //!
 //! It exists apart from the rules (which it runs) and from the command line
 //! (`gwhub`, which parses flags and calls it), and it does not know the agent
@@ -14,7 +14,6 @@
 // Private, as before the listeners' plumbing left for gwhub-net: used by
 // serve, grpc and web only.
 use gwhub_net::{conn, conn_state, reader_pool};
-pub mod dns;
 pub mod grpc;
 pub use gwhub_identity::{authz, issuer, pki, tls};
 pub use gwhub_index as index;

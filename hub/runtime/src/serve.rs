@@ -427,9 +427,9 @@ impl Hub {
     }
 
     /// Runs fleet DNS without Kubernetes, a dry run from the clusters'
-    /// reports ([`crate::dns::run_without_kube`]), until the hub stops.
-    pub fn start_dns_without_kube(&mut self, config: crate::dns::DnsConfig) {
-        self.background.spawn(crate::dns::run_without_kube(
+    /// reports ([`gwhub_dns::run_without_kube`]), until the hub stops.
+    pub fn start_dns_without_kube(&mut self, config: gwhub_dns::DnsConfig) {
+        self.background.spawn(gwhub_dns::run_without_kube(
             config,
             self.index.clone(),
             self.dns_view.clone(),

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use gwhub_hub::dns::DnsConfig;
+use gwhub_dns::DnsConfig;
 use gwhub_hub::kube_hub::KubeHub;
 use gwhub_hub::serve::HubConfig;
 use gwhub_hub::tls::TlsPaths;

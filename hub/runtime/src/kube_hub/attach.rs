@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::KubeHub;
 use super::readiness::{Readiness, Stage};
-use crate::dns::DnsConfig;
 use crate::index::{DnsView, Index};
 use crate::serve::Hub;
+use gwhub_dns::DnsConfig;
 use gwhub_hub_rules::inventory::ClusterProfile;
 use gwhub_hub_rules::report::ClusterReport;
 use gwhub_k8s::metrics::Metrics;
@@ -424,7 +424,7 @@ impl Wiring {
         let dns = view.subscribe();
         if let Some(config) = config {
             self.tasks.spawn(
-                crate::dns::DnsController {
+                gwhub_dns::DnsController {
                     config,
                     client: self.client.clone(),
                     index: self.index.clone(),

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use super::{HubError, KubeHub};
 use crate::authz::KubeReaders;
-use crate::dns::DnsConfig;
 use crate::serve::{Hub, HubConfig, KubeExtras};
 use crate::tls::{HubTls, TlsPaths};
+use gwhub_dns::DnsConfig;
 use gwhub_k8s::Connected;
 use gwhub_k8s::reviews::ApiServerReviews;
 use gwhub_k8s::tls_secrets::SecretsConfig;

@@ -6,7 +6,7 @@ use gwhub_dns_rules::{
 };
 
 use super::*;
-use crate::dns::config::{DnsFlags, OutputKind};
+use crate::config::{DnsFlags, OutputKind};
 
 fn config() -> DnsConfig {
     DnsFlags {

@@ -12,7 +12,7 @@ use gwhub_dns_rules::{
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_proto::{convert, v1};
 
-use crate::index::{ClusterGateway, Index};
+use gwhub_index::{ClusterGateway, Index};
 
 /// A hub Gateway's spec and metadata as fleet DNS needs them (from the
 /// management cluster's watch).

@@ -231,7 +231,7 @@ impl Names {
         if !coalescing && retry_due && to_write != e.written {
             // Each write with every cluster's inputs and verdict, for
             // tracing a record that changed when no one expected it
-            // (`RUST_LOG=gwhub_hub::dns=debug`).
+            // (`RUST_LOG=gwhub_dns=debug`).
             tracing::debug!(
                 host = %host_s,
                 clusters = ?views

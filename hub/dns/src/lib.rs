@@ -1,6 +1,12 @@
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 //! Fleet DNS (spec section 8, docs/dns.md): DNS records for the hostnames of
 //! hub Gateway listeners that hold the addresses of exactly the clusters
 //! whose Gateway instance can serve them, following placement and removal.
+//! A crate of its own so that the controller that acts on the fleet's
+//! truth is read and changed without the listeners: it reads the index,
+//! writes through the Kubernetes side's API budget (`gwhub_k8s`) and the
+//! RFC 2136 client, and names no gRPC or web code.
 //!
 //! - [`config`]: the `--dns-*` flags, checked at start.
 //! - `clusters`: the rules' inputs from the clusters' REPORTS (the index's
@@ -45,16 +51,16 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use crate::index::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use clusters::HubSpec;
 pub use config::{
     CnameRoutingFlag, DnsConfig, DnsConfigError, DnsFlags, OutputKind, Rfc2136Config, WhenNoneFlag,
 };
 pub use endpoint::object_name;
+pub use gwhub_index::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use names::{Job, Outcome};
 
-use crate::index::Index;
 use endpoint::{EndpointOutput, Seeds};
+use gwhub_index::Index;
 use gwhub_k8s::budget::ApiBudget;
 use gwhub_k8s::metrics::Metrics;
 use names::{Names, Remembered, Round};
@@ -130,7 +136,7 @@ impl Current {
 impl DnsController {
     /// Runs until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
-        self.index.set_dns_mode(crate::index::DnsMode::Following);
+        self.index.set_dns_mode(gwhub_index::DnsMode::Following);
         self.view.send_replace(Arc::new(DnsView {
             enabled: true,
             outputs: self.config.outputs(),
@@ -206,7 +212,7 @@ impl DnsController {
                 }
                 // Decided from now on (not before: the conditions the last
                 // leader wrote are carried until this round set them).
-                self.index.set_dns_mode(crate::index::DnsMode::Leading);
+                self.index.set_dns_mode(gwhub_index::DnsMode::Leading);
                 again = !decided.jobs.is_empty();
                 for job in &decided.jobs {
                     self.write(
@@ -341,7 +347,7 @@ impl DnsController {
     /// are the leader's, and the view says so.
     fn stop_leading(&self) {
         tracing::info!("fleet DNS: no longer leading; writing nothing");
-        self.index.set_dns_mode(crate::index::DnsMode::Following);
+        self.index.set_dns_mode(gwhub_index::DnsMode::Following);
         self.view.send_modify(|v| {
             let mut next = (**v).clone();
             next.writing = false;
@@ -563,7 +569,7 @@ pub async fn run_without_kube(
         for (key, c) in decided.conditions {
             index.set_dns_condition(&key, c);
         }
-        index.set_dns_mode(crate::index::DnsMode::Leading);
+        index.set_dns_mode(gwhub_index::DnsMode::Leading);
         for job in &decided.jobs {
             tracing::info!(host = %job.host, sets = ?names::targets(&job.sets), "fleet DNS dry run: would write");
             names.written(job, Outcome::Written, now_millis(), 0);
