@@ -106,31 +106,31 @@ impl Sightings {
 }
 
 /// One replica's liveness on the management cluster.
-pub struct Liveness {
-    pub leases: Api<Lease>,
-    pub configmaps: Api<ConfigMap>,
-    pub index: Index,
+pub(crate) struct Liveness {
+    pub(crate) leases: Api<Lease>,
+    pub(crate) configmaps: Api<ConfigMap>,
+    pub(crate) index: Index,
     /// This replica (its leader-election identity); the Lease's holder is
     /// it with this process's start time (see [`Liveness::spawn`]).
-    pub identity: String,
+    pub(crate) identity: String,
     /// The stored reports as the importer saw them (their lastSeenTime),
     /// and whether it listed them once: an ended replica's record goes
     /// only when the store says as much.
-    pub stored: StoredParts,
-    pub restored: watch::Receiver<bool>,
+    pub(crate) stored: StoredParts,
+    pub(crate) restored: watch::Receiver<bool>,
     /// Set once a restarted hub has caught up: every cluster a replica no
     /// longer alive served is back (or stale anyway), so hub Gateway
     /// status written from this process's view shows no lagging store
     /// ([`gwhub_hub_rules::liveness::awaited`]). Turns true once, never
     /// back.
-    pub caught_up: watch::Sender<bool>,
+    pub(crate) caught_up: watch::Sender<bool>,
     /// Set when this replica's record was deleted: written again whole.
-    pub lost_own: Arc<AtomicBool>,
+    pub(crate) lost_own: Arc<AtomicBool>,
     /// How often the heartbeat is renewed: [`heartbeat_every`], or more
     /// often where the status shards judge replicas alive by it.
-    pub beat_every: Duration,
+    pub(crate) beat_every: Duration,
     /// For the restart gate's gauge.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
 }
 
 impl Liveness {
@@ -138,7 +138,7 @@ impl Liveness {
     /// others'; the returned sightings feed the importer and the
     /// heartbeats the status shards, and the restart gate sets
     /// `caught_up`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         mut self,
         tasks: &mut tokio::task::JoinSet<()>,
         shutdown: CancellationToken,

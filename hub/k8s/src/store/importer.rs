@@ -305,20 +305,20 @@ impl Importer {
 }
 
 /// What the importer works on.
-pub struct Store {
-    pub api: Api<ClusterReport>,
-    pub index: Index,
-    pub stored: StoredParts,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct Store {
+    pub(crate) api: Api<ClusterReport>,
+    pub(crate) index: Index,
+    pub(crate) stored: StoredParts,
+    pub(crate) metrics: Arc<Metrics>,
     /// For deleting a deregistered cluster's parts.
-    pub budget: Arc<ApiBudget>,
+    pub(crate) budget: Arc<ApiBudget>,
     /// The other replicas' heartbeats for their clusters.
-    pub sightings: Sightings,
+    pub(crate) sightings: Sightings,
 }
 
 /// Imports other writers' reports (a previous hub, another replica) into
 /// the index. `restored` turns true once the first full list is in.
-pub async fn run_importer(
+pub(crate) async fn run_importer(
     store: Store,
     restored: watch::Sender<bool>,
     forget: Arc<LostQueue>,

@@ -38,8 +38,10 @@
 //!   cluster's parts, a pruned cluster's report, parts beyond a layout).
 //!
 //! What they pass each other lives here: the importer's [`Lost`] entries
-//! for the writer and the [`StoredParts`] it saw. The writer's decisions
-//! are [`gwhub_hub_rules::store_writer`]'s, tested without an API server.
+//! for the writer and the [`StoredParts`] it saw; so does [`StoreTasks`],
+//! which starts them with the replicas' liveness they read. The writer's
+//! decisions are [`gwhub_hub_rules::store_writer`]'s, tested without an
+//! API server.
 
 mod deletes;
 mod importer;
@@ -49,8 +51,111 @@ mod writer;
 use gwhub_common::CoalescingQueue;
 use gwhub_hub_rules::store_writer::Lost;
 
-pub use importer::{Store, run_importer};
-pub use writer::{REWRITE_EVERY, ReportWriter};
+use std::sync::Arc;
+
+use gwhub_index::Index;
+use kube::Client;
+use kube::api::Api;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::ApiBudget;
+use crate::liveness::{self, Heartbeats, Liveness};
+use crate::metrics::Metrics;
+use crate::{KubeOptions, leader};
+use importer::{Store, run_importer};
+use writer::{REWRITE_EVERY, ReportWriter};
+
+/// What the store's tasks work with: the management cluster and the
+/// hub's options, the index they import into and write from, and the
+/// Kubernetes side's metrics and API budget.
+pub struct StoreTasks {
+    pub client: Client,
+    pub options: KubeOptions,
+    pub index: Index,
+    pub metrics: Arc<Metrics>,
+    pub budget: Arc<ApiBudget>,
+}
+
+impl StoreTasks {
+    /// Spawns on `tasks`, until `shutdown`: the replicas' liveness records
+    /// (which set `caught_up` once this replica caught up with the
+    /// clusters of replicas that ended), the importer of stored reports
+    /// (which sets `restored` once its first list is in the index) and the
+    /// report writer. Returns the heartbeats the status shards judge
+    /// replicas by.
+    pub fn spawn(
+        self,
+        restored: watch::Sender<bool>,
+        caught_up: watch::Sender<bool>,
+        tasks: &mut JoinSet<()>,
+        shutdown: &CancellationToken,
+    ) -> Heartbeats {
+        let StoreTasks {
+            client,
+            options,
+            index,
+            metrics,
+            budget,
+        } = self;
+        let ns = options.namespace.as_str();
+        let forget = Arc::new(LostQueue::default());
+        let stored = StoredParts::default();
+        // Where the status shards judge replicas alive by the heartbeat,
+        // it beats at least as often as a shard Lease is renewed.
+        let beat_every = match &options.lease {
+            Some(lease) if options.status_shards > 0 => {
+                liveness::heartbeat_every(index.stale_after()).min(lease.renew_every)
+            }
+            _ => liveness::heartbeat_every(index.stale_after()),
+        };
+        let (sightings, heartbeats) = Liveness {
+            leases: Api::namespaced(client.clone(), ns),
+            configmaps: Api::namespaced(client.clone(), ns),
+            index: index.clone(),
+            identity: options
+                .lease
+                .as_ref()
+                .map_or_else(leader::default_identity, |l| l.identity.clone()),
+            stored: stored.clone(),
+            restored: restored.subscribe(),
+            caught_up,
+            lost_own: Default::default(),
+            beat_every,
+            metrics: metrics.clone(),
+        }
+        .spawn(tasks, shutdown.clone());
+        let reports = Api::namespaced(client.clone(), ns);
+        tasks.spawn(run_importer(
+            Store {
+                api: reports.clone(),
+                index: index.clone(),
+                stored: stored.clone(),
+                metrics: metrics.clone(),
+                budget: budget.clone(),
+                sightings,
+            },
+            restored,
+            forget.clone(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(
+            ReportWriter {
+                api: reports,
+                index,
+                metrics,
+                debounce: options.debounce,
+                budget,
+                stored,
+                rewrite_every: REWRITE_EVERY,
+                writes_in_flight: gwhub_hub_rules::store_writer::writes_in_flight(options.api_qps),
+            }
+            .run(forget, shutdown.clone()),
+        );
+        heartbeats
+    }
+}
 
 /// The importer's [`Lost`] entries for the writer: pushing never waits
 /// (the importer's watch keeps importing while the writer waits for the

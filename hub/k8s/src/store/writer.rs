@@ -30,27 +30,27 @@ use crate::metrics::Metrics;
 use gwhub_index::Index;
 
 /// Writes the reports of the clusters streaming to this replica.
-pub struct ReportWriter {
-    pub api: Api<ClusterReport>,
-    pub index: Index,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct ReportWriter {
+    pub(crate) api: Api<ClusterReport>,
+    pub(crate) index: Index,
+    pub(crate) metrics: Arc<Metrics>,
     /// Wait after a change so a burst becomes one write.
-    pub debounce: Duration,
+    pub(crate) debounce: Duration,
     /// The API write budget shared with the status writer.
-    pub budget: Arc<ApiBudget>,
-    pub stored: StoredParts,
+    pub(crate) budget: Arc<ApiBudget>,
+    pub(crate) stored: StoredParts,
     /// A cluster that keeps changing is written at most this often
     /// ([`REWRITE_EVERY`]).
-    pub rewrite_every: Duration,
+    pub(crate) rewrite_every: Duration,
     /// Report writes kept in flight at once, sized from the budget
     /// ([`store_writer::writes_in_flight`]) so it, not this, bounds the
     /// rate.
-    pub writes_in_flight: usize,
+    pub(crate) writes_in_flight: usize,
 }
 
 /// A cluster that keeps changing is written at most this often (see
 /// [`gwhub_hub_rules::store_queue`]).
-pub const REWRITE_EVERY: Duration = Duration::from_secs(3);
+pub(crate) const REWRITE_EVERY: Duration = Duration::from_secs(3);
 
 /// Deletions of pruned clusters' stored reports the writer keeps in flight
 /// at once, beside its writes ([`gwhub_hub_rules::store_queue::Prunes`]).
@@ -63,7 +63,7 @@ impl ReportWriter {
     /// Beside the writes, deletes the reports of clusters
     /// `--insecure-prune-after` forgot, up to PRUNES_IN_FLIGHT at once,
     /// each after its cluster's write in flight ends.
-    pub async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
+    pub(crate) async fn run(self, forget: Arc<LostQueue>, shutdown: CancellationToken) {
         let mut reports = self.index.subscribe_reports();
         let mut pruned = self.index.subscribe_pruned();
         let mut writer = Writer::new(

@@ -27,10 +27,8 @@ use crate::index::{DnsView, Index};
 use crate::serve::Hub;
 use gwhub_dns::DnsConfig;
 use gwhub_hub_rules::inventory::ClusterProfile;
-use gwhub_hub_rules::report::ClusterReport;
 use gwhub_k8s::metrics::Metrics;
 use gwhub_k8s::status_writer::{Queue, StatusWriter, Unwritten};
-use gwhub_k8s::store::ReportWriter;
 use gwhub_k8s::{
     Connected, KubeOptions, SecretsFollowers, budget, events, inventory, leader, liveness,
     reporting, shards, status_writer, store,
@@ -153,68 +151,23 @@ impl Wiring {
     }
 
     /// The store: the replicas' liveness records (heartbeats, and this
-    /// replica catching up), the importer of stored reports (`Restored`)
-    /// and the report writer. Returns the heartbeats the write shards
-    /// judge replicas by.
+    /// replica catching up: `CaughtUp`), the importer of stored reports
+    /// (`Restored`) and the report writer (`gwhub_k8s::store::StoreTasks`).
+    /// Returns the heartbeats the write shards judge replicas by.
     fn store(&mut self, readiness: &Readiness) -> liveness::Heartbeats {
-        let index = &self.index;
-        let reports_api: Api<ClusterReport> = self.own();
-        let forget = Arc::new(store::LostQueue::default());
-        let stored = store::StoredParts::default();
-        // Where the status shards judge replicas alive by the heartbeat,
-        // it beats at least as often as a shard Lease is renewed.
-        let beat_every = match &self.options.lease {
-            Some(lease) if self.options.status_shards > 0 => {
-                liveness::heartbeat_every(index.stale_after()).min(lease.renew_every)
-            }
-            _ => liveness::heartbeat_every(index.stale_after()),
-        };
-        let (sightings, heartbeats) = liveness::Liveness {
-            leases: self.own(),
-            configmaps: self.own(),
-            index: index.clone(),
-            identity: self
-                .options
-                .lease
-                .as_ref()
-                .map_or_else(leader::default_identity, |l| l.identity.clone()),
-            stored: stored.clone(),
-            restored: readiness.receiver(Stage::Restored),
-            caught_up: readiness.sender(Stage::CaughtUp),
-            lost_own: Default::default(),
-            beat_every,
+        store::StoreTasks {
+            client: self.client.clone(),
+            options: self.options.clone(),
+            index: self.index.clone(),
             metrics: self.metrics.clone(),
+            budget: self.budget.clone(),
         }
-        .spawn(&mut self.tasks, self.shutdown.clone());
-        self.tasks.spawn(store::run_importer(
-            store::Store {
-                api: reports_api.clone(),
-                index: index.clone(),
-                stored: stored.clone(),
-                metrics: self.metrics.clone(),
-                budget: self.budget.clone(),
-                sightings,
-            },
+        .spawn(
             readiness.sender(Stage::Restored),
-            forget.clone(),
-            self.shutdown.clone(),
-        ));
-        self.tasks.spawn(
-            ReportWriter {
-                api: reports_api,
-                index: index.clone(),
-                metrics: self.metrics.clone(),
-                debounce: self.options.debounce,
-                budget: self.budget.clone(),
-                stored,
-                rewrite_every: store::REWRITE_EVERY,
-                writes_in_flight: gwhub_hub_rules::store_writer::writes_in_flight(
-                    self.options.api_qps,
-                ),
-            }
-            .run(forget, self.shutdown.clone()),
-        );
-        heartbeats
+            readiness.sender(Stage::CaughtUp),
+            &mut self.tasks,
+            &self.shutdown,
+        )
     }
 
     /// The hub Gateways' watch (`GatewaysSynced`) and the index's, both

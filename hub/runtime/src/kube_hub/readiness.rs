@@ -1,12 +1,11 @@
 //! The hub's start-up conditions in Kubernetes mode, in one type: each
-//! task that brings a condition about is handed its [`Stage`]'s sender,
-//! each task that waits takes a receiver, and the two conditions derived
-//! from them (`ready`: the probe; `writable`: what status writers wait on)
+//! task that brings a condition about is handed its [`Stage`]'s sender
+//! (a task that also waits on one, as liveness waits for `Restored`,
+//! follows that sender), and the two conditions derived from them (`ready`: the probe; `writable`: what status writers wait on)
 //! are decided in one place, [`Readiness::spawn`], by a pure rule
 //! ([`derive`]) with its own tests.
 //!
-//! It exists so that `attach` declares what each task
-//! waits on instead of wiring a channel per condition and a hand-built
+//! It exists so that `attach` declares what each task waits on instead of wiring a channel per condition and a hand-built
 //! gate task; the order (why `ready` needs these four, why `writable`
 //! waits for the other replicas) is written here once.
 
@@ -81,11 +80,6 @@ impl Readiness {
     /// The sender of `stage`, for the task that brings it about.
     pub(crate) fn sender(&self, stage: Stage) -> watch::Sender<bool> {
         self.channel(stage).clone()
-    }
-
-    /// Follows `stage`, for a task that waits on it.
-    pub(crate) fn receiver(&self, stage: Stage) -> watch::Receiver<bool> {
-        self.channel(stage).subscribe()
     }
 
     /// `stage` holds from the start (nothing to list for it).
