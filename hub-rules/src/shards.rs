@@ -3,7 +3,7 @@
 //! `namespace/name` ([`shard_of`]), each shard has a Lease, and every
 //! replica decides from the Leases and the live replicas it observed which
 //! shards to keep, acquire or release ([`decide`]), aiming at a fair share
-//! ([`fair_share`]) each. The runtime (`hub/runtime/src/kube/shards.rs`) does the
+//! ([`fair_share`]) each. The runtime (`hub/k8s/src/shards.rs`) does the
 //! I/O; keeping the decision here makes it testable without an API server.
 //!
 //! The live replicas come from the replicas' liveness heartbeats (one
