@@ -429,3 +429,32 @@ fn a_bad_document_in_the_middle_is_named() {
         }
     }
 }
+
+/// `--metrics-listen` on an address another socket holds: `gwhub serve`
+/// exits 1 naming the address (the admin server binds at start-up, after
+/// the listeners), rather than serving without its metrics and probes.
+#[test]
+fn a_metrics_address_in_use_is_named() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = gwhub(&[
+        "serve",
+        "--no-kube",
+        "--insecure",
+        "--listen",
+        "127.0.0.1:0",
+        "--dashboard-listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        &addr,
+    ]);
+    // The hub's start-up lines come first; the error is the last line.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!("error: cannot serve metrics on {addr}: ")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

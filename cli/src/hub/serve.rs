@@ -241,6 +241,9 @@ impl From<gwhub_hub::kube_hub::HubError> for ServeCmdError {
         match e {
             gwhub_hub::kube_hub::HubError::Kube(e) => e.into(),
             gwhub_hub::kube_hub::HubError::Serve(e) => e.into(),
+            gwhub_hub::kube_hub::HubError::Admin { addr, source } => {
+                ServeCmdError::Metrics { addr, source }
+            }
         }
     }
 }
@@ -395,40 +398,17 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         warn_insecure(auth);
     }
     runtime.block_on(async {
-        let stop_metrics = tokio_util::sync::CancellationToken::new();
-        let _stop_metrics = stop_metrics.clone().drop_guard();
-        let serve_metrics = |hub: &Hub, kube_metrics, synced| {
-            let index = hub.index.clone();
-            let parts = hub.metrics.clone();
-            let stop_metrics = stop_metrics.clone();
-            async move {
-                match args.metrics_listen {
-                    Some(addr) => {
-                        let probes =
-                            gwhub_hub::metrics::probes(index.clone(), synced, stop_metrics.clone());
-                        gwhub_hub::metrics::serve(
-                            addr,
-                            index,
-                            parts,
-                            kube_metrics,
-                            probes,
-                            stop_metrics,
-                        )
-                        .await
-                        .map(drop)
-                        .map_err(|source| ServeCmdError::Metrics { addr, source })
-                    }
-                    None => Ok(()),
-                }
-            }
-        };
         if args.no_kube {
             let mut hub = Hub::start_with(config, tls, Default::default()).await?;
             // Checked by `config` before: a dry run from the reports.
             if let Some(dns) = dns_config(args).ok().flatten() {
                 hub.start_dns_without_kube(dns);
             }
-            serve_metrics(&hub, None, None).await?;
+            if let Some(addr) = args.metrics_listen {
+                hub.serve_admin(addr, None)
+                    .await
+                    .map_err(|source| ServeCmdError::Metrics { addr, source })?;
+            }
             return hub
                 .run_until(shutdown_signal())
                 .await
@@ -444,13 +424,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
         if auth == DashboardAuthMode::Kubernetes {
             hub = hub.kubernetes_readers();
         }
-        let kube = hub.start().await?;
-        serve_metrics(
-            &kube.hub,
-            Some(kube.metrics.clone()),
-            Some(kube.ready.clone()),
-        )
-        .await?;
+        let kube = hub.admin(args.metrics_listen).start().await?;
         kube.run_until(shutdown_signal())
             .await
             .map_err(ServeCmdError::from)

@@ -38,6 +38,13 @@ pub enum HubError {
     /// The hub's listeners.
     #[error(transparent)]
     Serve(#[from] ServeError),
+    /// The admin server (`--metrics-listen`).
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Admin {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A running hub in Kubernetes mode.

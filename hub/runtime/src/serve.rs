@@ -187,6 +187,10 @@ pub struct Hub {
     shutdown: CancellationToken,
     /// Cancels `shutdown` when the hub is dropped without a shutdown.
     _cancel_on_drop: DropGuard,
+    /// Stops the admin server ([`Hub::serve_admin`]) once the hub is gone:
+    /// after [`Hub::shutdown`] has drained the streams, so `/metrics` and
+    /// the probes answer through the drain.
+    admin_stop: DropGuard,
     servers: JoinSet<Result<(), tonic::transport::Error>>,
     background: JoinSet<()>,
 }
@@ -421,9 +425,34 @@ impl Hub {
             dns_view,
             shutdown: shutdown.clone(),
             _cancel_on_drop: shutdown.drop_guard(),
+            admin_stop: CancellationToken::new().drop_guard(),
             servers: listening.servers,
             background,
         })
+    }
+
+    /// Serves the admin endpoints on `addr` (`--metrics-listen`):
+    /// `/metrics` (the parts' counters and gauges, and the Kubernetes
+    /// side's `kube` metrics when given), `/healthz`, and `/readyz`
+    /// (ready once `kube`'s readiness holds; at once without one), until
+    /// the hub is gone. Returns the bound address.
+    pub async fn serve_admin(
+        &self,
+        addr: SocketAddr,
+        kube: Option<(Arc<gwhub_k8s::metrics::Metrics>, watch::Receiver<bool>)>,
+    ) -> std::io::Result<SocketAddr> {
+        let stop = self.admin_stop.token().clone();
+        let (kube, ready) = kube.unzip();
+        let probes = crate::metrics::probes(self.index.clone(), ready, stop.clone());
+        crate::metrics::serve(
+            addr,
+            self.index.clone(),
+            self.metrics.clone(),
+            kube,
+            probes,
+            stop,
+        )
+        .await
     }
 
     /// Runs fleet DNS without Kubernetes, a dry run from the clusters'

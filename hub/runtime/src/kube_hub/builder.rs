@@ -2,7 +2,8 @@
 //! the management cluster ([`Builder::new`]): its TLS (given, or from
 //! its Secrets with the join issuer and the followers that come with
 //! them), its Dashboard readers, the listeners, then every Kubernetes task
-//! and fleet DNS attached (`attach`).
+//! and fleet DNS attached (`attach`), and last the admin server
+//! (`/metrics` and the probes, ready with the hub).
 //!
 //! It exists so that `gwhub serve` and the tests start a hub the same way:
 //! what differs between them is a builder call, not a copy of the wiring.
@@ -36,6 +37,7 @@ pub struct Builder<'a> {
     tls: Tls<'a>,
     kubernetes_readers: bool,
     dns: Option<DnsConfig>,
+    admin: Option<std::net::SocketAddr>,
 }
 
 impl<'a> Builder<'a> {
@@ -49,6 +51,7 @@ impl<'a> Builder<'a> {
             tls: Tls::Plain,
             kubernetes_readers: false,
             dns: None,
+            admin: None,
         }
     }
 
@@ -83,8 +86,15 @@ impl<'a> Builder<'a> {
         self
     }
 
-    /// Reads or makes the TLS material, binds the listeners and attaches
-    /// the Kubernetes side.
+    /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` once started
+    /// (`None`: no admin server), ready with the hub ([`Hub::serve_admin`]).
+    pub fn admin(mut self, addr: Option<std::net::SocketAddr>) -> Self {
+        self.admin = addr;
+        self
+    }
+
+    /// Reads or makes the TLS material, binds the listeners, attaches the
+    /// Kubernetes side and serves the admin endpoints.
     pub async fn start(self) -> Result<KubeHub, HubError> {
         let Builder {
             connected,
@@ -92,6 +102,7 @@ impl<'a> Builder<'a> {
             tls,
             kubernetes_readers,
             dns,
+            admin,
         } = self;
         let (tls, issuer, followers) = match tls {
             Tls::Plain => (None, None, None),
@@ -116,6 +127,14 @@ impl<'a> Builder<'a> {
             issuer,
         };
         let hub = Hub::start_with(config, tls, extras).await?;
-        Ok(super::attach::attach(connected, hub, followers, dns))
+        let kube = super::attach::attach(connected, hub, followers, dns);
+        if let Some(addr) = admin {
+            let ready = (kube.metrics.clone(), kube.ready.clone());
+            kube.hub
+                .serve_admin(addr, Some(ready))
+                .await
+                .map_err(|source| HubError::Admin { addr, source })?;
+        }
+        Ok(kube)
     }
 }
