@@ -31,9 +31,9 @@ use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub::SimCluster;
 use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
-use gwhub_hub::index::Change;
 use gwhub_hub::serve::{Hub, HubConfig};
 use gwhub_hub_rules::aggregate::GatewayKey;
+use gwhub_index::Change;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use gwhub_hub_rules::aggregate::Options;
 use gwhub_hub::grpc::ingest::replay;
-use gwhub_hub::index::{Index, IndexConfig};
+use gwhub_index::{Index, IndexConfig};
 use gwhub_proto::v1::{self, agent_message};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;

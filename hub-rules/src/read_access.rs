@@ -1,6 +1,6 @@
 //! Who reads what under `gwhub serve --dashboard-auth=kubernetes`: the
 //! pure half of the hub's reader authorization (the TokenReview and
-//! SubjectAccessReview calls are the runtime's, `gwhub_hub::authz`).
+//! SubjectAccessReview calls are the runtime's, `gwhub_identity::authz`).
 //!
 //! A reader may read a hub Gateway when Kubernetes RBAC lets them `get`
 //! `gateways.gateway.networking.k8s.io` in its namespace on the management

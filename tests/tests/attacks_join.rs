@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use gwhub_common::join::JoinToken;
 use gwhub_hub::kube_hub::KubeHub;
-use gwhub_hub::tls::TlsPaths;
 use gwhub_hub_rules::inventory::{ClusterProfile, Mode};
+use gwhub_identity::tls::TlsPaths;
 use gwhub_k8s::pending::{KEY_ANNOTATION, REQUESTED_ANNOTATION, SOURCE_ANNOTATION};
 use gwhub_k8s::tls_secrets::{CA_SECRET, SecretsConfig};
 use gwhub_k8s::{Connected, KubeOptions};
@@ -679,13 +679,13 @@ async fn a_renewal_outside_the_inventory_is_refused_or_reported() {
             .await
             .unwrap();
         let text = |k: &str| String::from_utf8(ca.data.as_ref().unwrap()[k].0.clone()).unwrap();
-        let pair = gwhub_hub::pki::Pair {
+        let pair = gwhub_identity::pki::Pair {
             cert_pem: text("tls.crt"),
             key_pem: text("tls.key"),
         };
         let key = key_for("rogue");
         let now = jiff::Timestamp::now().as_second();
-        let cert = gwhub_hub::pki::sign_agent_csr(
+        let cert = gwhub_identity::pki::sign_agent_csr(
             &pair,
             &key.csr,
             "rogue",

@@ -61,7 +61,12 @@ async fn foreign_profile(admin: &Client, name: &str) {
 /// The hub with its TLS from its Secrets, the inventory enforced, clusters
 /// stale after `stale_after`.
 async fn start_hub(as_hub: &Client, stale_after: Duration) -> KubeHub {
-    start_hub_with(as_hub, stale_after, gwhub_hub::pki::AGENT_CERT_LIFETIME).await
+    start_hub_with(
+        as_hub,
+        stale_after,
+        gwhub_identity::pki::AGENT_CERT_LIFETIME,
+    )
+    .await
 }
 
 /// [`start_hub`], its agent certificates living `agent_lifetime`.

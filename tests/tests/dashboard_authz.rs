@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use gateway_api::apis::standard::gateways::GatewayStatus;
-use gwhub_hub::authz::KubeReaders;
 use gwhub_hub::serve::{Hub, HubConfig};
+use gwhub_identity::authz::KubeReaders;
 use gwhub_k8s::reviews::ApiServerReviews;
 use gwhub_proto::convert::status_to_proto;
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};

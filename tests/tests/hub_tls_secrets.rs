@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gwhub_hub::tls::TlsPaths;
+use gwhub_identity::tls::TlsPaths;
 use gwhub_k8s::tls_secrets::{CA_SECRET, MANAGED_BY, SERVING_SECRET, SecretsConfig};
 use gwhub_k8s::{Connected, KubeOptions};
 use gwhub_test_kit::install::{SYSTEM_NS, management};
@@ -276,7 +276,7 @@ async fn a_corrupt_hub_ca_is_written_back_or_replaced() {
     let now = secrets.get(CA_SECRET).await.unwrap();
     let new_pem = key(&now, "tls.crt");
     assert_ne!(new_pem, ca_pem);
-    gwhub_hub::pki::check_ca(&gwhub_hub::pki::Pair {
+    gwhub_identity::pki::check_ca(&gwhub_identity::pki::Pair {
         cert_pem: String::from_utf8(new_pem.clone()).unwrap(),
         key_pem: String::from_utf8(key(&now, "tls.key")).unwrap(),
     })

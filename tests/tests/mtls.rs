@@ -14,7 +14,7 @@ use gwhub::hub::{Layout, generate};
 use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
 use gwhub_hub::serve::{Hub, HubConfig};
-use gwhub_hub::tls::HubTls;
+use gwhub_identity::tls::HubTls;
 // The test kit's process guard, binaries and free address, under the
 // names this suite used.
 use gwhub_proto::v1::{

@@ -10,7 +10,7 @@ use std::time::Duration;
 use gwhub_agent::runtime::dir_source::engine_evaluate;
 use gwhub_agent::runtime::{DirSource, HubConfig as AgentConfig, run_dir_agent};
 use gwhub_hub::serve::Hub;
-use gwhub_hub::tls::{HubTls, TlsPaths};
+use gwhub_identity::tls::{HubTls, TlsPaths};
 // The test kit's process guard, binaries and free address, under the
 // names this suite used.
 use gwhub_proto::v1::ingest_client::IngestClient;

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use gwhub_hub::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
-use gwhub_hub::index::DEFAULT_MAX_CLUSTERS;
 use gwhub_hub::serve::{Budgets, DEFAULT_PER_ADDRESS, MAX_COUNT_FLAG};
+use gwhub_index::DEFAULT_MAX_CLUSTERS;
 
 /// The parser of a count flag: 1 to [`MAX_COUNT_FLAG`].
 fn count_flag() -> clap::builder::RangedU64ValueParser<usize> {

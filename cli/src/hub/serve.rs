@@ -213,7 +213,7 @@ pub enum ServeCmdError {
     #[error("refusing to start: {0}")]
     Dns(#[source] gwhub_dns::DnsConfigError),
     #[error(transparent)]
-    Tls(#[from] gwhub_hub::tls::TlsError),
+    Tls(#[from] gwhub_identity::tls::TlsError),
     #[error("cannot start the runtime: {0}")]
     Runtime(#[source] std::io::Error),
     #[error(transparent)]
@@ -376,7 +376,7 @@ pub(crate) fn uses_secrets(args: &Args) -> bool {
 pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
     let config = config(args)?;
     let auth = dashboard_auth(args)?;
-    let paths = gwhub_hub::tls::TlsPaths {
+    let paths = gwhub_identity::tls::TlsPaths {
         cert: args.tls_cert.as_deref(),
         key: args.tls_key.as_deref(),
         client_ca: args.client_ca.as_deref(),
@@ -386,7 +386,7 @@ pub(crate) fn run(args: &Args) -> Result<String, ServeCmdError> {
     let from_secrets = uses_secrets(args);
     let tls = match from_secrets {
         true => None,
-        false => gwhub_hub::tls::HubTls::load(&paths)?,
+        false => gwhub_identity::tls::HubTls::load(&paths)?,
     };
     let runtime = tokio::runtime::Runtime::new().map_err(ServeCmdError::Runtime)?;
     // Declared after the runtime, so dropped (flushing spans) before it.

@@ -20,8 +20,9 @@
 //! the CSRs it signs) need certificates, and certificates need nothing of
 //! them: its direct gwhub dependencies are the rules, the wire types and
 //! the shared plumbing, and it names no HTTP server, DNS client or clap
-//! (`scripts/check-deps.sh` checks them). The runtime re-exports its
-//! modules (`gwhub_hub::{authz, issuer, pki, tls}`).
+//! (`scripts/check-deps.sh` checks them). Every crate that uses it names
+//! it directly (`gwhub_identity::tls`, ...): the runtime re-exports none
+//! of it.
 
 pub mod authz;
 pub mod issuer;

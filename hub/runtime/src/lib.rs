@@ -15,8 +15,11 @@
 // serve, grpc and web only.
 use gwhub_net::{conn, conn_state, reader_pool};
 pub mod grpc;
-pub use gwhub_identity::{authz, issuer, pki, tls};
-pub use gwhub_index as index;
+// The runtime's own short paths to the parts below it (`crate::index`,
+// `crate::tls`, ...); private: other crates name `gwhub_index` and
+// `gwhub_identity` themselves.
+use gwhub_identity::{authz, issuer, tls};
+use gwhub_index as index;
 // Private, as before the TLS material left for gwhub-identity: the
 // runtime's own path to it.
 use gwhub_identity::reload as tls_reload;

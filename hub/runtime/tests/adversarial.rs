@@ -9,7 +9,7 @@ use std::time::Duration;
 use gwhub_common::metrics_http::Value;
 use gwhub_hub::serve::Budgets;
 use gwhub_hub::serve::{Hub, HubConfig};
-use gwhub_hub::tls::HubTls;
+use gwhub_identity::tls::HubTls;
 use gwhub_proto::v1::{self, agent_message, dashboard_client::DashboardClient, hub_message};
 use gwhub_test_kit::loopback;
 use gwhub_test_kit::procs::free_addr;

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use gwhub_common::metrics_http::Value;
-use gwhub_hub::authz::{KubeReaders, TOKEN_REVIEW_BURST, TOKEN_REVIEWS_PER_SECOND};
 use gwhub_hub::serve::Budgets;
 use gwhub_hub::serve::{Hub, HubConfig, KubeExtras};
+use gwhub_identity::authz::{KubeReaders, TOKEN_REVIEW_BURST, TOKEN_REVIEWS_PER_SECOND};
 use gwhub_k8s::reviews::ApiServerReviews;
 use gwhub_proto::v1::{self, dashboard_client::DashboardClient};
 use gwhub_test_kit::loopback;

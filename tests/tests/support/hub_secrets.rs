@@ -27,7 +27,7 @@ pub(crate) fn key(s: &Secret, k: &str) -> Vec<u8> {
 /// The hub with its TLS from its Secrets, its serving certificate living
 /// `lifetime`, as Lease identity `tls-secrets`.
 pub(crate) async fn start_hub(client: &kube::Client, lifetime: Duration) -> KubeHub {
-    start_hub_with(client, lifetime, gwhub_hub::pki::AGENT_CERT_LIFETIME).await
+    start_hub_with(client, lifetime, gwhub_identity::pki::AGENT_CERT_LIFETIME).await
 }
 
 /// [`start_hub`], its agent certificates living `agent_lifetime`.

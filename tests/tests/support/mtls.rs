@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use gwhub_hub::serve::{Hub, HubConfig};
-use gwhub_hub::tls::HubTls;
+use gwhub_identity::tls::HubTls;
 // The test kit's process guard, binaries and free address, under the
 // names this suite used.
 use gwhub_proto::v1::{self, agent_message, hub_message, ingest_client::IngestClient};
