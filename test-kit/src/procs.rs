@@ -93,9 +93,20 @@ pub fn try_free_port_where(usable: impl Fn(u16) -> bool) -> std::io::Result<u16>
         .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
         .unwrap_or(0);
     if ceiling < FLOOR + 1_000 {
-        return std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()
-            .map(|a| a.port());
+        // The kernel's choice, still one `usable` accepts (a name server
+        // needs UDP free too): a bounded number of tries.
+        for _ in 0..100 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            if usable(port) {
+                return Ok(port);
+            }
+        }
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "no port the kernel handed out was usable",
+        ));
     }
     let span = ceiling - FLOOR;
     let seed = || {
