@@ -95,7 +95,7 @@ pub fn render(clusters: &[ClusterSummary], hub_gateways: usize, kube: Option<&Me
 /// stored reports and hub Gateways loaded: leader or standby, it can
 /// serve; always with `None`, `--no-kube`); live while a heartbeat can take
 /// the index's cluster table (see [`metrics_http::Probes`]).
-pub fn probes(
+pub(crate) fn probes(
     index: Index,
     synced: Option<watch::Receiver<bool>>,
     shutdown: CancellationToken,
@@ -110,7 +110,7 @@ pub fn probes(
 /// Serves the metrics of `index`, `parts` (and `kube`) on `addr` until
 /// `shutdown`, with `probes` on `/healthz` and `/readyz`; returns the bound
 /// address.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     index: Index,
     parts: HubMetrics,

@@ -1,13 +1,15 @@
 //! The hub's start-up conditions in Kubernetes mode, in one type: each
-//! task that brings a condition about is handed its [`Stage`]'s sender
-//! (a task that also waits on one, as liveness waits for `Restored`,
-//! follows that sender), and the two conditions derived from them (`ready`: the probe; `writable`: what status writers wait on)
-//! are decided in one place, [`Readiness::spawn`], by a pure rule
-//! ([`derive`]) with its own tests.
+//! task that brings a condition about is handed its [`Stage`]'s sender (a
+//! task that also waits on one, as liveness waits for `Restored`, follows
+//! that sender), and the two conditions derived from them (`ready`: the
+//! probe; `writable`: what status writers wait on) are decided in one
+//! place, [`Readiness::spawn`], by a pure rule ([`derive`]) with its own
+//! tests.
 //!
-//! It exists so that `attach` declares what each task waits on instead of wiring a channel per condition and a hand-built
-//! gate task; the order (why `ready` needs these four, why `writable`
-//! waits for the other replicas) is written here once.
+//! It exists so that `attach` declares what each task waits on instead of
+//! wiring a channel per condition and a hand-built gate task; the order
+//! (why `ready` needs these four, why `writable` waits for the other
+//! replicas) is written here once.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +23,8 @@ use crate::index::Index;
 /// none flips back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Stage {
-    /// The stored reports were imported (`gwhub_k8s::store::run_importer`).
+    /// The stored reports were imported (the importer of
+    /// `gwhub_k8s::store::StoreTasks`).
     Restored,
     /// The hub Gateways were listed (`gwhub_k8s::status_writer::run_gateway_watch`).
     GatewaysSynced,
@@ -31,8 +34,8 @@ pub(crate) enum Stage {
     /// The PlacementDecisions were listed; holds at once without them.
     PlacementsSynced,
     /// This replica caught up with the clusters that replicas which ended
-    /// served (`gwhub_k8s::liveness`), so it writes nothing from a store that
-    /// lags the ingest.
+    /// served (the liveness records of `gwhub_k8s::store::StoreTasks`), so
+    /// it writes nothing from a store that lags the ingest.
     CaughtUp,
 }
 
