@@ -42,7 +42,7 @@ fi
 # than a module still counts; a string literal spanning lines is read as
 # code). Per crate: list each part crate here as it leaves gwhub-hub; its
 # sources are found through cargo's metadata wherever it moves.
-circle_crates=(gwhub-hub gwhub-k8s gwhub-dns gwhub-identity gwhub-net gwhub-index)
+circle_crates=(gwhub-hub gwhub-api gwhub-k8s gwhub-dns gwhub-identity gwhub-net gwhub-index)
 
 # The directory of crate $1's library sources, from cargo's metadata.
 crate_src() {
@@ -160,13 +160,17 @@ done
 # gwhub-k8s implements. gwhub-k8s (the management cluster's side) serves
 # nothing and names no listener: the runtime wires it to them; gwhub-dns
 # (fleet DNS) writes through gwhub-k8s's API budget and the RFC 2136
-# client, and names no listener either. One line per part:
+# client, and names no listener either. gwhub-api (ingest, the Dashboard,
+# the web page) serves over the listeners gwhub-net accepts on, reads the
+# index's views and names no Kubernetes client, name server or TLS stack:
+# the wiring (gwhub-hub) hands it what it needs of them. One line per part:
 #   crate | the gwhub crates it may depend on | external crates it must not (ERE)
 hub_parts='
 gwhub-index | gwhub-model gwhub-hub-rules gwhub-dns-rules gwhub-proto gwhub-common | ^(tonic.*|hyper.*|axum.*|tower.*|http.*|kube|kube-.*|rustls.*|tokio-rustls|rcgen|hickory-.*|clap.*)$
 gwhub-identity | gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(kube|kube-.*|k8s-openapi|axum.*|hickory-.*|clap.*)$
 gwhub-net | gwhub-identity gwhub-model gwhub-hub-rules gwhub-common | ^(kube|kube-.*|axum.*|hickory-.*|clap.*)$
 gwhub-k8s | gwhub-index gwhub-identity gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(axum.*|tower.*|hyper.*|http.*|hickory-.*|clap.*|rcgen)$
+gwhub-api | gwhub-index gwhub-identity gwhub-net gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(kube|kube-.*|k8s-openapi|hickory-.*|rustls.*|tokio-rustls|rcgen|clap.*)$
 gwhub-dns | gwhub-k8s gwhub-index gwhub-dns-rules gwhub-dns-rfc2136 gwhub-model gwhub-hub-rules gwhub-proto gwhub-common | ^(axum.*|tower.*|hyper.*|http.*|tonic.*|rustls.*|tokio-rustls|rcgen|clap.*)$
 '
 check_hub_parts() {

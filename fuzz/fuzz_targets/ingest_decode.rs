@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use gwhub_hub_rules::aggregate::Options;
-use gwhub_hub::grpc::ingest::replay;
+use gwhub_api::grpc::ingest::replay;
 use gwhub_index::{Index, IndexConfig};
 use gwhub_proto::v1::{self, agent_message};
 use libfuzzer_sys::fuzz_target;

@@ -1,8 +1,8 @@
 //! `get dns` and `dns plan`: what the hub publishes for fleet DNS and what
 //! it would write now, read from the Dashboard only (spec section 8).
 
+use gwhub_api::web::dns::millis_rfc3339;
 use gwhub_common::render_list;
-use gwhub_hub::web::dns::millis_rfc3339;
 use gwhub_proto::v1;
 use serde_json::{Value, json};
 
@@ -37,7 +37,7 @@ pub fn sets_cell(sets: &[v1::DnsRecordSet]) -> String {
 }
 
 fn dns_item(n: &v1::DnsName) -> Value {
-    let mut v = gwhub_hub::web::dns::dns_name_json(n);
+    let mut v = gwhub_api::web::dns::dns_name_json(n);
     if let Some(o) = v.as_object_mut() {
         let mut item = serde_json::Map::new();
         item.insert("kind".into(), json!("DnsName"));
@@ -75,7 +75,7 @@ pub(super) async fn get_dns(
             let eligible = n.clusters.iter().filter(|c| c.eligible).count();
             let mut row = vec![
                 n.hostname.clone(),
-                gwhub_hub::web::dns::owner(n),
+                gwhub_api::web::dns::owner(n),
                 sets_cell(&n.published),
                 format!("{eligible}/{}", n.clusters.len()),
                 n.state.clone(),
@@ -122,7 +122,7 @@ pub fn plan_text(n: &v1::DnsName) -> String {
     let mut out = format!(
         "{} (hub Gateway {}, zone {}): {}",
         printable(&n.hostname),
-        printable(&gwhub_hub::web::dns::owner(n)),
+        printable(&gwhub_api::web::dns::owner(n)),
         printable(&n.zone),
         printable(&n.state)
     );
@@ -132,7 +132,7 @@ pub fn plan_text(n: &v1::DnsName) -> String {
     out.push('\n');
     out.push_str(&format!("  published: {}\n", sets_cell(&n.published)));
     out.push_str(&format!("  desired:   {}\n", sets_cell(&n.desired)));
-    let plan = gwhub_hub::web::dns::plan(n);
+    let plan = gwhub_api::web::dns::plan(n);
     if plan.is_empty() {
         out.push_str("  would write: nothing (the published sets are the desired ones)\n");
     } else {

@@ -3,8 +3,8 @@
 //! object for `-o yaml|json`. Shared by every command (and `gwhub demo`), so
 //! one Gateway looks the same wherever it is printed.
 
+use gwhub_api::web::{MissingView, OmissionView};
 use gwhub_common::OutputFormat;
-use gwhub_hub::web::{MissingView, OmissionView};
 use gwhub_proto::{convert, v1};
 use serde_json::Value;
 

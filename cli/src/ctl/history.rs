@@ -1,8 +1,8 @@
 //! `history NS/NAME`: the last status transitions of one hub Gateway, as
 //! the hub saw them since it started.
 
+use gwhub_api::web::dns::millis_rfc3339;
 use gwhub_common::render_list;
-use gwhub_hub::web::dns::millis_rfc3339;
 use gwhub_proto::v1;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ fn status_name(s: i32) -> &'static str {
 /// `history -o yaml|json`: one object per transition, as the web page
 /// gives it but with an RFC 3339 `time`.
 pub fn history_json(t: &v1::GatewayTransition) -> Value {
-    gwhub_hub::web::transition_json(t, "time", json!(millis_rfc3339(t.time_millis)))
+    gwhub_api::web::transition_json(t, "time", json!(millis_rfc3339(t.time_millis)))
 }
 
 pub(super) async fn history(

@@ -169,7 +169,7 @@ pub(crate) async fn run(
         insecure: true,
         stale_after,
         options: Options::default(),
-        max_messages_per_second: gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
+        max_messages_per_second: gwhub_api::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND,
         budgets: Default::default(),
         web_listen: config.web_listen,
         web_hosts: Default::default(),

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use gwhub_hub::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
+use gwhub_api::grpc::ingest::DEFAULT_MAX_CLUSTER_REPORT_BYTES;
 use gwhub_hub::serve::{Budgets, DEFAULT_PER_ADDRESS, MAX_COUNT_FLAG};
 use gwhub_index::DEFAULT_MAX_CLUSTERS;
 

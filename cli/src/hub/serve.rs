@@ -99,7 +99,7 @@ pub struct Args {
     pub stale_after: Duration,
     /// Messages per second one agent stream may send (bursts of one second's
     /// worth); a faster stream is ended with RESOURCE_EXHAUSTED. 0: no limit.
-    #[arg(long, value_name = "N", default_value_t = gwhub_hub::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
+    #[arg(long, value_name = "N", default_value_t = gwhub_api::grpc::ingest::DEFAULT_MAX_MESSAGES_PER_SECOND)]
     pub max_messages_per_second: u32,
     /// Server certificate (PEM) for mTLS; the TLS files are re-read when
     /// they change (checked every 2 s), no restart needed. Without

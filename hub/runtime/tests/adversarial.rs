@@ -258,7 +258,7 @@ async fn watch(
 fn assert_paged(m: &v1::WatchGatewaysResponse) {
     use prost::Message;
     let largest = m.upserted.iter().map(|g| g.encoded_len()).max();
-    let page = gwhub_hub::grpc::view::WATCH_PAGE_BYTES;
+    let page = gwhub_api::grpc::view::WATCH_PAGE_BYTES;
     assert!(
         m.encoded_len() <= page + largest.unwrap_or(0) + 64,
         "a watch message of {} bytes",
@@ -299,7 +299,7 @@ async fn whole_snapshot(
         messages += 1;
     }
     let bytes: usize = all.iter().map(prost::Message::encoded_len).sum();
-    if bytes > 2 * gwhub_hub::grpc::view::WATCH_PAGE_BYTES {
+    if bytes > 2 * gwhub_api::grpc::view::WATCH_PAGE_BYTES {
         assert!(messages > 1, "{bytes} bytes in one message");
     }
     all

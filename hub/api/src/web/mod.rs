@@ -155,7 +155,7 @@ impl WebService {
         self
     }
 
-    pub(crate) fn new(
+    pub fn new(
         index: Index,
         auth: DashboardAuth,
         limits: ReaderLimits,

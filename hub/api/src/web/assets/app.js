@@ -1,6 +1,6 @@
 // gwhub web status page. Plain JavaScript, no framework, no other origin:
 // the hub serves this file, the JSON API and the Server-Sent Events stream
-// (see hub/runtime/src/web/mod.rs). Every string from the hub goes into the page as
+// (see hub/api/src/web/mod.rs). Every string from the hub goes into the page as
 // text (textContent), never as HTML, and shown through printable().
 'use strict';
 
@@ -29,7 +29,7 @@ const $ = (id) => document.getElementById(id);
 
 // gwhubctl's rule (gwhub_model::text::printable): control characters and
 // bidirectional controls escaped as Rust writes them, so a rogue cluster's
-// names cannot reorder what the page shows. A test in hub/runtime/src/web/mod.rs
+// names cannot reorder what the page shows. A test in hub/api/src/web/mod.rs
 // holds this character class to the Rust rule.
 const UNSAFE_CHARS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e-\u200f\u202a-\u202e\u2066-\u2069]/g;
 const ESCAPES = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };

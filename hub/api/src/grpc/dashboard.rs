@@ -61,7 +61,7 @@ impl DashboardService {
 
     /// With the per-connection call and watcher limits of `limits`; `calls`
     /// are the slots of `--max-dashboard-calls` (shared with the web page).
-    pub(crate) fn with_limits(
+    pub fn with_limits(
         index: Index,
         shutdown: CancellationToken,
         limits: ReaderLimits,
@@ -79,13 +79,13 @@ impl DashboardService {
     }
 
     /// Answers `ListDnsNames` from `dns` (the hub's [`DnsView`] channel).
-    pub(crate) fn with_dns(mut self, dns: watch::Receiver<Arc<DnsView>>) -> Self {
+    pub fn with_dns(mut self, dns: watch::Receiver<Arc<DnsView>>) -> Self {
         self.dns = dns;
         self
     }
 
     /// Readers authorized as `auth` says (Kubernetes RBAC or everyone).
-    pub(crate) fn with_auth(mut self, auth: DashboardAuth) -> Self {
+    pub fn with_auth(mut self, auth: DashboardAuth) -> Self {
         self.auth = auth;
         self
     }

@@ -77,7 +77,7 @@ pub const DEFAULT_MAX_MESSAGES_PER_SECOND: u32 = 50_000;
 impl IngestConfig {
     /// Heartbeats three times per staleness window, so one lost heartbeat
     /// never makes a cluster stale.
-    pub(crate) fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
+    pub fn for_stale_after(insecure: bool, stale_after: Duration) -> Self {
         IngestConfig {
             insecure,
             heartbeat_interval: (stale_after / 3).max(Duration::from_millis(100)),
@@ -111,19 +111,19 @@ impl IngestService {
     }
 
     /// Counts refusals into `counters` (the hub's, on `/metrics`).
-    pub(crate) fn count_in(mut self, counters: std::sync::Arc<IngestCounters>) -> Self {
+    pub fn count_in(mut self, counters: std::sync::Arc<IngestCounters>) -> Self {
         self.counters = counters;
         self
     }
 
     /// Serves Join and Renew with `issuer`.
-    pub(crate) fn with_issuer(mut self, issuer: Option<std::sync::Arc<dyn Issuer>>) -> Self {
+    pub fn with_issuer(mut self, issuer: Option<std::sync::Arc<dyn Issuer>>) -> Self {
         self.issuer = issuer;
         self
     }
 
     /// The tonic service with the hub's message size limit.
-    pub(crate) fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
+    pub fn into_server(self) -> v1::ingest_server::IngestServer<Self> {
         v1::ingest_server::IngestServer::new(self)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES)

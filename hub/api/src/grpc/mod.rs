@@ -6,4 +6,4 @@ pub mod dashboard;
 pub mod ingest;
 mod peer;
 pub mod view;
-pub(crate) mod watch_route;
+pub mod watch_route;

@@ -32,7 +32,7 @@ const MAX_REQUEST_BYTES: usize = 64 * 1024;
 /// The Dashboard's server with `WatchGateways` and `ListGateways` taken
 /// out (see the module).
 #[derive(Clone)]
-pub(crate) struct WatchRoute<S> {
+pub struct WatchRoute<S> {
     inner: S,
     dashboard: Arc<DashboardService>,
 }
@@ -40,7 +40,7 @@ pub(crate) struct WatchRoute<S> {
 /// The Dashboard `service` to serve: `WatchGateways` and `ListGateways`
 /// as frames of the views' shared encodings, every other method by the
 /// generated server.
-pub(crate) fn server(
+pub fn server(
     service: DashboardService,
 ) -> WatchRoute<v1::dashboard_server::DashboardServer<DashboardService>> {
     let dashboard = Arc::new(service);
