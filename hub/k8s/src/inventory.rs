@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::revocations::covered;
+use crate::readiness::Reached;
 use gwhub_index::{Index, Labels};
 
 fn labels(profile: &ClusterProfile) -> Labels {
@@ -291,7 +292,7 @@ async fn orphans(
 pub async fn run_inventory_watch(
     api: Api<ClusterProfile>,
     index: Index,
-    synced: watch::Sender<bool>,
+    synced: Reached,
     removals: Removals,
     managed: watch::Sender<BTreeMap<String, ClusterProfile>>,
     shutdown: CancellationToken,
@@ -322,7 +323,7 @@ pub async fn run_inventory_watch(
                         .collect(),
                 );
                 index.replace_inventory(all);
-                synced.send_replace(true);
+                synced.reach();
                 for cluster in gone {
                     removals.revoke(&cluster);
                 }
@@ -361,7 +362,7 @@ pub async fn run_inventory_watch(
 pub async fn run_placement_watch(
     api: Api<PlacementDecision>,
     index: Index,
-    synced: watch::Sender<bool>,
+    synced: Reached,
     shutdown: CancellationToken,
 ) {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
@@ -370,7 +371,7 @@ pub async fn run_placement_watch(
         match change {
             Change::Listed(all) => {
                 index.replace_placements(all.iter().map(Placement::of).collect());
-                synced.send_replace(true);
+                synced.reach();
             }
             Change::Applied(d) => {
                 let p = Placement::of(&d);

@@ -29,7 +29,10 @@
 //!   condition on the ClusterProfiles the hub published at a join.
 //! - [`tls_secrets`]: the hub's CA and serving certificate in Secrets;
 //! - [`reviews`]: the Dashboard readers' TokenReviews and
-//!   SubjectAccessReviews (`--dashboard-auth=kubernetes`).
+//!   SubjectAccessReviews (`--dashboard-auth=kubernetes`);
+//! - [`readiness`]: what each of these tasks brings about at start-up
+//!   (the store restored, the lists synced, the replica caught up) and
+//!   waits on (a stage, leading, ready, writable), in one type.
 
 pub mod budget;
 pub mod events;
@@ -42,6 +45,7 @@ pub mod leader;
 pub mod liveness;
 pub mod metrics;
 pub mod pending;
+pub mod readiness;
 pub mod reporting;
 pub mod reviews;
 pub mod revocations;

@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::Metrics;
 use crate::FIELD_MANAGER;
+use crate::readiness::Reached;
 use crate::stored::StoredParts;
 use gwhub_index::Index;
 
@@ -123,7 +124,7 @@ pub(crate) struct Liveness {
     /// status written from this process's view shows no lagging store
     /// ([`gwhub_hub_rules::liveness::awaited`]). Turns true once, never
     /// back.
-    pub(crate) caught_up: watch::Sender<bool>,
+    pub(crate) caught_up: Reached,
     /// Set when this replica's record was deleted: written again whole.
     pub(crate) lost_own: Arc<AtomicBool>,
     /// How often the heartbeat is renewed: [`heartbeat_every`], or more
@@ -504,7 +505,7 @@ pub(crate) struct Gate {
     started: Instant,
     /// The most clusters awaited at once, for the log line.
     most: usize,
-    open: watch::Sender<bool>,
+    open: Reached,
 }
 
 impl Gate {
@@ -516,7 +517,7 @@ impl Gate {
         replicas: Option<&BTreeMap<String, Replica>>,
         ended: &BTreeSet<String>,
     ) {
-        if *self.open.borrow() {
+        if self.open.holds() {
             return;
         }
         let now = Timestamp::now().as_millisecond();
@@ -566,7 +567,7 @@ impl Gate {
                 "no cluster of an ended replica to wait for; writing hub Gateway status"
             );
         }
-        self.open.send_replace(true);
+        self.open.reach();
     }
 }
 

@@ -32,6 +32,7 @@ use tracing::Instrument;
 use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use super::shards::Writes;
+use crate::readiness::Reached;
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
 use gwhub_index::{GatewayView, Index, Provenance};
@@ -145,13 +146,14 @@ impl Unwritten {
 }
 
 /// Keeps the index's live hub Gateways current (so it aggregates with
-/// them) and queues every one that changed. `synced` turns true once the
-/// first full list is in.
+/// them) and queues every one that changed. `synced`
+/// ([`crate::readiness::Stage::GatewaysSynced`]) is reached once the first
+/// full list is in.
 pub async fn run_gateway_watch(
     api: Api<Gateway>,
     index: Index,
     queue: Arc<Queue>,
-    synced: watch::Sender<bool>,
+    synced: Reached,
     shutdown: CancellationToken,
 ) {
     let events = watcher::watcher(api, watcher::Config::default()).default_backoff();
@@ -166,7 +168,7 @@ pub async fn run_gateway_watch(
                 let keys: Vec<GatewayKey> = listing.keys().cloned().collect();
                 index.replace_live_hubs(listing);
                 queue.insert_all(keys);
-                synced.send_replace(true);
+                synced.reach();
             }
             Change::Applied(gw) => {
                 let key = GatewayKey::of(&gw);

@@ -8,7 +8,7 @@
 //! is wiring: it names the running hub, the DNS controller and each
 //! Kubernetes task, so none of those parts has to name another. The steps
 //! of attaching are in `attach.rs`; what each task brings about or waits
-//! on at start-up is one type, `readiness::Readiness`.
+//! on at start-up is one type, `gwhub_k8s::readiness::Readiness`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,6 @@ use gwhub_k8s::{Connected, KubeError, KubeOptions, shards};
 
 mod attach;
 mod builder;
-mod readiness;
 
 pub use builder::Builder;
 

@@ -21,7 +21,6 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::deletes::{self, PART_DELETIONS_AT_ONCE, PartDeletions, Seen};
@@ -30,6 +29,7 @@ use super::{Lost, LostQueue, StoredPart, StoredParts};
 use crate::budget::ApiBudget;
 use crate::liveness::Sightings;
 use crate::metrics::Metrics;
+use crate::readiness::Reached;
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_index::Index;
 
@@ -317,10 +317,10 @@ pub(crate) struct Store {
 }
 
 /// Imports other writers' reports (a previous hub, another replica) into
-/// the index. `restored` turns true once the first full list is in.
+/// the index. `restored` is reached once the first full list is in.
 pub(crate) async fn run_importer(
     store: Store,
-    restored: watch::Sender<bool>,
+    restored: Reached,
     forget: Arc<LostQueue>,
     shutdown: CancellationToken,
 ) {
@@ -376,10 +376,10 @@ pub(crate) async fn run_importer(
                     let parts = importer.head_deleted(&cluster);
                     deletes::deleted(&index, &forget, &deletions, &cluster, parts);
                 }
-                if !*restored.borrow() {
+                if !restored.holds() {
                     tracing::info!(clusters, "restored cluster reports from the store");
                 }
-                restored.send_replace(true);
+                restored.reach();
             }
             Ok(Event::Apply(cr)) => {
                 if importer.observe(&cr) {

@@ -56,13 +56,13 @@ use std::sync::Arc;
 use gwhub_index::Index;
 use kube::Client;
 use kube::api::Api;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::ApiBudget;
 use crate::liveness::{self, Heartbeats, Liveness};
 use crate::metrics::Metrics;
+use crate::readiness::Reached;
 use crate::{KubeOptions, leader};
 use importer::{Store, run_importer};
 use writer::{REWRITE_EVERY, ReportWriter};
@@ -87,8 +87,8 @@ impl StoreTasks {
     /// replicas by.
     pub fn spawn(
         self,
-        restored: watch::Sender<bool>,
-        caught_up: watch::Sender<bool>,
+        restored: Reached,
+        caught_up: Reached,
         tasks: &mut JoinSet<()>,
         shutdown: &CancellationToken,
     ) -> Heartbeats {
@@ -119,7 +119,7 @@ impl StoreTasks {
                 .as_ref()
                 .map_or_else(leader::default_identity, |l| l.identity.clone()),
             stored: stored.clone(),
-            restored: restored.subscribe(),
+            restored: restored.follow(),
             caught_up,
             lost_own: Default::default(),
             beat_every,

@@ -7,8 +7,9 @@
 //! It exists so that [`attach`] reads as the order of start-up
 //! (what each step needs from the ones before it) instead of one
 //! three-hundred-line function; every task still ends on the one shutdown
-//! token, and what tasks bring about or wait on at start-up is
-//! [`Readiness`].
+//! token, and each step declares what its tasks bring about
+//! ([`Readiness::bring_about`]) and wait on ([`Readiness::wait`]): a
+//! stage, leading, ready or writable.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,12 +23,12 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::KubeHub;
-use super::readiness::{Readiness, Stage};
 use crate::index::{DnsView, Index};
 use crate::serve::Hub;
 use gwhub_dns::DnsConfig;
 use gwhub_hub_rules::inventory::ClusterProfile;
 use gwhub_k8s::metrics::Metrics;
+use gwhub_k8s::readiness::{Readiness, Stage, Wait};
 use gwhub_k8s::status_writer::{Queue, StatusWriter, Unwritten};
 use gwhub_k8s::{
     Connected, KubeOptions, SecretsFollowers, budget, events, inventory, leader, liveness,
@@ -47,10 +48,6 @@ struct Wiring {
     tasks: JoinSet<()>,
 }
 
-/// Whether this replica leads (always, without an election): what the
-/// leader-only tasks wait on. Flips back and forth, unlike a [`Stage`].
-type Leading = watch::Receiver<bool>;
-
 /// The ClusterProfiles the hub published, by name, for their condition.
 type Profiles = watch::Receiver<std::collections::BTreeMap<String, ClusterProfile>>;
 
@@ -58,7 +55,7 @@ type Profiles = watch::Receiver<std::collections::BTreeMap<String, ClusterProfil
 /// `dns_config` is given. Ingest already serves: stored reports are
 /// imported for every cluster that has not reported to this process yet
 /// (a live report is newer), and status is written only once the hub is
-/// writable ([`super::readiness::derive`]).
+/// writable ([`gwhub_k8s::readiness::derive`]).
 pub(super) fn attach(
     connected: Connected,
     hub: Hub,
@@ -84,29 +81,29 @@ pub(super) fn attach(
         shutdown: CancellationToken::new(),
         tasks: JoinSet::new(),
     };
-    let readiness = Readiness::new();
-    let heartbeats = w.store(&readiness);
-    let (queue, unwritten) = w.gateway_watches(&readiness);
-    let (leader_tx, leader) = watch::channel(w.options.lease.is_none());
-    let managed = w.inventory(&readiness, &leader);
-    w.placements(&readiness, placements);
-    // `ready` is the probe (ingest must serve for agents to come
-    // back); `writable`, what writes status (hub Gateways,
-    // ClusterProfiles), also waits for this replica to catch up.
-    let ready = readiness.ready();
-    let writable = readiness.writable();
-    readiness.spawn(w.index.clone(), &mut w.tasks, w.shutdown.clone());
-    w.election(leader_tx);
-    let writes = w.write_shards(heartbeats, &leader);
+    // Without an election this replica always leads.
+    let r = Readiness::new(w.options.lease.is_none());
+    let heartbeats = w.store(&r);
+    let (queue, unwritten) = w.gateway_watches(&r);
+    let managed = w.inventory(&r);
+    w.placements(&r, placements);
+    w.election(&r);
+    let writes = w.write_shards(heartbeats, &r);
     if let Some(followers) = followers {
-        w.followers(followers, &leader);
+        w.followers(followers, &r);
     }
     if let Some((namespace, managed)) = managed {
-        w.profiles_status(&namespace, managed, &leader, &writable);
+        w.profiles_status(&namespace, managed, &r);
     }
-    w.events(&leader);
-    let dns = w.dns(&hub, dns_config, &leader, &writable);
-    w.status_writer(queue, unwritten, writes.clone(), writable);
+    w.events(&r);
+    let dns = w.dns(&hub, dns_config, &r);
+    w.status_writer(queue, unwritten, writes.clone(), &r);
+    // `ready` is the probe (ingest must serve for agents to come back);
+    // `writable`, what writes status, also waits for this replica to
+    // catch up (`gwhub_k8s::readiness::derive`).
+    let ready = r.wait(Wait::Ready);
+    let leader = r.wait(Wait::Leading);
+    r.spawn(w.index.clone(), &mut w.tasks, w.shutdown.clone());
     let Wiring {
         options,
         metrics,
@@ -163,8 +160,8 @@ impl Wiring {
             budget: self.budget.clone(),
         }
         .spawn(
-            readiness.sender(Stage::Restored),
-            readiness.sender(Stage::CaughtUp),
+            readiness.bring_about(Stage::Restored),
+            readiness.bring_about(Stage::CaughtUp),
             &mut self.tasks,
             &self.shutdown,
         )
@@ -180,7 +177,7 @@ impl Wiring {
             gateways,
             self.index.clone(),
             queue.clone(),
-            readiness.sender(Stage::GatewaysSynced),
+            readiness.bring_about(Stage::GatewaysSynced),
             self.shutdown.clone(),
         ));
         self.tasks.spawn(status_writer::run_index_watch(
@@ -197,7 +194,7 @@ impl Wiring {
     /// certificates. Returns the inventory's namespace and the
     /// ClusterProfiles the hub published, for their condition (`None`
     /// without an inventory).
-    fn inventory(&mut self, readiness: &Readiness, leader: &Leading) -> Option<(String, Profiles)> {
+    fn inventory(&mut self, readiness: &Readiness) -> Option<(String, Profiles)> {
         let Some((namespace, mode)) = self.options.inventory.clone() else {
             readiness.reached(Stage::InventorySynced);
             return None;
@@ -217,13 +214,13 @@ impl Wiring {
         self.tasks.spawn(inventory::record_removals(
             removals.clone(),
             self.own(),
-            leader.clone(),
+            readiness.wait(Wait::Leading),
             self.shutdown.clone(),
         ));
         self.tasks.spawn(inventory::revoke_orphans(
             profiles(),
             self.own(),
-            leader.clone(),
+            readiness.wait(Wait::Leading),
             removals.clone(),
             namespace.clone(),
             self.shutdown.clone(),
@@ -231,7 +228,7 @@ impl Wiring {
         self.tasks.spawn(inventory::run_inventory_watch(
             profiles(),
             self.index.clone(),
-            readiness.sender(Stage::InventorySynced),
+            readiness.bring_about(Stage::InventorySynced),
             removals,
             managed_tx,
             self.shutdown.clone(),
@@ -249,30 +246,25 @@ impl Wiring {
         self.tasks.spawn(inventory::run_placement_watch(
             self.gateway_scope(),
             self.index.clone(),
-            readiness.sender(Stage::PlacementsSynced),
+            readiness.bring_about(Stage::PlacementsSynced),
             self.shutdown.clone(),
         ));
     }
 
-    /// The leader election on the hub's Lease; without one this replica
-    /// always leads.
-    fn election(&mut self, leader_tx: watch::Sender<bool>) {
+    /// The leader election on the hub's Lease (what `Wait::Leading`
+    /// follows); without one this replica always leads.
+    fn election(&mut self, readiness: &Readiness) {
         if let Some(lease) = self.options.lease.clone() {
             let api: Api<Lease> = self.own();
             self.tasks.spawn(leader::run(
                 api,
                 lease,
-                leader_tx,
+                readiness.elect(),
                 self.metrics.clone(),
                 self.shutdown.clone(),
             ));
         } else {
             self.metrics.leader.set(1);
-            let stop = self.shutdown.clone();
-            self.tasks.spawn(async move {
-                let _keep = leader_tx;
-                stop.cancelled().await;
-            });
         }
     }
 
@@ -281,7 +273,7 @@ impl Wiring {
     fn write_shards(
         &mut self,
         heartbeats: liveness::Heartbeats,
-        leader: &Leading,
+        readiness: &Readiness,
     ) -> watch::Receiver<shards::Writes> {
         let (writes_tx, writes) = watch::channel(if self.options.lease.is_none() {
             shards::Writes::All
@@ -300,7 +292,7 @@ impl Wiring {
                 ));
             }
             _ => {
-                let mut leading = leader.clone();
+                let mut leading = readiness.wait(Wait::Leading);
                 let stop = self.shutdown.clone();
                 self.tasks.spawn(async move {
                     loop {
@@ -323,42 +315,36 @@ impl Wiring {
 
     /// The ClusterProfiles' condition in `namespace`, written by the
     /// leader once the hub is writable.
-    fn profiles_status(
-        &mut self,
-        namespace: &str,
-        managed: Profiles,
-        leader: &Leading,
-        writable: &watch::Receiver<bool>,
-    ) {
+    fn profiles_status(&mut self, namespace: &str, managed: Profiles, readiness: &Readiness) {
         self.tasks.spawn(reporting::run(
             Api::namespaced(self.client.clone(), namespace),
             self.index.clone(),
             managed,
-            leader.clone(),
-            writable.clone(),
+            readiness.wait(Wait::Leading),
+            readiness.wait(Wait::Writable),
             self.shutdown.clone(),
         ));
     }
 
     /// With TLS from the hub's Secrets: what keeps the identity current
     /// (`SecretsFollowers::spawn`).
-    fn followers(&mut self, followers: SecretsFollowers, leader: &Leading) {
+    fn followers(&mut self, followers: SecretsFollowers, readiness: &Readiness) {
         followers.spawn(
             &self.client,
             &self.options.namespace,
-            leader,
+            &readiness.wait(Wait::Leading),
             &mut self.tasks,
             &self.shutdown,
         );
     }
 
     /// The clusters' stale/fresh transitions as Events.
-    fn events(&mut self, leader: &Leading) {
+    fn events(&mut self, readiness: &Readiness) {
         self.tasks.spawn(events::run(
             self.client.clone(),
             self.options.namespace.clone(),
             self.index.clone(),
-            leader.clone(),
+            readiness.wait(Wait::Leading),
             self.metrics.clone(),
             self.shutdown.clone(),
         ));
@@ -370,8 +356,7 @@ impl Wiring {
         &mut self,
         hub: &Hub,
         config: Option<DnsConfig>,
-        leader: &Leading,
-        writable: &watch::Receiver<bool>,
+        readiness: &Readiness,
     ) -> watch::Receiver<Arc<DnsView>> {
         let view = hub.dns_view.clone();
         let dns = view.subscribe();
@@ -384,8 +369,8 @@ impl Wiring {
                     budget: self.budget.clone(),
                     metrics: self.metrics.clone(),
                     gateway_namespace: self.options.gateway_namespace.clone(),
-                    leader: leader.clone(),
-                    writable: writable.clone(),
+                    leader: readiness.wait(Wait::Leading),
+                    writable: readiness.wait(Wait::Writable),
                     view,
                 }
                 .run(self.shutdown.clone()),
@@ -400,7 +385,7 @@ impl Wiring {
         queue: Arc<Queue>,
         unwritten: Arc<Unwritten>,
         writes: watch::Receiver<shards::Writes>,
-        writable: watch::Receiver<bool>,
+        readiness: &Readiness,
     ) {
         self.tasks.spawn(
             StatusWriter {
@@ -413,7 +398,11 @@ impl Wiring {
                 budget: self.budget.clone(),
                 retry: gwhub_common::Backoff::new(Duration::from_secs(1), Duration::from_secs(300)),
             }
-            .run(writes, writable, self.shutdown.clone()),
+            .run(
+                writes,
+                readiness.wait(Wait::Writable),
+                self.shutdown.clone(),
+            ),
         );
     }
 }

@@ -1,15 +1,17 @@
-//! The hub's start-up conditions in Kubernetes mode, in one type: each
-//! task that brings a condition about is handed its [`Stage`]'s sender (a
-//! task that also waits on one, as liveness waits for `Restored`, follows
-//! that sender), and the two conditions derived from them (`ready`: the
-//! probe; `writable`: what status writers wait on) are decided in one
-//! place, [`Readiness::spawn`], by a pure rule ([`derive`]) with its own
-//! tests.
+//! What the hub's Kubernetes tasks bring about and wait on, in one type.
 //!
-//! It exists so that `attach` declares what each task waits on instead of
-//! wiring a channel per condition and a hand-built gate task; the order
-//! (why `ready` needs these four, why `writable` waits for the other
-//! replicas) is written here once.
+//! A start-up [`Stage`] is brought about by one task, which is handed the
+//! right to declare it and nothing more ([`Reached`]); a task that waits
+//! names what it waits on ([`Wait`]): a stage, this replica leading, the
+//! hub ready (the probe) or writable (what writes status). `ready` and
+//! `writable` are derived from the stages in one place,
+//! [`Readiness::spawn`], by a pure rule ([`derive`]) with its own tests;
+//! leading is decided by the election alone ([`Readiness::elect`]).
+//!
+//! It exists so that the runtime declares, per task, what it brings about
+//! and what it waits on, instead of wiring a channel per condition and a
+//! gate task by hand; the order (why `ready` needs these four stages, why
+//! `writable` waits for the other replicas) is written here once.
 
 use std::collections::BTreeMap;
 
@@ -17,24 +19,25 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::index::Index;
+use gwhub_index::Index;
 
 /// A start-up condition one task brings about. Each holds once reached:
 /// none flips back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Stage {
+pub enum Stage {
     /// The stored reports were imported (the importer of
-    /// `gwhub_k8s::store::StoreTasks`).
+    /// [`crate::store::StoreTasks`]).
     Restored,
-    /// The hub Gateways were listed (`gwhub_k8s::status_writer::run_gateway_watch`).
+    /// The hub Gateways were listed
+    /// ([`crate::status_writer::run_gateway_watch`]).
     GatewaysSynced,
-    /// The ClusterProfiles were listed (`gwhub_k8s::inventory`); holds at once
+    /// The ClusterProfiles were listed ([`crate::inventory`]); holds at once
     /// without a fleet inventory.
     InventorySynced,
     /// The PlacementDecisions were listed; holds at once without them.
     PlacementsSynced,
     /// This replica caught up with the clusters that replicas which ended
-    /// served (the liveness records of `gwhub_k8s::store::StoreTasks`), so
+    /// served (the liveness records of [`crate::store::StoreTasks`]), so
     /// it writes nothing from a store that lags the ingest.
     CaughtUp,
 }
@@ -47,13 +50,28 @@ const STAGES: [Stage; 5] = [
     Stage::CaughtUp,
 ];
 
+/// What a task waits on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// One stage (liveness waits for [`Stage::Restored`]).
+    Stage(Stage),
+    /// This replica leads: what the leader-only tasks wait on. Unlike the
+    /// others it flips back and forth (a lost Lease).
+    Leading,
+    /// The probe's condition: ingest serves what the store holds.
+    Ready,
+    /// What writes status (hub Gateways, ClusterProfiles, fleet DNS):
+    /// ready, and this replica caught up.
+    Writable,
+}
+
 /// What the stages reached so far allow: `(ready, writable)`.
 ///
 /// Ready (the probe, so agents come back to a replica that serves) needs
 /// the expected clusters known: the stored reports and the lists of hub
 /// Gateways, ClusterProfiles and PlacementDecisions. Writable (hub Gateway
 /// and ClusterProfile status) needs ready and the replica caught up.
-pub(crate) fn derive(reached: impl Fn(Stage) -> bool) -> (bool, bool) {
+pub fn derive(reached: impl Fn(Stage) -> bool) -> (bool, bool) {
     let ready = reached(Stage::Restored)
         && reached(Stage::GatewaysSynced)
         && reached(Stage::InventorySynced)
@@ -61,47 +79,97 @@ pub(crate) fn derive(reached: impl Fn(Stage) -> bool) -> (bool, bool) {
     (ready, ready && reached(Stage::CaughtUp))
 }
 
-/// The stages' channels and the two derived conditions.
-pub(crate) struct Readiness {
+/// The right to declare one [`Stage`] reached, handed to the task that
+/// brings it about: it can reach the stage and read whether it holds,
+/// never take it back.
+#[derive(Clone, Debug)]
+pub struct Reached {
+    stage: Stage,
+    tx: watch::Sender<bool>,
+}
+
+impl Reached {
+    /// The stage holds from now on.
+    pub fn reach(&self) {
+        if !self.tx.send_replace(true) {
+            tracing::debug!(stage = ?self.stage, "start-up stage reached");
+        }
+    }
+
+    /// Whether the stage holds.
+    pub fn holds(&self) -> bool {
+        *self.tx.borrow()
+    }
+
+    /// What waits on the stage, for a task that both brings one stage
+    /// about and waits on another's task.
+    pub(crate) fn follow(&self) -> watch::Receiver<bool> {
+        self.tx.subscribe()
+    }
+
+    /// A stage with no [`Readiness`] behind it: for a task run alone (its
+    /// tests), with what waits on it.
+    pub fn detached(stage: Stage) -> (Reached, watch::Receiver<bool>) {
+        let (tx, rx) = watch::channel(false);
+        (Reached { stage, tx }, rx)
+    }
+}
+
+/// The stages, leading and the two derived conditions.
+pub struct Readiness {
     stages: BTreeMap<Stage, watch::Sender<bool>>,
+    leading: watch::Sender<bool>,
     ready: watch::Sender<bool>,
     writable: watch::Sender<bool>,
 }
 
 impl Readiness {
-    pub(crate) fn new() -> Self {
+    /// Nothing reached yet; `leads` is whether this replica leads before
+    /// any election (it always does without one).
+    pub fn new(leads: bool) -> Self {
         Readiness {
             stages: STAGES
                 .into_iter()
                 .map(|s| (s, watch::channel(false).0))
                 .collect(),
+            leading: watch::channel(leads).0,
             ready: watch::channel(false).0,
             writable: watch::channel(false).0,
         }
     }
 
-    /// The sender of `stage`, for the task that brings it about.
-    pub(crate) fn sender(&self, stage: Stage) -> watch::Sender<bool> {
-        self.channel(stage).clone()
+    /// The right to reach `stage`, for the task that brings it about.
+    pub fn bring_about(&self, stage: Stage) -> Reached {
+        Reached {
+            stage,
+            tx: self.channel(stage).clone(),
+        }
     }
 
     /// `stage` holds from the start (nothing to list for it).
-    pub(crate) fn reached(&self, stage: Stage) {
-        self.channel(stage).send_replace(true);
+    pub fn reached(&self, stage: Stage) {
+        self.bring_about(stage).reach();
     }
 
-    /// The probe's condition.
-    pub(crate) fn ready(&self) -> watch::Receiver<bool> {
-        self.ready.subscribe()
+    /// What a task waits on.
+    pub fn wait(&self, what: Wait) -> watch::Receiver<bool> {
+        match what {
+            Wait::Stage(stage) => self.channel(stage).subscribe(),
+            Wait::Leading => self.leading.subscribe(),
+            Wait::Ready => self.ready.subscribe(),
+            Wait::Writable => self.writable.subscribe(),
+        }
     }
 
-    /// What status writers wait on.
-    pub(crate) fn writable(&self) -> watch::Receiver<bool> {
-        self.writable.subscribe()
+    /// Whether this replica leads, for the election
+    /// ([`crate::leader::run`]), the one task that decides it.
+    pub fn elect(&self) -> watch::Sender<bool> {
+        self.leading.clone()
     }
 
     /// Derives `ready` and `writable` as the stages are reached, until
-    /// shutdown (keeping their channels open for the waiters).
+    /// shutdown (keeping every channel open for the waiters, leading's
+    /// too where no election runs).
     ///
     /// Before `writable` turns true, `index` aggregates what is pending:
     /// each stage's task noted its changes in the index before it reached
@@ -109,7 +177,7 @@ impl Readiness {
     /// task may not have passed yet, and a writer woken by `writable`
     /// would write the view from before them (a restarted hub showed "No
     /// cluster reports this Gateway" for its first write).
-    pub(crate) fn spawn(self, index: Index, tasks: &mut JoinSet<()>, shutdown: CancellationToken) {
+    pub fn spawn(self, index: Index, tasks: &mut JoinSet<()>, shutdown: CancellationToken) {
         tasks.spawn(async move {
             let mut changes: Vec<watch::Receiver<bool>> =
                 self.stages.values().map(watch::Sender::subscribe).collect();
@@ -150,9 +218,9 @@ impl Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::IndexConfig;
     use gateway_api::apis::standard::gateways::GatewayStatus;
     use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub, Options};
+    use gwhub_index::IndexConfig;
     use std::time::Duration;
 
     fn index() -> Index {
@@ -189,23 +257,23 @@ mod tests {
     /// order; nothing is derived before its stages hold.
     #[tokio::test]
     async fn ready_then_writable_as_the_stages_are_reached() {
-        let readiness = Readiness::new();
+        let readiness = Readiness::new(true);
         readiness.reached(Stage::InventorySynced);
         readiness.reached(Stage::PlacementsSynced);
-        let restored = readiness.sender(Stage::Restored);
-        let synced = readiness.sender(Stage::GatewaysSynced);
-        let caught_up = readiness.sender(Stage::CaughtUp);
-        let mut ready = readiness.ready();
-        let mut writable = readiness.writable();
+        let restored = readiness.bring_about(Stage::Restored);
+        let synced = readiness.bring_about(Stage::GatewaysSynced);
+        let caught_up = readiness.bring_about(Stage::CaughtUp);
+        let mut ready = readiness.wait(Wait::Ready);
+        let mut writable = readiness.wait(Wait::Writable);
         let mut tasks = JoinSet::new();
         let shutdown = CancellationToken::new();
         readiness.spawn(index(), &mut tasks, shutdown.clone());
 
-        caught_up.send_replace(true);
-        restored.send_replace(true);
+        caught_up.reach();
+        restored.reach();
         tokio::task::yield_now().await;
         assert!(!*ready.borrow() && !*writable.borrow());
-        synced.send_replace(true);
+        synced.reach();
         ready.wait_for(|r| *r).await.unwrap();
         writable.wait_for(|w| *w).await.unwrap();
         // Every stage reached, and still no task ended: a hub's task that
@@ -217,6 +285,31 @@ mod tests {
 
         shutdown.cancel();
         while tasks.join_next().await.is_some() {}
+    }
+
+    /// Leading is the election's alone: it flips both ways, and every
+    /// waiter sees it; it is neither a stage nor derived from one. A stage
+    /// is seen by what waits on it, and reaching it twice is reaching it.
+    #[tokio::test]
+    async fn leading_flips_and_stages_hold() {
+        let readiness = Readiness::new(false);
+        let mut leading = readiness.wait(Wait::Leading);
+        let mut restored_seen = readiness.wait(Wait::Stage(Stage::Restored));
+        let restored = readiness.bring_about(Stage::Restored);
+        let election = readiness.elect();
+        assert!(!*leading.borrow_and_update());
+        election.send_replace(true);
+        leading.wait_for(|l| *l).await.unwrap();
+        election.send_replace(false);
+        leading.wait_for(|l| !*l).await.unwrap();
+        assert!(!restored.holds());
+        restored.reach();
+        restored.reach();
+        assert!(restored.holds());
+        restored_seen.wait_for(|r| *r).await.unwrap();
+        // Leading counts for neither derived condition.
+        assert!(!*readiness.wait(Wait::Ready).borrow());
+        assert!(Readiness::new(true).wait(Wait::Leading).borrow().to_owned());
     }
 
     /// A restarted hub: its hub Gateway was aggregated with no report
@@ -236,9 +329,12 @@ mod tests {
             .expect("the live hub Gateway is aggregated");
         assert!(before.clusters.is_empty(), "{:?}", before.clusters);
 
-        let readiness = Readiness::new();
-        let mut writable = readiness.writable();
-        let stages: Vec<_> = STAGES.into_iter().map(|s| readiness.sender(s)).collect();
+        let readiness = Readiness::new(true);
+        let mut writable = readiness.wait(Wait::Writable);
+        let stages: Vec<_> = STAGES
+            .into_iter()
+            .map(|s| readiness.bring_about(s))
+            .collect();
         let mut tasks = JoinSet::new();
         let shutdown = CancellationToken::new();
         readiness.spawn(index.clone(), &mut tasks, shutdown.clone());
@@ -250,7 +346,7 @@ mod tests {
             now,
         ));
         for stage in stages {
-            stage.send_replace(true);
+            stage.reach();
         }
         writable.wait_for(|w| *w).await.unwrap();
         let after = index.view(&web).expect("still aggregated");
