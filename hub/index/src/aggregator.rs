@@ -429,12 +429,12 @@ impl Index {
                 // it, and its omissions are listed from this source now
                 // (the same omissions). Nothing to write, so no
                 // propagation to measure.
-                let source = omitted.source.or_else(|| old.omissions_source.clone());
-                let same_live = match (&live, &old.aggregated_with) {
-                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                    (a, b) => a.is_none() && b.is_none(),
+                let source = omitted.source.or_else(|| old.omissions_source().cloned());
+                let same_live = match &live {
+                    Some(live) => old.aggregated_from(live),
+                    None => old.aggregated_with().is_none(),
                 };
-                if !same_live || source != old.omissions_source {
+                if !same_live || source.as_ref() != old.omissions_source() {
                     results.push((key, Update::Stands(old.standing_for(live, source))));
                 }
                 continue;
@@ -651,7 +651,7 @@ fn aggregate_one(
                 version: inc.omissions_version(),
                 hub: parts.hub_omissions,
             };
-            let same = old.is_some_and(|o| o.omissions_source.as_ref() == Some(&source));
+            let same = old.is_some_and(|o| o.omissions_source() == Some(&source));
             let list = (!same).then(|| inc.omissions_with(&source.hub));
             let omitted = Omitted {
                 list,

@@ -369,7 +369,7 @@ mod tests {
         let observed = |name: &str| {
             index
                 .view(&key(name))
-                .and_then(|v| v.provenance.earliest_observed)
+                .and_then(|v| v.provenance().earliest_observed)
         };
         // A Gateway the management cluster lacks: no write, no stamp kept.
         index

@@ -52,10 +52,10 @@ pub struct GatewayView {
     /// Each omission's rule and whether it names a cluster: with
     /// `omissions`, exactly the engine's omissions (see
     /// [`GatewayView::same_omissions`]).
-    pub(crate) omission_rules: Arc<[(Rule, bool)]>,
+    omission_rules: Arc<[(Rule, bool)]>,
     /// What the omissions were listed from, when the incremental aggregate
     /// did: the same again means the same omissions, not listed again.
-    pub(crate) omissions_source: Option<OmissionsSource>,
+    omissions_source: Option<OmissionsSource>,
     /// The revision at which the omissions last changed.
     pub omissions_revision: u64,
     /// Condition types in `aggregation.status` that are other writers'
@@ -74,24 +74,24 @@ pub struct GatewayView {
     /// as [`Index::live_hub`] while that is current); a later live object
     /// that aggregates the same gets a copy of the view standing for it,
     /// at the same revision.
-    pub(crate) aggregated_with: Option<Arc<LiveHub>>,
+    aggregated_with: Option<Arc<LiveHub>>,
     /// Where the changes it carries over the view before came from (only
     /// for a hub Gateway on the management cluster: a status write
     /// follows): when agents observed the earliest, and the trace of the
     /// aggregation that made it.
-    pub(crate) provenance: Provenance,
+    provenance: Provenance,
     /// The provenance of the views of this Gateway published before it
     /// (those that had one, the last [`EARLIER`]), each with its
     /// revision, oldest first: a reader that missed some of them (the
     /// views channel keeps only the latest) still finds theirs.
-    pub(crate) earlier: Arc<[(u64, Provenance)]>,
+    earlier: Arc<[(u64, Provenance)]>,
     /// Its wire encoding, made once on first read and shared by every
     /// watcher (see [`Encoded`]).
-    pub(crate) encoded: std::sync::OnceLock<Encoded>,
+    encoded: std::sync::OnceLock<Encoded>,
     /// The encoded cluster list and omissions, shared with the views
     /// before it while they are the same (encoded once, not per change).
-    pub(crate) clusters_encoded: Arc<std::sync::OnceLock<Bytes>>,
-    pub(crate) omissions_encoded: Arc<std::sync::OnceLock<Bytes>>,
+    clusters_encoded: Arc<std::sync::OnceLock<Bytes>>,
+    omissions_encoded: Arc<std::sync::OnceLock<Bytes>>,
 }
 
 /// One cluster's report of a hub Gateway, summarised.
@@ -258,6 +258,18 @@ impl GatewayView {
     /// The live hub Gateway the view was aggregated with.
     pub fn aggregated_with(&self) -> Option<Arc<LiveHub>> {
         self.aggregated_with.clone()
+    }
+
+    /// What its omissions were listed from, when the incremental
+    /// aggregate listed them.
+    pub(crate) fn omissions_source(&self) -> Option<&OmissionsSource> {
+        self.omissions_source.as_ref()
+    }
+
+    /// Where the changes it carries came from (see the field).
+    #[cfg(test)]
+    pub(crate) fn provenance(&self) -> &Provenance {
+        &self.provenance
     }
 
     /// Whether the view was aggregated with exactly `live` (not an equal
