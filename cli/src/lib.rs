@@ -2,7 +2,7 @@
 //! gwhub's command lines, over the libraries: [`hub`] is `gwhub` (aggregate,
 //! serve, demo, certs), [`agent`] is `gwhub-agent` (compute, run), [`ctl`] is
 //! `gwhubctl`; the binaries in `src/main.rs` and `src/bin/` only parse and
-//! print. [`demo`] runs a hub and real agents in one process.
+//! print. `demo` runs a hub and real agents in one process.
 //!
 //! It exists so that flag parsing and wiring stay out of the runtimes, and it
 //! is the only crate that depends on both the hub runtime (`gwhub-hub`) and

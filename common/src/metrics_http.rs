@@ -5,9 +5,9 @@
 //!
 //! The routes are an axum [`Router`] ([`router`]), served by hyper's HTTP/1
 //! connection with the bounds a scrape endpoint needs against slow or
-//! hostile clients ([`serve_router`]): [`MAX_CONNECTIONS`] connections at
+//! hostile clients (`serve_router`): `MAX_CONNECTIONS` connections at
 //! once (others wait in the accept queue), one deadline for the whole
-//! request head ([`READ_TIMEOUT`]: a client trickling a byte at a time
+//! request head (`READ_TIMEOUT`: a client trickling a byte at a time
 //! cannot hold a slot), one for the whole exchange (a client that never
 //! reads the answer cannot either), a bounded head and body, one request per
 //! connection. Both binaries already link axum and hyper through tonic, so
@@ -58,9 +58,9 @@ pub(crate) const LIVENESS_WINDOW: Duration = Duration::from_secs(10);
 /// What `GET /healthz` (liveness) and `GET /readyz` (readiness) answer.
 ///
 /// Liveness is a heartbeat: a task on the process's runtime runs a check
-/// every [`HEARTBEAT_EVERY`] (the caller's: it takes the locks the serving
+/// every `HEARTBEAT_EVERY` (the caller's: it takes the locks the serving
 /// state lives behind) and records when it finished; `/healthz` fails once
-/// the last beat is older than [`LIVENESS_WINDOW`], i.e. when the runtime no
+/// the last beat is older than `LIVENESS_WINDOW`, i.e. when the runtime no
 /// longer runs its timers or the serving state's locks are wedged. It does
 /// not depend on any peer (API server, hub) being reachable.
 ///
@@ -216,7 +216,7 @@ pub async fn serve_probes(
 /// text of `registry`, `GET /healthz` and `GET /readyz` answering `probes`
 /// (any query, e.g. `?verbose`), 404 elsewhere. A process adding its own
 /// routes merges them into this router and serves it with
-/// [`serve_router`].
+/// `serve_router`.
 pub fn router(registry: Arc<Registry>, probes: Probes) -> Router {
     let render: Render = Arc::new(move || encode(&registry));
     Pages { render, probes }.router()
@@ -414,14 +414,14 @@ macro_rules! seconds_histogram {
 }
 
 seconds_histogram!(
-    /// A histogram of durations in seconds ([`SECONDS_BUCKETS`]): quantiles
+    /// A histogram of durations in seconds (`SECONDS_BUCKETS`): quantiles
     /// (p99) can be read from Prometheus, which a summed counter cannot give.
     Seconds,
     SECONDS_BUCKETS
 );
 
 seconds_histogram!(
-    /// A histogram of end-to-end propagation times ([`PROPAGATION_BUCKETS`]).
+    /// A histogram of end-to-end propagation times (`PROPAGATION_BUCKETS`).
     PropagationSeconds,
     PROPAGATION_BUCKETS
 );

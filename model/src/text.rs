@@ -78,7 +78,7 @@ pub fn printable(s: &str) -> Cow<'_, str> {
 }
 
 /// A client's input as an error message repeats it: quoted, at most
-/// [`MAX_ECHO_CHARS`] characters of it, [`printable`], with `"` and `\`
+/// `MAX_ECHO_CHARS` characters of it, [`printable`], with `"` and `\`
 /// escaped, and `...` after the closing quote when it was cut. Every
 /// message that names what a client sent goes through here, so no answer
 /// grows with the request or carries its control characters.

@@ -21,7 +21,7 @@ const TOKEN: &str = "gwhub-e2e-token";
 /// so readers of the hub's Dashboard are these.
 pub(crate) const STATIC_USERS: [&str; 3] = ["reader-one", "reader-all", "reader-none"];
 
-/// The bearer token of a [`STATIC_USERS`] user.
+/// The bearer token of a `STATIC_USERS` user.
 pub fn static_token(user: &str) -> String {
     format!("gwhub-e2e-{user}-token")
 }
@@ -91,7 +91,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// Starts the fleet and installs the CRDs into every cluster (Gateway
-    /// API of `GATEWAY_API_VERSION`, see [`crate::crds::gateway_api_version`]).
+    /// API of `GATEWAY_API_VERSION`, see `crate::crds::gateway_api_version`).
     pub async fn start(names: &[&str]) -> Result<Self> {
         let version = crate::crds::gateway_api_version()?;
         let clusters: Vec<(&str, &str)> = names.iter().map(|n| (*n, version.as_str())).collect();

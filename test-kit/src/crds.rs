@@ -57,7 +57,7 @@ fn check_version(v: &str) -> Result<(), FleetError> {
 }
 
 /// Every CRD the tests need, ready for API server 1.20, with the run's
-/// Gateway API version ([`gateway_api_version`]).
+/// Gateway API version (`gateway_api_version`).
 pub fn load() -> Result<Vec<Value>, FleetError> {
     load_version(&gateway_api_version()?)
 }

@@ -74,7 +74,7 @@ pub fn free_port() -> u16 {
 /// listener could take it before the process we start binds it (an etcd
 /// or API server then never comes up). Ports below the range are only
 /// ever taken by explicit binds. Each pick in this process moves on from
-/// a random start, so picks do not repeat, and is [`reserve`]d against the
+/// a random start, so picks do not repeat, and is `reserve`d against the
 /// other test processes; where there is no room below the range, the
 /// kernel's choice.
 pub fn try_free_port() -> std::io::Result<u16> {

@@ -27,7 +27,7 @@ agent refuses to start.
 
 Logging: RUST_LOG (e.g. RUST_LOG=debug), default info, to stderr.")]
 pub struct RunArgs {
-    /// URL of the hub's agent endpoint, e.g. http://hub.example:7443.
+    /// URL of the hub's agent endpoint, e.g. `https://hub.example:7443`.
     #[arg(long, value_name = "URL")]
     pub hub: String,
     /// The cluster this agent reports for (required with --insecure; with

@@ -2,9 +2,9 @@
 //! management-cluster commands `join` and `cluster`.
 //!
 //! This module holds the command line and its dispatch; the jobs live
-//! beside it: [`connect`] and [`auth`] reach the hub as a reader, [`format`]
-//! prints, and one module per command group does the calls ([`get`],
-//! [`describe`], [`watch`], [`history`], [`dns`]). Errors are [`CtlError`].
+//! beside it: `connect` and `auth` reach the hub as a reader, [`format`]
+//! prints, and one module per command group does the calls (`get`,
+//! `describe`, `watch`, `history`, `dns`). Errors are [`CtlError`].
 
 use std::io::Write;
 

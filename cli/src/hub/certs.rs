@@ -168,7 +168,7 @@ fn rc(what: &str) -> impl Fn(rcgen::Error) -> CertsError + '_ {
 }
 
 /// Creates the CA, hub and cluster certificates, valid for
-/// [`DEFAULT_VALIDITY`]; returns the files written.
+/// `DEFAULT_VALIDITY`; returns the files written.
 pub fn generate(
     out: &Path,
     clusters: &[String],

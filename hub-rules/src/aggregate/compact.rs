@@ -228,7 +228,7 @@ const MIN_SWEEP: usize = 1024;
 /// Shared values: one `Arc` per distinct value. A value only the pool holds
 /// (nobody reports it any more) is dropped at the next sweep, which runs
 /// when the pool has doubled since the last one, so the pool holds at most
-/// as many unreported values as reported ones (plus [`MIN_SWEEP`]).
+/// as many unreported values as reported ones (plus `MIN_SWEEP`).
 #[derive(Debug)]
 pub struct Pool<T: ?Sized + Hash + Eq> {
     set: HashSet<Arc<T>>,

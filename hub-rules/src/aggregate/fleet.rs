@@ -271,12 +271,12 @@ impl Fleet {
         keys
     }
 
-    /// Shorthand for [`Fleet::set_freshness`] with [`Freshness::Stale`].
+    /// Shorthand for `Fleet::set_freshness` with [`Freshness::Stale`].
     pub fn mark_stale(&mut self, cluster: &str, last_report: Timestamp) -> Affected {
         self.set_freshness(cluster, Freshness::Stale { last_report })
     }
 
-    /// Shorthand for [`Fleet::set_freshness`] with [`Freshness::Fresh`].
+    /// Shorthand for `Fleet::set_freshness` with [`Freshness::Fresh`].
     pub fn mark_fresh(&mut self, cluster: &str) -> Affected {
         self.set_freshness(cluster, Freshness::Fresh)
     }

@@ -279,7 +279,7 @@ impl Incremental {
     }
 
     /// Whether some cluster reports a condition of type `type_` (valid or
-    /// not), as [`HubGateway::from_existing_with`] asks.
+    /// not), as `HubGateway::from_existing_with` asks.
     pub fn reports_type(&self, type_: &str) -> bool {
         self.types.contains_key(type_) || self.invalid_types.contains_key(type_)
     }

@@ -222,7 +222,7 @@ pub struct MissingCluster {
 }
 
 /// For the Dashboard: the expected clusters that do not report the hub
-/// Gateway (see [`missing`]) and the `reporting` ones it does not expect,
+/// Gateway (see `missing`) and the `reporting` ones it does not expect,
 /// each in name order; both empty without a list of expected clusters.
 pub fn missing_and_unexpected(
     expectation: Option<&Expectation>,

@@ -46,7 +46,7 @@ pub struct Job {
     pub clusters: BTreeMap<RecordType, BTreeSet<String>>,
     /// Each published cluster's addresses in these sets (remembered to
     /// recognise the records at the read-back after this replica's next
-    /// leader change; see [`Names::published_addresses`]).
+    /// leader change; see `Names::published_addresses`).
     pub addresses: BTreeMap<String, Usable>,
 }
 

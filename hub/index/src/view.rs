@@ -24,7 +24,7 @@ const EARLIER: usize = 16;
 
 /// One aggregated hub Gateway as the Dashboard serves it. Immutable once
 /// published: a pass that finds the same result from a newer live hub
-/// Gateway publishes a copy standing for it ([`GatewayView::standing_for`]).
+/// Gateway publishes a copy standing for it (`GatewayView::standing_for`).
 ///
 /// Encoded once per change; a read clones (sending needs an owned message
 /// anyway). The encoded status is kept once: a full message is the lean
@@ -493,7 +493,7 @@ fn earlier_of(old: Option<&GatewayView>) -> Arc<[(u64, Provenance)]> {
 
 /// A view's `AggregatedGateway` encoded once, in parts every watcher
 /// shares: a watch message is put together from them without copying
-/// ([`Page`]). Protobuf fields may come in any order and a repeated
+/// (`Page`). Protobuf fields may come in any order and a repeated
 /// field's entries need not be adjacent, so the lean message is `base`,
 /// `clusters` and `omissions_unchanged = true`, the full one `base`,
 /// `clusters` and the omissions. The clusters and the omissions are

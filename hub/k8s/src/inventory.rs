@@ -8,7 +8,7 @@
 //! installed.
 //!
 //! Spec section 7: a join publishes the cluster's ClusterProfile when none
-//! exists ([`publish`]), and a deleted ClusterProfile revokes the cluster's
+//! exists (`publish`), and a deleted ClusterProfile revokes the cluster's
 //! identity as `gwhubctl cluster remove` does (the leader records it in
 //! ConfigMap `gwhub-revoked`, see [`super::revocations`]); so is, at start,
 //! a cluster issued an identity under the inventory whose ClusterProfile

@@ -35,7 +35,7 @@ fn hashed(cluster: &str) -> String {
 
 /// The value of label `gwhub.io/cluster` for `cluster` (on join token
 /// Secrets and CSRs): the name when it is a valid label value (at most 63
-/// characters), else [`hashed`], so every valid cluster name can get a
+/// characters), else `hashed`, so every valid cluster name can get a
 /// join token.
 pub fn cluster_label(cluster: &str) -> String {
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());

@@ -1,6 +1,6 @@
 //! Liveness out of the per-cluster store: each hub replica publishes the
 //! set of clusters it serves (ConfigMaps, rewritten only when the set
-//! changes, at most every [`PUBLISH_EVERY`]) and a heartbeat (a Lease it
+//! changes, at most every `PUBLISH_EVERY`) and a heartbeat (a Lease it
 //! renews every few seconds), and follows the other replicas' into the
 //! index, so a cluster streaming to another replica stays fresh here
 //! without its `ClusterReport` being rewritten.
@@ -24,7 +24,7 @@
 //! [`gwhub_hub_rules::liveness::collectable`]), any replica deletes it.
 //! `kubectl get leases,configmaps -l gwhub.io/liveness` lists them.
 //!
-//! The records also gate a restarted hub's status writes ([`Gate`]):
+//! The records also gate a restarted hub's status writes (`Gate`):
 //! its store may lag what the ended process had heard, so it writes no
 //! hub Gateway (or ClusterProfile) status until the clusters that
 //! process served are back here, elsewhere, or stale anyway.

@@ -5,7 +5,7 @@
 //! names what it waits on ([`Wait`]): a stage, this replica leading, the
 //! hub ready (the probe) or writable (what writes status). `ready` and
 //! `writable` are derived from the stages in one place,
-//! [`Readiness::spawn`], by a pure rule ([`derive`]) with its own tests;
+//! [`Readiness::spawn`], by a pure rule ([`derive()`]) with its own tests;
 //! leading is decided by the election alone ([`Readiness::elect`]).
 //!
 //! It exists so that the runtime declares, per task, what it brings about

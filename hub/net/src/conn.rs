@@ -14,7 +14,7 @@
 //! connection of the address holding the most for an address below its
 //! fair share, and a newcomer whose address has its fair share is closed
 //! at once when no connection is idle, rather than holding up the accept
-//! loop for everyone else. [`ReaderPool`] is that table shared by the
+//! loop for everyone else. `ReaderPool` is that table shared by the
 //! runtime, also for the Dashboard calls ([`crate::reader_pool::DashboardCalls`]).
 
 use std::io;
@@ -58,7 +58,7 @@ pub struct ConnLimits {
     /// Reader listeners: open connections from one client address (a
     /// source of [`gwhub_hub_rules::reader_slots`]) at most, one past it
     /// closed as soon as it is accepted, and fair-share eviction when full
-    /// ([`ReaderPool`]). `None` (agents): no per-address bound.
+    /// (`ReaderPool`). `None` (agents): no per-address bound.
     pub max_per_address: Option<usize>,
 }
 

@@ -4,7 +4,7 @@
 //! index's gauges, which it declares and which read it at each scrape
 //! ([`ClusterGauges`], [`HubGatewayGauges`]).
 //! Serving is the responder shared with the agent
-//! ([`gwhub_common::metrics_http`]), with the hub's probes ([`probes`]).
+//! ([`gwhub_common::metrics_http`]), with the hub's probes (`probes`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;

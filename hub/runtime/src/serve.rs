@@ -43,7 +43,7 @@ pub struct HubConfig {
     pub options: Options,
     /// Per ingest stream; 0 means unlimited (see [`IngestConfig`]).
     pub max_messages_per_second: u32,
-    /// What bounds the hub as a whole (see [`crate::budget`]).
+    /// What bounds the hub as a whole (see `crate::budget`).
     pub budgets: Budgets,
     /// `--web-listen`: the web status page (see [`crate::web`]); off if `None`.
     pub web_listen: Option<SocketAddr>,

@@ -179,7 +179,7 @@ impl Dirty {
 
 /// Which watches are failing. While any is, the agent cannot see its
 /// cluster, so it stops vouching for what it last reported
-/// ([`GatewayStore::set_source_ok`]) and the hub marks the report stale.
+/// (`GatewayStore::set_source_ok`) and the hub marks the report stale.
 pub struct WatchHealth {
     failing: Mutex<BTreeSet<&'static str>>,
     store: Arc<GatewayStore>,

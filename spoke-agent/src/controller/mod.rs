@@ -6,7 +6,7 @@
 //!
 //! Tasks: one watch per input kind ([`cache`]) marking the Gateways a change
 //! touches; one reconcile loop that paces (one budget per cluster), evaluates and queues; one
-//! [`writer`]. A failing watch, an object that does not parse or a rejected
+//! `writer`. A failing watch, an object that does not parse or a rejected
 //! write is logged and counted, never fatal.
 //!
 //! Why not `kube::runtime::Controller` (issue 22; tried in commit `be06d8b`,

@@ -29,7 +29,7 @@ pub enum Pushed {
     /// The key already had a pending entry; it was replaced in place.
     Coalesced,
     /// Capacity exceeded (or already overflowed): everything was dropped and
-    /// a full snapshot is owed. See [`Outbox::overflowed`].
+    /// a full snapshot is owed. See `Outbox::overflowed`.
     Overflow,
 }
 

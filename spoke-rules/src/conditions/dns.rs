@@ -63,7 +63,7 @@ pub(crate) fn render_zones(zones: &[&DNSZone]) -> String {
 }
 
 /// `DNSReady` for a listener with a hostname whose DNSRecord (matched by
-/// [`normalize_hostname`]) is `record`. The first rule of spec §2 that
+/// `normalize_hostname`) is `record`. The first rule of spec §2 that
 /// applies wins.
 pub fn dns_ready(dns: &DNS, record: Option<&DNSRecord>) -> Verdict {
     // 1. NoDNSZones

@@ -28,7 +28,7 @@ struct Output {
 }
 
 impl Incremental {
-    /// The aggregated status, exactly [`super::aggregate_expected`]'s over
+    /// The aggregated status, exactly `super::aggregate_expected`'s over
     /// the same reports, with its omissions (listing them costs their
     /// number: past a limit, about one per cluster).
     pub fn aggregate(

@@ -4,7 +4,7 @@
 //!
 //! Each call's reader sees what [`crate::authz`] decides (with
 //! `--dashboard-auth=kubernetes`, the namespaces RBAC lets them read); the
-//! web page filters through the same [`authorize_listing`] and [`diff`]
+//! web page filters through the same `authorize_listing` and `diff`
 //! ([`crate::read`]).
 
 use std::collections::HashMap;

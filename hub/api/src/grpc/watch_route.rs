@@ -1,7 +1,7 @@
 //! `WatchGateways` and `ListGateways` served below tonic's codec (issue
 //! 25): tonic encodes every message into a buffer of its own, so each
 //! watcher of a large view (or unread list answer) would hold a copy of it. Here the response body hands the
-//! HTTP/2 layer the views' shared encodings ([`crate::grpc::view::Page`])
+//! HTTP/2 layer the views' shared encodings (`crate::grpc::view::Page`)
 //! as they are, so what a watcher holds of its own is its framing and its
 //! stream's HTTP/2 send buffer, whatever the view weighs. Every other
 //! Dashboard method goes to the generated server.

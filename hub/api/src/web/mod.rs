@@ -12,13 +12,13 @@
 //! | `/api/causes?namespace=&cluster=` | what is not ready across the fleet, grouped by cause ([`gwhub_hub_rules::causes`]) |
 //! | `/api/dns?namespace=` | fleet DNS per hostname, as `ListDnsNames` answers it ([`dns`]) |
 //!
-//! The paths are the routes of one axum `Router` ([`routes`]): a middleware
-//! ([`checks`]) refuses a request before its route, tower-http layers add
+//! The paths are the routes of one axum `Router` (`routes`): a middleware
+//! (`checks`) refuses a request before its route, tower-http layers add
 //! the page's headers to every answer, API answers are axum's `Json` and
 //! the event stream axum's `Sse`.
 //!
 //! Live updates are Server-Sent Events fed by the index's `watch` channel,
-//! through the same [`crate::read::diff`] and filter as
+//! through the same `crate::read::diff` and filter as
 //! `WatchGateways`: a browser cannot speak gRPC (it needs HTTP/2 trailers),
 //! and grpc-web would need a proxy or a JavaScript library; `EventSource`
 //! is built into every browser, reconnects by itself and sends the
@@ -179,7 +179,7 @@ impl WebService {
     }
 
     /// The tonic routes serving it (HTTP/1.1 needs `accept_http1`): the
-    /// page's router ([`routes`]), each call keeping its connection busy
+    /// page's router (`routes`), each call keeping its connection busy
     /// ([`crate::conn::Tracked`]).
     pub fn into_routes(self) -> tonic::service::Routes {
         let router =

@@ -28,13 +28,13 @@
 //! ([`super::budget::ApiBudget`]); the importer never waits for the writer.
 //!
 //! One file per job:
-//! - [`pack`]: a cluster's record packed into parts and hashed, and stored
+//! - `pack`: a cluster's record packed into parts and hashed, and stored
 //!   parts read back (pure, beside [`gwhub_hub_rules::layout`]);
-//! - [`writer`]: writes the reports of the clusters streaming here, oldest
+//! - `writer`: writes the reports of the clusters streaming here, oldest
 //!   change first, within the API budget;
-//! - [`importer`]: watches the store into the index (a previous hub's,
+//! - `importer`: watches the store into the index (a previous hub's,
 //!   another replica's reports) and tells the writer what was deleted;
-//! - [`deletes`]: deletes what no cluster needs any more (a deregistered
+//! - `deletes`: deletes what no cluster needs any more (a deregistered
 //!   cluster's parts, a pruned cluster's report, parts beyond a layout).
 //!
 //! What they pass each other lives here: the importer's [`Lost`] entries

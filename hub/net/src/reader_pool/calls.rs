@@ -19,7 +19,7 @@ pub const DEFAULT_MAX_DASHBOARD_CALLS: usize = 256;
 /// The slots of `--max-dashboard-calls`: one pool for the gRPC Dashboard's
 /// calls and the web page's event streams, so the flag bounds both
 /// together (the memory bound counts D calls in all). Shared as a
-/// [`ReaderPool`]: one client address holds at most
+/// `ReaderPool`: one client address holds at most
 /// `--max-dashboard-calls-per-address` of them (an eighth by default),
 /// whatever its connections; when the pool is full, a caller from an
 /// address holding less than its fair share closes the connection of the
@@ -102,7 +102,7 @@ impl DashboardCalls {
     }
 
     /// Resolves once a call that has taken nothing since `since` counts as
-    /// stalled: `send_timeout` after it, or [`STALLED_WHILE_OTHERS_WAIT`]
+    /// stalled: `send_timeout` after it, or `STALLED_WHILE_OTHERS_WAIT`
     /// after it once a caller is refused for a full pool meanwhile.
     pub async fn stalled(&self, since: tokio::time::Instant, send_timeout: Duration) {
         let mut refusals = self.refusals.subscribe();

@@ -2,7 +2,7 @@
 //! `gwhub-agent run --join-token-file F --hub-ca-hash sha256:HEX`: a
 //! cluster with no identity joins the hub. The agent makes its key locally
 //! (it never leaves the cluster), finds the hub's CA in the hub's
-//! certificate chain by the pinned hash of its public key ([`pinned`],
+//! certificate chain by the pinned hash of its public key (`pinned`,
 //! kubeadm's discovery), sends a certificate request with the join token,
 //! and keeps key, certificate and CA in Secret `gwhub-agent-identity` in
 //! its own namespace. A restarted agent uses that Secret. The material is
