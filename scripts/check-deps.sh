@@ -205,4 +205,28 @@ check_hub_parts() {
   return $failed
 }
 check_hub_parts || status=1
+
+# The services handed a port of the index (gwhub_index's ports.rs: the
+# agents' stream and the readers' front ends in gwhub-api, fleet DNS in
+# gwhub-dns) name no `Index`: what they may do with the hub's state is
+# their port, nothing more. Test files (tests.rs) build an index of their
+# own; comments may name it.
+check_ports() {
+  local crate src hits failed=0
+  for crate in gwhub-api gwhub-dns; do
+    src=$(crate_src "$crate")
+    hits=$(grep -rnw --include='*.rs' 'Index' "$src" | grep -v '/tests\.rs:' |
+      grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' || true)
+    if [[ -n $hits ]]; then
+      echo "error: $crate names the index itself, not its port (gwhub_index::ports):" >&2
+      echo "$hits" >&2
+      failed=1
+    fi
+  done
+  if [[ $failed -eq 0 ]]; then
+    echo "check-deps: gwhub-api and gwhub-dns reach the index only through their ports"
+  fi
+  return $failed
+}
+check_ports || status=1
 exit $status

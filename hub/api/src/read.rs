@@ -14,7 +14,7 @@ use std::time::Duration;
 use gwhub_proto::v1;
 
 use crate::authz::Reader;
-use crate::index::{DnsView, GatewayView, Index, Views};
+use crate::index::{DnsView, GatewayView, ReadPort, Views};
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::history;
 use gwhub_hub_rules::listing::Filter;
@@ -63,7 +63,7 @@ pub(crate) fn undecided(views: &Views, filter: &Filter, visibility: &Visibility)
 /// naming a namespace the reader may not read is `PERMISSION_DENIED`.
 pub(crate) async fn authorize_listing(
     reader: &mut Reader,
-    index: &Index,
+    index: &ReadPort,
     filter: &Filter,
 ) -> Result<(), crate::authz::ReadError> {
     if let Some(ns) = &filter.namespace {

@@ -12,7 +12,7 @@ use gwhub_dns_rules::{
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_proto::{convert, v1};
 
-use gwhub_index::{ClusterGateway, Index};
+use gwhub_index::{ClusterGateway, DnsPort};
 
 /// A hub Gateway's spec and metadata as fleet DNS needs them (from the
 /// management cluster's watch).
@@ -55,7 +55,7 @@ fn condition(list: &[v1::Condition], type_: &str) -> Option<ConditionStatus> {
 
 /// One reporting cluster's view; `expected`: see [`ClusterView::expected`].
 pub(crate) fn reported(
-    index: &Index,
+    index: &DnsPort,
     key: &GatewayKey,
     r: &ClusterGateway,
     expected: Option<bool>,
@@ -114,7 +114,7 @@ pub(crate) fn missing(cluster: &str) -> ClusterView {
 
 /// Every cluster of hub Gateway `key`: its reporting clusters (from their
 /// reports) and its expected clusters that do not report it.
-pub(crate) fn views(index: &Index, key: &GatewayKey) -> Vec<ClusterView> {
+pub(crate) fn views(index: &DnsPort, key: &GatewayKey) -> Vec<ClusterView> {
     let agg = index.subscribe().borrow().get(key).cloned();
     let names_expected = index
         .live_hub(key)

@@ -60,7 +60,7 @@ pub use gwhub_index::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use names::{Job, Outcome};
 
 use endpoint::{EndpointOutput, Seeds};
-use gwhub_index::Index;
+use gwhub_index::DnsPort;
 use gwhub_k8s::budget::ApiBudget;
 use gwhub_k8s::metrics::Metrics;
 use names::{Names, Remembered, Round};
@@ -88,7 +88,7 @@ type Specs = Arc<Mutex<BTreeMap<GatewayKey, HubSpec>>>;
 pub struct DnsController {
     pub config: DnsConfig,
     pub client: kube::Client,
-    pub index: Index,
+    pub index: DnsPort,
     pub budget: Arc<ApiBudget>,
     pub metrics: Arc<Metrics>,
     /// `--gateway-namespace`.
@@ -521,7 +521,7 @@ impl DnsController {
 /// join at once, as after the restart grace. Runs until `shutdown`.
 pub async fn run_without_kube(
     config: DnsConfig,
-    index: Index,
+    index: DnsPort,
     view: watch::Sender<Arc<DnsView>>,
     shutdown: CancellationToken,
 ) {

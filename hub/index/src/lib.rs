@@ -31,9 +31,11 @@
 //! names no listener, API server or name server: its direct dependencies
 //! are the rules, the wire types and the shared plumbing, never tonic,
 //! hyper, axum, a Kubernetes or DNS client, TLS or clap
-//! (`scripts/check-deps.sh` checks them). Everything above it (gRPC, the
-//! page, the Kubernetes side, fleet DNS, the runtime) reads it and writes
-//! it through [`Index`]; it reads none of them.
+//! (`scripts/check-deps.sh` checks them). Everything above it reads it
+//! and writes it; it reads none of them. The runtime and the Kubernetes
+//! side hold the [`Index`]; the agents' stream, the readers' front ends and
+//! fleet DNS are handed only their port (`ports`: [`IngestPort`],
+//! [`ReadPort`], [`DnsPort`]), so each shows what it does with the state.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +52,7 @@ mod gauges;
 mod history;
 mod hostnames;
 mod inventory;
+mod ports;
 mod provenance;
 mod reports;
 mod sessions;
@@ -69,6 +72,7 @@ pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use gauges::{ClusterGauges, HubGatewayGauges};
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
+pub use ports::{DnsPort, IngestPort, ReadPort};
 pub use provenance::{Provenance, Stamp};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};

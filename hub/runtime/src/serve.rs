@@ -250,7 +250,7 @@ fn ingest_service(
     shutdown: CancellationToken,
 ) -> IngestService {
     IngestService::new(
-        index.clone(),
+        index.ingest_port(),
         IngestConfig {
             max_messages_per_second: config.max_messages_per_second,
             max_cluster_report_bytes: config.budgets.max_cluster_report_bytes,
@@ -381,7 +381,7 @@ impl Hub {
             watch_send_timeout: budgets.watch_send_timeout,
         };
         let dashboard = DashboardService::with_limits(
-            index.clone(),
+            index.read_port(),
             shutdown.clone(),
             reader,
             dashboard_calls.clone(),
@@ -402,7 +402,7 @@ impl Hub {
             .await?;
         if let Some((web_listener, _)) = web_listener {
             let web = crate::web::WebService::new(
-                index.clone(),
+                index.read_port(),
                 auth,
                 reader,
                 dashboard_calls,
@@ -460,7 +460,7 @@ impl Hub {
     pub fn start_dns_without_kube(&mut self, config: gwhub_dns::DnsConfig) {
         self.background.spawn(gwhub_dns::run_without_kube(
             config,
-            self.index.clone(),
+            self.index.dns_port(),
             self.dns_view.clone(),
             self.shutdown.clone(),
         ));

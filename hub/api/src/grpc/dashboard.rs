@@ -30,12 +30,12 @@ use crate::reader_pool::{CallPermit, DEFAULT_MAX_DASHBOARD_CALLS, DashboardCalls
 use crate::tls::DashboardAuth;
 
 use crate::grpc::view::{Page, WATCH_PAGE_BYTES};
-use crate::index::{DnsView, Index};
+use crate::index::{DnsView, ReadPort};
 use gwhub_hub_rules::aggregate::GatewayKey;
 use gwhub_hub_rules::listing::{self, Filter};
 
 pub struct DashboardService {
-    index: Index,
+    index: ReadPort,
     shutdown: CancellationToken,
     /// `--max-dashboard-calls`, shared with the web page.
     calls: DashboardCalls,
@@ -50,7 +50,7 @@ pub struct DashboardService {
 
 impl DashboardService {
     /// `shutdown` being cancelled ends every watch.
-    pub fn new(index: Index, shutdown: CancellationToken) -> Self {
+    pub fn new(index: ReadPort, shutdown: CancellationToken) -> Self {
         let calls = DashboardCalls::new(
             DEFAULT_MAX_DASHBOARD_CALLS,
             crate::reader_pool::DEFAULT_PER_ADDRESS,
@@ -62,7 +62,7 @@ impl DashboardService {
     /// With the per-connection call and watcher limits of `limits`; `calls`
     /// are the slots of `--max-dashboard-calls` (shared with the web page).
     pub fn with_limits(
-        index: Index,
+        index: ReadPort,
         shutdown: CancellationToken,
         limits: ReaderLimits,
         calls: DashboardCalls,

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::Instrument;
 
-use crate::index::{Index, Session};
+use crate::index::{IngestPort, Session};
 use crate::issuer::Issuer;
 use gwhub_hub_rules::aggregate::GatewayKey;
 
@@ -89,7 +89,7 @@ impl IngestConfig {
 }
 
 pub struct IngestService {
-    index: Index,
+    index: IngestPort,
     config: IngestConfig,
     shutdown: CancellationToken,
     /// Serves Join and Renew (`None`: joining is off).
@@ -100,7 +100,7 @@ pub struct IngestService {
 
 impl IngestService {
     /// `shutdown` being cancelled ends every stream with UNAVAILABLE.
-    pub fn new(index: Index, config: IngestConfig, shutdown: CancellationToken) -> Self {
+    pub fn new(index: IngestPort, config: IngestConfig, shutdown: CancellationToken) -> Self {
         IngestService {
             index,
             config,
@@ -281,7 +281,7 @@ impl RateLimit {
 }
 
 struct AgentStream {
-    index: Index,
+    index: IngestPort,
     config: IngestConfig,
     tx: Outbound,
     shutdown: CancellationToken,
@@ -376,7 +376,12 @@ fn check_hello(hello: &v1::Hello) -> Result<(), Status> {
 }
 
 impl AgentStream {
-    fn new(index: Index, config: IngestConfig, tx: Outbound, shutdown: CancellationToken) -> Self {
+    fn new(
+        index: IngestPort,
+        config: IngestConfig,
+        tx: Outbound,
+        shutdown: CancellationToken,
+    ) -> Self {
         AgentStream {
             index,
             config,
@@ -585,7 +590,7 @@ impl AgentStream {
 /// limit. For the fuzzers and tests. Returns the status the live stream would
 /// have ended with, or what the hub would have sent.
 pub fn replay(
-    index: &Index,
+    index: &IngestPort,
     messages: impl IntoIterator<Item = v1::AgentMessage>,
 ) -> Result<Vec<v1::HubMessage>, Status> {
     let (tx, _rx) = mpsc::channel(1);

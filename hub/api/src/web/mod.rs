@@ -92,7 +92,7 @@ use gwhub_hub_rules::causes::{self, Causes, ClusterFacts, Liveness};
 use gwhub_hub_rules::web_host::WebHosts;
 
 use crate::authz::{ReadError, Reader};
-use crate::index::{GatewayView, Index};
+use crate::index::{GatewayView, ReadPort};
 use crate::read::{ReaderLimits, authorize_listing, authorized_dns_names, transition_to_proto};
 use crate::reader_pool::DashboardCalls;
 use crate::tls::DashboardAuth;
@@ -121,7 +121,7 @@ pub struct WebService {
 }
 
 struct State {
-    index: Index,
+    index: ReadPort,
     auth: DashboardAuth,
     /// Event streams open at once: slots of `--max-dashboard-calls`,
     /// shared with the gRPC Dashboard.
@@ -156,7 +156,7 @@ impl WebService {
     }
 
     pub fn new(
-        index: Index,
+        index: ReadPort,
         auth: DashboardAuth,
         limits: ReaderLimits,
         streams: DashboardCalls,
@@ -623,7 +623,7 @@ fn read_error(e: ReadError) -> Answer {
 
 /// The fleet's clusters for a reader who reads cluster-wide; none for
 /// others (they see their Gateways' cells, not the fleet).
-fn visible_clusters(index: &Index, visibility: &Visibility) -> Vec<ClusterView> {
+fn visible_clusters(index: &ReadPort, visibility: &Visibility) -> Vec<ClusterView> {
     match visibility.is_cluster_wide() {
         true => clusters_view(&index.listed_clusters()),
         false => Vec::new(),

@@ -365,7 +365,7 @@ impl Wiring {
                 gwhub_dns::DnsController {
                     config,
                     client: self.client.clone(),
-                    index: self.index.clone(),
+                    index: self.index.dns_port(),
                     budget: self.budget.clone(),
                     metrics: self.metrics.clone(),
                     gateway_namespace: self.options.gateway_namespace.clone(),

@@ -2,7 +2,7 @@
 //! one sitting.
 
 use super::*;
-use crate::index::IndexConfig;
+use crate::index::{Index, IndexConfig};
 use gwhub_hub_rules::aggregate::Options;
 
 /// A stream whose agent never reads, with its queue full and more to
@@ -18,7 +18,7 @@ fn stuck(
     let shutdown = CancellationToken::new();
     let shutdown_tx = shutdown.clone();
     let config = IngestConfig::for_stale_after(true, Duration::from_secs(60));
-    let mut stream = AgentStream::new(index.clone(), config, tx, shutdown);
+    let mut stream = AgentStream::new(index.ingest_port(), config, tx, shutdown);
     stream.session = Some(index.connect("east", "test").unwrap());
     for _ in 0..4 {
         stream
