@@ -206,17 +206,25 @@ check_hub_parts() {
 }
 check_hub_parts || status=1
 
-# The services handed a port of the index (gwhub_index's ports.rs: the
-# agents' stream and the readers' front ends in gwhub-api, fleet DNS in
-# gwhub-dns) name no `Index`: what they may do with the hub's state is
-# their port, nothing more. Test files (tests.rs) build an index of their
-# own; comments may name it.
+# The services handed a port of the index (gwhub_index's ports.rs) name
+# no `Index`: what each may do with the hub's state is its port, nothing
+# more. They are gwhub-api (the agents' stream, the readers' front ends),
+# gwhub-dns (fleet DNS) and gwhub-k8s (the store, liveness, the status
+# writer, the inventory, Events) but for its readiness.rs, which runs the
+# aggregation pass the hub waits on before it turns writable. Test code (a
+# tests.rs, or a file's part from its first `#[cfg(test)]` on) builds an
+# index of its own; comments may name it.
 check_ports() {
   local crate src hits failed=0
-  for crate in gwhub-api gwhub-dns; do
+  for crate in gwhub-api gwhub-dns gwhub-k8s; do
     src=$(crate_src "$crate")
-    hits=$(grep -rnw --include='*.rs' 'Index' "$src" | grep -v '/tests\.rs:' |
-      grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' || true)
+    hits=$(find "$src" -name '*.rs' ! -name tests.rs ! -path "$src/readiness.rs" -print0 |
+      xargs -0 awk '
+        FNR == 1 { testing = 0 }
+        /^[[:space:]]*#\[cfg\(test\)\]/ { testing = 1 }
+        !testing && !/^[[:space:]]*\/\// && /(^|[^[:alnum:]_])Index([^[:alnum:]_]|$)/ {
+          print FILENAME ":" FNR ": " $0
+        }')
     if [[ -n $hits ]]; then
       echo "error: $crate names the index itself, not its port (gwhub_index::ports):" >&2
       echo "$hits" >&2
@@ -224,7 +232,7 @@ check_ports() {
     fi
   done
   if [[ $failed -eq 0 ]]; then
-    echo "check-deps: gwhub-api and gwhub-dns reach the index only through their ports"
+    echo "check-deps: gwhub-api, gwhub-dns and gwhub-k8s reach the index only through their ports"
   fi
   return $failed
 }

@@ -32,10 +32,11 @@
 //! are the rules, the wire types and the shared plumbing, never tonic,
 //! hyper, axum, a Kubernetes or DNS client, TLS or clap
 //! (`scripts/check-deps.sh` checks them). Everything above it reads it
-//! and writes it; it reads none of them. The runtime and the Kubernetes
-//! side hold the [`Index`]; the agents' stream, the readers' front ends and
-//! fleet DNS are handed only their port (`ports`: [`IngestPort`],
-//! [`ReadPort`], [`DnsPort`]), so each shows what it does with the state.
+//! and writes it; it reads none of them. The runtime holds the [`Index`];
+//! each service is handed only its port (`ports`: [`IngestPort`],
+//! [`ReadPort`], [`DnsPort`], [`StorePort`], [`StatusPort`],
+//! [`InventoryPort`], [`EventsPort`]), so each shows what it does with the
+//! state.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +73,7 @@ pub use dns_view::{ClusterVerdict, DnsView, LastWrite, NameView, Verdict};
 pub use gauges::{ClusterGauges, HubGatewayGauges};
 pub use hostnames::ListenerHostnames;
 pub use inventory::{Labels, ListedCluster, removed_message};
-pub use ports::{DnsPort, IngestPort, ReadPort};
+pub use ports::{DnsPort, EventsPort, IngestPort, InventoryPort, ReadPort, StatusPort, StorePort};
 pub use provenance::{Provenance, Stamp};
 pub use reports::{ApplyError, Change, ClusterGateway, ClusterRecord, ClusterSummary};
 pub use sessions::{ClusterTransition, ConnectError, Session, Superseded, TooManyClusters};

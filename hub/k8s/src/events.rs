@@ -18,7 +18,7 @@ use super::FIELD_MANAGER;
 use super::metrics::Metrics;
 use gwhub_hub_rules::layout::object_name;
 use gwhub_hub_rules::report::ClusterReport;
-use gwhub_index::{ClusterTransition, Index};
+use gwhub_index::{ClusterTransition, EventsPort};
 
 /// Event reason when a cluster goes stale.
 pub const CLUSTER_STALE: &str = "ClusterStale";
@@ -30,7 +30,7 @@ pub const CLUSTER_FRESH: &str = "ClusterFresh";
 pub async fn run(
     client: Client,
     namespace: String,
-    index: Index,
+    index: EventsPort,
     leader: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::revocations::covered;
 use crate::readiness::Reached;
-use gwhub_index::{Index, Labels};
+use gwhub_index::{InventoryPort, Labels};
 
 fn labels(profile: &ClusterProfile) -> Labels {
     profile.labels().clone()
@@ -291,7 +291,7 @@ async fn orphans(
 /// those the hub published are kept in `managed` (see [`super::reporting`]).
 pub async fn run_inventory_watch(
     api: Api<ClusterProfile>,
-    index: Index,
+    index: InventoryPort,
     synced: Reached,
     removals: Removals,
     managed: watch::Sender<BTreeMap<String, ClusterProfile>>,
@@ -361,7 +361,7 @@ pub async fn run_inventory_watch(
 /// Watches the PlacementDecisions of `api` into `index` until `shutdown`.
 pub async fn run_placement_watch(
     api: Api<PlacementDecision>,
-    index: Index,
+    index: InventoryPort,
     synced: Reached,
     shutdown: CancellationToken,
 ) {

@@ -55,7 +55,7 @@ use super::metrics::Metrics;
 use crate::FIELD_MANAGER;
 use crate::readiness::Reached;
 use crate::stored::StoredParts;
-use gwhub_index::Index;
+use gwhub_index::StorePort;
 
 /// The served set is rewritten at most this often (a burst of connects,
 /// e.g. after a restart, becomes one write).
@@ -110,7 +110,7 @@ impl Sightings {
 pub(crate) struct Liveness {
     pub(crate) leases: Api<Lease>,
     pub(crate) configmaps: Api<ConfigMap>,
-    pub(crate) index: Index,
+    pub(crate) index: StorePort,
     /// This replica (its leader-election identity); the Lease's holder is
     /// it with this process's start time (see [`Liveness::spawn`]).
     pub(crate) identity: String,
@@ -659,7 +659,7 @@ mod tests {
     /// a cluster streaming here keeps its own.
     #[test]
     fn other_replicas_heartbeats_keep_their_clusters_fresh_here() {
-        let index = Index::new(gwhub_index::IndexConfig::new(
+        let index = gwhub_index::Index::new(gwhub_index::IndexConfig::new(
             Default::default(),
             Duration::from_secs(60),
         ));

@@ -19,7 +19,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use gwhub_index::Index;
+use gwhub_index::InventoryPort;
 
 /// The field manager of the hub's condition on its ClusterProfiles.
 pub const FIELD_MANAGER: &str = "gwhub-reporting";
@@ -36,7 +36,7 @@ fn same(a: &Condition, b: &Condition) -> bool {
 }
 
 /// What the hub knows of each cluster now.
-fn heard(index: &Index) -> BTreeMap<String, Heard> {
+fn heard(index: &InventoryPort) -> BTreeMap<String, Heard> {
     index
         .clusters()
         .into_iter()
@@ -60,7 +60,7 @@ fn heard(index: &Index) -> BTreeMap<String, Heard> {
 /// Gateway status: see `kube::liveness::Gate`).
 pub async fn run(
     api: Api<ClusterProfile>,
-    index: Index,
+    index: InventoryPort,
     profiles: watch::Receiver<BTreeMap<String, ClusterProfile>>,
     leader: watch::Receiver<bool>,
     ready: watch::Receiver<bool>,

@@ -35,7 +35,7 @@ use super::shards::Writes;
 use crate::readiness::Reached;
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
 pub use gwhub_hub_rules::status_plan::{Plan, Write, clear_patch, plan};
-use gwhub_index::{GatewayView, Index, Provenance};
+use gwhub_index::{GatewayView, Provenance, StatusPort};
 
 /// Executes [`clear_patch`] on the fresh object; a failure is left for the
 /// apply to tell.
@@ -151,7 +151,7 @@ impl Unwritten {
 /// full list is in.
 pub async fn run_gateway_watch(
     api: Api<Gateway>,
-    index: Index,
+    index: StatusPort,
     queue: Arc<Queue>,
     synced: Reached,
     shutdown: CancellationToken,
@@ -190,7 +190,7 @@ pub async fn run_gateway_watch(
 /// Queues every hub Gateway whose aggregate the index changed, noting
 /// where its changes came from ([`Unwritten`]).
 pub async fn run_index_watch(
-    index: Index,
+    index: StatusPort,
     queue: Arc<Queue>,
     unwritten: Arc<Unwritten>,
     shutdown: CancellationToken,
@@ -262,7 +262,7 @@ enum Outcome {
 /// The writer task.
 pub struct StatusWriter {
     pub client: Client,
-    pub index: Index,
+    pub index: StatusPort,
     pub queue: Arc<Queue>,
     /// Where the changes of the views not written yet came from (shared
     /// with [`run_index_watch`]).

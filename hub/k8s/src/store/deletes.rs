@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Lost, LostQueue, StoredParts};
 use crate::budget::ApiBudget;
-use gwhub_index::Index;
+use gwhub_index::StorePort;
 
 /// One stored object's identity as last seen: deleted only as such (a
 /// part rewritten since keeps its uid but not its resourceVersion).
@@ -38,7 +38,7 @@ pub(super) const PART_DELETIONS_AT_ONCE: usize = 4;
 /// last saw them) are queued for deletion; streaming here, it is written
 /// back on the next pass.
 pub(super) fn deleted(
-    index: &Index,
+    index: &StorePort,
     forget: &LostQueue,
     deletions: &PartDeletions,
     cluster: &str,
@@ -65,7 +65,7 @@ pub(super) fn deleted(
 pub(super) async fn delete_parts(
     api: Api<ClusterReport>,
     budget: Arc<ApiBudget>,
-    index: Index,
+    index: StorePort,
     queue: Arc<PartDeletions>,
     shutdown: CancellationToken,
 ) {
@@ -88,7 +88,7 @@ pub(super) async fn delete_parts(
 async fn delete_seen_part(
     api: &Api<ClusterReport>,
     budget: &ApiBudget,
-    index: &Index,
+    index: &StorePort,
     cluster: &str,
     part: u32,
     seen: Seen,
@@ -174,7 +174,7 @@ async fn delete(
 pub(super) async fn delete_pruned(
     api: &Api<ClusterReport>,
     budget: &ApiBudget,
-    index: &Index,
+    index: &StorePort,
     stored: &StoredParts,
     cluster: String,
     parts: u32,

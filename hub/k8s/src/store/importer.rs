@@ -31,7 +31,7 @@ use crate::liveness::Sightings;
 use crate::metrics::Metrics;
 use crate::readiness::Reached;
 use gwhub_hub_rules::aggregate::GatewayKey;
-use gwhub_index::Index;
+use gwhub_index::StorePort;
 
 /// What the importer knows of one cluster's stored objects.
 #[derive(Default)]
@@ -49,7 +49,7 @@ struct Assembly {
 }
 
 struct Importer {
-    index: Index,
+    index: StorePort,
     sightings: Sightings,
     stored: StoredParts,
     metrics: Arc<Metrics>,
@@ -66,7 +66,12 @@ struct Importer {
 }
 
 impl Importer {
-    fn new(index: Index, sightings: Sightings, stored: StoredParts, metrics: Arc<Metrics>) -> Self {
+    fn new(
+        index: StorePort,
+        sightings: Sightings,
+        stored: StoredParts,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Importer {
             index,
             sightings,
@@ -307,7 +312,7 @@ impl Importer {
 /// What the importer works on.
 pub(crate) struct Store {
     pub(crate) api: Api<ClusterReport>,
-    pub(crate) index: Index,
+    pub(crate) index: StorePort,
     pub(crate) stored: StoredParts,
     pub(crate) metrics: Arc<Metrics>,
     /// For deleting a deregistered cluster's parts.
@@ -429,12 +434,12 @@ mod tests {
     /// bookkeeping (the caller deregisters it).
     #[test]
     fn a_relist_drops_parts_that_vanished_meanwhile() {
-        let index = Index::new(IndexConfig::new(
+        let index = gwhub_index::Index::new(IndexConfig::new(
             Default::default(),
             Duration::from_secs(60),
         ));
         let mut importer = Importer::new(
-            index.clone(),
+            index.store_port(),
             Sightings::none(),
             StoredParts::default(),
             Arc::new(Metrics::default()),
@@ -485,12 +490,12 @@ mod tests {
     /// last; the cluster's bookkeeping goes.
     #[test]
     fn a_deleted_heads_parts_are_known_as_last_seen() {
-        let index = Index::new(IndexConfig::new(
+        let index = gwhub_index::Index::new(IndexConfig::new(
             Default::default(),
             Duration::from_secs(60),
         ));
         let mut importer = Importer::new(
-            index.clone(),
+            index.store_port(),
             Sightings::none(),
             StoredParts::default(),
             Arc::new(Metrics::default()),

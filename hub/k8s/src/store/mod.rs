@@ -53,7 +53,7 @@ use gwhub_hub_rules::store_writer::Lost;
 
 use std::sync::Arc;
 
-use gwhub_index::Index;
+use gwhub_index::StorePort;
 use kube::Client;
 use kube::api::Api;
 use tokio::task::JoinSet;
@@ -73,7 +73,7 @@ use writer::{REWRITE_EVERY, ReportWriter};
 pub struct StoreTasks {
     pub client: Client,
     pub options: KubeOptions,
-    pub index: Index,
+    pub index: StorePort,
     pub metrics: Arc<Metrics>,
     pub budget: Arc<ApiBudget>,
 }

@@ -27,12 +27,12 @@ use super::{LostQueue, StoredParts};
 use crate::FIELD_MANAGER;
 use crate::budget::ApiBudget;
 use crate::metrics::Metrics;
-use gwhub_index::Index;
+use gwhub_index::StorePort;
 
 /// Writes the reports of the clusters streaming to this replica.
 pub(crate) struct ReportWriter {
     pub(crate) api: Api<ClusterReport>,
-    pub(crate) index: Index,
+    pub(crate) index: StorePort,
     pub(crate) metrics: Arc<Metrics>,
     /// Wait after a change so a burst becomes one write.
     pub(crate) debounce: Duration,

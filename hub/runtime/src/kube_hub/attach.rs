@@ -155,7 +155,7 @@ impl Wiring {
         store::StoreTasks {
             client: self.client.clone(),
             options: self.options.clone(),
-            index: self.index.clone(),
+            index: self.index.store_port(),
             metrics: self.metrics.clone(),
             budget: self.budget.clone(),
         }
@@ -175,13 +175,13 @@ impl Wiring {
         let unwritten = Arc::new(Unwritten::default());
         self.tasks.spawn(status_writer::run_gateway_watch(
             gateways,
-            self.index.clone(),
+            self.index.status_port(),
             queue.clone(),
             readiness.bring_about(Stage::GatewaysSynced),
             self.shutdown.clone(),
         ));
         self.tasks.spawn(status_writer::run_index_watch(
-            self.index.clone(),
+            self.index.status_port(),
             queue.clone(),
             unwritten.clone(),
             self.shutdown.clone(),
@@ -227,7 +227,7 @@ impl Wiring {
         ));
         self.tasks.spawn(inventory::run_inventory_watch(
             profiles(),
-            self.index.clone(),
+            self.index.inventory_port(),
             readiness.bring_about(Stage::InventorySynced),
             removals,
             managed_tx,
@@ -245,7 +245,7 @@ impl Wiring {
         }
         self.tasks.spawn(inventory::run_placement_watch(
             self.gateway_scope(),
-            self.index.clone(),
+            self.index.inventory_port(),
             readiness.bring_about(Stage::PlacementsSynced),
             self.shutdown.clone(),
         ));
@@ -318,7 +318,7 @@ impl Wiring {
     fn profiles_status(&mut self, namespace: &str, managed: Profiles, readiness: &Readiness) {
         self.tasks.spawn(reporting::run(
             Api::namespaced(self.client.clone(), namespace),
-            self.index.clone(),
+            self.index.inventory_port(),
             managed,
             readiness.wait(Wait::Leading),
             readiness.wait(Wait::Writable),
@@ -343,7 +343,7 @@ impl Wiring {
         self.tasks.spawn(events::run(
             self.client.clone(),
             self.options.namespace.clone(),
-            self.index.clone(),
+            self.index.events_port(),
             readiness.wait(Wait::Leading),
             self.metrics.clone(),
             self.shutdown.clone(),
@@ -390,7 +390,7 @@ impl Wiring {
         self.tasks.spawn(
             StatusWriter {
                 client: self.client.clone(),
-                index: self.index.clone(),
+                index: self.index.status_port(),
                 queue,
                 unwritten,
                 metrics: self.metrics.clone(),
