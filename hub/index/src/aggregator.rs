@@ -217,14 +217,31 @@ impl Index {
     /// that costs the output (and the omissions' names), not a pass of the
     /// engine over the clusters. Comparison and encoding happen after, and
     /// the watch channel's lock is held only to insert the finished views.
-    ///
-    /// Still one long function: reading the inputs, the fleet's part
-    /// under its lock and the comparison share one pass's state (the
-    /// entries it took, the old views it patches).
     fn aggregate_pending(&self) -> Option<bool> {
         let mut passes = self.inner.aggregator.passes.lock();
-        // Every entry, in one step, before anything they name is read
-        // (see `Aggregator::pending`).
+        let (inputs, mut provenance, now) = self.read_pending(&mut passes)?;
+        let results: Vec<(GatewayKey, Update)> = inputs
+            .into_iter()
+            .filter_map(|input| {
+                let origin = provenance.remove(&input.key).unwrap_or_default();
+                self.update_of(input, origin, now, &mut passes)
+            })
+            .collect();
+        if results.is_empty() {
+            return Some(false);
+        }
+        Some(self.publish(results))
+    }
+
+    /// A pass's inputs: every pending entry taken, what each names read
+    /// (the live hub Gateway, the expected clusters, the DNS condition,
+    /// the published view) and, under the fleet's read lock, the reports
+    /// and their aggregation, with the provenance of exactly the changes
+    /// read. `None`: nothing was pending.
+    fn read_pending(
+        &self,
+        passes: &mut Passes,
+    ) -> Option<(Vec<Input>, BTreeMap<GatewayKey, Provenance>, Timestamp)> {
         let mut taken = std::mem::take(&mut *self.inner.aggregator.pending.lock());
         if taken.is_empty() {
             return None;
@@ -235,17 +252,9 @@ impl Index {
             }
         }
         let keys: Vec<GatewayKey> = taken.keys().cloned().collect();
-        let lives: Vec<Option<Arc<LiveHub>>> = {
-            let live = self.inner.aggregator.live.lock();
-            keys.iter().map(|k| live.get(k).cloned()).collect()
-        };
+        let lives = self.live_hubs_of(&keys);
         let carry_dns = self.dns_mode() == super::DnsMode::Following;
-        let mut dns: BTreeMap<GatewayKey, gwhub_dns_rules::DnsCondition> = {
-            let all = self.inner.dns_conditions.0.lock();
-            keys.iter()
-                .filter_map(|k| all.get(k).map(|c| (k.clone(), c.clone())))
-                .collect()
-        };
+        let mut dns = self.dns_conditions_of(&keys);
         let expectations = {
             let keys: Vec<&GatewayKey> = keys.iter().collect();
             self.expectations(&keys, &lives)
@@ -262,7 +271,7 @@ impl Index {
         // the output, not a pass of the engine over every cluster. Where
         // only some clusters' reports changed since the published view,
         // only theirs are read: the view is patched.
-        let (inputs, mut provenance) = {
+        let (inputs, provenance) = {
             let fleet = self.inner.reports.fleet.read();
             // With the provenance of the changes that landed since the
             // take: exactly the changes read here (see `pending`).
@@ -316,161 +325,116 @@ impl Index {
                 .collect();
             (inputs, provenance)
         };
-        // The provenance of the changes aggregated into a new view goes
-        // with it, for its write; that of changes that changed nothing is
-        // dropped: no write carries them (one kept would be counted by
-        // some later, unrelated write).
-        let mut results: Vec<(GatewayKey, Update)> = Vec::with_capacity(inputs.len());
-        for input in inputs {
-            let Input {
-                key,
-                reports,
-                live,
-                old,
-                expectation,
-                aggregated,
-            } = input;
-            let old = old.as_ref();
-            // The cells and the cluster list: patched where only some
-            // clusters changed (sharing the rest with the old view).
-            let (cells, clusters, same_cells) = match (&reports, old) {
-                (Reports::Changed(_, changed), Some(old)) => {
-                    let mut cells = old.cells.clone();
-                    let mut came_or_went = false;
-                    for (cluster, report) in changed {
-                        came_or_went |= cells.set(cluster, report.as_ref().map(Cell::of));
-                    }
-                    let clusters = match came_or_went {
-                        true => cells.clusters(),
-                        false => old.clusters.clone(),
-                    };
-                    let same = !came_or_went
-                        && changed
-                            .iter()
-                            .all(|(c, _)| old.cells.get(c) == cells.get(c));
-                    (cells, clusters, same)
-                }
-                (reports, _) => {
-                    let shared: &[SharedReport] = match reports {
-                        Reports::All(shared, _) => shared,
-                        Reports::Changed(..) => &[],
-                    };
-                    let cells = Cells::of(shared);
-                    let clusters: Arc<[String]> =
-                        shared.iter().map(|r| r.cluster.clone()).collect();
-                    let same = old.is_some_and(|o| o.cells == cells && o.clusters == clusters);
-                    (cells, clusters, same)
-                }
-            };
-            let origin = provenance.remove(&key).unwrap_or_default();
-            let span = origin.trace.map(|parent| {
-                let span = tracing::info_span!(
-                    "aggregate",
-                    gateway = %key,
-                    clusters = clusters.len(),
-                );
-                gwhub_common::logging::set_parent(&span, &parent);
-                span
-            });
-            let _in_span = span.as_ref().map(|s| s.enter());
-            let Some(aggregated) = aggregated else {
-                self.inner.history.record(&key, None, now.as_millisecond());
-                if old.is_some() {
-                    results.push((key, Update::Changed(None)));
-                }
-                continue;
-            };
-            let (hub, aggregation, omitted) = match aggregated {
-                Ok(a) => a,
-                Err(e) => {
-                    // The fleet holds one report per cluster, so this
-                    // cannot happen; keep the last good view. Its history
-                    // was not recorded: the next pass compares everything.
-                    tracing::error!(gateway = %key, error = %e, "aggregation failed");
-                    passes.failed.insert(key);
-                    continue;
-                }
-            };
-            // The hub's own DNS condition travels as the first kept one
-            // (see `dns_condition`); it is not another writer's.
-            let foreign: BTreeSet<String> = hub
-                .foreign
-                .into_iter()
-                .map(|c| c.type_)
-                .filter(|t| t != gwhub_dns_rules::CONDITION_TYPE)
-                .collect();
-            if clusters.is_empty() {
-                self.inner.history.record(&key, None, now.as_millisecond());
-            } else if self.inner.history.capacity() > 0 {
-                self.record_history(&key, &aggregation, reports, now);
+        Some((inputs, provenance, now))
+    }
+
+    /// What one Gateway's pass brings: a new view (or none: nothing
+    /// reports it and no live object holds it), the old view standing for
+    /// a new live object or omissions source, or nothing when the result
+    /// is the same. `origin`: where its changes came from; it goes with a
+    /// new view for its write, and is dropped with a result that changed
+    /// nothing (no write carries it: one kept would be counted by some
+    /// later, unrelated write). A failed aggregation keeps the last good
+    /// view and is noted in `passes`, so the next pass compares everything.
+    fn update_of(
+        &self,
+        input: Input,
+        origin: Provenance,
+        now: Timestamp,
+        passes: &mut Passes,
+    ) -> Option<(GatewayKey, Update)> {
+        let Input {
+            key,
+            reports,
+            live,
+            old,
+            expectation,
+            aggregated,
+        } = input;
+        let old = old.as_ref();
+        let (cells, clusters, same_cells) = cells_of(&reports, old);
+        let span = aggregate_span(&key, clusters.len(), origin.trace);
+        let _in_span = span.as_ref().map(|s| s.enter());
+        let Some(aggregated) = aggregated else {
+            self.inner.history.record(&key, None, now.as_millisecond());
+            return old.is_some().then_some((key, Update::Changed(None)));
+        };
+        let (hub, aggregation, omitted) = match aggregated {
+            Ok(a) => a,
+            Err(e) => {
+                // The fleet holds one report per cluster, so this
+                // cannot happen; keep the last good view. Its history
+                // was not recorded: the next pass compares everything.
+                tracing::error!(gateway = %key, error = %e, "aggregation failed");
+                passes.failed.insert(key);
+                return None;
             }
-            let (missing, unexpected) =
-                gwhub_hub_rules::aggregate::missing_and_unexpected(expectation.as_ref(), &clusters);
-            let missing: Vec<gwhub_proto::v1::MissingCluster> = missing
-                .into_iter()
-                .map(|m| gwhub_proto::v1::MissingCluster {
-                    cluster: m.cluster,
-                    never_reported: m.never_reported,
-                })
-                .collect();
-            let same_omissions = match &omitted.list {
-                None => true,
-                Some(list) => old.is_some_and(|o| o.same_omissions(list)),
-            };
-            if let Some(old) = old
-                && same_cells
-                && same_omissions
-                && old.lean.missing_clusters == missing
-                && old.lean.unexpected_clusters == unexpected
-                && old.aggregation.status == aggregation.status
-                && old.foreign == foreign
-            {
-                // Same result from this live object: the view stands for
-                // it, and its omissions are listed from this source now
-                // (the same omissions). Nothing to write, so no
-                // propagation to measure.
-                let source = omitted.source.or_else(|| old.omissions_source().cloned());
-                let same_live = match &live {
-                    Some(live) => old.aggregated_from(live),
-                    None => old.aggregated_with().is_none(),
-                };
-                if !same_live || source.as_ref() != old.omissions_source() {
-                    results.push((key, Update::Stands(old.standing_for(live, source))));
-                }
-                continue;
-            }
-            // Only where a status write follows.
-            let provenance = match live.is_some() {
-                true => Provenance {
-                    earliest_observed: origin.earliest_observed,
-                    // The write continues this aggregation's trace.
-                    trace: span
-                        .as_ref()
-                        .map(|_| gwhub_common::logging::traceparent())
-                        .filter(|t| !t.is_empty()),
-                },
-                false => Provenance::default(),
-            };
-            let mut view = build_view(
-                key.clone(),
-                aggregation,
-                omitted,
-                foreign,
-                clusters,
-                cells,
-                old.map(|v| &**v),
-                live,
-                provenance,
-            );
-            view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
-            view.lean.missing_clusters = missing;
-            view.lean.unexpected_clusters = unexpected;
-            results.push((key, Update::Changed(Some(view))));
+        };
+        // The hub's own DNS condition travels as the first kept one
+        // (see `dns_condition`); it is not another writer's.
+        let foreign: BTreeSet<String> = hub
+            .foreign
+            .into_iter()
+            .map(|c| c.type_)
+            .filter(|t| t != gwhub_dns_rules::CONDITION_TYPE)
+            .collect();
+        if clusters.is_empty() {
+            self.inner.history.record(&key, None, now.as_millisecond());
+        } else if self.inner.history.capacity() > 0 {
+            self.record_history(&key, &aggregation, reports, now);
         }
-        if results.is_empty() {
-            return Some(false);
+        let (missing, unexpected) =
+            gwhub_hub_rules::aggregate::missing_and_unexpected(expectation.as_ref(), &clusters);
+        let missing: Vec<gwhub_proto::v1::MissingCluster> =
+            missing.into_iter().map(missing_to_proto).collect();
+        let same_omissions = match &omitted.list {
+            None => true,
+            Some(list) => old.is_some_and(|o| o.same_omissions(list)),
+        };
+        if let Some(old) = old
+            && same_cells
+            && same_omissions
+            && old.lean.missing_clusters == missing
+            && old.lean.unexpected_clusters == unexpected
+            && old.aggregation.status == aggregation.status
+            && old.foreign == foreign
+        {
+            // Same result from this live object: the view stands for
+            // it, and its omissions are listed from this source now
+            // (the same omissions). Nothing to write, so no
+            // propagation to measure.
+            let source = omitted.source.or_else(|| old.omissions_source().cloned());
+            let same_live = match &live {
+                Some(live) => old.aggregated_from(live),
+                None => old.aggregated_with().is_none(),
+            };
+            return (!same_live || source.as_ref() != old.omissions_source())
+                .then(|| (key, Update::Stands(old.standing_for(live, source))));
         }
-        let published = self.inner.aggregator.views.send_if_modified(|views| {
+        let provenance = write_provenance(live.is_some(), origin.earliest_observed, span.is_some());
+        let mut view = build_view(
+            key.clone(),
+            aggregation,
+            omitted,
+            foreign,
+            clusters,
+            cells,
+            old.map(|v| &**v),
+            live,
+            provenance,
+        );
+        view.missing = missing.iter().map(|m| m.cluster.clone()).collect();
+        view.lean.missing_clusters = missing;
+        view.lean.unexpected_clusters = unexpected;
+        Some((key, Update::Changed(Some(view))))
+    }
+
+    /// Publishes a pass's updates in one change of the views channel:
+    /// a view that stands for a new live object is replaced in place, at
+    /// its revision (nobody is woken); a changed one gets the next
+    /// revision. Returns whether a watcher is woken.
+    fn publish(&self, results: Vec<(GatewayKey, Update)>) -> bool {
+        self.inner.aggregator.views.send_if_modified(|views| {
             let mut changed = false;
             for (key, update) in results {
                 let view = match update {
@@ -502,8 +466,7 @@ impl Index {
                 views.revision += 1;
             }
             changed
-        });
-        Some(published)
+        })
     }
 
     /// Records `key`'s status transitions: with only some clusters'
@@ -586,6 +549,80 @@ impl Index {
 }
 
 /// What a pass publishes for one Gateway.
+/// The cells and the cluster list of a Gateway's new view, and whether
+/// they are the old view's: patched where only some clusters changed
+/// (sharing the rest with the old view), else made from every report.
+fn cells_of(reports: &Reports, old: Option<&Arc<GatewayView>>) -> (Cells, Arc<[String]>, bool) {
+    match (reports, old) {
+        (Reports::Changed(_, changed), Some(old)) => {
+            let mut cells = old.cells.clone();
+            let mut came_or_went = false;
+            for (cluster, report) in changed {
+                came_or_went |= cells.set(cluster, report.as_ref().map(Cell::of));
+            }
+            let clusters = match came_or_went {
+                true => cells.clusters(),
+                false => old.clusters.clone(),
+            };
+            let same = !came_or_went
+                && changed
+                    .iter()
+                    .all(|(c, _)| old.cells.get(c) == cells.get(c));
+            (cells, clusters, same)
+        }
+        (reports, _) => {
+            let shared: &[SharedReport] = match reports {
+                Reports::All(shared, _) => shared,
+                Reports::Changed(..) => &[],
+            };
+            let cells = Cells::of(shared);
+            let clusters: Arc<[String]> = shared.iter().map(|r| r.cluster.clone()).collect();
+            let same = old.is_some_and(|o| o.cells == cells && o.clusters == clusters);
+            (cells, clusters, same)
+        }
+    }
+}
+
+/// The span of one Gateway's aggregation, a child of the trace its
+/// changes came with (none without one).
+fn aggregate_span(
+    key: &GatewayKey,
+    clusters: usize,
+    trace: Option<String>,
+) -> Option<tracing::Span> {
+    trace.map(|parent| {
+        let span = tracing::info_span!("aggregate", gateway = %key, clusters);
+        gwhub_common::logging::set_parent(&span, &parent);
+        span
+    })
+}
+
+/// Where a new view's changes came from, for the status write that
+/// follows (only with a live hub Gateway; none without): when agents
+/// observed the earliest, and, when the aggregation was traced, the trace
+/// the write continues (called inside the aggregation's span).
+fn write_provenance(live: bool, earliest_observed: Option<i64>, traced: bool) -> Provenance {
+    if !live {
+        return Provenance::default();
+    }
+    Provenance {
+        earliest_observed,
+        trace: traced
+            .then(gwhub_common::logging::traceparent)
+            .filter(|t| !t.is_empty()),
+    }
+}
+
+/// A missing cluster as the Dashboard API spells it.
+fn missing_to_proto(
+    m: gwhub_hub_rules::aggregate::MissingCluster,
+) -> gwhub_proto::v1::MissingCluster {
+    gwhub_proto::v1::MissingCluster {
+        cluster: m.cluster,
+        never_reported: m.never_reported,
+    }
+}
+
 enum Update {
     /// A new view (`None`: none any more), at a new revision.
     Changed(Option<GatewayView>),

@@ -61,6 +61,18 @@ impl Index {
         changed
     }
 
+    /// The DNS condition of each of `keys` that has one, under one short
+    /// lock (an aggregation pass's read).
+    pub(super) fn dns_conditions_of(
+        &self,
+        keys: &[GatewayKey],
+    ) -> BTreeMap<GatewayKey, DnsCondition> {
+        let all = self.inner.dns_conditions.0.lock();
+        keys.iter()
+            .filter_map(|k| all.get(k).map(|c| (k.clone(), c.clone())))
+            .collect()
+    }
+
     /// Who decides the condition now (see [`DnsMode`]); every hub Gateway
     /// is re-aggregated when that changes.
     pub fn set_dns_mode(&self, mode: DnsMode) {

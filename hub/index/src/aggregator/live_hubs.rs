@@ -110,6 +110,16 @@ impl Index {
         self.inner.aggregator.live.lock().get(key).cloned()
     }
 
+    /// The live hub Gateway of each of `keys`, in their order, under
+    /// one short lock (an aggregation pass's read).
+    pub(in crate::aggregator) fn live_hubs_of(
+        &self,
+        keys: &[GatewayKey],
+    ) -> Vec<Option<Arc<LiveHub>>> {
+        let live = self.inner.aggregator.live.lock();
+        keys.iter().map(|k| live.get(k).cloned()).collect()
+    }
+
     /// Every hub Gateway the management cluster holds.
     pub fn live_hub_keys(&self) -> Vec<GatewayKey> {
         self.inner.aggregator.live.lock().keys().cloned().collect()
