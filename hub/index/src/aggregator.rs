@@ -272,7 +272,7 @@ impl Index {
         // only some clusters' reports changed since the published view,
         // only theirs are read: the view is patched.
         let (inputs, provenance) = {
-            let fleet = self.inner.reports.fleet.read();
+            let fleet = self.inner.reports.read();
             // With the provenance of the changes that landed since the
             // take: exactly the changes read here (see `pending`).
             super::provenance::take_provenance(
@@ -502,7 +502,7 @@ impl Index {
             && !self.record_clusters(key, aggregation, &clusters, &changed, millis)
         {
             // No history yet: every cluster's conditions are needed.
-            let shared = self.inner.reports.fleet.read().reports_shared(key);
+            let shared = self.inner.reports.read().reports_shared(key);
             self.record_all(key, aggregation, &shared, millis);
         }
     }

@@ -167,7 +167,7 @@ impl Index {
                 return false;
             };
             live.set_removed_from(namespace);
-            let mut fleet = self.inner.reports.fleet.write();
+            let mut fleet = self.inner.reports.write_within(&clusters);
             // A write of its stream in flight finds itself superseded.
             live.end_streams(&mut fleet);
             fleet.deregister(cluster)

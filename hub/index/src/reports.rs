@@ -8,10 +8,10 @@ use std::sync::Arc;
 use gateway_api::apis::standard::gateways::GatewayStatus;
 use gwhub_proto::{convert, v1};
 use jiff::Timestamp;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
 
-use super::sessions::{ClusterTransition, Session, Superseded};
+use super::sessions::{ClusterTransition, Clusters, Session, Superseded};
 use super::{Index, now_millis};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
@@ -20,9 +20,10 @@ use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, Reported
 /// engine's [`Fleet`], keeping each Gateway's incremental aggregate) and
 /// the revision the store follows.
 pub(super) struct Reports {
-    /// Taken for writes by ingest under a short lock; see
-    /// [`super::sessions::Sessions`] for the lock order.
-    pub(super) fleet: RwLock<Fleet>,
+    /// Taken for writes by ingest under a short lock; the second lock of
+    /// the order ([`super::sessions::Sessions`]), reached only through
+    /// [`Reports::read`], [`Reports::write`] and [`Reports::write_within`].
+    fleet: RwLock<Fleet>,
     /// Bumped whenever some cluster's reports were applied.
     revision: watch::Sender<u64>,
 }
@@ -34,6 +35,25 @@ impl Reports {
             fleet: RwLock::new(Fleet::with_incremental(options)),
             revision,
         }
+    }
+
+    /// The fleet for reading, for a short sync section.
+    pub(super) fn read(&self) -> RwLockReadGuard<'_, Fleet> {
+        self.fleet.read()
+    }
+
+    /// The fleet for writing where no cluster's record is looked up or
+    /// added: a stream's report, checked against its session under this
+    /// lock. The caller takes no clusters lock while it holds it.
+    pub(super) fn write(&self) -> RwLockWriteGuard<'_, Fleet> {
+        self.fleet.write()
+    }
+
+    /// The fleet for writing inside the clusters lock: `_clusters`, the
+    /// guard of the order's first lock, shows at the call that this, the
+    /// second, is taken after it.
+    pub(super) fn write_within(&self, _clusters: &Clusters<'_>) -> RwLockWriteGuard<'_, Fleet> {
+        self.fleet.write()
     }
 
     /// Some cluster's reports changed: the store has something to write.
@@ -140,7 +160,7 @@ impl Index {
         gateways: BTreeMap<GatewayKey, GatewayStatus>,
     ) -> Result<(), Superseded> {
         let affected = {
-            let mut fleet = self.inner.reports.fleet.write();
+            let mut fleet = self.inner.reports.write();
             session.check(&fleet)?;
             let affected = fleet.replace_snapshot(session.cluster(), gateways);
             session.live().bump_report_rev(&mut fleet);
@@ -168,7 +188,7 @@ impl Index {
     ) -> Result<(), ApplyError> {
         let mut affected = BTreeSet::new();
         {
-            let mut fleet = self.inner.reports.fleet.write();
+            let mut fleet = self.inner.reports.write();
             session.check(&fleet)?;
             let count = count_after(fleet.cluster_gateways(session.cluster()), &changes);
             let max = gwhub_model::limits::MAX_GATEWAYS;
@@ -207,7 +227,7 @@ impl Index {
     pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
         let live = self.inner.sessions.get(cluster)?;
         let (report_rev, gateways) = {
-            let fleet = self.inner.reports.fleet.read();
+            let fleet = self.inner.reports.read();
             // Bumped under the fleet lock, so it matches what is read here.
             let report_rev = live.report_rev_with(&fleet);
             let shared: Vec<(GatewayKey, Arc<ReportedStatus>)> = fleet
@@ -276,7 +296,7 @@ impl Index {
             return false;
         }
         let live = clusters.get_or_add(cluster);
-        let mut fleet = self.inner.reports.fleet.write();
+        let mut fleet = self.inner.reports.write_within(&clusters);
         let heard_here = live.report_rev_with(&fleet) > 0;
         if heard_here && live.connected() {
             return false;
@@ -343,7 +363,11 @@ impl Index {
             }
             None => return false,
         }
-        let affected = self.inner.reports.fleet.write().deregister(cluster);
+        let affected = self
+            .inner
+            .reports
+            .write_within(&clusters)
+            .deregister(cluster);
         drop(clusters);
         tracing::info!(cluster, "cluster deregistered");
         self.mark_dirty_by(cluster, affected);
@@ -388,7 +412,7 @@ impl Index {
             .all()
             .map(|l| (l.name().to_owned(), l.last_seen()))
             .collect();
-        let shared = self.inner.reports.fleet.read().reports_shared(key);
+        let shared = self.inner.reports.read().reports_shared(key);
         shared
             .into_iter()
             .map(|r| ClusterGateway {
@@ -408,7 +432,7 @@ impl Index {
         &self,
         keep: impl Fn(&GatewayKey) -> bool,
     ) -> Vec<(GatewayKey, SharedReport)> {
-        let fleet = self.inner.reports.fleet.read();
+        let fleet = self.inner.reports.read();
         let keys: Vec<GatewayKey> = fleet.gateway_keys().filter(|k| keep(k)).cloned().collect();
         keys.into_iter()
             .flat_map(|k| {

@@ -22,7 +22,11 @@ use super::{Index, now_millis};
 ///
 /// Lock order: the clusters ([`Sessions::lock`]), then the fleet (the
 /// reports part), then one cluster's session slot; the inventory may be
-/// read inside the clusters lock. The types hold the part that matters
+/// read inside the clusters lock. The fleet is the reports part's own
+/// field: under the clusters lock it is taken for writing only by
+/// [`super::reports::Reports::write_within`], which takes the clusters'
+/// guard, so every such call shows the order; `Reports::write` and
+/// `Reports::read` are for callers that hold no clusters lock. The types hold the part that matters
 /// for a superseded stream: a slot is only ever moved on
 /// ([`ClusterLive::supersede`], [`ClusterLive::end_streams`]) with the
 /// fleet's write guard in hand, and a stream's report write checks its
@@ -440,7 +444,7 @@ impl Index {
                 .into());
             }
             let live = clusters.get_or_add(cluster);
-            let (id, cancel) = live.supersede(&mut self.inner.reports.fleet.write());
+            let (id, cancel) = live.supersede(&mut self.inner.reports.write_within(&clusters));
             live.connected.store(true, Ordering::SeqCst);
             (Session { live, id, cancel }, new)
         };
@@ -476,9 +480,13 @@ impl Index {
         // Pairs with the re-check in `sweep_stale` (both SeqCst): either the
         // sweep sees this time, or this sees its `stale` flag.
         if live.stale.load(Ordering::SeqCst) {
-            let _clusters = self.inner.sessions.lock();
+            let clusters = self.inner.sessions.lock();
             if live.stale.swap(false, Ordering::SeqCst) {
-                let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
+                let affected = self
+                    .inner
+                    .reports
+                    .write_within(&clusters)
+                    .mark_fresh(&live.name);
                 self.mark_dirty_by(&live.name, affected);
                 tracing::info!(cluster = %live.name, "cluster is fresh again");
                 self.transition(ClusterTransition::Fresh {
@@ -507,7 +515,11 @@ impl Index {
         if now_millis().saturating_sub(seen) >= limit || !live.stale.swap(false, Ordering::SeqCst) {
             return;
         }
-        let affected = self.inner.reports.fleet.write().mark_fresh(&live.name);
+        let affected = self
+            .inner
+            .reports
+            .write_within(&clusters)
+            .mark_fresh(&live.name);
         drop(clusters);
         self.mark_dirty_by(cluster, affected);
         tracing::info!(
@@ -536,7 +548,7 @@ impl Index {
                 .collect();
             let mut affected = BTreeSet::new();
             if !gone.is_empty() {
-                let mut fleet = self.inner.reports.fleet.write();
+                let mut fleet = self.inner.reports.write_within(&clusters);
                 for name in &gone {
                     clusters.remove(name);
                     affected.extend(fleet.deregister(name));
@@ -581,8 +593,7 @@ impl Index {
             let affected = self
                 .inner
                 .reports
-                .fleet
-                .write()
+                .write_within(&clusters)
                 .mark_stale(&live.name, last);
             self.mark_dirty_by(&live.name, affected);
             self.transition(ClusterTransition::Stale {

@@ -118,7 +118,7 @@ fn apply(index: &Index, sessions: &[Session], op: &Op) {
             // As the staleness sweep and a returning stream do.
             let name = sessions[*c].cluster();
             let affected = {
-                let mut fleet = index.inner.reports.fleet.write();
+                let mut fleet = index.inner.reports.write();
                 match stale {
                     true => fleet.mark_stale(name, Timestamp::UNIX_EPOCH),
                     false => fleet.mark_fresh(name),
@@ -233,7 +233,7 @@ proptest! {
             }
             for g in 0..2 {
                 let key = key(g);
-                let shared = index.inner.reports.fleet.read().reports_shared(&key);
+                let shared = index.inner.reports.read().reports_shared(&key);
                 let live = index.live_hub(&key);
                 let Some(view) = index.view(&key) else {
                     prop_assert!(shared.is_empty(), "no view after step {} ({:?})", step, op);
@@ -252,7 +252,7 @@ proptest! {
                 // Gateway, or the view's own conditions as the
                 // previous ones (as a pass has them).
                 let hub = match &live {
-                    Some(live) => live.hub_gateway(&index.inner.reports.fleet.read().reports(&key)),
+                    Some(live) => live.hub_gateway(&index.inner.reports.read().reports(&key)),
                     None => HubGateway {
                         generation: NO_KUBE_GENERATION,
                         previous: view.aggregation.status.conditions.clone().unwrap_or_default(),
@@ -262,7 +262,6 @@ proptest! {
                 let want = index
                     .inner
                     .reports
-                    .fleet
                     .read()
                     .aggregate(&key, &hub, &options, Timestamp::now())
                     .unwrap();
