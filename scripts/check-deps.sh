@@ -237,4 +237,31 @@ check_ports() {
   return $failed
 }
 check_ports || status=1
+
+# The index's lock order is checked by the compiler from a root each
+# operation makes (hub/index/src/lock_order.rs); what it cannot check is
+# that a root is made only where an operation starts. So every
+# `Held::nothing()` outside test code is the first statement of its
+# function: the line before it ends a function's signature.
+check_lock_roots() {
+  local src hits
+  src=$(crate_src gwhub-index)
+  hits=$(find "$src" -name '*.rs' ! -name tests.rs -print0 |
+    xargs -0 awk '
+      FNR == 1 { testing = 0; prev = "" }
+      /^[[:space:]]*#\[cfg\(test\)\]/ { testing = 1 }
+      !testing && !/^[[:space:]]*\/\// && /Held::nothing\(\)/ {
+        if (!(prev ~ /\{[[:space:]]*$/ && (prev ~ /(^|[^[:alnum:]_])fn[[:space:]]/ || prev ~ /^[[:space:]]*\)/))) {
+          print FILENAME ":" FNR ": " $0
+        }
+      }
+      !/^[[:space:]]*$/ { prev = $0 }')
+  if [[ -n $hits ]]; then
+    echo "error: gwhub-index makes a lock-order root (Held::nothing()) other than as its function's first statement:" >&2
+    echo "$hits" >&2
+    return 1
+  fi
+  echo "check-deps: gwhub-index makes its lock-order roots only where an operation starts"
+}
+check_lock_roots || status=1
 exit $status

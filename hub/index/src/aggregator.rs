@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
 use super::Index;
+use super::lock_order::{self, Held, Proof};
 use super::provenance::{Pending, Provenance, Stamp, Touched};
 use super::view::{Cell, Cells, GatewayView, OmissionsSource, Omitted, Views, build_view};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
@@ -27,8 +28,9 @@ const NO_KUBE_GENERATION: i64 = 1;
 /// published views (each with the provenance of the changes it carries,
 /// for the status write).
 ///
-/// Lock order: `passes` first (only a pass takes it), then the fleet (the
-/// reports part); `pending` is a leaf, taken alone or inside the fleet
+/// Lock order (`lock_order`, checked by the compiler): `passes` first
+/// (only a pass takes it, [`Aggregator::lock_passes`]), then the clusters
+/// and the fleet; `pending` is a leaf, taken alone or inside the fleet
 /// lock; every other lock here is taken alone.
 pub(super) struct Aggregator {
     /// Serialises aggregation passes, so an older pass never publishes
@@ -63,6 +65,32 @@ pub(super) struct Aggregator {
     options: Options,
 }
 
+/// A pass's lock held ([`Aggregator::lock_passes`]): what only passes
+/// keep, and the proof of the lock for the clusters' and the fleet's.
+struct PassesGuard<'a> {
+    passes: parking_lot::MutexGuard<'a, Passes>,
+    proof: Proof<'a, lock_order::Passes>,
+}
+
+impl<'a> PassesGuard<'a> {
+    fn proof(&self) -> Proof<'a, lock_order::Passes> {
+        self.proof
+    }
+}
+
+impl std::ops::Deref for PassesGuard<'_> {
+    type Target = Passes;
+    fn deref(&self) -> &Passes {
+        &self.passes
+    }
+}
+
+impl std::ops::DerefMut for PassesGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Passes {
+        &mut self.passes
+    }
+}
+
 /// What only aggregation passes keep, under `Aggregator::passes`.
 #[derive(Default)]
 struct Passes {
@@ -72,6 +100,14 @@ struct Passes {
 }
 
 impl Aggregator {
+    /// The pass's lock, the first of the order (see `lock_order`).
+    fn lock_passes<'a>(&'a self, held: Proof<'a, lock_order::Nothing>) -> PassesGuard<'a> {
+        PassesGuard {
+            passes: self.passes.lock(),
+            proof: held.then(),
+        }
+    }
+
     pub(super) fn new(options: Options) -> Self {
         let (views, _) = watch::channel(Views::default());
         let (passes_done, _) = watch::channel(0);
@@ -218,7 +254,8 @@ impl Index {
     /// engine over the clusters. Comparison and encoding happen after, and
     /// the watch channel's lock is held only to insert the finished views.
     fn aggregate_pending(&self) -> Option<bool> {
-        let mut passes = self.inner.aggregator.passes.lock();
+        let mut held = Held::nothing();
+        let mut passes = self.inner.aggregator.lock_passes(held.proof());
         let (inputs, mut provenance, now) = self.read_pending(&mut passes)?;
         let results: Vec<(GatewayKey, Update)> = inputs
             .into_iter()
@@ -240,7 +277,7 @@ impl Index {
     /// read. `None`: nothing was pending.
     fn read_pending(
         &self,
-        passes: &mut Passes,
+        passes: &mut PassesGuard<'_>,
     ) -> Option<(Vec<Input>, BTreeMap<GatewayKey, Provenance>, Timestamp)> {
         let mut taken = std::mem::take(&mut *self.inner.aggregator.pending.lock());
         if taken.is_empty() {
@@ -257,7 +294,7 @@ impl Index {
         let mut dns = self.dns_conditions_of(&keys);
         let expectations = {
             let keys: Vec<&GatewayKey> = keys.iter().collect();
-            self.expectations(&keys, &lives)
+            self.expectations(passes.proof(), &keys, &lives)
         };
         let now = Timestamp::now();
         // Only this pass (see `Aggregator::passes`) changes the views, so what it
@@ -272,7 +309,7 @@ impl Index {
         // only some clusters' reports changed since the published view,
         // only theirs are read: the view is patched.
         let (inputs, provenance) = {
-            let fleet = self.inner.reports.read();
+            let fleet = self.inner.reports.read(passes.proof());
             // With the provenance of the changes that landed since the
             // take: exactly the changes read here (see `pending`).
             super::provenance::take_provenance(
@@ -341,7 +378,7 @@ impl Index {
         input: Input,
         origin: Provenance,
         now: Timestamp,
-        passes: &mut Passes,
+        passes: &mut PassesGuard<'_>,
     ) -> Option<(GatewayKey, Update)> {
         let Input {
             key,
@@ -381,7 +418,7 @@ impl Index {
         if clusters.is_empty() {
             self.inner.history.record(&key, None, now.as_millisecond());
         } else if self.inner.history.capacity() > 0 {
-            self.record_history(&key, &aggregation, reports, now);
+            self.record_history(passes.proof(), &key, &aggregation, reports, now);
         }
         let (missing, unexpected) =
             gwhub_hub_rules::aggregate::missing_and_unexpected(expectation.as_ref(), &clusters);
@@ -474,6 +511,7 @@ impl Index {
     /// compared with the last recorded, not every cluster's.
     fn record_history(
         &self,
+        held: Proof<'_, lock_order::Passes>,
         key: &GatewayKey,
         aggregation: &Aggregation,
         reports: Reports,
@@ -502,7 +540,7 @@ impl Index {
             && !self.record_clusters(key, aggregation, &clusters, &changed, millis)
         {
             // No history yet: every cluster's conditions are needed.
-            let shared = self.inner.reports.read().reports_shared(key);
+            let shared = self.inner.reports.read(held).reports_shared(key);
             self.record_all(key, aggregation, &shared, millis);
         }
     }

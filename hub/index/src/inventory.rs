@@ -11,6 +11,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::Index;
+use super::lock_order::{self, Before, Held, Proof};
 use super::reports::ClusterSummary;
 use super::sessions::Session;
 use gwhub_hub_rules::aggregate::{GatewayKey, LiveHub};
@@ -102,6 +103,7 @@ impl Index {
     /// labels. Clusters that left meanwhile (and, when enforcing, every
     /// known cluster outside it: a restart after a leave) are removed.
     pub fn replace_inventory(&self, all: BTreeMap<String, Labels>) {
+        let mut held = Held::nothing();
         let leaving: Vec<String> = {
             let mut guard = self.inner.inventory.current.write();
             let Some(inv) = guard.as_mut() else { return };
@@ -120,7 +122,7 @@ impl Index {
             let inv = inv.clone();
             drop(guard);
             if enforce {
-                let clusters = self.inner.sessions.lock();
+                let clusters = self.inner.sessions.lock(held.proof());
                 leaving.extend(clusters.names().filter(|n| !inv.contains(n)).cloned());
             }
             leaving.into_iter().collect()
@@ -160,14 +162,15 @@ impl Index {
     /// out of every hub Gateway, and the store deletes its reports (the
     /// same path as a pruned cluster's). Returns whether it was known.
     pub fn remove_cluster(&self, cluster: &str) -> bool {
+        let mut held = Held::nothing();
         let namespace = self.inventory_namespace().unwrap_or_default();
         let affected = {
-            let mut clusters = self.inner.sessions.lock();
+            let mut clusters = self.inner.sessions.lock(held.proof());
             let Some(live) = clusters.remove(cluster) else {
                 return false;
             };
             live.set_removed_from(namespace);
-            let mut fleet = self.inner.reports.write_within(&clusters);
+            let mut fleet = self.inner.reports.write(clusters.proof());
             // A write of its stream in flight finds itself superseded.
             live.end_streams(&mut fleet);
             fleet.deregister(cluster)
@@ -229,8 +232,9 @@ impl Index {
     /// copy of it, and whether the hub knows each is read under the
     /// sessions' lock after: a pass costs the expected clusters, not a
     /// copy of the inventory and of every known cluster.
-    pub(super) fn expectations(
+    pub(super) fn expectations<L: Before<lock_order::Clusters>>(
         &self,
+        held: Proof<'_, L>,
         keys: &[&GatewayKey],
         lives: &[Option<Arc<LiveHub>>],
     ) -> Vec<Option<Expectation>> {
@@ -297,7 +301,7 @@ impl Index {
                 });
             }
         }
-        let known = self.inner.sessions.lock();
+        let known = self.inner.sessions.lock(held);
         read.into_iter()
             .map(|r| {
                 Some(match r? {

@@ -53,6 +53,7 @@ mod gauges;
 mod history;
 mod hostnames;
 mod inventory;
+mod lock_order;
 mod ports;
 mod provenance;
 mod reports;
@@ -82,8 +83,9 @@ pub use view::testing;
 pub use view::{Cell, Cells, Encoded, GatewayView, OMISSIONS_UNCHANGED, Views};
 
 /// The index's parts, each with its own state and locks (see each file).
-/// A call that spans parts takes their locks in the order the sessions
-/// part documents, each for a short sync section, never across `.await`.
+/// A call that spans parts takes their locks in the order `lock_order`
+/// holds it to (the compiler refuses another), each for a short sync
+/// section, never across `.await`.
 struct Inner {
     sessions: Sessions,
     reports: Reports,

@@ -11,7 +11,8 @@ use jiff::Timestamp;
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::watch;
 
-use super::sessions::{ClusterTransition, Clusters, Session, Superseded};
+use super::lock_order::{self, Before, Held, Proof};
+use super::sessions::{ClusterTransition, Session, Superseded};
 use super::{Index, now_millis};
 use gwhub_hub_rules::aggregate::fleet::SharedReport;
 use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, ReportedStatus};
@@ -20,9 +21,9 @@ use gwhub_hub_rules::aggregate::{Fleet, Freshness, GatewayKey, Options, Reported
 /// engine's [`Fleet`], keeping each Gateway's incremental aggregate) and
 /// the revision the store follows.
 pub(super) struct Reports {
-    /// Taken for writes by ingest under a short lock; the second lock of
-    /// the order ([`super::sessions::Sessions`]), reached only through
-    /// [`Reports::read`], [`Reports::write`] and [`Reports::write_within`].
+    /// Taken for writes by ingest under a short lock; the last lock of
+    /// the order (`lock_order`), reached only through [`Reports::read`]
+    /// and [`Reports::write`].
     fleet: RwLock<Fleet>,
     /// Bumped whenever some cluster's reports were applied.
     revision: watch::Sender<u64>,
@@ -37,22 +38,20 @@ impl Reports {
         }
     }
 
-    /// The fleet for reading, for a short sync section.
-    pub(super) fn read(&self) -> RwLockReadGuard<'_, Fleet> {
+    /// The fleet for reading, for a short sync section: after the
+    /// clusters or a pass's lock, if either is held (see `lock_order`).
+    pub(super) fn read<'a, L: Before<lock_order::Fleet>>(
+        &'a self,
+        _held: Proof<'a, L>,
+    ) -> RwLockReadGuard<'a, Fleet> {
         self.fleet.read()
     }
 
-    /// The fleet for writing where no cluster's record is looked up or
-    /// added: a stream's report, checked against its session under this
-    /// lock. The caller takes no clusters lock while it holds it.
-    pub(super) fn write(&self) -> RwLockWriteGuard<'_, Fleet> {
-        self.fleet.write()
-    }
-
-    /// The fleet for writing inside the clusters lock: `_clusters`, the
-    /// guard of the order's first lock, shows at the call that this, the
-    /// second, is taken after it.
-    pub(super) fn write_within(&self, _clusters: &Clusters<'_>) -> RwLockWriteGuard<'_, Fleet> {
+    /// The fleet for writing, as [`Reports::read`].
+    pub(super) fn write<'a, L: Before<lock_order::Fleet>>(
+        &'a self,
+        _held: Proof<'a, L>,
+    ) -> RwLockWriteGuard<'a, Fleet> {
         self.fleet.write()
     }
 
@@ -159,8 +158,9 @@ impl Index {
         session: &Session,
         gateways: BTreeMap<GatewayKey, GatewayStatus>,
     ) -> Result<(), Superseded> {
+        let mut held = Held::nothing();
         let affected = {
-            let mut fleet = self.inner.reports.write();
+            let mut fleet = self.inner.reports.write(held.proof());
             session.check(&fleet)?;
             let affected = fleet.replace_snapshot(session.cluster(), gateways);
             session.live().bump_report_rev(&mut fleet);
@@ -186,9 +186,10 @@ impl Index {
         changes: Vec<Change>,
         stamp: Option<super::provenance::Stamp>,
     ) -> Result<(), ApplyError> {
+        let mut held = Held::nothing();
         let mut affected = BTreeSet::new();
         {
-            let mut fleet = self.inner.reports.write();
+            let mut fleet = self.inner.reports.write(held.proof());
             session.check(&fleet)?;
             let count = count_after(fleet.cluster_gateways(session.cluster()), &changes);
             let max = gwhub_model::limits::MAX_GATEWAYS;
@@ -225,9 +226,10 @@ impl Index {
 
     /// Everything `cluster` reports, for persistence; `None` if unknown.
     pub fn cluster_record(&self, cluster: &str) -> Option<ClusterRecord> {
-        let live = self.inner.sessions.get(cluster)?;
+        let mut held = Held::nothing();
+        let live = self.inner.sessions.get(held.proof(), cluster)?;
         let (report_rev, gateways) = {
-            let fleet = self.inner.reports.read();
+            let fleet = self.inner.reports.read(held.proof());
             // Bumped under the fleet lock, so it matches what is read here.
             let report_rev = live.report_rev_with(&fleet);
             let shared: Vec<(GatewayKey, Arc<ReportedStatus>)> = fleet
@@ -267,6 +269,7 @@ impl Index {
         last_report_millis: i64,
         last_seen_millis: i64,
     ) -> bool {
+        let mut held = Held::nothing();
         let limit =
             i64::try_from(self.inner.sessions.stale_after().as_millis()).unwrap_or(i64::MAX);
         if !self.may_import(cluster) {
@@ -279,7 +282,7 @@ impl Index {
             self.inner.sessions.announce_pruned(cluster);
             return false;
         }
-        let mut clusters = self.inner.sessions.lock();
+        let mut clusters = self.inner.sessions.lock(held.proof());
         // A cluster first heard of from the store (a restart) is not news.
         let known = clusters.contains(cluster);
         // The store is bounded like the streams: a relist or restart does
@@ -296,7 +299,7 @@ impl Index {
             return false;
         }
         let live = clusters.get_or_add(cluster);
-        let mut fleet = self.inner.reports.write_within(&clusters);
+        let mut fleet = self.inner.reports.write(clusters.proof());
         let heard_here = live.report_rev_with(&fleet) > 0;
         if heard_here && live.connected() {
             return false;
@@ -348,14 +351,16 @@ impl Index {
     /// Whether `cluster` is known here (streaming to this hub, or imported
     /// from the store).
     pub fn has_cluster(&self, cluster: &str) -> bool {
-        self.inner.sessions.lock().contains(cluster)
+        let mut held = Held::nothing();
+        self.inner.sessions.lock(held.proof()).contains(cluster)
     }
 
     /// Forgets a cluster that is not streaming to this hub (its stored
     /// report was deleted: the operator deregistered it). Returns whether it
     /// was forgotten.
     pub fn deregister(&self, cluster: &str) -> bool {
-        let mut clusters = self.inner.sessions.lock();
+        let mut held = Held::nothing();
+        let mut clusters = self.inner.sessions.lock(held.proof());
         match clusters.get(cluster) {
             Some(live) if live.connected() => return false,
             Some(_) => {
@@ -366,7 +371,7 @@ impl Index {
         let affected = self
             .inner
             .reports
-            .write_within(&clusters)
+            .write(clusters.proof())
             .deregister(cluster);
         drop(clusters);
         tracing::info!(cluster, "cluster deregistered");
@@ -377,6 +382,7 @@ impl Index {
 
     /// Every cluster, in name order.
     pub fn clusters(&self) -> Vec<ClusterSummary> {
+        let mut held = Held::nothing();
         let counts: BTreeMap<String, usize> = self
             .inner
             .reports
@@ -385,7 +391,7 @@ impl Index {
             .clusters()
             .map(|(n, _, count)| (n.to_owned(), count))
             .collect();
-        let clusters = self.inner.sessions.lock();
+        let clusters = self.inner.sessions.lock(held.proof());
         clusters
             .all()
             .map(|l| ClusterSummary {
@@ -405,14 +411,15 @@ impl Index {
 
     /// Each cluster's report of `key`, in cluster name order.
     pub fn cluster_reports(&self, key: &GatewayKey) -> Vec<ClusterGateway> {
+        let mut held = Held::nothing();
         let seen: BTreeMap<String, i64> = self
             .inner
             .sessions
-            .lock()
+            .lock(held.proof())
             .all()
             .map(|l| (l.name().to_owned(), l.last_seen()))
             .collect();
-        let shared = self.inner.reports.read().reports_shared(key);
+        let shared = self.inner.reports.read(held.proof()).reports_shared(key);
         shared
             .into_iter()
             .map(|r| ClusterGateway {
@@ -432,7 +439,8 @@ impl Index {
         &self,
         keep: impl Fn(&GatewayKey) -> bool,
     ) -> Vec<(GatewayKey, SharedReport)> {
-        let fleet = self.inner.reports.read();
+        let mut held = Held::nothing();
+        let fleet = self.inner.reports.read(held.proof());
         let keys: Vec<GatewayKey> = fleet.gateway_keys().filter(|k| keep(k)).cloned().collect();
         keys.into_iter()
             .flat_map(|k| {

@@ -13,6 +13,7 @@ use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::lock_order::{self, Before, Held, Proof};
 use super::{Index, now_millis};
 
 /// The sessions part of the index: every known cluster's liveness record,
@@ -20,13 +21,11 @@ use super::{Index, now_millis};
 /// private: other parts reach a cluster's record through [`Sessions::lock`]
 /// and change it through [`ClusterLive`]'s methods.
 ///
-/// Lock order: the clusters ([`Sessions::lock`]), then the fleet (the
-/// reports part), then one cluster's session slot; the inventory may be
-/// read inside the clusters lock. The fleet is the reports part's own
-/// field: under the clusters lock it is taken for writing only by
-/// [`super::reports::Reports::write_within`], which takes the clusters'
-/// guard, so every such call shows the order; `Reports::write` and
-/// `Reports::read` are for callers that hold no clusters lock. The types hold the part that matters
+/// Lock order (`lock_order`, checked by the compiler): a pass's lock, the
+/// clusters ([`Sessions::lock`], which takes the proof of what is held),
+/// then the fleet (the reports part); one cluster's session slot and the
+/// inventory are leaves, taken inside those or alone. The types also hold
+/// the part that matters
 /// for a superseded stream: a slot is only ever moved on
 /// ([`ClusterLive::supersede`], [`ClusterLive::end_streams`]) with the
 /// fleet's write guard in hand, and a stream's report write checks its
@@ -84,49 +83,68 @@ impl Sessions {
         let _ = self.pruned.send(cluster.to_owned());
     }
 
-    /// Every known cluster, locked: the first lock of the order above.
-    pub(super) fn lock(&self) -> Clusters<'_> {
-        Clusters(self.clusters.lock())
+    /// Every known cluster, locked: after a pass's lock, before the
+    /// fleet (see `lock_order`).
+    pub(super) fn lock<'a, L: Before<lock_order::Clusters>>(
+        &'a self,
+        held: Proof<'a, L>,
+    ) -> Clusters<'a> {
+        Clusters {
+            proof: held.then(),
+            guard: self.clusters.lock(),
+        }
     }
 
     /// `cluster`'s record, if known (the clusters lock is held only to
     /// clone it).
-    pub(super) fn get(&self, cluster: &str) -> Option<Arc<ClusterLive>> {
-        self.clusters.lock().get(cluster).cloned()
+    pub(super) fn get<L: Before<lock_order::Clusters>>(
+        &self,
+        held: Proof<'_, L>,
+        cluster: &str,
+    ) -> Option<Arc<ClusterLive>> {
+        self.lock(held).get(cluster).cloned()
     }
 }
 
 /// Every known cluster, under the clusters lock ([`Sessions::lock`]).
-pub(super) struct Clusters<'a>(MutexGuard<'a, BTreeMap<String, Arc<ClusterLive>>>);
+pub(super) struct Clusters<'a> {
+    guard: MutexGuard<'a, BTreeMap<String, Arc<ClusterLive>>>,
+    proof: Proof<'a, lock_order::Clusters>,
+}
 
-impl Clusters<'_> {
+impl<'a> Clusters<'a> {
+    /// The proof that the clusters are locked, for the fleet's lock.
+    pub(super) fn proof(&self) -> Proof<'a, lock_order::Clusters> {
+        self.proof
+    }
+
     /// `cluster`'s record, if known.
     pub(super) fn get(&self, cluster: &str) -> Option<&Arc<ClusterLive>> {
-        self.0.get(cluster)
+        self.guard.get(cluster)
     }
 
     pub(super) fn contains(&self, cluster: &str) -> bool {
-        self.0.contains_key(cluster)
+        self.guard.contains_key(cluster)
     }
 
     pub(super) fn len(&self) -> usize {
-        self.0.len()
+        self.guard.len()
     }
 
     /// Every known cluster's name, in order.
     pub(super) fn names(&self) -> impl Iterator<Item = &String> {
-        self.0.keys()
+        self.guard.keys()
     }
 
     /// Every known cluster's record, in name order.
     pub(super) fn all(&self) -> impl Iterator<Item = &Arc<ClusterLive>> {
-        self.0.values()
+        self.guard.values()
     }
 
     /// `cluster`'s record, made if it is new (the caller checked
     /// `--max-clusters`).
     pub(super) fn get_or_add(&mut self, cluster: &str) -> Arc<ClusterLive> {
-        self.0
+        self.guard
             .entry(cluster.to_owned())
             .or_insert_with(|| Arc::new(ClusterLive::new(cluster)))
             .clone()
@@ -134,7 +152,7 @@ impl Clusters<'_> {
 
     /// Forgets `cluster`; its record, if it was known.
     pub(super) fn remove(&mut self, cluster: &str) -> Option<Arc<ClusterLive>> {
-        self.0.remove(cluster)
+        self.guard.remove(cluster)
     }
 }
 
@@ -418,13 +436,14 @@ impl Index {
     /// With a fleet inventory, a cluster outside it is refused (or, with
     /// `--inventory-mode=observe`, admitted and flagged).
     pub fn connect(&self, cluster: &str, agent_version: &str) -> Result<Session, ConnectError> {
+        let mut held = Held::nothing();
         // Under the clusters lock, like `disconnect`: an older stream's
         // disconnect cannot land between taking over and marking connected.
         // The session slot is taken under the fleet lock, which the older
         // stream's report writes hold while they check their session: none
         // of them lands after this.
         let session = {
-            let mut clusters = self.inner.sessions.lock();
+            let mut clusters = self.inner.sessions.lock(held.proof());
             // Under the clusters lock: a leave cannot land between the check
             // and the connection.
             if self.admit(cluster)? {
@@ -444,7 +463,7 @@ impl Index {
                 .into());
             }
             let live = clusters.get_or_add(cluster);
-            let (id, cancel) = live.supersede(&mut self.inner.reports.write_within(&clusters));
+            let (id, cancel) = live.supersede(&mut self.inner.reports.write(clusters.proof()));
             live.connected.store(true, Ordering::SeqCst);
             (Session { live, id, cancel }, new)
         };
@@ -459,7 +478,8 @@ impl Index {
 
     /// The stream ended; its cluster's reports stay (and go stale in time).
     pub fn disconnect(&self, session: &Session) {
-        let _clusters = self.inner.sessions.lock();
+        let mut held = Held::nothing();
+        let _clusters = self.inner.sessions.lock(held.proof());
         if !session.is_superseded() {
             session.live.connected.store(false, Ordering::SeqCst);
         }
@@ -469,6 +489,7 @@ impl Index {
     /// superseded session's messages do not count (returns `false`): only
     /// the stream the cluster's report came from keeps it fresh.
     pub fn touch(&self, session: &Session) -> bool {
+        let mut held = Held::nothing();
         let live = &session.live;
         {
             let slot = live.session.lock();
@@ -480,12 +501,12 @@ impl Index {
         // Pairs with the re-check in `sweep_stale` (both SeqCst): either the
         // sweep sees this time, or this sees its `stale` flag.
         if live.stale.load(Ordering::SeqCst) {
-            let clusters = self.inner.sessions.lock();
+            let clusters = self.inner.sessions.lock(held.proof());
             if live.stale.swap(false, Ordering::SeqCst) {
                 let affected = self
                     .inner
                     .reports
-                    .write_within(&clusters)
+                    .write(clusters.proof())
                     .mark_fresh(&live.name);
                 self.mark_dirty_by(&live.name, affected);
                 tracing::info!(cluster = %live.name, "cluster is fresh again");
@@ -503,8 +524,9 @@ impl Index {
     /// messages count), or not known here yet (its stored report brings
     /// it), is left alone.
     pub fn seen_elsewhere(&self, cluster: &str, seen_millis: i64) {
+        let mut held = Held::nothing();
         let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let clusters = self.inner.sessions.lock();
+        let clusters = self.inner.sessions.lock(held.proof());
         let Some(live) = clusters.get(cluster) else {
             return;
         };
@@ -518,7 +540,7 @@ impl Index {
         let affected = self
             .inner
             .reports
-            .write_within(&clusters)
+            .write(clusters.proof())
             .mark_fresh(&live.name);
         drop(clusters);
         self.mark_dirty_by(cluster, affected);
@@ -534,13 +556,14 @@ impl Index {
     /// Forgets disconnected clusters silent for the prune bound (see
     /// [`IndexConfig::prune_after`]).
     pub(crate) fn prune_silent(&self) {
+        let mut held = Held::nothing();
         let after = self.inner.sessions.prune_after_millis;
         if after <= 0 {
             return;
         }
         let now = now_millis();
         let gone: Vec<String> = {
-            let mut clusters = self.inner.sessions.lock();
+            let mut clusters = self.inner.sessions.lock(held.proof());
             let gone: Vec<String> = clusters
                 .all()
                 .filter(|l| !l.connected() && now.saturating_sub(l.last_seen()) >= after)
@@ -548,7 +571,7 @@ impl Index {
                 .collect();
             let mut affected = BTreeSet::new();
             if !gone.is_empty() {
-                let mut fleet = self.inner.reports.write_within(&clusters);
+                let mut fleet = self.inner.reports.write(clusters.proof());
                 for name in &gone {
                     clusters.remove(name);
                     affected.extend(fleet.deregister(name));
@@ -570,9 +593,10 @@ impl Index {
 
     /// Marks clusters silent for longer than `stale_after` stale.
     pub(crate) fn sweep_stale(&self) {
+        let mut held = Held::nothing();
         let now = now_millis();
         let limit = i64::try_from(self.inner.sessions.stale_after.as_millis()).unwrap_or(i64::MAX);
-        let clusters = self.inner.sessions.lock();
+        let clusters = self.inner.sessions.lock(held.proof());
         for live in clusters.all() {
             if live.stale.load(Ordering::SeqCst) {
                 continue;
@@ -593,7 +617,7 @@ impl Index {
             let affected = self
                 .inner
                 .reports
-                .write_within(&clusters)
+                .write(clusters.proof())
                 .mark_stale(&live.name, last);
             self.mark_dirty_by(&live.name, affected);
             self.transition(ClusterTransition::Stale {

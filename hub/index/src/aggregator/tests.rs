@@ -118,7 +118,8 @@ fn apply(index: &Index, sessions: &[Session], op: &Op) {
             // As the staleness sweep and a returning stream do.
             let name = sessions[*c].cluster();
             let affected = {
-                let mut fleet = index.inner.reports.write();
+                let mut held = Held::nothing();
+                let mut fleet = index.inner.reports.write(held.proof());
                 match stale {
                     true => fleet.mark_stale(name, Timestamp::UNIX_EPOCH),
                     false => fleet.mark_fresh(name),
@@ -233,7 +234,7 @@ proptest! {
             }
             for g in 0..2 {
                 let key = key(g);
-                let shared = index.inner.reports.read().reports_shared(&key);
+                let shared = index.inner.reports.read(Held::nothing().proof()).reports_shared(&key);
                 let live = index.live_hub(&key);
                 let Some(view) = index.view(&key) else {
                     prop_assert!(shared.is_empty(), "no view after step {} ({:?})", step, op);
@@ -252,7 +253,7 @@ proptest! {
                 // Gateway, or the view's own conditions as the
                 // previous ones (as a pass has them).
                 let hub = match &live {
-                    Some(live) => live.hub_gateway(&index.inner.reports.read().reports(&key)),
+                    Some(live) => live.hub_gateway(&index.inner.reports.read(Held::nothing().proof()).reports(&key)),
                     None => HubGateway {
                         generation: NO_KUBE_GENERATION,
                         previous: view.aggregation.status.conditions.clone().unwrap_or_default(),
@@ -262,7 +263,7 @@ proptest! {
                 let want = index
                     .inner
                     .reports
-                    .read()
+                    .read(Held::nothing().proof())
                     .aggregate(&key, &hub, &options, Timestamp::now())
                     .unwrap();
                 prop_assert_eq!(&view.aggregation.status, &want.status);
