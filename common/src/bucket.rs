@@ -76,6 +76,19 @@ impl TokenBucket {
         self.tokens = (self.tokens + 1.0).min(self.burst);
     }
 
+    /// Takes one token at `now` if one is there; when the bucket is empty,
+    /// takes and reserves nothing and says how long until a token is
+    /// there: for a limit that refuses (and names when to come back)
+    /// instead of making the caller wait.
+    pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+        let wait = self.available_in(now);
+        if !wait.is_zero() {
+            return Err(wait);
+        }
+        self.take(now);
+        Ok(())
+    }
+
     /// Takes one token at `now`; returns how long to wait before using it
     /// (zero: at once).
     pub fn take(&mut self, now: Instant) -> Duration {
@@ -169,6 +182,26 @@ impl PriorityBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusing take: a burst, then one a `1/qps`; a refusal reserves
+    /// nothing, so the next token comes as if it had not been asked for.
+    #[test]
+    fn try_take_refuses_without_reserving() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let ms = Duration::from_millis;
+        let mut b = TokenBucket::new(10.0, 3, t0);
+        assert!((0..3).all(|_| b.try_take(at(0)).is_ok()));
+        assert_eq!(b.try_take(at(0)), Err(ms(100)));
+        assert_eq!(b.try_take(at(50)), Err(ms(50)));
+        assert_eq!(b.try_take(at(100)), Ok(()));
+        assert_eq!(b.try_take(at(100)), Err(ms(100)));
+        // A second of silence refills the burst, no more.
+        assert_eq!((0..5).filter(|_| b.try_take(at(1_200)).is_ok()).count(), 3);
+        // No limit: always.
+        let mut free = TokenBucket::new(0.0, 1, t0);
+        assert!((0..100).all(|_| free.try_take(at(0)).is_ok()));
+    }
 
     /// Each case: (qps, burst, floor share, takes as (time ms, class)) ->
     /// per take, the wait in ms, or `None` for "ask again".

@@ -66,13 +66,7 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
         let bucket = buckets
             .entry(key.clone())
             .or_insert_with(|| TokenBucket::new(qps, self.burst, now));
-        let wait = bucket.take(now);
-        if wait.is_zero() {
-            Ok(())
-        } else {
-            bucket.refund();
-            Err(wait)
-        }
+        bucket.try_take(now)
     }
 }
 

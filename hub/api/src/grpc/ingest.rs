@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::{FutureExt, Stream, StreamExt};
 use gateway_api::apis::standard::gateways::GatewayStatus;
+use gwhub_common::TokenBucket;
 use gwhub_model::limits::*;
 use gwhub_proto::convert::{self, check_count, check_str};
 use gwhub_proto::v1::{self, agent_message, hub_message};
@@ -249,37 +250,6 @@ struct Partial {
     bytes: u64,
 }
 
-/// A token bucket over one stream's messages: `rate` tokens a second, at
-/// most `rate` banked (a burst of one second's worth).
-#[derive(Debug)]
-struct RateLimit {
-    rate: f64,
-    tokens: f64,
-    last: tokio::time::Instant,
-}
-
-impl RateLimit {
-    fn new(per_second: u32) -> Option<Self> {
-        (per_second > 0).then(|| RateLimit {
-            rate: f64::from(per_second),
-            tokens: f64::from(per_second),
-            last: tokio::time::Instant::now(),
-        })
-    }
-
-    /// Takes one token; `false` when the stream is over its rate.
-    fn take(&mut self, now: tokio::time::Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = now;
-        self.tokens = (self.tokens + elapsed * self.rate).min(self.rate);
-        if self.tokens < 1.0 {
-            return false;
-        }
-        self.tokens -= 1.0;
-        true
-    }
-}
-
 struct AgentStream {
     index: IngestPort,
     config: IngestConfig,
@@ -296,7 +266,9 @@ struct AgentStream {
     resync_requested: bool,
     partial: Option<Partial>,
     pending: Vec<v1::HubMessage>,
-    rate: Option<RateLimit>,
+    /// `--max-messages-per-second`: a burst of one second's worth, then
+    /// refusals (the stream ends) rather than waits.
+    rate: Option<TokenBucket>,
     /// Encoded size of each Gateway the cluster's report holds since this
     /// stream's last snapshot, and their sum (the cluster budget).
     sizes: HashMap<GatewayKey, u64>,
@@ -414,7 +386,10 @@ impl AgentStream {
             Ok(Some(m)) => m.map_err(inbound_error)?,
         };
         self.accept_hello(hello)?;
-        self.rate = RateLimit::new(self.config.max_messages_per_second);
+        let per_second = self.config.max_messages_per_second;
+        self.rate = (per_second > 0).then(|| {
+            TokenBucket::new(f64::from(per_second), per_second, std::time::Instant::now())
+        });
         if !self.flush().await? {
             return Ok(());
         }
@@ -514,7 +489,10 @@ impl AgentStream {
 
     /// Counts one inbound message against the stream's rate limit.
     fn limit(&mut self, now: tokio::time::Instant) -> Result<(), Status> {
-        let over = self.rate.as_mut().is_some_and(|rate| !rate.take(now));
+        let over = self
+            .rate
+            .as_mut()
+            .is_some_and(|rate| rate.try_take(now.into_std()).is_err());
         if over {
             return Err(Status::resource_exhausted(format!(
                 "rate limit: more than {} messages per second on this stream; slow down (the hub's --max-messages-per-second)",
