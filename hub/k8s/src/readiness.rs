@@ -101,17 +101,10 @@ impl Reached {
         *self.tx.borrow()
     }
 
-    /// What waits on the stage, for a task that both brings one stage
-    /// about and waits on another's task.
+    /// A receiver of the stage, for another task of the same spawner that
+    /// waits on it (liveness on the importer's `Restored`).
     pub(crate) fn follow(&self) -> watch::Receiver<bool> {
         self.tx.subscribe()
-    }
-
-    /// A stage with no [`Readiness`] behind it: for a task run alone (its
-    /// tests), with what waits on it.
-    pub fn detached(stage: Stage) -> (Reached, watch::Receiver<bool>) {
-        let (tx, rx) = watch::channel(false);
-        (Reached { stage, tx }, rx)
     }
 }
 
