@@ -51,15 +51,17 @@ impl TokenBucket {
     /// How long from `now` until a token is there (zero: one is), without
     /// taking it.
     pub(crate) fn available_in(&self, now: Instant) -> Duration {
-        let Some(qps) = self.qps else {
-            return Duration::ZERO;
-        };
         let mut b = self.clone();
         b.refill(now);
-        if b.tokens >= 1.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64((1.0 - b.tokens) / qps)
+        b.shortfall()
+    }
+
+    /// How long until a token is there, as the bucket stands (zero: one
+    /// is, or no limit).
+    fn shortfall(&self) -> Duration {
+        match self.qps {
+            Some(qps) if self.tokens < 1.0 => Duration::from_secs_f64((1.0 - self.tokens) / qps),
+            _ => Duration::ZERO,
         }
     }
 
@@ -81,11 +83,15 @@ impl TokenBucket {
     /// there: for a limit that refuses (and names when to come back)
     /// instead of making the caller wait.
     pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
-        let wait = self.available_in(now);
+        if self.qps.is_none() {
+            return Ok(());
+        }
+        self.refill(now);
+        let wait = self.shortfall();
         if !wait.is_zero() {
             return Err(wait);
         }
-        self.take(now);
+        self.tokens -= 1.0;
         Ok(())
     }
 
